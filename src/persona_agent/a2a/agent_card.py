@@ -1,0 +1,147 @@
+"""Agent cards built from personas, and the hub's own card."""
+
+from __future__ import annotations
+
+from a2a.types.a2a_pb2 import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentProvider,
+    AgentSkill,
+)
+from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
+from persona_agent.personas.model import Persona
+
+from persona_agent import __version__
+from persona_agent.a2a.extensions import cost_extension
+
+__all__ = [
+    "A2A_PREFIX",
+    "CARD_PATH",
+    "INPUT_MODES",
+    "OUTPUT_MODES",
+    "build_agent_card",
+    "build_hub_card",
+    "persona_url",
+]
+
+A2A_PREFIX = "/a2a"
+CARD_PATH = "/.well-known/agent-card.json"
+INPUT_MODES = ["text/plain", "application/json"]
+OUTPUT_MODES = ["text/plain", "application/json"]
+PROVIDER = AgentProvider(
+    organization="persona-agent", url="https://pypi.org/project/persona-agent/"
+)
+
+
+def persona_url(base_url: str, persona_id: str) -> str:
+    """The persona's endpoint: JSON-RPC is served at this URL, HTTP+JSON below it."""
+    return f"{base_url}{A2A_PREFIX}/{persona_id}/"
+
+
+def _interfaces(url: str) -> list[AgentInterface]:
+    rest_url = url.rstrip("/")
+    return [
+        AgentInterface(
+            url=url if binding == TransportProtocol.JSONRPC else rest_url,
+            protocol_binding=binding,
+            protocol_version=version,
+        )
+        for binding, version in (
+            (TransportProtocol.JSONRPC, PROTOCOL_VERSION_1_0),
+            (TransportProtocol.HTTP_JSON, PROTOCOL_VERSION_1_0),
+            (TransportProtocol.JSONRPC, PROTOCOL_VERSION_0_3),
+            (TransportProtocol.HTTP_JSON, PROTOCOL_VERSION_0_3),
+        )
+    ]
+
+
+def build_agent_card(persona: Persona, base_url: str) -> AgentCard:
+    """The persona's card: a ``conversation`` skill plus one skill per knowledge domain.
+
+    Skill ids are stable (``{id}-conversation``, ``{id}-{domain slug}``), and the
+    interface URLs are built from ``base_url`` (the public base URL when set).
+    """
+    skills = [
+        AgentSkill(
+            id=f"{persona.id}-conversation",
+            name=f"Conversation with {persona.name}",
+            description=persona.description,
+            tags=["conversation", "persona", *persona.knowledge_domains],
+            examples=list(persona.card.examples),
+            input_modes=INPUT_MODES,
+            output_modes=OUTPUT_MODES,
+        )
+    ]
+    for domain, topics in persona.knowledge_domains.items():
+        skills.append(
+            AgentSkill(
+                id=f"{persona.id}-{persona.domain_slug(domain)}",
+                name=domain,
+                description=f"{persona.name} on {domain}: " + ", ".join(topics),
+                tags=[domain, *topics],
+                input_modes=INPUT_MODES,
+                output_modes=OUTPUT_MODES,
+            )
+        )
+    for extra in persona.card.skills:
+        skills.append(
+            AgentSkill(
+                id=extra.id,
+                name=extra.name,
+                description=extra.description,
+                tags=list(extra.tags),
+                examples=list(extra.examples),
+                input_modes=INPUT_MODES,
+                output_modes=OUTPUT_MODES,
+            )
+        )
+    return AgentCard(
+        name=persona.name,
+        description=persona.description,
+        version=persona.version or __version__,
+        provider=PROVIDER,
+        supported_interfaces=_interfaces(persona_url(base_url, persona.id)),
+        capabilities=AgentCapabilities(
+            streaming=True,
+            push_notifications=False,
+            extended_agent_card=False,
+            extensions=[cost_extension()],
+        ),
+        default_input_modes=INPUT_MODES,
+        default_output_modes=OUTPUT_MODES,
+        skills=skills,
+    )
+
+
+def build_hub_card(personas: list[Persona], base_url: str) -> AgentCard:
+    """The hub's own card: what it is and which personas it serves (as skills).
+
+    The hub itself answers no messages; each persona is an agent of its own, whose
+    card is at ``{base}/a2a/{id}/.well-known/agent-card.json``.
+    """
+    return AgentCard(
+        name="persona-agent hub",
+        description=(
+            "A hub of AI personas, each an independent A2A agent. "
+            f"List them at {base_url}{A2A_PREFIX}/personas; each persona's card is at "
+            f"{base_url}{A2A_PREFIX}/{{persona_id}}{CARD_PATH}."
+        ),
+        version=__version__,
+        provider=PROVIDER,
+        supported_interfaces=[],
+        capabilities=AgentCapabilities(streaming=False, push_notifications=False),
+        default_input_modes=INPUT_MODES,
+        default_output_modes=OUTPUT_MODES,
+        skills=[
+            AgentSkill(
+                id=f"persona-{persona.id}",
+                name=persona.name,
+                description=f"{persona.description} Endpoint: {persona_url(base_url, persona.id)}",
+                tags=["persona"],
+                input_modes=INPUT_MODES,
+                output_modes=OUTPUT_MODES,
+            )
+            for persona in personas
+        ],
+    )

@@ -1,0 +1,205 @@
+"""PersonaAgentExecutor: the boundary between the A2A protocol and the chat engine."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from contextlib import aclosing
+from typing import Any
+
+from a2a.helpers.proto_helpers import new_task_from_user_message
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.tasks import TaskUpdater
+from a2a.types.a2a_pb2 import Message, Part, TaskState
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.struct_pb2 import Value
+from persona_agent.personas.model import Persona
+
+from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload
+from persona_agent.chat.engine import ChatEngine
+from persona_agent.chat.events import Done, Token, ToolEnd, ToolStart
+from persona_agent.errors import PersonaAgentError
+
+__all__ = ["ANSWER_ARTIFACT_NAME", "InputError", "PersonaAgentExecutor", "message_to_text"]
+
+logger = logging.getLogger(__name__)
+
+ANSWER_ARTIFACT_NAME = "answer"
+TEXT_MEDIA_TYPES = ("text/", "application/json", "application/xml", "application/yaml")
+
+
+class InputError(PersonaAgentError):
+    message = "The message has no content the persona can read"
+
+
+def message_to_text(message: Message) -> str:
+    """The user's message as text for the model.
+
+    Text parts are the conversation; data parts are passed as JSON; file parts
+    with inline bytes of a text type are read. Anything else raises
+    :class:`InputError` naming the part.
+    """
+    pieces: list[str] = []
+    for index, part in enumerate(message.parts):
+        kind = part.WhichOneof("content")
+        if kind == "text":
+            pieces.append(part.text)
+        elif kind == "data":
+            data = MessageToDict(part.data)
+            pieces.append("```json\n" + json.dumps(data, ensure_ascii=False, indent=2) + "\n```")
+        elif kind == "raw" and part.media_type.startswith(TEXT_MEDIA_TYPES):
+            try:
+                text = part.raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise InputError(
+                    f"Part {index} ({part.filename or 'file'}) is not UTF-8"
+                ) from error
+            name = part.filename or "attached file"
+            pieces.append(f"[{name}]\n{text}")
+        else:
+            media = part.media_type or "unknown type"
+            raise InputError(
+                f"Part {index} ({kind or 'empty'}, {media}) is not supported: "
+                "send text, data, or inline text files"
+            )
+    text = "\n\n".join(piece for piece in pieces if piece.strip())
+    if not text:
+        raise InputError()
+    return text
+
+
+class PersonaAgentExecutor(AgentExecutor):
+    """Runs one persona's answers as A2A tasks.
+
+    ``execute()`` emits ``working``, streams the answer as artifact-update chunks
+    of one artifact (``append`` after the first, an empty ``last_chunk`` at the
+    end), reports each tool call as a ``working`` status update, and ends with
+    ``completed`` (the answer as the status message, plus a cost-v1 DataPart) or
+    ``failed`` (a short message, never a stack trace).
+
+    ``cancel()`` stops the task's events at once and emits ``canceled``; the
+    SDK then cancels ``execute()``, which closes the LLM stream and abandons any
+    tool call at its current await.
+    """
+
+    def __init__(self, persona: Persona, engine: ChatEngine) -> None:
+        self.persona = persona
+        self.engine = engine
+        self._cancelled: set[str] = set()
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        message = context.message
+        task_id, context_id = context.task_id, context.context_id
+        if message is None or not task_id or not context_id:
+            raise ValueError("execute() needs a message, a task id and a context id")
+        if context.current_task is None:
+            await event_queue.enqueue_event(new_task_from_user_message(message))
+        updater = TaskUpdater(event_queue, task_id, context_id)
+        try:
+            await updater.start_work()
+            await self._answer(message, task_id, context_id, updater)
+        except PersonaAgentError as error:
+            logger.warning("persona %s, task %s failed: %s", self.persona.id, task_id, error)
+            await self._finish_failed(updater, task_id, error.message)
+        except Exception:
+            logger.exception("persona %s, task %s: internal error", self.persona.id, task_id)
+            await self._finish_failed(updater, task_id, "Internal error while answering")
+        finally:
+            self._cancelled.discard(task_id)
+
+    async def _answer(
+        self, message: Message, task_id: str, context_id: str, updater: TaskUpdater
+    ) -> None:
+        text = message_to_text(message)
+        artifact_id = str(uuid.uuid4())
+        first = True
+        async with aclosing(self.engine.stream(self.persona, context_id, text)) as events:
+            async for event in events:
+                if task_id in self._cancelled:
+                    return
+                if isinstance(event, Token):
+                    await updater.add_artifact(
+                        [Part(text=event.text)],
+                        artifact_id=artifact_id,
+                        name=ANSWER_ARTIFACT_NAME,
+                        append=not first,
+                        last_chunk=False,
+                    )
+                    first = False
+                elif isinstance(event, ToolStart):
+                    await updater.update_status(
+                        TaskState.TASK_STATE_WORKING,
+                        updater.new_agent_message(
+                            [
+                                Part(text=f"Calling tool {event.name}"),
+                                Part(
+                                    data=_value(
+                                        {
+                                            "kind": "tool-call",
+                                            "id": event.call_id,
+                                            "tool": event.name,
+                                            "arguments": event.arguments,
+                                        }
+                                    )
+                                ),
+                            ]
+                        ),
+                    )
+                elif isinstance(event, ToolEnd):
+                    outcome = "failed" if event.is_error else "returned"
+                    await updater.update_status(
+                        TaskState.TASK_STATE_WORKING,
+                        updater.new_agent_message(
+                            [
+                                Part(text=f"Tool {event.name} {outcome}"),
+                                Part(
+                                    data=_value(
+                                        {
+                                            "kind": "tool-result",
+                                            "id": event.call_id,
+                                            "tool": event.name,
+                                            "isError": event.is_error,
+                                            "result": event.result[:2000],
+                                        }
+                                    )
+                                ),
+                            ]
+                        ),
+                    )
+                elif isinstance(event, Done):
+                    await updater.add_artifact(
+                        [Part(text="")],
+                        artifact_id=artifact_id,
+                        name=ANSWER_ARTIFACT_NAME,
+                        append=not first,
+                        last_chunk=True,
+                    )
+                    final = updater.new_agent_message(
+                        [Part(text=event.text), Part(data=_value(cost_payload(event)))]
+                    )
+                    final.extensions.append(COST_EXTENSION_URI)
+                    if task_id not in self._cancelled:
+                        await updater.complete(final)
+
+    async def _finish_failed(self, updater: TaskUpdater, task_id: str, reason: str) -> None:
+        if task_id in self._cancelled:
+            return
+        await updater.failed(updater.new_agent_message([Part(text=reason)]))
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task_id, context_id = context.task_id, context.context_id
+        if not task_id:
+            return
+        self._cancelled.add(task_id)
+        updater = TaskUpdater(event_queue, task_id, context_id or "")
+        await updater.cancel(
+            updater.new_agent_message([Part(text="Canceled at the client's request")])
+        )
+
+
+def _value(data: dict[str, Any]) -> Value:
+    value = Value()
+    value.struct_value.update(data)
+    return value

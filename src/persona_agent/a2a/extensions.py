@@ -1,0 +1,44 @@
+"""A2A extensions that persona-agent declares on its cards."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from a2a.types.a2a_pb2 import AgentExtension
+
+from persona_agent.chat.events import Done
+
+__all__ = ["COST_EXTENSION_URI", "cost_extension", "cost_payload"]
+
+COST_EXTENSION_URI = "urn:persona-agent:extension:cost:v1"
+"""The completed task's final message carries a DataPart with this payload:
+
+``{"kind": "cost-v1", "usage": {"promptTokens", "completionTokens", "totalTokens"},
+"durationMs", "model", "llmCalls", "toolCalls"}`` (plus ``costUsd`` where rates are known).
+"""
+
+
+def cost_extension() -> AgentExtension:
+    return AgentExtension(
+        uri=COST_EXTENSION_URI,
+        description=(
+            "The final message of a completed task carries a DataPart with token usage, "
+            "duration and model (cost-v1)."
+        ),
+        required=False,
+    )
+
+
+def cost_payload(done: Done) -> dict[str, Any]:
+    return {
+        "kind": "cost-v1",
+        "usage": {
+            "promptTokens": done.usage.prompt_tokens,
+            "completionTokens": done.usage.completion_tokens,
+            "totalTokens": done.usage.total_tokens,
+        },
+        "durationMs": done.duration_ms,
+        "model": done.model,
+        "llmCalls": done.llm_calls,
+        "toolCalls": done.tool_calls,
+    }

@@ -1,0 +1,183 @@
+"""A2ARegistry: persona id -> PersonaApp, and the ASGI router mounted at ``/a2a``.
+
+The router dispatches by the first path segment with a dict lookup, so ten
+thousand personas route as fast as one. Adding, replacing or removing a
+persona swaps one dict entry: a request already under way keeps the
+PersonaApp it started on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
+from a2a.server.tasks.task_store import TaskStore
+from a2a.types.a2a_pb2 import AgentCard
+from persona_agent.personas.model import Persona
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import Receive, Scope, Send
+
+from persona_agent.a2a.agent_card import CARD_PATH, build_agent_card
+from persona_agent.a2a.executor import PersonaAgentExecutor
+from persona_agent.a2a.routing import (
+    PERSONA_SCOPE_KEY,
+    PersonaContextBuilder,
+    PersonaRequestHandler,
+)
+from persona_agent.chat.engine import ChatEngine
+
+__all__ = ["A2ARegistry", "PersonaApp", "not_found_response"]
+
+logger = logging.getLogger(__name__)
+
+CARD_CACHE_CONTROL = "public, max-age=60, must-revalidate"
+
+
+@dataclass(frozen=True, slots=True)
+class PersonaApp:
+    """Everything that serves one persona over A2A."""
+
+    persona: Persona
+    card: AgentCard
+    card_dict: dict[str, Any]
+    card_etag: str
+    executor: PersonaAgentExecutor
+    handler: DefaultRequestHandler
+
+
+def not_found_response(persona_id: str) -> JSONResponse:
+    return JSONResponse(
+        {
+            "error": {
+                "code": "persona_not_found",
+                "message": f"No persona with id '{persona_id}'",
+            }
+        },
+        status_code=404,
+    )
+
+
+class A2ARegistry:
+    """The live set of personas served over A2A."""
+
+    def __init__(
+        self,
+        *,
+        engine: ChatEngine,
+        task_store: TaskStore,
+        base_url: str,
+        shutdown_grace_period: float = 0,
+    ) -> None:
+        self._engine = engine
+        self._task_store = task_store
+        self.base_url = base_url
+        self._apps: dict[str, PersonaApp] = {}
+        handler = PersonaRequestHandler(self._apps.get)
+        builder = PersonaContextBuilder()
+        routes: list[BaseRoute] = [
+            Route(CARD_PATH, self._card_endpoint, methods=["GET"]),
+            *create_jsonrpc_routes(
+                handler,
+                rpc_url="/",
+                context_builder=builder,
+                enable_v0_3_compat=True,
+                shutdown_grace_period=shutdown_grace_period,
+            ),
+            *create_rest_routes(
+                handler,
+                context_builder=builder,
+                enable_v0_3_compat=True,
+                shutdown_grace_period=shutdown_grace_period,
+            ),
+        ]
+        self._routes_app = Starlette(routes=routes)
+
+    # -- the registry -------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._apps)
+
+    def __contains__(self, persona_id: object) -> bool:
+        return persona_id in self._apps
+
+    def get(self, persona_id: str) -> PersonaApp | None:
+        return self._apps.get(persona_id)
+
+    def personas(self) -> list[Persona]:
+        return [app.persona for app in sorted(self._apps.values(), key=lambda a: a.persona.id)]
+
+    def apps(self) -> list[PersonaApp]:
+        return [self._apps[key] for key in sorted(self._apps)]
+
+    def put(self, persona: Persona) -> PersonaApp:
+        """Add a persona, or replace it: new requests see the new one at once.
+
+        Tasks already running on the old definition finish on it: they hold
+        the old PersonaApp, which is dropped when they are done.
+        """
+        app = self._build(persona)
+        self._apps[persona.id] = app
+        return app
+
+    def remove(self, persona_id: str) -> bool:
+        """Stop serving a persona: its endpoints answer 404 at once.
+
+        Tasks already running finish on the app they started on.
+        """
+        return self._apps.pop(persona_id, None) is not None
+
+    def _build(self, persona: Persona) -> PersonaApp:
+        card = build_agent_card(persona, self.base_url)
+        card_dict = agent_card_to_dict(card)
+        body = json.dumps(card_dict, sort_keys=True, separators=(",", ":"))
+        etag = f'W/"{hashlib.sha256(body.encode()).hexdigest()[:32]}"'
+        executor = PersonaAgentExecutor(persona, self._engine)
+        handler = DefaultRequestHandler(
+            agent_executor=executor, task_store=self._task_store, agent_card=card
+        )
+        return PersonaApp(persona, card, card_dict, etag, executor, handler)
+
+    async def aclose(self) -> None:
+        """Close every persona's handler (running tasks are cancelled by the SDK)."""
+        apps = list(self._apps.values())
+        self._apps.clear()
+        await asyncio.gather(*(app.handler.aclose() for app in apps), return_exceptions=True)
+
+    # -- the ASGI side ------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve ``{persona_id}/...`` below the mount point; an unknown id is a JSON 404."""
+        root: str = scope.get("root_path", "")
+        path: str = scope["path"]
+        relative = (path[len(root) :] if path.startswith(root) else path).lstrip("/")
+        persona_id, _, rest = relative.partition("/")
+        if self._apps.get(persona_id) is None:
+            await not_found_response(persona_id)(scope, receive, send)
+            return
+        persona_root = f"{root}/{persona_id}"
+        inner = dict(scope)
+        inner["root_path"] = persona_root
+        inner["path"] = f"{persona_root}/{rest}"
+        inner[PERSONA_SCOPE_KEY] = persona_id
+        await self._routes_app(inner, receive, send)
+
+    async def _card_endpoint(self, request: Request) -> Response:
+        app = self._apps.get(request.scope.get(PERSONA_SCOPE_KEY, ""))
+        if app is None:
+            return not_found_response(request.scope.get(PERSONA_SCOPE_KEY, ""))
+        headers = {"ETag": app.card_etag, "Cache-Control": CARD_CACHE_CONTROL}
+        if_none_match = request.headers.get("if-none-match", "")
+        tags = [tag.strip().removeprefix("W/") for tag in if_none_match.split(",")]
+        if "*" in tags or app.card_etag.removeprefix("W/") in tags:
+            return Response(status_code=304, headers=headers)
+        return JSONResponse(app.card_dict, headers=headers)

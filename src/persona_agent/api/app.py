@@ -1,0 +1,159 @@
+"""create_app(settings): the whole object graph, built in one place."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from persona_agent.llm.openai_backend import OpenAIBackend
+from persona_agent.llm.unconfigured import UnconfiguredBackend
+from persona_agent.mcp.config import load_mcp_config
+from persona_agent.mcp.toolbox import MCPToolbox
+from persona_agent.personas.store import FilePersonaStore
+from starlette.routing import Mount
+
+from persona_agent import __version__
+from persona_agent.a2a.agent_card import A2A_PREFIX, CARD_PATH, build_hub_card, persona_url
+from persona_agent.a2a.registry import A2ARegistry
+from persona_agent.a2a.task_store import SqlTaskStore
+from persona_agent.chat.engine import ChatEngine
+from persona_agent.chat.history import ConversationHistory
+from persona_agent.db import create_engine, init_db
+from persona_agent.errors import ConfigError
+from persona_agent.llm.base import LLMBackend
+from persona_agent.settings import Settings
+
+__all__ = ["build_llm_backend", "create_app", "load_personas"]
+
+logger = logging.getLogger(__name__)
+
+UNFINISHED_REASON = "The server stopped before this task finished; send the message again."
+
+
+def build_llm_backend(settings: Settings) -> LLMBackend:
+    """The LLM backend the settings ask for (``auto``: openai when a URL or key is set)."""
+    configured = bool(settings.llm_base_url or settings.llm_api_key)
+    if settings.llm_backend == "openai" or (settings.llm_backend == "auto" and configured):
+        return OpenAIBackend(
+            base_url=settings.llm_base_url,
+            api_key=settings.llm_api_key,
+            model=settings.llm_model,
+            timeout=settings.llm_timeout,
+            max_retries=settings.llm_max_retries,
+        )
+    return UnconfiguredBackend()
+
+
+def load_personas(settings: Settings) -> FilePersonaStore:
+    """The persona store, loaded; any bad file stops start-up with every problem named."""
+    if not settings.personas_dir.is_dir():
+        raise ConfigError(f"Persona directory {settings.personas_dir} does not exist")
+    store = FilePersonaStore(settings.personas_dir)
+    errors = store.load()
+    if errors:
+        raise ConfigError(
+            f"{len(errors)} invalid persona file(s):\n" + "\n".join(f"  {e}" for e in errors)
+        )
+    return store
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """The hub as an ASGI app. Start-up (its lifespan) opens the database and MCP servers."""
+    store = load_personas(settings)
+    toolbox = None
+    if settings.mcp_config is not None:
+        mcp_config = load_mcp_config(settings.mcp_config, os.environ)
+        toolbox = MCPToolbox(mcp_config, default_timeout=settings.tool_timeout)
+    db = create_engine(settings.resolved_database_url)
+    llm = build_llm_backend(settings)
+    history = ConversationHistory(
+        db, cache_size=settings.history_cache_size, max_messages=settings.history_max_messages
+    )
+    engine = ChatEngine(llm, history, toolbox, max_tool_iterations=settings.max_tool_iterations)
+    task_store = SqlTaskStore(db)
+    registry = A2ARegistry(engine=engine, task_store=task_store, base_url=settings.base_url)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await init_db(db)
+        marked = await task_store.fail_unfinished(UNFINISHED_REASON)
+        if marked:
+            logger.warning("Marked %d unfinished task(s) from an earlier run as failed", marked)
+        if toolbox is not None:
+            await toolbox.start()
+        for persona in await store.list():
+            registry.put(persona)
+        _log_startup(settings, llm, registry)
+        try:
+            yield
+        finally:
+            await registry.aclose()
+            if toolbox is not None:
+                await toolbox.aclose()
+            await llm.aclose()
+            await db.dispose()
+
+    app = FastAPI(
+        title="persona-agent",
+        version=__version__,
+        description="A multi-persona A2A hub.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.registry = registry
+    app.state.persona_store = store
+    app.state.engine = engine
+
+    @app.get("/.well-known/agent.json", tags=["discovery"])
+    async def aggregate_card() -> dict[str, Any]:
+        """Every persona's agent card, with the hub's own card."""
+        base = registry.base_url
+        return {
+            "hub": agent_card_to_dict(build_hub_card(registry.personas(), base)),
+            "agents": [app_.card_dict for app_ in registry.apps()],
+        }
+
+    @app.get(CARD_PATH, tags=["discovery"])
+    async def hub_card() -> dict[str, Any]:
+        """The hub's own card."""
+        return agent_card_to_dict(build_hub_card(registry.personas(), registry.base_url))
+
+    @app.get(f"{A2A_PREFIX}/personas", tags=["discovery"])
+    async def list_personas() -> list[dict[str, str]]:
+        """Every persona served: id, name, description, endpoint and card URL."""
+        base = registry.base_url
+        return [
+            {
+                "id": p.id,
+                "name": p.name,
+                "description": p.description,
+                "url": persona_url(base, p.id),
+                "cardUrl": persona_url(base, p.id).rstrip("/") + CARD_PATH,
+            }
+            for p in registry.personas()
+        ]
+
+    @app.get("/healthz", tags=["operations"])
+    async def healthz() -> JSONResponse:
+        return JSONResponse({"status": "ok", "personas": len(registry)})
+
+    app.router.routes.append(Mount(A2A_PREFIX, app=registry))
+    return app
+
+
+def _log_startup(settings: Settings, llm: LLMBackend, registry: A2ARegistry) -> None:
+    logger.info("Serving %d persona(s) at %s%s/{id}/", len(registry), settings.base_url, A2A_PREFIX)
+    if llm.name == "none":
+        logger.warning(
+            "No language model is configured: every message will fail until one is. Set "
+            "PERSONA_AGENT_LLM_BASE_URL (and PERSONA_AGENT_LLM_API_KEY if needed) to any "
+            "OpenAI-compatible server, or OPENAI_API_KEY for OpenAI."
+        )
+    else:
+        logger.info("LLM backend: %s, model %s", llm.name, llm.default_model)

@@ -1,0 +1,246 @@
+"""The ``persona-agent`` command line."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+
+from persona_agent import __version__
+from persona_agent.a2a.agent_card import build_agent_card
+from persona_agent.errors import ConfigError, PersonaFileError
+from persona_agent.personas.loader import load_persona_dir, load_persona_file
+from persona_agent.personas.model import Persona
+from persona_agent.settings import Settings
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    name="persona-agent",
+    help="A multi-persona A2A hub: every persona in a directory served as its own A2A agent.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+PersonasDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--personas-dir",
+        "-d",
+        help="Directory of persona YAML files [default: PERSONA_AGENT_PERSONAS_DIR or ./personas]",
+        show_default=False,
+    ),
+]
+
+
+def _settings(**overrides: Any) -> Settings:
+    values = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        return Settings(**values)
+    except Exception as error:  # pydantic ValidationError: show it without a traceback
+        typer.secho(f"Invalid settings: {error}", err=True, fg=typer.colors.RED)
+        raise typer.Exit(2) from error
+
+
+def _read_dir(directory: Path) -> tuple[dict[str, Persona], list[PersonaFileError]]:
+    if not directory.is_dir():
+        typer.secho(f"Persona directory {directory} does not exist", err=True, fg="red")
+        raise typer.Exit(2)
+    return load_persona_dir(directory)
+
+
+def _report(errors: list[PersonaFileError]) -> None:
+    for error in errors:
+        typer.secho(f"error: {error}", err=True, fg="red")
+
+
+def _load_all(directory: Path) -> dict[str, Persona]:
+    """Every persona of the directory; exits with the errors if any file is bad."""
+    personas, errors = _read_dir(directory)
+    _report(errors)
+    if errors:
+        raise typer.Exit(1)
+    return personas
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"persona-agent {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    _version_flag: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """persona-agent: AI personas as A2A agents."""
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str | None, typer.Option(help="Address to listen on [default: 127.0.0.1]")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="Port to listen on [default: 8000]")] = None,
+    personas_dir: PersonasDir = None,
+    log_level: Annotated[str | None, typer.Option(help="Log level [default: INFO]")] = None,
+) -> None:
+    """Serve every persona as an A2A agent (JSON-RPC and HTTP+JSON, protocol 1.0 and 0.3).
+
+    Settings come from PERSONA_AGENT_* environment variables or a .env file
+    (see .env.example); options here override them.
+    """
+    import uvicorn
+
+    from persona_agent.api.app import create_app
+
+    settings = _settings(host=host, port=port, personas_dir=personas_dir, log_level=log_level)
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        application = create_app(settings)
+    except (ConfigError, PersonaFileError) as error:
+        typer.secho(f"Cannot start: {error}", err=True, fg="red")
+        raise typer.Exit(1) from error
+    uvicorn.run(
+        application,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        timeout_graceful_shutdown=10,
+    )
+
+
+@app.command("agent-card")
+def agent_card(
+    persona_id: Annotated[
+        str | None, typer.Argument(help="Persona id; all personas when omitted")
+    ] = None,
+    personas_dir: PersonasDir = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Base URL for the card's URLs "
+            "[default: PERSONA_AGENT_PUBLIC_BASE_URL or the serve address]"
+        ),
+    ] = None,
+) -> None:
+    """Print agent card(s) as JSON, without starting a server."""
+    settings = _settings(personas_dir=personas_dir, public_base_url=base_url)
+    personas = _load_all(settings.personas_dir)
+    if persona_id is not None:
+        if persona_id not in personas:
+            typer.secho(f"No persona with id '{persona_id}'", err=True, fg="red")
+            raise typer.Exit(1)
+        card = agent_card_to_dict(build_agent_card(personas[persona_id], settings.base_url))
+        typer.echo(json.dumps(card, indent=2, ensure_ascii=False))
+        return
+    cards = [agent_card_to_dict(build_agent_card(p, settings.base_url)) for p in personas.values()]
+    typer.echo(json.dumps(cards, indent=2, ensure_ascii=False))
+
+
+@app.command("list-personas")
+def list_personas(
+    personas_dir: PersonasDir = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+) -> None:
+    """List the personas of the persona directory."""
+    settings = _settings(personas_dir=personas_dir)
+    personas = _load_all(settings.personas_dir)
+    if as_json:
+        rows = [
+            {"id": p.id, "name": p.name, "description": p.description} for p in personas.values()
+        ]
+        typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    for persona in personas.values():
+        typer.echo(f"{persona.id:<24} {persona.name:<24} {persona.description}")
+
+
+@app.command()
+def validate(
+    files: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Persona files to check; the whole persona directory when omitted"),
+    ] = None,
+    personas_dir: PersonasDir = None,
+) -> None:
+    """Check persona files; report every bad file and exit non-zero if any is bad."""
+    errors: list[PersonaFileError] = []
+    checked = 0
+    if files:
+        for path in files:
+            checked += 1
+            try:
+                load_persona_file(path)
+            except PersonaFileError as error:
+                errors.append(error)
+    else:
+        settings = _settings(personas_dir=personas_dir)
+        if not settings.personas_dir.is_dir():
+            typer.secho(
+                f"Persona directory {settings.personas_dir} does not exist", err=True, fg="red"
+            )
+            raise typer.Exit(2)
+        personas, errors = load_persona_dir(settings.personas_dir)
+        checked = len(personas) + len(errors)
+    for error in errors:
+        typer.secho(f"error: {error}", err=True, fg="red")
+    typer.echo(f"{checked - len(errors)} valid, {len(errors)} invalid")
+    if errors:
+        raise typer.Exit(1)
+
+
+@app.command("import-persona")
+def import_persona(
+    file: Annotated[Path, typer.Argument(help="Persona file (YAML or JSON) to import")],
+    personas_dir: PersonasDir = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing persona")] = False,
+) -> None:
+    """Validate a persona file, then copy it into the persona directory."""
+    settings = _settings(personas_dir=personas_dir)
+    try:
+        persona = load_persona_file(file)
+    except PersonaFileError as error:
+        typer.secho(f"error: {error}", err=True, fg="red")
+        raise typer.Exit(1) from error
+    target_dir = settings.personas_dir
+    target_dir.mkdir(parents=True, exist_ok=True)
+    existing = [
+        p
+        for p in (target_dir / f"{persona.id}{ext}" for ext in (".yaml", ".yml", ".json"))
+        if p.exists()
+    ]
+    if existing and not force:
+        typer.secho(
+            f"Persona '{persona.id}' already exists ({existing[0]}); use --force to overwrite",
+            err=True,
+            fg="red",
+        )
+        raise typer.Exit(1)
+    target = target_dir / f"{persona.id}{file.suffix.lower()}"
+    if target.resolve() == file.resolve():
+        typer.echo(f"{file} is already in the persona directory")
+        return
+    temporary = target.with_name(f".{target.name}.tmp")
+    shutil.copyfile(file, temporary)
+    temporary.replace(target)
+    for other in existing:
+        if other != target:
+            other.unlink()
+    typer.echo(f"Imported '{persona.id}' ({persona.name}) into {target}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())

@@ -1,0 +1,73 @@
+"""Errors of persona-agent.
+
+Each error carries a short default message that is safe to show to a client:
+no stack trace, no secret. One place (the executor) turns them into A2A
+task failures; the REST API maps them to HTTP statuses.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "LLMError",
+    "LLMNotConfiguredError",
+    "PersonaAgentError",
+    "PersonaFileError",
+    "PersonaNotFoundError",
+    "ToolError",
+]
+
+
+class PersonaAgentError(Exception):
+    """Base class: ``message`` is safe to show to a client."""
+
+    message = "persona-agent error"
+
+    def __init__(self, message: str | None = None) -> None:
+        self.message = message or type(self).message
+        super().__init__(self.message)
+
+
+class ConfigError(PersonaAgentError):
+    """A setting or configuration file is invalid."""
+
+    message = "Invalid configuration"
+
+
+class PersonaFileError(PersonaAgentError):
+    """A persona file is invalid; the message names the file, the field and the reason."""
+
+    message = "Invalid persona file"
+
+    def __init__(self, path: str, problems: list[str]) -> None:
+        self.path = path
+        self.problems = problems
+        super().__init__(f"{path}: " + "; ".join(problems))
+
+
+class PersonaNotFoundError(PersonaAgentError):
+    """No persona has this id."""
+
+    message = "Persona not found"
+
+
+class LLMError(PersonaAgentError):
+    """The LLM could not produce an answer (connection, status, timeout, malformed reply)."""
+
+    message = "The language model failed to answer"
+
+
+class LLMNotConfiguredError(LLMError):
+    """No LLM backend is configured."""
+
+    message = (
+        "No language model is configured: set PERSONA_AGENT_LLM_BASE_URL (and "
+        "PERSONA_AGENT_LLM_API_KEY if the server needs one) to an OpenAI-compatible "
+        "server, or OPENAI_API_KEY to use OpenAI."
+    )
+
+
+class ToolError(PersonaAgentError):
+    """An MCP tool call failed (unknown tool, not allowed, timeout, server error)."""
+
+    message = "Tool call failed"

@@ -1,0 +1,97 @@
+"""The LLM backend interface: one streaming chat call, OpenAI message format."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "ChatRequest",
+    "LLMBackend",
+    "StreamEnd",
+    "TextDelta",
+    "ToolCall",
+    "Usage",
+]
+
+Message = dict[str, Any]
+"""A chat message in the OpenAI format: ``{"role": ..., "content": ..., ...}``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call requested by the model; ``arguments`` is the raw JSON text it sent."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of answer text, as the model produces it."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnd:
+    """The last item of every successful stream."""
+
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    messages: list[Message]
+    model: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    tools: list[dict[str, Any]] | None = None
+    """OpenAI function-tool specs: ``{"type": "function", "function": {...}}``."""
+    tool_choice: str | None = None
+    """``"auto"``, ``"none"`` or None (the server's default)."""
+
+
+class LLMBackend(ABC):
+    """A chat model that streams.
+
+    ``stream()`` yields :class:`TextDelta` items as the model produces them,
+    then exactly one :class:`StreamEnd`. Any failure raises
+    :class:`persona_agent.errors.LLMError` with a short message fit for a client.
+    Closing the iterator early (``aclose()``, or cancelling the task that
+    iterates it) closes the underlying stream: no further tokens are read.
+    """
+
+    name: str = "llm"
+    supports_tools: bool = True
+
+    @property
+    @abstractmethod
+    def default_model(self) -> str: ...
+
+    @abstractmethod
+    def stream(self, request: ChatRequest) -> AsyncGenerator[TextDelta | StreamEnd, None]: ...
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release connections and workers."""

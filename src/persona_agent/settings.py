@@ -1,0 +1,90 @@
+"""All settings of persona-agent, read once at the edge (``create_app(settings)``, the CLI).
+
+Every field is ``PERSONA_AGENT_<NAME>`` in the environment or a ``.env`` file;
+``.env.example`` lists them all. Inner classes take plain arguments instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings"]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="PERSONA_AGENT_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        populate_by_name=True,
+    )
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    public_base_url: str | None = None
+    """Base URL that clients use to reach the hub (e.g. behind a proxy); cards are built from it."""
+    personas_dir: Path = Path("./personas")
+    data_dir: Path = Path("./data")
+    database_url: str | None = None
+    """SQLAlchemy async URL; default ``sqlite+aiosqlite:///<data_dir>/persona-agent.db``."""
+
+    llm_backend: Literal["auto", "openai", "local"] = "auto"
+    llm_base_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("PERSONA_AGENT_LLM_BASE_URL", "OPENAI_BASE_URL"),
+    )
+    llm_api_key: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("PERSONA_AGENT_LLM_API_KEY", "OPENAI_API_KEY"),
+        repr=False,
+    )
+    llm_model: str = "gpt-4o-mini"
+    llm_timeout: float = Field(default=60.0, gt=0)
+    llm_max_retries: int = Field(default=2, ge=0)
+
+    mcp_config: Path | None = None
+    """YAML or JSON file declaring the MCP servers (see docs/tools.md)."""
+    tool_timeout: float = Field(default=30.0, gt=0)
+    max_tool_iterations: int = Field(default=10, ge=0)
+    history_cache_size: int = Field(default=200, ge=1)
+    """Conversations kept in memory; older ones are read back from the database."""
+    history_max_messages: int = Field(default=50, ge=2)
+    """Messages of a conversation sent to the model (the oldest are dropped first)."""
+
+    log_level: str = "INFO"
+
+    @field_validator("public_base_url")
+    @classmethod
+    def _strip_slash(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip().rstrip("/")
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value
+
+    @field_validator("llm_base_url", "llm_api_key")
+    @classmethod
+    def _blank_is_none(cls, value: str | None) -> str | None:
+        return value.strip() or None if value is not None else None
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{(self.data_dir / 'persona-agent.db').resolve()}"
+
+    @property
+    def base_url(self) -> str:
+        """Public base URL, or the listening address when none is set."""
+        if self.public_base_url:
+            return self.public_base_url
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"

@@ -1,0 +1,152 @@
+"""SqlTaskStore on a real SQLite file: the SDK's TaskStore contract, isolation, paging."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from a2a.auth.user import User
+from a2a.server.context import ServerCallContext
+from a2a.types.a2a_pb2 import (
+    Artifact,
+    ListTasksRequest,
+    Part,
+    Task,
+    TaskState,
+    TaskStatus,
+)
+from a2a.utils.errors import InvalidParamsError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from persona_agent.a2a.task_store import PERSONA_STATE_KEY, SqlTaskStore
+from persona_agent.db import create_engine, init_db
+
+
+class NamedUser(User):
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+    @property
+    def user_name(self) -> str:
+        return self._name
+
+
+def ctx(persona: str, user: str = "") -> ServerCallContext:
+    context = ServerCallContext(state={PERSONA_STATE_KEY: persona})
+    if user:
+        context.user = NamedUser(user)
+    return context
+
+
+def make_task(
+    task_id: str,
+    context_id: str = "c1",
+    state: TaskState = TaskState.TASK_STATE_WORKING,
+    seconds: int = 0,
+) -> Task:
+    status = TaskStatus(state=state)
+    status.timestamp.FromSeconds(1_700_000_000 + seconds)
+    return Task(id=task_id, context_id=context_id, status=status)
+
+
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
+    db = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'tasks.db'}")
+    await init_db(db)
+    yield db
+    await db.dispose()
+
+
+async def test_save_get_update_delete(engine: AsyncEngine) -> None:
+    store = SqlTaskStore(engine)
+    task = make_task("t1")
+    await store.save(task, ctx("ada"))
+    assert await store.get("t1", ctx("ada")) == task
+
+    task.status.state = TaskState.TASK_STATE_COMPLETED
+    task.artifacts.append(Artifact(artifact_id="a", parts=[Part(text="answer")]))
+    await store.save(task, ctx("ada"))
+    loaded = await store.get("t1", ctx("ada"))
+    assert loaded is not None
+    assert loaded.status.state == TaskState.TASK_STATE_COMPLETED
+    assert loaded.artifacts[0].parts[0].text == "answer"
+
+    await store.delete("t1", ctx("ada"))
+    assert await store.get("t1", ctx("ada")) is None
+
+
+async def test_tasks_are_isolated_by_persona_and_user(engine: AsyncEngine) -> None:
+    store = SqlTaskStore(engine)
+    await store.save(make_task("t1"), ctx("ada", "alice"))
+    assert await store.get("t1", ctx("ada", "alice")) is not None
+    assert await store.get("t1", ctx("socrates", "alice")) is None
+    assert await store.get("t1", ctx("ada", "bob")) is None
+    assert (await store.list(ListTasksRequest(), ctx("socrates", "alice"))).tasks == []
+    await store.delete("t1", ctx("socrates", "alice"))  # not theirs: nothing happens
+    assert await store.get("t1", ctx("ada", "alice")) is not None
+
+
+async def test_tasks_survive_a_new_engine(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'tasks.db'}"
+    first = create_engine(url)
+    await init_db(first)
+    await SqlTaskStore(first).save(make_task("t1"), ctx("ada"))
+    await first.dispose()
+    second = create_engine(url)
+    await init_db(second)
+    assert await SqlTaskStore(second).get("t1", ctx("ada")) is not None
+    await second.dispose()
+
+
+async def test_list_orders_filters_and_pages(engine: AsyncEngine) -> None:
+    store = SqlTaskStore(engine)
+    for i in range(7):
+        state = TaskState.TASK_STATE_COMPLETED if i % 2 else TaskState.TASK_STATE_WORKING
+        await store.save(
+            make_task(f"t{i}", context_id=f"c{i % 3}", state=state, seconds=i), ctx("ada")
+        )
+    await store.save(make_task("other", seconds=100), ctx("socrates"))
+
+    everything = await store.list(ListTasksRequest(), ctx("ada"))
+    assert [t.id for t in everything.tasks] == [f"t{i}" for i in reversed(range(7))]
+    assert everything.total_size == 7
+
+    seen: list[str] = []
+    token = ""
+    while True:
+        page = await store.list(ListTasksRequest(page_size=3, page_token=token), ctx("ada"))
+        seen += [t.id for t in page.tasks]
+        assert page.total_size == 7
+        if not page.next_page_token:
+            break
+        token = page.next_page_token
+    assert seen == [t.id for t in everything.tasks]
+
+    by_context = await store.list(ListTasksRequest(context_id="c1"), ctx("ada"))
+    assert sorted(t.id for t in by_context.tasks) == ["t1", "t4"]
+    done = await store.list(ListTasksRequest(status=TaskState.TASK_STATE_COMPLETED), ctx("ada"))
+    assert sorted(t.id for t in done.tasks) == ["t1", "t3", "t5"]
+
+    with pytest.raises(InvalidParamsError):
+        await store.list(ListTasksRequest(page_token="garbage!"), ctx("ada"))
+
+
+async def test_fail_unfinished_marks_only_running_tasks(engine: AsyncEngine) -> None:
+    store = SqlTaskStore(engine)
+    await store.save(make_task("running"), ctx("ada"))
+    await store.save(make_task("done", state=TaskState.TASK_STATE_COMPLETED), ctx("ada"))
+    await store.save(make_task("waiting", state=TaskState.TASK_STATE_INPUT_REQUIRED), ctx("ada"))
+    assert await store.fail_unfinished("stopped") == 1
+    running = await store.get("running", ctx("ada"))
+    assert running is not None
+    assert running.status.state == TaskState.TASK_STATE_FAILED
+    assert running.status.message.parts[0].text == "stopped"
+    done = await store.get("done", ctx("ada"))
+    assert done is not None
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert await store.fail_unfinished("stopped") == 0

@@ -1,0 +1,72 @@
+"""ConversationHistory on a real SQLite file: durable, bounded, never split mid tool call."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from persona_agent.chat.history import ConversationHistory, trim_history
+from persona_agent.db import create_engine, init_db
+from persona_agent.llm.base import Message
+
+
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
+    db = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'history.db'}")
+    await init_db(db)
+    yield db
+    await db.dispose()
+
+
+def turn(i: int) -> list[Message]:
+    return [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]
+
+
+async def test_turns_are_durable(engine: AsyncEngine) -> None:
+    history = ConversationHistory(engine)
+    await history.append("ada:c1", turn(1))
+    await history.append("ada:c1", turn(2))
+    fresh = ConversationHistory(engine)
+    assert await fresh.load("ada:c1") == turn(1) + turn(2)
+    assert await fresh.load("ada:other") == []
+
+
+async def test_load_returns_a_copy(engine: AsyncEngine) -> None:
+    history = ConversationHistory(engine)
+    await history.append("ada:c1", turn(1))
+    loaded = await history.load("ada:c1")
+    loaded.append({"role": "user", "content": "not saved"})
+    assert await history.load("ada:c1") == turn(1)
+
+
+async def test_cache_is_bounded_and_falls_back_to_the_database(engine: AsyncEngine) -> None:
+    history = ConversationHistory(engine, cache_size=3)
+    for i in range(10):
+        await history.append(f"ada:c{i}", turn(i))
+    assert history.cached_conversations == 3
+    assert await history.load("ada:c0") == turn(0)  # evicted, read back
+    assert history.cached_conversations == 3
+
+
+async def test_history_is_cut_to_the_last_messages(engine: AsyncEngine) -> None:
+    history = ConversationHistory(engine, max_messages=4)
+    for i in range(5):
+        await history.append("ada:c1", turn(i))
+    assert await history.load("ada:c1") == turn(3) + turn(4)
+    assert await ConversationHistory(engine, max_messages=4).load("ada:c1") == turn(3) + turn(4)
+
+
+def test_trim_never_starts_with_a_tool_result() -> None:
+    messages: list[Message] = [
+        {"role": "user", "content": "q1"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "x"}]},
+        {"role": "tool", "tool_call_id": "x", "content": "42"},
+        {"role": "assistant", "content": "a1"},
+        {"role": "user", "content": "q2"},
+        {"role": "assistant", "content": "a2"},
+    ]
+    assert trim_history(messages, 4) == messages[4:]
+    assert trim_history(messages, 6) == messages

@@ -1,0 +1,208 @@
+"""The persona-agent command line, in process (Typer's runner) and as a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from persona_agent.cli import app
+
+REPO = Path(__file__).resolve().parents[2]
+BUNDLED = REPO / "personas"
+runner = CliRunner()
+
+
+@pytest.fixture
+def personas_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "personas"
+    shutil.copytree(BUNDLED, directory)
+    return directory
+
+
+def bundled_ids() -> list[str]:
+    return sorted(p.stem for p in BUNDLED.glob("*.yaml"))
+
+
+def test_every_command_has_help() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("serve", "agent-card", "list-personas", "validate", "import-persona"):
+        assert command in result.output
+        sub = runner.invoke(app, [command, "--help"])
+        assert sub.exit_code == 0, sub.output
+        assert "Usage" in sub.output
+
+
+def test_list_personas(personas_dir: Path) -> None:
+    result = runner.invoke(app, ["list-personas", "--personas-dir", str(personas_dir), "--json"])
+    assert result.exit_code == 0, result.output
+    assert sorted(row["id"] for row in json.loads(result.output)) == bundled_ids()
+
+
+def test_agent_card_prints_one_or_all_cards(personas_dir: Path) -> None:
+    one = runner.invoke(
+        app,
+        ["agent-card", "socrates", "-d", str(personas_dir), "--base-url", "https://x.example"],
+    )
+    assert one.exit_code == 0, one.output
+    card = json.loads(one.output)
+    assert card["name"] == "Socrates"
+    assert card["supportedInterfaces"][0]["url"] == "https://x.example/a2a/socrates/"
+
+    every = runner.invoke(app, ["agent-card", "-d", str(personas_dir)])
+    assert every.exit_code == 0
+    assert len(json.loads(every.output)) == len(bundled_ids())
+
+    missing = runner.invoke(app, ["agent-card", "nobody", "-d", str(personas_dir)])
+    assert missing.exit_code == 1
+    assert "nobody" in missing.output
+
+
+def test_validate_reports_every_bad_file_and_exits_non_zero(personas_dir: Path) -> None:
+    good = runner.invoke(app, ["validate", "-d", str(personas_dir)])
+    assert good.exit_code == 0, good.output
+    assert f"{len(bundled_ids())} valid, 0 invalid" in good.output
+
+    (personas_dir / "broken.yaml").write_text("name: [unclosed\n", encoding="utf-8")
+    data = yaml.safe_load((personas_dir / "socrates.yaml").read_text(encoding="utf-8"))
+    del data["language_style"]["tone"]
+    (personas_dir / "toneless.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
+    bad = runner.invoke(app, ["validate", "-d", str(personas_dir)])
+    assert bad.exit_code == 1
+    assert "broken.yaml" in bad.output
+    assert "toneless.yaml" in bad.output
+    assert "language_style.tone" in bad.output
+    assert "2 invalid" in bad.output
+
+    only = runner.invoke(app, ["validate", str(personas_dir / "socrates.yaml")])
+    assert only.exit_code == 0
+
+
+def test_import_persona_validates_and_refuses_to_overwrite(
+    tmp_path: Path, personas_dir: Path
+) -> None:
+    data = yaml.safe_load((personas_dir / "socrates.yaml").read_text(encoding="utf-8"))
+    data["name"] = "Plato"
+    source = tmp_path / "plato.yaml"
+    source.write_text(yaml.safe_dump(data), encoding="utf-8")
+
+    first = runner.invoke(app, ["import-persona", str(source), "-d", str(personas_dir)])
+    assert first.exit_code == 0, first.output
+    assert (personas_dir / "plato.yaml").exists()
+
+    again = runner.invoke(app, ["import-persona", str(source), "-d", str(personas_dir)])
+    assert again.exit_code == 1
+    assert "--force" in again.output
+
+    data["description"] = "A student of Socrates."
+    source.write_text(yaml.safe_dump(data), encoding="utf-8")
+    forced = runner.invoke(app, ["import-persona", str(source), "-d", str(personas_dir), "--force"])
+    assert forced.exit_code == 0
+    saved = yaml.safe_load((personas_dir / "plato.yaml").read_text(encoding="utf-8"))
+    assert saved["description"] == "A student of Socrates."
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: Nobody\n", encoding="utf-8")
+    refused = runner.invoke(app, ["import-persona", str(bad), "-d", str(personas_dir)])
+    assert refused.exit_code == 1
+    assert not (personas_dir / "bad.yaml").exists()
+
+
+def test_serve_refuses_to_start_with_a_bad_persona_file(personas_dir: Path) -> None:
+    (personas_dir / "broken.yaml").write_text("name: Broken\n", encoding="utf-8")
+    result = runner.invoke(app, ["serve", "-d", str(personas_dir), "--port", "0"])
+    assert result.exit_code == 1
+    assert "broken.yaml" in result.output
+    assert "description" in result.output
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def served(tmp_path: Path, personas_dir: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """``persona-agent serve`` as a real process, with no LLM configured."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PERSONA_AGENT_", "OPENAI_"))}
+    env["PERSONA_AGENT_DATA_DIR"] = str(tmp_path / "data")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "persona_agent.cli",
+            "serve",
+            "--port",
+            str(port),
+            "-d",
+            str(personas_dir),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/healthz").status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.1)
+    else:
+        process.kill()
+        pytest.fail(f"serve did not start: {process.communicate()[0]}")
+    try:
+        yield url, process
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+
+
+def test_serve_without_an_llm_starts_and_explains(
+    served: tuple[str, subprocess.Popen[str]],
+) -> None:
+    url, process = served
+    personas = httpx.get(f"{url}/a2a/personas").json()
+    assert sorted(p["id"] for p in personas) == bundled_ids()
+    reply = httpx.post(
+        f"{url}/a2a/socrates/",
+        headers={"A2A-Version": "1.0"},
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {
+                    "messageId": str(uuid.uuid4()),
+                    "role": "ROLE_USER",
+                    "parts": [{"text": "Hello"}],
+                }
+            },
+        },
+        timeout=30,
+    ).json()
+    task = reply["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    assert "PERSONA_AGENT_LLM_BASE_URL" in task["status"]["message"]["parts"][0]["text"]
+    process.terminate()
+    log = process.communicate(timeout=15)[0]
+    assert "No language model is configured" in log

@@ -1,0 +1,71 @@
+"""Cancel really stops the work: the LLM stream is closed and the task ends canceled."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from a2a.types.a2a_pb2 import CancelTaskRequest, TaskState
+
+from tests.fakes.fake_llm import FakeLLM, Hang, Reply, ToolCalls
+from tests.integration.a2a_helpers import get_task, user_message, wait_for_state
+from tests.integration.conftest import TRANSPORTS, Hub
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_cancel_mid_stream_closes_the_llm_stream(
+    hub: Hub, llm: FakeLLM, transport: tuple[str, str]
+) -> None:
+    llm.script(Reply(" ".join(f"word{i}" for i in range(200)), token_delay=0.05))
+    streaming = await hub.client("albert-einstein", transport, streaming=True)
+    control = await hub.client("albert-einstein", transport)
+
+    events = []
+    task_id = None
+    async with asyncio.timeout(30):
+        async for event in streaming.send_message(user_message("Talk for a long time")):
+            events.append(event)
+            if event.HasField("artifact_update") and task_id is None:
+                task_id = event.artifact_update.task_id
+                canceled = await control.cancel_task(CancelTaskRequest(id=task_id))
+                assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+
+    assert task_id is not None
+    # The model's stream was closed by the hub, long before its 200 tokens.
+    await asyncio.to_thread(llm.wait_disconnect, 5.0)
+    sent = llm.chunks_sent
+    assert sent < 100
+    await asyncio.sleep(0.3)  # several token delays: nothing more is read
+    assert llm.chunks_sent <= sent + 1
+    # The stream ended with the canceled state, and the stored task agrees.
+    last = events[-1]
+    assert last.HasField("status_update")
+    assert last.status_update.status.state == TaskState.TASK_STATE_CANCELED
+    stored = await get_task(control, task_id)
+    assert stored.status.state == TaskState.TASK_STATE_CANCELED
+
+
+async def test_cancel_while_waiting_for_the_model(hub: Hub, llm: FakeLLM) -> None:
+    llm.script(Hang())
+    client = await hub.client("socrates")
+    send = user_message("Hello?")
+    send.configuration.return_immediately = True
+    responses = [r async for r in client.send_message(send)]
+    task_id = responses[0].task.id
+    await asyncio.to_thread(llm.wait_requests, 1, 5.0)
+    canceled = await client.cancel_task(CancelTaskRequest(id=task_id))
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    await asyncio.to_thread(llm.wait_disconnect, 5.0)
+
+
+async def test_cancel_during_a_tool_call_abandons_it(hub: Hub, llm: FakeLLM) -> None:
+    llm.script(ToolCalls([("local__sleep", {"seconds": 30})]), Reply("never"))
+    client = await hub.client("toolsmith")
+    send = user_message("Sleep a while.")
+    send.configuration.return_immediately = True
+    task_id = next(r async for r in client.send_message(send)).task.id
+    await asyncio.to_thread(llm.wait_requests, 1, 5.0)
+    await wait_for_state(client, task_id, TaskState.TASK_STATE_WORKING)
+    canceled = await client.cancel_task(CancelTaskRequest(id=task_id))
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    assert len(llm.requests) == 1  # the answer after the tool was never asked for

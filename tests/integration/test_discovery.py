@@ -1,0 +1,115 @@
+"""Cards and discovery: per-persona cards, the aggregate, the hub card, the list, 404s."""
+
+from __future__ import annotations
+
+import pytest
+from persona_agent.personas.loader import load_persona_dir
+
+from tests.integration.conftest import BUNDLED, Hub
+
+BUNDLED_PERSONAS, _ = load_persona_dir(BUNDLED)
+
+
+async def test_every_bundled_persona_has_a_card_with_domain_skills(hub: Hub) -> None:
+    assert len(BUNDLED_PERSONAS) >= 4
+    for persona in BUNDLED_PERSONAS.values():
+        response = await hub.http.get(f"/a2a/{persona.id}/.well-known/agent-card.json")
+        assert response.status_code == 200
+        card = response.json()
+        assert card["name"] == persona.name
+        skill_ids = [skill["id"] for skill in card["skills"]]
+        expected = [f"{persona.id}-conversation"] + [
+            f"{persona.id}-{persona.domain_slug(domain)}" for domain in persona.knowledge_domains
+        ]
+        assert skill_ids == expected
+        assert card["capabilities"]["streaming"] is True
+        assert not card["capabilities"].get("pushNotifications", False)
+
+
+async def test_card_interfaces_use_public_base_url_and_work_as_written(hub: Hub) -> None:
+    card = (await hub.http.get("/a2a/socrates/.well-known/agent-card.json")).json()
+    base = hub.settings.public_base_url
+    interfaces = {
+        (i["protocolBinding"], i["protocolVersion"]): i["url"] for i in card["supportedInterfaces"]
+    }
+    assert interfaces == {
+        ("JSONRPC", "1.0"): f"{base}/a2a/socrates/",
+        ("JSONRPC", "0.3"): f"{base}/a2a/socrates/",
+        ("HTTP+JSON", "1.0"): f"{base}/a2a/socrates",
+        ("HTTP+JSON", "0.3"): f"{base}/a2a/socrates",
+    }
+    # The JSON-RPC URL answers a JSON-RPC call as written (no redirect).
+    response = await hub.http.post(
+        interfaces[("JSONRPC", "1.0")],
+        json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "nope"}},
+        headers={"A2A-Version": "1.0"},
+    )
+    assert response.status_code == 200
+    assert response.json()["error"]["code"] == -32001  # TaskNotFound
+    # The HTTP+JSON URL answers below it as written.
+    response = await hub.http.get(
+        f"{interfaces[('HTTP+JSON', '1.0')]}/tasks/nope", headers={"A2A-Version": "1.0"}
+    )
+    assert response.status_code == 404
+
+
+async def test_public_base_url_setting_changes_card_urls(hub_factory) -> None:  # type: ignore[no-untyped-def]
+    async with hub_factory(public_base_url="https://personas.example.org/") as hub:
+        card = (await hub.http.get("/a2a/ada-lovelace/.well-known/agent-card.json")).json()
+        urls = {i["url"] for i in card["supportedInterfaces"]}
+        assert urls == {
+            "https://personas.example.org/a2a/ada-lovelace/",
+            "https://personas.example.org/a2a/ada-lovelace",
+        }
+
+
+async def test_card_has_etag_and_cache_control(hub: Hub) -> None:
+    url = "/a2a/marie-curie/.well-known/agent-card.json"
+    first = await hub.http.get(url)
+    etag = first.headers["etag"]
+    assert "max-age" in first.headers["cache-control"]
+    again = await hub.http.get(url, headers={"If-None-Match": etag})
+    assert again.status_code == 304
+
+
+async def test_aggregate_card_lists_every_persona(hub: Hub) -> None:
+    body = (await hub.http.get("/.well-known/agent.json")).json()
+    names = sorted(card["name"] for card in body["agents"])
+    assert len(names) == len(BUNDLED_PERSONAS) + 2  # plus the two test personas
+    assert {p.name for p in BUNDLED_PERSONAS.values()} <= set(names)
+    assert body["hub"]["name"] == "persona-agent hub"
+
+
+async def test_hub_card_and_persona_list(hub: Hub) -> None:
+    hub_card = (await hub.http.get("/.well-known/agent-card.json")).json()
+    assert hub_card["name"] == "persona-agent hub"
+    assert {s["id"] for s in hub_card["skills"]} >= {f"persona-{pid}" for pid in BUNDLED_PERSONAS}
+
+    listing = (await hub.http.get("/a2a/personas")).json()
+    by_id = {row["id"]: row for row in listing}
+    assert set(BUNDLED_PERSONAS) <= set(by_id)
+    einstein = by_id["albert-einstein"]
+    assert einstein["name"] == "Albert Einstein"
+    card = await hub.http.get(einstein["cardUrl"])
+    assert card.status_code == 200
+    assert card.json()["name"] == "Albert Einstein"
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/a2a/nobody/.well-known/agent-card.json"),
+        ("POST", "/a2a/nobody/"),
+        ("POST", "/a2a/nobody"),
+        ("POST", "/a2a/nobody/message:send"),
+        ("GET", "/a2a/nobody/tasks/123"),
+        ("GET", "/a2a/"),
+    ],
+)
+async def test_unknown_persona_is_a_json_404_on_every_path(
+    hub: Hub, method: str, path: str
+) -> None:
+    response = await hub.http.request(method, path, json={} if method == "POST" else None)
+    assert response.status_code == 404
+    assert response.headers["content-type"].startswith("application/json")
+    assert response.json()["error"]["code"] == "persona_not_found"

@@ -1,0 +1,73 @@
+"""Tasks and conversations survive a restart; tasks are isolated per persona."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from a2a.types.a2a_pb2 import GetTaskRequest, ListTasksRequest, TaskState
+from a2a.utils.errors import TaskNotFoundError
+
+from tests.fakes.fake_llm import FakeLLM, Hang, Reply
+from tests.integration.a2a_helpers import answer_text, get_task, send, status_text, user_message
+from tests.integration.conftest import TRANSPORTS, HubFactory
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_tasks_and_conversations_survive_a_restart(
+    hub_factory: HubFactory, llm: FakeLLM, transport: tuple[str, str]
+) -> None:
+    context_id = str(uuid.uuid4())
+    async with hub_factory() as hub:
+        llm.script(Reply("The radium glows faintly."))
+        client = await hub.client("marie-curie", transport)
+        first = await send(client, "What glows?", context_id)
+
+    async with hub_factory() as hub:
+        client = await hub.client("marie-curie", transport)
+        stored = await get_task(client, first.id)
+        assert stored.status.state == TaskState.TASK_STATE_COMPLETED
+        assert answer_text(stored) == "The radium glows faintly."
+
+        llm.script(Reply("I said the radium glows."))
+        await send(client, "What did you say?", context_id)
+        conversation = [m for m in llm.requests[-1]["messages"] if m["role"] != "system"]
+        assert conversation[:2] == [
+            {"role": "user", "content": "What glows?"},
+            {"role": "assistant", "content": "The radium glows faintly."},
+        ]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_task_is_not_found_through_another_persona(
+    hub_factory: HubFactory, llm: FakeLLM, transport: tuple[str, str]
+) -> None:
+    async with hub_factory() as hub:
+        einstein = await hub.client("albert-einstein", transport)
+        curie = await hub.client("marie-curie", transport)
+        task = await send(einstein, "Hello Albert")
+        with pytest.raises(TaskNotFoundError):
+            await curie.get_task(GetTaskRequest(id=task.id))
+        listed = await curie.list_tasks(ListTasksRequest())
+        assert task.id not in {t.id for t in listed.tasks}
+        listed = await einstein.list_tasks(ListTasksRequest())
+        assert task.id in {t.id for t in listed.tasks}
+
+
+async def test_tasks_left_working_by_a_stop_are_failed_at_the_next_start(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    async with hub_factory() as hub:
+        llm.script(Hang())
+        client = await hub.client("socrates")
+        request = user_message("Think forever")
+        request.configuration.return_immediately = True
+        task_id = next(r async for r in client.send_message(request)).task.id
+        await asyncio.to_thread(llm.wait_requests, 1, 5.0)
+
+    async with hub_factory() as hub:
+        client = await hub.client("socrates")
+        task = await client.get_task(GetTaskRequest(id=task_id))
+        assert task.status.state == TaskState.TASK_STATE_FAILED
+        assert "stopped before this task finished" in status_text(task)

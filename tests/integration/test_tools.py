@@ -1,0 +1,101 @@
+"""MCP tools through the whole hub: real servers over stdio and streamable HTTP."""
+
+from __future__ import annotations
+
+import pytest
+from a2a.types.a2a_pb2 import TaskState
+
+from tests.fakes.fake_llm import FakeLLM, Reply, ToolCalls
+from tests.integration.a2a_helpers import answer_text, send, stream
+from tests.integration.conftest import TRANSPORTS, Hub
+
+
+def tool_messages(request: dict[str, object]) -> list[dict[str, object]]:
+    messages = request["messages"]
+    assert isinstance(messages, list)
+    return [m for m in messages if m["role"] == "tool"]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_tool_round_trip_over_stdio_and_http(
+    hub: Hub, llm: FakeLLM, transport: tuple[str, str]
+) -> None:
+    llm.script(
+        ToolCalls([("local__add", {"a": 2, "b": 40}), ("remote__echo", {"text": "over http"})]),
+        Reply("The sum is 42."),
+    )
+    client = await hub.client("toolsmith", transport)
+    task = await send(client, "Add 2 and 40, and echo something.")
+
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert answer_text(task) == "The sum is 42."
+    first, second = llm.requests[-2:]
+    offered = {tool["function"]["name"] for tool in first["tools"]}
+    assert {"local__add", "local__echo", "local__sleep", "remote__add", "remote__echo"} <= offered
+    assert "local__fail" not in offered  # not on the allow-list
+    results = [m["content"] for m in tool_messages(second)]
+    assert results[0] == "42"
+    assert "over http" in results[1]
+
+
+async def test_tool_calls_are_reported_as_status_updates(hub: Hub, llm: FakeLLM) -> None:
+    llm.script(ToolCalls([("local__add", {"a": 1, "b": 1})]), Reply("Two."))
+    client = await hub.client("toolsmith", streaming=True)
+    events = await stream(client, "1+1?")
+    tool_updates = [
+        e.status_update.status.message
+        for e in events
+        if e.HasField("status_update")
+        and e.status_update.status.message.parts
+        and e.status_update.status.state == TaskState.TASK_STATE_WORKING
+    ]
+    kinds = [
+        part.data.struct_value["kind"]
+        for message in tool_updates
+        for part in message.parts
+        if part.HasField("data")
+    ]
+    assert kinds == ["tool-call", "tool-result"]
+
+
+async def test_iteration_cap_forces_a_final_text_answer(hub_factory, llm: FakeLLM) -> None:  # type: ignore[no-untyped-def]
+    async with hub_factory(max_tool_iterations=3) as hub:
+        llm.script(*[ToolCalls([("local__add", {"a": i, "b": 1})]) for i in range(10)])
+        client = await hub.client("toolsmith")
+        task = await send(client, "Keep adding forever.")
+
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert len(llm.requests) == 4  # 3 tool rounds, then the forced final call
+    assert [r.get("tool_choice") for r in llm.requests] == ["auto", "auto", "auto", "none"]
+    assert answer_text(task)
+
+
+async def test_allow_list_hides_and_refuses_other_tools(hub: Hub, llm: FakeLLM) -> None:
+    # The hermit may use no tool: none is offered, and a call the model makes anyway is refused.
+    llm.script(ToolCalls([("local__add", {"a": 1, "b": 2})]), Reply("I will not count."))
+    client = await hub.client("hermit")
+    task = await send(client, "Add 1 and 2.")
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert "tools" not in llm.requests[0] or not llm.requests[0]["tools"]
+    # Without tools offered, the engine does not run a tool loop: the answer stands.
+    assert len(llm.requests) == 1
+
+
+async def test_disallowed_tool_call_is_refused_at_call_time(hub: Hub, llm: FakeLLM) -> None:
+    llm.script(ToolCalls([("local__fail", {"message": "boom"})]), Reply("That tool is off limits."))
+    client = await hub.client("toolsmith")
+    task = await send(client, "Use the fail tool.")
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    result = tool_messages(llm.requests[-1])[0]["content"]
+    assert isinstance(result, str)
+    assert "not allowed" in result
+
+
+async def test_malformed_tool_arguments_go_back_to_the_model(hub: Hub, llm: FakeLLM) -> None:
+    llm.script(ToolCalls([("local__add", "{not json")]), Reply("Sorry, let me answer plainly."))
+    client = await hub.client("toolsmith")
+    task = await send(client, "Add things.")
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    result = tool_messages(llm.requests[-1])[0]["content"]
+    assert isinstance(result, str)
+    assert "not valid JSON" in result

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from persona_agent.settings import Settings
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_env_example_lists_every_setting() -> None:
+    text = (REPO / ".env.example").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^#?\s*PERSONA_AGENT_([A-Z_]+)=", text, re.MULTILINE))
+    assert listed == {name.upper() for name in Settings.model_fields}
+
+
+def test_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    settings = Settings()
+    assert settings.host == "127.0.0.1"
+    assert settings.port == 8000
+    assert settings.personas_dir == Path("personas")
+    assert settings.llm_backend == "auto"
+    assert settings.base_url == "http://127.0.0.1:8000"
+    assert settings.resolved_database_url.endswith("/data/persona-agent.db")
+    assert settings.resolved_database_url.startswith("sqlite+aiosqlite:///")
+
+
+def test_openai_variables_are_fallbacks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fallback")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://fallback/v1")
+    assert Settings(_env_file=None).llm_api_key == "sk-fallback"  # type: ignore[call-arg]
+    assert Settings(_env_file=None).llm_base_url == "http://fallback/v1"  # type: ignore[call-arg]
+    monkeypatch.setenv("PERSONA_AGENT_LLM_API_KEY", "pa-key")
+    monkeypatch.setenv("PERSONA_AGENT_LLM_BASE_URL", "http://primary/v1")
+    assert Settings(_env_file=None).llm_api_key == "pa-key"  # type: ignore[call-arg]
+    assert Settings(_env_file=None).llm_base_url == "http://primary/v1"  # type: ignore[call-arg]
+
+
+def test_dotenv_file_is_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("PERSONA_AGENT_PORT=9123\n", encoding="utf-8")
+    assert Settings().port == 9123
+
+
+def test_public_base_url_is_normalized_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PERSONA_AGENT_PUBLIC_BASE_URL", "https://hub.example.org/")
+    assert Settings(_env_file=None).base_url == "https://hub.example.org"  # type: ignore[call-arg]
+    monkeypatch.setenv("PERSONA_AGENT_PUBLIC_BASE_URL", "hub.example.org")
+    with pytest.raises(ValidationError, match="public_base_url"):
+        Settings(_env_file=None)  # type: ignore[call-arg]
