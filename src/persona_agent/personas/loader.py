@@ -1,0 +1,235 @@
+"""Reading and writing persona files (YAML or JSON).
+
+Every problem with a file becomes a :class:`PersonaFileError` that names the
+file and, for each problem, the field and the reason: never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import ValidationError
+
+from persona_agent.errors import PersonaFileError
+from persona_agent.personas.model import PERSONA_ID_PATTERN, Persona, is_valid_persona_id
+
+__all__ = [
+    "PERSONA_SUFFIXES",
+    "dump_persona_yaml",
+    "load_persona_dir",
+    "load_persona_file",
+    "parse_persona_text",
+    "persona_to_data",
+    "validation_problems",
+]
+
+PERSONA_SUFFIXES: dict[str, Literal["yaml", "json"]] = {
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".json": "json",
+}
+"""File name suffixes of persona files, and their formats."""
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (rather than
+    silently keeping the last value)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
+        seen: set[Hashable] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == _MERGE_TAG or not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r}",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+class _BlockStyleDumper(yaml.SafeDumper):
+    """Writes multi-line strings as literal blocks (``|``), which people can edit."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockStyleDumper.add_representer(str, _represent_str)
+
+
+def _loc_to_path(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int) or part == "[key]":
+            path += f"[{part}]" if isinstance(part, int) else part
+        else:
+            path += f".{part}" if path else part
+    return path
+
+
+def validation_problems(error: ValidationError) -> list[str]:
+    """One ``"field.path: reason"`` string per problem, e.g.
+    ``"interaction_samples[1].assistant: Field required"``."""
+    problems = []
+    for detail in error.errors(include_url=False):
+        reason = detail["msg"]
+        if detail["type"] == "extra_forbidden":
+            reason = "unknown field"
+        path = _loc_to_path(detail["loc"])
+        problems.append(f"{path}: {reason}" if path else reason)
+    return problems
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
+        mark = error.problem_mark
+        reason = error.problem or "invalid YAML"
+        if error.context:
+            reason = f"{reason} ({error.context})"
+        return f"YAML syntax error at line {mark.line + 1}, column {mark.column + 1}: {reason}"
+    return f"YAML error: {error}"
+
+
+def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _parse(text: str, fmt: Literal["yaml", "json"], source: str) -> dict[str, Any]:
+    data: Any
+    if fmt == "json":
+        try:
+            data = json.loads(text, object_pairs_hook=_reject_duplicate_keys)
+        except json.JSONDecodeError as error:
+            problem = f"JSON syntax error at line {error.lineno}, column {error.colno}: {error.msg}"
+            raise PersonaFileError(source, [problem]) from None
+        except ValueError as error:  # a duplicate key
+            raise PersonaFileError(source, [f"JSON error: {error}"]) from None
+    else:
+        try:
+            data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+        except yaml.YAMLError as error:
+            raise PersonaFileError(source, [_yaml_problem(error)]) from None
+    if data is None:
+        raise PersonaFileError(source, ["the file is empty; top level must be a mapping"])
+    if not isinstance(data, dict):
+        kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
+        raise PersonaFileError(source, [f"top level must be a mapping, not {kind}"])
+    return data
+
+
+def parse_persona_text(
+    persona_id: str, text: str, *, source: str, fmt: Literal["yaml", "json"] = "yaml"
+) -> Persona:
+    """A persona from the text of a persona file.
+
+    ``source`` is what errors name (a path, an upload's file name).
+
+    Raises:
+        PersonaFileError: the id is not a valid persona id, the text is not valid
+            YAML/JSON, or the persona is invalid; one problem per field.
+    """
+    if not is_valid_persona_id(persona_id):
+        problem = f"'{persona_id}' is not a valid persona id (expected {PERSONA_ID_PATTERN})"
+        raise PersonaFileError(source, [problem])
+    data = _parse(text, fmt, source)
+    try:
+        return Persona.from_data(persona_id, data)
+    except ValidationError as error:
+        raise PersonaFileError(source, validation_problems(error)) from None
+
+
+def load_persona_file(path: Path) -> Persona:
+    """The persona in a ``.yaml``, ``.yml`` or ``.json`` file; its id is the file stem.
+
+    Raises:
+        PersonaFileError: the file cannot be read, is not UTF-8, has an unknown
+            suffix or a file name that is not a persona id, or is invalid.
+    """
+    source = str(path)
+    fmt = PERSONA_SUFFIXES.get(path.suffix.lower())
+    if fmt is None:
+        expected = ", ".join(PERSONA_SUFFIXES)
+        raise PersonaFileError(source, [f"unknown file type '{path.suffix}' (expected {expected})"])
+    if not is_valid_persona_id(path.stem):
+        problem = (
+            f"file name '{path.stem}' is not a valid persona id (expected {PERSONA_ID_PATTERN})"
+        )
+        raise PersonaFileError(source, [problem])
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise PersonaFileError(source, [f"cannot read the file: {error.strerror}"]) from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        problem = f"not UTF-8 text (byte {raw[error.start]:#04x} at offset {error.start})"
+        raise PersonaFileError(source, [problem]) from None
+    return parse_persona_text(path.stem, text, source=source, fmt=fmt)
+
+
+def load_persona_dir(directory: Path) -> tuple[dict[str, Persona], list[PersonaFileError]]:
+    """Every persona file directly in ``directory``, by file name.
+
+    Hidden files (``.name``) are skipped. Returns the valid personas by id and
+    one error per bad file; a second file with the same id (``a.yaml`` and
+    ``a.yml``) is an error, and the first one wins.
+
+    Raises:
+        OSError: the directory cannot be listed.
+    """
+    personas: dict[str, Persona] = {}
+    errors: list[PersonaFileError] = []
+    first_file: dict[str, str] = {}
+    paths = sorted(directory.iterdir(), key=lambda p: p.name)
+    for path in paths:
+        if path.name.startswith(".") or path.suffix.lower() not in PERSONA_SUFFIXES:
+            continue
+        if not path.is_file():
+            continue
+        if path.stem in first_file:
+            problem = f"persona id '{path.stem}' is already defined by {first_file[path.stem]}"
+            errors.append(PersonaFileError(str(path), [problem]))
+            continue
+        first_file[path.stem] = path.name
+        try:
+            persona = load_persona_file(path)
+        except PersonaFileError as error:
+            errors.append(error)
+            continue
+        personas[persona.id] = persona
+    return personas, errors
+
+
+def persona_to_data(persona: Persona) -> dict[str, Any]:
+    """The persona as file content: no ``id`` (the file name) or ``version``,
+    no field that has its default value."""
+    return persona.model_dump(mode="json", exclude={"id", "version"}, exclude_defaults=True)
+
+
+def dump_persona_yaml(persona: Persona) -> str:
+    """The persona as a YAML file; loading it gives back an equal persona."""
+    return yaml.dump(
+        persona_to_data(persona),
+        Dumper=_BlockStyleDumper,
+        sort_keys=False,
+        allow_unicode=True,
+        width=100,
+    )

@@ -1,0 +1,291 @@
+"""Loading persona files from real files: good files, bad files, directories, dumping."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from persona_agent.errors import PersonaFileError
+from persona_agent.personas.loader import (
+    dump_persona_yaml,
+    load_persona_dir,
+    load_persona_file,
+    parse_persona_text,
+    persona_to_data,
+)
+from persona_agent.personas.model import Persona
+from tests.personas import BUNDLED, persona_data, write_yaml
+
+
+def load_error(path: Path) -> PersonaFileError:
+    with pytest.raises(PersonaFileError) as caught:
+        load_persona_file(path)
+    error = caught.value
+    assert error.path == str(path)
+    assert str(error).startswith(f"{path}: ")
+    return error
+
+
+def without(key: str) -> dict[str, Any]:
+    data = persona_data()
+    del data[key]
+    return data
+
+
+SYNTAX_ERROR = """\
+name: Tess
+description: A persona.
+language_style: {tone: plain
+personal_background: x
+"""
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        pytest.param(without("name"), "name: Field required", id="missing-name"),
+        pytest.param(
+            persona_data(knowledge_domains=["physics", "chemistry"]),
+            "knowledge_domains: Input should be a valid dictionary",
+            id="domains-wrong-type",
+        ),
+        pytest.param(
+            persona_data(knowledge_domains={}),
+            "knowledge_domains: at least one domain is required",
+            id="no-domains",
+        ),
+        pytest.param(
+            persona_data(knowledge_domains={"Physics": []}),
+            "knowledge_domains.Physics: at least one topic is required",
+            id="domain-without-topics",
+        ),
+        pytest.param(
+            persona_data(knowledge_domains={"Quantum physics": ["a"], "quantum-physics": ["b"]}),
+            "knowledge_domains: domains 'Quantum physics' and 'quantum-physics' have the same "
+            "skill id slug 'quantum-physics'",
+            id="colliding-slugs",
+        ),
+        pytest.param(SYNTAX_ERROR, "YAML syntax error at line 4, column 20", id="yaml-syntax"),
+        pytest.param("- name: Tess\n- description: x\n", "top level must be a mapping", id="list"),
+        pytest.param("just words\n", "top level must be a mapping, not a str", id="scalar"),
+        pytest.param("", "the file is empty", id="empty"),
+        pytest.param(
+            persona_data(id="somebody-else"),
+            "id: 'somebody-else' does not match the persona id 'tess'",
+            id="id-mismatch",
+        ),
+        pytest.param(persona_data(version="abc"), "version: must not be given", id="version"),
+        pytest.param(persona_data(hobby="chess"), "hobby: unknown field", id="extra-field"),
+        pytest.param(
+            persona_data(interaction_samples=[{"user": "a", "assistant": "b"}, {"user": "c"}]),
+            "interaction_samples[1].assistant: Field required",
+            id="sample-without-answer",
+        ),
+        pytest.param(
+            "name: Tess\nname: Tessa\n", "line 2, column 1: found duplicate key 'name'", id="dup"
+        ),
+        pytest.param(
+            "name: !!python/object/apply:os.system ['true']\n",
+            "YAML syntax error at line 1, column 7: could not determine a constructor",
+            id="unsafe-tag",
+        ),
+    ],
+)
+def test_a_bad_file_names_the_file_and_the_field(
+    tmp_path: Path, content: str | dict[str, Any], expected: str
+) -> None:
+    path = tmp_path / "tess.yaml"
+    if isinstance(content, str):
+        path.write_text(content, encoding="utf-8")
+    else:
+        write_yaml(path, content)
+    error = load_error(path)
+    assert any(expected in problem for problem in error.problems), error.problems
+    assert expected in str(error)
+    assert "Traceback" not in str(error)
+
+
+def test_every_problem_of_a_file_is_reported(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path / "tess.yaml", {"name": "Tess", "language_style": {}})
+    error = load_error(path)
+    assert set(error.problems) == {
+        "description: Field required",
+        "personal_background: Field required",
+        "language_style.tone: Field required",
+        "knowledge_domains: Field required",
+    }
+
+
+@pytest.mark.parametrize("stem", ["Bad Name", "UPPER", "-dash", "under_score", "a" * 64])
+def test_a_file_name_that_is_not_an_id_is_an_error(tmp_path: Path, stem: str) -> None:
+    path = write_yaml(tmp_path / f"{stem}.yaml", persona_data())
+    error = load_error(path)
+    assert error.problems == [
+        f"file name '{stem}' is not a valid persona id (expected ^[a-z0-9][a-z0-9-]{{0,62}}$)"
+    ]
+
+
+def test_a_file_that_is_not_utf8_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "tess.yaml"
+    path.write_bytes("name: Tess\ndescription: caf\u00e9\n".encode("latin-1"))
+    assert "not UTF-8 text" in str(load_error(path))
+
+
+def test_an_unreadable_file_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "tess.yaml").mkdir()
+    assert "cannot read the file" in str(load_error(tmp_path / "tess.yaml"))
+    assert "cannot read the file" in str(load_error(tmp_path / "missing.yaml"))
+
+
+def test_an_unknown_suffix_is_an_error(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path / "tess.txt", persona_data())
+    assert "unknown file type '.txt'" in str(load_error(path))
+
+
+def test_yaml_yml_and_json_files_give_the_same_persona(tmp_path: Path) -> None:
+    data = persona_data(interaction_samples=[{"user": "Hi?", "assistant": "Hello."}])
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "c").mkdir()
+    from_yaml = load_persona_file(write_yaml(tmp_path / "a" / "tess.yaml", data))
+    from_yml = load_persona_file(write_yaml(tmp_path / "b" / "tess.yml", data))
+    json_path = tmp_path / "c" / "tess.json"
+    json_path.write_text(json.dumps(data), encoding="utf-8")
+    from_json = load_persona_file(json_path)
+    assert from_yaml == from_yml == from_json
+    assert from_yaml.id == "tess"
+    assert from_yaml.version == from_json.version
+
+
+def test_a_utf8_bom_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "tess.yaml"
+    path.write_bytes(b"\xef\xbb\xbf" + yaml.safe_dump(persona_data()).encode("utf-8"))
+    assert load_persona_file(path).name == "Tess Tester"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"name": "Tess",', "JSON syntax error at line 1, column 17"),
+        ('{"name": "Tess", "name": "Tessa"}', "duplicate key 'name'"),
+        ("[1, 2]", "top level must be a mapping, not a list"),
+    ],
+)
+def test_bad_json_text(text: str, expected: str) -> None:
+    with pytest.raises(PersonaFileError) as caught:
+        parse_persona_text("tess", text, source="upload.json", fmt="json")
+    assert str(caught.value).startswith("upload.json: ")
+    assert expected in str(caught.value)
+
+
+def test_parse_persona_text_checks_the_id_and_names_the_source() -> None:
+    text = yaml.safe_dump(persona_data())
+    assert parse_persona_text("tess", text, source="upload").id == "tess"
+    with pytest.raises(PersonaFileError) as caught:
+        parse_persona_text("../../etc/passwd", text, source="upload")
+    assert caught.value.path == "upload"
+    assert "'../../etc/passwd' is not a valid persona id" in str(caught.value)
+
+
+def test_load_persona_dir_keeps_good_personas_and_collects_errors(tmp_path: Path) -> None:
+    write_yaml(tmp_path / "alpha.yaml", persona_data(name="Alpha"))
+    write_yaml(tmp_path / "beta.yml", persona_data(name="Beta"))
+    (tmp_path / "gamma.json").write_text(json.dumps(persona_data(name="Gamma")), "utf-8")
+    write_yaml(tmp_path / "broken.yaml", without("description"))
+    (tmp_path / "syntax.yaml").write_text(SYNTAX_ERROR, encoding="utf-8")
+    write_yaml(tmp_path / "alpha.yml", persona_data(name="Alpha again"))
+    write_yaml(tmp_path / "Bad Name.yaml", persona_data())
+    # Not persona files: ignored.
+    (tmp_path / "README.md").write_text("# personas\n", encoding="utf-8")
+    (tmp_path / ".alpha.yaml.1234.tmp").write_text("partial", encoding="utf-8")
+    write_yaml(tmp_path / ".hidden.yaml", persona_data())
+    (tmp_path / "folder.yaml").mkdir()
+
+    personas, errors = load_persona_dir(tmp_path)
+
+    assert list(personas) == ["alpha", "beta", "gamma"]
+    assert personas["alpha"].name == "Alpha"
+    assert [Path(error.path).name for error in errors] == [
+        "Bad Name.yaml",
+        "alpha.yml",
+        "broken.yaml",
+        "syntax.yaml",
+    ]
+    duplicate = errors[1]
+    assert duplicate.problems == ["persona id 'alpha' is already defined by alpha.yaml"]
+    assert "description: Field required" in str(errors[2])
+    assert "YAML syntax error at line 4" in str(errors[3])
+
+
+def test_load_persona_dir_of_an_empty_directory(tmp_path: Path) -> None:
+    assert load_persona_dir(tmp_path) == ({}, [])
+
+
+RICH: dict[str, Any] = {
+    "name": "Rich Roundtrip",
+    "description": "Every field, and strings YAML likes to mangle.",
+    "personal_background": 'First paragraph.\n\nSecond paragraph, with ünïcödé and "quotes".\n',
+    "language_style": {
+        "tone": "yes",
+        "characteristics": ["null", "1.0", "- dash", "# hash", "key: value", "  indented"],
+        "sample_phrases": ["trailing space ", "line one\nline two", "~"],
+    },
+    "knowledge_domains": {"Edge cases": ["on", "off", "0x1F"], "Numbers as text": ["1905"]},
+    "interaction_samples": [
+        {"user": "Multi-line?", "assistant": "Yes.\n  Indented second line.\n\n"},
+        {"user": "'single quotes'", "assistant": "Tabs\tand \\ backslashes"},
+    ],
+    "model": {"name": "gpt-test", "temperature": 0.25, "max_tokens": 512},
+    "tools": {"allow": ["local", "remote__search"], "required": True},
+    "card": {
+        "skills": [
+            {
+                "id": "rich-extra",
+                "name": "Extra",
+                "description": "An extra skill.",
+                "tags": ["a", "b"],
+                "examples": ["Do the extra thing"],
+            }
+        ],
+        "examples": ["Example one", "Example two"],
+    },
+}
+
+
+def bundled_paths() -> list[Path]:
+    return sorted(BUNDLED.glob("*.yaml"))
+
+
+@pytest.mark.parametrize(
+    "persona",
+    [
+        Persona.from_data("rich-roundtrip", RICH),
+        Persona.from_data("no-tools", persona_data(tools={"allow": []})),
+        *(load_persona_file(path) for path in bundled_paths()),
+    ],
+    ids=lambda persona: persona.id,
+)
+def test_dump_then_load_gives_back_an_equal_persona(tmp_path: Path, persona: Persona) -> None:
+    path = tmp_path / f"{persona.id}.yaml"
+    path.write_text(dump_persona_yaml(persona), encoding="utf-8")
+    loaded = load_persona_file(path)
+    assert loaded == persona
+    assert loaded.version == persona.version
+
+
+def test_persona_to_data_has_no_id_version_or_defaults() -> None:
+    data = persona_to_data(Persona.from_data("tess", persona_data(model={}, tools={"allow": []})))
+    assert data == {**persona_data(), "tools": {"allow": []}}
+    assert persona_to_data(Persona.from_data("rich-roundtrip", RICH)) == RICH
+
+
+def test_dumped_yaml_is_readable(tmp_path: Path) -> None:
+    text = dump_persona_yaml(Persona.from_data("rich-roundtrip", RICH))
+    assert text.startswith("name: Rich Roundtrip\n")
+    assert "personal_background: |\n  First paragraph.\n\n  Second paragraph" in text
+    assert "ünïcödé" in text
+    assert "version" not in text
