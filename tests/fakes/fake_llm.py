@@ -1,0 +1,592 @@
+"""A scripted, OpenAI-compatible chat-completions server for tests.
+
+:class:`FakeLLM` is a real HTTP server (uvicorn in a background thread, with
+its own event loop) on 127.0.0.1 and a free port. It speaks the OpenAI wire
+format: ``POST /v1/chat/completions`` answers JSON, or SSE chunks when
+``stream`` is true (a final usage chunk with ``choices: []`` when
+``stream_options.include_usage`` is set, then ``data: [DONE]``), and
+``GET /v1/models`` lists one model, ``fake-llm``.
+
+Each chat request pops the next scripted answer (FIFO, see :meth:`FakeLLM.script`):
+
+- :class:`Reply`: a text answer, streamed in several chunks;
+- :class:`ToolCalls`: the model asks for tool calls, streamed the way OpenAI
+  does (a first delta with id, type and name and empty arguments, then the
+  argument fragments);
+- :class:`Fail`: an HTTP error with an OpenAI error body;
+- :class:`Hang`: the request is accepted and never answered.
+
+With nothing scripted, the answer is
+``Reply("Hello from the fake LLM. You said: <last user message>")``.
+
+A request with ``tool_choice == "none"`` always gets a text answer: if the next
+scripted item is :class:`ToolCalls`, it is popped (it counts as that request's
+answer) and the text ``"Final answer without tools."`` is sent instead.
+
+Counters (:attr:`~FakeLLM.requests`, :attr:`~FakeLLM.disconnects`,
+:attr:`~FakeLLM.chunks_sent`) belong to the current test: :meth:`FakeLLM.reset`
+clears them, and a request that arrived before the reset no longer counts.
+A *disconnect* is a chat request the client abandoned (closed its connection)
+before the server finished answering: a stream closed early, or a
+:class:`Hang` or a delayed answer given up. It is noticed within one
+``token_delay`` of the close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import re
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+from starlette.types import Message, Receive, Scope, Send
+
+__all__ = ["Fail", "FakeLLM", "Hang", "Reply", "Scripted", "ToolCalls"]
+
+MODEL = "fake-llm"
+FINAL_WITHOUT_TOOLS = "Final answer without tools."
+_START_TIMEOUT = 10.0
+_STOP_TIMEOUT = 10.0
+_WORDS = re.compile(r"\s*\S+|\s+$")
+_ARGUMENT_FRAGMENT = 8  # characters of tool-call arguments per streamed delta
+_DROP_MESSAGE = "ASGI callable returned without completing response."
+
+
+@dataclass
+class Reply:
+    """A text answer.
+
+    ``chunks`` are the streamed content deltas (default: the words of ``text``,
+    each with its leading spaces, so that ``"".join(chunks) == text``); a
+    non-streaming answer sends ``text``. ``token_delay`` is slept before each
+    chunk, or ``token_delay * len(chunks)`` before a non-streaming answer.
+    ``usage`` is ``(prompt_tokens, completion_tokens)``, by default the word
+    counts of the request's messages and of ``text``. ``break_after=N`` drops
+    the connection after N content chunks, without finish or ``[DONE]``.
+    """
+
+    text: str
+    chunks: list[str] | None = None
+    token_delay: float = 0.0
+    usage: tuple[int, int] | None = None
+    break_after: int | None = None
+
+    def pieces(self) -> list[str]:
+        return list(self.chunks) if self.chunks is not None else _WORDS.findall(self.text)
+
+
+@dataclass
+class ToolCalls:
+    """The model asks for tool calls: ``(name, arguments)``, a dict or raw (even invalid) JSON."""
+
+    calls: list[tuple[str, dict[str, Any] | str]]
+
+
+@dataclass
+class Fail:
+    """An HTTP error answer with an OpenAI error body; ``headers`` e.g. ``{"Retry-After": "0"}``."""
+
+    status: int = 500
+    message: str = "scripted failure"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Hang:
+    """Accept the request and never answer (until the client gives up or the server stops)."""
+
+
+Scripted = Reply | ToolCalls | Fail | Hang
+
+
+class FakeLLM:
+    """A scripted OpenAI-compatible server on 127.0.0.1; see the module docstring.
+
+    Thread-safe: tests call it from their own thread or event loop; the server
+    runs in a background thread. The ``wait_*`` methods block, so call them
+    from async tests through ``asyncio.to_thread``.
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._queue: deque[Scripted] = deque()
+        self._requests: list[dict[str, Any]] = []
+        self._disconnects = 0
+        self._chunks_sent = 0
+        self._active = 0
+        self._generation = 0
+        self._ids = itertools.count(1)
+        self._base_url: str | None = None
+        self._thread: threading.Thread | None = None
+        self._server: uvicorn.Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # Owned by the server's event loop: the "client gone" events of requests in progress.
+        self._in_progress: set[asyncio.Event] = set()
+        self._stopping = False
+        self._log_filter = _DropFilter(self)
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Serve on a free port; returns once connections are accepted (or raises)."""
+        if self._thread is not None:
+            raise RuntimeError("FakeLLM is already running")
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self._app,
+            interface="asgi3",
+            lifespan="off",
+            log_config=None,  # leave the process's logging configuration alone
+            timeout_graceful_shutdown=2,
+        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(
+            target=self._run, args=(server, sock), name=f"fake-llm-{port}", daemon=True
+        )
+        self._server, self._thread, self._stopping = server, thread, False
+        logging.getLogger("uvicorn.error").addFilter(self._log_filter)
+        thread.start()
+        deadline = time.monotonic() + _START_TIMEOUT
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("the fake LLM server did not start")
+            time.sleep(0.01)
+        self._base_url = f"http://127.0.0.1:{port}/v1"
+
+    def stop(self) -> None:
+        """Release hanging requests, shut the server down and join its thread."""
+        server, thread, loop = self._server, self._thread, self._loop
+        if server is None or thread is None:
+            return
+        server.should_exit = True
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has already closed
+                loop.call_soon_threadsafe(self._release_all)
+        thread.join(_STOP_TIMEOUT)
+        logging.getLogger("uvicorn.error").removeFilter(self._log_filter)
+        self._server = self._thread = self._loop = None
+        self._base_url = None
+        if thread.is_alive():
+            raise RuntimeError("the fake LLM server did not stop")
+
+    def __enter__(self) -> FakeLLM:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1``, for the OpenAI client's ``base_url``."""
+        if self._base_url is None:
+            raise RuntimeError("FakeLLM is not running: call start()")
+        return self._base_url
+
+    # -- scripting and observation ---------------------------------------------------
+
+    def script(self, *responses: Scripted) -> None:
+        """Queue answers; each chat request pops the next one (FIFO)."""
+        with self._changed:
+            self._queue.extend(responses)
+
+    def reset(self) -> None:
+        """Clear the queue, the recorded requests and the counters."""
+        with self._changed:
+            self._generation += 1
+            self._queue.clear()
+            self._requests.clear()
+            self._disconnects = self._chunks_sent = self._active = 0
+            self._changed.notify_all()
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """The JSON bodies of the chat requests since the last reset, in order (a copy)."""
+        with self._changed:
+            return list(self._requests)
+
+    @property
+    def disconnects(self) -> int:
+        """Chat requests the client abandoned before the answer was complete."""
+        with self._changed:
+            return self._disconnects
+
+    @property
+    def chunks_sent(self) -> int:
+        """Streamed text content chunks written (tool-call deltas are not counted)."""
+        with self._changed:
+            return self._chunks_sent
+
+    @property
+    def active(self) -> int:
+        """Chat requests still being answered."""
+        with self._changed:
+            return self._active
+
+    def wait_requests(self, n: int, timeout: float = 5.0) -> None:
+        """Block until at least ``n`` chat requests were received, else AssertionError."""
+        self._wait(lambda: len(self._requests) >= n, timeout, f"{n} request(s)")
+
+    def wait_disconnect(self, timeout: float = 5.0) -> None:
+        """Block until a client abandoned a chat request, else AssertionError."""
+        self._wait(lambda: self._disconnects > 0, timeout, "a client disconnect")
+
+    def wait_idle(self, timeout: float = 5.0) -> None:
+        """Block until no chat request is being answered, else AssertionError.
+
+        After this, :attr:`chunks_sent` stops growing until the next request.
+        """
+        self._wait(lambda: self._active == 0, timeout, "no request in progress")
+
+    def _wait(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
+        with self._changed:
+            if not self._changed.wait_for(condition, timeout):
+                raise AssertionError(
+                    f"fake LLM: waited {timeout}s for {what}; requests={len(self._requests)}, "
+                    f"disconnects={self._disconnects}, active={self._active}"
+                )
+
+    # -- the server (runs in the background thread) ---------------------------------------
+
+    def _run(self, server: uvicorn.Server, sock: socket.socket) -> None:
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            await server.serve(sockets=[sock])
+
+        try:
+            asyncio.run(main())
+        finally:
+            sock.close()
+
+    def _release_all(self) -> None:
+        self._stopping = True
+        for gone in self._in_progress:
+            gone.set()
+
+    async def _app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        path = scope["path"].rstrip("/")
+        method = scope["method"]
+        if path.endswith("/chat/completions") and method == "POST":
+            await self._chat(receive, send)
+        elif path.endswith("/models") and method == "GET":
+            model = {"id": MODEL, "object": "model", "created": 0, "owned_by": "fake"}
+            await _send_json(send, 200, {"object": "list", "data": [model]})
+        else:
+            await _send_error(send, 404, f"no route {method} {path}")
+
+    async def _chat(self, receive: Receive, send: Send) -> None:
+        try:
+            body = json.loads(await _read_body(receive))
+            if not isinstance(body, dict):
+                raise ValueError("the body is not a JSON object")
+        except ValueError as exc:
+            await _send_error(send, 400, f"bad request: {exc}")
+            return
+        with self._changed:
+            generation = self._generation
+            self._requests.append(body)
+            self._active += 1
+            item = self._queue.popleft() if self._queue else None
+            self._changed.notify_all()
+        if item is None:
+            item = Reply(f"Hello from the fake LLM. You said: {_last_user_text(body)}")
+        elif isinstance(item, ToolCalls) and body.get("tool_choice") == "none":
+            item = Reply(FINAL_WITHOUT_TOOLS)
+
+        answer = _Answer(self, generation, body, next(self._ids), send)
+        watcher = asyncio.create_task(answer.watch(receive))
+        self._in_progress.add(answer.gone)
+        try:
+            await answer.give(item)
+        finally:
+            self._in_progress.discard(answer.gone)
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            self._count(generation, active=-1)
+
+    def _count(
+        self, generation: int, *, disconnects: int = 0, chunks: int = 0, active: int = 0
+    ) -> None:
+        with self._changed:
+            if generation != self._generation:
+                return  # a request from before the last reset
+            self._disconnects += disconnects
+            self._chunks_sent += chunks
+            self._active += active
+            self._changed.notify_all()
+
+
+class _Answer:
+    """One chat request being answered, in the server's event loop."""
+
+    def __init__(
+        self, fake: FakeLLM, generation: int, body: dict[str, Any], number: int, send: Send
+    ) -> None:
+        self.fake = fake
+        self.generation = generation
+        self.body = body
+        self.send = send
+        self.gone = asyncio.Event()  # the client left, or the server is stopping
+        self.client_left = False
+        self.id = f"chatcmpl-fake-{number}"
+        self.created = int(time.time())
+        self.model = str(body.get("model") or MODEL)
+        self.stream = bool(body.get("stream"))
+        self.include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        if fake._stopping:
+            self.gone.set()
+
+    async def watch(self, receive: Receive) -> None:
+        """Wait for ``http.disconnect`` (the body has been read already)."""
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self.client_left = True
+        self.gone.set()
+
+    async def pause(self, seconds: float) -> bool:
+        """Sleep, or stop early when the client leaves; True if it left (counted once)."""
+        if not self.gone.is_set() and seconds > 0:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(seconds):
+                    await self.gone.wait()
+        if not self.gone.is_set():
+            return False
+        if self.client_left:
+            self.client_left = False  # count it once
+            self.fake._count(self.generation, disconnects=1)
+        return True
+
+    async def give(self, item: Scripted) -> None:
+        if isinstance(item, Fail):
+            await _send_error(self.send, item.status, item.message, item.headers)
+        elif isinstance(item, Hang):
+            await self.gone.wait()
+            await self.pause(0)  # counts the disconnect if the client left
+            if self.fake._stopping:
+                await _send_error(self.send, 503, "the fake LLM is stopping")
+        elif isinstance(item, Reply):
+            await (self.stream_text(item) if self.stream else self.answer_text(item))
+        else:
+            await (self.stream_tools(item) if self.stream else self.answer_tools(item))
+
+    # -- non-streaming -----------------------------------------------------------------
+
+    async def answer_text(self, reply: Reply) -> None:
+        if await self.pause(reply.token_delay * len(reply.pieces())):
+            return
+        message = {"role": "assistant", "content": reply.text}
+        await self.complete(message, "stop", self.usage_of(reply))
+
+    async def answer_tools(self, item: ToolCalls) -> None:
+        if await self.pause(0):
+            return
+        calls = [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+            for call_id, name, args in self.tool_calls(item)
+        ]
+        message = {"role": "assistant", "content": None, "tool_calls": calls}
+        await self.complete(message, "tool_calls", self.tool_usage(item))
+
+    async def complete(self, message: dict[str, Any], finish: str, usage: dict[str, int]) -> None:
+        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
+        await _send_json(
+            self.send,
+            200,
+            {
+                "id": self.id,
+                "object": "chat.completion",
+                "created": self.created,
+                "model": self.model,
+                "choices": [choice],
+                "usage": usage,
+            },
+        )
+
+    # -- streaming ---------------------------------------------------------------------
+
+    async def stream_text(self, reply: Reply) -> None:
+        await self.start_stream({"role": "assistant", "content": ""})
+        for sent, piece in enumerate(reply.pieces()):
+            if reply.break_after is not None and sent >= reply.break_after:
+                return  # uvicorn closes the connection mid-stream
+            if await self.pause(reply.token_delay):
+                return
+            await self.emit(self.chunk({"content": piece}))
+            self.fake._count(self.generation, chunks=1)
+        if reply.break_after is not None:
+            return
+        await self.finish_stream("stop", self.usage_of(reply))
+
+    async def stream_tools(self, item: ToolCalls) -> None:
+        calls = self.tool_calls(item)
+        await self.start_stream({"role": "assistant", "content": None})
+        for index, (call_id, name, arguments) in enumerate(calls):
+            first = {
+                "index": index,
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": ""},
+            }
+            await self.emit(self.chunk({"tool_calls": [first]}))
+            for start in range(0, len(arguments), _ARGUMENT_FRAGMENT):
+                fragment = arguments[start : start + _ARGUMENT_FRAGMENT]
+                delta = {"index": index, "function": {"arguments": fragment}}
+                await self.emit(self.chunk({"tool_calls": [delta]}))
+        if await self.pause(0):
+            return
+        await self.finish_stream("tool_calls", self.tool_usage(item))
+
+    async def start_stream(self, delta: dict[str, Any]) -> None:
+        headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+        await self.send({"type": "http.response.start", "status": 200, "headers": headers})
+        await self.emit(self.chunk(delta))
+
+    async def finish_stream(self, finish: str, usage: dict[str, int]) -> None:
+        tail = self.chunk({}, finish)
+        if self.include_usage:
+            tail += self.event(self.head(choices=[], usage=usage))
+        await self.send(
+            {"type": "http.response.body", "body": tail + b"data: [DONE]\n\n", "more_body": False}
+        )
+
+    async def emit(self, data: bytes) -> None:
+        await self.send({"type": "http.response.body", "body": data, "more_body": True})
+
+    def head(self, **fields: Any) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            **fields,
+        }
+
+    def chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        extra = {"usage": None} if self.include_usage else {}
+        return self.event(self.head(choices=[choice], **extra))
+
+    @staticmethod
+    def event(obj: dict[str, Any]) -> bytes:
+        return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def tool_calls(self, item: ToolCalls) -> list[tuple[str, str, str]]:
+        """``(id, name, arguments text)`` of each call."""
+        number = self.id.rsplit("-", 1)[-1]
+        return [
+            (f"call_fake_{number}_{i}", name, args if isinstance(args, str) else json.dumps(args))
+            for i, (name, args) in enumerate(item.calls)
+        ]
+
+    def prompt_tokens(self) -> int:
+        messages = self.body.get("messages")
+        if not isinstance(messages, list):
+            return 0
+        return sum(len(_text(m.get("content")).split()) for m in messages if isinstance(m, dict))
+
+    def usage_of(self, reply: Reply) -> dict[str, int]:
+        prompt, completion = reply.usage or (self.prompt_tokens(), len(reply.text.split()))
+        return _usage(prompt, completion)
+
+    def tool_usage(self, item: ToolCalls) -> dict[str, int]:
+        """Roughly a token per four characters of arguments, plus one per call."""
+        completion = sum(1 + len(args) // 4 for _, _, args in self.tool_calls(item))
+        return _usage(self.prompt_tokens(), completion)
+
+
+class _DropFilter(logging.Filter):
+    """Hide uvicorn's error line for the connections a :class:`Reply` breaks on purpose."""
+
+    def __init__(self, fake: FakeLLM) -> None:
+        super().__init__()
+        self.fake = fake
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        thread = self.fake._thread
+        return not (
+            thread is not None
+            and record.thread == thread.ident
+            and record.getMessage() == _DROP_MESSAGE
+        )
+
+
+def _usage(prompt: int, completion: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def _text(content: Any) -> str:
+    """Message content: a string, or a list of content parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    messages = body.get("messages")
+    users: Iterator[Any] = (
+        m
+        for m in reversed(messages if isinstance(messages, list) else [])
+        if isinstance(m, dict) and m.get("role") == "user"
+    )
+    last = next(users, None)
+    return _text(last.get("content")) if last is not None else ""
+
+
+async def _read_body(receive: Receive) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        message: Message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        parts.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    return b"".join(parts)
+
+
+async def _send_json(
+    send: Send, status: int, obj: Any, headers: dict[str, str] | None = None
+) -> None:
+    raw = [(b"content-type", b"application/json")]
+    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": json.dumps(obj).encode()})
+
+
+async def _send_error(
+    send: Send, status: int, message: str, headers: dict[str, str] | None = None
+) -> None:
+    kind = "server_error" if status >= 500 else "invalid_request_error"
+    error = {"message": message, "type": kind, "param": None, "code": None}
+    await _send_json(send, status, {"error": error}, headers)

@@ -1,0 +1,364 @@
+"""OpenAIBackend against a real OpenAI-compatible HTTP server (the scripted fake)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import aclosing
+from typing import Any
+
+import pytest
+from openai.types.chat.chat_completion_chunk import (
+    ChoiceDeltaToolCall,
+    ChoiceDeltaToolCallFunction,
+)
+
+from persona_agent.errors import LLMError
+from persona_agent.llm import ChatRequest, OpenAIBackend, StreamEnd, TextDelta, ToolCall, Usage
+from persona_agent.llm.openai_backend import _merge_tool_call, _PartialCall
+from tests.fakes.fake_llm import Fail, FakeLLM, Hang, Reply, ToolCalls
+
+HELLO = ChatRequest(messages=[{"role": "user", "content": "Hello there"}])
+SECRET = "sk-test-do-not-leak"
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "description": "Add two numbers.",
+            "parameters": {"type": "object", "properties": {"a": {"type": "number"}}},
+        },
+    }
+]
+
+
+@pytest.fixture(scope="module")
+def fake_server() -> Iterator[FakeLLM]:
+    with FakeLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def fake(fake_server: FakeLLM) -> FakeLLM:
+    fake_server.reset()
+    return fake_server
+
+
+@pytest.fixture
+async def backend(fake: FakeLLM) -> AsyncIterator[OpenAIBackend]:
+    llm = OpenAIBackend(
+        base_url=fake.base_url, api_key=SECRET, model="fake-model", timeout=5, max_retries=0
+    )
+    yield llm
+    await llm.aclose()
+
+
+async def collect(llm: OpenAIBackend, request: ChatRequest = HELLO) -> list[TextDelta | StreamEnd]:
+    received: list[TextDelta | StreamEnd] = []
+    await collect_into(received, llm, request)
+    return received
+
+
+async def collect_into(
+    received: list[TextDelta | StreamEnd], llm: OpenAIBackend, request: ChatRequest = HELLO
+) -> None:
+    """Append every item of one bounded stream, so that a test sees what came before an error."""
+    async with asyncio.timeout(10), aclosing(llm.stream(request)) as items:
+        async for item in items:
+            received.append(item)
+
+
+def split(items: list[TextDelta | StreamEnd]) -> tuple[list[str], StreamEnd]:
+    *deltas, end = items
+    assert isinstance(end, StreamEnd)
+    assert all(isinstance(d, TextDelta) for d in deltas)
+    return [d.text for d in deltas if isinstance(d, TextDelta)], end
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+async def test_streams_text_deltas_then_the_end_with_usage(
+    fake: FakeLLM, backend: OpenAIBackend
+) -> None:
+    fake.script(Reply("The radium glows faintly tonight.", usage=(12, 5)))
+    deltas, end = split(await collect(backend))
+    assert len(deltas) == 5
+    assert "".join(deltas) == "The radium glows faintly tonight."
+    assert end == StreamEnd(tool_calls=[], usage=Usage(12, 5), finish_reason="stop")
+
+
+async def test_sends_the_model_and_only_the_options_that_are_set(
+    fake: FakeLLM, backend: OpenAIBackend
+) -> None:
+    await collect(backend)
+    await collect(
+        backend,
+        ChatRequest(
+            messages=HELLO.messages,
+            model="other-model",
+            temperature=0.2,
+            max_tokens=50,
+            tools=TOOLS,
+            tool_choice="auto",
+        ),
+    )
+    plain, full = fake.requests
+    assert plain["model"] == "fake-model"
+    assert plain["stream"] is True
+    assert plain["stream_options"] == {"include_usage": True}
+    assert plain["messages"] == HELLO.messages
+    assert not {"temperature", "max_tokens", "tools", "tool_choice"} & plain.keys()
+    assert full["model"] == "other-model"
+    assert (full["temperature"], full["max_tokens"]) == (0.2, 50)
+    assert (full["tools"], full["tool_choice"]) == (TOOLS, "auto")
+
+
+async def test_default_reply_and_usage_from_the_server(backend: OpenAIBackend) -> None:
+    deltas, end = split(await collect(backend))
+    assert "".join(deltas) == "Hello from the fake LLM. You said: Hello there"
+    assert end.usage == Usage(prompt_tokens=2, completion_tokens=9)
+
+
+async def test_one_tool_call_is_reassembled(fake: FakeLLM, backend: OpenAIBackend) -> None:
+    arguments = {"a": 2, "b": 40, "note": "a long enough text to need several fragments"}
+    fake.script(ToolCalls([("add", arguments)]))
+    deltas, end = split(await collect(backend))
+    assert deltas == []
+    assert end.finish_reason == "tool_calls"
+    [call] = end.tool_calls
+    assert call.name == "add"
+    assert call.id
+    assert json.loads(call.arguments) == arguments
+    assert end.usage.completion_tokens > 0
+
+
+async def test_two_tool_calls_keep_their_order_and_ids(
+    fake: FakeLLM, backend: OpenAIBackend
+) -> None:
+    fake.script(ToolCalls([("add", {"a": 1, "b": 2}), ("echo", {"text": "over http"})]))
+    _, end = split(await collect(backend))
+    assert [(c.name, json.loads(c.arguments)) for c in end.tool_calls] == [
+        ("add", {"a": 1, "b": 2}),
+        ("echo", {"text": "over http"}),
+    ]
+    assert len({c.id for c in end.tool_calls}) == 2
+
+
+async def test_invalid_json_arguments_are_passed_through_raw(
+    fake: FakeLLM, backend: OpenAIBackend
+) -> None:
+    fake.script(ToolCalls([("add", "{not json")]))
+    _, end = split(await collect(backend))
+    assert end.tool_calls == [ToolCall(id=end.tool_calls[0].id, name="add", arguments="{not json")]
+
+
+def test_tool_call_fragments_without_index_or_with_repeated_names() -> None:
+    """Servers other than OpenAI may leave out ``index`` or repeat ``id`` and ``name``."""
+
+    def part(index: int | None, call_id: str | None, name: str | None, args: str) -> Any:
+        function = ChoiceDeltaToolCallFunction(name=name, arguments=args)
+        return ChoiceDeltaToolCall.model_construct(index=index, id=call_id, function=function)
+
+    calls: dict[int, _PartialCall] = {}
+    for fragment in [
+        part(None, "a", "add", '{"a":'),
+        part(None, None, None, " 1}"),
+        part(None, "b", "echo", "{}"),
+        part(None, "a", "add", ""),
+    ]:
+        _merge_tool_call(calls, fragment)
+    repeated: dict[int, _PartialCall] = {}
+    for fragment in [part(0, "x", "add", "{"), part(0, "x", "add", "}")]:
+        _merge_tool_call(repeated, fragment)
+    assert calls == {0: _PartialCall("a", "add", '{"a": 1}'), 1: _PartialCall("b", "echo", "{}")}
+    assert repeated == {0: _PartialCall("x", "add", "{}")}
+
+
+async def test_a_500_is_an_llm_error_naming_the_status(
+    fake: FakeLLM, backend: OpenAIBackend
+) -> None:
+    fake.script(Fail(500, "model exploded"))
+    with pytest.raises(LLMError) as caught:
+        await collect(backend)
+    assert caught.value.message == "The language model server answered 500: model exploded"
+    assert len(fake.requests) == 1  # max_retries=0
+
+
+async def test_a_500_is_retried_and_then_succeeds(fake: FakeLLM) -> None:
+    fake.script(Fail(500, headers={"Retry-After-Ms": "10"}), Reply("Recovered."))
+    llm = OpenAIBackend(base_url=fake.base_url, api_key=None, model="m", max_retries=1)
+    try:
+        deltas, end = split(await collect(llm))
+    finally:
+        await llm.aclose()
+    assert "".join(deltas) == "Recovered."
+    assert end.finish_reason == "stop"
+    assert len(fake.requests) == 2
+
+
+async def test_a_429_with_retry_after_0_is_retried(fake: FakeLLM) -> None:
+    fake.script(Fail(429, "slow down", headers={"Retry-After": "0"}), Reply("Now then."))
+    llm = OpenAIBackend(base_url=fake.base_url, api_key=None, model="m", max_retries=2)
+    try:
+        deltas, _ = split(await collect(llm))
+    finally:
+        await llm.aclose()
+    assert "".join(deltas) == "Now then."
+    assert len(fake.requests) == 2
+
+
+async def test_retries_give_up_with_the_last_status(fake: FakeLLM) -> None:
+    fake.script(*[Fail(503, "busy", headers={"Retry-After-Ms": "1"})] * 3)
+    llm = OpenAIBackend(base_url=fake.base_url, api_key=None, model="m", max_retries=2)
+    try:
+        with pytest.raises(LLMError, match="answered 503: busy"):
+            await collect(llm)
+    finally:
+        await llm.aclose()
+    assert len(fake.requests) == 3
+
+
+async def test_a_rejected_request_never_shows_the_api_key(
+    fake: FakeLLM, backend: OpenAIBackend
+) -> None:
+    fake.script(Fail(401, f"Incorrect API key provided: {SECRET}"))
+    with pytest.raises(LLMError) as caught:
+        await collect(backend)
+    message = caught.value.message
+    assert message.startswith("The language model rejected the request (401): Incorrect API key")
+    assert SECRET not in message
+    assert SECRET not in str(caught.value)
+
+
+async def test_an_unreachable_server_is_named_without_credentials() -> None:
+    port = closed_port()
+    llm = OpenAIBackend(
+        base_url=f"http://user:{SECRET}@127.0.0.1:{port}/v1/",
+        api_key=SECRET,
+        model="m",
+        max_retries=0,
+    )
+    try:
+        with pytest.raises(LLMError) as caught:
+            await collect(llm)
+    finally:
+        await llm.aclose()
+    assert caught.value.message == (
+        f"The language model server could not be reached (http://127.0.0.1:{port}/v1)"
+    )
+
+
+async def test_a_server_that_never_answers_times_out(fake: FakeLLM) -> None:
+    fake.script(Hang())
+    llm = OpenAIBackend(base_url=fake.base_url, api_key=None, model="m", timeout=0.3, max_retries=0)
+    try:
+        with pytest.raises(LLMError, match=r"^The language model timed out after 0\.3s$"):
+            await collect(llm)
+    finally:
+        await llm.aclose()
+    await asyncio.to_thread(fake.wait_disconnect)  # the request was abandoned
+
+
+async def test_a_stream_that_stalls_midway_times_out(fake: FakeLLM) -> None:
+    fake.script(Reply("one two three", chunks=["one", " two", " three"], token_delay=2))
+    llm = OpenAIBackend(base_url=fake.base_url, api_key=None, model="m", timeout=0.3, max_retries=0)
+    try:
+        with pytest.raises(LLMError, match=r"timed out after 0\.3s"):
+            await collect(llm)
+    finally:
+        await llm.aclose()
+    await asyncio.to_thread(fake.wait_disconnect)
+
+
+async def test_a_broken_stream_is_an_llm_error_after_the_tokens_received(
+    fake: FakeLLM, backend: OpenAIBackend
+) -> None:
+    fake.script(Reply("one two three four five", break_after=2))
+    received: list[TextDelta | StreamEnd] = []
+    with pytest.raises(LLMError, match=r"^The language model stream broke off: "):
+        await collect_into(received, backend)
+    assert received == [TextDelta("one"), TextDelta(" two")]
+    assert fake.chunks_sent == 2
+
+
+async def test_closing_the_stream_early_closes_the_http_response(
+    fake: FakeLLM, backend: OpenAIBackend
+) -> None:
+    words = [f" word{i}" for i in range(20)]
+    fake.script(Reply("".join(words), chunks=words, token_delay=0.2))
+    async with asyncio.timeout(10):
+        items = backend.stream(HELLO)
+        first = await anext(items)
+        assert first == TextDelta(" word0")
+        closed_at = time.monotonic()
+        await items.aclose()
+    await asyncio.to_thread(fake.wait_disconnect, 2.0)
+    await asyncio.to_thread(fake.wait_idle, 2.0)
+    assert time.monotonic() - closed_at < 2.0  # within a few token delays, not all 20
+    sent = fake.chunks_sent
+    assert 1 <= sent <= 3
+    assert fake.active == 0  # nothing is sending any more: the count cannot grow
+    assert fake.chunks_sent == sent
+
+
+async def test_cancelling_the_consumer_closes_the_http_response(
+    fake: FakeLLM, backend: OpenAIBackend
+) -> None:
+    words = [f" word{i}" for i in range(20)]
+    fake.script(Reply("".join(words), chunks=words, token_delay=0.2))
+    got_first = asyncio.Event()
+    received: list[Any] = []
+
+    async def consume() -> None:
+        async with aclosing(backend.stream(HELLO)) as items:
+            async for item in items:
+                received.append(item)
+                got_first.set()
+
+    task = asyncio.create_task(consume())
+    async with asyncio.timeout(10):
+        await got_first.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert task.cancelled()  # the CancelledError was not swallowed
+    await asyncio.to_thread(fake.wait_disconnect, 2.0)
+    await asyncio.to_thread(fake.wait_idle, 2.0)
+    assert fake.chunks_sent <= 3
+    assert len(received) < 3
+
+
+async def test_cancelling_while_waiting_for_the_answer_abandons_the_request(
+    fake: FakeLLM, backend: OpenAIBackend
+) -> None:
+    fake.script(Hang())
+    task = asyncio.create_task(collect(backend))
+    await asyncio.to_thread(fake.wait_requests, 1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.to_thread(fake.wait_disconnect, 2.0)
+
+
+async def test_the_connection_is_reused_after_a_complete_stream(
+    fake: FakeLLM, backend: OpenAIBackend
+) -> None:
+    fake.script(Reply("first"), Reply("second"))
+    first, _ = split(await collect(backend))
+    second, _ = split(await collect(backend))
+    assert (first, second) == (["first"], ["second"])
+    assert fake.disconnects == 0
+
+
+async def test_default_model_and_name() -> None:
+    llm = OpenAIBackend(base_url=None, api_key=None, model="gpt-4o-mini")
+    assert (llm.name, llm.default_model, llm.supports_tools) == ("openai", "gpt-4o-mini", True)
+    await llm.aclose()
