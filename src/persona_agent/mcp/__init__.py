@@ -1,0 +1,14 @@
+"""MCP tools: servers from configuration, namespaced tools, per-persona allow-lists."""
+
+from persona_agent.mcp.config import MCPConfig, ServerConfig, load_mcp_config, parse_mcp_config
+from persona_agent.mcp.toolbox import MCPToolbox, ToolInfo, render_result
+
+__all__ = [
+    "MCPConfig",
+    "MCPToolbox",
+    "ServerConfig",
+    "ToolInfo",
+    "load_mcp_config",
+    "parse_mcp_config",
+    "render_result",
+]
