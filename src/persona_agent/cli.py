@@ -188,15 +188,9 @@ def validate(
                 errors.append(error)
     else:
         settings = _settings(personas_dir=personas_dir)
-        if not settings.personas_dir.is_dir():
-            typer.secho(
-                f"Persona directory {settings.personas_dir} does not exist", err=True, fg="red"
-            )
-            raise typer.Exit(2)
-        personas, errors = load_persona_dir(settings.personas_dir)
+        personas, errors = _read_dir(settings.personas_dir)
         checked = len(personas) + len(errors)
-    for error in errors:
-        typer.secho(f"error: {error}", err=True, fg="red")
+    _report(errors)
     typer.echo(f"{checked - len(errors)} valid, {len(errors)} invalid")
     if errors:
         raise typer.Exit(1)

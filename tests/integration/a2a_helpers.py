@@ -40,6 +40,15 @@ async def send(client: Client, text: str, context_id: str | None = None) -> Task
     return responses[0].task
 
 
+async def submit(client: Client, text: str) -> str:
+    """Send with ``returnImmediately``: the task id, while the task is still running."""
+    request = user_message(text)
+    request.configuration.return_immediately = True
+    responses = [r async for r in client.send_message(request)]
+    assert responses[0].HasField("task"), responses
+    return responses[0].task.id
+
+
 async def stream(client: Client, text: str, context_id: str | None = None) -> list[StreamResponse]:
     async with asyncio.timeout(30):
         return [r async for r in client.send_message(user_message(text, context_id))]

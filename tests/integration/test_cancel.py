@@ -8,7 +8,7 @@ import pytest
 from a2a.types.a2a_pb2 import CancelTaskRequest, TaskState
 
 from tests.fakes.fake_llm import FakeLLM, Hang, Reply, ToolCalls
-from tests.integration.a2a_helpers import get_task, user_message, wait_for_state
+from tests.integration.a2a_helpers import get_task, submit, user_message, wait_for_state
 from tests.integration.conftest import TRANSPORTS, Hub
 
 
@@ -48,10 +48,7 @@ async def test_cancel_mid_stream_closes_the_llm_stream(
 async def test_cancel_while_waiting_for_the_model(hub: Hub, llm: FakeLLM) -> None:
     llm.script(Hang())
     client = await hub.client("socrates")
-    send = user_message("Hello?")
-    send.configuration.return_immediately = True
-    responses = [r async for r in client.send_message(send)]
-    task_id = responses[0].task.id
+    task_id = await submit(client, "Hello?")
     await asyncio.to_thread(llm.wait_requests, 1, 5.0)
     canceled = await client.cancel_task(CancelTaskRequest(id=task_id))
     assert canceled.status.state == TaskState.TASK_STATE_CANCELED
@@ -61,9 +58,7 @@ async def test_cancel_while_waiting_for_the_model(hub: Hub, llm: FakeLLM) -> Non
 async def test_cancel_during_a_tool_call_abandons_it(hub: Hub, llm: FakeLLM) -> None:
     llm.script(ToolCalls([("local__sleep", {"seconds": 30})]), Reply("never"))
     client = await hub.client("toolsmith")
-    send = user_message("Sleep a while.")
-    send.configuration.return_immediately = True
-    task_id = next(r async for r in client.send_message(send)).task.id
+    task_id = await submit(client, "Sleep a while.")
     await asyncio.to_thread(llm.wait_requests, 1, 5.0)
     await wait_for_state(client, task_id, TaskState.TASK_STATE_WORKING)
     canceled = await client.cancel_task(CancelTaskRequest(id=task_id))

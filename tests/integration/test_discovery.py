@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from persona_agent.personas.loader import load_persona_dir
 
+from persona_agent.personas.loader import load_persona_dir
 from tests.integration.conftest import BUNDLED, Hub
 
 BUNDLED_PERSONAS, _ = load_persona_dir(BUNDLED)

@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 from a2a.types.a2a_pb2 import TaskState
+from google.protobuf.json_format import MessageToDict
 
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.a2a_helpers import answer_text, send, status_text, user_message
@@ -31,10 +32,10 @@ async def test_blocking_send_returns_the_completed_task_with_the_answer(
     assert "Socrates" in request["messages"][0]["content"]
     assert request["messages"][-1] == {"role": "user", "content": "Who are you?"}
     # The final message carries usage (cost-v1).
-    data = [p.data for p in task.status.message.parts if p.HasField("data")]
-    assert data
-    assert data[0].struct_value["kind"] == "cost-v1"
-    assert data[0].struct_value["usage"]["totalTokens"] > 0
+    data = [MessageToDict(p.data) for p in task.status.message.parts if p.HasField("data")]
+    assert len(data) == 1
+    assert data[0]["kind"] == "cost-v1"
+    assert data[0]["usage"]["totalTokens"] > 0
 
 
 async def test_streaming_send_delivers_chunks_as_tokens_are_produced(

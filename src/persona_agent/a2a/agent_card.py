@@ -10,10 +10,10 @@ from a2a.types.a2a_pb2 import (
     AgentSkill,
 )
 from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
-from persona_agent.personas.model import Persona
 
 from persona_agent import __version__
 from persona_agent.a2a.extensions import cost_extension
+from persona_agent.personas.model import Persona
 
 __all__ = [
     "A2A_PREFIX",

@@ -15,12 +15,12 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import Message, Part, TaskState
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Value
-from persona_agent.personas.model import Persona
 
 from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.events import Done, Token, ToolEnd, ToolStart
 from persona_agent.errors import PersonaAgentError
+from persona_agent.personas.model import Persona
 
 __all__ = ["ANSWER_ARTIFACT_NAME", "InputError", "PersonaAgentExecutor", "message_to_text"]
 

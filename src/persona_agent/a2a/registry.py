@@ -20,7 +20,6 @@ from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
 from a2a.server.tasks.task_store import TaskStore
 from a2a.types.a2a_pb2 import AgentCard
-from persona_agent.personas.model import Persona
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -35,6 +34,7 @@ from persona_agent.a2a.routing import (
     PersonaRequestHandler,
 )
 from persona_agent.chat.engine import ChatEngine
+from persona_agent.personas.model import Persona
 
 __all__ = ["A2ARegistry", "PersonaApp", "not_found_response"]
 

@@ -11,11 +11,6 @@ from typing import Any
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
-from persona_agent.llm.openai_backend import OpenAIBackend
-from persona_agent.llm.unconfigured import UnconfiguredBackend
-from persona_agent.mcp.config import load_mcp_config
-from persona_agent.mcp.toolbox import MCPToolbox
-from persona_agent.personas.store import FilePersonaStore
 from starlette.routing import Mount
 
 from persona_agent import __version__
@@ -27,6 +22,11 @@ from persona_agent.chat.history import ConversationHistory
 from persona_agent.db import create_engine, init_db
 from persona_agent.errors import ConfigError
 from persona_agent.llm.base import LLMBackend
+from persona_agent.llm.openai_backend import OpenAIBackend
+from persona_agent.llm.unconfigured import UnconfiguredBackend
+from persona_agent.mcp.config import load_mcp_config
+from persona_agent.mcp.toolbox import MCPToolbox
+from persona_agent.personas.store import FilePersonaStore
 from persona_agent.settings import Settings
 
 __all__ = ["build_llm_backend", "create_app", "load_personas"]

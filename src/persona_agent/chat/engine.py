@@ -12,14 +12,13 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any, Protocol
 
-from persona_agent.personas.model import Persona
-from persona_agent.personas.prompt import render_system_prompt
-
 from persona_agent.chat.events import ChatEvent, Done, Token, ToolEnd, ToolStart
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.locks import KeyedLocks
 from persona_agent.errors import LLMError, ToolError
 from persona_agent.llm.base import ChatRequest, LLMBackend, Message, StreamEnd, ToolCall, Usage
+from persona_agent.personas.model import Persona
+from persona_agent.personas.prompt import render_system_prompt
 
 __all__ = ["ChatEngine", "Toolbox"]
 
@@ -113,7 +112,7 @@ class ChatEngine:
                             yield Token(chunk.text)
                 usage += end.usage
                 answer.extend(text)
-                if not end.tool_calls or last_call or not tools:
+                if not end.tool_calls or last_call:
                     if end.tool_calls:
                         logger.warning(
                             "persona %s: the model asked for tools on its final call; ignored",
