@@ -56,6 +56,11 @@ class Settings(BaseSettings):
     history_max_messages: int = Field(default=50, ge=2)
     """Messages of a conversation sent to the model (the oldest are dropped first)."""
 
+    api_keys: str = Field(default="", repr=False)
+    """Comma-separated keys that guard ``/api/v1``; none: reads open, writes from loopback only."""
+    watch_personas: bool = True
+    """Watch the persona directory: files added, edited or removed go live at once."""
+
     log_level: str = "INFO"
 
     @field_validator("public_base_url")
@@ -72,6 +77,10 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
         return value.strip() or None if value is not None else None
+
+    @property
+    def api_key_list(self) -> list[str]:
+        return [key.strip() for key in self.api_keys.split(",") if key.strip()]
 
     @property
     def resolved_database_url(self) -> str:

@@ -22,32 +22,17 @@ from persona_agent.chat.history import ConversationHistory
 from persona_agent.db import create_engine, init_db
 from persona_agent.errors import ConfigError
 from persona_agent.llm.base import LLMBackend
-from persona_agent.llm.openai_backend import OpenAIBackend
-from persona_agent.llm.unconfigured import UnconfiguredBackend
+from persona_agent.llm.factory import build_llm_backend
 from persona_agent.mcp.config import load_mcp_config
 from persona_agent.mcp.toolbox import MCPToolbox
 from persona_agent.personas.store import FilePersonaStore
 from persona_agent.settings import Settings
 
-__all__ = ["build_llm_backend", "create_app", "load_personas"]
+__all__ = ["create_app", "load_personas"]
 
 logger = logging.getLogger(__name__)
 
 UNFINISHED_REASON = "The server stopped before this task finished; send the message again."
-
-
-def build_llm_backend(settings: Settings) -> LLMBackend:
-    """The LLM backend the settings ask for (``auto``: openai when a URL or key is set)."""
-    configured = bool(settings.llm_base_url or settings.llm_api_key)
-    if settings.llm_backend == "openai" or (settings.llm_backend == "auto" and configured):
-        return OpenAIBackend(
-            base_url=settings.llm_base_url,
-            api_key=settings.llm_api_key,
-            model=settings.llm_model,
-            timeout=settings.llm_timeout,
-            max_retries=settings.llm_max_retries,
-        )
-    return UnconfiguredBackend()
 
 
 def load_personas(settings: Settings) -> FilePersonaStore:
