@@ -14,6 +14,7 @@ from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 
 from persona_agent import __version__
 from persona_agent.a2a.agent_card import build_agent_card
+from persona_agent.cli_personas import personas_app
 from persona_agent.errors import ConfigError, PersonaFileError
 from persona_agent.personas.loader import load_persona_dir, load_persona_file
 from persona_agent.personas.model import Persona
@@ -27,6 +28,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+
+app.add_typer(personas_app)
 
 PersonasDir = Annotated[
     Path | None,

@@ -12,8 +12,10 @@ __all__ = [
     "LLMError",
     "LLMNotConfiguredError",
     "PersonaAgentError",
+    "PersonaExistsError",
     "PersonaFileError",
     "PersonaNotFoundError",
+    "PreconditionFailedError",
     "ToolError",
 ]
 
@@ -49,6 +51,18 @@ class PersonaNotFoundError(PersonaAgentError):
     """No persona has this id."""
 
     message = "Persona not found"
+
+
+class PersonaExistsError(PersonaAgentError):
+    """A persona with this id exists already."""
+
+    message = "Persona already exists"
+
+
+class PreconditionFailedError(PersonaAgentError):
+    """The persona changed since the client read it (``If-Match`` names another version)."""
+
+    message = "The persona has changed since it was read"
 
 
 class LLMError(PersonaAgentError):

@@ -35,6 +35,7 @@ from persona_agent.a2a.routing import (
 )
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.personas.model import Persona
+from persona_agent.personas.store import PersonaChange
 
 __all__ = ["A2ARegistry", "PersonaApp", "not_found_response"]
 
@@ -135,6 +136,13 @@ class A2ARegistry:
         Tasks already running finish on the app they started on.
         """
         return self._apps.pop(persona_id, None) is not None
+
+    def apply(self, change: PersonaChange) -> None:
+        """Follow a persona store: subscribe this to it and every change goes live."""
+        if change.persona is not None:
+            self.put(change.persona)
+        else:
+            self.remove(change.persona_id)
 
     def _build(self, persona: Persona) -> PersonaApp:
         card = build_agent_card(persona, self.base_url)

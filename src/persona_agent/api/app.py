@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.routing import Mount
 
@@ -17,15 +18,24 @@ from persona_agent import __version__
 from persona_agent.a2a.agent_card import A2A_PREFIX, CARD_PATH, build_hub_card, persona_url
 from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.a2a.task_store import SqlTaskStore
+from persona_agent.api.deps import ApiAuth
+from persona_agent.api.routes import personas as personas_routes
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.db import create_engine, init_db
-from persona_agent.errors import ConfigError
+from persona_agent.errors import (
+    ConfigError,
+    PersonaAgentError,
+    PersonaExistsError,
+    PersonaNotFoundError,
+    PreconditionFailedError,
+)
 from persona_agent.llm.base import LLMBackend
 from persona_agent.llm.factory import build_llm_backend
 from persona_agent.mcp.config import load_mcp_config
 from persona_agent.mcp.toolbox import MCPToolbox
 from persona_agent.personas.store import FilePersonaStore
+from persona_agent.personas.watcher import watch_personas
 from persona_agent.settings import Settings
 
 __all__ = ["create_app", "load_personas"]
@@ -74,10 +84,21 @@ def create_app(settings: Settings) -> FastAPI:
             await toolbox.start()
         for persona in await store.list():
             registry.put(persona)
+        unsubscribe = store.subscribe(registry.apply)
+        stop_watching = asyncio.Event()
+        watcher = (
+            asyncio.create_task(watch_personas(store, stop_watching))
+            if settings.watch_personas
+            else None
+        )
         _log_startup(settings, llm, registry)
         try:
             yield
         finally:
+            stop_watching.set()
+            if watcher is not None:
+                await watcher
+            unsubscribe()
             await registry.aclose()
             if toolbox is not None:
                 await toolbox.aclose()
@@ -91,6 +112,7 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.api_auth = ApiAuth(settings.api_key_list)
     app.state.registry = registry
     app.state.persona_store = store
     app.state.engine = engine
@@ -128,12 +150,32 @@ def create_app(settings: Settings) -> FastAPI:
     async def healthz() -> JSONResponse:
         return JSONResponse({"status": "ok", "personas": len(registry)})
 
+    app.include_router(personas_routes.router, prefix="/api/v1")
+    for error_type, code in (
+        (PersonaNotFoundError, 404),
+        (PersonaExistsError, 409),
+        (PreconditionFailedError, 412),
+    ):
+        app.add_exception_handler(error_type, _status_handler(code))
     app.router.routes.append(Mount(A2A_PREFIX, app=registry))
     return app
 
 
+def _status_handler(code: int) -> Callable[[Request, Exception], Awaitable[Response]]:
+    async def handle(_request: Request, error: Exception) -> Response:
+        message = error.message if isinstance(error, PersonaAgentError) else str(error)
+        return JSONResponse({"detail": message}, status_code=code)
+
+    return handle
+
+
 def _log_startup(settings: Settings, llm: LLMBackend, registry: A2ARegistry) -> None:
     logger.info("Serving %d persona(s) at %s%s/{id}/", len(registry), settings.base_url, A2A_PREFIX)
+    if not settings.api_key_list:
+        logger.warning(
+            "No API keys are configured: /api/v1 reads are open and writes are accepted only "
+            "from loopback clients. Set PERSONA_AGENT_API_KEYS to require a key."
+        )
     if llm.name == "none":
         logger.warning(
             "No language model is configured: every message will fail until one is. Set "

@@ -18,11 +18,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from persona_agent.errors import PersonaFileError, PersonaNotFoundError
-from persona_agent.personas.loader import PERSONA_SUFFIXES, dump_persona_yaml, load_persona_dir
+from persona_agent.errors import (
+    PersonaExistsError,
+    PersonaFileError,
+    PersonaNotFoundError,
+    PreconditionFailedError,
+)
+from persona_agent.personas.loader import (
+    PERSONA_SUFFIXES,
+    dump_persona_yaml,
+    load_persona_dir,
+    load_persona_file,
+)
 from persona_agent.personas.model import Persona, is_valid_persona_id
 
-__all__ = ["FilePersonaStore", "PersonaChange", "PersonaStore"]
+__all__ = ["FilePersonaStore", "PersonaChange", "PersonaStore", "version_matches"]
 
 logger = logging.getLogger(__name__)
 
@@ -65,11 +75,29 @@ class PersonaStore(ABC):
         """Create or replace the persona with ``persona.id``, then notify subscribers."""
 
     @abstractmethod
-    async def delete(self, persona_id: str) -> None:
+    async def create(self, persona: Persona) -> None:
+        """Create a persona whose id is new, then notify subscribers.
+
+        Raises:
+            PersonaExistsError: a persona has this id already.
+        """
+
+    @abstractmethod
+    async def replace(self, persona: Persona, *, if_match: str | None = None) -> None:
+        """Replace an existing persona, then notify subscribers.
+
+        Raises:
+            PersonaNotFoundError: no persona has this id.
+            PreconditionFailedError: ``if_match`` is neither ``*`` nor the current version.
+        """
+
+    @abstractmethod
+    async def delete(self, persona_id: str, *, if_match: str | None = None) -> None:
         """Delete the persona with this id, then notify subscribers.
 
         Raises:
             PersonaNotFoundError: no persona has this id.
+            PreconditionFailedError: ``if_match`` is neither ``*`` nor the current version.
         """
 
     def subscribe(self, callback: Callable[[PersonaChange], None]) -> Callable[[], None]:
@@ -96,6 +124,12 @@ class PersonaStore(ABC):
 
 def _not_found(persona_id: str) -> PersonaNotFoundError:
     return PersonaNotFoundError(f"No persona with id '{persona_id}'")
+
+
+def version_matches(if_match: str, version: str) -> bool:
+    """Whether an ``If-Match`` value (a list of entity tags, or ``*``) names ``version``."""
+    tags = [tag.strip().removeprefix("W/").strip('"') for tag in if_match.split(",")]
+    return "*" in tags or version in tags
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -136,7 +170,7 @@ class FilePersonaStore(PersonaStore):
     rename) and removes any ``{id}.yml`` or ``{id}.json``. Changes to one id are
     serialized, and a change whose caller is cancelled still completes (file,
     memory and notification stay together). Changes made to the files by others
-    are not seen until the next :meth:`load`.
+    are taken in by :meth:`sync_file` (the directory watcher calls it).
     """
 
     def __init__(self, directory: Path) -> None:
@@ -166,41 +200,104 @@ class FilePersonaStore(PersonaStore):
             raise _not_found(persona_id) from None
 
     async def put(self, persona: Persona) -> None:
-        """Write the persona's file, then notify subscribers.
+        """Write the persona's file (create or replace), then notify subscribers.
 
         Raises:
             ValueError: the persona's id is not a valid persona id.
             OSError: the file could not be written (the store is unchanged).
         """
+        await self._complete(self._put(persona, self._text(persona), None))
+
+    async def create(self, persona: Persona) -> None:
+        await self._complete(self._put(persona, self._text(persona), "absent"))
+
+    async def replace(self, persona: Persona, *, if_match: str | None = None) -> None:
+        await self._complete(self._put(persona, self._text(persona), if_match or "*"))
+
+    @staticmethod
+    def _text(persona: Persona) -> str:
         if not is_valid_persona_id(persona.id):  # a model_construct()ed persona
             raise ValueError(f"'{persona.id}' is not a valid persona id")
-        text = dump_persona_yaml(persona)
-        await self._complete(self._put(persona, text))
+        return dump_persona_yaml(persona)
 
-    async def _put(self, persona: Persona, text: str) -> None:
+    def _check(self, persona_id: str, expect: str | None) -> None:
+        """``expect``: None (anything), "absent", or an If-Match value (must exist and match)."""
+        current = self._personas.get(persona_id)
+        if expect is None:
+            return
+        if expect == "absent":
+            if current is not None:
+                raise PersonaExistsError(f"A persona with id '{persona_id}' already exists")
+            return
+        if current is None:
+            raise _not_found(persona_id)
+        if not version_matches(expect, current.version):
+            raise PreconditionFailedError(
+                f"Persona '{persona_id}' is at version {current.version}, not {expect}"
+            )
+
+    async def _put(self, persona: Persona, text: str, expect: str | None) -> None:
         async with self._lock(persona.id):
+            self._check(persona.id, expect)
             await asyncio.to_thread(self._write, persona.id, text)
             self._personas[persona.id] = persona
             self._forget_errors(persona.id)
             self._notify(PersonaChange("upsert", persona.id, persona))
 
-    async def delete(self, persona_id: str) -> None:
+    async def delete(self, persona_id: str, *, if_match: str | None = None) -> None:
         """Remove the persona's file, then notify subscribers.
 
         Raises:
             PersonaNotFoundError: no persona has this id.
+            PreconditionFailedError: ``if_match`` does not name the current version.
             OSError: the file could not be removed.
         """
-        await self._complete(self._delete(persona_id))
+        await self._complete(self._delete(persona_id, if_match or "*"))
 
-    async def _delete(self, persona_id: str) -> None:
+    async def _delete(self, persona_id: str, if_match: str) -> None:
         async with self._lock(persona_id):
-            if persona_id not in self._personas:
-                raise _not_found(persona_id)
+            self._check(persona_id, if_match)
             await asyncio.to_thread(self._remove, persona_id)
             del self._personas[persona_id]
             self._forget_errors(persona_id)
             self._notify(PersonaChange("delete", persona_id, None))
+
+    async def sync_file(self, path: Path) -> None:
+        """Bring one persona up to date with its file on disk, as a watcher saw it change.
+
+        A valid file that differs from memory replaces the persona; a file that fails
+        validation is logged and recorded in :attr:`errors`, and the running persona
+        stays as it was; when no file of the id is left, the persona is removed.
+        Subscribers hear of each real change; a file equal to memory (as after our
+        own write) changes nothing.
+        """
+        persona_id = path.stem
+        if not is_valid_persona_id(persona_id) or path.suffix.lower() not in PERSONA_SUFFIXES:
+            return
+        async with self._lock(persona_id):
+            existing = [p for p in self._paths(persona_id) if p.is_file()]
+            if not existing:
+                if self._personas.pop(persona_id, None) is not None:
+                    logger.info("Persona '%s' removed (its file is gone)", persona_id)
+                    self._forget_errors(persona_id)
+                    self._notify(PersonaChange("delete", persona_id, None))
+                return
+            try:
+                persona = await asyncio.to_thread(load_persona_file, existing[0])
+            except PersonaFileError as error:
+                logger.error("Persona file rejected, '%s' left as it was: %s", persona_id, error)
+                self._forget_errors(persona_id)
+                self.errors.append(error)
+                return
+            self._forget_errors(persona_id)
+            current = self._personas.get(persona_id)
+            if current is not None and current.version == persona.version:
+                return
+            self._personas[persona_id] = persona
+            logger.info(
+                "Persona '%s' %s from its file", persona_id, "updated" if current else "added"
+            )
+            self._notify(PersonaChange("upsert", persona_id, persona))
 
     async def _complete(self, change: Coroutine[Any, Any, None]) -> None:
         """Run ``change`` to the end even if the caller is cancelled meanwhile, so that

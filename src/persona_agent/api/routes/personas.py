@@ -1,0 +1,186 @@
+"""``/api/v1/personas``: create, read, update, upload and delete personas, live."""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, File, Header, Query, Request, Response, UploadFile, status
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+
+from persona_agent.a2a.agent_card import CARD_PATH, persona_url
+from persona_agent.api.deps import Reader, Store, Writer
+from persona_agent.errors import PersonaFileError
+from persona_agent.personas.loader import PERSONA_SUFFIXES, parse_persona_text
+from persona_agent.personas.model import Persona
+
+__all__ = ["MAX_UPLOAD_BYTES", "router"]
+
+router = APIRouter(prefix="/personas", tags=["personas"])
+
+MAX_UPLOAD_BYTES = 1024 * 1024
+
+PERSONA_EXAMPLE: dict[str, Any] = {
+    "id": "grace-hopper",
+    "name": "Grace Hopper",
+    "description": "Computer scientist and US Navy rear admiral who pioneered compilers.",
+    "personal_background": "Born in New York in 1906 ...",
+    "language_style": {"tone": "brisk, witty, practical", "characteristics": ["uses anecdotes"]},
+    "knowledge_domains": {"Programming languages": ["compilers", "COBOL"]},
+    "interaction_samples": [
+        {"user": "Why compilers?", "assistant": "Because people should write in English."}
+    ],
+}
+
+
+def _resource(request: Request, persona: Persona) -> dict[str, Any]:
+    base: str = request.app.state.registry.base_url
+    url = persona_url(base, persona.id)
+    data = persona.model_dump(mode="json")
+    data["links"] = {"a2a": url, "card": url.rstrip("/") + CARD_PATH}
+    return data
+
+
+def _etag(persona: Persona) -> str:
+    return f'"{persona.version}"'
+
+
+def _validated(persona_id: str, data: dict[str, Any]) -> Persona:
+    """The persona, or a 422 whose errors name each bad field."""
+    try:
+        return Persona.from_data(persona_id, data)
+    except ValidationError as error:
+        raise RequestValidationError(
+            [{**e, "loc": ("body", *e["loc"])} for e in error.errors(include_url=False)]
+        ) from None
+
+
+def _send(response: Response, request: Request, persona: Persona) -> dict[str, Any]:
+    response.headers["ETag"] = _etag(persona)
+    return _resource(request, persona)
+
+
+@router.get("", dependencies=[Reader])
+async def list_personas(
+    request: Request,
+    store: Store,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> dict[str, Any]:
+    """Personas by id, a page at a time."""
+    personas = await store.list()
+    page = personas[offset : offset + limit]
+    return {
+        "items": [_resource(request, p) for p in page],
+        "total": len(personas),
+        "offset": offset,
+        "limit": limit,
+    }
+
+
+@router.get("/{persona_id}", dependencies=[Reader])
+async def get_persona(
+    persona_id: str, request: Request, response: Response, store: Store
+) -> dict[str, Any]:
+    """One persona; its ``ETag`` is the version to send back in ``If-Match``."""
+    return _send(response, request, await store.get(persona_id))
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, dependencies=[Writer])
+async def create_persona(
+    request: Request,
+    response: Response,
+    store: Store,
+    body: Annotated[dict[str, Any], Body(examples=[PERSONA_EXAMPLE])],
+) -> dict[str, Any]:
+    """Create a persona (``id`` in the body); it answers over A2A as soon as this returns."""
+    data = dict(body)
+    persona_id = data.pop("id", None)
+    if not isinstance(persona_id, str):
+        raise RequestValidationError(
+            [{"loc": ("body", "id"), "msg": "Field required (a string)", "type": "missing"}]
+        )
+    persona = _validated(persona_id, data)
+    await store.create(persona)
+    response.headers["Location"] = f"{request.url.path}/{persona.id}"
+    return _send(response, request, persona)
+
+
+@router.put("/{persona_id}", dependencies=[Writer])
+async def update_persona(
+    persona_id: str,
+    request: Request,
+    response: Response,
+    store: Store,
+    body: Annotated[dict[str, Any], Body(examples=[PERSONA_EXAMPLE])],
+    if_match: Annotated[str | None, Header()] = None,
+) -> dict[str, Any]:
+    """Replace a persona. With ``If-Match``, only if it is still at that version (else 412)."""
+    data = dict(body)
+    if data.get("id", persona_id) != persona_id:
+        raise RequestValidationError(
+            [{"loc": ("body", "id"), "msg": "must match the id in the URL", "type": "value_error"}]
+        )
+    data.pop("id", None)
+    data.pop("version", None)
+    data.pop("links", None)
+    persona = _validated(persona_id, data)
+    await store.replace(persona, if_match=if_match)
+    return _send(response, request, persona)
+
+
+@router.delete("/{persona_id}", status_code=status.HTTP_204_NO_CONTENT, dependencies=[Writer])
+async def delete_persona(
+    persona_id: str,
+    store: Store,
+    if_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    """Delete a persona: its A2A endpoints answer 404 at once."""
+    await store.delete(persona_id, if_match=if_match)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/upload", status_code=status.HTTP_201_CREATED, dependencies=[Writer])
+async def upload_persona(
+    request: Request,
+    response: Response,
+    store: Store,
+    file: Annotated[UploadFile, File(description="A persona file: .yaml, .yml or .json")],
+    replace: Annotated[bool, Query(description="Replace an existing persona")] = False,
+) -> dict[str, Any]:
+    """Create (or with ``replace=true`` replace) a persona from a file; the id is its stem."""
+    name = PurePath(file.filename or "").name
+    path = PurePath(name)
+    fmt = PERSONA_SUFFIXES.get(path.suffix.lower())
+    if fmt is None:
+        expected = ", ".join(PERSONA_SUFFIXES)
+        raise _upload_error(f"file name '{name}' must end with {expected}")
+    raw = await file.read(MAX_UPLOAD_BYTES + 1)
+    if len(raw) > MAX_UPLOAD_BYTES:
+        raise _upload_error(f"file is larger than {MAX_UPLOAD_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise _upload_error("file is not UTF-8 text") from None
+    try:
+        persona = parse_persona_text(path.stem, text, source=name, fmt=fmt)
+    except PersonaFileError as error:
+        raise RequestValidationError(
+            [
+                {"loc": ("body", "file"), "msg": problem, "type": "value_error"}
+                for problem in error.problems
+            ]
+        ) from None
+    if replace:
+        await store.put(persona)
+        response.status_code = status.HTTP_200_OK
+    else:
+        await store.create(persona)
+    return _send(response, request, persona)
+
+
+def _upload_error(message: str) -> RequestValidationError:
+    return RequestValidationError(
+        [{"loc": ("body", "file"), "msg": message, "type": "value_error"}]
+    )

@@ -1,0 +1,146 @@
+"""``persona-agent personas ...``: manage the personas of a running hub over its REST API."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import typer
+import yaml
+
+__all__ = ["personas_app"]
+
+personas_app = typer.Typer(
+    name="personas",
+    help="Manage the personas of a running hub through its REST API (/api/v1).",
+    no_args_is_help=True,
+)
+
+HubUrl = Annotated[
+    str,
+    typer.Option(
+        "--url", envvar="PERSONA_AGENT_URL", help="Base URL of the running hub", show_envvar=True
+    ),
+]
+ApiKey = Annotated[
+    str | None,
+    typer.Option(
+        "--api-key",
+        envvar="PERSONA_AGENT_API_KEY",
+        help="API key, if the hub requires one",
+        show_envvar=True,
+    ),
+]
+IfMatch = Annotated[
+    str | None,
+    typer.Option("--if-match", help="Only if the persona is still at this version (ETag)"),
+]
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def _call(method: str, url: str, path: str, api_key: str | None, **kwargs: Any) -> httpx.Response:
+    headers = dict(kwargs.pop("headers", {}))
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    try:
+        response = httpx.request(
+            method, f"{url.rstrip('/')}/api/v1{path}", headers=headers, timeout=30, **kwargs
+        )
+    except httpx.HTTPError as error:
+        typer.secho(f"Cannot reach the hub at {url}: {error}", err=True, fg="red")
+        raise typer.Exit(2) from error
+    if response.is_error:
+        typer.secho(f"{response.status_code}: {_detail(response)}", err=True, fg="red")
+        raise typer.Exit(1)
+    return response
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        detail = response.json().get("detail", response.text)
+    except ValueError:
+        return response.text
+    if isinstance(detail, list):
+        return "; ".join(
+            ".".join(str(p) for p in item.get("loc", [])[1:]) + f": {item.get('msg')}"
+            for item in detail
+        )
+    return str(detail)
+
+
+def _print(response: httpx.Response) -> None:
+    typer.echo(json.dumps(response.json(), indent=2, ensure_ascii=False))
+
+
+def _read_data(file: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as error:
+        typer.secho(f"Cannot read {file}: {error}", err=True, fg="red")
+        raise typer.Exit(1) from error
+    if not isinstance(data, dict):
+        typer.secho(f"{file}: the top level must be a mapping", err=True, fg="red")
+        raise typer.Exit(1)
+    return data
+
+
+@personas_app.command("list")
+def list_command(url: HubUrl = DEFAULT_URL, api_key: ApiKey = None) -> None:
+    """List the hub's personas."""
+    offset = 0
+    while True:
+        page = _call("GET", url, f"/personas?offset={offset}&limit=500", api_key).json()
+        for item in page["items"]:
+            typer.echo(f"{item['id']:<24} {item['name']:<24} {item['version']}")
+        offset += len(page["items"])
+        if not page["items"] or offset >= page["total"]:
+            break
+
+
+@personas_app.command("get")
+def get_command(persona_id: str, url: HubUrl = DEFAULT_URL, api_key: ApiKey = None) -> None:
+    """Print one persona as JSON (with its version)."""
+    _print(_call("GET", url, f"/personas/{persona_id}", api_key))
+
+
+@personas_app.command("create")
+def create_command(
+    file: Annotated[
+        Path, typer.Argument(help="Persona file (.yaml, .yml or .json); its stem is the id")
+    ],
+    url: HubUrl = DEFAULT_URL,
+    api_key: ApiKey = None,
+) -> None:
+    """Create a persona from a file; it answers over A2A at once."""
+    try:
+        content = file.read_bytes()
+    except OSError as error:
+        typer.secho(f"Cannot read {file}: {error}", err=True, fg="red")
+        raise typer.Exit(1) from error
+    _print(_call("POST", url, "/personas/upload", api_key, files={"file": (file.name, content)}))
+
+
+@personas_app.command("update")
+def update_command(
+    persona_id: str,
+    file: Annotated[Path, typer.Argument(help="Persona file (.yaml, .yml or .json)")],
+    url: HubUrl = DEFAULT_URL,
+    api_key: ApiKey = None,
+    if_match: IfMatch = None,
+) -> None:
+    """Replace a persona with the content of a file."""
+    headers = {"If-Match": if_match} if if_match else {}
+    data = _read_data(file)
+    _print(_call("PUT", url, f"/personas/{persona_id}", api_key, json=data, headers=headers))
+
+
+@personas_app.command("delete")
+def delete_command(
+    persona_id: str, url: HubUrl = DEFAULT_URL, api_key: ApiKey = None, if_match: IfMatch = None
+) -> None:
+    """Delete a persona: its A2A endpoints answer 404 at once."""
+    headers = {"If-Match": if_match} if if_match else {}
+    _call("DELETE", url, f"/personas/{persona_id}", api_key, headers=headers)
+    typer.echo(f"Deleted '{persona_id}'")
