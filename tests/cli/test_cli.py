@@ -39,7 +39,8 @@ def bundled_ids() -> list[str]:
 def test_every_command_has_help() -> None:
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0
-    for command in ("serve", "agent-card", "list-personas", "validate", "import-persona"):
+    commands = ("serve", "agent-card", "list-personas", "validate", "import-persona", "personas")
+    for command in commands:
         assert command in result.output
         sub = runner.invoke(app, [command, "--help"])
         assert sub.exit_code == 0, sub.output
