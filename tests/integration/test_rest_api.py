@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from persona_agent.cli import app as cli_app
 from persona_agent.personas.loader import load_persona_dir
 from tests.fakes.fake_llm import FakeLLM, Reply
-from tests.integration.a2a_helpers import answer_text, send
+from tests.integration.a2a_helpers import answer_text, send, user_message
 from tests.integration.conftest import HERMIT, TRANSPORTS, Hub, HubFactory
 
 API = "/api/v1/personas"
@@ -333,3 +333,28 @@ async def test_personas_cli_against_a_running_hub(hub: Hub, tmp_path: Path) -> N
     missing = await asyncio.to_thread(run, "get", "galileo")
     assert missing.exit_code == 1
     assert "404" in missing.output
+
+
+async def test_a_running_task_finishes_on_the_definition_it_started_with(
+    hub: Hub, llm: FakeLLM
+) -> None:
+    await hub.http.post(API, json=persona_body("newton", name="Isaac Newton"))
+    words = [f"word{i} " for i in range(10)]
+    llm.script(Reply("".join(words), chunks=words, token_delay=0.1), Reply("Updated answer."))
+    client = await hub.client("newton", streaming=True)
+
+    events = []
+    async with asyncio.timeout(30):
+        async for event in client.send_message(user_message("Talk a while")):
+            events.append(event)
+            if len(events) == 3:  # mid-answer: replace the persona
+                body = persona_body("newton", name="Sir Isaac Newton")
+                assert (await hub.http.put(f"{API}/newton", json=body)).status_code == 200
+    final = events[-1].status_update.status
+    assert final.state == TaskState.TASK_STATE_COMPLETED
+    assert "".join(p.text for p in final.message.parts if p.text) == "".join(words)
+    assert "Isaac Newton" in llm.requests[0]["messages"][0]["content"]
+    assert "Sir Isaac Newton" not in llm.requests[0]["messages"][0]["content"]
+
+    await send(await hub.client("newton"), "And now?")
+    assert "Sir Isaac Newton" in llm.requests[1]["messages"][0]["content"]
