@@ -121,7 +121,7 @@ def serve(
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),
-        timeout_graceful_shutdown=10,
+        timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_seconds)),
     )
 
 

@@ -56,6 +56,11 @@ class Settings(BaseSettings):
     history_max_messages: int = Field(default=50, ge=2)
     """Messages of a conversation sent to the model (the oldest are dropped first)."""
 
+    max_message_bytes: int = Field(default=1024 * 1024, ge=1024)
+    """Largest A2A request body accepted; a larger one gets a clear error."""
+    shutdown_grace_seconds: float = Field(default=10.0, ge=0)
+    """On SIGTERM, how long running tasks may take to finish before they are canceled."""
+
     api_keys: str = Field(default="", repr=False)
     """Comma-separated keys that guard ``/api/v1``; none: reads open, writes from loopback only."""
     watch_personas: bool = True

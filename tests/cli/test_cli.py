@@ -174,8 +174,9 @@ def served(tmp_path: Path, personas_dir: Path) -> Iterator[tuple[str, subprocess
     try:
         yield url, process
     finally:
-        process.terminate()
-        process.wait(timeout=15)
+        if process.poll() is None:
+            process.terminate()
+        process.communicate(timeout=15)
 
 
 def test_serve_without_an_llm_starts_and_explains(

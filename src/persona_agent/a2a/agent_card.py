@@ -12,6 +12,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
 
 from persona_agent import __version__
+from persona_agent.a2a.executor import READABLE_FILE_TYPES
 from persona_agent.a2a.extensions import cost_extension
 from persona_agent.personas.model import Persona
 
@@ -27,7 +28,7 @@ __all__ = [
 
 A2A_PREFIX = "/a2a"
 CARD_PATH = "/.well-known/agent-card.json"
-INPUT_MODES = ["text/plain", "application/json"]
+INPUT_MODES = list(READABLE_FILE_TYPES)
 OUTPUT_MODES = ["text/plain", "application/json"]
 PROVIDER = AgentProvider(
     organization="persona-agent", url="https://pypi.org/project/persona-agent/"

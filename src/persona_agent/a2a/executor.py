@@ -10,6 +10,7 @@ from typing import Any
 
 from a2a.helpers.proto_helpers import new_task_from_user_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import Message, Part, TaskState
@@ -22,12 +23,26 @@ from persona_agent.chat.events import Done, Token, ToolEnd, ToolStart
 from persona_agent.errors import PersonaAgentError
 from persona_agent.personas.model import Persona
 
-__all__ = ["ANSWER_ARTIFACT_NAME", "InputError", "PersonaAgentExecutor", "message_to_text"]
+__all__ = [
+    "ANSWER_ARTIFACT_NAME",
+    "READABLE_FILE_TYPES",
+    "InputError",
+    "PersonaAgentExecutor",
+    "message_to_text",
+]
 
 logger = logging.getLogger(__name__)
 
 ANSWER_ARTIFACT_NAME = "answer"
-TEXT_MEDIA_TYPES = ("text/", "application/json", "application/xml", "application/yaml")
+READABLE_FILE_TYPES = (
+    "text/plain",
+    "text/markdown",
+    "text/csv",
+    "application/json",
+    "application/yaml",
+    "application/xml",
+)
+"""Media types of inline file parts that are read as text (the card declares them)."""
 
 
 class InputError(PersonaAgentError):
@@ -49,7 +64,7 @@ def message_to_text(message: Message) -> str:
         elif kind == "data":
             data = MessageToDict(part.data)
             pieces.append("```json\n" + json.dumps(data, ensure_ascii=False, indent=2) + "\n```")
-        elif kind == "raw" and part.media_type.startswith(TEXT_MEDIA_TYPES):
+        elif kind == "raw" and part.media_type in READABLE_FILE_TYPES:
             try:
                 text = part.raw.decode("utf-8")
             except UnicodeDecodeError as error:
@@ -88,6 +103,8 @@ class PersonaAgentExecutor(AgentExecutor):
         self.persona = persona
         self.engine = engine
         self._cancelled: set[str] = set()
+        self.running: dict[str, ServerCallContext] = {}
+        """Tasks being answered now, with the call context that started each."""
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         message = context.message
@@ -97,6 +114,7 @@ class PersonaAgentExecutor(AgentExecutor):
         if context.current_task is None:
             await event_queue.enqueue_event(new_task_from_user_message(message))
         updater = TaskUpdater(event_queue, task_id, context_id)
+        self.running[task_id] = context.call_context
         try:
             await updater.start_work()
             await self._answer(message, task_id, context_id, updater)
@@ -108,6 +126,7 @@ class PersonaAgentExecutor(AgentExecutor):
             await self._finish_failed(updater, task_id, "Internal error while answering")
         finally:
             self._cancelled.discard(task_id)
+            self.running.pop(task_id, None)
 
     async def _answer(
         self, message: Message, task_id: str, context_id: str, updater: TaskUpdater

@@ -9,22 +9,25 @@ PersonaApp it started on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
 from dataclasses import dataclass
 from typing import Any
 
+from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
 from a2a.server.tasks.task_store import TaskStore
-from a2a.types.a2a_pb2 import AgentCard
+from a2a.types.a2a_pb2 import AgentCard, CancelTaskRequest
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from persona_agent.a2a.agent_card import CARD_PATH, build_agent_card
 from persona_agent.a2a.executor import PersonaAgentExecutor
@@ -33,6 +36,7 @@ from persona_agent.a2a.routing import (
     PersonaContextBuilder,
     PersonaRequestHandler,
 )
+from persona_agent.a2a.task_store import TERMINAL_STATES
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.personas.model import Persona
 from persona_agent.personas.store import PersonaChange
@@ -77,9 +81,12 @@ class A2ARegistry:
         engine: ChatEngine,
         task_store: TaskStore,
         base_url: str,
+        max_message_bytes: int = 1024 * 1024,
         shutdown_grace_period: float = 0,
     ) -> None:
         self._engine = engine
+        self.max_message_bytes = max_message_bytes
+        self.shutdown_grace_period = shutdown_grace_period
         self._task_store = task_store
         self.base_url = base_url
         self._apps: dict[str, PersonaApp] = {}
@@ -151,15 +158,57 @@ class A2ARegistry:
         etag = f'W/"{hashlib.sha256(body.encode()).hexdigest()[:32]}"'
         executor = PersonaAgentExecutor(persona, self._engine)
         handler = DefaultRequestHandler(
-            agent_executor=executor, task_store=self._task_store, agent_card=card
+            agent_executor=executor,
+            task_store=self._task_store,
+            agent_card=card,
+            validate_input_modes=True,
         )
         return PersonaApp(persona, card, card_dict, etag, executor, handler)
 
     async def aclose(self) -> None:
-        """Close every persona's handler (running tasks are cancelled by the SDK)."""
+        """Stop serving: let running tasks finish, cancel the rest, close every handler.
+
+        Tasks still running after ``shutdown_grace_period`` seconds are canceled
+        through the SDK (they end ``canceled``, and streaming clients see it)
+        rather than left ``working`` by a bare handler close.
+        """
         apps = list(self._apps.values())
         self._apps.clear()
+        in_flight = [
+            (app, task_id, call_context)
+            for app in apps
+            for task_id, call_context in app.executor.running.items()
+        ]
+        if in_flight:
+            logger.info(
+                "Waiting up to %ss for %d running task(s)",
+                self.shutdown_grace_period,
+                len(in_flight),
+            )
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.shutdown_grace_period):
+                for _app, task_id, call_context in in_flight:
+                    await self._wait_terminal(task_id, call_context)
+        for app, task_id, call_context in in_flight:
+            if await self._is_terminal(task_id, call_context):
+                continue
+            logger.warning("Canceling task %s of %s at shutdown", task_id, app.persona.id)
+            try:
+                await app.handler.on_cancel_task(CancelTaskRequest(id=task_id), call_context)
+            except Exception:
+                logger.exception("Could not cancel task %s at shutdown", task_id)
         await asyncio.gather(*(app.handler.aclose() for app in apps), return_exceptions=True)
+
+    async def _is_terminal(self, task_id: str, call_context: ServerCallContext) -> bool:
+        task = await self._task_store.get(task_id, call_context)
+        return task is not None and task.status.state in TERMINAL_STATES
+
+    async def _wait_terminal(self, task_id: str, call_context: ServerCallContext) -> None:
+        """Poll the store until the task is terminal: its final state is durable then."""
+        while True:
+            if await self._is_terminal(task_id, call_context):
+                return
+            await asyncio.sleep(0.05)
 
     # -- the ASGI side ------------------------------------------------------
 
@@ -172,12 +221,52 @@ class A2ARegistry:
         if self._apps.get(persona_id) is None:
             await not_found_response(persona_id)(scope, receive, send)
             return
+        if scope["type"] == "http" and scope["method"] == "POST":
+            too_large = self._too_large(scope, rest)
+            if too_large is not None:
+                await too_large(scope, receive, send)
+                return
+            receive = self._limited(receive)
         persona_root = f"{root}/{persona_id}"
         inner = dict(scope)
         inner["root_path"] = persona_root
         inner["path"] = f"{persona_root}/{rest}"
         inner[PERSONA_SCOPE_KEY] = persona_id
         await self._routes_app(inner, receive, send)
+
+    def _too_large(self, scope: Scope, rest: str) -> Response | None:
+        """A clear error for a body whose declared length is over the limit."""
+        headers = dict(scope["headers"])
+        try:
+            length = int(headers.get(b"content-length", b"0"))
+        except ValueError:
+            return None
+        if length <= self.max_message_bytes:
+            return None
+        message = f"Message too large: {length} bytes, the limit is {self.max_message_bytes}"
+        if rest == "":  # the JSON-RPC endpoint: a JSON-RPC error (Invalid Request)
+            error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+            return JSONResponse(error)
+        return JSONResponse(
+            {"error": {"code": 413, "status": "PAYLOAD_TOO_LARGE", "message": message}},
+            status_code=413,
+        )
+
+    def _limited(self, receive: Receive) -> Receive:
+        """``receive`` that stops a body (say, chunked) once it outgrows the limit."""
+        seen = 0
+        limit = self.max_message_bytes
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise HTTPException(413, f"Message too large: the limit is {limit} bytes")
+            return message
+
+        return limited_receive
 
     async def _card_endpoint(self, request: Request) -> Response:
         app = self._apps.get(request.scope.get(PERSONA_SCOPE_KEY, ""))

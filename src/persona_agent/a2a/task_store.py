@@ -30,7 +30,7 @@ from sqlalchemy.sql import ColumnElement
 
 from persona_agent.db import tasks_table
 
-__all__ = ["PERSONA_STATE_KEY", "SqlTaskStore", "persona_owner"]
+__all__ = ["PERSONA_STATE_KEY", "TERMINAL_STATES", "SqlTaskStore", "persona_owner"]
 
 PERSONA_STATE_KEY = "persona_id"
 """Key of the persona id in ``ServerCallContext.state``, set by the A2A router."""

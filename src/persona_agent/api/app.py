@@ -72,7 +72,13 @@ def create_app(settings: Settings) -> FastAPI:
     )
     engine = ChatEngine(llm, history, toolbox, max_tool_iterations=settings.max_tool_iterations)
     task_store = SqlTaskStore(db)
-    registry = A2ARegistry(engine=engine, task_store=task_store, base_url=settings.base_url)
+    registry = A2ARegistry(
+        engine=engine,
+        task_store=task_store,
+        base_url=settings.base_url,
+        max_message_bytes=settings.max_message_bytes,
+        shutdown_grace_period=settings.shutdown_grace_seconds,
+    )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
