@@ -111,6 +111,9 @@ def serve(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # One line per LLM or MCP HTTP call is noise on the hot path; their errors still show.
+    for noisy in ("httpx", "httpx2"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.root.level))
     try:
         application = create_app(settings)
     except (ConfigError, PersonaFileError) as error:
