@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import socket
 import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from persona_agent.cli import app
+from tests.servers.hub_process import hub_process
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLED = REPO / "personas"
@@ -130,53 +127,11 @@ def test_serve_refuses_to_start_with_a_bad_persona_file(personas_dir: Path) -> N
     assert "description" in result.output
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def served(tmp_path: Path, personas_dir: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """``persona-agent serve`` as a real process, with no LLM configured."""
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PERSONA_AGENT_", "OPENAI_"))}
-    env["PERSONA_AGENT_DATA_DIR"] = str(tmp_path / "data")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "persona_agent.cli",
-            "serve",
-            "--port",
-            str(port),
-            "-d",
-            str(personas_dir),
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/healthz").status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.1)
-    else:
-        process.kill()
-        pytest.fail(f"serve did not start: {process.communicate()[0]}")
-    try:
-        yield url, process
-    finally:
-        if process.poll() is None:
-            process.terminate()
-        process.communicate(timeout=15)
+    with hub_process(personas_dir, tmp_path / "data") as running:
+        yield running
 
 
 def test_serve_without_an_llm_starts_and_explains(

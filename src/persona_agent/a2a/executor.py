@@ -148,44 +148,24 @@ class PersonaAgentExecutor(AgentExecutor):
                     )
                     first = False
                 elif isinstance(event, ToolStart):
-                    await updater.update_status(
-                        TaskState.TASK_STATE_WORKING,
-                        updater.new_agent_message(
-                            [
-                                Part(text=f"Calling tool {event.name}"),
-                                Part(
-                                    data=_value(
-                                        {
-                                            "kind": "tool-call",
-                                            "id": event.call_id,
-                                            "tool": event.name,
-                                            "arguments": event.arguments,
-                                        }
-                                    )
-                                ),
-                            ]
-                        ),
+                    payload = {
+                        "kind": "tool-call",
+                        "tool": event.name,
+                        "arguments": event.arguments,
+                    }
+                    await _tool_status(
+                        updater, f"Calling tool {event.name}", event.call_id, payload
                     )
                 elif isinstance(event, ToolEnd):
                     outcome = "failed" if event.is_error else "returned"
-                    await updater.update_status(
-                        TaskState.TASK_STATE_WORKING,
-                        updater.new_agent_message(
-                            [
-                                Part(text=f"Tool {event.name} {outcome}"),
-                                Part(
-                                    data=_value(
-                                        {
-                                            "kind": "tool-result",
-                                            "id": event.call_id,
-                                            "tool": event.name,
-                                            "isError": event.is_error,
-                                            "result": event.result[:2000],
-                                        }
-                                    )
-                                ),
-                            ]
-                        ),
+                    result: dict[str, Any] = {
+                        "kind": "tool-result",
+                        "tool": event.name,
+                        "isError": event.is_error,
+                        "result": event.result[:2000],
+                    }
+                    await _tool_status(
+                        updater, f"Tool {event.name} {outcome}", event.call_id, result
                     )
                 elif isinstance(event, Done):
                     await updater.add_artifact(
@@ -216,6 +196,16 @@ class PersonaAgentExecutor(AgentExecutor):
         await updater.cancel(
             updater.new_agent_message([Part(text="Canceled at the client's request")])
         )
+
+
+async def _tool_status(
+    updater: TaskUpdater, text: str, call_id: str, payload: dict[str, Any]
+) -> None:
+    """A ``working`` status update telling of a tool call: a text part and a data part."""
+    message = updater.new_agent_message(
+        [Part(text=text), Part(data=_value({**payload, "id": call_id}))]
+    )
+    await updater.update_status(TaskState.TASK_STATE_WORKING, message)
 
 
 def _value(data: dict[str, Any]) -> Value:

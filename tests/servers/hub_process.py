@@ -1,0 +1,61 @@
+"""``persona-agent serve`` as a real process, for tests of what only a process shows."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+
+@contextmanager
+def hub_process(
+    personas_dir: Path, data_dir: Path, **settings: str
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """Start the hub on a free 127.0.0.1 port; yield its URL and process.
+
+    ``settings`` are ``PERSONA_AGENT_*`` variables without the prefix (``LLM_BASE_URL=...``);
+    the caller's own ``PERSONA_AGENT_*`` and ``OPENAI_*`` variables are not passed on.
+    The process is killed on exit if it still runs, and its pipe closed.
+    """
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PERSONA_AGENT_", "OPENAI_"))}
+    env["PERSONA_AGENT_DATA_DIR"] = str(data_dir)
+    env["PERSONA_AGENT_WATCH_PERSONAS"] = "false"
+    env.update({f"PERSONA_AGENT_{name.upper()}": value for name, value in settings.items()})
+    command = [sys.executable, "-m", "persona_agent.cli", "serve", "--port", str(port)]
+    process = subprocess.Popen(
+        [*command, "-d", str(personas_dir)],
+        cwd=data_dir.parent,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    process.kill()
+                    output = process.communicate(timeout=10)[0]
+                    raise AssertionError(f"the hub did not start:\n{output}") from None
+                time.sleep(0.1)
+        yield url, process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        if process.stdout is not None and not process.stdout.closed:
+            process.communicate(timeout=10)
