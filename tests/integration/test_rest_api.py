@@ -12,13 +12,13 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from a2a.types.a2a_pb2 import TaskState
+from a2a.types.a2a_pb2 import CancelTaskRequest, TaskState
 from typer.testing import CliRunner
 
 from persona_agent.cli import app as cli_app
 from persona_agent.personas.loader import load_persona_dir
 from tests.fakes.fake_llm import FakeLLM, Reply
-from tests.integration.a2a_helpers import answer_text, send, user_message
+from tests.integration.a2a_helpers import answer_text, send, submit, user_message, wait_for_state
 from tests.integration.conftest import HERMIT, TRANSPORTS, Hub, HubFactory
 
 API = "/api/v1/personas"
@@ -358,3 +358,21 @@ async def test_a_running_task_finishes_on_the_definition_it_started_with(
 
     await send(await hub.client("newton"), "And now?")
     assert "Sir Isaac Newton" in llm.requests[1]["messages"][0]["content"]
+
+
+async def test_a_task_running_on_a_replaced_definition_can_still_be_canceled(
+    hub: Hub, llm: FakeLLM
+) -> None:
+    await hub.http.post(API, json=persona_body("newton", name="Isaac Newton"))
+    llm.script(Reply(" ".join(f"w{i}" for i in range(100)), token_delay=0.05))
+    client = await hub.client("newton")
+    task_id = await submit(client, "Talk a while")
+    await asyncio.to_thread(llm.wait_requests, 1, 5.0)
+
+    body = persona_body("newton", name="Sir Isaac Newton")
+    assert (await hub.http.put(f"{API}/newton", json=body)).status_code == 200
+    canceled = await client.cancel_task(CancelTaskRequest(id=task_id))
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    await asyncio.to_thread(llm.wait_disconnect, 5.0)
+    stored = await wait_for_state(client, task_id, TaskState.TASK_STATE_CANCELED)
+    assert stored.status.state == TaskState.TASK_STATE_CANCELED

@@ -90,7 +90,9 @@ class A2ARegistry:
         self._task_store = task_store
         self.base_url = base_url
         self._apps: dict[str, PersonaApp] = {}
-        handler = PersonaRequestHandler(self._apps.get)
+        self._retired: dict[str, list[PersonaApp]] = {}
+        """Replaced apps whose tasks still run: cancel and subscribe must reach them."""
+        handler = PersonaRequestHandler(self.app_for)
         builder = PersonaContextBuilder()
         routes: list[BaseRoute] = [
             Route(CARD_PATH, self._card_endpoint, methods=["GET"]),
@@ -134,8 +136,26 @@ class A2ARegistry:
         the old PersonaApp, which is dropped when they are done.
         """
         app = self._build(persona)
+        old = self._apps.get(persona.id)
         self._apps[persona.id] = app
+        if old is not None and old.executor.running:
+            self._retired.setdefault(persona.id, []).append(old)
         return app
+
+    def app_for(self, persona_id: str, task_id: str | None = None) -> PersonaApp | None:
+        """The app serving a persona; for a task still running on a replaced
+        definition, the app running it."""
+        current = self._apps.get(persona_id)
+        if task_id and persona_id in self._retired:
+            retired = [a for a in self._retired[persona_id] if a.executor.running]
+            if retired:
+                self._retired[persona_id] = retired
+            else:
+                del self._retired[persona_id]
+            for app in retired:
+                if task_id in app.executor.running:
+                    return app if current is not None else None
+        return current
 
     def remove(self, persona_id: str) -> bool:
         """Stop serving a persona: its endpoints answer 404 at once.
@@ -172,8 +192,9 @@ class A2ARegistry:
         through the SDK (they end ``canceled``, and streaming clients see it)
         rather than left ``working`` by a bare handler close.
         """
-        apps = list(self._apps.values())
+        apps = [*self._apps.values(), *(a for old in self._retired.values() for a in old)]
         self._apps.clear()
+        self._retired.clear()
         in_flight = [
             (app, task_id, call_context)
             for app in apps

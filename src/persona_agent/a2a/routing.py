@@ -59,12 +59,14 @@ class PersonaContextBuilder(DefaultServerCallContextBuilder):
 class PersonaRequestHandler(RequestHandler):
     """Forwards every A2A call to the request handler of the persona in the context."""
 
-    def __init__(self, lookup: Callable[[str], PersonaApp | None]) -> None:
+    def __init__(self, lookup: Callable[[str, str | None], PersonaApp | None]) -> None:
         self._lookup = lookup
 
-    def _handler(self, context: ServerCallContext) -> RequestHandler:
+    def _handler(self, context: ServerCallContext, task_id: str | None = None) -> RequestHandler:
+        """The handler of the persona; for a call about a running task, the one running it
+        (a task keeps running on the definition it started with after a replace)."""
         persona_id = context.state.get(PERSONA_STATE_KEY, "")
-        app = self._lookup(persona_id)
+        app = self._lookup(persona_id, task_id)
         if app is None:
             # The router answers 404 before this; a persona removed mid-request lands here.
             raise InvalidRequestError(message=f"No persona with id '{persona_id}'")
@@ -81,17 +83,19 @@ class PersonaRequestHandler(RequestHandler):
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:
-        return await self._handler(context).on_cancel_task(params, context)
+        return await self._handler(context, params.id).on_cancel_task(params, context)
 
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
-        return await self._handler(context).on_message_send(params, context)
+        handler = self._handler(context, params.message.task_id or None)
+        return await handler.on_message_send(params, context)
 
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        async for event in self._handler(context).on_message_send_stream(params, context):
+        handler = self._handler(context, params.message.task_id or None)
+        async for event in handler.on_message_send_stream(params, context):
             yield event
 
     async def on_create_task_push_notification_config(
@@ -107,7 +111,7 @@ class PersonaRequestHandler(RequestHandler):
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        async for event in self._handler(context).on_subscribe_to_task(params, context):
+        async for event in self._handler(context, params.id).on_subscribe_to_task(params, context):
             yield event
 
     async def on_list_task_push_notification_configs(
