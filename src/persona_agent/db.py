@@ -58,7 +58,14 @@ def create_engine(url: str) -> AsyncEngine:
     is_sqlite = parsed.get_backend_name() == "sqlite"
     if is_sqlite and parsed.database and parsed.database != ":memory:":
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_async_engine(url)
+    # SQLite has one writer at a time; several pooled connections contend for its lock
+    # (and a read that upgrades to a write fails at once with "database is locked").
+    # One connection serializes every statement in order instead.
+    engine = (
+        create_async_engine(url, pool_size=1, max_overflow=0)
+        if is_sqlite
+        else create_async_engine(url)
+    )
     if is_sqlite:
 
         @event.listens_for(engine.sync_engine, "connect")
