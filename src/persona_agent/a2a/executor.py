@@ -14,6 +14,7 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import Message, Part, TaskState
+from a2a.utils.errors import ContentTypeNotSupportedError
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Value
 
@@ -28,6 +29,7 @@ __all__ = [
     "READABLE_FILE_TYPES",
     "InputError",
     "PersonaAgentExecutor",
+    "check_parts",
     "message_to_text",
 ]
 
@@ -47,6 +49,24 @@ READABLE_FILE_TYPES = (
 
 class InputError(PersonaAgentError):
     message = "The message has no content the persona can read"
+
+
+def check_parts(message: Message) -> None:
+    """Refuse, before any task is made, a part the persona cannot read.
+
+    Raises:
+        ContentTypeNotSupportedError: a file by URL, a file of another media type,
+            or a part with no content.
+    """
+    for index, part in enumerate(message.parts):
+        kind = part.WhichOneof("content")
+        if kind in ("text", "data") or (kind == "raw" and part.media_type in READABLE_FILE_TYPES):
+            continue
+        media = part.media_type or "no media type"
+        raise ContentTypeNotSupportedError(
+            message=f"Part {index} ({kind or 'empty'}, {media}) is not supported: send text, "
+            "data, or inline files of " + ", ".join(READABLE_FILE_TYPES)
+        )
 
 
 def message_to_text(message: Message) -> str:
@@ -112,7 +132,9 @@ class PersonaAgentExecutor(AgentExecutor):
         if message is None or not task_id or not context_id:
             raise ValueError("execute() needs a message, a task id and a context id")
         if context.current_task is None:
-            await event_queue.enqueue_event(new_task_from_user_message(message))
+            task = new_task_from_user_message(message)
+            task.status.timestamp.GetCurrentTime()
+            await event_queue.enqueue_event(task)
         updater = TaskUpdater(event_queue, task_id, context_id)
         self.running[task_id] = context.call_context
         try:

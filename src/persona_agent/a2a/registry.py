@@ -22,8 +22,8 @@ from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
 from a2a.server.tasks.task_store import TaskStore
 from a2a.types.a2a_pb2 import AgentCard, CancelTaskRequest
+from a2a.utils.errors import InvalidRequestError
 from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -284,7 +284,10 @@ class A2ARegistry:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    raise HTTPException(413, f"Message too large: the limit is {limit} bytes")
+                    # An A2A error, so both bindings answer it as the spec says (not as a 500).
+                    raise InvalidRequestError(
+                        message=f"Message too large: the limit is {limit} bytes"
+                    )
             return message
 
         return limited_receive

@@ -36,6 +36,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import InvalidRequestError
 from starlette.requests import Request
 
+from persona_agent.a2a.executor import check_parts
 from persona_agent.a2a.task_store import PERSONA_STATE_KEY
 
 if TYPE_CHECKING:
@@ -89,12 +90,14 @@ class PersonaRequestHandler(RequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
         handler = self._handler(context, params.message.task_id or None)
+        check_parts(params.message)
         return await handler.on_message_send(params, context)
 
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         handler = self._handler(context, params.message.task_id or None)
+        check_parts(params.message)
         async for event in handler.on_message_send_stream(params, context):
             yield event
 
