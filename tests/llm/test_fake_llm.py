@@ -14,18 +14,6 @@ from tests.fakes.fake_llm import Fail, FakeLLM, Reply, ToolCalls
 ASK = {"model": "m", "messages": [{"role": "user", "content": "Hi there"}]}
 
 
-@pytest.fixture(scope="module")
-def fake_server() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
-
-
-@pytest.fixture
-def fake(fake_server: FakeLLM) -> FakeLLM:
-    fake_server.reset()
-    return fake_server
-
-
 @pytest.fixture
 def http(fake: FakeLLM) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=fake.base_url, timeout=5) as client:

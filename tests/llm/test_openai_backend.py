@@ -6,7 +6,7 @@ import asyncio
 import json
 import socket
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
@@ -33,18 +33,6 @@ TOOLS = [
         },
     }
 ]
-
-
-@pytest.fixture(scope="module")
-def fake_server() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
-
-
-@pytest.fixture
-def fake(fake_server: FakeLLM) -> FakeLLM:
-    fake_server.reset()
-    return fake_server
 
 
 @pytest.fixture
