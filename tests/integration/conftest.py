@@ -182,6 +182,7 @@ def hub_factory(
             "llm_timeout": 10,
             "mcp_config": mcp_config_file,
             "tool_timeout": 5,
+            "shutdown_grace_seconds": 2,  # a test that ends mid-task need not wait long
         }
         values.update(overrides)
         settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]

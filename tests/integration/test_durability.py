@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import pytest
 from a2a.types.a2a_pb2 import GetTaskRequest, ListTasksRequest, TaskState
 from a2a.utils.errors import MethodNotFoundError, TaskNotFoundError
 
-from tests.fakes.fake_llm import FakeLLM, Hang, Reply
-from tests.integration.a2a_helpers import answer_text, get_task, send, status_text, submit
+from tests.fakes.fake_llm import FakeLLM, Reply
+from tests.integration.a2a_helpers import answer_text, get_task, send
 from tests.integration.conftest import TRANSPORTS, HubFactory
 
 
@@ -58,19 +57,3 @@ async def test_a_task_is_not_found_through_another_persona(
         assert task.id not in {t.id for t in listed.tasks}
         listed = await einstein.list_tasks(ListTasksRequest())
         assert task.id in {t.id for t in listed.tasks}
-
-
-async def test_tasks_left_working_by_a_stop_are_failed_at_the_next_start(
-    hub_factory: HubFactory, llm: FakeLLM
-) -> None:
-    async with hub_factory() as hub:
-        llm.script(Hang())
-        client = await hub.client("socrates")
-        task_id = await submit(client, "Think forever")
-        await asyncio.to_thread(llm.wait_requests, 1, 5.0)
-
-    async with hub_factory() as hub:
-        client = await hub.client("socrates")
-        task = await client.get_task(GetTaskRequest(id=task_id))
-        assert task.status.state == TaskState.TASK_STATE_FAILED
-        assert "stopped before this task finished" in status_text(task)

@@ -84,3 +84,20 @@ def test_tasks_still_running_after_the_grace_period_are_canceled(
         task = rpc(url, "GetTask", {"id": task_id})
         assert task["status"]["state"] == "TASK_STATE_CANCELED"
         terminate(process)
+
+
+def test_tasks_a_crash_left_working_are_failed_at_the_next_start(
+    tmp_path: Path, personas_dir: Path, llm: FakeLLM
+) -> None:
+    llm.script(Hang())
+    with hub(personas_dir, tmp_path / "data", llm, grace=10) as (url, process):
+        task_id = submit(url)
+        llm.wait_requests(1)
+        process.kill()  # SIGKILL: no shutdown at all
+        process.wait(timeout=10)
+
+    with hub(personas_dir, tmp_path / "data", llm, grace=10) as (url, process):
+        task = rpc(url, "GetTask", {"id": task_id})
+        assert task["status"]["state"] == "TASK_STATE_FAILED"
+        assert "stopped before this task finished" in task["status"]["message"]["parts"][0]["text"]
+        terminate(process)
