@@ -10,7 +10,6 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "LLMError",
-    "LLMNotConfiguredError",
     "PersonaAgentError",
     "PersonaExistsError",
     "PersonaFileError",
@@ -69,16 +68,6 @@ class LLMError(PersonaAgentError):
     """The LLM could not produce an answer (connection, status, timeout, malformed reply)."""
 
     message = "The language model failed to answer"
-
-
-class LLMNotConfiguredError(LLMError):
-    """No LLM backend is configured."""
-
-    message = (
-        "No language model is configured: set PERSONA_AGENT_LLM_BASE_URL (and "
-        "PERSONA_AGENT_LLM_API_KEY if the server needs one) to an OpenAI-compatible "
-        "server, or OPENAI_API_KEY to use OpenAI."
-    )
 
 
 class ToolError(PersonaAgentError):

@@ -47,6 +47,17 @@ class Settings(BaseSettings):
     llm_timeout: float = Field(default=60.0, gt=0)
     llm_max_retries: int = Field(default=2, ge=0)
 
+    local_model_dir: Path | None = None
+    """Where the embedded model's file is assembled and verified; default ``<data_dir>/models``."""
+    local_max_tokens: int = Field(default=160, ge=16, le=500)
+    """Length cap of an embedded-model answer, in tokens."""
+    local_context_tokens: int = Field(default=2048, ge=1024, le=32768)
+    """The embedded model's context: transcript and answer together, in tokens."""
+    local_threads: int | None = Field(default=None, ge=1)
+    """CPU threads of the embedded model; default: every core."""
+    local_preload: bool = True
+    """Load the embedded model at start-up (else on the first message)."""
+
     mcp_config: Path | None = None
     """YAML or JSON file declaring the MCP servers (see docs/tools.md)."""
     tool_timeout: float = Field(default=30.0, gt=0)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -15,6 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from persona_agent.cli import app
+from tests.quality import assert_reads_as_the_persona
 from tests.servers.hub_process import hub_process
 
 REPO = Path(__file__).resolve().parents[2]
@@ -127,39 +126,58 @@ def test_serve_refuses_to_start_with_a_bad_persona_file(personas_dir: Path) -> N
     assert "description" in result.output
 
 
-@pytest.fixture
-def served(tmp_path: Path, personas_dir: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """``persona-agent serve`` as a real process, with no LLM configured."""
-    with hub_process(personas_dir, tmp_path / "data") as running:
-        yield running
-
-
-def test_serve_without_an_llm_starts_and_explains(
-    served: tuple[str, subprocess.Popen[str]],
+@pytest.mark.local_model
+def test_serve_with_no_configuration_answers_with_the_local_model(
+    tmp_path: Path, personas_dir: Path
 ) -> None:
-    url, process = served
-    personas = httpx.get(f"{url}/a2a/personas").json()
-    assert sorted(p["id"] for p in personas) == bundled_ids()
-    reply = httpx.post(
-        f"{url}/a2a/socrates/",
-        headers={"A2A-Version": "1.0"},
-        json={
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "SendMessage",
-            "params": {
-                "message": {
-                    "messageId": str(uuid.uuid4()),
-                    "role": "ROLE_USER",
-                    "parts": [{"text": "Hello"}],
-                }
-            },
+    """The issue-4 check, as a new user: no key, no URL, no settings; every persona answers."""
+    names = {
+        p.stem: yaml.safe_load(p.read_text(encoding="utf-8"))["name"]
+        for p in BUNDLED.glob("*.yaml")
+    }
+    with hub_process(personas_dir, tmp_path / "data") as (url, process):
+        personas = httpx.get(f"{url}/a2a/personas").json()
+        assert sorted(p["id"] for p in personas) == bundled_ids()
+        for persona_id, name in sorted(names.items()):
+            chunks, state = stream_message(f"{url}/a2a/{persona_id}/", "Who are you?")
+            assert state == "TASK_STATE_COMPLETED", persona_id
+            assert len(chunks) >= 2, chunks
+            assert_reads_as_the_persona("".join(chunks), name, cap=160)
+        process.terminate()
+        log = process.communicate(timeout=30)[0]
+    assert "LLM backend: local, the embedded model gemma-3-270m-q4_k_m" in log
+    assert (tmp_path / "data" / "models" / "gemma-3-270m-q4_k_m.gguf").is_file()
+
+
+def stream_message(url: str, text: str) -> tuple[list[str], str]:
+    """SendStreamingMessage by hand (JSON-RPC over SSE): the answer's chunks and the last state."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendStreamingMessage",
+        "params": {
+            "message": {
+                "messageId": str(uuid.uuid4()),
+                "role": "ROLE_USER",
+                "parts": [{"text": text}],
+            }
         },
-        timeout=30,
-    ).json()
-    task = reply["result"]["task"]
-    assert task["status"]["state"] == "TASK_STATE_FAILED"
-    assert "PERSONA_AGENT_LLM_BASE_URL" in task["status"]["message"]["parts"][0]["text"]
-    process.terminate()
-    log = process.communicate(timeout=15)[0]
-    assert "No language model is configured" in log
+    }
+    chunks: list[str] = []
+    state = ""
+    headers = {"A2A-Version": "1.0", "Accept": "text/event-stream"}
+    with httpx.stream("POST", url, json=body, headers=headers, timeout=120) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if not line.startswith("data:"):
+                continue
+            result = json.loads(line[5:])["result"]
+            if "artifactUpdate" in result:
+                chunks += [
+                    p["text"]
+                    for p in result["artifactUpdate"]["artifact"]["parts"]
+                    if p.get("text")
+                ]
+            elif "statusUpdate" in result:
+                state = result["statusUpdate"]["status"]["state"]
+    return chunks, state

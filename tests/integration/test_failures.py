@@ -34,11 +34,3 @@ async def test_unreachable_llm_fails_with_a_useful_message(hub_factory) -> None:
         task = await send(client, "Hello?")
     assert task.status.state == TaskState.TASK_STATE_FAILED
     assert "could not be reached" in status_text(task)
-
-
-async def test_no_llm_configured_explains_how_to_configure_one(hub_factory) -> None:  # type: ignore[no-untyped-def]
-    async with hub_factory(llm_base_url=None, llm_api_key=None) as hub:
-        client = await hub.client("marie-curie")
-        task = await send(client, "Hello?")
-    assert task.status.state == TaskState.TASK_STATE_FAILED
-    assert "PERSONA_AGENT_LLM_BASE_URL" in status_text(task)

@@ -31,7 +31,7 @@ from persona_agent.errors import (
     PreconditionFailedError,
 )
 from persona_agent.llm.base import LLMBackend
-from persona_agent.llm.factory import build_llm_backend
+from persona_agent.llm.factory import build_llm_backend, prepare_llm_backend
 from persona_agent.mcp.config import load_mcp_config
 from persona_agent.mcp.toolbox import MCPToolbox
 from persona_agent.personas.store import FilePersonaStore
@@ -88,8 +88,10 @@ def create_app(settings: Settings) -> FastAPI:
             logger.warning("Marked %d unfinished task(s) from an earlier run as failed", marked)
         if toolbox is not None:
             await toolbox.start()
-        for persona in await store.list():
+        personas = await store.list()
+        for persona in personas:
             registry.put(persona)
+        await prepare_llm_backend(llm, settings, personas)
         unsubscribe = store.subscribe(registry.apply)
         stop_watching = asyncio.Event()
         watcher = (
@@ -182,11 +184,11 @@ def _log_startup(settings: Settings, llm: LLMBackend, registry: A2ARegistry) -> 
             "No API keys are configured: /api/v1 reads are open and writes are accepted only "
             "from loopback clients. Set PERSONA_AGENT_API_KEYS to require a key."
         )
-    if llm.name == "none":
-        logger.warning(
-            "No language model is configured: every message will fail until one is. Set "
-            "PERSONA_AGENT_LLM_BASE_URL (and PERSONA_AGENT_LLM_API_KEY if needed) to any "
-            "OpenAI-compatible server, or OPENAI_API_KEY for OpenAI."
+    if llm.name == "local":
+        logger.info(
+            "LLM backend: local, the embedded model %s (no key needed; set "
+            "PERSONA_AGENT_LLM_BASE_URL to use an OpenAI-compatible server: docs/local-model.md)",
+            llm.default_model,
         )
     else:
         logger.info("LLM backend: %s, model %s", llm.name, llm.default_model)

@@ -1,17 +1,29 @@
-"""Choosing the LLM backend from the settings."""
+"""Choosing the LLM backend from the settings, and readying it at start-up."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
+
+from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm.base import LLMBackend
+from persona_agent.llm.local_backend import LocalBackend
 from persona_agent.llm.openai_backend import OpenAIBackend
-from persona_agent.llm.unconfigured import UnconfiguredBackend
+from persona_agent.personas.model import Persona
 from persona_agent.settings import Settings
 
-__all__ = ["build_llm_backend"]
+__all__ = ["build_llm_backend", "prepare_llm_backend"]
+
+logger = logging.getLogger(__name__)
 
 
 def build_llm_backend(settings: Settings) -> LLMBackend:
-    """The LLM backend the settings ask for (``auto``: openai when a URL or key is set)."""
+    """The LLM backend the settings ask for.
+
+    ``auto`` (the default) picks ``openai`` when a base URL or API key is set,
+    and the embedded ``local`` model otherwise, so a fresh install answers
+    offline with no key. Nothing is loaded here: see :func:`prepare_llm_backend`.
+    """
     configured = bool(settings.llm_base_url or settings.llm_api_key)
     if settings.llm_backend == "openai" or (settings.llm_backend == "auto" and configured):
         return OpenAIBackend(
@@ -21,4 +33,37 @@ def build_llm_backend(settings: Settings) -> LLMBackend:
             timeout=settings.llm_timeout,
             max_retries=settings.llm_max_retries,
         )
-    return UnconfiguredBackend()
+    return LocalBackend(
+        model_dir=settings.local_model_dir or settings.data_dir / "models",
+        max_tokens=settings.local_max_tokens,
+        context_tokens=settings.local_context_tokens,
+        threads=settings.local_threads,
+    )
+
+
+async def prepare_llm_backend(
+    llm: LLMBackend, settings: Settings, personas: Iterable[Persona]
+) -> None:
+    """Start-up: load the local model if so configured, and name the personas it cannot serve.
+
+    A persona whose ``tools.required`` is true gets a warning when the backend
+    cannot call tools: it will answer, but without them.
+
+    Raises:
+        ConfigError: the local model could not be assembled or loaded.
+    """
+    if isinstance(llm, LocalBackend) and settings.local_preload:
+        try:
+            await llm.load()
+        except LLMError as error:
+            raise ConfigError(error.message) from error
+    if not llm.supports_tools:
+        for persona in personas:
+            if persona.tools.required:
+                logger.warning(
+                    "Persona %s requires tools, but the %s backend cannot call tools: it will "
+                    "answer without them. Configure an OpenAI-compatible server for it "
+                    "(docs/local-model.md).",
+                    persona.id,
+                    llm.name,
+                )

@@ -1,0 +1,79 @@
+"""Speed of the embedded local model: tokens per second and time to first token.
+
+    uv run python bench/local_model.py [--rounds 3] [--max-tokens 160] [--model-dir DIR]
+
+Runs the ``local`` backend directly (no HTTP: the hub's own overhead is measured
+by ``bench/run.py``), one generation at a time as the hub does, asking each
+bundled persona a question per round. Prints one table: the model load time,
+then per round the median time to first answer text, the median tokens per
+second of generation, and answer lengths. The model file is assembled into
+``--model-dir`` (default: ``./data/models``, where ``persona-agent serve`` keeps it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from pathlib import Path
+
+from persona_agent.llm.base import ChatRequest, StreamEnd, TextDelta
+from persona_agent.llm.local_backend import LocalBackend
+from persona_agent.personas.loader import load_persona_dir
+from persona_agent.personas.prompt import render_system_prompt
+
+REPO = Path(__file__).resolve().parents[1]
+QUESTIONS = [
+    "Who are you, and what do you do?",
+    "What is the most important thing you have learned?",
+    "What would you tell a young person who wants to follow your path?",
+]
+
+
+async def one_answer(llm: LocalBackend, system: str, question: str) -> tuple[float, float, int]:
+    """(seconds to the first text, seconds in all, completion tokens) of one answer."""
+    request = ChatRequest(
+        messages=[{"role": "system", "content": system}, {"role": "user", "content": question}]
+    )
+    start = time.perf_counter()
+    first = 0.0
+    tokens = 0
+    async for item in llm.stream(request):
+        if isinstance(item, TextDelta) and not first:
+            first = time.perf_counter() - start
+        elif isinstance(item, StreamEnd):
+            tokens = item.usage.completion_tokens
+    return first, time.perf_counter() - start, tokens
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max-tokens", type=int, default=160)
+    parser.add_argument("--model-dir", type=Path, default=Path("data/models"))
+    args = parser.parse_args()
+
+    personas, _ = load_persona_dir(REPO / "personas")
+    prompts = [render_system_prompt(p) for _, p in sorted(personas.items())]
+    llm = LocalBackend(model_dir=args.model_dir, max_tokens=args.max_tokens)
+    start = time.perf_counter()
+    await llm.load()
+    print(f"model loaded in {time.perf_counter() - start:.2f} s ({len(prompts)} personas)")
+    print(f"{'round':>5} {'answers':>7} {'ttft p50 ms':>11} {'tok/s p50':>9} {'tokens p50':>10}")
+    try:
+        for round_ in range(1, args.rounds + 1):
+            question = QUESTIONS[(round_ - 1) % len(QUESTIONS)]
+            results = [await one_answer(llm, system, question) for system in prompts]
+            ttft = statistics.median(first for first, _, _ in results) * 1000
+            speed = statistics.median(
+                tokens / (total - first) for first, total, tokens in results if total > first
+            )
+            length = statistics.median(tokens for _, _, tokens in results)
+            print(f"{round_:>5} {len(results):>7} {ttft:>11.0f} {speed:>9.1f} {length:>10.0f}")
+    finally:
+        await llm.aclose()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,122 @@
+"""The embedded local model, for real: every bundled persona answers offline, in character.
+
+These run the real Gemma 3 270M through llama-cpp-python (no fake), behind a real
+hub, through the real a2a-sdk client. They are marked ``local_model`` so they can
+be selected (``-m local_model``) or left out (``-m "not local_model"``); CI runs them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from a2a.types.a2a_pb2 import CancelTaskRequest, TaskState
+from google.protobuf.json_format import MessageToDict
+
+from persona_agent.llm.local_backend import LocalBackend
+from persona_agent.personas.loader import load_persona_dir
+from tests.integration.a2a_helpers import answer_text, get_task, send, user_message
+from tests.integration.conftest import BUNDLED, Hub, HubFactory
+from tests.quality import assert_reads_as_the_persona
+
+pytestmark = pytest.mark.local_model
+
+PERSONAS, _ = load_persona_dir(BUNDLED)
+QUESTIONS = [
+    "Who are you, and what do you do?",
+    "What is the most important thing you have learned?",
+    "What would you tell a young person who wants to follow your path?",
+]
+CAP = 96  # tokens: short answers keep the suite quick on two cores
+
+
+@pytest.fixture
+async def local_hub(hub_factory: HubFactory, local_model_dir: Path) -> AsyncIterator[Hub]:
+    async with hub_factory(
+        llm_backend="local",
+        llm_base_url=None,
+        llm_api_key=None,
+        mcp_config=None,
+        local_model_dir=local_model_dir,
+        local_max_tokens=CAP,
+    ) as hub:
+        yield hub
+
+
+def backend(hub: Hub) -> LocalBackend:
+    """The hub's own backend, read (never replaced) to watch the model work."""
+    llm = hub.app.state.engine.llm
+    assert isinstance(llm, LocalBackend)
+    return llm
+
+
+@pytest.mark.parametrize("persona_id", sorted(PERSONAS))
+async def test_every_bundled_persona_answers_three_questions(
+    local_hub: Hub, persona_id: str
+) -> None:
+    name = PERSONAS[persona_id].name
+    client = await local_hub.client(persona_id)
+    for question in QUESTIONS:
+        task = await send(client, question)
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED, task.status
+        assert_reads_as_the_persona(answer_text(task), name, CAP)
+        data = [MessageToDict(p.data) for p in task.status.message.parts if p.HasField("data")]
+        usage = data[0]["usage"]
+        assert usage["promptTokens"] > 50  # the transcript: persona, samples, question
+        assert 0 < usage["completionTokens"] <= 2 * CAP  # at most one retry of an empty answer
+
+
+async def test_answers_stream_as_the_model_produces_them(local_hub: Hub) -> None:
+    client = await local_hub.client("charles-darwin", streaming=True)
+    control = await local_hub.client("charles-darwin")
+    chunks: list[str] = []
+    final = None
+    async with asyncio.timeout(120):
+        async for event in client.send_message(user_message("Tell me about your voyage.")):
+            if event.HasField("artifact_update"):
+                chunks += [p.text for p in event.artifact_update.artifact.parts if p.text]
+                if len(chunks) == 1:
+                    # The model runs in a worker thread: the hub serves others meanwhile.
+                    running = await get_task(control, event.artifact_update.task_id)
+                    assert running.status.state == TaskState.TASK_STATE_WORKING
+                    assert (await local_hub.card("socrates")).name == "Socrates"
+            elif event.HasField("status_update"):
+                final = event.status_update.status.state
+    assert final == TaskState.TASK_STATE_COMPLETED
+    assert len(chunks) >= 3, chunks
+    assert_reads_as_the_persona("".join(chunks), "Charles Darwin", CAP)
+
+
+async def test_two_concurrent_requests_both_complete(local_hub: Hub) -> None:
+    first = await local_hub.client("marie-curie")
+    second = await local_hub.client("socrates")
+    async with asyncio.timeout(240):
+        tasks = await asyncio.gather(
+            send(first, "What is radioactivity?"), send(second, "What is virtue?")
+        )
+    for task, name in zip(tasks, ("Marie Curie", "Socrates"), strict=True):
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        assert_reads_as_the_persona(answer_text(task), name, CAP)
+
+
+async def test_cancel_stops_the_generation(local_hub: Hub) -> None:
+    llm = backend(local_hub)
+    streaming = await local_hub.client("ada-lovelace", streaming=True)
+    control = await local_hub.client("ada-lovelace")
+    task_id = None
+    async with asyncio.timeout(120):
+        async for event in streaming.send_message(user_message("Explain your work at length.")):
+            if event.HasField("artifact_update") and task_id is None:
+                task_id = event.artifact_update.task_id
+                canceled = await control.cancel_task(CancelTaskRequest(id=task_id))
+                assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+                stopped_at = llm.tokens_generated
+    assert task_id is not None
+    await asyncio.sleep(1.0)  # some 30 tokens' time: the model must not go on
+    assert llm.tokens_generated <= stopped_at + 2
+    assert (await get_task(control, task_id)).status.state == TaskState.TASK_STATE_CANCELED
+    # The model is free again: the next message is answered.
+    task = await send(control, "Are you still there?")
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED

@@ -1,0 +1,119 @@
+"""The local backend on its own: load failures, start-up checks, and fair turns (real model)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from persona_agent.errors import ConfigError, LLMError
+from persona_agent.llm.base import ChatRequest, StreamEnd, TextDelta
+from persona_agent.llm.factory import build_llm_backend, prepare_llm_backend
+from persona_agent.llm.local_backend import LocalBackend
+from persona_agent.personas.model import Persona
+from persona_agent.settings import Settings
+
+
+def settings(tmp_path: Path, **values: Any) -> Settings:
+    return Settings(_env_file=None, data_dir=tmp_path / "data", **values)  # type: ignore[call-arg]
+
+
+def persona(persona_id: str, *, required: bool) -> Persona:
+    return Persona.model_validate(
+        {
+            "id": persona_id,
+            "name": "Tess",
+            "description": "A tester.",
+            "personal_background": "Tests.",
+            "language_style": {"tone": "plain"},
+            "knowledge_domains": {"Testing": ["tests"]},
+            "tools": {"required": required},
+        }
+    )
+
+
+def test_auto_picks_local_with_nothing_configured_and_openai_with_a_url(tmp_path: Path) -> None:
+    assert build_llm_backend(settings(tmp_path)).name == "local"
+    configured = settings(tmp_path, llm_base_url="http://127.0.0.1:9/v1")
+    assert build_llm_backend(configured).name == "openai"
+    forced = settings(tmp_path, llm_base_url="http://127.0.0.1:9/v1", llm_backend="local")
+    assert build_llm_backend(forced).name == "local"
+
+
+def test_the_length_cap_must_leave_room_for_the_transcript(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="max_tokens"):
+        LocalBackend(model_dir=tmp_path, max_tokens=600, context_tokens=1024)
+
+
+async def test_a_model_that_cannot_be_assembled_stops_start_up_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the model directory should be", encoding="utf-8")
+    config = settings(tmp_path, local_model_dir=blocker)
+    llm = build_llm_backend(config)
+    try:
+        with pytest.raises(LLMError, match="could not be loaded") as caught:
+            await llm.stream(ChatRequest(messages=[{"role": "user", "content": "hi"}])).__anext__()
+        assert str(blocker) in caught.value.message
+        with pytest.raises(ConfigError, match="could not be loaded"):
+            await prepare_llm_backend(llm, config, [])
+    finally:
+        await llm.aclose()
+
+
+async def test_personas_that_require_tools_are_named_at_start_up(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = settings(tmp_path, local_preload=False)
+    llm = build_llm_backend(config)
+    with caplog.at_level(logging.WARNING, logger="persona_agent.llm.factory"):
+        await prepare_llm_backend(
+            llm, config, [persona("needs-tools", required=True), persona("talks", required=False)]
+        )
+    await llm.aclose()
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1
+    assert "needs-tools requires tools" in warned[0]
+    assert "local backend cannot call tools" in warned[0]
+
+
+@pytest.mark.local_model
+async def test_generations_take_turns_in_the_order_they_asked(local_model_dir: Path) -> None:
+    llm = LocalBackend(model_dir=local_model_dir, max_tokens=24, seed=7)
+    await llm.load()
+    started: list[int] = []
+    loop = asyncio.get_running_loop()
+    running = 0
+    most = 0
+
+    async def ask(number: int) -> str:
+        nonlocal running, most
+        text = ""
+        request = ChatRequest(messages=[{"role": "user", "content": f"Count to {number}."}])
+        async for item in llm.stream(request):
+            if isinstance(item, TextDelta):
+                if not text:
+                    started.append(number)
+                    running += 1
+                    most = max(most, running)
+                text += item.text
+            elif isinstance(item, StreamEnd):
+                running -= 1 if text else 0
+        return text
+
+    try:
+        answers = []
+        for number in range(3):  # asked in this order, one event-loop step apart
+            answers.append(loop.create_task(ask(number)))
+            await asyncio.sleep(0)
+        async with asyncio.timeout(120):
+            texts = await asyncio.gather(*answers)
+    finally:
+        await llm.aclose()
+    assert all(text.strip() for text in texts)
+    assert started == [0, 1, 2]
+    assert most == 1  # one generation at a time
