@@ -101,6 +101,10 @@ def serve(
 
     Settings come from PERSONA_AGENT_* environment variables or a .env file
     (see .env.example); options here override them.
+
+    With no LLM configured, personas answer through the embedded local model
+    (offline, no key; docs/local-model.md). Set PERSONA_AGENT_LLM_BASE_URL (and
+    PERSONA_AGENT_LLM_API_KEY) to use any OpenAI-compatible server instead.
     """
     import uvicorn
 
