@@ -13,8 +13,13 @@ from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm.base import ChatRequest, StreamEnd, TextDelta
 from persona_agent.llm.factory import build_llm_backend, prepare_llm_backend
 from persona_agent.llm.local_backend import LocalBackend
+from persona_agent.personas.loader import load_persona_dir
 from persona_agent.personas.model import Persona
+from persona_agent.personas.prompt import render_system_prompt
 from persona_agent.settings import Settings
+from tests.quality import assert_reads_as_the_persona
+
+BUNDLED, _ = load_persona_dir(Path(__file__).resolve().parents[2] / "personas")
 
 
 def settings(tmp_path: Path, **values: Any) -> Settings:
@@ -117,3 +122,28 @@ async def test_generations_take_turns_in_the_order_they_asked(local_model_dir: P
     assert all(text.strip() for text in texts)
     assert started == [0, 1, 2]
     assert most == 1  # one generation at a time
+
+
+@pytest.mark.local_model
+async def test_a_persona_met_again_is_not_read_again(local_model_dir: Path) -> None:
+    """After other personas spoke, the first one's transcript comes back from a snapshot."""
+    llm = LocalBackend(model_dir=local_model_dir, max_tokens=32)
+
+    async def ask(persona_id: str, question: str) -> str:
+        system = render_system_prompt(BUNDLED[persona_id])
+        request = ChatRequest(
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": question}]
+        )
+        return "".join(
+            [item.text async for item in llm.stream(request) if isinstance(item, TextDelta)]
+        )
+
+    try:
+        await ask("socrates", "Who are you?")
+        await ask("ada-lovelace", "Who are you?")
+        before = llm.prompt_tokens_reused
+        answer = await ask("socrates", "What is virtue?")
+    finally:
+        await llm.aclose()
+    assert llm.prompt_tokens_reused - before > 300  # the persona and its samples
+    assert_reads_as_the_persona(answer, "Socrates", 32)
