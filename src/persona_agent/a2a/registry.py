@@ -31,6 +31,14 @@ from starlette.types import Message, Receive, Scope, Send
 
 from persona_agent.a2a.agent_card import CARD_PATH, build_agent_card
 from persona_agent.a2a.executor import PersonaAgentExecutor
+from persona_agent.a2a.jsonrpc_body import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    jsonrpc_error,
+    parse_problem,
+    read_body,
+    replay,
+)
 from persona_agent.a2a.routing import (
     PERSONA_SCOPE_KEY,
     PersonaContextBuilder,
@@ -248,6 +256,17 @@ class A2ARegistry:
                 await too_large(scope, receive, send)
                 return
             receive = self._limited(receive)
+            if rest == "":  # JSON-RPC: unparseable bodies get the spec's Parse error
+                try:
+                    body = await read_body(receive)
+                except InvalidRequestError as error:
+                    await jsonrpc_error(INVALID_REQUEST, error.message)(scope, receive, send)
+                    return
+                problem = parse_problem(body)
+                if problem is not None:
+                    await jsonrpc_error(PARSE_ERROR, problem)(scope, receive, send)
+                    return
+                receive = replay(body, receive)
         persona_root = f"{root}/{persona_id}"
         inner = dict(scope)
         inner["root_path"] = persona_root
@@ -266,8 +285,7 @@ class A2ARegistry:
             return None
         message = f"Message too large: {length} bytes, the limit is {self.max_message_bytes}"
         if rest == "":  # the JSON-RPC endpoint: a JSON-RPC error (Invalid Request)
-            error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
-            return JSONResponse(error)
+            return jsonrpc_error(INVALID_REQUEST, message)
         return JSONResponse(
             {"error": {"code": 413, "status": "PAYLOAD_TOO_LARGE", "message": message}},
             status_code=413,

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, File, Header, Query, Request, Response, UploadFile, status
 from fastapi.exceptions import RequestValidationError
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from persona_agent.a2a.agent_card import CARD_PATH, persona_url
 from persona_agent.api.deps import Reader, Store, Writer
@@ -17,7 +17,26 @@ from persona_agent.personas.model import Persona
 
 __all__ = ["MAX_UPLOAD_BYTES", "router"]
 
-router = APIRouter(prefix="/personas", tags=["personas"])
+
+class ErrorDetail(BaseModel):
+    """The body of every error answer: what went wrong, for a person to read."""
+
+    detail: str | list[Any]
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for these error status codes."""
+    reasons = {
+        401: "No API key, or a wrong one",
+        403: "Writes without API keys are accepted from loopback clients only",
+        404: "No persona with this id",
+        409: "A persona with this id exists already",
+        412: "If-Match does not match the persona's current ETag",
+    }
+    return {code: {"model": ErrorDetail, "description": reasons[code]} for code in codes}
+
+
+router = APIRouter(prefix="/personas", tags=["personas"], responses=_errors(401, 403))
 
 MAX_UPLOAD_BYTES = 1024 * 1024
 
@@ -79,7 +98,7 @@ async def list_personas(
     }
 
 
-@router.get("/{persona_id}", dependencies=[Reader])
+@router.get("/{persona_id}", dependencies=[Reader], responses=_errors(404))
 async def get_persona(
     persona_id: str, request: Request, response: Response, store: Store
 ) -> dict[str, Any]:
@@ -87,7 +106,7 @@ async def get_persona(
     return _send(response, request, await store.get(persona_id))
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, dependencies=[Writer])
+@router.post("", status_code=status.HTTP_201_CREATED, dependencies=[Writer], responses=_errors(409))
 async def create_persona(
     request: Request,
     response: Response,
@@ -107,7 +126,7 @@ async def create_persona(
     return _send(response, request, persona)
 
 
-@router.put("/{persona_id}", dependencies=[Writer])
+@router.put("/{persona_id}", dependencies=[Writer], responses=_errors(404, 412))
 async def update_persona(
     persona_id: str,
     request: Request,
@@ -130,7 +149,12 @@ async def update_persona(
     return _send(response, request, persona)
 
 
-@router.delete("/{persona_id}", status_code=status.HTTP_204_NO_CONTENT, dependencies=[Writer])
+@router.delete(
+    "/{persona_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    dependencies=[Writer],
+    responses=_errors(404, 412),
+)
 async def delete_persona(
     persona_id: str,
     store: Store,
@@ -141,7 +165,11 @@ async def delete_persona(
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.post("/upload", status_code=status.HTTP_201_CREATED, dependencies=[Writer])
+@router.post(
+    "/upload",
+    status_code=status.HTTP_201_CREATED,
+    dependencies=[Writer],
+)
 async def upload_persona(
     request: Request,
     response: Response,

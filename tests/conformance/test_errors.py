@@ -1,0 +1,185 @@
+"""The specification's error for each failure, on the wire of each binding and version.
+
+Hand-written requests (:class:`~tests.conformance.conftest.Wire`): JSON-RPC answers
+``200`` with the error code of the spec's table (section 5.4); HTTP+JSON answers the
+table's HTTP status with a ``google.rpc.Status`` body whose ``ErrorInfo`` names the reason.
+"""
+
+from __future__ import annotations
+
+import pytest
+from _pytest.mark import ParameterSet
+
+from tests.conformance.conftest import (
+    MODULE_LOOP,
+    SPEC_ERRORS,
+    V03_REST,
+    Wire,
+    file_part,
+    text_part,
+    transports_failing,
+)
+from tests.fakes.fake_llm import FakeLLM
+from tests.integration.conftest import TRANSPORTS, Hub
+
+pytestmark = MODULE_LOOP
+
+
+V03_REST_BYTES_BUG = (
+    "v0.3 HTTP+JSON file bytes: the SDK's FromProto.file/to_core_part base64-decode bytes the "
+    "proto JSON parse already decoded; a 5xx 'unknown exception' for any real file"
+)
+V03_RPC_VERSION_BUG = (
+    "v0.3 JSON-RPC maps VersionNotSupportedError to -32603 Internal error (the SDK's "
+    "_to_v03_jsonrpc_error knows no -32009)"
+)
+
+
+async def _finished_task(wire: Wire) -> str:
+    task = wire.task(await wire.send_message([text_part("Hello")]))
+    assert wire.state(task) == "TASK_STATE_COMPLETED"
+    return str(task["id"])
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_unknown_task_is_task_not_found(
+    module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
+) -> None:
+    wire = Wire(module_hub.http, "socrates", transport)
+    for response in (
+        await wire.get_task("no-such-task"),
+        await wire.cancel_task("no-such-task"),
+        await wire.send_message([text_part("Continue")], task_id="no-such-task"),
+    ):
+        assert wire.error(response).matches(wire.binding, SPEC_ERRORS["TaskNotFound"])
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_canceling_a_finished_task_is_task_not_cancelable(
+    module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
+) -> None:
+    wire = Wire(module_hub.http, "socrates", transport)
+    task_id = await _finished_task(wire)
+    error = wire.error(await wire.cancel_task(task_id))
+    assert error.matches(wire.binding, SPEC_ERRORS["TaskNotCancelable"])
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_follow_up_to_a_finished_task_is_unsupported_operation(
+    module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
+) -> None:
+    # Spec 3.1.1: a task in a terminal state cannot accept further messages.
+    wire = Wire(module_hub.http, "socrates", transport)
+    task_id = await _finished_task(wire)
+    requests_before = len(llm.requests)
+    error = wire.error(await wire.send_message([text_part("One more thing")], task_id=task_id))
+    assert error.matches(wire.binding, SPEC_ERRORS["UnsupportedOperation"])
+    assert task_id in error.message
+    assert len(llm.requests) == requests_before  # the model never saw it
+
+
+@pytest.mark.parametrize(
+    "transport",
+    transports_failing(
+        {
+            V03_REST: "v0.3 HTTP+JSON subscribe to a finished task: the SDK's REST03Adapter "
+            "starts the SSE stream before the handler raises, so the connection breaks (500 "
+            "logged) instead of a 400 UnsupportedOperation"
+        }
+    ),
+)
+async def test_subscribing_to_a_finished_task_is_unsupported_operation(
+    module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
+) -> None:
+    wire = Wire(module_hub.http, "socrates", transport)
+    task_id = await _finished_task(wire)
+    error = wire.error(await wire.subscribe(task_id))
+    assert error.matches(wire.binding, SPEC_ERRORS["UnsupportedOperation"])
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_extended_card_is_unsupported_while_the_card_says_so(
+    module_hub: Hub, transport: tuple[str, str]
+) -> None:
+    # Spec 3.3.4: capabilities.extendedAgentCard false => UnsupportedOperationError
+    # (ExtendedAgentCardNotConfiguredError is for a card that claims one but has none).
+    card = (await module_hub.http.get("/a2a/socrates/.well-known/agent-card.json")).json()
+    assert not card["capabilities"].get("extendedAgentCard", False)
+    wire = Wire(module_hub.http, "socrates", transport)
+    error = wire.error(await wire.extended_card())
+    assert error.matches(wire.binding, SPEC_ERRORS["UnsupportedOperation"])
+
+
+def _push_cases() -> list[ParameterSet]:
+    params: list[ParameterSet] = []
+    for param in TRANSPORTS:
+        transport = param.values[0]
+        for operation in ("Create", "Get", "List", "Delete"):
+            marks = []
+            if transport == V03_REST and operation == "Delete":
+                marks = [
+                    pytest.mark.xfail(
+                        strict=True,
+                        reason="v0.3 DELETE /v1/tasks/{id}/pushNotificationConfigs/{cid} has "
+                        "no v0.3 route; the 1.0 '/{tenant}' mount takes it and answers "
+                        "VersionNotSupported",
+                    )
+                ]
+            params.append(
+                pytest.param(transport, operation, marks=marks, id=f"{param.id}-{operation}")
+            )
+    return params
+
+
+@pytest.mark.parametrize(("transport", "operation"), _push_cases())
+async def test_push_notification_config_methods_are_not_supported(
+    module_hub: Hub, llm: FakeLLM, transport: tuple[str, str], operation: str
+) -> None:
+    wire = Wire(module_hub.http, "socrates", transport)
+    task_id = await _finished_task(wire)
+    error = wire.error(await wire.push_config(operation, task_id))
+    assert error.matches(wire.binding, SPEC_ERRORS["PushNotificationNotSupported"])
+
+
+@pytest.mark.parametrize("transport", transports_failing({V03_REST: V03_REST_BYTES_BUG}))
+async def test_a_file_of_an_unsupported_media_type_is_content_type_not_supported(
+    module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
+) -> None:
+    wire = Wire(module_hub.http, "socrates", transport)
+    png = file_part(b"\x89PNG\r\n\x1a\n", "image/png", "dot.png")
+    error = wire.error(await wire.send_message([text_part("Look at this"), png]))
+    assert error.matches(wire.binding, SPEC_ERRORS["ContentTypeNotSupported"])
+    assert "image/png" in error.message
+    assert llm.requests == []
+
+
+@pytest.mark.parametrize(
+    "transport",
+    transports_failing({("JSONRPC", "0.3"): V03_RPC_VERSION_BUG}),
+)
+@pytest.mark.parametrize("version", ["9.9", "2.0"])
+async def test_an_unsupported_a2a_version_is_version_not_supported(
+    module_hub: Hub, llm: FakeLLM, transport: tuple[str, str], version: str
+) -> None:
+    wire = Wire(module_hub.http, "socrates", transport)
+    wire.headers = {"A2A-Version": version}
+    for response in (
+        await wire.get_task("no-such-task"),
+        await wire.send_message([text_part("Hello from the future")]),
+    ):
+        error = wire.error(response)
+        assert error.matches(wire.binding, SPEC_ERRORS["VersionNotSupported"]), error
+        assert version in error.message
+    assert llm.requests == []
+
+
+@pytest.mark.parametrize("transport", transports_failing({("JSONRPC", "0.3"): V03_RPC_VERSION_BUG}))
+async def test_the_other_supported_version_on_an_endpoint_is_version_not_supported(
+    module_hub: Hub, transport: tuple[str, str]
+) -> None:
+    # One URL serves both versions by method name (JSON-RPC) or path (HTTP+JSON); a 1.0
+    # request declaring 0.3 (or the reverse) is refused, not misread.
+    wire = Wire(module_hub.http, "socrates", transport)
+    wire.headers = {"A2A-Version": "0.3" if transport[1] == "1.0" else "1.0"}
+    error = wire.error(await wire.get_task("no-such-task"))
+    assert error.matches(wire.binding, SPEC_ERRORS["VersionNotSupported"])

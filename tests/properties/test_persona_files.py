@@ -1,0 +1,138 @@
+"""Properties of persona files: valid ones round-trip, broken ones name the file and field."""
+
+from __future__ import annotations
+
+import string
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from persona_agent.errors import PersonaFileError
+from persona_agent.personas.loader import dump_persona_yaml, load_persona_file
+from persona_agent.personas.model import CONVERSATION_SKILL, slugify
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# Printable text with at least one letter: what a persona author writes.
+words = st.text(
+    alphabet=string.ascii_letters + string.digits + " .,'!?-éü", min_size=1, max_size=40
+)
+text = words.filter(lambda value: any(char.isalpha() for char in value))
+domain = text.filter(lambda value: slugify(value) not in ("", CONVERSATION_SKILL))
+
+personas = st.fixed_dictionaries(
+    {
+        "name": text,
+        "description": text,
+        "personal_background": text,
+        "language_style": st.fixed_dictionaries(
+            {"tone": text},
+            optional={
+                "characteristics": st.lists(text, max_size=3),
+                "sample_phrases": st.lists(text, max_size=3),
+            },
+        ),
+        "knowledge_domains": st.dictionaries(
+            domain, st.lists(text, min_size=1, max_size=3), min_size=1, max_size=3
+        ).filter(lambda d: len({slugify(k) for k in d}) == len(d)),
+    },
+    optional={
+        "interaction_samples": st.lists(
+            st.fixed_dictionaries({"user": text, "assistant": text}), max_size=3
+        ),
+        "model": st.fixed_dictionaries(
+            {},
+            optional={
+                "temperature": st.floats(0, 2, allow_nan=False),
+                "max_tokens": st.integers(1, 4000),
+            },
+        ),
+    },
+)
+
+REQUIRED = ["name", "description", "personal_background", "language_style", "knowledge_domains"]
+
+
+def write(directory: Path, content: str) -> Path:
+    path = directory / "someone.yaml"
+    path.write_text(content, encoding="utf-8")
+    return path
+
+
+@SETTINGS
+@given(data=personas)
+def test_a_valid_file_loads_and_round_trips(data: dict[str, Any]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        persona = load_persona_file(write(Path(tmp), yaml.safe_dump(data, allow_unicode=True)))
+        assert persona.id == "someone"
+        assert persona.name == data["name"]
+        assert persona.knowledge_domains == data["knowledge_domains"]
+        assert persona.language_style.tone == data["language_style"]["tone"]
+        # Dumped and loaded again: the same persona, the same version.
+        again = load_persona_file(write(Path(tmp), dump_persona_yaml(persona)))
+        assert again == persona
+        assert again.version == persona.version
+
+
+@SETTINGS
+@given(data=personas, missing=st.sampled_from(REQUIRED))
+def test_a_missing_field_is_named(data: dict[str, Any], missing: str) -> None:
+    del data[missing]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write(Path(tmp), yaml.safe_dump(data, allow_unicode=True))
+        with pytest.raises(PersonaFileError) as caught:
+            load_persona_file(path)
+    assert str(path) in str(caught.value)
+    assert any(p.startswith(f"{missing}:") for p in caught.value.problems), caught.value
+
+
+wrong_values = st.one_of(
+    st.integers(), st.booleans(), st.lists(st.integers(), min_size=1), st.just(""), st.just("  ")
+)
+
+
+@SETTINGS
+@given(
+    data=personas,
+    field=st.sampled_from(["name", "description", "language_style"]),
+    value=wrong_values,
+)
+def test_a_field_of_the_wrong_type_is_named(data: dict[str, Any], field: str, value: Any) -> None:
+    data[field] = value
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write(Path(tmp), yaml.safe_dump(data, allow_unicode=True))
+        with pytest.raises(PersonaFileError) as caught:
+            load_persona_file(path)
+    assert str(path) in str(caught.value)
+    assert any(p.startswith(field) for p in caught.value.problems), caught.value
+
+
+@SETTINGS
+@given(content=st.one_of(st.text(max_size=300), st.binary(max_size=300)))
+def test_any_content_loads_or_gives_a_persona_file_error(content: str | bytes) -> None:
+    """Arbitrary text or bytes: a persona, or an error naming the file; never anything else."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "someone.yaml"
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+        error = load_error(path)
+    if error is not None:
+        assert str(error).startswith(f"{path}: ")
+        assert error.problems
+        assert all(problem.strip() for problem in error.problems)
+
+
+def load_error(path: Path) -> PersonaFileError | None:
+    """The error loading ``path`` gives, or None when it loads; any other exception escapes."""
+    try:
+        load_persona_file(path)
+    except PersonaFileError as error:
+        return error
+    return None
