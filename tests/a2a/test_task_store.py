@@ -150,3 +150,61 @@ async def test_fail_unfinished_marks_only_running_tasks(engine: AsyncEngine) -> 
     assert done is not None
     assert done.status.state == TaskState.TASK_STATE_COMPLETED
     assert await store.fail_unfinished("stopped") == 0
+
+
+async def stored(engine: AsyncEngine, task_id: str, persona: str = "ada") -> Task | None:
+    """What the database holds, read by a store of its own (no pending copies)."""
+    return await SqlTaskStore(engine).get(task_id, ctx(persona))
+
+
+async def test_progress_is_batched_and_the_end_is_written_at_once(engine: AsyncEngine) -> None:
+    store = SqlTaskStore(engine, flush_delay=3600)  # no timer flush during the test
+    await store.save(make_task("t1"), ctx("ada"))  # the first save: written at once
+    assert await stored(engine, "t1") is not None
+
+    progress = make_task("t1")
+    progress.artifacts.append(Artifact(artifact_id="a", parts=[Part(text="half")]))
+    await store.save(progress, ctx("ada"))
+    # Pending: the store reads it back, the database does not have it yet.
+    seen = await store.get("t1", ctx("ada"))
+    assert seen is not None
+    assert seen.artifacts[0].parts[0].text == "half"
+    in_db = await stored(engine, "t1")
+    assert in_db is not None
+    assert not in_db.artifacts
+
+    done = make_task("t1", state=TaskState.TASK_STATE_COMPLETED)
+    done.artifacts.append(Artifact(artifact_id="a", parts=[Part(text="whole")]))
+    await store.save(done, ctx("ada"))
+    final = await stored(engine, "t1")  # terminal: in the database when save returns
+    assert final is not None
+    assert final.status.state == TaskState.TASK_STATE_COMPLETED
+    assert final.artifacts[0].parts[0].text == "whole"
+    await store.aclose()
+
+
+async def test_pending_progress_of_many_tasks_is_written_in_one_flush(engine: AsyncEngine) -> None:
+    store = SqlTaskStore(engine, flush_delay=0.01)
+    for number in range(50):
+        await store.save(make_task(f"t{number}"), ctx("ada"))
+    for number in range(50):
+        update = make_task(f"t{number}", state=TaskState.TASK_STATE_WORKING, seconds=5)
+        await store.save(update, ctx("ada"))
+    listed = await store.list(ListTasksRequest(page_size=100), ctx("ada"))  # list flushes
+    assert len(listed.tasks) == 50
+    assert {t.status.timestamp.seconds for t in listed.tasks} == {1_700_000_005}
+    for number in range(50):
+        task = await stored(engine, f"t{number}")
+        assert task is not None
+        assert task.status.timestamp.seconds == 1_700_000_005
+    await store.aclose()
+
+
+async def test_aclose_writes_what_is_pending(engine: AsyncEngine) -> None:
+    store = SqlTaskStore(engine, flush_delay=3600)
+    await store.save(make_task("t1"), ctx("ada"))
+    await store.save(make_task("t1", seconds=9), ctx("ada"))
+    await store.aclose()
+    task = await stored(engine, "t1")
+    assert task is not None
+    assert task.status.timestamp.seconds == 1_700_000_009

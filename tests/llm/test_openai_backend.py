@@ -11,10 +11,6 @@ from contextlib import aclosing
 from typing import Any
 
 import pytest
-from openai.types.chat.chat_completion_chunk import (
-    ChoiceDeltaToolCall,
-    ChoiceDeltaToolCallFunction,
-)
 
 from persona_agent.errors import LLMError
 from persona_agent.llm import ChatRequest, OpenAIBackend, StreamEnd, TextDelta, ToolCall, Usage
@@ -152,8 +148,7 @@ def test_tool_call_fragments_without_index_or_with_repeated_names() -> None:
     """Servers other than OpenAI may leave out ``index`` or repeat ``id`` and ``name``."""
 
     def part(index: int | None, call_id: str | None, name: str | None, args: str) -> Any:
-        function = ChoiceDeltaToolCallFunction(name=name, arguments=args)
-        return ChoiceDeltaToolCall.model_construct(index=index, id=call_id, function=function)
+        return {"index": index, "id": call_id, "function": {"name": name, "arguments": args}}
 
     calls: dict[int, _PartialCall] = {}
     for fragment in [

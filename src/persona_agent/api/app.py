@@ -108,6 +108,7 @@ def create_app(settings: Settings) -> FastAPI:
                 await watcher
             unsubscribe()
             await registry.aclose()
+            await task_store.aclose()
             if toolbox is not None:
                 await toolbox.aclose()
             await llm.aclose()

@@ -221,9 +221,9 @@ class LocalBackend(LLMBackend):
     # -- the worker thread -----------------------------------------------------
 
     def _load(self) -> Llama:
-        from llama_cpp import Llama
-
         path = ensure_model_file(self._model_dir)
+        from llama_cpp import Llama  # imported on use: loading its library costs memory
+
         llama = Llama(
             model_path=str(path),
             n_ctx=self._context_tokens,

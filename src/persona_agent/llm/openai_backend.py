@@ -6,15 +6,16 @@ streams ``/chat/completions`` in the OpenAI format.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+import json
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx2
 import openai
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletionMessageParam
-from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
 from persona_agent.errors import LLMError
 from persona_agent.llm.base import ChatRequest, LLMBackend, StreamEnd, TextDelta, ToolCall, Usage
@@ -98,41 +99,52 @@ class OpenAIBackend(LLMBackend):
             options["tools"] = request.tools
         if request.tool_choice is not None:
             options["tool_choice"] = request.tool_choice
+        calls: dict[int, _PartialCall] = {}
+        usage = Usage()
+        finish: str | None = None
+        started = False
         try:
-            response = await self._client.chat.completions.create(
+            # The raw SSE lines, parsed here: the client's typed stream builds a pydantic
+            # model per chunk, which cost the hub more than everything else per token.
+            async with self._client.chat.completions.with_streaming_response.create(
                 model=request.model or self._model,
                 messages=cast(list[ChatCompletionMessageParam], request.messages),
                 stream=True,
                 stream_options={"include_usage": True},
                 **options,
-            )
-        except openai.OpenAIError as exc:
-            raise self._error(exc, streaming=False) from exc
-
-        calls: dict[int, _PartialCall] = {}
-        usage = Usage()
-        finish: str | None = None
-        async with response:
-            try:
-                async for chunk in response:
-                    if chunk.usage is not None:
-                        usage = Usage(
-                            chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0
-                        )
-                    # Chunks are not validated: tolerate the gaps of less careful servers.
-                    for choice in chunk.choices or ():
-                        if choice.index:
-                            continue  # only one choice is ever asked for
-                        delta = choice.delta
-                        if delta is not None:
-                            if isinstance(delta.content, str) and delta.content:
-                                yield TextDelta(delta.content)
-                            for part in delta.tool_calls or ():
-                                _merge_tool_call(calls, part)
-                        if choice.finish_reason is not None:
-                            finish = choice.finish_reason
-            except (openai.OpenAIError, ValueError) as exc:
-                raise self._error(exc, streaming=True) from exc
+            ) as response:
+                started = True
+                # What arrives in one read goes on as one piece of text: no added latency,
+                # and a fast server's tokens do not each become an A2A event.
+                async for chunks in _sse_reads(response.iter_bytes()):
+                    text = ""
+                    for chunk in chunks:
+                        if isinstance(chunk.get("usage"), dict):
+                            counts = chunk["usage"]
+                            usage = Usage(
+                                counts.get("prompt_tokens") or 0,
+                                counts.get("completion_tokens") or 0,
+                            )
+                        # Chunks are not validated: tolerate the gaps of less careful servers.
+                        for choice in chunk.get("choices") or ():
+                            if not isinstance(choice, dict) or choice.get("index"):
+                                continue  # only one choice is ever asked for
+                            delta = choice.get("delta")
+                            if isinstance(delta, dict):
+                                content = delta.get("content")
+                                if isinstance(content, str):
+                                    text += content
+                                for part in delta.get("tool_calls") or ():
+                                    if isinstance(part, dict):
+                                        _merge_tool_call(calls, part)
+                            if choice.get("finish_reason") is not None:
+                                finish = str(choice["finish_reason"])
+                    if text:
+                        yield TextDelta(text)
+        except LLMError:
+            raise
+        except (openai.OpenAIError, httpx2.HTTPError, ValueError) as exc:
+            raise self._error(exc, streaming=started) from exc
         if finish is None:
             raise LLMError("The language model stream broke off before the answer was complete")
         tool_calls = [
@@ -143,8 +155,10 @@ class OpenAIBackend(LLMBackend):
 
     def _error(self, exc: Exception, *, streaming: bool) -> LLMError:
         """A client-safe error for a failure of the client or the server."""
-        if isinstance(exc, openai.APITimeoutError):
+        if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
             return LLMError(f"The language model timed out after {self._timeout:g}s")
+        if isinstance(exc, httpx2.HTTPError):  # raised by the raw stream, mid-answer
+            return LLMError(f"The language model stream broke off: {self._short(exc)}")
         if isinstance(exc, openai.APIConnectionError):
             if streaming:
                 cause = exc.__cause__ or exc
@@ -172,23 +186,73 @@ class OpenAIBackend(LLMBackend):
         return text
 
 
-def _merge_tool_call(calls: dict[int, _PartialCall], part: ChoiceDeltaToolCall) -> None:
+def _merge_tool_call(calls: dict[int, _PartialCall], part: dict[str, Any]) -> None:
     """Add one streamed tool-call fragment to the call it belongs to."""
-    index = part.index
-    if index is None:  # some servers leave it out: a new id starts a new call
-        same = [i for i, call in calls.items() if part.id and call.id == part.id]
+    index = part.get("index")
+    part_id = part.get("id") or ""
+    if not isinstance(index, int):  # some servers leave it out: a new id starts a new call
+        same = [i for i, call in calls.items() if part_id and call.id == part_id]
         if same:
             index = same[0]
-        elif part.id or not calls:
+        elif part_id or not calls:
             index = max(calls, default=-1) + 1
         else:
             index = max(calls)
     call = calls.setdefault(index, _PartialCall())
     # Some servers repeat the id and the name in every fragment: keep the first.
-    call.id = call.id or part.id or ""
-    if part.function is not None:
-        call.name = call.name or part.function.name or ""
-        call.arguments += part.function.arguments or ""
+    call.id = call.id or str(part_id)
+    function = part.get("function")
+    if isinstance(function, dict):
+        call.name = call.name or str(function.get("name") or "")
+        call.arguments += str(function.get("arguments") or "")
+
+
+async def _sse_reads(reads: AsyncIterator[bytes]) -> AsyncIterator[list[dict[str, Any]]]:
+    """The JSON chunks of a chat-completions event stream, a list per network read.
+
+    Ends at ``data: [DONE]`` or the end of the stream.
+
+    Raises:
+        ValueError: a chunk that is not a JSON object, or text that is not UTF-8.
+        LLMError: the server sent an error event in the stream.
+    """
+    pending = b""
+    data: list[str] = []
+    async for read in reads:
+        *lines, pending = (pending + read).split(b"\n")
+        chunks: list[dict[str, Any]] = []
+        for raw in lines:
+            line = raw.rstrip(b"\r").decode("utf-8")
+            if line.startswith("data:"):
+                data.append(line[5:].lstrip())
+                continue
+            if line or not data:
+                continue  # other fields (event:, id:), comments, or a blank line with no data
+            payload, data = "\n".join(data), []
+            if payload == "[DONE]":
+                if chunks:
+                    yield chunks
+                return
+            chunks.append(_chunk(payload))
+        if chunks:
+            yield chunks
+    last = pending.rstrip(b"\r").decode("utf-8")
+    if last.startswith("data:"):  # a last event with no blank line after it
+        data.append(last[5:].lstrip())
+    if data and data != ["[DONE]"]:
+        yield [_chunk("\n".join(data))]
+
+
+def _chunk(payload: str) -> dict[str, Any]:
+    """One stream chunk, parsed; an error event raises."""
+    chunk = json.loads(payload)
+    if not isinstance(chunk, dict):
+        raise ValueError(f"a stream chunk is not a JSON object: {payload[:80]}")
+    error = chunk.get("error")
+    if error is not None:
+        message = _body_message(chunk) or str(error)
+        raise LLMError(f"The language model reported an error: {message[:_DETAIL_LIMIT]}")
+    return chunk
 
 
 def _body_message(body: object) -> str | None:
