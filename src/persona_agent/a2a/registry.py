@@ -13,7 +13,7 @@ import contextlib
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from a2a.server.context import ServerCallContext
@@ -56,16 +56,47 @@ logger = logging.getLogger(__name__)
 CARD_CACHE_CONTROL = "public, max-age=60, must-revalidate"
 
 
-@dataclass(frozen=True, slots=True)
 class PersonaApp:
-    """Everything that serves one persona over A2A."""
+    """Everything that serves one persona over A2A.
 
-    persona: Persona
-    card: AgentCard
-    card_dict: dict[str, Any]
-    card_etag: str
-    executor: PersonaAgentExecutor
-    handler: DefaultRequestHandler
+    The card and the SDK handler are built on first use, so that start-up with
+    thousands of personas costs little time and memory for those never called.
+    """
+
+    def __init__(
+        self, persona: Persona, base_url: str, engine: ChatEngine, task_store: TaskStore
+    ) -> None:
+        self.persona = persona
+        self.executor = PersonaAgentExecutor(persona, engine)
+        self._base_url = base_url
+        self._task_store = task_store
+
+    @cached_property
+    def card(self) -> AgentCard:
+        return build_agent_card(self.persona, self._base_url)
+
+    @cached_property
+    def card_dict(self) -> dict[str, Any]:
+        return agent_card_to_dict(self.card)
+
+    @cached_property
+    def card_etag(self) -> str:
+        body = json.dumps(self.card_dict, sort_keys=True, separators=(",", ":"))
+        return f'W/"{hashlib.sha256(body.encode()).hexdigest()[:32]}"'
+
+    @cached_property
+    def handler(self) -> DefaultRequestHandler:
+        return DefaultRequestHandler(
+            agent_executor=self.executor,
+            task_store=self._task_store,
+            agent_card=self.card,
+            validate_input_modes=True,
+        )
+
+    @property
+    def started(self) -> bool:
+        """Whether the SDK handler exists (a request has reached this persona)."""
+        return "handler" in self.__dict__
 
 
 def not_found_response(persona_id: str) -> JSONResponse:
@@ -180,18 +211,7 @@ class A2ARegistry:
             self.remove(change.persona_id)
 
     def _build(self, persona: Persona) -> PersonaApp:
-        card = build_agent_card(persona, self.base_url)
-        card_dict = agent_card_to_dict(card)
-        body = json.dumps(card_dict, sort_keys=True, separators=(",", ":"))
-        etag = f'W/"{hashlib.sha256(body.encode()).hexdigest()[:32]}"'
-        executor = PersonaAgentExecutor(persona, self._engine)
-        handler = DefaultRequestHandler(
-            agent_executor=executor,
-            task_store=self._task_store,
-            agent_card=card,
-            validate_input_modes=True,
-        )
-        return PersonaApp(persona, card, card_dict, etag, executor, handler)
+        return PersonaApp(persona, self.base_url, self._engine, self._task_store)
 
     async def aclose(self) -> None:
         """Stop serving: let running tasks finish, cancel the rest, close every handler.
@@ -226,7 +246,9 @@ class A2ARegistry:
                 await app.handler.on_cancel_task(CancelTaskRequest(id=task_id), call_context)
             except Exception:
                 logger.exception("Could not cancel task %s at shutdown", task_id)
-        await asyncio.gather(*(app.handler.aclose() for app in apps), return_exceptions=True)
+        await asyncio.gather(
+            *(app.handler.aclose() for app in apps if app.started), return_exceptions=True
+        )
 
     async def _is_terminal(self, task_id: str, call_context: ServerCallContext) -> bool:
         task = await self._task_store.get(task_id, call_context)

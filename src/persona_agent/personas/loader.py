@@ -37,8 +37,12 @@ PERSONA_SUFFIXES: dict[str, Literal["yaml", "json"]] = {
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (rather than
+# libyaml's parser when PyYAML was built with it (it is, in its wheels): some 5x faster.
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _StrictLoader(_SafeLoader):  # type: ignore[valid-type,misc]
+    """A safe loader that refuses a key given twice in one mapping (rather than
     silently keeping the last value)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
@@ -55,7 +59,8 @@ class _StrictLoader(yaml.SafeLoader):
                     key_node.start_mark,
                 )
             seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+        mapping: dict[Hashable, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
 
 
 class _BlockStyleDumper(yaml.SafeDumper):

@@ -1,0 +1,114 @@
+"""The reference: a bare a2a-sdk agent that answers at once, with no persona and no LLM.
+
+An ``AgentExecutor`` that publishes, for each message, the task, ``working``,
+one artifact with the whole answer, and ``completed`` with the answer as the
+status message; tasks in the SDK's ``InMemoryTaskStore``. It is served the way
+``persona-agent serve`` serves the hub: the SDK's ``DefaultRequestHandler``
+behind its JSON-RPC and HTTP+JSON routes (v1.0 with v0.3 compatibility), one
+Starlette app, ``uvicorn.run`` with the same defaults (``loop``/``http`` on
+``auto``: uvloop and httptools when installed), the same log level, and
+whatever ``OTEL_INSTRUMENTATION_A2A_SDK_ENABLED`` the environment gives the SDK.
+
+    python bench/bare_agent.py --port 9300 [--log-level WARNING]
+
+JSON-RPC at ``http://127.0.0.1:PORT/``, card at ``/.well-known/agent-card.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from a2a.helpers.proto_helpers import new_task_from_user_message
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types.a2a_pb2 import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    Part,
+)
+from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
+from starlette.applications import Starlette
+
+ANSWER = (
+    "Hello from the fake LLM. This is a deterministic reply used to measure "
+    "the overhead of the agent hub, not"
+)
+"""The fake LLM's 20-token reply, so one client check fits both servers."""
+
+
+class InstantExecutor(AgentExecutor):
+    """Answers every message at once with :data:`ANSWER`."""
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        message = context.message
+        if message is None or not context.task_id or not context.context_id:
+            raise ValueError("execute() needs a message, a task id and a context id")
+        if context.current_task is None:
+            await event_queue.enqueue_event(new_task_from_user_message(message))
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        await updater.start_work()
+        await updater.add_artifact([Part(text=ANSWER)], name="answer", last_chunk=True)
+        await updater.complete(updater.new_agent_message([Part(text=ANSWER)]))
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        if context.task_id:
+            updater = TaskUpdater(event_queue, context.task_id, context.context_id or "")
+            await updater.cancel()
+
+
+def build_app(base_url: str) -> Starlette:
+    card = AgentCard(
+        name="bare agent",
+        description="A bare a2a-sdk agent that answers at once (benchmark reference).",
+        version="1.0.0",
+        supported_interfaces=[
+            AgentInterface(
+                url=base_url + "/",
+                protocol_binding=TransportProtocol.JSONRPC,
+                protocol_version=PROTOCOL_VERSION_1_0,
+            )
+        ],
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[AgentSkill(id="answer", name="answer", description="Answers.", tags=["bench"])],
+    )
+    handler = DefaultRequestHandler(
+        agent_executor=InstantExecutor(),
+        task_store=InMemoryTaskStore(),
+        agent_card=card,
+        validate_input_modes=True,
+    )
+    return Starlette(
+        routes=[
+            *create_agent_card_routes(card),
+            *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True),
+            *create_rest_routes(handler, enable_v0_3_compat=True),
+        ]
+    )
+
+
+def main() -> None:
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9300)
+    parser.add_argument("--log-level", default="WARNING")
+    args = parser.parse_args()
+    # As `persona-agent serve` does: root logging at the level, uvicorn at the same level.
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    app = build_app(f"http://{args.host}:{args.port}")
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower())
+
+
+if __name__ == "__main__":
+    main()

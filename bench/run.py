@@ -1,0 +1,300 @@
+"""The whole benchmark suite: the hub against a bare a2a-sdk agent, figures next to targets.
+
+    uv run python bench/run.py [--quick] [--rounds 3]
+
+Starts, as separate processes on 127.0.0.1: the instant fake LLM
+(``bench/fake_llm.py``), the hub (``persona-agent serve`` with the ``openai``
+backend pointed at the fake, tasks in SQLite in a temporary data directory),
+the bare agent (``bench/bare_agent.py``: the SDK's handler and routes, an
+executor that answers at once, tasks in memory), and the load generator
+(``bench/loadgen.py``). Both servers run on the same Python, uvicorn defaults
+(uvloop and httptools), log level and telemetry setting
+(``OTEL_INSTRUMENTATION_A2A_SDK_ENABLED=false``). Throughput rounds alternate
+hub and bare agent; ratios are taken within a round, then the median.
+
+Prints one table: each figure, its target and PASS or FAIL. ``--quick`` runs one
+round with short windows and 2,000/20,000 requests for the memory figure; its
+table is a smoke test, not a measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+PYTHON = sys.executable
+ENV = {
+    **{k: v for k, v in os.environ.items() if not k.startswith(("PERSONA_AGENT_", "OPENAI_"))},
+    "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED": "false",
+}
+
+
+@dataclass
+class Row:
+    figure: str
+    value: float
+    unit: str
+    target: str
+    ok: bool
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+@contextmanager
+def process(
+    command: list[str], ready_url: str, env: dict[str, str]
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Start ``command``; wait until ``ready_url`` answers 200; stop it on exit."""
+    started = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(ready_url, timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if started.poll() is not None or time.monotonic() > deadline:
+                error = started.stderr.read().decode() if started.stderr else ""
+                raise RuntimeError(f"{command[:4]} did not start:\n{error[-2000:]}")
+            time.sleep(0.05)
+        yield started
+    finally:
+        started.terminate()
+        try:
+            started.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            started.kill()
+            started.wait()
+
+
+@contextmanager
+def fake_llm(token_delay_ms: float = 0, timing_file: Path | None = None) -> Iterator[str]:
+    port = free_port()
+    command = [PYTHON, str(BENCH / "fake_llm.py"), "--port", str(port)]
+    command += ["--token-delay-ms", str(token_delay_ms)]
+    if timing_file is not None:
+        command += ["--timing-file", str(timing_file)]
+    with process(command, f"http://127.0.0.1:{port}/health", ENV):
+        yield f"http://127.0.0.1:{port}/v1"
+
+
+@contextmanager
+def hub(llm_url: str, personas: Path, data: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    port = free_port()
+    env = {
+        **ENV,
+        "PERSONA_AGENT_LLM_BASE_URL": llm_url,
+        "PERSONA_AGENT_LLM_API_KEY": "bench",
+        "PERSONA_AGENT_DATA_DIR": str(data),
+        "PERSONA_AGENT_WATCH_PERSONAS": "false",
+        "PERSONA_AGENT_LOG_LEVEL": "WARNING",
+    }
+    command = [PYTHON, "-m", "persona_agent.cli", "serve", "--port", str(port)]
+    command += ["-d", str(personas)]
+    with process(command, f"http://127.0.0.1:{port}/healthz", env) as started:
+        yield f"http://127.0.0.1:{port}", started
+
+
+@contextmanager
+def bare_agent() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    port = free_port()
+    command = [PYTHON, str(BENCH / "bare_agent.py"), "--port", str(port)]
+    ready = f"http://127.0.0.1:{port}/.well-known/agent-card.json"
+    with process(command, ready, ENV) as started:
+        yield f"http://127.0.0.1:{port}", started
+
+
+def load(url: str, *args: str) -> dict[str, Any]:
+    """One run of the load generator, in its own process; its JSON summary."""
+    command = [PYTHON, str(BENCH / "loadgen.py"), "--url", url, *args]
+    done = subprocess.run(command, env=ENV, capture_output=True, text=True, check=False)
+    if done.returncode != 0 or not done.stdout.strip():
+        raise RuntimeError(f"loadgen failed: {done.stderr[-2000:]}")
+    summary: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if summary["errors"]:
+        raise RuntimeError(f"loadgen saw errors: {summary['error_kinds']}")
+    return summary
+
+
+def make_personas(directory: Path, count: int) -> None:
+    """``count`` small valid personas, ``p00000`` ... (the bundled ones when count is 0)."""
+    directory.mkdir(parents=True)
+    if count == 0:
+        for path in (REPO / "personas").glob("*.yaml"):
+            shutil.copy(path, directory)
+        return
+    for number in range(count):
+        persona = {
+            "name": f"Persona {number}",
+            "description": f"Benchmark persona number {number}.",
+            "personal_background": "Generated for the persona-count benchmark.",
+            "language_style": {"tone": "plain"},
+            "knowledge_domains": {"Benchmarks": ["load"]},
+        }
+        (directory / f"p{number:05d}.yaml").write_text(yaml.safe_dump(persona))
+
+
+def throughput_and_tail(rounds: int, window: str, root: Path) -> list[Row]:
+    ratios: list[float] = []
+    tails: list[float] = []
+    hub_rps: list[float] = []
+    bare_rps: list[float] = []
+    personas = root / "bundled"
+    make_personas(personas, 0)
+    with (
+        fake_llm() as llm,
+        hub(llm, personas, root / "data-rps") as (hub_url, _),
+        bare_agent() as (bare_url, _),
+    ):
+        hub_rpc, bare_rpc = f"{hub_url}/a2a/socrates/", f"{bare_url}/"
+        for _ in range(rounds):
+            ours = load(hub_rpc, "--mode", "send", "-c", "16", "-d", window)
+            theirs = load(bare_rpc, "--mode", "send", "-c", "16", "-d", window)
+            hub_rps.append(ours["rps"])
+            bare_rps.append(theirs["rps"])
+            ratios.append(ours["rps"] / theirs["rps"])
+            tail = load(hub_rpc, "--mode", "send", "-c", "64", "-d", window)
+            tails.append(tail["latency_ms"]["p99"] / tail["latency_ms"]["p50"])
+    ratio, tail_ratio = statistics.median(ratios), statistics.median(tails)
+    return [
+        Row("send c=16, hub req/s (median)", statistics.median(hub_rps), "req/s", "", True),
+        Row("send c=16, bare agent req/s (median)", statistics.median(bare_rps), "req/s", "", True),
+        Row("send c=16, hub / bare agent", ratio, "x", ">= 0.75", ratio >= 0.75),
+        Row("send c=64, hub p99 / p50", tail_ratio, "x", "<= 3", tail_ratio <= 3),
+    ]
+
+
+def streaming(root: Path, count: int) -> list[Row]:
+    llm_times, client_times = root / "llm-times.tsv", root / "client-times.tsv"
+    personas = root / "bundled-stream"
+    make_personas(personas, 0)
+    with fake_llm(20, llm_times) as llm, hub(llm, personas, root / "data-stream") as (url, _):
+        summary = load(
+            f"{url}/a2a/socrates/",
+            *("--mode", "stream", "-c", "1", "--max-requests", str(count), "-d", "600"),
+            *("--mark", "--timing-file", str(client_times), "--warmup", "0"),
+        )
+    first_token = {
+        line.split("\t")[0]: float(line.split("\t")[1])
+        for line in llm_times.read_text().splitlines()
+    }
+    gaps = [
+        (float(fields[1]) - first_token[fields[0]]) * 1000
+        for fields in (line.split("\t") for line in client_times.read_text().splitlines())
+        if fields[0] in first_token
+    ]
+    gap = statistics.median(gaps)
+    chunks = float(summary["text_chunks_per_answer"] or 0)
+    return [
+        Row("stream c=1, first text after LLM's first token", gap, "ms", "<= 10", gap <= 10),
+        Row("stream c=1, text chunks per 20-token answer", chunks, "", ">= 10", chunks >= 10),
+    ]
+
+
+def persona_count(root: Path, count: int, window: str) -> list[Row]:
+    few, many = root / "few", root / "many"
+    make_personas(few, 0)
+    make_personas(many, count)
+    with fake_llm() as llm:
+        with hub(llm, few, root / "data-few") as (_, small):
+            time.sleep(1)
+            small_rss = rss_kib(small.pid)
+        started = time.monotonic()
+        with hub(llm, many, root / "data-many") as (url, big):
+            startup = time.monotonic() - started
+            time.sleep(1)
+            per_persona = (rss_kib(big.pid) - small_rss) * 1024 / (count - 5) / 1000
+            first = load(f"{url}/a2a/p00000/", "--mode", "send", "-c", "16", "-d", window)
+            last = load(f"{url}/a2a/p{count - 1:05d}/", "--mode", "send", "-c", "16", "-d", window)
+    drift = abs(last["latency_ms"]["p50"] / first["latency_ms"]["p50"] - 1) * 100
+    return [
+        Row(f"{count:,} personas: start-up", startup, "s", "< 3", startup < 3),
+        Row(
+            f"{count:,} personas: memory per persona", per_persona, "KB", "<= 10", per_persona <= 10
+        ),
+        Row("p50 to the last persona vs the first", drift, "%", "<= 5", drift <= 5),
+    ]
+
+
+def memory(root: Path, first: int, total: int) -> list[Row]:
+    personas = root / "bundled-memory"
+    make_personas(personas, 0)
+    with fake_llm() as llm, hub(llm, personas, root / "data-memory") as (url, started):
+        with bare_agent() as (_, bare):
+            time.sleep(1)
+            idle = rss_kib(started.pid) / rss_kib(bare.pid)
+        rpc = f"{url}/a2a/socrates/"
+        load(rpc, "--mode", "send", "-c", "16", "--max-requests", str(first), "-d", "3600")
+        after_first = rss_kib(started.pid)
+        load(rpc, "--mode", "send", "-c", "16", "--max-requests", str(total - first), "-d", "3600")
+        after_total = rss_kib(started.pid)
+    growth = (after_total / after_first - 1) * 100
+    return [
+        Row(f"RSS after {total:,} vs {first:,} requests", growth, "%", "<= 10", growth <= 10),
+        Row("idle RSS, hub / bare agent (no local model)", idle, "x", "<= 1.3", idle <= 1.3),
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run, not a measurement")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--personas", type=int, help="default: 10,000 (1,000 with --quick)")
+    args = parser.parse_args()
+    rounds, window = (1, "5") if args.quick else (args.rounds, "10")
+    first, total = (2_000, 20_000) if args.quick else (10_000, 100_000)
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="persona-agent-bench-") as tmp:
+        root = Path(tmp)
+        for part in (
+            lambda: throughput_and_tail(rounds, window, root),
+            lambda: streaming(root, 20 if args.quick else 50),
+            lambda: persona_count(root, args.personas or (1_000 if args.quick else 10_000), window),
+            lambda: memory(root, first, total),
+        ):
+            rows += part()
+            print(f"... {rows[-1].figure}: {rows[-1].value:.2f}", file=sys.stderr, flush=True)
+    print(f"\n{'figure':<52} {'value':>12}  {'target':<9} result")
+    for row in rows:
+        value = f"{row.value:,.2f} {row.unit}".strip()
+        result = ("PASS" if row.ok else "FAIL") if row.target else ""
+        print(f"{row.figure:<52} {value:>12}  {row.target:<9} {result}")
+    load_avg = os.getloadavg()[0]
+    print(
+        f"\n{os.cpu_count()} cores, load average {load_avg:.2f}, {time.strftime('%Y-%m-%d %H:%M')}"
+    )
+    return 0 if all(row.ok for row in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
