@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from a2a.helpers.proto_helpers import new_text_message
 from a2a.server.context import ServerCallContext
@@ -35,12 +35,13 @@ from a2a.utils.task import (
     encode_list_tasks_cursor,
 )
 from sqlalchemy import and_, delete, func, or_, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import ColumnElement
 
 from persona_agent.db import tasks_table
+
+if TYPE_CHECKING:
+    from sqlalchemy.dialects import postgresql, sqlite
 
 logger = logging.getLogger(__name__)
 
@@ -77,9 +78,16 @@ class SqlTaskStore(TaskStore):
 
     def __init__(self, engine: AsyncEngine, *, flush_delay: float = 0.05) -> None:
         self._engine = engine
-        dialect = engine.dialect.name
-        insert = pg_insert if dialect == "postgresql" else sqlite_insert
-        upsert = insert(tasks_table)
+        # Only the dialect in use is imported: PostgreSQL's costs ~4 MB of memory.
+        upsert: postgresql.Insert | sqlite.Insert
+        if engine.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            upsert = pg_insert(tasks_table)
+        else:
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            upsert = sqlite_insert(tasks_table)
         self._upsert = upsert.on_conflict_do_update(
             index_elements=["owner", "id"],
             set_={k: upsert.excluded[k] for k in ("context_id", "state", "sort_ts", "data")},

@@ -7,7 +7,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from fastapi import FastAPI, Request, Response
@@ -32,11 +32,12 @@ from persona_agent.errors import (
 )
 from persona_agent.llm.base import LLMBackend
 from persona_agent.llm.factory import build_llm_backend, prepare_llm_backend
-from persona_agent.mcp.config import load_mcp_config
-from persona_agent.mcp.toolbox import MCPToolbox
 from persona_agent.personas.store import FilePersonaStore
 from persona_agent.personas.watcher import watch_personas
 from persona_agent.settings import Settings
+
+if TYPE_CHECKING:
+    from persona_agent.mcp.toolbox import MCPToolbox
 
 __all__ = ["create_app", "load_personas"]
 
@@ -61,8 +62,12 @@ def load_personas(settings: Settings) -> FilePersonaStore:
 def create_app(settings: Settings) -> FastAPI:
     """The hub as an ASGI app. Start-up (its lifespan) opens the database and MCP servers."""
     store = load_personas(settings)
-    toolbox = None
+    toolbox: MCPToolbox | None = None
     if settings.mcp_config is not None:
+        # Imported only when configured: the MCP SDK costs ~18 MB of memory.
+        from persona_agent.mcp.config import load_mcp_config
+        from persona_agent.mcp.toolbox import MCPToolbox
+
         mcp_config = load_mcp_config(settings.mcp_config, os.environ)
         toolbox = MCPToolbox(mcp_config, default_timeout=settings.tool_timeout)
     db = create_engine(settings.resolved_database_url)

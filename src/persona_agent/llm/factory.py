@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, TypeGuard
 
 from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm.base import LLMBackend
-from persona_agent.llm.local_backend import LocalBackend
 from persona_agent.llm.openai_backend import OpenAIBackend
 from persona_agent.personas.model import Persona
 from persona_agent.settings import Settings
+
+if TYPE_CHECKING:
+    from persona_agent.llm.local_backend import LocalBackend
 
 __all__ = ["build_llm_backend", "prepare_llm_backend"]
 
@@ -33,6 +36,10 @@ def build_llm_backend(settings: Settings) -> LLMBackend:
             timeout=settings.llm_timeout,
             max_retries=settings.llm_max_retries,
         )
+    # Imported here: the local backend's modules (numpy, llama_cpp) cost memory that a
+    # hub on the openai backend should not pay.
+    from persona_agent.llm.local_backend import LocalBackend
+
     return LocalBackend(
         model_dir=settings.local_model_dir or settings.data_dir / "models",
         max_tokens=settings.local_max_tokens,
@@ -52,7 +59,7 @@ async def prepare_llm_backend(
     Raises:
         ConfigError: the local model could not be assembled or loaded.
     """
-    if isinstance(llm, LocalBackend) and settings.local_preload:
+    if settings.local_preload and _is_local(llm):
         try:
             await llm.load()
         except LLMError as error:
@@ -67,3 +74,12 @@ async def prepare_llm_backend(
                     persona.id,
                     llm.name,
                 )
+
+
+def _is_local(llm: LLMBackend) -> TypeGuard[LocalBackend]:
+    """Whether ``llm`` is the local backend, without importing it when it was never built."""
+    if llm.name != "local":
+        return False
+    from persona_agent.llm.local_backend import LocalBackend
+
+    return isinstance(llm, LocalBackend)
