@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -50,7 +51,10 @@ def load_personas(settings: Settings) -> FilePersonaStore:
     """The persona store, loaded; any bad file stops start-up with every problem named."""
     if not settings.personas_dir.is_dir():
         raise ConfigError(f"Persona directory {settings.personas_dir} does not exist")
-    store = FilePersonaStore(settings.personas_dir)
+    directory = settings.personas_dir.resolve()
+    digest = hashlib.sha256(str(directory).encode()).hexdigest()[:16]
+    cache = settings.data_dir / "cache" / f"personas-{digest}.tsv"
+    store = FilePersonaStore(settings.personas_dir, parse_cache=cache)
     errors = store.load()
     if errors:
         raise ConfigError(

@@ -7,8 +7,10 @@ file and, for each problem, the field and the reason: never a traceback.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Hashable
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any, Literal
 
 import yaml
@@ -16,6 +18,7 @@ from pydantic import ValidationError
 
 from persona_agent.errors import PersonaFileError
 from persona_agent.personas.model import PERSONA_ID_PATTERN, Persona, is_valid_persona_id
+from persona_agent.personas.parse_cache import ParseCache
 
 __all__ = [
     "PERSONA_SUFFIXES",
@@ -168,6 +171,10 @@ def load_persona_file(path: Path) -> Persona:
         PersonaFileError: the file cannot be read, is not UTF-8, has an unknown
             suffix or a file name that is not a persona id, or is invalid.
     """
+    return _validate(path, _read_data(path))
+
+
+def _check_name(path: Path) -> Literal["yaml", "json"]:
     source = str(path)
     fmt = PERSONA_SUFFIXES.get(path.suffix.lower())
     if fmt is None:
@@ -178,6 +185,13 @@ def load_persona_file(path: Path) -> Persona:
             f"file name '{path.stem}' is not a valid persona id (expected {PERSONA_ID_PATTERN})"
         )
         raise PersonaFileError(source, [problem])
+    return fmt
+
+
+def _read_data(path: Path) -> dict[str, Any]:
+    """The parsed content of a persona file (not yet validated)."""
+    fmt = _check_name(path)
+    source = str(path)
     try:
         raw = path.read_bytes()
     except OSError as error:
@@ -187,15 +201,26 @@ def load_persona_file(path: Path) -> Persona:
     except UnicodeDecodeError as error:
         problem = f"not UTF-8 text (byte {raw[error.start]:#04x} at offset {error.start})"
         raise PersonaFileError(source, [problem]) from None
-    return parse_persona_text(path.stem, text, source=source, fmt=fmt)
+    return _parse(text, fmt, source)
 
 
-def load_persona_dir(directory: Path) -> tuple[dict[str, Persona], list[PersonaFileError]]:
+def _validate(path: Path, data: dict[str, Any]) -> Persona:
+    try:
+        return Persona.from_data(path.stem, data)
+    except ValidationError as error:
+        raise PersonaFileError(str(path), validation_problems(error)) from None
+
+
+def load_persona_dir(
+    directory: Path, *, cache: ParseCache | None = None
+) -> tuple[dict[str, Persona], list[PersonaFileError]]:
     """Every persona file directly in ``directory``, by file name.
 
     Hidden files (``.name``) are skipped. Returns the valid personas by id and
     one error per bad file; a second file with the same id (``a.yaml`` and
-    ``a.yml``) is an error, and the first one wins.
+    ``a.yml``) is an error, and the first one wins. With ``cache``, a file
+    unchanged since it was cached is not parsed again (every persona is still
+    validated), and the cache is saved at the end.
 
     Raises:
         OSError: the directory cannot be listed.
@@ -203,11 +228,17 @@ def load_persona_dir(directory: Path) -> tuple[dict[str, Persona], list[PersonaF
     personas: dict[str, Persona] = {}
     errors: list[PersonaFileError] = []
     first_file: dict[str, str] = {}
-    paths = sorted(directory.iterdir(), key=lambda p: p.name)
-    for path in paths:
-        if path.name.startswith(".") or path.suffix.lower() not in PERSONA_SUFFIXES:
+    with os.scandir(directory) as listing:
+        entries = sorted(listing, key=lambda entry: entry.name)
+    for entry in entries:
+        path = Path(entry.path)
+        if entry.name.startswith(".") or path.suffix.lower() not in PERSONA_SUFFIXES:
             continue
-        if not path.is_file():
+        try:
+            stat = entry.stat()  # follows symbolic links, as is_file() does
+        except OSError:
+            stat = None
+        if stat is None or not S_ISREG(stat.st_mode):
             continue
         if path.stem in first_file:
             problem = f"persona id '{path.stem}' is already defined by {first_file[path.stem]}"
@@ -215,11 +246,21 @@ def load_persona_dir(directory: Path) -> tuple[dict[str, Persona], list[PersonaF
             continue
         first_file[path.stem] = path.name
         try:
-            persona = load_persona_file(path)
+            data = cache.get(entry.name, stat) if cache is not None else None
+            if data is None:
+                data = _read_data(path)
+                persona = _validate(path, data)
+                if cache is not None:
+                    cache.put(entry.name, stat, data)
+            else:
+                _check_name(path)
+                persona = _validate(path, data)
         except PersonaFileError as error:
             errors.append(error)
             continue
         personas[persona.id] = persona
+    if cache is not None:
+        cache.save()
     return personas, errors
 
 

@@ -8,7 +8,6 @@ validation, so any change of content gives a new version (used as an ETag).
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Self
@@ -85,8 +84,8 @@ class LanguageStyle(_Section):
     """How the persona speaks."""
 
     tone: Text
-    characteristics: list[Text] = []
-    sample_phrases: list[Text] = []
+    characteristics: list[Text] = Field(default_factory=list)
+    sample_phrases: list[Text] = Field(default_factory=list)
 
 
 class InteractionSample(_Section):
@@ -120,16 +119,22 @@ class CardSkill(_Section):
     id: Text
     name: Text
     description: Text
-    tags: list[Text] = []
-    examples: list[Text] = []
+    tags: list[Text] = Field(default_factory=list)
+    examples: list[Text] = Field(default_factory=list)
 
 
 class CardSettings(_Section):
     """Extra content for the persona's agent card."""
 
-    skills: list[CardSkill] = []
-    examples: list[Text] = []
+    skills: list[CardSkill] = Field(default_factory=list)
+    examples: list[Text] = Field(default_factory=list)
     """Example prompts for the conversation skill."""
+
+
+_NO_MODEL_SETTINGS = ModelSettings()
+_NO_TOOL_SETTINGS = ToolSettings()
+_NO_CARD_SETTINGS = CardSettings()
+"""Shared defaults (immutable models, never mutated): a copy per persona costs start-up time."""
 
 
 class Persona(BaseModel):
@@ -149,10 +154,10 @@ class Persona(BaseModel):
     personal_background: Text
     language_style: LanguageStyle
     knowledge_domains: dict[Text, Topics]
-    interaction_samples: list[InteractionSample] = []
-    model: ModelSettings = ModelSettings()
-    tools: ToolSettings = ToolSettings()
-    card: CardSettings = CardSettings()
+    interaction_samples: list[InteractionSample] = Field(default_factory=list)
+    model: ModelSettings = Field(default_factory=lambda: _NO_MODEL_SETTINGS)
+    tools: ToolSettings = Field(default_factory=lambda: _NO_TOOL_SETTINGS)
+    card: CardSettings = Field(default_factory=lambda: _NO_CARD_SETTINGS)
     version: str = ""
 
     @classmethod
@@ -175,9 +180,12 @@ class Persona(BaseModel):
 
     def content_hash(self) -> str:
         """16 hex digits of the SHA-256 of the canonical JSON of every field but ``version``."""
-        content = self.model_dump(mode="json", exclude={"version"}, exclude_defaults=True)
-        canonical = json.dumps(content, ensure_ascii=False, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+        # pydantic's JSON serializer writes what json.dumps(..., ensure_ascii=False,
+        # separators=(",", ":")) of model_dump(mode="json") would, at a fraction of the cost.
+        canonical = self.__pydantic_serializer__.to_json(
+            self, exclude={"version"}, exclude_defaults=True
+        )
+        return hashlib.sha256(canonical).hexdigest()[:16]
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """A copy; with ``update``, validated again (so its version is recomputed).
