@@ -166,7 +166,7 @@ def stream_message(url: str, text: str) -> tuple[list[str], str]:
     chunks: list[str] = []
     state = ""
     headers = {"A2A-Version": "1.0", "Accept": "text/event-stream"}
-    with httpx.stream("POST", url, json=body, headers=headers, timeout=120) as response:
+    with httpx.stream("POST", url, json=body, headers=headers, timeout=300) as response:
         assert response.status_code == 200
         for line in response.iter_lines():
             if not line.startswith("data:"):

@@ -115,7 +115,7 @@ async def test_generations_take_turns_in_the_order_they_asked(local_model_dir: P
         for number in range(3):  # asked in this order, one event-loop step apart
             answers.append(loop.create_task(ask(number)))
             await asyncio.sleep(0)
-        async with asyncio.timeout(120):
+        async with asyncio.timeout(300):
             texts = await asyncio.gather(*answers)
     finally:
         await llm.aclose()
