@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from persona_agent.errors import LLMError
+from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm import ChatRequest, OpenAIBackend, StreamEnd, TextDelta, ToolCall, Usage
 from persona_agent.llm.openai_backend import _merge_tool_call, _PartialCall
 from tests.fakes.fake_llm import Fail, FakeLLM, Hang, Reply, ToolCalls
@@ -72,9 +72,9 @@ def closed_port() -> int:
 async def test_streams_text_deltas_then_the_end_with_usage(
     fake: FakeLLM, backend: OpenAIBackend
 ) -> None:
-    fake.script(Reply("The radium glows faintly tonight.", usage=(12, 5)))
+    fake.script(Reply("The radium glows faintly tonight.", usage=(12, 5), token_delay=0.02))
     deltas, end = split(await collect(backend))
-    assert len(deltas) == 5
+    assert len(deltas) == 5  # one per token, as they come
     assert "".join(deltas) == "The radium glows faintly tonight."
     assert end == StreamEnd(tool_calls=[], usage=Usage(12, 5), finish_reason="stop")
 
@@ -221,10 +221,19 @@ async def test_a_rejected_request_never_shows_the_api_key(
     assert SECRET not in str(caught.value)
 
 
+def test_credentials_in_the_base_url_are_refused_without_echoing_them() -> None:
+    with pytest.raises(ConfigError) as caught:
+        OpenAIBackend(base_url=f"http://user:{SECRET}@127.0.0.1:1/v1", api_key=None, model="m")
+    assert caught.value.message == (
+        "The LLM base URL must not contain credentials (http://127.0.0.1:1/v1): "
+        "set PERSONA_AGENT_LLM_API_KEY instead"
+    )
+
+
 async def test_an_unreachable_server_is_named_without_credentials() -> None:
     port = closed_port()
     llm = OpenAIBackend(
-        base_url=f"http://user:{SECRET}@127.0.0.1:{port}/v1/",
+        base_url=f"http://127.0.0.1:{port}/v1/",
         api_key=SECRET,
         model="m",
         max_retries=0,
@@ -268,7 +277,7 @@ async def test_a_broken_stream_is_an_llm_error_after_the_tokens_received(
     received: list[TextDelta | StreamEnd] = []
     with pytest.raises(LLMError, match=r"^The language model stream broke off: "):
         await collect_into(received, backend)
-    assert received == [TextDelta("one"), TextDelta(" two")]
+    assert "".join(d.text for d in received if isinstance(d, TextDelta)) == "one two"
     assert fake.chunks_sent == 2
 
 

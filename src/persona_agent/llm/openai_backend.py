@@ -6,18 +6,20 @@ streams ``/chat/completions`` in the OpenAI format.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import aiohttp
 import httpx2
 import openai
-from openai import AsyncOpenAI
-from openai.types.chat import ChatCompletionMessageParam
+from openai import AsyncOpenAI, DefaultAioHttpClient
 
-from persona_agent.errors import LLMError
+from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm.base import ChatRequest, LLMBackend, StreamEnd, TextDelta, ToolCall, Usage
 
 __all__ = ["OPENAI_BASE_URL", "OpenAIBackend"]
@@ -25,6 +27,9 @@ __all__ = ["OPENAI_BASE_URL", "OpenAIBackend"]
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 _NO_KEY = "not-needed"  # servers without auth still get a syntactically valid bearer header
 _DETAIL_LIMIT = 200
+_DRAIN_SECONDS = 1.0
+"""How long to wait, after ``[DONE]``, for the end of the response body: a body read to
+its end returns the connection to the pool (else the next call opens a new one)."""
 
 
 @dataclass
@@ -40,13 +45,16 @@ class OpenAIBackend(LLMBackend):
     """Streams chat completions from an OpenAI-compatible server.
 
     One ``AsyncOpenAI`` client (one connection pool) serves every call until
-    :meth:`aclose`. The client retries connection errors, 429 and 5xx answers
+    :meth:`aclose`, on the ``openai`` package's aiohttp transport (the
+    ``openai[aiohttp]`` extra): a third of the CPU of its default httpx one per
+    call (docs/performance.md). The client retries connection errors, 429 and 5xx answers
     ``max_retries`` times (honouring ``Retry-After``) before the stream starts;
     a stream that breaks later is not retried, since tokens were already given
     out. ``timeout`` bounds the connection and each read, so a server that
     stops sending in the middle of a stream times out too.
 
     Raises:
+        ConfigError: a base URL with credentials in it.
         LLMError: from :meth:`stream`, with a short client-safe message (never
             the API key): the server could not be reached, answered an error
             status, timed out, or broke the stream off before it finished.
@@ -68,12 +76,19 @@ class OpenAIBackend(LLMBackend):
         self._api_key = api_key
         url = (base_url or OPENAI_BASE_URL).rstrip("/")
         self._where = _display_url(url)
+        if urlsplit(url).username is not None:
+            # aiohttp refuses them beside the bearer header; a key belongs in the key setting.
+            raise ConfigError(
+                f"The LLM base URL must not contain credentials ({self._where}): "
+                "set PERSONA_AGENT_LLM_API_KEY instead"
+            )
         # Explicit base URL and key: the client must not fall back to OPENAI_* variables.
         self._client = AsyncOpenAI(
             base_url=url,
             api_key=api_key or _NO_KEY,
             timeout=timeout,
             max_retries=max_retries,
+            http_client=DefaultAioHttpClient(timeout=timeout),
         )
 
     @property
@@ -90,33 +105,38 @@ class OpenAIBackend(LLMBackend):
         or cancellation): no further tokens are read. ``CancelledError`` is
         never caught.
         """
-        options: dict[str, Any] = {}
+        body: dict[str, Any] = {
+            "model": request.model or self._model,
+            "messages": request.messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         if request.temperature is not None:
-            options["temperature"] = request.temperature
+            body["temperature"] = request.temperature
         if request.max_tokens is not None:
-            options["max_tokens"] = request.max_tokens
+            body["max_tokens"] = request.max_tokens
         if request.tools:
-            options["tools"] = request.tools
+            body["tools"] = request.tools
         if request.tool_choice is not None:
-            options["tool_choice"] = request.tool_choice
+            body["tool_choice"] = request.tool_choice
         calls: dict[int, _PartialCall] = {}
         usage = Usage()
         finish: str | None = None
         started = False
         try:
-            # The raw SSE lines, parsed here: the client's typed stream builds a pydantic
-            # model per chunk, which cost the hub more than everything else per token.
-            async with self._client.chat.completions.with_streaming_response.create(
-                model=request.model or self._model,
-                messages=cast(list[ChatCompletionMessageParam], request.messages),
-                stream=True,
-                stream_options={"include_usage": True},
-                **options,
-            ) as response:
-                started = True
+            # The client's own request path (retries, Retry-After, timeouts, errors) with the
+            # body as JSON already: ``chat.completions.create`` would walk every message
+            # through its type transforms, and its typed stream build a pydantic model per
+            # chunk; the SSE lines are parsed here instead.
+            response = await self._client.post(
+                "/chat/completions", cast_to=httpx2.Response, body=body, stream=True
+            )
+            started = True
+            try:
+                reads = response.aiter_bytes()
                 # What arrives in one read goes on as one piece of text: no added latency,
                 # and a fast server's tokens do not each become an A2A event.
-                async for chunks in _sse_reads(response.iter_bytes()):
+                async for chunks in _sse_reads(reads):
                     text = ""
                     for chunk in chunks:
                         if isinstance(chunk.get("usage"), dict):
@@ -141,6 +161,12 @@ class OpenAIBackend(LLMBackend):
                                 finish = str(choice["finish_reason"])
                     if text:
                         yield TextDelta(text)
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(_DRAIN_SECONDS):
+                        async for _ in reads:
+                            pass
+            finally:
+                await response.aclose()
         except LLMError:
             raise
         except (openai.OpenAIError, httpx2.HTTPError, ValueError) as exc:
@@ -155,11 +181,11 @@ class OpenAIBackend(LLMBackend):
 
     def _error(self, exc: Exception, *, streaming: bool) -> LLMError:
         """A client-safe error for a failure of the client or the server."""
-        if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
+        if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException) and _timed_out(exc):
             return LLMError(f"The language model timed out after {self._timeout:g}s")
         if isinstance(exc, httpx2.HTTPError):  # raised by the raw stream, mid-answer
             return LLMError(f"The language model stream broke off: {self._short(exc)}")
-        if isinstance(exc, openai.APIConnectionError):
+        if isinstance(exc, openai.APIConnectionError):  # APITimeoutError too, when not one
             if streaming:
                 cause = exc.__cause__ or exc
                 return LLMError(f"The language model stream broke off: {self._short(cause)}")
@@ -184,6 +210,20 @@ class OpenAIBackend(LLMBackend):
         if len(text) > _DETAIL_LIMIT:
             text = text[: _DETAIL_LIMIT - 1] + "…"
         return text
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether a timeout error of the client is one.
+
+    The aiohttp transport reports every lost connection (a server that closes
+    it, mid-answer too) as a connect timeout; its cause tells them apart.
+    """
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, aiohttp.ClientError):
+            return isinstance(cause, TimeoutError)
+        cause = cause.__cause__
+    return True
 
 
 def _merge_tool_call(calls: dict[int, _PartialCall], part: dict[str, Any]) -> None:
