@@ -8,13 +8,14 @@ every artifact as JSON: DESIGN.md measured it at 0.13x a bare agent.)
 Tasks are owned by ``{persona_id}:{user}`` (see :func:`persona_owner`), so a
 task of one persona is never found through another persona's endpoint.
 
-Writes are batched. A task's first save and every terminal save are written at
-once (the terminal one before the SDK sends the answer); the saves in between
-(``working``, each streamed chunk) only replace the task's pending copy, and a
-flush writes all pending tasks of all personas in one transaction at most
-``flush_delay`` seconds later (group commit). Reads see pending copies, and
-``list`` flushes first, so no client can tell, except after a crash, which the
-next start-up turns into ``failed`` for every task left unfinished anyway.
+Writes are batched. A task's first save and every terminal save return once
+committed (the terminal one before the SDK sends the answer), in the
+database's group commit with every other write under way (:func:`database`);
+the saves in between (``working``, each streamed chunk) only replace the task's
+pending copy, and a flush writes all pending tasks at most ``flush_delay``
+seconds later. Reads see pending and uncommitted copies, and ``list`` flushes
+first, so no client can tell, except after a crash, which the next start-up
+turns into ``failed`` for every task left unfinished anyway.
 """
 
 from __future__ import annotations
@@ -34,11 +35,11 @@ from a2a.utils.task import (
     decode_list_tasks_cursor,
     encode_list_tasks_cursor,
 )
-from sqlalchemy import and_, delete, func, or_, select, update
+from sqlalchemy import and_, bindparam, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import ColumnElement
 
-from persona_agent.db import tasks_table
+from persona_agent.db import database, tasks_table
 
 if TYPE_CHECKING:
     from sqlalchemy.dialects import postgresql, sqlite
@@ -78,6 +79,7 @@ class SqlTaskStore(TaskStore):
 
     def __init__(self, engine: AsyncEngine, *, flush_delay: float = 0.05) -> None:
         self._engine = engine
+        self._db = database(engine)
         # Only the dialect in use is imported: PostgreSQL's costs ~4 MB of memory.
         upsert: postgresql.Insert | sqlite.Insert
         if engine.dialect.name == "postgresql":
@@ -92,10 +94,15 @@ class SqlTaskStore(TaskStore):
             index_elements=["owner", "id"],
             set_={k: upsert.excluded[k] for k in ("context_id", "state", "sort_ts", "data")},
         )
+        self._delete = delete(tasks_table).where(
+            tasks_table.c.owner == bindparam("d_owner"), tasks_table.c.id == bindparam("d_id")
+        )
         self._flush_delay = flush_delay
         self._pending: dict[tuple[str, str], Task] = {}
+        """Saves not handed to the database yet (the ones between the first and the end)."""
+        self._writing: dict[tuple[str, str], Task] = {}
+        """The latest copy handed to the database, until its transaction commits."""
         self._written: set[tuple[str, str]] = set()  # keys saved at least once, until terminal
-        self._write_lock = asyncio.Lock()
         self._flusher: asyncio.Task[None] | None = None
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
@@ -105,9 +112,8 @@ class SqlTaskStore(TaskStore):
             if self._flusher is None or self._flusher.done():
                 self._flusher = asyncio.create_task(self._flush_later())
             return
-        async with self._write_lock:
-            self._pending.pop(key, None)
-            await self._write([(key, task)])
+        self._pending.pop(key, None)
+        await self._write([(key, task)])
         if task.status.state in TERMINAL_STATES:
             self._written.discard(key)
         else:
@@ -115,20 +121,21 @@ class SqlTaskStore(TaskStore):
 
     async def flush(self) -> None:
         """Write every pending task now, in one transaction."""
-        async with self._write_lock:
-            pending, self._pending = self._pending, {}
-            try:
-                await self._write(list(pending.items()))
-            except BaseException:
-                for key, task in pending.items():  # keep them, unless a newer copy came
+        pending, self._pending = self._pending, {}
+        try:
+            await self._write(list(pending.items()))
+        except BaseException:
+            for key, task in pending.items():  # keep them, unless a newer copy came
+                if key not in self._writing:
                     self._pending.setdefault(key, task)
-                raise
+            raise
 
     async def aclose(self) -> None:
         """Stop the timer and write what is pending."""
         if self._flusher is not None and not self._flusher.done():
             self._flusher.cancel()
         await self.flush()
+        await self._db.aclose()
 
     async def _flush_later(self) -> None:
         await asyncio.sleep(self._flush_delay)
@@ -138,33 +145,49 @@ class SqlTaskStore(TaskStore):
             logger.exception("Could not write %d pending task(s)", len(self._pending))
 
     async def _write(self, tasks: list[tuple[tuple[str, str], Task]]) -> None:
+        """Upsert ``tasks`` in the database's next transaction; return once committed."""
         if not tasks:
             return
-        rows: list[dict[str, Any]] = [
-            {
-                "owner": owner,
-                "id": task.id,
-                "context_id": task.context_id,
-                "state": int(task.status.state),
-                "sort_ts": _sort_ts(task),
-                "data": task.SerializeToString(),
-            }
-            for (owner, _), task in tasks
-        ]
-        async with self._engine.begin() as conn:
-            await conn.execute(self._upsert, rows)
+        rows: list[dict[str, Any]] = []
+        for key, task in tasks:
+            self._writing[key] = task
+            rows.append(
+                {
+                    "owner": key[0],
+                    "id": task.id,
+                    "context_id": task.context_id,
+                    "state": int(task.status.state),
+                    "sort_ts": _sort_ts(task),
+                    "data": task.SerializeToString(),
+                }
+            )
+        try:
+            await self._db.write(self._upsert, rows)
+        finally:
+            for key, task in tasks:
+                if self._writing.get(key) is task:  # no later save is on its way
+                    del self._writing[key]
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
-        pending = self._pending.get((persona_owner(context), task_id))
-        if pending is not None:
+        owner = persona_owner(context)
+        latest = self._pending.get((owner, task_id))
+        if latest is None:
+            latest = self._writing.get((owner, task_id))
+        if latest is not None:
             copy = Task()
-            copy.CopyFrom(pending)
+            copy.CopyFrom(latest)
             return copy
-        query = select(tasks_table.c.data).where(
-            tasks_table.c.owner == persona_owner(context), tasks_table.c.id == task_id
+        rows = self._db.query_local(
+            f"SELECT data FROM {tasks_table.name} WHERE owner = ? AND id = ?", (owner, task_id)
         )
-        async with self._engine.connect() as conn:
-            data = (await conn.execute(query)).scalar_one_or_none()
+        if rows is not None:
+            data = rows[0][0] if rows else None
+        else:
+            query = select(tasks_table.c.data).where(
+                tasks_table.c.owner == owner, tasks_table.c.id == task_id
+            )
+            async with self._engine.connect() as conn:
+                data = (await conn.execute(query)).scalar_one_or_none()
         if data is None:
             return None
         task = Task()
@@ -232,13 +255,10 @@ class SqlTaskStore(TaskStore):
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         key = (persona_owner(context), task_id)
         self._pending.pop(key, None)
+        self._writing.pop(key, None)
         self._written.discard(key)
-        async with self._engine.begin() as conn:
-            await conn.execute(
-                delete(tasks_table).where(
-                    tasks_table.c.owner == persona_owner(context), tasks_table.c.id == task_id
-                )
-            )
+        # In the same group commit as the saves, so it comes after any still under way.
+        await self._db.write(self._delete, [{"d_owner": key[0], "d_id": task_id}])
 
     async def fail_unfinished(self, reason: str) -> int:
         """Mark every task left non-terminal (by a crash or a hard stop) as failed.

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from persona_agent.db import messages_table
+from persona_agent.db import database, messages_table
 from persona_agent.llm.base import Message
 
 __all__ = ["ConversationHistory", "trim_history"]
@@ -40,6 +40,8 @@ def trim_history(messages: Sequence[Message], max_messages: int) -> list[Message
 class ConversationHistory:
     def __init__(self, engine: AsyncEngine, *, cache_size: int = 200, max_messages: int = 50):
         self._engine = engine
+        self._db = database(engine)
+        self._insert = insert(messages_table)
         self._cache: OrderedDict[str, list[Message]] = OrderedDict()
         self._cache_size = cache_size
         self._max_messages = max_messages
@@ -59,14 +61,13 @@ class ConversationHistory:
         return list(cached)
 
     async def append(self, conversation: str, messages: Sequence[Message]) -> None:
-        """Durably add a completed turn to a conversation."""
+        """Durably add a completed turn to a conversation (in the database's group commit)."""
         if not messages:
             return
-        async with self._engine.begin() as conn:
-            await conn.execute(
-                insert(messages_table),
-                [{"conversation": conversation, "message": json.dumps(m)} for m in messages],
-            )
+        await self._db.write(
+            self._insert,
+            [{"conversation": conversation, "message": json.dumps(m)} for m in messages],
+        )
         current = self._cache.get(conversation)
         if current is None:
             current = await self._read(conversation)
@@ -75,14 +76,22 @@ class ConversationHistory:
         self._remember(conversation, current)
 
     async def _read(self, conversation: str) -> list[Message]:
-        query = (
-            select(messages_table.c.message)
-            .where(messages_table.c.conversation == conversation)
-            .order_by(messages_table.c.seq.desc())
-            .limit(self._max_messages)
+        local = self._db.query_local(
+            f"SELECT message FROM {messages_table.name} WHERE conversation = ? "
+            "ORDER BY seq DESC LIMIT ?",
+            (conversation, self._max_messages),
         )
-        async with self._engine.connect() as conn:
-            rows = (await conn.execute(query)).scalars().all()
+        if local is not None:
+            rows = [row[0] for row in local]
+        else:
+            query = (
+                select(messages_table.c.message)
+                .where(messages_table.c.conversation == conversation)
+                .order_by(messages_table.c.seq.desc())
+                .limit(self._max_messages)
+            )
+            async with self._engine.connect() as conn:
+                rows = list((await conn.execute(query)).scalars().all())
         return trim_history([json.loads(row) for row in reversed(rows)], self._max_messages)
 
     def _remember(self, conversation: str, messages: list[Message]) -> None:

@@ -1,0 +1,132 @@
+"""The database's group commit and local reads, on a real SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import bindparam, delete, event, insert, select
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from persona_agent.db import create_engine, database, init_db, messages_table, tasks_table
+
+
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
+    db = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}")
+    await init_db(db)
+    yield db
+    await database(db).aclose()
+    await db.dispose()
+
+
+def commits(engine: AsyncEngine) -> list[int]:
+    """A list that grows by one at each commit of ``engine``."""
+    seen: list[int] = []
+
+    @event.listens_for(engine.sync_engine, "commit")
+    def _count(_conn: Any) -> None:
+        seen.append(1)
+
+    return seen
+
+
+def message(conversation: str, text: str) -> dict[str, Any]:
+    return {"conversation": conversation, "message": text}
+
+
+async def stored_messages(engine: AsyncEngine) -> list[tuple[str, str]]:
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            select(messages_table.c.conversation, messages_table.c.message).order_by(
+                messages_table.c.seq
+            )
+        )
+        return [(row.conversation, row.message) for row in rows]
+
+
+async def test_writes_arriving_together_share_one_transaction(engine: AsyncEngine) -> None:
+    db = database(engine)
+    statement = insert(messages_table)
+    seen = commits(engine)
+    await asyncio.gather(*(db.write(statement, [message(f"c{i}", f"m{i}")]) for i in range(50)))
+    assert len(seen) < 50  # the first goes alone, the other 49 wait and go together
+    assert len(seen) <= 2
+    assert sorted(await stored_messages(engine)) == sorted((f"c{i}", f"m{i}") for i in range(50))
+
+
+async def test_every_writer_of_a_failed_transaction_gets_the_error(engine: AsyncEngine) -> None:
+    db = database(engine)
+    statement = insert(messages_table)
+    await db.write(statement, [message("c0", "before")])
+    good = asyncio.ensure_future(db.write(statement, [message("c1", "lost with the bad one")]))
+    bad = asyncio.ensure_future(db.write(statement, [{"conversation": "c2", "message": None}]))
+    results = await asyncio.gather(good, bad, return_exceptions=True)
+    assert all(isinstance(result, IntegrityError) for result in results)
+    await db.write(statement, [message("c3", "after")])  # the database keeps working
+    assert await stored_messages(engine) == [("c0", "before"), ("c3", "after")]
+
+
+async def test_a_table_keeps_its_order_of_writes_within_one_transaction(
+    engine: AsyncEngine,
+) -> None:
+    db = database(engine)
+    upsert = sqlite_insert(tasks_table)
+    upsert = upsert.on_conflict_do_update(
+        index_elements=["owner", "id"], set_={"data": upsert.excluded.data}
+    )
+    remove = delete(tasks_table).where(
+        tasks_table.c.owner == bindparam("o"), tasks_table.c.id == bindparam("i")
+    )
+
+    def row(task_id: str, data: bytes) -> dict[str, Any]:
+        return {"owner": "p:", "id": task_id, "context_id": "c", "state": 1, "sort_ts": 1,
+                "data": data}  # fmt: skip
+
+    await db.write(upsert, [row("warm-up", b"")])  # the next four go in one transaction
+    seen = commits(engine)
+    await asyncio.gather(
+        db.write(upsert, [row("kept", b"v1")]),
+        db.write(remove, [{"o": "p:", "i": "kept"}]),
+        db.write(upsert, [row("kept", b"v2"), row("gone", b"v1")]),
+        db.write(remove, [{"o": "p:", "i": "gone"}]),
+    )
+    assert len(seen) == 1
+    assert db.query_local("SELECT id, data FROM pa_tasks WHERE id != 'warm-up'", ()) == [
+        ("kept", b"v2")
+    ]
+
+
+async def test_local_reads_see_what_was_committed(engine: AsyncEngine) -> None:
+    db = database(engine)
+    query = "SELECT message FROM pa_messages WHERE conversation = ?"
+    assert db.query_local(query, ("c1",)) == []
+    await db.write(insert(messages_table), [message("c1", "hello")])
+    assert db.query_local(query, ("c1",)) == [("hello",)]
+
+
+async def test_local_reads_are_only_for_a_sqlite_file() -> None:
+    memory = create_async_engine("sqlite+aiosqlite:///:memory:")
+    try:
+        assert database(memory).query_local("SELECT 1", ()) is None
+    finally:
+        await memory.dispose()
+
+
+async def test_a_writer_canceled_while_it_waits_still_has_its_rows_written(
+    engine: AsyncEngine,
+) -> None:
+    db = database(engine)
+    statement = insert(messages_table)
+    first = asyncio.ensure_future(db.write(statement, [message("c1", "first")]))
+    second = asyncio.ensure_future(db.write(statement, [message("c2", "canceled")]))
+    await asyncio.sleep(0)
+    second.cancel()
+    await first
+    await database(engine).aclose()
+    assert ("c2", "canceled") in await stored_messages(engine)
