@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import shutil
@@ -123,6 +124,7 @@ def serve(
     except (ConfigError, PersonaFileError) as error:
         typer.secho(f"Cannot start: {error}", err=True, fg="red")
         raise typer.Exit(1) from error
+    _tune_gc()
     uvicorn.run(
         application,
         host=settings.host,
@@ -130,6 +132,19 @@ def serve(
         log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_seconds)),
     )
+
+
+def _tune_gc() -> None:
+    """Make the garbage collector cheap for a long-running server.
+
+    What start-up built (modules, personas) lives as long as the process: frozen, the
+    collector stops scanning it. A larger first generation means fewer collections
+    of the short-lived objects every request makes. Together: ~10 % more requests
+    a second (docs/performance.md); memory stays bounded.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
 
 
 @app.command("agent-card")

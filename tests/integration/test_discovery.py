@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from persona_agent.personas.loader import load_persona_dir
@@ -113,3 +114,24 @@ async def test_unknown_persona_is_a_json_404_on_every_path(
     assert response.status_code == 404
     assert response.headers["content-type"].startswith("application/json")
     assert response.json()["error"]["code"] == "persona_not_found"
+
+
+async def test_a2a_answers_the_same_behind_a_proxy_root_path(hub: Hub) -> None:
+    """A2A requests skip FastAPI's stack; behind a root path they go through its mount."""
+    for root in ("", "/proxy"):
+        transport = httpx.ASGITransport(app=hub.app, root_path=root)
+        async with httpx.AsyncClient(transport=transport, base_url="http://hub") as http:
+            card = await http.get(f"{root}/a2a/socrates/.well-known/agent-card.json")
+            assert card.status_code == 200
+            assert card.json()["name"] == "Socrates"
+            listed = await http.get(f"{root}/a2a/personas")
+            assert "socrates" in [p["id"] for p in listed.json()]
+            missing = await http.get(f"{root}/a2a/nobody/.well-known/agent-card.json")
+            assert missing.status_code == 404
+            assert missing.json()["error"]["code"] == "persona_not_found"
+            answer = await http.post(
+                f"{root}/a2a/socrates/",
+                json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "nope"}},
+                headers={"A2A-Version": "1.0"},
+            )
+            assert answer.json()["error"]["code"] == -32001  # TaskNotFound

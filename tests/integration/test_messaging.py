@@ -19,12 +19,15 @@ pytestmark = pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_blocking_send_returns_the_completed_task_with_the_answer(
     hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:
-    llm.script(Reply("I am Socrates, and I know that I know nothing."))
+    words = ["I am Socrates, ", "and I know ", "that I know nothing."]
+    llm.script(Reply("".join(words), chunks=words, token_delay=0.05))
     client = await hub.client("socrates", transport)
     task = await send(client, "Who are you?")
 
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
     assert answer_text(task) == "I am Socrates, and I know that I know nothing."
+    # Nobody watched it grow: the answer is one artifact of one part, not the chunks.
+    assert [[p.text for p in a.parts] for a in task.artifacts] == [["".join(words)]]
     assert "I know that I know nothing" in status_text(task)
     # The persona's system prompt went to the model, then the user's message.
     request = llm.requests[-1]

@@ -27,6 +27,7 @@ from persona_agent.personas.model import Persona
 __all__ = [
     "ANSWER_ARTIFACT_NAME",
     "READABLE_FILE_TYPES",
+    "WHOLE_ANSWER_STATE_KEY",
     "InputError",
     "PersonaAgentExecutor",
     "check_parts",
@@ -45,6 +46,10 @@ READABLE_FILE_TYPES = (
     "application/xml",
 )
 """Media types of inline file parts that are read as text (the card declares them)."""
+WHOLE_ANSWER_STATE_KEY = "persona_agent.whole_answer"
+"""Set in ``ServerCallContext.state`` for a call whose client sees only the finished
+task (a blocking, non-streaming send): the answer is then one artifact event, not a
+chunk per piece of text (fewer events through the SDK; the same final task)."""
 
 
 class InputError(PersonaAgentError):
@@ -110,9 +115,11 @@ class PersonaAgentExecutor(AgentExecutor):
 
     ``execute()`` emits ``working``, streams the answer as artifact-update chunks
     of one artifact (``append`` after the first, an empty ``last_chunk`` at the
-    end), reports each tool call as a ``working`` status update, and ends with
-    ``completed`` (the answer as the status message, plus a cost-v1 DataPart) or
-    ``failed`` (a short message, never a stack trace).
+    end; the whole answer in one event when nobody watches it grow:
+    :data:`WHOLE_ANSWER_STATE_KEY`), reports each tool call as a ``working``
+    status update, and ends with ``completed`` (the answer as the status
+    message, plus a cost-v1 DataPart) or ``failed`` (a short message, never a
+    stack trace).
 
     ``cancel()`` stops the task's events at once and emits ``canceled``; the
     SDK then cancels ``execute()``, which closes the LLM stream and abandons any
@@ -139,7 +146,8 @@ class PersonaAgentExecutor(AgentExecutor):
         self.running[task_id] = context.call_context
         try:
             await updater.start_work()
-            await self._answer(message, task_id, context_id, updater)
+            whole = bool(context.call_context.state.get(WHOLE_ANSWER_STATE_KEY))
+            await self._answer(message, task_id, context_id, updater, whole=whole)
         except PersonaAgentError as error:
             logger.warning("persona %s, task %s failed: %s", self.persona.id, task_id, error)
             await self._finish_failed(updater, task_id, error.message)
@@ -151,7 +159,13 @@ class PersonaAgentExecutor(AgentExecutor):
             self.running.pop(task_id, None)
 
     async def _answer(
-        self, message: Message, task_id: str, context_id: str, updater: TaskUpdater
+        self,
+        message: Message,
+        task_id: str,
+        context_id: str,
+        updater: TaskUpdater,
+        *,
+        whole: bool = False,
     ) -> None:
         text = message_to_text(message)
         artifact_id = str(uuid.uuid4())
@@ -161,6 +175,8 @@ class PersonaAgentExecutor(AgentExecutor):
                 if task_id in self._cancelled:
                     return
                 if isinstance(event, Token):
+                    if whole:
+                        continue  # Done carries the whole text
                     await updater.add_artifact(
                         [Part(text=event.text)],
                         artifact_id=artifact_id,
@@ -191,7 +207,7 @@ class PersonaAgentExecutor(AgentExecutor):
                     )
                 elif isinstance(event, Done):
                     await updater.add_artifact(
-                        [Part(text="")],
+                        [Part(text=event.text if whole else "")],
                         artifact_id=artifact_id,
                         name=ANSWER_ARTIFACT_NAME,
                         append=not first,

@@ -36,7 +36,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import InvalidRequestError
 from starlette.requests import Request
 
-from persona_agent.a2a.executor import check_parts
+from persona_agent.a2a.executor import WHOLE_ANSWER_STATE_KEY, check_parts
 from persona_agent.a2a.task_store import PERSONA_STATE_KEY
 
 if TYPE_CHECKING:
@@ -91,6 +91,8 @@ class PersonaRequestHandler(RequestHandler):
     ) -> Task | Message:
         handler = self._handler(context, params.message.task_id or None)
         check_parts(params.message)
+        # A blocking send's client sees only the finished task: the answer goes out whole.
+        context.state[WHOLE_ANSWER_STATE_KEY] = not params.configuration.return_immediately
         return await handler.on_message_send(params, context)
 
     async def on_message_send_stream(

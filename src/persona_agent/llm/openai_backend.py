@@ -90,6 +90,8 @@ class OpenAIBackend(LLMBackend):
             max_retries=max_retries,
             http_client=DefaultAioHttpClient(timeout=timeout),
         )
+        # Absolute, so the client does not merge it with the base URL on every call.
+        self._completions_url = f"{url}/chat/completions"
 
     @property
     def default_model(self) -> str:
@@ -129,7 +131,7 @@ class OpenAIBackend(LLMBackend):
             # through its type transforms, and its typed stream build a pydantic model per
             # chunk; the SSE lines are parsed here instead.
             response = await self._client.post(
-                "/chat/completions", cast_to=httpx2.Response, body=body, stream=True
+                self._completions_url, cast_to=httpx2.Response, body=body, stream=True
             )
             started = True
             try:
