@@ -65,7 +65,6 @@ __all__ = [
     "data_part",
     "file_part",
     "text_part",
-    "transports_failing",
     "wait_until",
 ]
 
@@ -94,17 +93,6 @@ TERMINAL_NAMES = {
     "TASK_STATE_REJECTED",
 }
 TERMINAL_STATES = {TaskState.Value(name) for name in TERMINAL_NAMES}
-
-
-def transports_failing(failing: dict[tuple[str, str], str]) -> list[Any]:
-    """TRANSPORTS, with a strict xfail on those in ``failing`` (transport -> reason)."""
-    params = []
-    for param in TRANSPORTS:
-        transport = param.values[0]
-        reason = failing.get(transport) if isinstance(transport, tuple) else None
-        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-        params.append(pytest.param(transport, marks=marks, id=param.id))
-    return params
 
 
 @dataclass(frozen=True)

@@ -148,11 +148,6 @@ async def test_bad_params_of_a_1_0_method_are_invalid_params(
     assert llm.requests == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="v0.3 JSON-RPC: the SDK's JSONRPC03Adapter validates envelope and params in one "
-    "pydantic model and reports any failure as -32600 Invalid Request",
-)
 @pytest.mark.parametrize(
     ("method", "params"),
     [
@@ -221,11 +216,6 @@ async def test_http_json_bad_list_query_is_400(module_hub: Hub, query: dict[str,
     rest_error(response, 400)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an unknown ListTasks status filter is ignored (every task matches): the SDK parses "
-    "params with ignore_unknown_fields=True, which turns unknown enum names into 0",
-)
 @pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
 async def test_an_unknown_status_filter_is_invalid_params(
     module_hub: Hub, llm: FakeLLM, binding: str

@@ -8,31 +8,18 @@ table's HTTP status with a ``google.rpc.Status`` body whose ``ErrorInfo`` names 
 from __future__ import annotations
 
 import pytest
-from _pytest.mark import ParameterSet
 
 from tests.conformance.conftest import (
     MODULE_LOOP,
     SPEC_ERRORS,
-    V03_REST,
     Wire,
     file_part,
     text_part,
-    transports_failing,
 )
 from tests.fakes.fake_llm import FakeLLM
 from tests.integration.conftest import TRANSPORTS, Hub
 
 pytestmark = MODULE_LOOP
-
-
-V03_REST_BYTES_BUG = (
-    "v0.3 HTTP+JSON file bytes: the SDK's FromProto.file/to_core_part base64-decode bytes the "
-    "proto JSON parse already decoded; a 5xx 'unknown exception' for any real file"
-)
-V03_RPC_VERSION_BUG = (
-    "v0.3 JSON-RPC maps VersionNotSupportedError to -32603 Internal error (the SDK's "
-    "_to_v03_jsonrpc_error knows no -32009)"
-)
 
 
 async def _finished_task(wire: Wire) -> str:
@@ -78,16 +65,7 @@ async def test_a_follow_up_to_a_finished_task_is_unsupported_operation(
     assert len(llm.requests) == requests_before  # the model never saw it
 
 
-@pytest.mark.parametrize(
-    "transport",
-    transports_failing(
-        {
-            V03_REST: "v0.3 HTTP+JSON subscribe to a finished task: the SDK's REST03Adapter "
-            "starts the SSE stream before the handler raises, so the connection breaks (500 "
-            "logged) instead of a 400 UnsupportedOperation"
-        }
-    ),
-)
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_subscribing_to_a_finished_task_is_unsupported_operation(
     module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:
@@ -110,28 +88,8 @@ async def test_extended_card_is_unsupported_while_the_card_says_so(
     assert error.matches(wire.binding, SPEC_ERRORS["UnsupportedOperation"])
 
 
-def _push_cases() -> list[ParameterSet]:
-    params: list[ParameterSet] = []
-    for param in TRANSPORTS:
-        transport = param.values[0]
-        for operation in ("Create", "Get", "List", "Delete"):
-            marks = []
-            if transport == V03_REST and operation == "Delete":
-                marks = [
-                    pytest.mark.xfail(
-                        strict=True,
-                        reason="v0.3 DELETE /v1/tasks/{id}/pushNotificationConfigs/{cid} has "
-                        "no v0.3 route; the 1.0 '/{tenant}' mount takes it and answers "
-                        "VersionNotSupported",
-                    )
-                ]
-            params.append(
-                pytest.param(transport, operation, marks=marks, id=f"{param.id}-{operation}")
-            )
-    return params
-
-
-@pytest.mark.parametrize(("transport", "operation"), _push_cases())
+@pytest.mark.parametrize("operation", ["Create", "Get", "List", "Delete"])
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_push_notification_config_methods_are_not_supported(
     module_hub: Hub, llm: FakeLLM, transport: tuple[str, str], operation: str
 ) -> None:
@@ -141,7 +99,7 @@ async def test_push_notification_config_methods_are_not_supported(
     assert error.matches(wire.binding, SPEC_ERRORS["PushNotificationNotSupported"])
 
 
-@pytest.mark.parametrize("transport", transports_failing({V03_REST: V03_REST_BYTES_BUG}))
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_a_file_of_an_unsupported_media_type_is_content_type_not_supported(
     module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:
@@ -153,10 +111,7 @@ async def test_a_file_of_an_unsupported_media_type_is_content_type_not_supported
     assert llm.requests == []
 
 
-@pytest.mark.parametrize(
-    "transport",
-    transports_failing({("JSONRPC", "0.3"): V03_RPC_VERSION_BUG}),
-)
+@pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("version", ["9.9", "2.0"])
 async def test_an_unsupported_a2a_version_is_version_not_supported(
     module_hub: Hub, llm: FakeLLM, transport: tuple[str, str], version: str
@@ -173,7 +128,7 @@ async def test_an_unsupported_a2a_version_is_version_not_supported(
     assert llm.requests == []
 
 
-@pytest.mark.parametrize("transport", transports_failing({("JSONRPC", "0.3"): V03_RPC_VERSION_BUG}))
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_the_other_supported_version_on_an_endpoint_is_version_not_supported(
     module_hub: Hub, transport: tuple[str, str]
 ) -> None:

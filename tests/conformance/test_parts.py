@@ -13,22 +13,16 @@ import pytest
 from tests.conformance.conftest import (
     MODULE_LOOP,
     SPEC_ERRORS,
-    V03_REST,
     Wire,
     data_part,
     file_part,
     text_part,
-    transports_failing,
 )
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.conftest import TRANSPORTS, Hub, HubFactory
 
 pytestmark = MODULE_LOOP
 
-V03_REST_BYTES_BUG = (
-    "v0.3 HTTP+JSON file bytes: the SDK's FromProto.file/to_core_part base64-decode bytes "
-    "the proto JSON parse already decoded; a 5xx 'unknown exception' for any real file"
-)
 ONE_MIB = 1024 * 1024
 
 
@@ -54,7 +48,7 @@ async def test_data_parts_reach_the_model_as_json(
     assert json.loads(block.group(1)) == value
 
 
-@pytest.mark.parametrize("transport", transports_failing({V03_REST: V03_REST_BYTES_BUG}))
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_inline_text_files_reach_the_model(
     module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:
@@ -106,21 +100,7 @@ async def test_an_unreadable_file_part_is_content_type_not_supported(
     wire = Wire(module_hub.http, "socrates", ("JSONRPC", "1.0"))
     error = wire.error(await wire.send_message([text_part("Read this."), part]))
     assert error.matches("JSONRPC", SPEC_ERRORS["ContentTypeNotSupported"])
-
-
-async def test_an_unreadable_file_part_never_reaches_the_model(
-    module_hub: Hub, llm: FakeLLM
-) -> None:
-    # What happens today (see the xfail above): the task fails, naming the part.
-    wire = Wire(module_hub.http, "socrates", ("JSONRPC", "1.0"))
-    part = {"url": "https://example.com/notes.txt", "mediaType": "text/plain"}
-    response = await wire.send_message([text_part("Read this."), part])
-    if "error" in response.json():
-        return  # refused outright: fine too
-    task = wire.task(response)
-    assert wire.state(task) == "TASK_STATE_FAILED"
-    assert "Part 1" in task["status"]["message"]["parts"][0]["text"]
-    assert llm.requests == []
+    assert llm.requests == []  # refused before any task, the model never saw it
 
 
 def _big_text(size: int) -> dict[str, Any]:
@@ -184,6 +164,6 @@ async def test_a_chunked_message_over_the_limit_gets_a_clear_error(
     if binding == "JSONRPC":
         assert response.json()["error"]["code"] == -32600
     else:
-        assert response.status_code == 400  # the SDK's status for an invalid request
+        assert response.status_code == 413  # as when its Content-Length says so
     assert "too large" in response.text.lower()
     assert llm.requests == []

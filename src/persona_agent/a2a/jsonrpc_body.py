@@ -11,6 +11,7 @@ turns every unparseable body into -32700, then hands the same bytes on.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from starlette.responses import JSONResponse
 from starlette.types import Message, Receive
@@ -18,8 +19,9 @@ from starlette.types import Message, Receive
 __all__ = [
     "INVALID_REQUEST",
     "PARSE_ERROR",
+    "MessageTooLargeError",
     "jsonrpc_error",
-    "parse_problem",
+    "parse_body",
     "read_body",
     "replay",
 ]
@@ -33,17 +35,24 @@ def jsonrpc_error(code: int, message: str) -> JSONResponse:
     return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
 
 
-def parse_problem(body: bytes) -> str | None:
-    """Why ``body`` is not JSON, or None when it is."""
+class MessageTooLargeError(Exception):
+    """A request body outgrew the size limit while it was read."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def parse_body(body: bytes) -> tuple[Any, str | None]:
+    """``body`` parsed as JSON, or why it is not JSON."""
     try:
-        json.loads(body)
+        return json.loads(body), None
     except json.JSONDecodeError as error:
-        return f"Parse error: {error.msg} at line {error.lineno}, column {error.colno}"
+        return None, f"Parse error: {error.msg} at line {error.lineno}, column {error.colno}"
     except ValueError:  # bytes that are not UTF-8/16/32 text
-        return "Parse error: the body is not UTF-8 JSON text"
+        return None, "Parse error: the body is not UTF-8 JSON text"
     except RecursionError:
-        return "Parse error: the JSON is nested too deeply"
-    return None
+        return None, "Parse error: the JSON is nested too deeply"
 
 
 async def read_body(receive: Receive) -> bytes:

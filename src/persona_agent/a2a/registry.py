@@ -19,10 +19,8 @@ from typing import Any
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
-from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
 from a2a.server.tasks.task_store import TaskStore
 from a2a.types.a2a_pb2 import AgentCard, CancelTaskRequest
-from a2a.utils.errors import InvalidRequestError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -30,17 +28,20 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
 from persona_agent.a2a.agent_card import CARD_PATH, build_agent_card
+from persona_agent.a2a.compat import jsonrpc_routes, rest_routes
 from persona_agent.a2a.executor import PersonaAgentExecutor
 from persona_agent.a2a.jsonrpc_body import (
     INVALID_REQUEST,
     PARSE_ERROR,
+    MessageTooLargeError,
     jsonrpc_error,
-    parse_problem,
+    parse_body,
     read_body,
     replay,
 )
 from persona_agent.a2a.routing import (
     PERSONA_SCOPE_KEY,
+    RPC_BODY_SCOPE_KEY,
     PersonaContextBuilder,
     PersonaRequestHandler,
 )
@@ -135,17 +136,15 @@ class A2ARegistry:
         builder = PersonaContextBuilder()
         routes: list[BaseRoute] = [
             Route(CARD_PATH, self._card_endpoint, methods=["GET"]),
-            *create_jsonrpc_routes(
+            *jsonrpc_routes(
                 handler,
                 rpc_url="/",
                 context_builder=builder,
-                enable_v0_3_compat=True,
                 shutdown_grace_period=shutdown_grace_period,
             ),
-            *create_rest_routes(
+            *rest_routes(
                 handler,
                 context_builder=builder,
-                enable_v0_3_compat=True,
                 shutdown_grace_period=shutdown_grace_period,
             ),
         ]
@@ -272,25 +271,27 @@ class A2ARegistry:
         if self._apps.get(persona_id) is None:
             await not_found_response(persona_id)(scope, receive, send)
             return
+        inner = dict(scope)
         if scope["type"] == "http" and scope["method"] == "POST":
             too_large = self._too_large(scope, rest)
             if too_large is not None:
                 await too_large(scope, receive, send)
                 return
-            receive = self._limited(receive)
+            # The body is read here, within the size limit, whatever its framing: a
+            # chunked one over it gets the same answer as a declared one.
+            try:
+                body = await read_body(self._limited(receive))
+            except MessageTooLargeError as error:
+                await self._too_large_response(rest, error.message)(scope, receive, send)
+                return
             if rest == "":  # JSON-RPC: unparseable bodies get the spec's Parse error
-                try:
-                    body = await read_body(receive)
-                except InvalidRequestError as error:
-                    await jsonrpc_error(INVALID_REQUEST, error.message)(scope, receive, send)
-                    return
-                problem = parse_problem(body)
+                parsed, problem = parse_body(body)
                 if problem is not None:
                     await jsonrpc_error(PARSE_ERROR, problem)(scope, receive, send)
                     return
-                receive = replay(body, receive)
+                inner[RPC_BODY_SCOPE_KEY] = parsed
+            receive = replay(body, receive)
         persona_root = f"{root}/{persona_id}"
-        inner = dict(scope)
         inner["root_path"] = persona_root
         inner["path"] = f"{persona_root}/{rest}"
         inner[PERSONA_SCOPE_KEY] = persona_id
@@ -305,7 +306,12 @@ class A2ARegistry:
             return None
         if length <= self.max_message_bytes:
             return None
-        message = f"Message too large: {length} bytes, the limit is {self.max_message_bytes}"
+        return self._too_large_response(
+            rest, f"Message too large: {length} bytes, the limit is {self.max_message_bytes}"
+        )
+
+    @staticmethod
+    def _too_large_response(rest: str, message: str) -> Response:
         if rest == "":  # the JSON-RPC endpoint: a JSON-RPC error (Invalid Request)
             return jsonrpc_error(INVALID_REQUEST, message)
         return JSONResponse(
@@ -324,9 +330,8 @@ class A2ARegistry:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    # An A2A error, so both bindings answer it as the spec says (not as a 500).
-                    raise InvalidRequestError(
-                        message=f"Message too large: the limit is {limit} bytes"
+                    raise MessageTooLargeError(
+                        f"Message too large: more than {limit} bytes, the limit"
                     )
             return message
 

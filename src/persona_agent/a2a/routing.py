@@ -36,24 +36,44 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import InvalidRequestError
 from starlette.requests import Request
 
+from persona_agent.a2a.compat import RAW_STATUS_STATE_KEY, check_status_filter
 from persona_agent.a2a.executor import WHOLE_ANSWER_STATE_KEY, check_parts
 from persona_agent.a2a.task_store import PERSONA_STATE_KEY
 
 if TYPE_CHECKING:
     from persona_agent.a2a.registry import PersonaApp
 
-__all__ = ["PERSONA_SCOPE_KEY", "PersonaContextBuilder", "PersonaRequestHandler"]
+__all__ = [
+    "PERSONA_SCOPE_KEY",
+    "RPC_BODY_SCOPE_KEY",
+    "PersonaContextBuilder",
+    "PersonaRequestHandler",
+]
 
 PERSONA_SCOPE_KEY = "persona_agent.persona_id"
 """Key of the persona id in the ASGI scope, set by the A2A router."""
+RPC_BODY_SCOPE_KEY = "persona_agent.jsonrpc_body"
+"""Key of the parsed JSON-RPC body in the ASGI scope, set by the A2A router."""
 
 
 class PersonaContextBuilder(DefaultServerCallContextBuilder):
-    """The SDK's context, plus the persona the router chose."""
+    """The SDK's context, plus the persona the router chose.
+
+    Also keeps a ListTasks ``status`` as the client wrote it (the SDK's parse
+    loses an unknown one), for :meth:`PersonaRequestHandler.on_list_tasks`.
+    """
 
     def build(self, request: Request) -> ServerCallContext:
         context = super().build(request)
-        context.state[PERSONA_STATE_KEY] = request.scope.get(PERSONA_SCOPE_KEY, "")
+        scope = request.scope
+        context.state[PERSONA_STATE_KEY] = scope.get(PERSONA_SCOPE_KEY, "")
+        body = scope.get(RPC_BODY_SCOPE_KEY)
+        if isinstance(body, dict):
+            params = body.get("params")
+            if body.get("method") == "ListTasks" and isinstance(params, dict):
+                context.state[RAW_STATUS_STATE_KEY] = params.get("status")
+        elif scope["method"] == "GET" and scope["path"].endswith("/tasks"):
+            context.state[RAW_STATUS_STATE_KEY] = request.query_params.get("status")
         return context
 
 
@@ -79,6 +99,7 @@ class PersonaRequestHandler(RequestHandler):
     async def on_list_tasks(
         self, params: ListTasksRequest, context: ServerCallContext
     ) -> ListTasksResponse:
+        check_status_filter(context.state.get(RAW_STATUS_STATE_KEY))
         return await self._handler(context).on_list_tasks(params, context)
 
     async def on_cancel_task(

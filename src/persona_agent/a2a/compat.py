@@ -1,0 +1,278 @@
+"""Where the hub corrects a2a-sdk 1.3 on the wire, so every client sees the specification.
+
+The SDK's routes are used as they are, with these changes (docs/a2a.md lists
+them; the conformance suite would show an SDK that fixes one, as a test that
+fails here):
+
+- v0.3 JSON-RPC: parameters that do not validate are Invalid params ``-32602``
+  (the SDK validates envelope and parameters in one model and answers
+  ``-32600``); VersionNotSupported is ``-32009`` (its v0.3 error table has no
+  such row and answers ``-32603``).
+- v0.3 HTTP+JSON: ``DELETE /v1/tasks/{id}/pushNotificationConfigs/{cid}`` has a
+  route (the SDK has none, and the 1.0 ``/{tenant}`` mount took it and answered
+  VersionNotSupported); subscribing to a finished task is a ``400``
+  UnsupportedOperation (the SDK started the event stream first, so the client
+  saw a broken stream); inline file bytes arrive intact (the SDK base64-decodes
+  them twice, which failed with a 5xx).
+- ListTasks (1.0, both bindings): an unknown ``status`` is Invalid params
+  (the SDK parses with ``ignore_unknown_fields``, which turns it into "any").
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from a2a.compat.v0_3.context_builders import V03ServerCallContextBuilder
+from a2a.server.context import ServerCallContext
+from a2a.server.jsonrpc_models import InvalidParamsError as JsonRpcInvalidParams
+from a2a.server.jsonrpc_models import JSONRPCError
+from a2a.server.request_handlers import RequestHandler
+from a2a.server.routes import ServerCallContextBuilder, create_rest_routes
+
+# The adapter from here: the SDK's own import order (a2a.compat first) is circular.
+from a2a.server.routes.jsonrpc_dispatcher import (  # type: ignore[attr-defined]
+    JSONRPC03Adapter,
+    JsonRpcDispatcher,
+)
+from a2a.types.a2a_pb2 import (
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    TaskState,
+)
+from a2a.utils.constants import PROTOCOL_VERSION_0_3
+from a2a.utils.error_handlers import rest_error_handler
+from a2a.utils.errors import (
+    InvalidParamsError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+    VersionNotSupportedError,
+)
+from a2a.utils.version_validator import validate_version
+from sse_starlette.sse import EventSourceResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from persona_agent.a2a.jsonrpc_body import replay
+from persona_agent.a2a.task_store import TERMINAL_STATES
+
+__all__ = ["RAW_STATUS_STATE_KEY", "check_status_filter", "jsonrpc_routes", "rest_routes"]
+
+RAW_STATUS_STATE_KEY = "persona_agent.list_tasks_status"
+"""The ListTasks ``status`` as the client wrote it, in ``ServerCallContext.state``."""
+
+VERSION_NOT_SUPPORTED = -32009
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+V03_SEND = "/v1/message:send"
+V03_STREAM = "/v1/message:stream"
+V03_SUBSCRIBE = "/v1/tasks/{id}:subscribe"
+V03_PUSH_CONFIG = "/v1/tasks/{id}/pushNotificationConfigs/{push_id}"
+
+
+def check_status_filter(raw: object) -> None:
+    """Refuse a ListTasks status that names no task state.
+
+    Raises:
+        InvalidParamsError: ``raw`` is neither a state's name nor its number.
+    """
+    if raw is None or raw == "":
+        return
+    states = TaskState.DESCRIPTOR
+    if isinstance(raw, str) and raw in states.values_by_name:
+        return
+    if isinstance(raw, int) and not isinstance(raw, bool) and raw in states.values_by_number:
+        return
+    raise InvalidParamsError(
+        message=f"Unknown task state {raw!r} for status: use one of " + ", ".join(TaskState.keys())
+    )
+
+
+# -- JSON-RPC --------------------------------------------------------------------
+
+
+class _JsonRpc03Adapter(JSONRPC03Adapter):
+    """The SDK's v0.3 adapter with the spec's codes for bad parameters and versions."""
+
+    async def handle_request(
+        self, request_id: str | int | None, method: str, body: dict[str, Any], request: Request
+    ) -> JSONResponse | EventSourceResponse:
+        # The dispatcher has checked the envelope (jsonrpc, id, method) already, so a
+        # model that does not validate now has bad parameters.
+        try:
+            self.METHOD_TO_MODEL[method].model_validate(body)  # type: ignore[attr-defined]
+        except ValueError as error:
+            return self._generate_error_response(
+                request_id, JsonRpcInvalidParams(data=_short(str(error)))
+            )
+        return await super().handle_request(request_id, method, body, request)
+
+    def _generate_error_response(
+        self, request_id: str | int | None, error: Exception | JSONRPCError
+    ) -> JSONResponse:
+        if isinstance(error, VersionNotSupportedError):
+            error = JSONRPCError(code=VERSION_NOT_SUPPORTED, message=error.message)
+        return super()._generate_error_response(request_id, error)
+
+
+class _JsonRpcDispatcher(JsonRpcDispatcher):
+    """The SDK's dispatcher, on the corrected v0.3 adapter."""
+
+    def __init__(
+        self,
+        request_handler: RequestHandler,
+        context_builder: ServerCallContextBuilder,
+        shutdown_grace_period: float,
+    ) -> None:
+        super().__init__(
+            request_handler=request_handler,
+            context_builder=context_builder,
+            enable_v0_3_compat=True,
+            shutdown_grace_period=shutdown_grace_period,
+        )
+        self._v03_adapter = _JsonRpc03Adapter(
+            http_handler=request_handler,
+            context_builder=context_builder,
+            shutdown_grace_period=shutdown_grace_period,
+        )
+
+
+def jsonrpc_routes(
+    handler: RequestHandler,
+    *,
+    rpc_url: str,
+    context_builder: ServerCallContextBuilder,
+    shutdown_grace_period: float,
+) -> list[BaseRoute]:
+    """What ``create_jsonrpc_routes`` gives (v1.0 and v0.3), corrected."""
+    dispatcher = _JsonRpcDispatcher(handler, context_builder, shutdown_grace_period)
+    return [Route(rpc_url, dispatcher.handle_requests, methods=["POST"])]
+
+
+# -- HTTP+JSON -------------------------------------------------------------------
+
+
+def rest_routes(
+    handler: RequestHandler,
+    *,
+    context_builder: ServerCallContextBuilder,
+    shutdown_grace_period: float,
+) -> list[BaseRoute]:
+    """What ``create_rest_routes`` gives (v1.0 and v0.3), corrected."""
+    sdk_routes = create_rest_routes(
+        handler,
+        context_builder=context_builder,
+        enable_v0_3_compat=True,
+        shutdown_grace_period=shutdown_grace_period,
+    )
+    v03_context = V03ServerCallContextBuilder(context_builder)
+    routes: list[BaseRoute] = [
+        Route(V03_PUSH_CONFIG, _v03_delete_push_config(handler, v03_context), methods=["DELETE"])
+    ]
+    for route in sdk_routes:
+        if isinstance(route, Route) and route.path in (V03_SEND, V03_STREAM):
+            route = Route(route.path, _v03_file_bytes(route.endpoint), methods=route.methods)
+        elif isinstance(route, Route) and route.path == V03_SUBSCRIBE:
+            subscribe = _v03_subscribe(route.endpoint, handler, v03_context)
+            route = Route(route.path, subscribe, methods=route.methods)
+        routes.append(route)
+    return routes
+
+
+def _v03_delete_push_config(
+    handler: RequestHandler, context_builder: V03ServerCallContextBuilder
+) -> Endpoint:
+    @validate_version(PROTOCOL_VERSION_0_3)
+    async def delete(task_id: str, config_id: str, context: ServerCallContext) -> None:
+        await handler.on_delete_task_push_notification_config(
+            DeleteTaskPushNotificationConfigRequest(task_id=task_id, id=config_id), context
+        )
+
+    @rest_error_handler
+    async def endpoint(request: Request) -> Response:
+        context = context_builder.build(request)
+        await delete(request.path_params["id"], request.path_params["push_id"], context)
+        return JSONResponse({})
+
+    return endpoint
+
+
+def _v03_subscribe(
+    sdk_endpoint: Callable[..., Any],
+    handler: RequestHandler,
+    context_builder: V03ServerCallContextBuilder,
+) -> Endpoint:
+    @validate_version(PROTOCOL_VERSION_0_3)
+    async def check(task_id: str, context: ServerCallContext) -> None:
+        task = await handler.on_get_task(GetTaskRequest(id=task_id), context)
+        if task is None:
+            raise TaskNotFoundError
+        if task.status.state in TERMINAL_STATES:
+            raise UnsupportedOperationError(
+                message=f"Task {task_id} is in terminal state: {TaskState.Name(task.status.state)}"
+            )
+
+    @rest_error_handler
+    async def endpoint(request: Request) -> Response:
+        await check(request.path_params["id"], context_builder.build(request))
+        response: Response = await sdk_endpoint(request)
+        return response
+
+    return endpoint
+
+
+def _v03_file_bytes(sdk_endpoint: Callable[..., Any]) -> Endpoint:
+    async def endpoint(request: Request) -> Response:
+        fixed = _encode_file_bytes_again(await request.body())
+        if fixed is not None:
+            request = Request(request.scope, replay(fixed, request.receive))
+        response: Response = await sdk_endpoint(request)
+        return response
+
+    return endpoint
+
+
+def _encode_file_bytes_again(body: bytes) -> bytes | None:
+    """The v0.3 send body with every inline file's base64 encoded once more, or None.
+
+    The SDK parses the body into its v0.3 protobuf (which decodes the base64),
+    then takes those bytes as the base64 text of its v0.3 model and decodes
+    them again. Encoded twice, they arrive as sent.
+    """
+    try:
+        document = json.loads(body)
+        parts = document["message"]["content"]
+    except (ValueError, KeyError, TypeError):
+        return None  # the SDK answers what is wrong with it
+    changed = False
+    for part in parts if isinstance(parts, list) else ():
+        file = part.get("file") if isinstance(part, dict) else None
+        if not isinstance(file, dict):
+            continue
+        for key in ("fileWithBytes", "file_with_bytes"):
+            value = file.get(key)
+            raw = _base64_decoded(value) if isinstance(value, str) else None
+            if raw is not None:
+                file[key] = base64.b64encode(base64.b64encode(raw)).decode("ascii")
+                changed = True
+    return json.dumps(document).encode() if changed else None
+
+
+def _base64_decoded(value: str) -> bytes | None:
+    """``value`` decoded as protobuf's JSON reads bytes (standard or URL-safe base64)."""
+    padded = value + "=" * (-len(value) % 4)
+    for altchars in (None, b"-_"):
+        try:
+            return base64.b64decode(padded, altchars=altchars, validate=True)
+        except (binascii.Error, ValueError):
+            continue
+    return None
+
+
+def _short(text: str, limit: int = 500) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
