@@ -13,7 +13,7 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
-from a2a.types.a2a_pb2 import Message, Part, TaskState
+from a2a.types.a2a_pb2 import Artifact, Message, Part, TaskArtifactUpdateEvent, TaskState
 from a2a.utils.errors import ContentTypeNotSupportedError
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Value
@@ -26,6 +26,7 @@ from persona_agent.personas.model import Persona
 
 __all__ = [
     "ANSWER_ARTIFACT_NAME",
+    "PARTS_METADATA_KEY",
     "READABLE_FILE_TYPES",
     "WHOLE_ANSWER_STATE_KEY",
     "InputError",
@@ -46,6 +47,8 @@ READABLE_FILE_TYPES = (
     "application/xml",
 )
 """Media types of inline file parts that are read as text (the card declares them)."""
+PARTS_METADATA_KEY = "persona-agent/parts"
+"""Metadata of an answer chunk event: how many parts the answer artifact has with it."""
 WHOLE_ANSWER_STATE_KEY = "persona_agent.whole_answer"
 """Set in ``ServerCallContext.state`` for a call whose client sees only the finished
 task (a blocking, non-streaming send): the answer is then one artifact event, not a
@@ -168,8 +171,7 @@ class PersonaAgentExecutor(AgentExecutor):
         whole: bool = False,
     ) -> None:
         text = message_to_text(message)
-        artifact_id = str(uuid.uuid4())
-        first = True
+        chunks = _AnswerChunks(updater)
         async with aclosing(self.engine.stream(self.persona, context_id, text)) as events:
             async for event in events:
                 if task_id in self._cancelled:
@@ -177,14 +179,7 @@ class PersonaAgentExecutor(AgentExecutor):
                 if isinstance(event, Token):
                     if whole:
                         continue  # Done carries the whole text
-                    await updater.add_artifact(
-                        [Part(text=event.text)],
-                        artifact_id=artifact_id,
-                        name=ANSWER_ARTIFACT_NAME,
-                        append=not first,
-                        last_chunk=False,
-                    )
-                    first = False
+                    await chunks.add(event.text, last=False)
                 elif isinstance(event, ToolStart):
                     payload = {
                         "kind": "tool-call",
@@ -206,13 +201,7 @@ class PersonaAgentExecutor(AgentExecutor):
                         updater, f"Tool {event.name} {outcome}", event.call_id, result
                     )
                 elif isinstance(event, Done):
-                    await updater.add_artifact(
-                        [Part(text=event.text if whole else "")],
-                        artifact_id=artifact_id,
-                        name=ANSWER_ARTIFACT_NAME,
-                        append=not first,
-                        last_chunk=True,
-                    )
+                    await chunks.add(event.text if whole else "", last=True)
                     final = updater.new_agent_message(
                         [Part(text=event.text), Part(data=_value(cost_payload(event)))]
                     )
@@ -234,6 +223,33 @@ class PersonaAgentExecutor(AgentExecutor):
         await updater.cancel(
             updater.new_agent_message([Part(text="Canceled at the client's request")])
         )
+
+
+class _AnswerChunks:
+    """The answer artifact's chunks, each telling how many parts the artifact has with it.
+
+    The count (event metadata :data:`PARTS_METADATA_KEY`, not stored with the task)
+    lets a subscriber drop a chunk that the task snapshot it was sent already holds.
+    """
+
+    def __init__(self, updater: TaskUpdater) -> None:
+        self._updater = updater
+        self._artifact_id = str(uuid.uuid4())
+        self._parts = 0
+
+    async def add(self, text: str, *, last: bool) -> None:
+        self._parts += 1
+        event = TaskArtifactUpdateEvent(
+            task_id=self._updater.task_id,
+            context_id=self._updater.context_id,
+            artifact=Artifact(
+                artifact_id=self._artifact_id, name=ANSWER_ARTIFACT_NAME, parts=[Part(text=text)]
+            ),
+            append=self._parts > 1,
+            last_chunk=last,
+        )
+        event.metadata.update({PARTS_METADATA_KEY: self._parts})
+        await self._updater.event_queue.enqueue_event(event)
 
 
 async def _tool_status(
