@@ -3,6 +3,7 @@ files are read, anything else is refused; every message is bounded in size."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import AsyncIterator
@@ -60,6 +61,28 @@ async def test_inline_text_files_reach_the_model(
     content = last_user_content(llm)
     assert "notes.txt" in content
     assert text.strip() in content
+    # The task's history gives the client its file back as sent, whatever the binding.
+    assert text.encode() in _inline_files(task)
+    stored = wire.task(await wire.get_task(str(task["id"])))
+    assert text.encode() in _inline_files(stored)
+    streamed = wire.events(await wire.send_streaming_message([text_part("Again."), part]))
+    assert text.encode() in _inline_files(streamed[0])  # the task, first event of the stream
+
+
+def _inline_files(value: Any) -> list[bytes]:
+    """The bytes of every inline file in a task as a binding writes it (1.0: ``raw``;
+    v0.3 JSON-RPC: ``file.bytes``; v0.3 HTTP+JSON: ``file.fileWithBytes``)."""
+    found: list[bytes] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in ("raw", "bytes", "fileWithBytes") and isinstance(item, str):
+                found.append(base64.b64decode(item))
+            else:
+                found.extend(_inline_files(item))
+    elif isinstance(value, list):
+        for item in value:
+            found.extend(_inline_files(item))
+    return found
 
 
 _TEXT_TYPES = [

@@ -13,7 +13,8 @@ fails here):
   VersionNotSupported); subscribing to a finished task is a ``400``
   UnsupportedOperation (the SDK started the event stream first, so the client
   saw a broken stream); inline file bytes arrive intact (the SDK base64-decodes
-  them twice, which failed with a 5xx).
+  them twice, which failed with a 5xx) and come back intact in a task's history
+  (the SDK base64-encodes them twice).
 - ListTasks (1.0, both bindings): an unknown ``status`` is Invalid params
   (the SDK parses with ``ignore_unknown_fields``, which turns it into "any").
 """
@@ -56,6 +57,7 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from persona_agent.a2a.jsonrpc_body import replay
 from persona_agent.a2a.task_store import TERMINAL_STATES
@@ -73,6 +75,8 @@ V03_SEND = "/v1/message:send"
 V03_STREAM = "/v1/message:stream"
 V03_SUBSCRIBE = "/v1/tasks/{id}:subscribe"
 V03_PUSH_CONFIG = "/v1/tasks/{id}/pushNotificationConfigs/{push_id}"
+V03_WITH_MESSAGES = (V03_SEND, V03_STREAM, V03_SUBSCRIBE, "/v1/tasks/{id}", "/v1/tasks/{id}:cancel")
+"""The v0.3 HTTP+JSON routes whose answers carry messages (so, maybe, a client's files)."""
 
 
 def check_status_filter(raw: object) -> None:
@@ -180,6 +184,8 @@ def rest_routes(
         elif isinstance(route, Route) and route.path == V03_SUBSCRIBE:
             subscribe = _v03_subscribe(route.endpoint, handler, v03_context)
             route = Route(route.path, subscribe, methods=route.methods)
+        if isinstance(route, Route) and route.path in V03_WITH_MESSAGES:
+            route.app = _v03_file_bytes_out(route.app)
         routes.append(route)
     return routes
 
@@ -261,6 +267,85 @@ def _encode_file_bytes_again(body: bytes) -> bytes | None:
                 file[key] = base64.b64encode(base64.b64encode(raw)).decode("ascii")
                 changed = True
     return json.dumps(document).encode() if changed else None
+
+
+def _v03_file_bytes_out(app: ASGIApp) -> ASGIApp:
+    """``app`` with every inline file in its JSON or event-stream answer decoded once.
+
+    The SDK's v0.3 conversion turns a stored file into base64 text, then
+    serializes that text as protobuf bytes: base64 of base64.
+    """
+
+    async def answer(scope: Scope, receive: Receive, send: Send) -> None:
+        start: Message | None = None
+        held: list[bytes] = []
+
+        async def fixing_send(message: Message) -> None:
+            nonlocal start
+            if message["type"] == "http.response.start":
+                content_type = dict(message.get("headers", [])).get(b"content-type", b"")
+                if content_type.startswith(b"text/event-stream"):
+                    await send(message)  # each event is fixed as it goes
+                else:
+                    start = message  # sent with the fixed body, its length changed
+                return
+            if message["type"] != "http.response.body":
+                await send(message)
+                return
+            body = message.get("body", b"")
+            if start is None:
+                await send({**message, "body": _decode_event_stream_files(body)})
+                return
+            held.append(body)
+            if message.get("more_body", False):
+                return
+            fixed = _decode_json_files(b"".join(held))
+            headers = [(k, v) for k, v in start.get("headers", []) if k != b"content-length"]
+            headers.append((b"content-length", str(len(fixed)).encode()))
+            await send({**start, "headers": headers})
+            await send({"type": "http.response.body", "body": fixed})
+
+        await app(scope, receive, fixing_send)
+
+    return answer
+
+
+def _decode_json_files(body: bytes) -> bytes:
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return body
+    return json.dumps(document).encode() if _decode_files(document) else body
+
+
+def _decode_event_stream_files(chunk: bytes) -> bytes:
+    lines = chunk.split(b"\n")
+    changed = False
+    for index, line in enumerate(lines):
+        if line.startswith(b"data:"):
+            fixed = _decode_json_files(line[5:].strip())
+            if fixed != line[5:].strip():
+                lines[index] = b"data: " + fixed
+                changed = True
+    return b"\n".join(lines) if changed else chunk
+
+
+def _decode_files(value: Any) -> bool:
+    """Decode, in place, the base64 of every ``fileWithBytes`` in ``value``; whether any."""
+    changed = False
+    if isinstance(value, dict):
+        inner = value.get("fileWithBytes")
+        if isinstance(inner, str):
+            text = _base64_decoded(inner)
+            if text is not None and text.isascii():
+                value["fileWithBytes"] = text.decode("ascii")
+                changed = True
+        for item in value.values():
+            changed = _decode_files(item) or changed
+    elif isinstance(value, list):
+        for item in value:
+            changed = _decode_files(item) or changed
+    return changed
 
 
 def _base64_decoded(value: str) -> bytes | None:
