@@ -331,7 +331,7 @@ class A2ARegistry:
                 seen += len(message.get("body", b""))
                 if seen > limit:
                     raise MessageTooLargeError(
-                        f"Message too large: more than {limit} bytes, the limit"
+                        f"Message too large: over the limit of {limit} bytes"
                     )
             return message
 
