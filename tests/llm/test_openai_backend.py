@@ -14,7 +14,7 @@ import pytest
 
 from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm import ChatRequest, OpenAIBackend, StreamEnd, TextDelta, ToolCall, Usage
-from persona_agent.llm.openai_backend import _merge_tool_call, _PartialCall
+from persona_agent.llm.openai_backend import _merge_tool_call, _PartialCall, _sse_reads
 from tests.fakes.fake_llm import Fail, FakeLLM, Hang, Reply, ToolCalls
 
 HELLO = ChatRequest(messages=[{"role": "user", "content": "Hello there"}])
@@ -354,3 +354,45 @@ async def test_default_model_and_name() -> None:
     llm = OpenAIBackend(base_url=None, api_key=None, model="gpt-4o-mini")
     assert (llm.name, llm.default_model, llm.supports_tools) == ("openai", "gpt-4o-mini", True)
     await llm.aclose()
+
+
+async def _reads(*pieces: bytes) -> AsyncIterator[bytes]:
+    for piece in pieces:
+        yield piece
+
+
+async def sse(*pieces: bytes) -> list[list[dict[str, Any]]]:
+    return [chunks async for chunks in _sse_reads(_reads(*pieces))]
+
+
+async def test_sse_events_of_one_read_come_together_and_split_lines_are_joined() -> None:
+    one = b'data: {"n": 1}\r\n\r\ndata: {"n": 2}\n\n'
+    assert await sse(one + b'data: {"n"', b": 3}\n\ndata: [DONE]\n\n", b'data: {"n": 4}\n\n') == [
+        [{"n": 1}, {"n": 2}],
+        [{"n": 3}],
+    ]
+
+
+async def test_sse_multi_line_data_and_a_last_event_without_a_blank_line() -> None:
+    assert await sse(b'event: x\ndata: {"n":\ndata: 1}\n\n: comment\n\ndata: {"n": 2}') == [
+        [{"n": 1}],
+        [{"n": 2}],
+    ]
+
+
+async def test_sse_an_error_event_is_an_llm_error_with_its_message() -> None:
+    with pytest.raises(LLMError, match="reported an error: quota exceeded"):
+        await sse(b'data: {"n": 1}\n\ndata: {"error": {"message": "quota exceeded"}}\n\n')
+
+
+@pytest.mark.parametrize(
+    "payloads",
+    [
+        [b"[1]", b'{"n": 1}'],  # not an object
+        [b'{"n": 1}', b"{nope"],  # not JSON
+        [b'{"n": 1}, {"n": 2}', b""],  # two values and an empty one: the right count when joined
+    ],
+)
+async def test_sse_a_chunk_that_is_not_one_json_object_is_refused(payloads: list[bytes]) -> None:
+    with pytest.raises(ValueError, match=r"JSON|Expecting|Extra data"):
+        await sse(b"".join(b"data: " + payload + b"\n\n" for payload in payloads))

@@ -62,7 +62,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from persona_agent.a2a.jsonrpc_body import replay
 from persona_agent.a2a.task_store import TERMINAL_STATES
 
-__all__ = ["RAW_STATUS_STATE_KEY", "check_status_filter", "jsonrpc_routes", "rest_routes"]
+__all__ = ["RAW_STATUS_STATE_KEY", "check_status_filter", "jsonrpc_dispatcher", "rest_routes"]
 
 RAW_STATUS_STATE_KEY = "persona_agent.list_tasks_status"
 """The ListTasks ``status`` as the client wrote it, in ``ServerCallContext.state``."""
@@ -146,16 +146,14 @@ class _JsonRpcDispatcher(JsonRpcDispatcher):
         )
 
 
-def jsonrpc_routes(
+def jsonrpc_dispatcher(
     handler: RequestHandler,
     *,
-    rpc_url: str,
     context_builder: ServerCallContextBuilder,
     shutdown_grace_period: float,
-) -> list[BaseRoute]:
-    """What ``create_jsonrpc_routes`` gives (v1.0 and v0.3), corrected."""
-    dispatcher = _JsonRpcDispatcher(handler, context_builder, shutdown_grace_period)
-    return [Route(rpc_url, dispatcher.handle_requests, methods=["POST"])]
+) -> JsonRpcDispatcher:
+    """What serves ``create_jsonrpc_routes``'s route (v1.0 and v0.3), corrected."""
+    return _JsonRpcDispatcher(handler, context_builder, shutdown_grace_period)
 
 
 # -- HTTP+JSON -------------------------------------------------------------------

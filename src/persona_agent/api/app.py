@@ -20,6 +20,7 @@ from persona_agent import __version__
 from persona_agent.a2a.agent_card import A2A_PREFIX, CARD_PATH, build_hub_card, persona_url
 from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.a2a.task_store import SqlTaskStore
+from persona_agent.a2a.tracing import drop_disabled_tracing
 from persona_agent.api.deps import ApiAuth
 from persona_agent.api.routes import personas as personas_routes
 from persona_agent.chat.engine import ChatEngine
@@ -89,6 +90,8 @@ def create_app(settings: Settings) -> FastAPI:
         max_message_bytes=settings.max_message_bytes,
         shutdown_grace_period=settings.shutdown_grace_seconds,
     )
+    # The SDK's modules are loaded now: with its tracing off, its no-op spans go.
+    drop_disabled_tracing()
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

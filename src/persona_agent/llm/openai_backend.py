@@ -262,39 +262,48 @@ async def _sse_reads(reads: AsyncIterator[bytes]) -> AsyncIterator[list[dict[str
     data: list[str] = []
     async for read in reads:
         *lines, pending = (pending + read).split(b"\n")
-        chunks: list[dict[str, Any]] = []
-        for raw in lines:
-            line = raw.rstrip(b"\r").decode("utf-8")
+        payloads: list[str] = []
+        done = False
+        for line in b"\n".join(lines).decode("utf-8").split("\n"):
             if line.startswith("data:"):
-                data.append(line[5:].lstrip())
+                data.append(line[5:].strip())
                 continue
-            if line or not data:
+            if line.rstrip("\r") or not data:
                 continue  # other fields (event:, id:), comments, or a blank line with no data
             payload, data = "\n".join(data), []
             if payload == "[DONE]":
-                if chunks:
-                    yield chunks
-                return
-            chunks.append(_chunk(payload))
-        if chunks:
-            yield chunks
-    last = pending.rstrip(b"\r").decode("utf-8")
+                done = True
+                break
+            payloads.append(payload)
+        if payloads:
+            yield _chunks(payloads)
+        if done:
+            return
+    last = pending.decode("utf-8").strip()
     if last.startswith("data:"):  # a last event with no blank line after it
-        data.append(last[5:].lstrip())
+        data.append(last[5:].strip())
     if data and data != ["[DONE]"]:
-        yield [_chunk("\n".join(data))]
+        yield _chunks(["\n".join(data)])
 
 
-def _chunk(payload: str) -> dict[str, Any]:
-    """One stream chunk, parsed; an error event raises."""
-    chunk = json.loads(payload)
-    if not isinstance(chunk, dict):
-        raise ValueError(f"a stream chunk is not a JSON object: {payload[:80]}")
-    error = chunk.get("error")
-    if error is not None:
-        message = _body_message(chunk) or str(error)
-        raise LLMError(f"The language model reported an error: {message[:_DETAIL_LIMIT]}")
-    return chunk
+def _chunks(payloads: list[str]) -> list[dict[str, Any]]:
+    """Stream chunks, parsed in one go (one ``json.loads`` for a whole read); an error
+    event raises."""
+    try:
+        chunks = json.loads("[" + ",".join(payloads) + "]")
+    except ValueError:
+        chunks = None
+    if not isinstance(chunks, list) or len(chunks) != len(payloads):
+        # A payload that is not one JSON value: parse them one by one to say which.
+        chunks = [json.loads(payload) for payload in payloads]
+    for payload, chunk in zip(payloads, chunks, strict=True):
+        if not isinstance(chunk, dict):
+            raise ValueError(f"a stream chunk is not a JSON object: {payload[:80]}")
+        error = chunk.get("error")
+        if error is not None:
+            message = _body_message(chunk) or str(error)
+            raise LLMError(f"The language model reported an error: {message[:_DETAIL_LIMIT]}")
+    return chunks
 
 
 def _body_message(body: object) -> str | None:

@@ -1,0 +1,99 @@
+"""With the SDK's tracing off, the hub takes its no-op wrappers off and still answers in full
+(a real ``persona-agent serve`` process: the SDK reads the setting once, at import)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.fakes.fake_llm import FakeLLM, Reply
+from tests.servers.hub_process import hub_process
+
+TRACING = "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"
+
+PROBE = """
+import json
+import os
+from a2a.server.events import event_queue_v2
+from a2a.server.request_handlers import DefaultRequestHandlerV2
+from a2a.server.tasks import task_manager
+from a2a.utils import telemetry
+from persona_agent.a2a.tracing import drop_disabled_tracing
+
+def traced():
+    functions = [
+        DefaultRequestHandlerV2.on_message_send,
+        event_queue_v2.EventQueueSource.enqueue_event,
+        task_manager.append_artifact_to_task,
+    ]
+    return [f.__code__.co_filename == telemetry.__file__ for f in functions]
+
+before = traced()
+count = drop_disabled_tracing()
+print(json.dumps({"before": before, "count": count, "after": traced()}))
+"""
+
+
+@pytest.mark.parametrize(("setting", "unwrapped"), [("false", True), ("true", False)])
+def test_the_sdk_wrappers_go_only_when_its_tracing_is_off(setting: str, unwrapped: bool) -> None:
+    env = {**os.environ, TRACING: setting}
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, check=True
+    )
+    probe = json.loads(done.stdout)
+    assert probe["before"] == [True, True, True]  # the SDK wraps them at import
+    if unwrapped:
+        assert probe["after"] == [False, False, False]
+        assert probe["count"] > 50
+    else:
+        assert probe["after"] == [True, True, True]
+        assert probe["count"] == 0
+
+
+def test_a_hub_with_tracing_off_answers_blocking_and_streaming_sends(
+    tmp_path: Path, personas_dir: Path, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TRACING, "false")
+    llm.script(Reply("Know thyself."), Reply("Twice."))
+    settings = {"LLM_BASE_URL": llm.base_url, "LLM_API_KEY": "test", "LLM_MAX_RETRIES": "0"}
+    with hub_process(personas_dir, tmp_path / "data", **settings) as (url, _):
+        endpoint = f"{url}/a2a/socrates/"
+        headers = {"A2A-Version": "1.0"}
+
+        def body(method: str, params: dict[str, object]) -> dict[str, object]:
+            return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+        def message() -> dict[str, object]:
+            return {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": "Hi"}]}
+
+        sent = httpx.post(
+            endpoint, json=body("SendMessage", {"message": message()}), headers=headers, timeout=30
+        ).json()["result"]["task"]
+        assert sent["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert sent["artifacts"][0]["parts"][0]["text"] == "Know thyself."
+        got = httpx.post(
+            endpoint, json=body("GetTask", {"id": sent["id"]}), headers=headers, timeout=30
+        ).json()["result"]
+        assert got["status"]["state"] == "TASK_STATE_COMPLETED"
+
+        events: list[dict[str, object]] = []
+        streamed = body("SendStreamingMessage", {"message": message()})
+        with httpx.stream("POST", endpoint, json=streamed, headers=headers, timeout=30) as reply:
+            for line in reply.iter_lines():
+                if line.startswith("data:"):
+                    events.append(json.loads(line[5:])["result"])
+        text = "".join(
+            part.get("text", "")
+            for event in events
+            if "artifactUpdate" in event
+            for part in event["artifactUpdate"]["artifact"]["parts"]  # type: ignore[index]
+        )
+        assert text == "Twice."
+        assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"  # type: ignore[index]
