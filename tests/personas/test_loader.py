@@ -11,6 +11,8 @@ import yaml
 
 from persona_agent.errors import PersonaFileError
 from persona_agent.personas.loader import (
+    _load_yaml,
+    _StrictLoader,
     dump_persona_yaml,
     load_persona_dir,
     load_persona_file,
@@ -289,3 +291,28 @@ def test_dumped_yaml_is_readable(tmp_path: Path) -> None:
     assert "personal_background: |\n  First paragraph.\n\n  Second paragraph" in text
     assert "ünïcödé" in text
     assert "version" not in text
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        "a: &x [1, 2]\nb: *x\n",  # an alias: one shared object
+        "base: &b {x: 1}\nmore:\n  <<: *b\n  y: 2\n",  # a merge key
+        "1: one\nfalse: yes\n2.5: x\n",  # keys that are not strings
+        "when: 2026-11-22\nraw: !!binary aGk=\nset: !!set {a, b}\n",  # other types and tags
+        "loop: &l [*l]\n",  # a list that contains itself
+        "a:\n  b:\n  - x\n  - c: 'quoted'\n    d: |\n      block\n    e: \"double\"\n",  # styles
+    ],
+)
+def test_the_plain_construction_gives_what_pyyaml_gives(document: str) -> None:
+    ours, theirs = _load_yaml(document), yaml.load(document, Loader=_StrictLoader)
+    assert repr(ours) == repr(theirs)
+    if "&x" in document:
+        assert ours["a"] is ours["b"]
+    if "&l" in document:
+        assert ours["loop"][0] is ours["loop"]
+
+
+def test_a_key_given_twice_is_refused_by_the_plain_construction_too() -> None:
+    with pytest.raises(yaml.constructor.ConstructorError, match="duplicate key 'x'"):
+        _load_yaml("x: 1\nnested: {a: 1}\nx: 2\n")

@@ -13,7 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from persona_agent.errors import PersonaFileError
-from persona_agent.personas.loader import dump_persona_yaml, load_persona_file
+from persona_agent.personas.loader import (
+    _load_yaml,
+    _StrictLoader,
+    dump_persona_yaml,
+    load_persona_file,
+)
 from persona_agent.personas.model import CONVERSATION_SKILL, slugify
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -136,3 +141,20 @@ def load_error(path: Path) -> PersonaFileError | None:
     except PersonaFileError as error:
         return error
     return None
+
+
+# Any YAML that a safe dump of JSON-like data can give, with every scalar style PyYAML picks.
+yaml_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@SETTINGS
+@given(value=yaml_values, flow=st.booleans())
+def test_the_plain_construction_builds_what_pyyaml_builds(value: Any, flow: bool) -> None:
+    document = yaml.safe_dump(value, default_flow_style=flow, allow_unicode=True)
+    assert _load_yaml(document) == yaml.load(document, Loader=_StrictLoader)
