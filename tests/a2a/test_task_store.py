@@ -208,3 +208,24 @@ async def test_aclose_writes_what_is_pending(engine: AsyncEngine) -> None:
     task = await stored(engine, "t1")
     assert task is not None
     assert task.status.timestamp.seconds == 1_700_000_009
+
+
+@pytest.mark.parametrize(
+    "waiting", [TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED]
+)
+async def test_a_task_that_waits_for_the_client_is_written_at_once_and_not_tracked(
+    engine: AsyncEngine, waiting: TaskState
+) -> None:
+    store = SqlTaskStore(engine, flush_delay=3600)  # no timer flush during the test
+    await store.save(make_task("t1"), ctx("ada"))
+    await store.save(make_task("t1", state=waiting, seconds=1), ctx("ada"))
+    paused = await stored(engine, "t1")  # in the database when save returns
+    assert paused is not None
+    assert paused.status.state == waiting
+    assert not store._written  # a task that never resumes leaves nothing behind
+
+    await store.save(make_task("t1", seconds=2), ctx("ada"))  # resumed: written at once again
+    resumed = await stored(engine, "t1")
+    assert resumed is not None
+    assert resumed.status.timestamp.seconds == 1_700_000_002
+    await store.aclose()

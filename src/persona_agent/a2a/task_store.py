@@ -58,6 +58,14 @@ TERMINAL_STATES = (
     TaskState.TASK_STATE_REJECTED,
 )
 
+_SETTLED = (
+    *TERMINAL_STATES,
+    TaskState.TASK_STATE_INPUT_REQUIRED,
+    TaskState.TASK_STATE_AUTH_REQUIRED,
+)
+"""States a call ends in (terminal, or waiting for the client): written at once, since the
+answer that reports them goes out next."""
+
 
 def persona_owner(context: ServerCallContext) -> str:
     """The owner of a task: the persona it was sent to and the calling user."""
@@ -102,19 +110,20 @@ class SqlTaskStore(TaskStore):
         """Saves not handed to the database yet (the ones between the first and the end)."""
         self._writing: dict[tuple[str, str], Task] = {}
         """The latest copy handed to the database, until its transaction commits."""
-        self._written: set[tuple[str, str]] = set()  # keys saved at least once, until terminal
+        self._written: set[tuple[str, str]] = set()
+        """Keys saved at least once since the task last started or resumed, until it settles."""
         self._flusher: asyncio.Task[None] | None = None
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         key = (persona_owner(context), task.id)
-        if key in self._written and task.status.state not in TERMINAL_STATES:
+        if key in self._written and task.status.state not in _SETTLED:
             self._pending[key] = task
             if self._flusher is None or self._flusher.done():
                 self._flusher = asyncio.create_task(self._flush_later())
             return
         self._pending.pop(key, None)
         await self._write([(key, task)])
-        if task.status.state in TERMINAL_STATES:
+        if task.status.state in _SETTLED:  # a task that waits keeps no entry meanwhile
             self._written.discard(key)
         else:
             self._written.add(key)
