@@ -195,25 +195,38 @@ def make_personas(directory: Path, count: int) -> None:
         (directory / f"p{number:05d}.yaml").write_text(PERSONA.format(n=number))
 
 
+def cpu_ms_per_request(summary: dict[str, Any]) -> float:
+    """The server's CPU time per answered request, from the load generator's summary."""
+    return float(summary["server_cpu_pct"]["server"]) * 10 / float(summary["rps"])
+
+
 def median_ratio(pairs: list[tuple[float, float]]) -> float:
     return statistics.median(a / b for a, b in pairs)
 
 
 def throughput_and_tail(rounds: int, window: str, root: Path) -> list[Row]:
     sends: list[tuple[float, float]] = []
+    cpu: list[tuple[float, float]] = []
     tails: list[tuple[float, float]] = []
     personas = root / "bundled"
     make_personas(personas, 0)
     with (
         fake_llm() as llm,
-        hub(llm, personas, root / "data-rps") as (hub_url, _),
-        bare_agent() as (bare_url, _),
+        hub(llm, personas, root / "data-rps") as (hub_url, hub_process),
+        bare_agent() as (bare_url, bare_process),
     ):
         hub_rpc, bare_rpc = f"{hub_url}/a2a/socrates/", f"{bare_url}/"
         for _ in range(rounds):
-            ours = load(hub_rpc, "--mode", "send", "-c", "16", "-d", window)
-            theirs = load(bare_rpc, "--mode", "send", "-c", "16", "-d", window)
+            watch_hub = f"server={hub_process.pid}"
+            ours = load(
+                hub_rpc, "--mode", "send", "-c", "16", "-d", window, "--watch-pid", watch_hub
+            )
+            watch_bare = f"server={bare_process.pid}"
+            theirs = load(
+                bare_rpc, "--mode", "send", "-c", "16", "-d", window, "--watch-pid", watch_bare
+            )
             sends.append((ours["rps"], theirs["rps"]))
+            cpu.append((cpu_ms_per_request(ours), cpu_ms_per_request(theirs)))
             tail = load(hub_rpc, "--mode", "send", "-c", "64", "-d", window)
             tails.append((tail["latency_ms"]["p99"], tail["latency_ms"]["p50"]))
             print(
@@ -229,6 +242,10 @@ def throughput_and_tail(rounds: int, window: str, root: Path) -> list[Row]:
             "send c=16, bare agent req/s (median)", statistics.median(b for _, b in sends), "req/s"
         ),
         Row("send c=16, hub / bare agent", ratio, "x", ">= 0.75", ratio >= 0.75),
+        # CPU per request, from /proc: steadier than req/s from run to run (no target).
+        Row("send c=16, hub CPU per request", statistics.median(h for h, _ in cpu), "ms"),
+        Row("send c=16, bare agent CPU per request", statistics.median(b for _, b in cpu), "ms"),
+        Row("send c=16, CPU per request, bare / hub", median_ratio([(b, h) for h, b in cpu]), "x"),
         Row("send c=64, hub p50", statistics.median(p for _, p in tails), "ms"),
         Row("send c=64, hub p99 / p50", tail_ratio, "x", "<= 3", tail_ratio <= 3),
     ]
