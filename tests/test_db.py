@@ -1,28 +1,19 @@
-"""The database's group commit and local reads, on a real SQLite file."""
+"""The database's group commit (on a SQLite file and PostgreSQL) and local reads (SQLite)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import bindparam, delete, event, insert, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from persona_agent.db import create_engine, database, init_db, messages_table, tasks_table
-
-
-@pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    db = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}")
-    await init_db(db)
-    yield db
-    await database(db).aclose()
-    await db.dispose()
+from persona_agent.db import create_engine, database, messages_table, tasks_table
+from persona_agent.errors import ConfigError
 
 
 def commits(engine: AsyncEngine) -> list[int]:
@@ -76,7 +67,8 @@ async def test_a_table_keeps_its_order_of_writes_within_one_transaction(
     engine: AsyncEngine,
 ) -> None:
     db = database(engine)
-    upsert = sqlite_insert(tasks_table)
+    dialect_insert = postgresql_insert if engine.dialect.name == "postgresql" else sqlite_insert
+    upsert = dialect_insert(tasks_table)
     upsert = upsert.on_conflict_do_update(
         index_elements=["owner", "id"], set_={"data": upsert.excluded.data}
     )
@@ -97,13 +89,15 @@ async def test_a_table_keeps_its_order_of_writes_within_one_transaction(
         db.write(remove, [{"o": "p:", "i": "gone"}]),
     )
     assert len(seen) == 1
-    assert db.query_local("SELECT id, data FROM pa_tasks WHERE id != 'warm-up'", ()) == [
-        ("kept", b"v2")
-    ]
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            select(tasks_table.c.id, tasks_table.c.data).where(tasks_table.c.id != "warm-up")
+        )
+        assert [(row.id, row.data) for row in rows] == [("kept", b"v2")]
 
 
-async def test_local_reads_see_what_was_committed(engine: AsyncEngine) -> None:
-    db = database(engine)
+async def test_local_reads_see_what_was_committed(sqlite_engine: AsyncEngine) -> None:
+    db = database(sqlite_engine)
     query = "SELECT message FROM pa_messages WHERE conversation = ?"
     assert db.query_local(query, ("c1",)) == []
     await db.write(insert(messages_table), [message("c1", "hello")])
@@ -130,3 +124,19 @@ async def test_a_writer_canceled_while_it_waits_still_has_its_rows_written(
     await first
     await database(engine).aclose()
     assert ("c2", "canceled") in await stored_messages(engine)
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("not a url", "is not a database URL"),
+        ("postgresql+psycopg://u:secret@db/hub", "needs the Python package 'psycopg': for Po"),
+        ("mysql+aiomysql://u:secret@db/hub", "needs the Python package 'aiomysql'"),
+        ("sqlite:///hub.db", "must name an asyncio driver"),
+        ("nosuchdb+async://u:secret@db/hub", "must name an asyncio driver"),
+    ],
+)
+def test_a_database_url_that_cannot_work_is_a_clear_config_error(url: str, problem: str) -> None:
+    with pytest.raises(ConfigError, match=problem) as raised:
+        create_engine(url)
+    assert "secret" not in str(raised.value)

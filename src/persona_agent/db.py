@@ -34,8 +34,11 @@ from sqlalchemy import (
     event,
 )
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, InvalidRequestError, NoSuchModuleError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.sql import Executable
+
+from persona_agent.errors import ConfigError
 
 __all__ = [
     "Database",
@@ -74,19 +77,46 @@ messages_table = Table(
 
 
 def create_engine(url: str) -> AsyncEngine:
-    """An engine for ``url``; for SQLite, the parent directory is created and WAL is on."""
-    parsed = make_url(url)
+    """An engine for ``url``; for SQLite, the parent directory is created and WAL is on.
+
+    Raises:
+        ConfigError: ``url`` is not a database URL, or names a driver that is not
+            installed or not an asyncio one.
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ConfigError(
+            "The database URL is not a database URL: give one such as "
+            "sqlite+aiosqlite:///path/to/hub.db or postgresql+asyncpg://user@host/db"
+        ) from None
     is_sqlite = parsed.get_backend_name() == "sqlite"
     if is_sqlite and parsed.database and parsed.database != ":memory:":
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
     # SQLite has one writer at a time; several pooled connections contend for its lock
     # (and a read that upgrades to a write fails at once with "database is locked").
     # One connection serializes every statement in order instead.
-    engine = (
-        create_async_engine(url, pool_size=1, max_overflow=0)
-        if is_sqlite
-        else create_async_engine(url)
-    )
+    where = f"{parsed.drivername}://"  # never the rest: it may hold a password
+    try:
+        engine = (
+            create_async_engine(url, pool_size=1, max_overflow=0)
+            if is_sqlite
+            else create_async_engine(url)
+        )
+    except ModuleNotFoundError as error:
+        extra = (
+            ": for PostgreSQL, use postgresql+asyncpg:// and pip install 'persona-agent[postgres]'"
+            if parsed.get_backend_name() == "postgresql"
+            else ""
+        )
+        raise ConfigError(
+            f"The database URL ({where}) needs the Python package '{error.name}'{extra}"
+        ) from None
+    except (NoSuchModuleError, InvalidRequestError):
+        raise ConfigError(
+            f"The database URL ({where}) must name an asyncio driver: "
+            "sqlite+aiosqlite:// or postgresql+asyncpg://"
+        ) from None
     if is_sqlite:
 
         @event.listens_for(engine.sync_engine, "connect")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -52,14 +51,6 @@ def make_task(
     status = TaskStatus(state=state)
     status.timestamp.FromSeconds(1_700_000_000 + seconds)
     return Task(id=task_id, context_id=context_id, status=status)
-
-
-@pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    db = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'tasks.db'}")
-    await init_db(db)
-    yield db
-    await db.dispose()
 
 
 async def test_save_get_update_delete(engine: AsyncEngine) -> None:

@@ -2,23 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from persona_agent.chat.history import ConversationHistory, trim_history
-from persona_agent.db import create_engine, init_db
 from persona_agent.llm.base import Message
-
-
-@pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    db = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'history.db'}")
-    await init_db(db)
-    yield db
-    await db.dispose()
 
 
 def turn(i: int) -> list[Message]:

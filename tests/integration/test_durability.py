@@ -8,6 +8,7 @@ import pytest
 from a2a.types.a2a_pb2 import GetTaskRequest, ListTasksRequest, TaskState
 from a2a.utils.errors import MethodNotFoundError, TaskNotFoundError
 
+from tests.conftest import empty_postgres
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.a2a_helpers import answer_text, get_task, send
 from tests.integration.conftest import TRANSPORTS, HubFactory
@@ -17,13 +18,26 @@ from tests.integration.conftest import TRANSPORTS, HubFactory
 async def test_tasks_and_conversations_survive_a_restart(
     hub_factory: HubFactory, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:
+    await survive_a_restart(hub_factory, llm, transport)
+
+
+async def test_on_postgresql_tasks_and_conversations_survive_a_restart(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    url = await empty_postgres()
+    await survive_a_restart(hub_factory, llm, ("JSONRPC", "1.0"), database_url=url)
+
+
+async def survive_a_restart(
+    hub_factory: HubFactory, llm: FakeLLM, transport: tuple[str, str], **settings: str
+) -> None:
     context_id = str(uuid.uuid4())
-    async with hub_factory() as hub:
+    async with hub_factory(**settings) as hub:
         llm.script(Reply("The radium glows faintly."))
         client = await hub.client("marie-curie", transport)
         first = await send(client, "What glows?", context_id)
 
-    async with hub_factory() as hub:
+    async with hub_factory(**settings) as hub:
         client = await hub.client("marie-curie", transport)
         stored = await get_task(client, first.id)
         assert stored.status.state == TaskState.TASK_STATE_COMPLETED
