@@ -76,7 +76,7 @@ class _Unusual(Exception):
 
 
 def _load_yaml(text: str) -> Any:
-    """The YAML document in ``text``, as :class:`_StrictLoader` loads it, in a third of the time.
+    """The YAML document in ``text``, as :class:`_StrictLoader` loads it, in about half the time.
 
     libyaml composes the nodes; PyYAML's constructor then walks them in Python with
     much machinery (about two thirds of the load). Documents of plain mappings,
