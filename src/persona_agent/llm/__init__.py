@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from persona_agent.llm.base import ChatRequest, LLMBackend, StreamEnd, TextDelta, ToolCall, Usage
-from persona_agent.llm.openai_backend import OpenAIBackend
 
 if TYPE_CHECKING:
     from persona_agent.llm.local_backend import LocalBackend
+    from persona_agent.llm.openai_backend import OpenAIBackend
 
 __all__ = [
     "ChatRequest",
@@ -23,10 +23,15 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # The local backend (numpy, and llama_cpp once loaded) is imported only when
-    # asked for: a hub on the openai backend never pays its memory.
+    # Each backend is imported only when asked for: a hub on the openai backend never
+    # pays the local one's memory (numpy, and llama_cpp once loaded), nor a hub on the
+    # local model (or a CLI command) the openai client's (~25 MB with aiohttp, ~0.7 s).
     if name == "LocalBackend":
         from persona_agent.llm.local_backend import LocalBackend
 
         return LocalBackend
+    if name == "OpenAIBackend":
+        from persona_agent.llm.openai_backend import OpenAIBackend
+
+        return OpenAIBackend
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
