@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 from typing import Any
@@ -225,6 +226,27 @@ def test_load_persona_dir_keeps_good_personas_and_collects_errors(tmp_path: Path
 
 def test_load_persona_dir_of_an_empty_directory(tmp_path: Path) -> None:
     assert load_persona_dir(tmp_path) == ({}, [])
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_load_persona_dir_leaves_the_garbage_collector_as_it_was(
+    tmp_path: Path, enabled: bool
+) -> None:
+    # The collector is paused while a directory loads; a bad file (an error collected
+    # on the way) must not leave it off, nor a load turn on one the caller turned off.
+    write_yaml(tmp_path / "alpha.yaml", persona_data())
+    (tmp_path / "syntax.yaml").write_text(SYNTAX_ERROR, encoding="utf-8")
+    was = gc.isenabled()
+    try:
+        if not enabled:
+            gc.disable()
+        personas, errors = load_persona_dir(tmp_path)
+        assert gc.isenabled() is enabled
+    finally:
+        if was:
+            gc.enable()
+    assert list(personas) == ["alpha"]
+    assert len(errors) == 1
 
 
 RICH: dict[str, Any] = {

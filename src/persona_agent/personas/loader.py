@@ -6,9 +6,11 @@ file and, for each problem, the field and the reason: never a traceback.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from stat import S_ISREG
 from typing import Any, Literal
@@ -231,29 +233,27 @@ def load_persona_file(path: Path) -> Persona:
         PersonaFileError: the file cannot be read, is not UTF-8, has an unknown
             suffix or a file name that is not a persona id, or is invalid.
     """
-    return _validate(path, _read_data(path))
-
-
-def _check_name(path: Path) -> Literal["yaml", "json"]:
     source = str(path)
-    fmt = PERSONA_SUFFIXES.get(path.suffix.lower())
+    return _validate(source, path.stem, _read_data(source, path.stem, path.suffix))
+
+
+def _check_name(source: str, stem: str, suffix: str) -> Literal["yaml", "json"]:
+    fmt = PERSONA_SUFFIXES.get(suffix.lower())
     if fmt is None:
         expected = ", ".join(PERSONA_SUFFIXES)
-        raise PersonaFileError(source, [f"unknown file type '{path.suffix}' (expected {expected})"])
-    if not is_valid_persona_id(path.stem):
-        problem = (
-            f"file name '{path.stem}' is not a valid persona id (expected {PERSONA_ID_PATTERN})"
-        )
+        raise PersonaFileError(source, [f"unknown file type '{suffix}' (expected {expected})"])
+    if not is_valid_persona_id(stem):
+        problem = f"file name '{stem}' is not a valid persona id (expected {PERSONA_ID_PATTERN})"
         raise PersonaFileError(source, [problem])
     return fmt
 
 
-def _read_data(path: Path) -> dict[str, Any]:
-    """The parsed content of a persona file (not yet validated)."""
-    fmt = _check_name(path)
-    source = str(path)
+def _read_data(source: str, stem: str, suffix: str) -> dict[str, Any]:
+    """The parsed content of the persona file at ``source`` (not yet validated)."""
+    fmt = _check_name(source, stem, suffix)
     try:
-        raw = path.read_bytes()
+        with open(source, "rb") as file:
+            raw = file.read()
     except OSError as error:
         raise PersonaFileError(source, [f"cannot read the file: {error.strerror}"]) from None
     try:
@@ -264,11 +264,28 @@ def _read_data(path: Path) -> dict[str, Any]:
     return _parse(text, fmt, source)
 
 
-def _validate(path: Path, data: dict[str, Any]) -> Persona:
+def _validate(source: str, stem: str, data: dict[str, Any]) -> Persona:
     try:
-        return Persona.from_data(path.stem, data)
+        return Persona.from_data(stem, data)
     except ValidationError as error:
-        raise PersonaFileError(str(path), validation_problems(error)) from None
+        raise PersonaFileError(source, validation_problems(error)) from None
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a directory loads; as it was afterwards.
+
+    A load builds objects that all stay alive, without cycles: every collection on
+    the way would scan the whole process for nothing. 10,000 files load some 25 %
+    faster without (docs/performance.md).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def load_persona_dir(
@@ -290,35 +307,37 @@ def load_persona_dir(
     first_file: dict[str, str] = {}
     with os.scandir(directory) as listing:
         entries = sorted(listing, key=lambda entry: entry.name)
-    for entry in entries:
-        path = Path(entry.path)
-        if entry.name.startswith(".") or path.suffix.lower() not in PERSONA_SUFFIXES:
-            continue
-        try:
-            stat = entry.stat()  # follows symbolic links, as is_file() does
-        except OSError:
-            stat = None
-        if stat is None or not S_ISREG(stat.st_mode):
-            continue
-        if path.stem in first_file:
-            problem = f"persona id '{path.stem}' is already defined by {first_file[path.stem]}"
-            errors.append(PersonaFileError(str(path), [problem]))
-            continue
-        first_file[path.stem] = path.name
-        try:
-            data = cache.get(entry.name, stat) if cache is not None else None
-            if data is None:
-                data = _read_data(path)
-                persona = _validate(path, data)
-                if cache is not None:
-                    cache.put(entry.name, stat, data)
-            else:
-                _check_name(path)
-                persona = _validate(path, data)
-        except PersonaFileError as error:
-            errors.append(error)
-            continue
-        personas[persona.id] = persona
+    with _collector_paused():
+        for entry in entries:
+            name, source = entry.name, entry.path
+            stem, suffix = os.path.splitext(name)
+            if name.startswith(".") or suffix.lower() not in PERSONA_SUFFIXES:
+                continue
+            try:
+                stat = entry.stat()  # follows symbolic links, as is_file() does
+            except OSError:
+                stat = None
+            if stat is None or not S_ISREG(stat.st_mode):
+                continue
+            if stem in first_file:
+                problem = f"persona id '{stem}' is already defined by {first_file[stem]}"
+                errors.append(PersonaFileError(source, [problem]))
+                continue
+            first_file[stem] = name
+            try:
+                data = cache.get(name, stat) if cache is not None else None
+                if data is None:
+                    data = _read_data(source, stem, suffix)
+                    persona = _validate(source, stem, data)
+                    if cache is not None:
+                        cache.put(name, stat, data)
+                else:
+                    _check_name(source, stem, suffix)
+                    persona = _validate(source, stem, data)
+            except PersonaFileError as error:
+                errors.append(error)
+                continue
+            personas[persona.id] = persona
     if cache is not None:
         cache.save()
     return personas, errors

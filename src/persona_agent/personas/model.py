@@ -269,6 +269,8 @@ class Persona(BaseModel):
 
     @model_validator(mode="after")
     def _card_skill_ids_are_unique(self) -> Self:
+        if not self.card.skills:
+            return self
         taken = {f"{self.id}-{CONVERSATION_SKILL}"} | {
             f"{self.id}-{slugify(domain)}" for domain in self.knowledge_domains
         }
