@@ -303,7 +303,14 @@ def persona_count(root: Path, count: int, rounds: int, window: str) -> list[Row]
     make_personas(many, count)
     data = root / "data-many"
     with fake_llm() as llm:
+        # References for the start-up figures: the same start with the five bundled
+        # personas, and the bare agent's (the SDK's imports and uvicorn alone).
+        started = time.monotonic()
+        with bare_agent():
+            bare_start = time.monotonic() - started
+        started = time.monotonic()
         with hub(llm, few, root / "data-few") as (_, small):
+            few_start = time.monotonic() - started
             time.sleep(1)
             small_rss = rss_kib(small.pid)
         started = time.monotonic()
@@ -333,6 +340,8 @@ def persona_count(root: Path, count: int, rounds: int, window: str) -> list[Row]
                 pairs.append((last["latency_ms"]["p50"], first["latency_ms"]["p50"]))
     drift = abs(median_ratio(pairs) - 1) * 100
     return [
+        Row("start-up to ready: bare agent", bare_start, "s"),
+        Row("start-up to ready: hub, 5 bundled personas", few_start, "s"),
         Row(
             f"{count:,} personas: first start-up (no cache)",
             first_start,
