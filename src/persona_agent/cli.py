@@ -140,10 +140,9 @@ def _tune_gc() -> None:
     What start-up built (modules, personas) lives as long as the process: frozen, the
     collector stops scanning it. A larger first generation means fewer collections
     of the short-lived objects every request makes. Together: ~10 % more requests
-    a second (docs/performance.md); memory stays bounded. There is no collection
-    first: start-up leaves next to no cyclic garbage (40 objects with the bundled
-    personas), and one would scan every object, 0.2 s with 10,000 personas.
+    a second (docs/performance.md); memory stays bounded.
     """
+    gc.collect()
     gc.freeze()
     gc.set_threshold(10_000, 10, 10)
 
