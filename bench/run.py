@@ -1,6 +1,6 @@
 """The whole benchmark suite: the hub against a bare a2a-sdk agent, figures next to targets.
 
-    uv run python bench/run.py [--quick] [--rounds 3] [--personas 10000] [--requests 100000]
+    uv run python bench/run.py [--quick] [--rounds 5] [--personas 10000] [--requests 100000]
 
 Starts, as separate processes on 127.0.0.1: the instant fake LLM
 (``bench/fake_llm.py``), the hub (``persona-agent serve`` with its default
@@ -10,8 +10,9 @@ temporary data directory, the persona directory watched), the bare agent
 at once, tasks in memory), and the load generator (``bench/loadgen.py``, which
 checks every answer). Both servers run on the same Python, uvicorn defaults
 (uvloop and httptools), log level WARNING (so no access log) and telemetry
-setting (``OTEL_INSTRUMENTATION_A2A_SDK_ENABLED=false``). Throughput rounds
-alternate hub and bare agent; ratios are taken within a round, then the median.
+setting (``OTEL_INSTRUMENTATION_A2A_SDK_ENABLED=false``). Each throughput round
+measures the hub, the bare agent, then the hub again (half its window on each
+side); ratios are taken within a round, then the median.
 
 Prints one table: each figure, its target and PASS or FAIL, and exits 1 when a
 target is missed. ``--quick`` runs one round with short windows, 1,000
@@ -233,21 +234,28 @@ def throughput_and_tail(rounds: int, window: str, root: Path) -> list[Row]:
         bare_agent() as (bare_url, bare_process),
     ):
         hub_rpc, bare_rpc = f"{hub_url}/a2a/socrates/", f"{bare_url}/"
+        watch_hub, watch_bare = f"server={hub_process.pid}", f"server={bare_process.pid}"
+        half = str(float(window) / 2)
         for _ in range(rounds):
-            watch_hub = f"server={hub_process.pid}"
-            ours = load(
-                hub_rpc, "--mode", "send", "-c", "16", "-d", window, "--watch-pid", watch_hub
+            # Hub, bare agent, hub: half the hub's window on each side, so that a machine
+            # whose speed drifts during the round weighs on both alike.
+            before, theirs, after = (
+                load(url, "--mode", "send", "-c", "16", "-d", length, "--watch-pid", watch)
+                for url, length, watch in (
+                    (hub_rpc, half, watch_hub),
+                    (bare_rpc, window, watch_bare),
+                    (hub_rpc, half, watch_hub),
+                )
             )
-            watch_bare = f"server={bare_process.pid}"
-            theirs = load(
-                bare_rpc, "--mode", "send", "-c", "16", "-d", window, "--watch-pid", watch_bare
-            )
-            sends.append((ours["rps"], theirs["rps"]))
-            cpu.append((cpu_ms_per_request(ours), cpu_ms_per_request(theirs)))
+            hub_rps = (before["rps"] + after["rps"]) / 2
+            # CPU per request over both halves: each weighs by the requests it answered.
+            hub_cpu = sum(cpu_ms_per_request(h) * h["rps"] for h in (before, after)) / (2 * hub_rps)
+            sends.append((hub_rps, theirs["rps"]))
+            cpu.append((hub_cpu, cpu_ms_per_request(theirs)))
             tail = load(hub_rpc, "--mode", "send", "-c", "64", "-d", window)
             tails.append((tail["latency_ms"]["p99"], tail["latency_ms"]["p50"]))
             print(
-                f"    round: hub {ours['rps']} req/s, bare {theirs['rps']} req/s, "
+                f"    round: hub {hub_rps:.1f} req/s, bare {theirs['rps']} req/s, "
                 f"c=64 p50 {tail['latency_ms']['p50']} ms p99 {tail['latency_ms']['p99']} ms",
                 file=sys.stderr,
                 flush=True,
@@ -387,7 +395,7 @@ def memory(root: Path, first: int, total: int) -> list[Row]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run, not a measurement")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--personas", type=int, help="default: 10,000 (1,000 with --quick)")
     parser.add_argument(
         "--requests",
