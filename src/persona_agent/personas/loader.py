@@ -276,8 +276,9 @@ def _collector_paused() -> Iterator[None]:
     """The cyclic garbage collector off while a directory loads; as it was afterwards.
 
     A load builds objects that all stay alive, without cycles: every collection on
-    the way would scan the whole process for nothing. 10,000 files load some 25 %
-    faster without (docs/performance.md).
+    the way would scan the whole process for nothing. With the hub's modules loaded,
+    10,000 files took 2.45 s instead of 2.8 s cold, 0.78 s instead of 1.07 s from the
+    parse cache (docs/performance.md).
     """
     enabled = gc.isenabled()
     gc.disable()
