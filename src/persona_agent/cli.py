@@ -119,6 +119,7 @@ def serve(
     # One line per LLM or MCP HTTP call is noise on the hot path; their errors still show.
     for noisy in ("httpx", "httpx2"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.root.level))
+    _freeze_imports()
     try:
         application = create_app(settings)
     except (ConfigError, PersonaFileError) as error:
@@ -134,17 +135,33 @@ def serve(
     )
 
 
-def _tune_gc() -> None:
-    """Make the garbage collector cheap for a long-running server.
+def _freeze_imports() -> None:
+    """Collect once and freeze what the imports built; no collection until :func:`_tune_gc`.
 
-    What start-up built (modules, personas) lives as long as the process: frozen, the
-    collector stops scanning it. A larger first generation means fewer collections
-    of the short-lived objects every request makes. Together: ~10 % more requests
-    a second (docs/performance.md); memory stays bounded.
+    Start-up then builds what lives as long as the process (the personas, the LLM
+    client): a collection on the way would scan all of it for nothing, and what it
+    leaves unreachable is about a thousand objects. The collection here, over the
+    modules only, also sets the collector's count of long-lived objects, which keeps
+    full collections rare under load (without it, 2.5-9.5 % more CPU a request).
+    With 10,000 personas, collecting after they loaded took 0.37 s instead of 0.07 s
+    (docs/performance.md).
     """
     gc.collect()
     gc.freeze()
+    gc.disable()
+
+
+def _tune_gc() -> None:
+    """Make the garbage collector cheap for a long-running server, and turn it back on.
+
+    What start-up built lives as long as the process: frozen, the collector stops
+    scanning it. A larger first generation means fewer collections of the
+    short-lived objects every request makes. Together: ~10 % more requests a second
+    (docs/performance.md); memory stays bounded.
+    """
+    gc.freeze()
     gc.set_threshold(10_000, 10, 10)
+    gc.enable()
 
 
 @app.command("agent-card")

@@ -55,8 +55,8 @@ def load_personas(settings: Settings) -> FilePersonaStore:
         raise ConfigError(f"Persona directory {settings.personas_dir} does not exist")
     directory = settings.personas_dir.resolve()
     digest = hashlib.sha256(str(directory).encode()).hexdigest()[:16]
-    cache = settings.data_dir / "cache" / f"personas-{digest}.tsv"
-    store = FilePersonaStore(settings.personas_dir, parse_cache=cache)
+    cache = settings.data_dir / "cache" / f"personas-{digest}.pickle"
+    store = FilePersonaStore(settings.personas_dir, cache=cache)
     errors = store.load()
     if errors:
         raise ConfigError(

@@ -19,8 +19,8 @@ import yaml
 from pydantic import ValidationError
 
 from persona_agent.errors import PersonaFileError
+from persona_agent.personas.cache import PersonaCache
 from persona_agent.personas.model import PERSONA_ID_PATTERN, Persona, is_valid_persona_id
-from persona_agent.personas.parse_cache import ParseCache
 
 __all__ = [
     "PERSONA_SUFFIXES",
@@ -277,8 +277,7 @@ def _collector_paused() -> Iterator[None]:
 
     A load builds objects that all stay alive, without cycles: every collection on
     the way would scan the whole process for nothing. With the hub's modules loaded,
-    10,000 files took 2.45 s instead of 2.8 s cold, 0.78 s instead of 1.07 s from the
-    parse cache (docs/performance.md).
+    10,000 files took 2.45 s instead of 2.8 s cold (docs/performance.md).
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -290,15 +289,15 @@ def _collector_paused() -> Iterator[None]:
 
 
 def load_persona_dir(
-    directory: Path, *, cache: ParseCache | None = None
+    directory: Path, *, cache: PersonaCache | None = None
 ) -> tuple[dict[str, Persona], list[PersonaFileError]]:
     """Every persona file directly in ``directory``, by file name.
 
     Hidden files (``.name``) are skipped. Returns the valid personas by id and
     one error per bad file; a second file with the same id (``a.yaml`` and
     ``a.yml``) is an error, and the first one wins. With ``cache``, a file
-    unchanged since it was cached is not parsed again (every persona is still
-    validated), and the cache is saved at the end.
+    unchanged since it was cached is neither parsed nor validated again (see
+    :class:`PersonaCache`), and the cache is saved at the end.
 
     Raises:
         OSError: the directory cannot be listed.
@@ -325,19 +324,15 @@ def load_persona_dir(
                 errors.append(PersonaFileError(source, [problem]))
                 continue
             first_file[stem] = name
-            try:
-                data = cache.get(name, stat) if cache is not None else None
-                if data is None:
-                    data = _read_data(source, stem, suffix)
-                    persona = _validate(source, stem, data)
-                    if cache is not None:
-                        cache.put(name, stat, data)
-                else:
-                    _check_name(source, stem, suffix)
-                    persona = _validate(source, stem, data)
-            except PersonaFileError as error:
-                errors.append(error)
-                continue
+            persona = cache.get(name, stat) if cache is not None else None
+            if persona is None:
+                try:
+                    persona = _validate(source, stem, _read_data(source, stem, suffix))
+                except PersonaFileError as error:
+                    errors.append(error)
+                    continue
+                if cache is not None:
+                    cache.put(name, stat, persona)
             personas[persona.id] = persona
     if cache is not None:
         cache.save()

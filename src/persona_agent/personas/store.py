@@ -24,6 +24,7 @@ from persona_agent.errors import (
     PersonaNotFoundError,
     PreconditionFailedError,
 )
+from persona_agent.personas.cache import PersonaCache
 from persona_agent.personas.loader import (
     PERSONA_SUFFIXES,
     dump_persona_yaml,
@@ -31,7 +32,6 @@ from persona_agent.personas.loader import (
     load_persona_file,
 )
 from persona_agent.personas.model import Persona, is_valid_persona_id
-from persona_agent.personas.parse_cache import ParseCache
 
 __all__ = ["FilePersonaStore", "PersonaChange", "PersonaStore", "version_matches"]
 
@@ -174,12 +174,12 @@ class FilePersonaStore(PersonaStore):
     are taken in by :meth:`sync_file` (the directory watcher calls it).
     """
 
-    def __init__(self, directory: Path, *, parse_cache: Path | None = None) -> None:
-        """``parse_cache``: a file where :meth:`load` keeps what each file parsed to, so
-        that the next load parses only the files changed since (see ``ParseCache``)."""
+    def __init__(self, directory: Path, *, cache: Path | None = None) -> None:
+        """``cache``: a file where :meth:`load` keeps the personas it loaded, so that
+        the next load reads only the files changed since (see ``PersonaCache``)."""
         super().__init__()
         self.directory = directory
-        self.parse_cache = parse_cache
+        self.cache = cache
         self.errors: builtins.list[PersonaFileError] = []
         """The bad files of the last :meth:`load`, less those a put or delete replaced."""
         self._personas: dict[str, Persona] = {}
@@ -191,7 +191,7 @@ class FilePersonaStore(PersonaStore):
 
         Subscribers are not notified. Raises ``OSError`` if the directory cannot be listed.
         """
-        cache = ParseCache(self.parse_cache) if self.parse_cache is not None else None
+        cache = PersonaCache(self.cache) if self.cache is not None else None
         self._personas, self.errors = load_persona_dir(self.directory, cache=cache)
         return builtins.list(self.errors)
 
