@@ -125,7 +125,9 @@ def fake_llm(token_delay_ms: float = 0, timing_file: Path | None = None) -> Iter
 
 
 @contextmanager
-def hub(llm_url: str, personas: Path, data: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def hub(
+    llm_url: str, personas: Path, data: Path, wrapper: tuple[str, ...] = ()
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = free_port()
     env = {
         **ENV,
@@ -134,16 +136,16 @@ def hub(llm_url: str, personas: Path, data: Path) -> Iterator[tuple[str, subproc
         "PERSONA_AGENT_DATA_DIR": str(data),
         "PERSONA_AGENT_LOG_LEVEL": "WARNING",
     }
-    command = [PYTHON, "-m", "persona_agent.cli", "serve", "--port", str(port)]
+    command = [*wrapper, PYTHON, "-m", "persona_agent.cli", "serve", "--port", str(port)]
     command += ["-d", str(personas)]
     with process(command, f"http://127.0.0.1:{port}/healthz", env) as started:
         yield f"http://127.0.0.1:{port}", started
 
 
 @contextmanager
-def bare_agent() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def bare_agent(wrapper: tuple[str, ...] = ()) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = free_port()
-    command = [PYTHON, str(BENCH / "bare_agent.py"), "--port", str(port)]
+    command = [*wrapper, PYTHON, str(BENCH / "bare_agent.py"), "--port", str(port)]
     ready = f"http://127.0.0.1:{port}/.well-known/agent-card.json"
     with process(command, ready, ENV) as started:
         yield f"http://127.0.0.1:{port}", started
@@ -392,6 +394,55 @@ def memory(root: Path, first: int, total: int) -> list[Row]:
     ]
 
 
+def instructions(root: Path, requests: int) -> list[Row]:
+    """Instructions per blocking send, hub and bare agent, counted by callgrind.
+
+    Unlike CPU time, a count that the machine's speed and neighbours do not move (within
+    about 1 % from run to run): what the hub does beyond the bare agent, without what
+    cache misses and a busy machine add on top. Each server runs under valgrind with
+    instrumentation off until 100 warm-up requests are answered, then on for
+    ``requests`` (concurrency 16); every thread is counted.
+    """
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        print("    valgrind not found: instruction counts skipped", file=sys.stderr)
+        return []
+    personas = root / "bundled-callgrind"
+    make_personas(personas, 0)
+
+    def count(label: str, serve: Callable[[tuple[str, ...]], Any], path: str) -> float:
+        out = root / f"callgrind-{label}.out"
+        wrapper = ("valgrind", "--tool=callgrind", "--instr-atstart=no")
+        with serve((*wrapper, f"--callgrind-out-file={out}")) as (url, started):
+            sends = ("--mode", "send", "-c", "16", "-d", "3600", "--warmup", "0")
+            load(url + path, *sends, "--max-requests", "100")
+            control = ["callgrind_control"]
+            subprocess.run(
+                [*control, "-i", "on", str(started.pid)], check=True, capture_output=True
+            )
+            load(url + path, *sends, "--max-requests", str(requests))
+            for command in (("-i", "off"), ("-d",)):
+                subprocess.run(
+                    [*control, *command, str(started.pid)], check=True, capture_output=True
+                )
+        total = 0
+        for dump in root.glob(f"callgrind-{label}.out*"):
+            for line in dump.read_text(errors="replace").splitlines():
+                if line.startswith(("summary:", "totals:")):
+                    total += int(line.split()[1])
+        return total / requests / 1e6
+
+    with fake_llm() as llm:
+        hub_count = count(
+            "hub", lambda w: hub(llm, personas, root / "data-callgrind", w), "/a2a/socrates/"
+        )
+    bare_count = count("bare", bare_agent, "/")
+    return [
+        Row("send c=16: instructions per request, hub (callgrind)", hub_count, "M"),
+        Row("send c=16: instructions per request, bare agent", bare_count, "M"),
+        Row("send c=16: instructions per request, bare / hub", bare_count / hub_count, "x"),
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run, not a measurement")
@@ -402,6 +453,11 @@ def main() -> int:
         type=int,
         help="memory figure: RSS after N requests vs after N/10 (default: 100,000; "
         "20,000 with --quick)",
+    )
+    parser.add_argument(
+        "--no-callgrind",
+        action="store_true",
+        help="skip the instruction counts (valgrind; about 6 minutes)",
     )
     args = parser.parse_args()
     rounds, window = (1, "5") if args.quick else (args.rounds, "10")
@@ -414,6 +470,9 @@ def main() -> int:
         ("persona count", lambda root: persona_count(root, count, rounds, "5")),
         ("memory", lambda root: memory(root, first, total)),
     ]
+    if not args.no_callgrind:
+        requests = 100 if args.quick else 400
+        parts.insert(1, ("instructions", lambda root: instructions(root, requests)))
     rows: list[Row] = []
     began = time.monotonic()
     try:

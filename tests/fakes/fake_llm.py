@@ -289,14 +289,19 @@ class FakeLLM:
         path = scope["path"].rstrip("/")
         method = scope["method"]
         if path.endswith("/chat/completions") and method == "POST":
-            await self._chat(receive, send)
+            await self._chat(scope, receive, send)
         elif path.endswith("/models") and method == "GET":
             model = {"id": MODEL, "object": "model", "created": 0, "owned_by": "fake"}
             await _send_json(send, 200, {"object": "list", "data": [model]})
         else:
             await _send_error(send, 404, f"no route {method} {path}")
 
-    async def _chat(self, receive: Receive, send: Send) -> None:
+    async def _chat(self, scope: Scope, receive: Receive, send: Send) -> None:
+        content_type = dict(scope["headers"]).get(b"content-type", b"").decode("latin-1")
+        if content_type.split(";")[0].strip().lower() != "application/json":
+            # As OpenAI's API: a body that does not say it is JSON is refused.
+            await _send_error(send, 415, f"unsupported content type {content_type!r}")
+            return
         try:
             body = json.loads(await _read_body(receive))
             if not isinstance(body, dict):

@@ -105,6 +105,34 @@ async def test_sends_the_model_and_only_the_options_that_are_set(
     assert (full["tools"], full["tool_choice"]) == (TOOLS, "auto")
 
 
+async def test_messages_reach_the_server_as_given(fake: FakeLLM, backend: OpenAIBackend) -> None:
+    """The body is written by the backend (the system prompt escaped once and kept): the
+    server must still read every message exactly, as JSON it is told is JSON."""
+    prompt = 'You are Zoë. Say "ja" \\ or «non»;\nnever \u2028 or \t.' * 50
+    messages = [
+        {"role": "system", "content": prompt},
+        {"role": "user", "content": "Grüß dich 👋"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "add", "arguments": '{"a": 1}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "2"},
+        {"role": "system", "content": prompt, "name": "extra"},
+    ]
+    for _ in range(2):  # the second from the kept system message
+        await collect(backend, ChatRequest(messages=messages))
+    first, second = fake.requests
+    assert first["messages"] == messages
+    assert second == first
+
+
 async def test_default_reply_and_usage_from_the_server(backend: OpenAIBackend) -> None:
     deltas, end = split(await collect(backend))
     assert "".join(deltas) == "Hello from the fake LLM. You said: Hello there"
