@@ -109,7 +109,7 @@ async def test_messages_reach_the_server_as_given(fake: FakeLLM, backend: OpenAI
     """The body is written by the backend (the system prompt escaped once and kept): the
     server must still read every message exactly, as JSON it is told is JSON."""
     prompt = 'You are Zoë. Say "ja" \\ or «non»;\nnever \u2028 or \t.' * 50
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "system", "content": prompt},
         {"role": "user", "content": "Grüß dich 👋"},
         {
