@@ -1,6 +1,7 @@
 """The whole benchmark suite: the hub against a bare a2a-sdk agent, figures next to targets.
 
     uv run python bench/run.py [--quick] [--rounds 5] [--personas 10000] [--requests 100000]
+                               [--no-callgrind]
 
 Starts, as separate processes on 127.0.0.1: the instant fake LLM
 (``bench/fake_llm.py``), the hub (``persona-agent serve`` with its default
@@ -12,7 +13,9 @@ checks every answer). Both servers run on the same Python, uvicorn defaults
 (uvloop and httptools), log level WARNING (so no access log) and telemetry
 setting (``OTEL_INSTRUMENTATION_A2A_SDK_ENABLED=false``). Each throughput round
 measures the hub, the bare agent, then the hub again (half its window on each
-side); ratios are taken within a round, then the median.
+side); ratios are taken within a round, then the median. With valgrind installed,
+each server also runs under callgrind for a count of instructions per request,
+which the machine's speed does not move.
 
 Prints one table: each figure, its target and PASS or FAIL, and exits 1 when a
 target is missed. ``--quick`` runs one round with short windows, 1,000
@@ -409,21 +412,19 @@ def instructions(root: Path, requests: int) -> list[Row]:
     personas = root / "bundled-callgrind"
     make_personas(personas, 0)
 
+    def control(pid: int, *command: str) -> None:
+        subprocess.run(["callgrind_control", *command, str(pid)], check=True, capture_output=True)
+
     def count(label: str, serve: Callable[[tuple[str, ...]], Any], path: str) -> float:
         out = root / f"callgrind-{label}.out"
         wrapper = ("valgrind", "--tool=callgrind", "--instr-atstart=no")
         with serve((*wrapper, f"--callgrind-out-file={out}")) as (url, started):
             sends = ("--mode", "send", "-c", "16", "-d", "3600", "--warmup", "0")
             load(url + path, *sends, "--max-requests", "100")
-            control = ["callgrind_control"]
-            subprocess.run(
-                [*control, "-i", "on", str(started.pid)], check=True, capture_output=True
-            )
+            control(started.pid, "-i", "on")
             load(url + path, *sends, "--max-requests", str(requests))
-            for command in (("-i", "off"), ("-d",)):
-                subprocess.run(
-                    [*control, *command, str(started.pid)], check=True, capture_output=True
-                )
+            control(started.pid, "-i", "off")
+            control(started.pid, "-d")
         total = 0
         for dump in root.glob(f"callgrind-{label}.out*"):
             for line in dump.read_text(errors="replace").splitlines():
@@ -457,7 +458,7 @@ def main() -> int:
     parser.add_argument(
         "--no-callgrind",
         action="store_true",
-        help="skip the instruction counts (valgrind; about 6 minutes)",
+        help="skip the instruction counts (valgrind; about 5 minutes)",
     )
     args = parser.parse_args()
     rounds, window = (1, "5") if args.quick else (args.rounds, "10")
