@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
 import socket
 import time
@@ -14,7 +15,14 @@ import pytest
 
 from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm import ChatRequest, OpenAIBackend, StreamEnd, TextDelta, ToolCall, Usage
-from persona_agent.llm.openai_backend import _merge_tool_call, _PartialCall, _sse_reads
+from persona_agent.llm.openai_backend import (
+    _env_proxy,
+    _merge_tool_call,
+    _PartialCall,
+    _retry_after,
+    _retry_delay,
+    _sse_reads,
+)
 from tests.fakes.fake_llm import Fail, FakeLLM, Hang, Reply, ToolCalls
 
 HELLO = ChatRequest(messages=[{"role": "user", "content": "Hello there"}])
@@ -235,6 +243,59 @@ async def test_retries_give_up_with_the_last_status(fake: FakeLLM) -> None:
     finally:
         await llm.aclose()
     assert len(fake.requests) == 3
+
+
+async def test_a_server_that_says_not_to_retry_is_not_retried(fake: FakeLLM) -> None:
+    fake.script(Fail(503, "down for good", headers={"X-Should-Retry": "false"}), Reply("No."))
+    llm = OpenAIBackend(base_url=fake.base_url, api_key=None, model="m", max_retries=2)
+    try:
+        with pytest.raises(LLMError, match="answered 503: down for good"):
+            await collect(llm)
+    finally:
+        await llm.aclose()
+    assert len(fake.requests) == 1
+
+
+async def test_a_400_is_not_retried(fake: FakeLLM) -> None:
+    fake.script(Fail(400, "bad model"), Reply("No."))
+    llm = OpenAIBackend(base_url=fake.base_url, api_key=None, model="m", max_retries=2)
+    try:
+        with pytest.raises(LLMError, match=r"rejected the request \(400\): bad model"):
+            await collect(llm)
+    finally:
+        await llm.aclose()
+    assert len(fake.requests) == 1
+
+
+def test_retry_after_in_seconds_milliseconds_or_as_a_date() -> None:
+    assert _retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    assert _retry_after({"retry-after": "3"}) == 3.0
+    in_ten = email.utils.formatdate(time.time() + 10, usegmt=True)
+    assert 8 < (_retry_after({"retry-after": in_ten}) or 0) <= 10
+    assert _retry_after({"retry-after": "soon"}) is None
+    assert _retry_after({}) is None
+
+
+def test_retry_delay_honours_the_server_up_to_a_minute_else_backs_off() -> None:
+    assert _retry_delay(0, 2.5) == 2.5
+    for attempt, most in ((0, 0.5), (1, 1.0), (2, 2.0), (6, 8.0)):
+        for retry_after in (None, 0.0, 3600.0):
+            assert 0.75 * most <= _retry_delay(attempt, retry_after) <= most
+
+
+def test_the_proxy_comes_from_the_environment_unless_bypassed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    assert _env_proxy("https://api.example.com/v1/chat/completions") is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    monkeypatch.setenv("NO_PROXY", "llm.internal")
+    assert _env_proxy("https://api.example.com/v1/chat/completions") == (
+        "http://proxy.internal:3128"
+    )
+    assert _env_proxy("http://api.example.com/v1/chat/completions") is None  # no HTTP_PROXY
+    assert _env_proxy("https://llm.internal/v1/chat/completions") is None
 
 
 async def test_a_rejected_request_never_shows_the_api_key(

@@ -25,7 +25,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # Each backend is imported only when asked for: a hub on the openai backend never
     # pays the local one's memory (numpy, and llama_cpp once loaded), nor a hub on the
-    # local model (or a CLI command) the openai client's (~25 MB with aiohttp, ~0.7 s).
+    # local model (or a CLI command) aiohttp's (~8 MB).
     if name == "LocalBackend":
         from persona_agent.llm.local_backend import LocalBackend
 

@@ -28,7 +28,7 @@ def build_llm_backend(settings: Settings) -> LLMBackend:
     """
     configured = bool(settings.llm_base_url or settings.llm_api_key)
     # Each backend's modules are imported only when it is the one built: the local one's
-    # (numpy, llama_cpp) and the openai client's (~25 MB, ~0.7 s of start-up) cost what a
+    # (numpy, llama_cpp) and the openai one's (aiohttp, ~8 MB) cost what a
     # hub on the other should not pay.
     if settings.llm_backend == "openai" or (settings.llm_backend == "auto" and configured):
         from persona_agent.llm.openai_backend import OpenAIBackend

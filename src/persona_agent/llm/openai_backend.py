@@ -1,25 +1,30 @@
 """The ``openai`` backend: any OpenAI-compatible chat-completions server.
 
 OpenAI itself, LiteLLM, vLLM, Ollama, llama.cpp's server: anything that
-streams ``/chat/completions`` in the OpenAI format.
+streams ``/chat/completions`` in the OpenAI format. The wire format is spoken
+over one shared ``aiohttp`` session: the hub writes the request body and reads
+the SSE stream itself (docs/performance.md says why not through the ``openai``
+package's client: it alone cost more CPU per message, memory and start-up time
+than the hub's performance targets leave for everything the hub does).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import email.utils
 import functools
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+import random
+import time
+import urllib.request
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
-import httpx2
-import openai
-from openai import AsyncOpenAI, DefaultAioHttpClient
 
+from persona_agent import __version__
 from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm.base import ChatRequest, LLMBackend, StreamEnd, TextDelta, ToolCall, Usage
 from persona_agent.personas.prompt import PROMPT_CACHE_SIZE
@@ -29,13 +34,23 @@ __all__ = ["OPENAI_BASE_URL", "OpenAIBackend"]
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 _NO_KEY = "not-needed"  # servers without auth still get a syntactically valid bearer header
 _DETAIL_LIMIT = 200
+_ERROR_BODY_LIMIT = 64 * 1024
 _DRAIN_SECONDS = 1.0
 """How long to wait, after ``[DONE]``, for the end of the response body: a body read to
 its end returns the connection to the pool (else the next call opens a new one)."""
+_MAX_CONNECTIONS = 1000
+"""Connections to the LLM server at once (as many as the ``openai`` client allows): a
+message waits for a free one only beyond that."""
+_RETRY_STATUSES = frozenset({408, 409, 429})
+"""Retried like every 5xx answer (the statuses the ``openai`` client retries)."""
+_FIRST_RETRY_DELAY = 0.5
+_MAX_RETRY_DELAY = 8.0
+_MAX_RETRY_AFTER = 60.0
+"""A server's ``Retry-After`` is honoured up to this many seconds; beyond, backoff."""
 
 
 _to_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
-"""JSON as the ``openai`` client writes a request body (``openapi_dumps``)."""
+"""Compact JSON, as the ``openai`` client writes a request body."""
 
 
 @functools.lru_cache(maxsize=PROMPT_CACHE_SIZE)
@@ -73,14 +88,16 @@ class _PartialCall:
 class OpenAIBackend(LLMBackend):
     """Streams chat completions from an OpenAI-compatible server.
 
-    One ``AsyncOpenAI`` client (one connection pool) serves every call until
-    :meth:`aclose`, on the ``openai`` package's aiohttp transport (the
-    ``openai[aiohttp]`` extra): a third of the CPU of its default httpx one per
-    call (docs/performance.md). The client retries connection errors, 429 and 5xx answers
-    ``max_retries`` times (honouring ``Retry-After``) before the stream starts;
+    One ``aiohttp`` session (one connection pool, kept-alive connections)
+    serves every call until :meth:`aclose`. Connection errors, timeouts and
+    408, 409, 429 and 5xx answers are retried ``max_retries`` times before the
+    stream starts, after the server's ``Retry-After`` (or ``Retry-After-Ms``)
+    when it gives one of up to a minute, else after an exponential backoff
+    with jitter (0.5 s doubling, at most 8 s), as the ``openai`` client does;
     a stream that breaks later is not retried, since tokens were already given
     out. ``timeout`` bounds the connection and each read, so a server that
-    stops sending in the middle of a stream times out too.
+    stops sending in the middle of a stream times out too. A proxy set in
+    ``HTTPS_PROXY``/``HTTP_PROXY`` (and not bypassed by ``NO_PROXY``) is used.
 
     Raises:
         ConfigError: a base URL with credentials in it.
@@ -102,32 +119,47 @@ class OpenAIBackend(LLMBackend):
     ) -> None:
         self._model = model
         self._timeout = timeout
+        self._max_retries = max_retries
         self._api_key = api_key
         url = (base_url or OPENAI_BASE_URL).rstrip("/")
         self._where = _display_url(url)
         if urlsplit(url).username is not None:
-            # aiohttp refuses them beside the bearer header; a key belongs in the key setting.
+            # A key belongs in the key setting, where no log or error message shows it.
             raise ConfigError(
                 f"The LLM base URL must not contain credentials ({self._where}): "
                 "set PERSONA_AGENT_LLM_API_KEY instead"
             )
-        # Explicit base URL and key: the client must not fall back to OPENAI_* variables.
-        self._client = AsyncOpenAI(
-            base_url=url,
-            api_key=api_key or _NO_KEY,
-            timeout=timeout,
-            max_retries=max_retries,
-            http_client=DefaultAioHttpClient(timeout=timeout),
-        )
-        # Absolute, so the client does not merge it with the base URL on every call.
         self._completions_url = f"{url}/chat/completions"
+        self._proxy = _env_proxy(self._completions_url)
+        self._headers = {
+            "Authorization": f"Bearer {api_key or _NO_KEY}",
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "User-Agent": f"persona-agent/{__version__}",
+        }
+        self._session: aiohttp.ClientSession | None = None
 
     @property
     def default_model(self) -> str:
         return self._model
 
     async def aclose(self) -> None:
-        await self._client.close()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        """The session, made on first use (it belongs to the running event loop)."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=_MAX_CONNECTIONS),
+                timeout=aiohttp.ClientTimeout(
+                    total=None, connect=self._timeout, sock_read=self._timeout
+                ),
+                headers=self._headers,
+                trust_env=False,  # the proxy from the environment is looked up once, above
+            )
+        return self._session
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[TextDelta | StreamEnd, None]:
         """Yield the answer's text as it comes, then one :class:`StreamEnd`.
@@ -152,58 +184,57 @@ class OpenAIBackend(LLMBackend):
         calls: dict[int, _PartialCall] = {}
         usage = Usage()
         finish: str | None = None
-        started = False
+        response = await self._send(_request_json(body, request.messages))
         try:
-            # The client's own request path (retries, Retry-After, timeouts, errors) with the
-            # body as JSON bytes already: ``chat.completions.create`` would walk every
-            # message through its type transforms, and its typed stream build a pydantic
-            # model per chunk; the SSE lines are parsed here instead.
-            response = await self._client.post(
-                self._completions_url,
-                cast_to=httpx2.Response,
-                content=_request_json(body, request.messages),
-                stream=True,
-            )
-            started = True
+            reads = response.content.iter_any()
+            # What arrives in one read goes on as one piece of text: no added latency,
+            # and a fast server's tokens do not each become an A2A event.
+            async for chunks in _sse_reads(reads):
+                text = ""
+                for chunk in chunks:
+                    if isinstance(chunk.get("usage"), dict):
+                        counts = chunk["usage"]
+                        usage = Usage(
+                            counts.get("prompt_tokens") or 0,
+                            counts.get("completion_tokens") or 0,
+                        )
+                    # Chunks are not validated: tolerate the gaps of less careful servers.
+                    for choice in chunk.get("choices") or ():
+                        if not isinstance(choice, dict) or choice.get("index"):
+                            continue  # only one choice is ever asked for
+                        delta = choice.get("delta")
+                        if isinstance(delta, dict):
+                            content = delta.get("content")
+                            if isinstance(content, str):
+                                text += content
+                            for part in delta.get("tool_calls") or ():
+                                if isinstance(part, dict):
+                                    _merge_tool_call(calls, part)
+                        if choice.get("finish_reason") is not None:
+                            finish = str(choice["finish_reason"])
+                if text:
+                    yield TextDelta(text)
             try:
-                reads = response.aiter_bytes()
-                # What arrives in one read goes on as one piece of text: no added latency,
-                # and a fast server's tokens do not each become an A2A event.
-                async for chunks in _sse_reads(reads):
-                    text = ""
-                    for chunk in chunks:
-                        if isinstance(chunk.get("usage"), dict):
-                            counts = chunk["usage"]
-                            usage = Usage(
-                                counts.get("prompt_tokens") or 0,
-                                counts.get("completion_tokens") or 0,
-                            )
-                        # Chunks are not validated: tolerate the gaps of less careful servers.
-                        for choice in chunk.get("choices") or ():
-                            if not isinstance(choice, dict) or choice.get("index"):
-                                continue  # only one choice is ever asked for
-                            delta = choice.get("delta")
-                            if isinstance(delta, dict):
-                                content = delta.get("content")
-                                if isinstance(content, str):
-                                    text += content
-                                for part in delta.get("tool_calls") or ():
-                                    if isinstance(part, dict):
-                                        _merge_tool_call(calls, part)
-                            if choice.get("finish_reason") is not None:
-                                finish = str(choice["finish_reason"])
-                    if text:
-                        yield TextDelta(text)
-                with contextlib.suppress(Exception):
-                    async with asyncio.timeout(_DRAIN_SECONDS):
-                        async for _ in reads:
-                            pass
-            finally:
-                await response.aclose()
+                async with asyncio.timeout(_DRAIN_SECONDS):
+                    async for _ in reads:
+                        pass
+            except (TimeoutError, aiohttp.ClientError):
+                pass  # the answer is whole; only the connection is not reused
         except LLMError:
             raise
-        except (openai.OpenAIError, httpx2.HTTPError, ValueError) as exc:
-            raise self._error(exc, streaming=started) from exc
+        except TimeoutError as exc:  # aiohttp's read timeouts are TimeoutErrors too
+            raise LLMError(f"The language model timed out after {self._timeout:g}s") from exc
+        except aiohttp.ClientError as exc:
+            raise LLMError(f"The language model stream broke off: {self._short(exc)}") from exc
+        except ValueError as exc:  # not JSON, not UTF-8
+            raise LLMError(
+                f"The language model sent a malformed reply: {self._short(exc)}"
+            ) from exc
+        finally:
+            if response.content.at_eof():
+                response.release()  # the connection goes back to the pool
+            else:
+                response.close()  # stops the server's stream: nothing more is read
         if finish is None:
             raise LLMError("The language model stream broke off before the answer was complete")
         tool_calls = [
@@ -212,28 +243,45 @@ class OpenAIBackend(LLMBackend):
         ]
         yield StreamEnd(tool_calls=tool_calls, usage=usage, finish_reason=finish)
 
-    def _error(self, exc: Exception, *, streaming: bool) -> LLMError:
-        """A client-safe error for a failure of the client or the server."""
-        if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException) and _timed_out(exc):
-            return LLMError(f"The language model timed out after {self._timeout:g}s")
-        if isinstance(exc, httpx2.HTTPError):  # raised by the raw stream, mid-answer
-            return LLMError(f"The language model stream broke off: {self._short(exc)}")
-        if isinstance(exc, openai.APIConnectionError):  # APITimeoutError too, when not one
-            if streaming:
-                cause = exc.__cause__ or exc
-                return LLMError(f"The language model stream broke off: {self._short(cause)}")
-            return LLMError(f"The language model server could not be reached ({self._where})")
-        if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            detail = self._short(_body_message(exc.body) or exc.message)
-            if status == 429 or status >= 500:
-                return LLMError(f"The language model server answered {status}: {detail}")
-            return LLMError(f"The language model rejected the request ({status}): {detail}")
-        if isinstance(exc, openai.APIError) and streaming:
-            return LLMError(f"The language model reported an error: {self._short(exc.message)}")
-        if isinstance(exc, ValueError | openai.APIError):
-            return LLMError(f"The language model sent a malformed reply: {self._short(exc)}")
-        return LLMError(f"The language model failed to answer: {self._short(exc)}")
+    async def _send(self, body: bytes) -> aiohttp.ClientResponse:
+        """POST ``body``; the response once its status is a success, retried as the class says.
+
+        Raises:
+            LLMError: the last failure, when it is not one to retry or no retry is left.
+        """
+        session = self._client()
+        attempt = 0
+        while True:
+            retry_after: float | None = None
+            try:
+                response = await session.post(self._completions_url, data=body, proxy=self._proxy)
+            except TimeoutError as exc:  # before ClientError: aiohttp's timeouts are both
+                error = LLMError(f"The language model timed out after {self._timeout:g}s")
+                error.__cause__ = exc
+            except aiohttp.ClientError as exc:
+                error = LLMError(f"The language model server could not be reached ({self._where})")
+                error.__cause__ = exc
+            else:
+                if response.status < 400:
+                    return response
+                try:
+                    detail = await _error_detail(response)
+                finally:
+                    response.release()
+                error = self._status_error(response.status, detail)
+                if not _should_retry(response.status, response.headers):
+                    raise error
+                retry_after = _retry_after(response.headers)
+            if attempt >= self._max_retries:
+                raise error
+            await asyncio.sleep(_retry_delay(attempt, retry_after))
+            attempt += 1
+
+    def _status_error(self, status: int, detail: str) -> LLMError:
+        detail = self._short(detail)
+        if status == 429 or status >= 500:
+            return LLMError(f"The language model server answered {status}: {detail}")
+        return LLMError(f"The language model rejected the request ({status}): {detail}")
 
     def _short(self, detail: object) -> str:
         """One line, bounded, and without the API key even if a server echoes it."""
@@ -245,18 +293,63 @@ class OpenAIBackend(LLMBackend):
         return text
 
 
-def _timed_out(exc: BaseException) -> bool:
-    """Whether a timeout error of the client is one.
+async def _error_detail(response: aiohttp.ClientResponse) -> str:
+    """What an error answer says: its OpenAI error message, else its text, else its reason."""
+    try:
+        raw = await response.content.read(_ERROR_BODY_LIMIT)
+    except (TimeoutError, aiohttp.ClientError):
+        raw = b""
+    text = raw.decode("utf-8", "replace")
+    try:
+        body: object = json.loads(text)
+    except ValueError:
+        body = text
+    return _body_message(body) or response.reason or f"HTTP {response.status}"
 
-    The aiohttp transport reports every lost connection (a server that closes
-    it, mid-answer too) as a connect timeout; its cause tells them apart.
-    """
-    cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, aiohttp.ClientError):
-            return isinstance(cause, TimeoutError)
-        cause = cause.__cause__
-    return True
+
+def _should_retry(status: int, headers: Mapping[str, str]) -> bool:
+    """Whether an error answer is worth sending again (a server may say so itself)."""
+    said = headers.get("x-should-retry")
+    if said in ("true", "false"):
+        return said == "true"
+    return status in _RETRY_STATUSES or status >= 500
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait that the server asked for (``Retry-After-Ms``, ``Retry-After``)."""
+    try:
+        return float(headers["retry-after-ms"]) / 1000
+    except (KeyError, ValueError):
+        pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return when.timestamp() - time.time()
+
+
+def _retry_delay(attempt: int, retry_after: float | None) -> float:
+    """Seconds before retry number ``attempt + 1``."""
+    if retry_after is not None and 0 < retry_after <= _MAX_RETRY_AFTER:
+        return retry_after
+    delay = min(_FIRST_RETRY_DELAY * 2.0**attempt, _MAX_RETRY_DELAY)
+    return delay * (1 - 0.25 * random.random())  # jitter: retries of many calls spread out
+
+
+def _env_proxy(url: str) -> str | None:
+    """The proxy the environment sets for ``url`` (``*_PROXY``, ``NO_PROXY``), if any."""
+    parts = urlsplit(url)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if proxy is None or urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    return proxy
 
 
 def _merge_tool_call(calls: dict[int, _PartialCall], part: dict[str, Any]) -> None:
