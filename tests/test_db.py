@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from sqlalchemy import bindparam, delete, event, insert, select
+from sqlalchemy import bindparam, delete, insert, select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
@@ -16,15 +16,15 @@ from persona_agent.db import create_engine, database, messages_table, tasks_tabl
 from persona_agent.errors import ConfigError
 
 
-def commits(engine: AsyncEngine) -> list[int]:
-    """A list that grows by one at each commit of ``engine``."""
-    seen: list[int] = []
+class Commits:
+    """Counts the transactions the database's group commit makes from now on."""
 
-    @event.listens_for(engine.sync_engine, "commit")
-    def _count(_conn: Any) -> None:
-        seen.append(1)
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._db = database(engine)
+        self._start = self._db.transactions
 
-    return seen
+    def __len__(self) -> int:
+        return self._db.transactions - self._start
 
 
 def message(conversation: str, text: str) -> dict[str, Any]:
@@ -44,7 +44,7 @@ async def stored_messages(engine: AsyncEngine) -> list[tuple[str, str]]:
 async def test_writes_arriving_together_share_one_transaction(engine: AsyncEngine) -> None:
     db = database(engine)
     statement = insert(messages_table)
-    seen = commits(engine)
+    seen = Commits(engine)
     await asyncio.gather(*(db.write(statement, [message(f"c{i}", f"m{i}")]) for i in range(50)))
     assert len(seen) < 50  # the first goes alone, the other 49 wait and go together
     assert len(seen) <= 2
@@ -81,7 +81,7 @@ async def test_a_table_keeps_its_order_of_writes_within_one_transaction(
                 "data": data}  # fmt: skip
 
     await db.write(upsert, [row("warm-up", b"")])  # the next four go in one transaction
-    seen = commits(engine)
+    seen = Commits(engine)
     await asyncio.gather(
         db.write(upsert, [row("kept", b"v1")]),
         db.write(remove, [{"o": "p:", "i": "kept"}]),

@@ -18,6 +18,7 @@ import asyncio
 import sqlite3
 import weakref
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +35,10 @@ from sqlalchemy import (
     event,
 )
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, InvalidRequestError, NoSuchModuleError
+from sqlalchemy.exc import ArgumentError, DBAPIError, InvalidRequestError, NoSuchModuleError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.sql import Executable
+from sqlalchemy.sql import ClauseElement, Executable
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from persona_agent.errors import ConfigError
 
@@ -150,6 +152,9 @@ class Database:
             else None
         )
         self._reader: sqlite3.Connection | None = None
+        self._local_writer: _LocalWriter | None = None
+        self.transactions = 0
+        """Transactions committed by :meth:`write` (each holds every write that waited for it)."""
 
     async def write(self, statement: Executable, rows: Sequence[dict[str, Any]]) -> None:
         """Execute ``statement`` for ``rows`` in the next transaction; return once committed.
@@ -169,9 +174,15 @@ class Database:
         while self._queue:
             batch, self._queue = self._queue, []
             try:
-                async with self.engine.begin() as conn:
-                    for statement, rows in _grouped(batch):
-                        await conn.execute(statement, rows)
+                if self._local_path is not None:
+                    if self._local_writer is None:
+                        self._local_writer = _LocalWriter(self._local_path, self.engine)
+                    await self._local_writer.commit(_grouped(batch))
+                else:
+                    async with self.engine.begin() as conn:
+                        for statement, rows in _grouped(batch):
+                            await conn.execute(statement, rows)
+                self.transactions += 1
             except Exception as error:
                 for _, _, done in batch:
                     if not done.done():
@@ -198,12 +209,88 @@ class Database:
         return self._reader.execute(sql, parameters).fetchall()
 
     async def aclose(self) -> None:
-        """Wait for the writes under way; close the reader."""
+        """Wait for the writes under way; close the local connections."""
         if self._writer is not None:
             await self._writer
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+        if self._local_writer is not None:
+            await self._local_writer.aclose()
+            self._local_writer = None
+
+
+class _LocalWriter:
+    """The writes to a SQLite file, on a ``sqlite3`` connection in a thread of its own.
+
+    One hand-over to the thread and one back per transaction, where the async
+    engine (aiosqlite) makes several per statement; SQLite runs without the GIL,
+    so the event loop goes on meanwhile. Statements are compiled by SQLAlchemy
+    once (same SQL, same parameter order as through the engine).
+    """
+
+    def __init__(self, path: str, engine: AsyncEngine) -> None:
+        self._path = path
+        self._dialect = engine.dialect
+        self._compiled: dict[tuple[int, tuple[str, ...]], tuple[Executable, str, tuple[str, ...]]]
+        self._compiled = {}
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="persona-agent-db")
+        self._connection: sqlite3.Connection | None = None
+        # Never closed (a test's engine): the thread ends with the writer.
+        weakref.finalize(self, self._thread.shutdown, wait=False)
+
+    async def commit(self, groups: list[tuple[Executable, list[dict[str, Any]]]]) -> None:
+        """Execute every group in one transaction; return once committed."""
+        work = [self._prepare(statement, rows) for statement, rows in groups]
+        await asyncio.get_running_loop().run_in_executor(self._thread, self._run, work)
+
+    def _prepare(
+        self, statement: Executable, rows: list[dict[str, Any]]
+    ) -> tuple[str, list[tuple[Any, ...]]]:
+        keys = tuple(rows[0]) if rows else ()
+        found = self._compiled.get((id(statement), keys))
+        if found is None or found[0] is not statement:  # kept in it, so its id is its own
+            if not isinstance(statement, ClauseElement):
+                raise TypeError(f"not a SQL statement: {statement!r}")
+            compiled = statement.compile(dialect=self._dialect, column_keys=list(keys))
+            if not isinstance(compiled, SQLCompiler):
+                raise TypeError(f"not a SQL statement: {statement!r}")
+            found = (statement, str(compiled), tuple(compiled.positiontup or ()))
+            self._compiled[(id(statement), keys)] = found
+        _, sql, names = found
+        return sql, [tuple(row[name] for name in names) for row in rows]
+
+    def _run(self, work: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+        """In the writer's thread: one transaction. Errors come as SQLAlchemy's, as through
+        the engine (``IntegrityError`` ...)."""
+        sql = "BEGIN IMMEDIATE"
+        try:
+            connection = self._connection
+            if connection is None:
+                connection = sqlite3.connect(
+                    self._path, isolation_level=None, check_same_thread=False
+                )
+                connection.execute("PRAGMA synchronous=NORMAL")
+                connection.execute("PRAGMA busy_timeout=5000")
+                self._connection = connection
+            connection.execute(sql)
+            try:
+                for sql, parameters in work:
+                    connection.executemany(sql, parameters)
+                sql = "COMMIT"
+                connection.execute(sql)
+            except BaseException:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as error:
+            raise DBAPIError.instance(sql, None, error, sqlite3.Error) from None
+
+    async def aclose(self) -> None:
+        if self._connection is not None:
+            connection = self._connection
+            await asyncio.get_running_loop().run_in_executor(self._thread, connection.close)
+        self._thread.shutdown(wait=True)
 
 
 def _grouped(
