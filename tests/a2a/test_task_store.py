@@ -71,6 +71,22 @@ async def test_save_get_update_delete(engine: AsyncEngine) -> None:
     assert await store.get("t1", ctx("ada")) is None
 
 
+async def test_a_task_looked_up_before_it_exists_is_found_once_saved(engine: AsyncEngine) -> None:
+    # The SDK looks a new task up several times before saving it; absent keys are
+    # remembered on a SQLite file, and forgotten when the task is saved.
+    store = SqlTaskStore(engine)
+    task = make_task("t1", state=TaskState.TASK_STATE_COMPLETED)  # nothing kept pending
+    for _ in range(3):
+        assert await store.get("t1", ctx("ada")) is None
+    await store.save(task, ctx("ada"))
+    assert await store.get("t1", ctx("ada")) == task
+    await store.delete("t1", ctx("ada"))
+    assert await store.get("t1", ctx("ada")) is None
+    await store.save(task, ctx("ada"))
+    assert await store.get("t1", ctx("ada")) == task
+    assert await SqlTaskStore(engine).get("t1", ctx("ada")) == task
+
+
 async def test_tasks_are_isolated_by_persona_and_user(engine: AsyncEngine) -> None:
     store = SqlTaskStore(engine)
     await store.save(make_task("t1"), ctx("ada", "alice"))

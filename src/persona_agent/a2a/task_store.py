@@ -67,6 +67,10 @@ _SETTLED = (
 answer that reports them goes out next."""
 
 
+_ABSENT_KEYS = 1024
+"""How many task keys found absent are remembered (a few per request under way)."""
+
+
 def persona_owner(context: ServerCallContext) -> str:
     """The owner of a task: the persona it was sent to and the calling user."""
     persona_id = context.state.get(PERSONA_STATE_KEY, "")
@@ -113,9 +117,14 @@ class SqlTaskStore(TaskStore):
         self._written: set[tuple[str, str]] = set()
         """Keys saved at least once since the task last started or resumed, until it settles."""
         self._flusher: asyncio.Task[None] | None = None
+        self._absent: dict[tuple[str, str], None] = {}
+        """Keys a read of the local SQLite file did not find, until saved (oldest first):
+        the SDK looks a new task up three times before its first save. Only this store
+        writes the file, so a key stays absent until it saves it."""
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         key = (persona_owner(context), task.id)
+        self._absent.pop(key, None)
         if key in self._written and task.status.state not in _SETTLED:
             self._pending[key] = task
             if self._flusher is None or self._flusher.done():
@@ -186,11 +195,17 @@ class SqlTaskStore(TaskStore):
             copy = Task()
             copy.CopyFrom(latest)
             return copy
+        if (owner, task_id) in self._absent:
+            return None
         rows = self._db.query_local(
             f"SELECT data FROM {tasks_table.name} WHERE owner = ? AND id = ?", (owner, task_id)
         )
         if rows is not None:
             data = rows[0][0] if rows else None
+            if data is None:
+                self._absent[(owner, task_id)] = None
+                if len(self._absent) > _ABSENT_KEYS:
+                    del self._absent[next(iter(self._absent))]
         else:
             query = select(tasks_table.c.data).where(
                 tasks_table.c.owner == owner, tasks_table.c.id == task_id
@@ -263,6 +278,7 @@ class SqlTaskStore(TaskStore):
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         key = (persona_owner(context), task_id)
+        self._absent.pop(key, None)
         self._pending.pop(key, None)
         self._writing.pop(key, None)
         self._written.discard(key)
