@@ -245,22 +245,21 @@ async def test_retries_give_up_with_the_last_status(fake: FakeLLM) -> None:
     assert len(fake.requests) == 3
 
 
-async def test_a_server_that_says_not_to_retry_is_not_retried(fake: FakeLLM) -> None:
-    fake.script(Fail(503, "down for good", headers={"X-Should-Retry": "false"}), Reply("No."))
+@pytest.mark.parametrize(
+    ("failure", "message"),
+    [
+        (Fail(503, "down for good", {"X-Should-Retry": "false"}), r"answered 503: down for good"),
+        (Fail(400, "bad model"), r"rejected the request \(400\): bad model"),
+    ],
+    ids=["server-says-no", "client-error"],
+)
+async def test_an_answer_not_worth_retrying_is_not_retried(
+    fake: FakeLLM, failure: Fail, message: str
+) -> None:
+    fake.script(failure, Reply("No."))
     llm = OpenAIBackend(base_url=fake.base_url, api_key=None, model="m", max_retries=2)
     try:
-        with pytest.raises(LLMError, match="answered 503: down for good"):
-            await collect(llm)
-    finally:
-        await llm.aclose()
-    assert len(fake.requests) == 1
-
-
-async def test_a_400_is_not_retried(fake: FakeLLM) -> None:
-    fake.script(Fail(400, "bad model"), Reply("No."))
-    llm = OpenAIBackend(base_url=fake.base_url, api_key=None, model="m", max_retries=2)
-    try:
-        with pytest.raises(LLMError, match=r"rejected the request \(400\): bad model"):
+        with pytest.raises(LLMError, match=message):
             await collect(llm)
     finally:
         await llm.aclose()

@@ -134,7 +134,7 @@ class OpenAIBackend(LLMBackend):
         self._headers = {
             "Authorization": f"Bearer {api_key or _NO_KEY}",
             "Content-Type": "application/json",
-            "Accept": "text/event-stream",
+            "Accept": "application/json",  # what the openai client sends, streams too
             "User-Agent": f"persona-agent/{__version__}",
         }
         self._session: aiohttp.ClientSession | None = None
