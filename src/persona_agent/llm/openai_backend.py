@@ -131,12 +131,6 @@ class OpenAIBackend(LLMBackend):
             )
         self._completions_url = f"{url}/chat/completions"
         self._proxy = _env_proxy(self._completions_url)
-        self._headers = {
-            "Authorization": f"Bearer {api_key or _NO_KEY}",
-            "Content-Type": "application/json",
-            "Accept": "application/json",  # what the openai client sends, streams too
-            "User-Agent": f"persona-agent/{__version__}",
-        }
         self._session: aiohttp.ClientSession | None = None
 
     @property
@@ -156,7 +150,12 @@ class OpenAIBackend(LLMBackend):
                 timeout=aiohttp.ClientTimeout(
                     total=None, connect=self._timeout, sock_read=self._timeout
                 ),
-                headers=self._headers,
+                headers={
+                    "Authorization": f"Bearer {self._api_key or _NO_KEY}",
+                    "Content-Type": "application/json",
+                    "Accept": "application/json",  # what the openai client sends, streams too
+                    "User-Agent": f"persona-agent/{__version__}",
+                },
                 trust_env=False,  # the proxy from the environment is looked up once, above
             )
         return self._session
@@ -223,7 +222,7 @@ class OpenAIBackend(LLMBackend):
         except LLMError:
             raise
         except TimeoutError as exc:  # aiohttp's read timeouts are TimeoutErrors too
-            raise LLMError(f"The language model timed out after {self._timeout:g}s") from exc
+            raise self._timed_out() from exc
         except aiohttp.ClientError as exc:
             raise LLMError(f"The language model stream broke off: {self._short(exc)}") from exc
         except ValueError as exc:  # not JSON, not UTF-8
@@ -256,7 +255,7 @@ class OpenAIBackend(LLMBackend):
             try:
                 response = await session.post(self._completions_url, data=body, proxy=self._proxy)
             except TimeoutError as exc:  # before ClientError: aiohttp's timeouts are both
-                error = LLMError(f"The language model timed out after {self._timeout:g}s")
+                error = self._timed_out()
                 error.__cause__ = exc
             except aiohttp.ClientError as exc:
                 error = LLMError(f"The language model server could not be reached ({self._where})")
@@ -276,6 +275,9 @@ class OpenAIBackend(LLMBackend):
                 raise error
             await asyncio.sleep(_retry_delay(attempt, retry_after))
             attempt += 1
+
+    def _timed_out(self) -> LLMError:
+        return LLMError(f"The language model timed out after {self._timeout:g}s")
 
     def _status_error(self, status: int, detail: str) -> LLMError:
         detail = self._short(detail)
