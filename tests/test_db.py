@@ -140,3 +140,28 @@ def test_a_database_url_that_cannot_work_is_a_clear_config_error(url: str, probl
     with pytest.raises(ConfigError, match=problem) as raised:
         create_engine(url)
     assert "secret" not in str(raised.value)
+
+
+async def test_many_rows_of_one_statement_keep_their_order(engine: AsyncEngine) -> None:
+    # Rows of one write keep their order, and an upsert's later row of a key wins.
+    db = database(engine)
+    await db.write(insert(messages_table), [message("c", f"m{i}") for i in range(150)])
+    assert await stored_messages(engine) == [("c", f"m{i}") for i in range(150)]
+    dialect_insert = postgresql_insert if engine.dialect.name == "postgresql" else sqlite_insert
+    upsert = dialect_insert(tasks_table)
+    upsert = upsert.on_conflict_do_update(
+        index_elements=["owner", "id"], set_={"data": upsert.excluded.data}
+    )
+    rows = [
+        {"owner": "p:", "id": f"t{i % 3}", "context_id": "c", "state": 1, "sort_ts": i,
+         "data": f"v{i}".encode()}
+        for i in range(9)
+    ]  # fmt: skip
+    await db.write(upsert, rows)
+    async with engine.connect() as conn:
+        stored = await conn.execute(select(tasks_table.c.id, tasks_table.c.data))
+        assert sorted((row.id, row.data) for row in stored) == [
+            ("t0", b"v6"),
+            ("t1", b"v7"),
+            ("t2", b"v8"),
+        ]
