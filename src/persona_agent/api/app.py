@@ -18,6 +18,7 @@ from starlette.types import Receive, Scope, Send
 
 from persona_agent import __version__
 from persona_agent.a2a.agent_card import A2A_PREFIX, CARD_PATH, build_hub_card, persona_url
+from persona_agent.a2a.queues import use_asyncio_queues
 from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.a2a.task_store import SqlTaskStore
 from persona_agent.a2a.tracing import drop_disabled_tracing
@@ -90,8 +91,10 @@ def create_app(settings: Settings) -> FastAPI:
         max_message_bytes=settings.max_message_bytes,
         shutdown_grace_period=settings.shutdown_grace_seconds,
     )
-    # The SDK's modules are loaded now: with its tracing off, its no-op spans go.
+    # The SDK's modules are loaded now: with its tracing off, its no-op spans go, and
+    # before Python 3.13 its event queues become asyncio's (persona_agent.a2a.queues).
     drop_disabled_tracing()
+    use_asyncio_queues()
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
