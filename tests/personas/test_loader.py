@@ -13,6 +13,7 @@ import yaml
 from persona_agent.errors import PersonaFileError
 from persona_agent.personas.loader import (
     _load_yaml,
+    _plain_text_document,
     _StrictLoader,
     dump_persona_yaml,
     load_persona_dir,
@@ -333,6 +334,54 @@ def test_the_plain_construction_gives_what_pyyaml_gives(document: str) -> None:
         assert ours["a"] is ours["b"]
     if "&l" in document:
         assert ours["loop"][0] is ours["loop"]
+
+
+PLAIN_PERSONA = """\
+name: Tess
+description: 'A tester: "quoted", plain, and folded.'
+personal_background: >-
+  Folded text over
+  two lines.
+language_style:
+  tone: dry
+  characteristics: [short, "to the point"]
+knowledge_domains:
+  Testing: [unit tests, property tests]
+interaction_samples:
+  - user: Does it work?
+    assistant: |
+      Yes! Here is why.
+"""
+
+
+def test_a_document_of_plain_text_is_read_by_the_fast_parser() -> None:
+    fast = _plain_text_document(PLAIN_PERSONA)
+    assert fast is not None
+    assert fast == yaml.load(PLAIN_PERSONA, Loader=_StrictLoader)
+    assert fast["interaction_samples"][0]["assistant"] == "Yes! Here is why.\n"
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        "a: yes\n",  # PyYAML reads a boolean
+        "a: 'yes'\n",  # the same string, quoted: left to PyYAML all the same
+        "a: 1:20\n",  # a YAML 1.1 sexagesimal integer
+        "a: 2026-11-23\n",  # a date
+        "a: 3\n",  # a number
+        "a: ~\n",  # null
+        "a:\n",  # null
+        "a: !!str 3\n",  # a tag
+        "a: &x b\nc: *x\n",  # an anchor and an alias
+        "base: {x: b}\nmore: {<<: c}\n",  # a merge key
+        "a: b\na: c\n",  # a key given twice
+        "a: b\n---\nc: d\n",  # two documents
+        "- a\n- b\n",  # not a mapping
+        "a: [b\n",  # a syntax error
+    ],
+)
+def test_anything_but_plain_text_is_left_to_pyyaml(document: str) -> None:
+    assert _plain_text_document(document) is None
 
 
 def test_a_key_given_twice_is_refused_by_the_plain_construction_too() -> None:

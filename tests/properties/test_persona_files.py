@@ -153,8 +153,38 @@ yaml_values = st.recursive(
 )
 
 
+# Text only (what persona files are, and what ryaml reads), with strings PyYAML reads as
+# other types when unquoted among them.
+typed_looking = st.sampled_from(
+    ["yes", "No", "on", "~", "null", "", "1:20", "0x1F", "-.inf", "2026-11-23", "<<", "=", "3"]
+)
+text_values = st.recursive(
+    st.text(max_size=20) | typed_looking,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=8) | typed_looking, inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
 @SETTINGS
 @given(value=yaml_values, flow=st.booleans())
 def test_the_plain_construction_builds_what_pyyaml_builds(value: Any, flow: bool) -> None:
     document = yaml.safe_dump(value, default_flow_style=flow, allow_unicode=True)
+    assert _load_yaml(document) == yaml.load(document, Loader=_StrictLoader)
+
+
+@SETTINGS
+@given(
+    value=st.dictionaries(st.text(max_size=8) | typed_looking, text_values, max_size=5),
+    flow=st.booleans(),
+    style=st.sampled_from([None, "'", '"', "|", ">"]),
+)
+def test_text_documents_load_as_pyyaml_loads_them_in_every_scalar_style(
+    value: dict[str, Any], flow: bool, style: str | None
+) -> None:
+    document = yaml.safe_dump(
+        value, default_flow_style=flow, default_style=style, allow_unicode=True
+    )
     assert _load_yaml(document) == yaml.load(document, Loader=_StrictLoader)

@@ -1,13 +1,13 @@
 """Validated personas kept between runs, so a restart neither parses nor validates them again.
 
-Loading a persona file is parsing (PyYAML builds Python objects, in Python,
-even with libyaml) and validating (pydantic, the hub's own checks, the content
-hash): about 0.25 ms a file on two cores, 2.5 s for 10,000 personas. This cache
+Loading a persona file is parsing (ryaml, or PyYAML: see the loader) and
+validating (pydantic, the hub's own checks, the content hash): about 0.1 ms a
+file on two cores, 1 s for 10,000 personas. This cache
 keeps every persona that loaded without error, keyed by its file's name, size,
 modification time and inode, the way Python keeps bytecode next to sources: a
 file whose metadata differs is loaded again. The whole cache is further keyed
 by the code that turned files into personas (the model and loader sources, the
-pydantic-core and PyYAML versions): when any of it changes, every file is
+pydantic-core, PyYAML and ryaml versions): when any of it changes, every file is
 loaded again, so a persona that newer rules would refuse cannot come back from
 the cache.
 
@@ -60,7 +60,7 @@ def code_fingerprint() -> str:
     digest = hashlib.sha256(_FORMAT.encode())
     for module in (model, loader):
         digest.update(Path(module.__file__ or "").read_bytes())
-    for package in ("pydantic-core", "PyYAML"):
+    for package in ("pydantic-core", "PyYAML", "ryaml"):
         digest.update(f"\0{package}={importlib.metadata.version(package)}".encode())
     return digest.hexdigest()
 
