@@ -107,28 +107,34 @@ def _load_yaml(text: str) -> Any:
         loader.dispose()
 
 
-_NODE_PROPERTY = re.compile(r"(?:^|[\s,\[{])[!&*]")
+_NODE_PROPERTY = re.compile(r"[\s,\[{][!&*]")
 """What may be a tag, an anchor or an alias (or prose that looks like one)."""
+
+
+def _may_have_node_properties(text: str) -> bool:
+    if "!" not in text and "&" not in text and "*" not in text:
+        return False  # most files: no regular expression search at all
+    return text[:1] in "!&*" or _NODE_PROPERTY.search(text) is not None
 
 
 def _plain_text_document(text: str) -> dict[str, Any] | None:
     """The mapping in ``text`` if it holds only mappings, lists and strings, else None.
 
-    ryaml parses with libyaml's grammar and YAML 1.1's types, as PyYAML does, but
-    its result is only taken when PyYAML's would be the same: a mapping whose
-    keys and values are strings, lists and mappings, where no string is one that
-    PyYAML, unquoted, would read as another type (``yes``, ``1:20``, ``~``, a
-    date, ``<<``...: such a file, quoted or not, goes to PyYAML), in a document
-    with nothing that may be a tag, an anchor or an alias, and no key given
-    twice. Anything else, errors included, is left to PyYAML (None).
+    ryaml parses with libyaml's grammar, as PyYAML does, but its result is only
+    taken when PyYAML's would be the same: a mapping whose keys and values are
+    strings, lists and mappings, where no string is one that PyYAML, unquoted,
+    would read as another type (``yes``, ``1:20``, ``~``, a date, ``<<``...:
+    such a file, quoted or not, goes to PyYAML), in a document with nothing that
+    may be a tag, an anchor or an alias, and no key given twice. Anything else,
+    errors included, is left to PyYAML (None).
     """
-    if _NODE_PROPERTY.search(text):
+    if _may_have_node_properties(text):
         return None
     try:
         data = ryaml.loads(text)
     except (ValueError, RecursionError):  # a key given twice, a syntax error...: PyYAML says
         return None
-    return data if isinstance(data, dict) and _strings_only(data) else None
+    return data if type(data) is dict and _strings_only(data) else None
 
 
 _TYPED_PLAIN: dict[str, tuple[re.Pattern[str], ...]] = {
@@ -138,16 +144,24 @@ _TYPED_PLAIN: dict[str, tuple[re.Pattern[str], ...]] = {
 """By first character, the patterns of the plain scalars PyYAML reads as another type."""
 
 
-def _strings_only(value: Any) -> bool:
-    """Whether ``value`` is made of strings PyYAML reads as strings, in lists and mappings."""
-    if isinstance(value, str):
-        patterns = _TYPED_PLAIN.get(value[:1])
-        return patterns is None or not any(pattern.match(value) for pattern in patterns)
-    if isinstance(value, dict):
-        return all(_strings_only(key) and _strings_only(item) for key, item in value.items())
-    if isinstance(value, list):
-        return all(_strings_only(item) for item in value)
-    return False
+def _strings_only(data: dict[str, Any]) -> bool:
+    """Whether ``data`` is made of strings PyYAML reads as strings, in lists and mappings."""
+    pending: list[Any] = [data]
+    while pending:
+        value = pending.pop()
+        kind = type(value)
+        if kind is str:
+            patterns = _TYPED_PLAIN.get(value[:1])
+            if patterns is not None and any(pattern.match(value) for pattern in patterns):
+                return False
+        elif kind is dict:
+            pending += value  # the keys
+            pending += value.values()
+        elif kind is list:
+            pending += value
+        else:
+            return False
+    return True
 
 
 def _construct(loader: _StrictLoader, node: yaml.Node, built: dict[int, Any]) -> Any:
@@ -302,8 +316,8 @@ def _read_data(source: str, stem: str, suffix: str) -> dict[str, Any]:
     """The parsed content of the persona file at ``source`` (not yet validated)."""
     fmt = _check_name(source, stem, suffix)
     try:
-        with open(source, "rb") as file:
-            raw = file.read()
+        with open(source, "rb", buffering=0) as file:  # one read, no buffer object
+            raw = file.readall()
     except OSError as error:
         raise PersonaFileError(source, [f"cannot read the file: {error.strerror}"]) from None
     try:
