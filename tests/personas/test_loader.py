@@ -375,6 +375,7 @@ def test_a_document_of_plain_text_is_read_by_the_fast_parser() -> None:
         "a: &x b\nc: *x\n",  # an anchor and an alias
         "base: {x: b}\nmore: {<<: c}\n",  # a merge key
         "a: b\na: c\n",  # a key given twice
+        "a:\n  - x: b\n    x: c\n",  # a key given twice, deeper down
         "a: b\n---\nc: d\n",  # two documents
         "- a\n- b\n",  # not a mapping
         "a: [b\n",  # a syntax error
