@@ -121,7 +121,7 @@ async def test_the_sdk_makes_its_event_queues_with_shutdown_queue() -> None:
         assert vars(active_task)["create_async_queue"] is queues._sdk_create_queue
         return
     assert use_asyncio_queues() == 0  # a second call finds nothing left to change
-    assert vars(active_task)["create_async_queue"] is queues._create_queue
+    assert vars(active_task)["create_async_queue"] is ShutdownQueue
     source = event_queue_v2.EventQueueSource()
     assert isinstance(source.queue, ShutdownQueue)
     tapped = await source.tap()

@@ -19,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from typing import Any, TypeVar
+from collections import deque
+from collections.abc import Callable
+from typing import TypeVar
 
 from a2a.utils import _async_queue_compat as compat
 
@@ -75,7 +77,9 @@ class ShutdownQueue(asyncio.Queue[T]):
             await self._wait(self._getters, self.empty)  # type: ignore[attr-defined]
         return self.get_nowait()
 
-    async def _wait(self, waiters: Any, blocked: Any) -> None:
+    async def _wait(
+        self, waiters: deque[asyncio.Future[None]], blocked: Callable[[], bool]
+    ) -> None:
         """Wait in ``waiters`` for a wake-up; on cancellation pass it on, as asyncio does."""
         waiter = self._get_loop().create_future()  # type: ignore[attr-defined]
         waiters.append(waiter)
@@ -93,10 +97,6 @@ class ShutdownQueue(asyncio.Queue[T]):
 _sdk_create_queue = compat.create_async_queue
 
 
-def _create_queue(maxsize: int = 0) -> ShutdownQueue[Any]:
-    return ShutdownQueue(maxsize=maxsize)
-
-
 def use_asyncio_queues() -> int:
     """Make the SDK's modules loaded so far create :class:`ShutdownQueue`.
 
@@ -110,6 +110,6 @@ def use_asyncio_queues() -> int:
         if module is None or not name.startswith("a2a."):
             continue
         if getattr(module, "create_async_queue", None) is _sdk_create_queue:
-            module.create_async_queue = _create_queue  # type: ignore[attr-defined]
+            module.create_async_queue = ShutdownQueue  # type: ignore[attr-defined]
             patched += 1
     return patched
