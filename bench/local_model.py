@@ -20,7 +20,7 @@ from pathlib import Path
 
 from persona_agent.llm.base import ChatRequest, StreamEnd, TextDelta
 from persona_agent.llm.local_backend import LocalBackend
-from persona_agent.personas.loader import load_persona_dir
+from persona_agent.personas.directory import load_persona_dir
 from persona_agent.personas.prompt import render_system_prompt
 
 REPO = Path(__file__).resolve().parents[1]

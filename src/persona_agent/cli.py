@@ -13,15 +13,19 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 
 from persona_agent import __version__
-from persona_agent.a2a.agent_card import build_agent_card
 from persona_agent.cli_personas import personas_app
 from persona_agent.errors import ConfigError, PersonaFileError
-from persona_agent.personas.loader import load_persona_dir, load_persona_file
+from persona_agent.personas.directory import load_persona_dir
+from persona_agent.personas.factory import open_persona_store
+from persona_agent.personas.loader import load_persona_file
 from persona_agent.personas.model import Persona
 from persona_agent.settings import Settings
+
+# The server's modules (a2a-sdk, FastAPI, uvicorn: about a second on two cores) are
+# imported by the commands that use them, not here: `serve` starts parsing persona files
+# in a helper process first (personas/directory.py), and the other commands skip them.
 
 __all__ = ["app"]
 
@@ -109,10 +113,6 @@ def serve(
     (offline, no key; docs/local-model.md). Set PERSONA_AGENT_LLM_BASE_URL (and
     PERSONA_AGENT_LLM_API_KEY) to use any OpenAI-compatible server instead.
     """
-    import uvicorn
-
-    from persona_agent.api.app import create_app
-
     settings = _settings(host=host, port=port, personas_dir=personas_dir, log_level=log_level)
     logging.basicConfig(
         level=settings.log_level.upper(),
@@ -122,8 +122,15 @@ def serve(
     for noisy in ("httpx", "httpx2"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.root.level))
     try:
+        # Many persona files to parse: a helper process starts on them now, while this
+        # one imports the server, and create_app() finishes the load.
+        persona_store = open_persona_store(settings)
+        import uvicorn
+
+        from persona_agent.api.app import create_app
+
         with _collector_tuned_for_serving():
-            application = create_app(settings)
+            application = create_app(settings, persona_store=persona_store)
     except (ConfigError, PersonaFileError) as error:
         typer.secho(f"Cannot start: {error}", err=True, fg="red")
         raise typer.Exit(1) from error
@@ -184,6 +191,10 @@ def agent_card(
     ] = None,
 ) -> None:
     """Print agent card(s) as JSON, without starting a server."""
+    from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+
+    from persona_agent.a2a.agent_card import build_agent_card
+
     settings = _settings(personas_dir=personas_dir, public_base_url=base_url)
     personas = _load_all(settings.personas_dir)
     if persona_id is not None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import httpx
 import typer
 import yaml
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["personas_app"]
 
@@ -41,6 +43,8 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 
 
 def _call(method: str, url: str, path: str, api_key: str | None, **kwargs: Any) -> httpx.Response:
+    import httpx  # here, not at the top: `serve` need not wait for it (cli.py)
+
     headers = dict(kwargs.pop("headers", {}))
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"

@@ -13,7 +13,7 @@ from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm.base import ChatRequest, StreamEnd, TextDelta
 from persona_agent.llm.factory import build_llm_backend, prepare_llm_backend
 from persona_agent.llm.local_backend import LocalBackend
-from persona_agent.personas.loader import load_persona_dir
+from persona_agent.personas.directory import load_persona_dir
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import render_system_prompt
 from persona_agent.settings import Settings

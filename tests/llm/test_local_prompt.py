@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from persona_agent.llm.local_prompt import USER_LABEL, build_prompt, sketch_from_system_prompt
-from persona_agent.personas.loader import load_persona_dir
+from persona_agent.personas.directory import load_persona_dir
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import render_system_prompt
 

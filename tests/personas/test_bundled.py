@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from persona_agent.personas.loader import load_persona_dir, load_persona_file
+from persona_agent.personas.directory import load_persona_dir
+from persona_agent.personas.loader import load_persona_file
 from persona_agent.personas.prompt import render_system_prompt
 from tests.personas import BUNDLED
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import json
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ from persona_agent.personas.loader import (
     _plain_text_document,
     _StrictLoader,
     dump_persona_yaml,
-    load_persona_dir,
     load_persona_file,
     parse_persona_text,
     persona_to_data,
@@ -193,61 +191,6 @@ def test_parse_persona_text_checks_the_id_and_names_the_source() -> None:
         parse_persona_text("../../etc/passwd", text, source="upload")
     assert caught.value.path == "upload"
     assert "'../../etc/passwd' is not a valid persona id" in str(caught.value)
-
-
-def test_load_persona_dir_keeps_good_personas_and_collects_errors(tmp_path: Path) -> None:
-    write_yaml(tmp_path / "alpha.yaml", persona_data(name="Alpha"))
-    write_yaml(tmp_path / "beta.yml", persona_data(name="Beta"))
-    (tmp_path / "gamma.json").write_text(json.dumps(persona_data(name="Gamma")), "utf-8")
-    write_yaml(tmp_path / "broken.yaml", without("description"))
-    (tmp_path / "syntax.yaml").write_text(SYNTAX_ERROR, encoding="utf-8")
-    write_yaml(tmp_path / "alpha.yml", persona_data(name="Alpha again"))
-    write_yaml(tmp_path / "Bad Name.yaml", persona_data())
-    # Not persona files: ignored.
-    (tmp_path / "README.md").write_text("# personas\n", encoding="utf-8")
-    (tmp_path / ".alpha.yaml.1234.tmp").write_text("partial", encoding="utf-8")
-    write_yaml(tmp_path / ".hidden.yaml", persona_data())
-    (tmp_path / "folder.yaml").mkdir()
-
-    personas, errors = load_persona_dir(tmp_path)
-
-    assert list(personas) == ["alpha", "beta", "gamma"]
-    assert personas["alpha"].name == "Alpha"
-    assert [Path(error.path).name for error in errors] == [
-        "Bad Name.yaml",
-        "alpha.yml",
-        "broken.yaml",
-        "syntax.yaml",
-    ]
-    duplicate = errors[1]
-    assert duplicate.problems == ["persona id 'alpha' is already defined by alpha.yaml"]
-    assert "description: Field required" in str(errors[2])
-    assert "YAML syntax error at line 4" in str(errors[3])
-
-
-def test_load_persona_dir_of_an_empty_directory(tmp_path: Path) -> None:
-    assert load_persona_dir(tmp_path) == ({}, [])
-
-
-@pytest.mark.parametrize("enabled", [True, False])
-def test_load_persona_dir_leaves_the_garbage_collector_as_it_was(
-    tmp_path: Path, enabled: bool
-) -> None:
-    # The collector is paused while a directory loads; a bad file (an error collected
-    # on the way) must not leave it off, nor a load turn on one the caller turned off.
-    write_yaml(tmp_path / "alpha.yaml", persona_data())
-    (tmp_path / "syntax.yaml").write_text(SYNTAX_ERROR, encoding="utf-8")
-    was = gc.isenabled()
-    try:
-        if not enabled:
-            gc.disable()
-        personas, errors = load_persona_dir(tmp_path)
-        assert gc.isenabled() is enabled
-    finally:
-        if was:
-            gc.enable()
-    assert list(personas) == ["alpha"]
-    assert len(errors) == 1
 
 
 RICH: dict[str, Any] = {

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from persona_agent.personas import cache as cache_module
-from persona_agent.personas.cache import PersonaCache
-from persona_agent.personas.loader import load_persona_dir
+from persona_agent.personas.cache import PersonaCache, file_key
+from persona_agent.personas.directory import load_persona_dir
 from persona_agent.personas.store import FilePersonaStore
 
 PERSONA = """\
@@ -23,6 +23,12 @@ language_style:
 knowledge_domains:
   Testing: [caches]
 """
+
+
+def cached(cache: Path, directory: Path) -> list[str]:
+    """The files of ``directory`` the cache holds as they are now."""
+    saved = PersonaCache(cache)
+    return sorted(p.name for p in directory.iterdir() if saved.fresh(p.name, file_key(p.stat())))
 
 
 @pytest.fixture
@@ -101,7 +107,7 @@ def test_a_cache_that_would_run_code_is_refused(directory: Path, tmp_path: Path)
     assert sorted(personas) == ["alpha", "beta"]
     assert errors == []
     assert not marker.exists()
-    assert "alpha.yaml" in PersonaCache(cache)._entries()
+    assert cached(cache, directory) == ["alpha.yaml", "beta.yaml"]
 
 
 class _RunsCode:
@@ -122,7 +128,7 @@ def test_a_bad_file_is_not_cached_and_still_stops_the_load(directory: Path, tmp_
         assert sorted(personas) == ["alpha", "beta"]
         assert len(errors) == 1
         assert "YAML syntax error" in str(errors[0])
-    assert sorted(PersonaCache(cache)._entries()) == ["alpha.yaml", "beta.yaml"]
+    assert cached(cache, directory) == ["alpha.yaml", "beta.yaml"]
 
 
 def test_an_unreadable_or_foreign_cache_is_ignored(directory: Path, tmp_path: Path) -> None:
@@ -131,7 +137,7 @@ def test_an_unreadable_or_foreign_cache_is_ignored(directory: Path, tmp_path: Pa
     personas, errors = load_persona_dir(directory, cache=PersonaCache(cache))
     assert sorted(personas) == ["alpha", "beta"]
     assert errors == []
-    assert sorted(PersonaCache(cache)._entries()) == ["alpha.yaml", "beta.yaml"]
+    assert cached(cache, directory) == ["alpha.yaml", "beta.yaml"]
 
 
 def test_the_store_loads_through_its_cache(directory: Path, tmp_path: Path) -> None:
@@ -141,4 +147,22 @@ def test_the_store_loads_through_its_cache(directory: Path, tmp_path: Path) -> N
     again = FilePersonaStore(directory, cache=cache)
     assert again.load() == []
     assert again._personas == store._personas
-    assert "alpha.yaml" in PersonaCache(cache)._entries()
+    assert cached(cache, directory) == ["alpha.yaml", "beta.yaml"]
+
+
+def test_keys_that_say_fresh_over_personas_that_cannot_be_read(
+    directory: Path, tmp_path: Path
+) -> None:
+    """The keys are read before the personas: if the personas then cannot be read, the
+    files the keys called fresh are parsed after all, and the cache is written again."""
+    cache = tmp_path / "personas.pickle"
+    first, _ = load_persona_dir(directory, cache=PersonaCache(cache))
+    content = pickle.loads(cache.read_bytes())
+    content["personas"] = b"\x80\x05not a pickle"
+    cache.write_bytes(pickle.dumps(content))
+    assert cached(cache, directory) == ["alpha.yaml", "beta.yaml"]
+    personas, errors = load_persona_dir(directory, cache=PersonaCache(cache))
+    assert errors == []
+    assert personas == first
+    assert pickle.loads(cache.read_bytes())["personas"] != b"\x80\x05not a pickle"
+    assert load_persona_dir(directory, cache=PersonaCache(cache))[0] == first

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -36,6 +35,7 @@ from persona_agent.errors import (
 )
 from persona_agent.llm.base import LLMBackend
 from persona_agent.llm.factory import build_llm_backend, prepare_llm_backend
+from persona_agent.personas.factory import open_persona_store
 from persona_agent.personas.store import FilePersonaStore
 from persona_agent.personas.watcher import watch_personas
 from persona_agent.settings import Settings
@@ -50,14 +50,13 @@ logger = logging.getLogger(__name__)
 UNFINISHED_REASON = "The server stopped before this task finished; send the message again."
 
 
-def load_personas(settings: Settings) -> FilePersonaStore:
-    """The persona store, loaded; any bad file stops start-up with every problem named."""
-    if not settings.personas_dir.is_dir():
-        raise ConfigError(f"Persona directory {settings.personas_dir} does not exist")
-    directory = settings.personas_dir.resolve()
-    digest = hashlib.sha256(str(directory).encode()).hexdigest()[:16]
-    cache = settings.data_dir / "cache" / f"personas-{digest}.pickle"
-    store = FilePersonaStore(settings.personas_dir, cache=cache)
+def load_personas(settings: Settings, store: FilePersonaStore | None = None) -> FilePersonaStore:
+    """The persona store, loaded; any bad file stops start-up with every problem named.
+
+    ``store``: one :func:`open_persona_store` returned, its load under way.
+    """
+    if store is None:
+        store = open_persona_store(settings)
     errors = store.load()
     if errors:
         raise ConfigError(
@@ -66,9 +65,13 @@ def load_personas(settings: Settings) -> FilePersonaStore:
     return store
 
 
-def create_app(settings: Settings) -> FastAPI:
-    """The hub as an ASGI app. Start-up (its lifespan) opens the database and MCP servers."""
-    store = load_personas(settings)
+def create_app(settings: Settings, *, persona_store: FilePersonaStore | None = None) -> FastAPI:
+    """The hub as an ASGI app. Start-up (its lifespan) opens the database and MCP servers.
+
+    ``persona_store``: the settings' store with its load under way
+    (:func:`open_persona_store`, which ``serve`` calls before its imports); by default
+    it is opened here.
+    """
     toolbox: MCPToolbox | None = None
     if settings.mcp_config is not None:
         # Imported only when configured: the MCP SDK costs ~18 MB of memory.
@@ -95,6 +98,9 @@ def create_app(settings: Settings) -> FastAPI:
     # before Python 3.13 its event queues become asyncio's (persona_agent.a2a.queues).
     drop_disabled_tracing()
     use_asyncio_queues()
+    # Last: the modules imported above (the LLM client's among them) load while a helper
+    # process may still be parsing persona files (personas/directory.py).
+    store = load_personas(settings, persona_store)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

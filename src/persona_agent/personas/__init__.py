@@ -1,9 +1,9 @@
 """Personas: the model, loading and validation of persona files, the system prompt, stores."""
 
+from persona_agent.personas.directory import DirectoryLoad, load_persona_dir
 from persona_agent.personas.loader import (
     PERSONA_SUFFIXES,
     dump_persona_yaml,
-    load_persona_dir,
     load_persona_file,
     parse_persona_text,
     persona_to_data,
@@ -31,6 +31,7 @@ __all__ = [
     "PERSONA_SUFFIXES",
     "CardSettings",
     "CardSkill",
+    "DirectoryLoad",
     "FilePersonaStore",
     "InteractionSample",
     "LanguageStyle",

@@ -6,14 +6,10 @@ file and, for each problem, the field and the reason: never a traceback.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import re
-from collections.abc import Hashable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from stat import S_ISREG
+from collections.abc import Hashable
 from typing import Any, Literal
 
 import ryaml
@@ -21,13 +17,11 @@ import yaml
 from pydantic import ValidationError
 
 from persona_agent.errors import PersonaFileError
-from persona_agent.personas.cache import PersonaCache
 from persona_agent.personas.model import PERSONA_ID_PATTERN, Persona, is_valid_persona_id
 
 __all__ = [
     "PERSONA_SUFFIXES",
     "dump_persona_yaml",
-    "load_persona_dir",
     "load_persona_file",
     "parse_persona_text",
     "persona_to_data",
@@ -290,15 +284,16 @@ def parse_persona_text(
         raise PersonaFileError(source, validation_problems(error)) from None
 
 
-def load_persona_file(path: Path) -> Persona:
+def load_persona_file(path: str | os.PathLike[str]) -> Persona:
     """The persona in a ``.yaml``, ``.yml`` or ``.json`` file; its id is the file stem.
 
     Raises:
         PersonaFileError: the file cannot be read, is not UTF-8, has an unknown
             suffix or a file name that is not a persona id, or is invalid.
     """
-    source = str(path)
-    return _validate(source, path.stem, _read_data(source, path.stem, path.suffix))
+    source = os.fspath(path)
+    stem, suffix = os.path.splitext(os.path.basename(source))
+    return _validate(source, stem, _read_data(source, stem, suffix))
 
 
 def _check_name(source: str, stem: str, suffix: str) -> Literal["yaml", "json"]:
@@ -333,74 +328,6 @@ def _validate(source: str, stem: str, data: dict[str, Any]) -> Persona:
         return Persona.from_data(stem, data)
     except ValidationError as error:
         raise PersonaFileError(source, validation_problems(error)) from None
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while a directory loads; as it was afterwards.
-
-    A load builds objects that all stay alive, without cycles: every collection on
-    the way would scan the whole process for nothing. With the hub's modules loaded,
-    10,000 files loaded cold in 2.2 s instead of 2.8 s (docs/performance.md).
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def load_persona_dir(
-    directory: Path, *, cache: PersonaCache | None = None
-) -> tuple[dict[str, Persona], list[PersonaFileError]]:
-    """Every persona file directly in ``directory``, by file name.
-
-    Hidden files (``.name``) are skipped. Returns the valid personas by id and
-    one error per bad file; a second file with the same id (``a.yaml`` and
-    ``a.yml``) is an error, and the first one wins. With ``cache``, a file
-    unchanged since it was cached is neither parsed nor validated again (see
-    :class:`PersonaCache`), and the cache is saved at the end.
-
-    Raises:
-        OSError: the directory cannot be listed.
-    """
-    personas: dict[str, Persona] = {}
-    errors: list[PersonaFileError] = []
-    first_file: dict[str, str] = {}
-    with os.scandir(directory) as listing:
-        entries = sorted(listing, key=lambda entry: entry.name)
-    with _collector_paused():
-        for entry in entries:
-            name, source = entry.name, entry.path
-            stem, suffix = os.path.splitext(name)
-            if name.startswith(".") or suffix.lower() not in PERSONA_SUFFIXES:
-                continue
-            try:
-                stat = entry.stat()  # follows symbolic links, as is_file() does
-            except OSError:
-                stat = None
-            if stat is None or not S_ISREG(stat.st_mode):
-                continue
-            if stem in first_file:
-                problem = f"persona id '{stem}' is already defined by {first_file[stem]}"
-                errors.append(PersonaFileError(source, [problem]))
-                continue
-            first_file[stem] = name
-            persona = cache.get(name, stat) if cache is not None else None
-            if persona is None:
-                try:
-                    persona = _validate(source, stem, _read_data(source, stem, suffix))
-                except PersonaFileError as error:
-                    errors.append(error)
-                    continue
-                if cache is not None:
-                    cache.put(name, stat, persona)
-            personas[persona.id] = persona
-    if cache is not None:
-        cache.save()
-    return personas, errors
 
 
 def persona_to_data(persona: Persona) -> dict[str, Any]:

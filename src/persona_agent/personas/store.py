@@ -25,12 +25,8 @@ from persona_agent.errors import (
     PreconditionFailedError,
 )
 from persona_agent.personas.cache import PersonaCache
-from persona_agent.personas.loader import (
-    PERSONA_SUFFIXES,
-    dump_persona_yaml,
-    load_persona_dir,
-    load_persona_file,
-)
+from persona_agent.personas.directory import DirectoryLoad
+from persona_agent.personas.loader import PERSONA_SUFFIXES, dump_persona_yaml, load_persona_file
 from persona_agent.personas.model import Persona, is_valid_persona_id
 
 __all__ = ["FilePersonaStore", "PersonaChange", "PersonaStore", "version_matches"]
@@ -185,14 +181,30 @@ class FilePersonaStore(PersonaStore):
         self._personas: dict[str, Persona] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._changes: set[asyncio.Future[None]] = set()
+        self._loading: DirectoryLoad | None = None
+
+    def start_loading(self) -> None:
+        """Begin :meth:`load` now: list the directory, check the cache and, with many
+        files to parse, fork a helper that starts parsing them (``DirectoryLoad``).
+        :meth:`load` finishes it; in between, the caller's own work runs alongside.
+
+        Raises ``OSError`` if the directory cannot be listed.
+        """
+        self._loading = self._begin_load()
+
+    def _begin_load(self) -> DirectoryLoad:
+        cache = PersonaCache(self.cache) if self.cache is not None else None
+        return DirectoryLoad(self.directory, cache=cache)
 
     def load(self) -> builtins.list[PersonaFileError]:
-        """Read every persona file of the directory into memory; the errors of bad files.
+        """Read every persona file of the directory into memory (or finish the load
+        :meth:`start_loading` began); the errors of bad files.
 
         Subscribers are not notified. Raises ``OSError`` if the directory cannot be listed.
         """
-        cache = PersonaCache(self.cache) if self.cache is not None else None
-        self._personas, self.errors = load_persona_dir(self.directory, cache=cache)
+        loading = self._loading if self._loading is not None else self._begin_load()
+        self._loading = None
+        self._personas, self.errors = loading.finish()
         return builtins.list(self.errors)
 
     async def list(self) -> builtins.list[Persona]:
