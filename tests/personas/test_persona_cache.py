@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import os
 import pickle
+import sys
+import threading
 from pathlib import Path
 
 import pytest
+
+if sys.platform != "win32":
+    import fcntl
 
 from persona_agent.personas import cache as cache_module
 from persona_agent.personas.cache import PersonaCache, file_key
@@ -166,3 +171,33 @@ def test_keys_that_say_fresh_over_personas_that_cannot_be_read(
     assert personas == first
     assert pickle.loads(cache.read_bytes())["personas"] != b"\x80\x05not a pickle"
     assert load_persona_dir(directory, cache=PersonaCache(cache))[0] == first
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no file locks, and no fork, on Windows")
+def test_a_load_waits_for_a_cache_being_written(directory: Path, tmp_path: Path) -> None:
+    """A start right after another finds the cache the other is still writing (in a
+    child process, under the lock), not the one before it."""
+    cache = tmp_path / "personas.pickle"
+    load_persona_dir(directory, cache=PersonaCache(cache))
+    older = cache.read_bytes()
+    (directory / "alpha.yaml").write_text(PERSONA.format(name="Alpha Two"))
+    load_persona_dir(directory, cache=PersonaCache(cache))
+    newer = cache.read_bytes()
+    cache.write_bytes(older)
+    key = file_key((directory / "alpha.yaml").stat())
+
+    found: list[bool] = []
+    lock = os.open(f"{cache}.lock", os.O_RDWR)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # a writer at work
+    try:
+        reader = threading.Thread(
+            target=lambda: found.append(PersonaCache(cache).fresh("alpha.yaml", key))
+        )
+        reader.start()
+        reader.join(timeout=0.2)
+        assert reader.is_alive()  # waiting for the writer
+        cache.write_bytes(newer)  # what the writer wrote
+    finally:
+        os.close(lock)  # the writer is done
+    reader.join(timeout=30)
+    assert found == [True]
