@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import gc
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +12,7 @@ import pytest
 
 from persona_agent.personas.cache import PersonaCache, file_key
 from persona_agent.personas.directory import load_persona_dir
-from tests.personas import persona_data, write_yaml
+from tests.personas import persona_data, run_python, write_yaml
 
 SYNTAX_ERROR = """\
 name: Tess
@@ -106,7 +104,7 @@ def many_files(directory: Path, count: int) -> None:
 LOAD_BOTH_WAYS = """\
 import json, os, sys
 from pathlib import Path
-from persona_agent.personas.cache import PersonaCache, file_key
+from persona_agent.personas.cache import PersonaCache
 from persona_agent.personas.directory import DirectoryLoad
 
 directory, cache = Path(sys.argv[1]), Path(sys.argv[2])
@@ -131,15 +129,7 @@ print(json.dumps({"alone": alone, "helped": both, "chunks": helped.helped, "fork
 def load_both_ways(directory: Path, cache: Path) -> dict[str, Any]:
     """In a fresh interpreter (one thread, so a helper is forked): the directory loaded
     alone, then with a helper and ``cache``."""
-    done = subprocess.run(
-        [sys.executable, "-c", LOAD_BOTH_WAYS, str(directory), str(cache)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return run_python("-c", LOAD_BOTH_WAYS, str(directory), str(cache))
 
 
 def test_a_helper_process_loads_what_one_process_loads(tmp_path: Path) -> None:

@@ -4,9 +4,6 @@ process with one thread, which the test process need not be."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import textwrap
 import threading
 from typing import Any
@@ -14,6 +11,7 @@ from typing import Any
 import pytest
 
 from persona_agent.personas.forks import ForkedMap
+from tests.personas import run_python
 
 PRELUDE = """\
 import json, os, sys
@@ -39,15 +37,7 @@ def square(n):
 
 def run(code: str) -> dict[str, Any]:
     """Run ``code`` after PRELUDE in a fresh interpreter; the JSON it printed last."""
-    done = subprocess.run(
-        [sys.executable, "-c", PRELUDE + textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return run_python("-c", PRELUDE + textwrap.dedent(code))
 
 
 def test_the_helper_shares_the_work_and_the_results_come_in_order() -> None:
