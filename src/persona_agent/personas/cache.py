@@ -194,8 +194,9 @@ class PersonaCache:
         return persona
 
     def _read_personas(self) -> dict[str, Persona]:
+        pickled, self._pickled = self._pickled, b""  # read once: not kept beside the personas
         try:
-            personas = _unpickle(self._pickled) if self._pickled else {}
+            personas = _unpickle(pickled) if pickled else {}
         except Exception as error:
             logger.debug("Persona cache %s not used: %s", self.path, error)
             return {}
