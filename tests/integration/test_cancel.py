@@ -33,10 +33,8 @@ async def test_cancel_mid_stream_closes_the_llm_stream(
     assert task_id is not None
     # The model's stream was closed by the hub, long before its 200 tokens.
     await asyncio.to_thread(llm.wait_disconnect, 5.0)
-    sent = llm.chunks_sent
-    assert sent < 100
-    await asyncio.sleep(0.3)  # several token delays: nothing more is read
-    assert llm.chunks_sent <= sent + 1
+    await asyncio.to_thread(llm.wait_idle, 5.0)  # the request is over: nothing more is sent
+    assert llm.chunks_sent < 100
     # The stream ended with the canceled state, and the stored task agrees.
     last = events[-1]
     assert last.HasField("status_update")
