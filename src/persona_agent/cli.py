@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import shutil
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,14 +15,13 @@ from persona_agent import __version__
 from persona_agent.cli_personas import personas_app
 from persona_agent.errors import ConfigError, PersonaFileError
 from persona_agent.personas.directory import load_persona_dir
-from persona_agent.personas.factory import open_persona_store
+from persona_agent.personas.factory import persona_limits
 from persona_agent.personas.loader import load_persona_file
 from persona_agent.personas.model import Persona
 from persona_agent.settings import Settings
 
 # The server's modules (a2a-sdk, FastAPI, uvicorn: about a second on two cores) are
-# imported by the commands that use them, not here: `serve` starts parsing persona files
-# in a helper process first (personas/directory.py), and the other commands skip them.
+# imported by the commands that use them, not here.
 
 __all__ = ["app"]
 
@@ -58,11 +54,12 @@ def _settings(**overrides: Any) -> Settings:
         raise typer.Exit(2) from error
 
 
-def _read_dir(directory: Path) -> tuple[dict[str, Persona], list[PersonaFileError]]:
+def _read_dir(settings: Settings) -> tuple[dict[str, Persona], list[PersonaFileError]]:
+    directory = settings.personas_dir
     if not directory.is_dir():
         typer.secho(f"Persona directory {directory} does not exist", err=True, fg="red")
         raise typer.Exit(2)
-    return load_persona_dir(directory)
+    return load_persona_dir(directory, persona_limits(settings))
 
 
 def _report(errors: list[PersonaFileError]) -> None:
@@ -70,9 +67,9 @@ def _report(errors: list[PersonaFileError]) -> None:
         typer.secho(f"error: {error}", err=True, fg="red")
 
 
-def _load_all(directory: Path) -> dict[str, Persona]:
+def _load_all(settings: Settings) -> dict[str, Persona]:
     """Every persona of the directory; exits with the errors if any file is bad."""
-    personas, errors = _read_dir(directory)
+    personas, errors = _read_dir(settings)
     _report(errors)
     if errors:
         raise typer.Exit(1)
@@ -122,16 +119,11 @@ def serve(
     for noisy in ("httpx", "httpx2"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.root.level))
     try:
-        # Many persona files to parse: a helper process starts on them now, while this
-        # one imports the server, and create_app() finishes the load.
-        persona_store = open_persona_store(settings)
-        with _collector_tuned_for_serving() as imports_done:
-            import uvicorn
+        import uvicorn
 
-            from persona_agent.api.app import create_app
+        from persona_agent.api.app import create_app
 
-            imports_done()
-            application = create_app(settings, persona_store=persona_store)
+        application = create_app(settings)
     except (ConfigError, PersonaFileError) as error:
         typer.secho(f"Cannot start: {error}", err=True, fg="red")
         raise typer.Exit(1) from error
@@ -142,45 +134,6 @@ def serve(
         log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_seconds)),
     )
-
-
-@contextmanager
-def _collector_tuned_for_serving() -> Iterator[Callable[[], None]]:
-    """Around importing the server and building the app: the garbage collector made cheap
-    for a long-running server. Gives the function to call once the imports are done.
-
-    No collection during the imports (they build ~300,000 objects that live as long as
-    the process; full collections on the way scanned them again and again: 0.13 s of
-    a start); when they are done, one collection, and what they built is frozen (the
-    collector stops scanning it). Then no collection while start-up builds what lives
-    as long as the process (the personas, the LLM client): a collection on the way
-    would scan all of it for nothing, and what it leaves unreachable is about a
-    thousand objects. After: that is frozen too, and a larger first generation means
-    fewer collections of the short-lived objects every request makes. Together ~10 %
-    more requests a second (docs/performance.md); memory stays bounded.
-
-    The collection, over the modules only, also sets the collector's count of
-    long-lived objects, which keeps full collections rare under load (without it,
-    2.5-9.5 % more CPU a request). With 10,000 personas, collecting after they loaded
-    took 0.37 s instead of 0.07 s. If starting fails, the collector is as it was.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-
-    def imports_done() -> None:
-        gc.collect()
-        gc.freeze()
-
-    try:
-        yield imports_done
-    except BaseException:
-        gc.unfreeze()
-        if enabled:
-            gc.enable()
-        raise
-    gc.freeze()
-    gc.set_threshold(10_000, 10, 10)
-    gc.enable()
 
 
 @app.command("agent-card")
@@ -203,7 +156,7 @@ def agent_card(
     from persona_agent.a2a.agent_card import build_agent_card
 
     settings = _settings(personas_dir=personas_dir, public_base_url=base_url)
-    personas = _load_all(settings.personas_dir)
+    personas = _load_all(settings)
     if persona_id is not None:
         if persona_id not in personas:
             typer.secho(f"No persona with id '{persona_id}'", err=True, fg="red")
@@ -222,7 +175,7 @@ def list_personas(
 ) -> None:
     """List the personas of the persona directory."""
     settings = _settings(personas_dir=personas_dir)
-    personas = _load_all(settings.personas_dir)
+    personas = _load_all(settings)
     if as_json:
         rows = [
             {"id": p.id, "name": p.name, "description": p.description} for p in personas.values()
@@ -242,18 +195,18 @@ def validate(
     personas_dir: PersonasDir = None,
 ) -> None:
     """Check persona files; report every bad file and exit non-zero if any is bad."""
+    settings = _settings(personas_dir=personas_dir)
     errors: list[PersonaFileError] = []
     checked = 0
     if files:
         for path in files:
             checked += 1
             try:
-                load_persona_file(path)
+                load_persona_file(path, persona_limits(settings))
             except PersonaFileError as error:
                 errors.append(error)
     else:
-        settings = _settings(personas_dir=personas_dir)
-        personas, errors = _read_dir(settings.personas_dir)
+        personas, errors = _read_dir(settings)
         checked = len(personas) + len(errors)
     _report(errors)
     typer.echo(f"{checked - len(errors)} valid, {len(errors)} invalid")
@@ -270,7 +223,7 @@ def import_persona(
     """Validate a persona file, then copy it into the persona directory."""
     settings = _settings(personas_dir=personas_dir)
     try:
-        persona = load_persona_file(file)
+        persona = load_persona_file(file, persona_limits(settings))
     except PersonaFileError as error:
         typer.secho(f"error: {error}", err=True, fg="red")
         raise typer.Exit(1) from error

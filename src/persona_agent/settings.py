@@ -76,6 +76,10 @@ class Settings(BaseSettings):
     """Comma-separated keys that guard ``/api/v1``; none: reads open, writes from loopback only."""
     watch_personas: bool = True
     """Watch the persona directory: files added, edited or removed go live at once."""
+    max_persona_bytes: int = Field(default=1024 * 1024, ge=1024)
+    """Largest persona file (and REST body, upload, or content with YAML aliases expanded)."""
+    max_persona_depth: int = Field(default=32, ge=4, le=256)
+    """Deepest nesting of lists and mappings in a persona file or REST body."""
 
     log_level: str = "INFO"
 

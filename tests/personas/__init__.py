@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +30,3 @@ def persona_data(**overrides: Any) -> dict[str, Any]:
 def write_yaml(path: Path, data: Any) -> Path:
     path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
     return path
-
-
-def run_python(*args: str) -> dict[str, Any]:
-    """``python *args`` in a fresh interpreter (one thread, so a helper process may be
-    forked, which the test process need not allow); the JSON it printed last."""
-    done = subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result

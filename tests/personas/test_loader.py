@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,15 +12,13 @@ import yaml
 
 from persona_agent.errors import PersonaFileError
 from persona_agent.personas.loader import (
-    _load_yaml,
-    _plain_text_document,
-    _StrictLoader,
     dump_persona_yaml,
     load_persona_file,
     parse_persona_text,
     persona_to_data,
 )
 from persona_agent.personas.model import Persona
+from persona_agent.personas.parsing import LimitExceeded, Limits, StrictLoader, load_json, load_yaml
 from tests.personas import BUNDLED, persona_data, write_yaml
 
 
@@ -266,68 +265,77 @@ def test_dumped_yaml_is_readable(tmp_path: Path) -> None:
         "base: &b {x: 1}\nmore:\n  <<: *b\n  y: 2\n",  # a merge key
         "1: one\nfalse: yes\n2.5: x\n",  # keys that are not strings
         "when: 2026-11-22\nraw: !!binary aGk=\nset: !!set {a, b}\n",  # other types and tags
-        "loop: &l [*l]\n",  # a list that contains itself
         "a:\n  b:\n  - x\n  - c: 'quoted'\n    d: |\n      block\n    e: \"double\"\n",  # styles
+        "a: yes\nb: 1:20\nc: ~\nd:\ne: !!str 3\nf: '3'\n",  # implicit types, quoted or not
     ],
 )
-def test_the_plain_construction_gives_what_pyyaml_gives(document: str) -> None:
-    ours, theirs = _load_yaml(document), yaml.load(document, Loader=_StrictLoader)
+def test_the_bounded_reader_gives_what_pyyaml_gives(document: str) -> None:
+    ours, theirs = load_yaml(document), yaml.load(document, Loader=StrictLoader)
     assert repr(ours) == repr(theirs)
     if "&x" in document:
         assert ours["a"] is ours["b"]
-    if "&l" in document:
-        assert ours["loop"][0] is ours["loop"]
-
-
-PLAIN_PERSONA = """\
-name: Tess
-description: 'A tester: "quoted", plain, and folded.'
-personal_background: >-
-  Folded text over
-  two lines.
-language_style:
-  tone: dry
-  characteristics: [short, "to the point"]
-knowledge_domains:
-  Testing: [unit tests, property tests]
-interaction_samples:
-  - user: Does it work?
-    assistant: |
-      Yes! Here is why.
-"""
-
-
-def test_a_document_of_plain_text_is_read_by_the_fast_parser() -> None:
-    fast = _plain_text_document(PLAIN_PERSONA)
-    assert fast is not None
-    assert fast == yaml.load(PLAIN_PERSONA, Loader=_StrictLoader)
-    assert fast["interaction_samples"][0]["assistant"] == "Yes! Here is why.\n"
 
 
 @pytest.mark.parametrize(
-    "document",
+    ("document", "error"),
     [
-        "a: yes\n",  # PyYAML reads a boolean
-        "a: 'yes'\n",  # the same string, quoted: left to PyYAML all the same
-        "a: 1:20\n",  # a YAML 1.1 sexagesimal integer
-        "a: 2026-11-23\n",  # a date
-        "a: 3\n",  # a number
-        "a: ~\n",  # null
-        "a:\n",  # null
-        "a: !!str 3\n",  # a tag
-        "a: &x b\nc: *x\n",  # an anchor and an alias
-        "base: {x: b}\nmore: {<<: c}\n",  # a merge key
-        "a: b\na: c\n",  # a key given twice
-        "a:\n  - x: b\n    x: c\n",  # a key given twice, deeper down
-        "a: b\n---\nc: d\n",  # two documents
-        "- a\n- b\n",  # not a mapping
-        "a: [b\n",  # a syntax error
+        ("x: 1\nnested: {a: 1}\nx: 2\n", "found duplicate key 'x'"),
+        ("a: b\n---\nc: d\n", "expected a single document"),
+        ("a: [b\n", "expected ',' or ']'"),
+        ("a: *nowhere\n", "found undefined alias"),
     ],
 )
-def test_anything_but_plain_text_is_left_to_pyyaml(document: str) -> None:
-    assert _plain_text_document(document) is None
+def test_what_pyyaml_refuses_the_bounded_reader_refuses(document: str, error: str) -> None:
+    with pytest.raises(yaml.YAMLError, match=error):
+        load_yaml(document)
 
 
-def test_a_key_given_twice_is_refused_by_the_plain_construction_too() -> None:
-    with pytest.raises(yaml.constructor.ConstructorError, match="duplicate key 'x'"):
-        _load_yaml("x: 1\nnested: {a: 1}\nx: 2\n")
+def alias_bomb(levels: int) -> str:
+    """Each anchor a list of nine aliases of the one before: 9**levels strings."""
+    lines = ["a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    for level in range(1, levels):
+        items = ", ".join([f"*a{level - 1}"] * 9)
+        lines.append(f"a{level}: &a{level} [{items}]")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("document", "limits", "problem"),
+    [
+        ("[" * 60_000, Limits(), "nested more than 32 deep"),  # libyaml's composer: a crash
+        ("[" * 1_000 + "]" * 1_000, Limits(), "nested more than 32 deep"),  # RecursionError
+        ("a:\n" + "".join(" " * i + "- \n" for i in range(1, 40)), Limits(), "32 deep"),
+        (alias_bomb(9), Limits(), "with its aliases expanded, the content is larger than"),
+        ("a: &a [x, *a]\n", Limits(), "alias *a refers to a node that contains it"),
+        ("s: &s " + "x" * 600 + "\nt: [*s, *s]\n", Limits(max_bytes=1024), "aliases expanded"),
+        ("s: " + "x" * 2000 + "\n", Limits(max_bytes=1024), "the file is 2004 bytes"),
+        ("a: &a [[[x]]]\nb: [[[[[*a]]]]]\n", Limits(max_depth=8), "more than 8 deep"),
+    ],
+)
+def test_yaml_over_the_limits_is_refused_before_it_is_built(
+    document: str, limits: Limits, problem: str
+) -> None:
+    with pytest.raises(LimitExceeded, match=re.escape(problem)):
+        load_yaml(document, limits)
+
+
+@pytest.mark.parametrize(
+    ("document", "problem"),
+    [
+        ("[" * 60_000, "nested more than 32 deep"),  # json's own RecursionError
+        ('{"a": ' * 40 + "1" + "}" * 40, "nested more than 32 deep"),
+        ('{"s": "' + "x" * 2000 + '"}', "more than the limit of 1024 bytes"),
+    ],
+)
+def test_json_over_the_limits_is_refused(document: str, problem: str) -> None:
+    with pytest.raises(LimitExceeded, match=re.escape(problem)):
+        load_json(document, Limits(max_bytes=1024) if "x" * 2000 in document else Limits())
+
+
+def test_a_persona_over_the_limits_is_a_persona_file_error_naming_the_setting() -> None:
+    with pytest.raises(PersonaFileError) as caught:
+        parse_persona_text("deep", "[" * 60_000, source="deep.yaml")
+    assert str(caught.value) == (
+        "deep.yaml: lists and mappings are nested more than 32 deep "
+        "(PERSONA_AGENT_MAX_PERSONA_DEPTH)"
+    )

@@ -13,13 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from persona_agent.errors import PersonaFileError
-from persona_agent.personas.loader import (
-    _load_yaml,
-    _StrictLoader,
-    dump_persona_yaml,
-    load_persona_file,
-)
+from persona_agent.personas.loader import dump_persona_yaml, load_persona_file
 from persona_agent.personas.model import CONVERSATION_SKILL, slugify
+from persona_agent.personas.parsing import StrictLoader, load_yaml
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -153,8 +149,8 @@ yaml_values = st.recursive(
 )
 
 
-# Text only (what persona files are, and what ryaml reads), with strings PyYAML reads as
-# other types when unquoted among them.
+# Text only (what persona files are), with strings PyYAML reads as other types when
+# unquoted among them.
 typed_looking = st.sampled_from(
     ["yes", "No", "on", "~", "null", "", "1:20", "0x1F", "-.inf", "2026-11-23", "<<", "=", "3"]
 )
@@ -170,9 +166,9 @@ text_values = st.recursive(
 
 @SETTINGS
 @given(value=yaml_values, flow=st.booleans())
-def test_the_plain_construction_builds_what_pyyaml_builds(value: Any, flow: bool) -> None:
+def test_the_bounded_reader_builds_what_pyyaml_builds(value: Any, flow: bool) -> None:
     document = yaml.safe_dump(value, default_flow_style=flow, allow_unicode=True)
-    assert _load_yaml(document) == yaml.load(document, Loader=_StrictLoader)
+    assert load_yaml(document) == yaml.load(document, Loader=StrictLoader)
 
 
 @SETTINGS
@@ -187,4 +183,4 @@ def test_text_documents_load_as_pyyaml_loads_them_in_every_scalar_style(
     document = yaml.safe_dump(
         value, default_flow_style=flow, default_style=style, allow_unicode=True
     )
-    assert _load_yaml(document) == yaml.load(document, Loader=_StrictLoader)
+    assert load_yaml(document) == yaml.load(document, Loader=StrictLoader)

@@ -100,6 +100,32 @@ class PersonaApp:
         return "handler" in self.__dict__
 
 
+def _labelled_json(scope: Scope) -> bool:
+    """Whether a request's body is labelled JSON (``application/json``, or a ``+json`` type
+    such as ``application/a2a+json``): a web page's form cannot send such a body to another
+    site without the browser asking first (CORS), which the hub never allows."""
+    for name, value in scope["headers"]:
+        if name == b"content-type":
+            media: bytes = value.split(b";", 1)[0].strip().lower()
+            return media == b"application/json" or (
+                media.startswith(b"application/") and media.endswith(b"+json")
+            )
+    return False
+
+
+def _not_json_response(rest: str) -> JSONResponse:
+    message = "Content-Type must be application/json (or application/a2a+json)"
+    if rest == "":  # JSON-RPC: Invalid Request, with the HTTP status that says why
+        return JSONResponse(
+            {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}},
+            status_code=415,
+        )
+    return JSONResponse(
+        {"error": {"code": 415, "status": "INVALID_ARGUMENT", "message": message}},
+        status_code=415,
+    )
+
+
 def not_found_response(persona_id: str) -> JSONResponse:
     return JSONResponse(
         {
@@ -288,6 +314,9 @@ class A2ARegistry:
         inner["path"] = f"{persona_root}/{rest}"
         inner[PERSONA_SCOPE_KEY] = persona_id
         if scope["type"] == "http" and scope["method"] == "POST":
+            if not _labelled_json(scope):
+                await _not_json_response(rest)(scope, receive, send)
+                return
             too_large = self._too_large(scope, rest)
             if too_large is not None:
                 await too_large(scope, receive, send)

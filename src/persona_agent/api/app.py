@@ -21,7 +21,8 @@ from persona_agent.a2a.queues import use_asyncio_queues
 from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.a2a.task_store import SqlTaskStore
 from persona_agent.a2a.tracing import drop_disabled_tracing
-from persona_agent.api.deps import ApiAuth
+from persona_agent.api.deps import ApiAuth, is_loopback
+from persona_agent.api.limits import BodyLimit
 from persona_agent.api.routes import personas as personas_routes
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.history import ConversationHistory
@@ -35,8 +36,8 @@ from persona_agent.errors import (
 )
 from persona_agent.llm.base import LLMBackend
 from persona_agent.llm.factory import build_llm_backend, prepare_llm_backend
-from persona_agent.personas.factory import open_persona_store
-from persona_agent.personas.store import FilePersonaStore
+from persona_agent.personas.factory import open_persona_store, persona_limits
+from persona_agent.personas.store import FilePersonaStore, PersonaStore
 from persona_agent.personas.watcher import watch_personas
 from persona_agent.settings import Settings
 
@@ -50,14 +51,16 @@ logger = logging.getLogger(__name__)
 UNFINISHED_REASON = "The server stopped before this task finished; send the message again."
 
 
-def load_personas(settings: Settings, store: FilePersonaStore | None = None) -> FilePersonaStore:
-    """The persona store, loaded; any bad file stops start-up with every problem named.
-
-    ``store``: one :func:`open_persona_store` returned, its load under way.
-    """
-    if store is None:
-        store = open_persona_store(settings)
-    errors = store.load()
+def load_personas(settings: Settings) -> PersonaStore:
+    """The settings' persona store, loaded; any bad file stops start-up with every problem
+    named."""
+    store = open_persona_store(settings)
+    try:
+        errors = store.load()
+    except OSError as error:
+        raise ConfigError(
+            f"Persona directory {settings.personas_dir} cannot be read: {error}"
+        ) from None
     if errors:
         raise ConfigError(
             f"{len(errors)} invalid persona file(s):\n" + "\n".join(f"  {e}" for e in errors)
@@ -65,13 +68,8 @@ def load_personas(settings: Settings, store: FilePersonaStore | None = None) -> 
     return store
 
 
-def create_app(settings: Settings, *, persona_store: FilePersonaStore | None = None) -> FastAPI:
-    """The hub as an ASGI app. Start-up (its lifespan) opens the database and MCP servers.
-
-    ``persona_store``: the settings' store with its load under way
-    (:func:`open_persona_store`, which ``serve`` calls before its imports); by default
-    it is opened here.
-    """
+def create_app(settings: Settings) -> FastAPI:
+    """The hub as an ASGI app. Start-up (its lifespan) opens the database and MCP servers."""
     toolbox: MCPToolbox | None = None
     if settings.mcp_config is not None:
         # Imported only when configured: the MCP SDK costs ~18 MB of memory.
@@ -98,9 +96,7 @@ def create_app(settings: Settings, *, persona_store: FilePersonaStore | None = N
     # before Python 3.13 its event queues become asyncio's (persona_agent.a2a.queues).
     drop_disabled_tracing()
     use_asyncio_queues()
-    # Last: the modules imported above (the LLM client's among them) load while a helper
-    # process may still be parsing persona files (personas/directory.py).
-    store = load_personas(settings, persona_store)
+    store = load_personas(settings)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -118,7 +114,7 @@ def create_app(settings: Settings, *, persona_store: FilePersonaStore | None = N
         stop_watching = asyncio.Event()
         watcher = (
             asyncio.create_task(watch_personas(store, stop_watching))
-            if settings.watch_personas
+            if settings.watch_personas and isinstance(store, FilePersonaStore)
             else None
         )
         _log_startup(settings, llm, registry)
@@ -142,8 +138,10 @@ def create_app(settings: Settings, *, persona_store: FilePersonaStore | None = N
         description="A multi-persona A2A hub.",
         lifespan=lifespan,
     )
+    app.add_middleware(BodyLimit, limits=persona_limits(settings))
     app.state.settings = settings
-    app.state.api_auth = ApiAuth(settings.api_key_list)
+    app.state.persona_limits = persona_limits(settings)
+    app.state.api_auth = ApiAuth(settings.api_key_list, listen_host=settings.host)
     app.state.registry = registry
     app.state.persona_store = store
     app.state.engine = engine
@@ -228,10 +226,17 @@ def _status_handler(code: int) -> Callable[[Request, Exception], Awaitable[Respo
 
 def _log_startup(settings: Settings, llm: LLMBackend, registry: A2ARegistry) -> None:
     logger.info("Serving %d persona(s) at %s%s/{id}/", len(registry), settings.base_url, A2A_PREFIX)
-    if not settings.api_key_list:
+    if not settings.api_key_list and not is_loopback(settings.host):
+        logger.warning(
+            "No API keys are configured and the hub listens on %s: /api/v1 reads are open "
+            "and every write is refused. Set PERSONA_AGENT_API_KEYS to allow writes.",
+            settings.host,
+        )
+    elif not settings.api_key_list:
         logger.warning(
             "No API keys are configured: /api/v1 reads are open and writes are accepted only "
-            "from loopback clients. Set PERSONA_AGENT_API_KEYS to require a key."
+            "from this machine (loopback client and Host, no other origin). Set "
+            "PERSONA_AGENT_API_KEYS to require a key."
         )
     if llm.name == "local":
         logger.info(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 from fastapi import Depends, HTTPException, Request, status
 
-from persona_agent.personas.store import FilePersonaStore
+from persona_agent.personas.store import PersonaStore
 
 __all__ = ["ApiAuth", "Reader", "Store", "Writer", "is_loopback"]
 
@@ -17,12 +17,25 @@ class ApiAuth:
     """API keys for ``/api/v1``, compared in constant time.
 
     With keys configured every route needs one (``Authorization: Bearer KEY`` or
-    ``X-API-Key: KEY``), else 401. With none, reads are open and writes are
-    accepted only from loopback clients (403 otherwise).
+    ``X-API-Key: KEY``), else 401. With none, reads are open and writes are accepted
+    only when every one of these holds (403 otherwise, 415 for a JSON route's body
+    that is not labelled JSON), so that no web page open in a local browser can
+    write (docs/security.md):
+
+    - the hub listens on a loopback address (behind a local reverse proxy every
+      client looks like loopback, so a hub reachable from elsewhere needs keys);
+    - the client is a loopback address;
+    - the ``Host`` header names a loopback host (DNS rebinding sends the attacker's name);
+    - an ``Origin`` header, if sent, is the hub's own origin (browsers send it with
+      every cross-origin ``POST``, form posts included);
+    - a JSON route's body is labelled ``application/json`` (a form cannot send that
+      cross-origin without a CORS preflight, which the hub never grants).
     """
 
-    def __init__(self, keys: list[str]) -> None:
+    def __init__(self, keys: list[str], *, listen_host: str = "127.0.0.1") -> None:
         self._keys = [key.encode() for key in keys]
+        self._listens_on_loopback = is_loopback(listen_host)
+        self._listen_host = listen_host
 
     @property
     def enabled(self) -> bool:
@@ -38,12 +51,8 @@ class ApiAuth:
 
     def check(self, request: Request, *, write: bool) -> None:
         if not self._keys:
-            if write and not is_loopback(request.client.host if request.client else None):
-                raise HTTPException(
-                    status.HTTP_403_FORBIDDEN,
-                    "Writes are accepted only from loopback clients while no API keys are "
-                    "configured (set PERSONA_AGENT_API_KEYS)",
-                )
+            if write:
+                self._check_keyless_write(request)
             return
         presented = self._presented(request)
         # compare_digest with every key, so the time taken says nothing about which matched
@@ -57,6 +66,48 @@ class ApiAuth:
                 headers={"WWW-Authenticate": "Bearer"},
             )
 
+    def _check_keyless_write(self, request: Request) -> None:
+        if not self._listens_on_loopback:
+            _forbid(
+                f"Writes need an API key: the hub listens on {self._listen_host}, not only on "
+                "loopback (set PERSONA_AGENT_API_KEYS)"
+            )
+        if not is_loopback(request.client.host if request.client else None):
+            _forbid(
+                "Writes are accepted only from loopback clients while no API keys are "
+                "configured (set PERSONA_AGENT_API_KEYS)"
+            )
+        host = request.headers.get("host", "")
+        if not is_loopback(_hostname(host)):
+            _forbid(
+                f"Writes without an API key need a loopback Host header, not '{host[:100]}' "
+                "(set PERSONA_AGENT_API_KEYS)"
+            )
+        origin = request.headers.get("origin")
+        if origin is not None and origin.lower() not in (f"http://{host}", f"https://{host}"):
+            _forbid(
+                f"Writes without an API key are refused from another origin ('{origin[:100]}'); "
+                "set PERSONA_AGENT_API_KEYS"
+            )
+        if request.method in ("POST", "PUT", "PATCH") and not request.url.path.endswith("/upload"):
+            media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if media != "application/json":
+                raise HTTPException(
+                    status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+                    "The body must be JSON, labelled Content-Type: application/json",
+                )
+
+
+def _forbid(message: str) -> NoReturn:
+    raise HTTPException(status.HTTP_403_FORBIDDEN, message)
+
+
+def _hostname(host: str) -> str:
+    """The host of a ``Host`` header, without its port (``[::1]:8000`` → ``::1``)."""
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
+
 
 def is_loopback(host: str | None) -> bool:
     if not host:
@@ -64,7 +115,7 @@ def is_loopback(host: str | None) -> bool:
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
-        return host == "localhost"
+        return host.lower() == "localhost"
 
 
 def _auth(request: Request) -> ApiAuth:
@@ -80,11 +131,11 @@ def require_write(request: Request) -> None:
     _auth(request).check(request, write=True)
 
 
-def get_store(request: Request) -> FilePersonaStore:
-    store: FilePersonaStore = request.app.state.persona_store
+def get_store(request: Request) -> PersonaStore:
+    store: PersonaStore = request.app.state.persona_store
     return store
 
 
-Store = Annotated[FilePersonaStore, Depends(get_store)]
+Store = Annotated[PersonaStore, Depends(get_store)]
 Reader = Depends(require_read)
 Writer = Depends(require_write)

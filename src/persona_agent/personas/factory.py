@@ -1,34 +1,28 @@
-"""The persona store the settings ask for, its load begun."""
+"""The persona store the settings ask for."""
 
 from __future__ import annotations
 
-import hashlib
-
 from persona_agent.errors import ConfigError
-from persona_agent.personas.store import FilePersonaStore
+from persona_agent.personas.parsing import Limits
+from persona_agent.personas.store import FilePersonaStore, PersonaStore
 from persona_agent.settings import Settings
 
-__all__ = ["open_persona_store"]
+__all__ = ["open_persona_store", "persona_limits"]
 
 
-def open_persona_store(settings: Settings) -> FilePersonaStore:
-    """The file store of the persona directory, its cache in the data directory, and its
-    load started (``FilePersonaStore.start_loading``): ``load()`` finishes it.
-
-    Light to import: ``serve`` calls it before it imports the server, so that a helper
-    process parses persona files during those imports.
+def open_persona_store(settings: Settings) -> PersonaStore:
+    """The store of the settings' personas, not loaded yet (``load()`` reads them): the
+    files of the persona directory.
 
     Raises:
-        ConfigError: the persona directory does not exist or cannot be listed.
+        ConfigError: the persona directory does not exist.
     """
     directory = settings.personas_dir
     if not directory.is_dir():
         raise ConfigError(f"Persona directory {directory} does not exist")
-    digest = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:16]
-    cache = settings.data_dir / "cache" / f"personas-{digest}.pickle"
-    store = FilePersonaStore(directory, cache=cache)
-    try:
-        store.start_loading()
-    except OSError as error:
-        raise ConfigError(f"Persona directory {directory} cannot be read: {error}") from error
-    return store
+    return FilePersonaStore(directory, limits=persona_limits(settings))
+
+
+def persona_limits(settings: Settings) -> Limits:
+    """How large a persona file or body may be, as the settings say."""
+    return Limits(max_bytes=settings.max_persona_bytes, max_depth=settings.max_persona_depth)

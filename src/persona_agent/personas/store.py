@@ -24,10 +24,10 @@ from persona_agent.errors import (
     PersonaNotFoundError,
     PreconditionFailedError,
 )
-from persona_agent.personas.cache import PersonaCache
-from persona_agent.personas.directory import DirectoryLoad
+from persona_agent.personas.directory import load_persona_dir, remove_temporary_files
 from persona_agent.personas.loader import PERSONA_SUFFIXES, dump_persona_yaml, load_persona_file
 from persona_agent.personas.model import Persona, is_valid_persona_id
+from persona_agent.personas.parsing import DEFAULT_LIMITS, Limits
 
 __all__ = ["FilePersonaStore", "PersonaChange", "PersonaStore", "version_matches"]
 
@@ -49,11 +49,18 @@ class PersonaChange:
 class PersonaStore(ABC):
     """Where personas live. Subscribers hear of every successful change.
 
+    The hub uses a store through this interface only (the REST API, the registry's
+    subscription, start-up), so a store in a database can stand in for the files.
     Implementations call ``super().__init__()`` and :meth:`_notify` after each change.
     """
 
     def __init__(self) -> None:
         self._subscribers: builtins.list[Callable[[PersonaChange], None]] = []
+
+    @abstractmethod
+    def load(self) -> builtins.list[PersonaFileError]:
+        """Read every persona into memory, once, at start-up; one error per persona that
+        could not be read (those are not served). Subscribers are not notified."""
 
     @abstractmethod
     async def list(self) -> builtins.list[Persona]:
@@ -159,7 +166,7 @@ def _write_atomically(target: Path, text: str) -> None:
 
 
 class FilePersonaStore(PersonaStore):
-    """One persona file per persona in a directory, cached in memory.
+    """One persona file per persona in a directory, held in memory.
 
     :meth:`load` reads the directory; after that, reads come from memory and
     :meth:`put` / :meth:`delete` write through to the files. ``put`` writes
@@ -170,41 +177,25 @@ class FilePersonaStore(PersonaStore):
     are taken in by :meth:`sync_file` (the directory watcher calls it).
     """
 
-    def __init__(self, directory: Path, *, cache: Path | None = None) -> None:
-        """``cache``: a file where :meth:`load` keeps the personas it loaded, so that
-        the next load reads only the files changed since (see ``PersonaCache``)."""
+    def __init__(self, directory: Path, *, limits: Limits = DEFAULT_LIMITS) -> None:
+        """``limits``: how large a persona file may be (checked before it is parsed)."""
         super().__init__()
         self.directory = directory
-        self.cache = cache
+        self.limits = limits
         self.errors: builtins.list[PersonaFileError] = []
         """The bad files of the last :meth:`load`, less those a put or delete replaced."""
         self._personas: dict[str, Persona] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._changes: set[asyncio.Future[None]] = set()
-        self._loading: DirectoryLoad | None = None
-
-    def start_loading(self) -> None:
-        """Begin :meth:`load` now: list the directory, check the cache and, with many
-        files to parse, fork a helper that starts parsing them (``DirectoryLoad``).
-        :meth:`load` finishes it; in between, the caller's own work runs alongside.
-
-        Raises ``OSError`` if the directory cannot be listed.
-        """
-        self._loading = self._begin_load()
-
-    def _begin_load(self) -> DirectoryLoad:
-        cache = PersonaCache(self.cache) if self.cache is not None else None
-        return DirectoryLoad(self.directory, cache=cache)
 
     def load(self) -> builtins.list[PersonaFileError]:
-        """Read every persona file of the directory into memory (or finish the load
-        :meth:`start_loading` began); the errors of bad files.
+        """Read every persona file of the directory into memory, after removing what
+        interrupted writes left behind; the errors of bad files.
 
         Subscribers are not notified. Raises ``OSError`` if the directory cannot be listed.
         """
-        loading = self._loading if self._loading is not None else self._begin_load()
-        self._loading = None
-        self._personas, self.errors = loading.finish()
+        remove_temporary_files(self.directory)
+        self._personas, self.errors = load_persona_dir(self.directory, self.limits)
         return builtins.list(self.errors)
 
     async def list(self) -> builtins.list[Persona]:
@@ -300,7 +291,7 @@ class FilePersonaStore(PersonaStore):
                     self._notify(PersonaChange("delete", persona_id, None))
                 return
             try:
-                persona = await asyncio.to_thread(load_persona_file, existing[0])
+                persona = await asyncio.to_thread(load_persona_file, existing[0], self.limits)
             except PersonaFileError as error:
                 logger.error("Persona file rejected, '%s' left as it was: %s", persona_id, error)
                 self._forget_errors(persona_id)

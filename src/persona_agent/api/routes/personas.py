@@ -12,10 +12,15 @@ from pydantic import BaseModel, ValidationError
 from persona_agent.a2a.agent_card import CARD_PATH, persona_url
 from persona_agent.api.deps import Reader, Store, Writer
 from persona_agent.errors import PersonaFileError
-from persona_agent.personas.loader import PERSONA_SUFFIXES, parse_persona_text
+from persona_agent.personas.loader import (
+    PERSONA_SUFFIXES,
+    decode_persona_bytes,
+    parse_persona_text,
+)
 from persona_agent.personas.model import Persona
+from persona_agent.personas.parsing import Limits
 
-__all__ = ["MAX_UPLOAD_BYTES", "router"]
+__all__ = ["router"]
 
 
 class ErrorDetail(BaseModel):
@@ -37,8 +42,6 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 router = APIRouter(prefix="/personas", tags=["personas"], responses=_errors(401, 403))
-
-MAX_UPLOAD_BYTES = 1024 * 1024
 
 PERSONA_EXAMPLE: dict[str, Any] = {
     "id": "grace-hopper",
@@ -184,19 +187,15 @@ async def upload_persona(
     if fmt is None:
         expected = ", ".join(PERSONA_SUFFIXES)
         raise _upload_error(f"file name '{name}' must end with {expected}")
-    raw = await file.read(MAX_UPLOAD_BYTES + 1)
-    if len(raw) > MAX_UPLOAD_BYTES:
-        raise _upload_error(f"file is larger than {MAX_UPLOAD_BYTES} bytes")
+    limits: Limits = request.app.state.persona_limits
+    raw = await file.read(limits.max_bytes + 1)  # the whole body is bounded (api/limits.py)
     try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise _upload_error("file is not UTF-8 text") from None
-    try:
-        persona = parse_persona_text(path.stem, text, source=name, fmt=fmt)
+        text = decode_persona_bytes(raw, name, limits)
+        persona = parse_persona_text(path.stem, text, source=name, fmt=fmt, limits=limits)
     except PersonaFileError as error:
         raise RequestValidationError(
             [
-                {"loc": ("body", "file"), "msg": problem, "type": "value_error"}
+                {"loc": ("body", "file"), "msg": f"{name}: {problem}", "type": "value_error"}
                 for problem in error.problems
             ]
         ) from None

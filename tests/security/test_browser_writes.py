@@ -1,0 +1,150 @@
+"""Without API keys, no web page open in a local browser can write to the hub: a real
+``persona-agent serve`` answered as a browser's requests would reach it (cross-origin
+form posts, DNS rebinding), and A2A endpoints take only bodies labelled JSON."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.personas import BUNDLED, persona_data
+from tests.servers.hub_process import hub_process
+
+API = "/api/v1/personas"
+OFFLINE_LLM = {"LLM_BASE_URL": "http://127.0.0.1:9/v1", "LLM_API_KEY": "unused"}
+
+
+@pytest.fixture
+def personas_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "personas"
+    shutil.copytree(BUNDLED, directory)
+    return directory
+
+
+@pytest.fixture
+def hub(tmp_path: Path, personas_dir: Path) -> Iterator[str]:
+    with hub_process(personas_dir, tmp_path / "data", **OFFLINE_LLM) as (url, _):
+        yield url
+
+
+def body(persona_id: str) -> dict[str, object]:
+    return {"id": persona_id, **persona_data(name=persona_id.title())}
+
+
+def exists(url: str, persona_id: str) -> bool:
+    return httpx.get(f"{url}{API}/{persona_id}").status_code == 200
+
+
+def test_loopback_writes_of_json_from_the_hubs_own_origin_are_accepted(hub: str) -> None:
+    assert httpx.post(f"{hub}{API}", json=body("plain")).status_code == 201
+    same_origin = {"Origin": hub}
+    assert httpx.post(f"{hub}{API}", json=body("page"), headers=same_origin).status_code == 201
+    assert httpx.delete(f"{hub}{API}/page", headers=same_origin).status_code == 204
+
+
+@pytest.mark.parametrize(
+    ("headers", "reason"),
+    [
+        ({"Host": "attacker.example:8000"}, "loopback Host header"),  # DNS rebinding
+        ({"Origin": "http://attacker.example"}, "from another origin"),  # a cross-site page
+        ({"Origin": "http://127.0.0.1:3000"}, "from another origin"),  # another local app
+        ({"Origin": "null"}, "from another origin"),  # a sandboxed page, a file:// page
+    ],
+)
+def test_writes_from_a_foreign_host_or_origin_are_refused(
+    hub: str, headers: dict[str, str], reason: str
+) -> None:
+    attempts = [
+        httpx.post(f"{hub}{API}", json=body("intruder"), headers=headers),
+        httpx.put(f"{hub}{API}/socrates", json=body("socrates"), headers=headers),
+        httpx.delete(f"{hub}{API}/socrates", headers=headers),
+        httpx.post(
+            f"{hub}{API}/upload?replace=true",
+            files={"file": ("socrates.yaml", b"name: Owned\n", "application/yaml")},
+            headers=headers,
+        ),
+    ]
+    for reply in attempts:
+        assert reply.status_code == 403, reply.text
+        assert reason in reply.json()["detail"]
+        assert "PERSONA_AGENT_API_KEYS" in reply.json()["detail"]
+    assert not exists(hub, "intruder")
+    assert httpx.get(f"{hub}{API}/socrates").json()["name"] == "Socrates"
+    # Reads stay open, whatever the headers.
+    assert httpx.get(f"{hub}{API}", headers=headers).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data"]
+)
+def test_a_json_route_refuses_a_body_a_form_could_send(hub: str, content_type: str) -> None:
+    reply = httpx.post(
+        f"{hub}{API}", content=json.dumps(body("formed")), headers={"Content-Type": content_type}
+    )
+    assert reply.status_code == 415
+    assert "application/json" in reply.json()["detail"]
+    assert not exists(hub, "formed")
+
+
+def test_a_hub_listening_beyond_loopback_needs_keys_for_every_write(
+    tmp_path: Path, personas_dir: Path
+) -> None:
+    with hub_process(personas_dir, tmp_path / "data", HOST="0.0.0.0", **OFFLINE_LLM) as (
+        url,
+        process,
+    ):
+        reply = httpx.post(f"{url}{API}", json=body("proxied"))
+        assert reply.status_code == 403
+        assert "listens on 0.0.0.0" in reply.json()["detail"]
+        assert httpx.get(f"{url}{API}/socrates").status_code == 200
+        process.terminate()
+        log = process.communicate(timeout=30)[0]
+    assert "every write is refused" in log
+    with hub_process(
+        personas_dir, tmp_path / "data", HOST="0.0.0.0", API_KEYS="k1", **OFFLINE_LLM
+    ) as (url, _):
+        keyed = {"Authorization": "Bearer k1"}
+        assert httpx.post(f"{url}{API}", json=body("keyed"), headers=keyed).status_code == 201
+
+
+@pytest.mark.parametrize(
+    ("path", "content_type"),
+    [
+        ("/a2a/socrates/", "text/plain"),
+        ("/a2a/socrates/", "application/x-www-form-urlencoded"),
+        ("/a2a/socrates/", None),
+        ("/a2a/socrates/message:send", "text/plain"),
+        ("/a2a/socrates/message:send", "multipart/form-data; boundary=x"),
+    ],
+)
+def test_a2a_refuses_bodies_not_labelled_json(
+    hub: str, path: str, content_type: str | None
+) -> None:
+    message = (
+        '{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": '
+        '{"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}}'
+    )
+    headers = {"A2A-Version": "1.0"}
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+    reply = httpx.post(f"{hub}{path}", content=message, headers=headers)
+    assert reply.status_code == 415
+    if path.endswith("/"):
+        assert reply.json()["error"]["code"] == -32600
+    else:
+        assert reply.json()["error"]["status"] == "INVALID_ARGUMENT"
+    assert "application/json" in reply.text
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "application/a2a+json"])
+def test_a2a_takes_json_bodies(hub: str, content_type: str) -> None:
+    rpc = '{"jsonrpc": "2.0", "id": 7, "method": "GetTask", "params": {"id": "nope"}}'
+    headers = {"A2A-Version": "1.0", "Content-Type": f"{content_type}; charset=utf-8"}
+    reply = httpx.post(f"{hub}/a2a/socrates/", content=rpc, headers=headers)
+    assert reply.status_code == 200
+    assert reply.json()["error"]["code"] == -32001  # TaskNotFound: the body was read
