@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import shutil
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ import typer
 from persona_agent import __version__
 from persona_agent.cli_personas import personas_app
 from persona_agent.errors import ConfigError, PersonaFileError
+from persona_agent.logs import configure_logging
 from persona_agent.personas.directory import load_persona_dir
 from persona_agent.personas.factory import persona_limits
 from persona_agent.personas.loader import load_persona_file
@@ -111,13 +111,12 @@ def serve(
     PERSONA_AGENT_LLM_API_KEY) to use any OpenAI-compatible server instead.
     """
     settings = _settings(host=host, port=port, personas_dir=personas_dir, log_level=log_level)
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    # One line per LLM or MCP HTTP call is noise on the hot path; their errors still show.
-    for noisy in ("httpx", "httpx2"):
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.root.level))
+    secrets = [*settings.api_key_list, settings.llm_api_key or ""]
+    try:
+        configure_logging(settings.log_level, secrets)
+    except ValueError as error:
+        typer.secho(f"Invalid settings: log level: {error}", err=True, fg="red")
+        raise typer.Exit(2) from error
     try:
         import uvicorn
 
@@ -132,6 +131,7 @@ def serve(
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),
+        log_config=None,  # the hub's own (redacting) logging: persona_agent.logs
         timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_seconds)),
     )
 

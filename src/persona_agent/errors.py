@@ -69,9 +69,22 @@ class PreconditionFailedError(PersonaAgentError):
 
 
 class LLMError(PersonaAgentError):
-    """The LLM could not produce an answer (connection, status, timeout, malformed reply)."""
+    """The LLM could not produce an answer (connection, status, timeout, malformed reply).
+
+    ``message`` says what kind of failure it was (a status code, a timeout), for the
+    client; ``detail`` is what the LLM server itself said, which may hold its secrets:
+    it goes to the hub's log only, never to a client or the database.
+    """
 
     message = "The language model failed to answer"
+
+    def __init__(self, message: str | None = None, *, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.detail = detail
+
+    def __str__(self) -> str:
+        """The message and, for the log, the server's own words."""
+        return f"{self.message}: {self.detail}" if self.detail else self.message
 
 
 class ToolError(PersonaAgentError):

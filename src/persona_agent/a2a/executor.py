@@ -152,11 +152,26 @@ class PersonaAgentExecutor(AgentExecutor):
             whole = bool(context.call_context.state.get(WHOLE_ANSWER_STATE_KEY))
             await self._answer(message, task_id, context_id, updater, whole=whole)
         except PersonaAgentError as error:
-            logger.warning("persona %s, task %s failed: %s", self.persona.id, task_id, error)
-            await self._finish_failed(updater, task_id, error.message)
+            reference = uuid.uuid4().hex[:12]
+            logger.warning(
+                "persona %s, task %s failed (reference %s): %s",
+                self.persona.id,
+                task_id,
+                reference,
+                error,  # with what the LLM server said, which the client is not shown
+            )
+            reason = f"{error.message} (reference {reference}: see the hub's log)"
+            await self._finish_failed(updater, task_id, reason)
         except Exception:
-            logger.exception("persona %s, task %s: internal error", self.persona.id, task_id)
-            await self._finish_failed(updater, task_id, "Internal error while answering")
+            reference = uuid.uuid4().hex[:12]
+            logger.exception(
+                "persona %s, task %s: internal error (reference %s)",
+                self.persona.id,
+                task_id,
+                reference,
+            )
+            reason = f"Internal error while answering (reference {reference})"
+            await self._finish_failed(updater, task_id, reason)
         finally:
             self._cancelled.discard(task_id)
             self.running.pop(task_id, None)

@@ -224,10 +224,10 @@ class OpenAIBackend(LLMBackend):
         except TimeoutError as exc:  # aiohttp's read timeouts are TimeoutErrors too
             raise self._timed_out() from exc
         except aiohttp.ClientError as exc:
-            raise LLMError(f"The language model stream broke off: {self._short(exc)}") from exc
+            raise LLMError("The language model stream broke off", detail=self._short(exc)) from exc
         except ValueError as exc:  # not JSON, not UTF-8
             raise LLMError(
-                f"The language model sent a malformed reply: {self._short(exc)}"
+                "The language model sent a malformed reply", detail=self._short(exc)
             ) from exc
         finally:
             if response.content.at_eof():
@@ -281,9 +281,13 @@ class OpenAIBackend(LLMBackend):
 
     def _status_error(self, status: int, detail: str) -> LLMError:
         detail = self._short(detail)
-        if status == 429 or status >= 500:
-            return LLMError(f"The language model server answered {status}: {detail}")
-        return LLMError(f"The language model rejected the request ({status}): {detail}")
+        if status == 429:
+            return LLMError(
+                f"The language model server answered {status} (rate limited)", detail=detail
+            )
+        if status >= 500:
+            return LLMError(f"The language model server answered {status}", detail=detail)
+        return LLMError(f"The language model rejected the request ({status})", detail=detail)
 
     def _short(self, detail: object) -> str:
         """One line, bounded, and without the API key even if a server echoes it."""
@@ -428,7 +432,10 @@ def _chunks(payloads: list[str]) -> list[dict[str, Any]]:
         error = chunk.get("error")
         if error is not None:
             message = _body_message(chunk) or str(error)
-            raise LLMError(f"The language model reported an error: {message[:_DETAIL_LIMIT]}")
+            raise LLMError(
+                "The language model reported an error in its stream",
+                detail=message[:_DETAIL_LIMIT],
+            )
     return chunks
 
 

@@ -1,0 +1,77 @@
+"""The hub's logging: one handler on the root logger whose every line has its secrets
+redacted, whatever logged it and at whatever level.
+
+a2a-sdk logs each request's headers at DEBUG (``Authorization`` and ``X-API-Key``
+among them), HTTP clients log URLs (which may carry ``user:password@``), and an
+LLM server's error may echo its credentials. Rather than trusting each library,
+the formatter redacts the finished line, traceback included: the values of
+credential headers, credentials in URLs and query strings, and every secret the
+hub was configured with (API keys, the LLM key). ``serve`` calls
+:func:`configure_logging` once, before anything logs.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+
+__all__ = ["REDACTED", "RedactingFormatter", "configure_logging", "redact"]
+
+REDACTED = "[redacted]"
+
+_HEADER_VALUE = re.compile(
+    r"(?i)((?:proxy-)?authorization|x-api-key|api-key|cookie|set-cookie)"  # the name
+    r"""(b?['"]?\s*[:=,]\s*b?['"]?)"""  # its separator, as a dict, tuple or header line shows it
+    r"""([^'"\r\n]+)"""  # the value
+)
+_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s:@'\"]*):([^/\s@'\"]+)@")
+_QUERY_SECRET = re.compile(
+    r"(?i)([?&](?:api[-_]?key|access[-_]?token|token|secret|password|sig|signature)=)"
+    r"""[^&\s'"#]+"""
+)
+_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]+")
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with credentials replaced by :data:`REDACTED`."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, REDACTED)
+    text = _HEADER_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    text = _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{m.group(2)}:{REDACTED}@", text)
+    text = _QUERY_SECRET.sub(lambda m: f"{m.group(1)}{REDACTED}", text)
+    return _BEARER.sub(lambda m: f"{m.group(1)}{REDACTED}", text)
+
+
+class RedactingFormatter(logging.Formatter):
+    """A formatter whose every line, traceback included, goes through :func:`redact`."""
+
+    def __init__(self, fmt: str, secrets: Iterable[str] = ()) -> None:
+        super().__init__(fmt)
+        # Longest first, so a secret that contains another is replaced whole.
+        self._secrets = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record), self._secrets)
+
+
+def configure_logging(level: str, secrets: Iterable[str] = ()) -> None:
+    """Log to stderr at ``level`` through a :class:`RedactingFormatter`, for every logger
+    (uvicorn's included: ``serve`` gives uvicorn no logging configuration of its own)."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s", secrets)
+    )
+    root = logging.getLogger()
+    for existing in list(root.handlers):
+        root.removeHandler(existing)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logger = logging.getLogger(name)
+        logger.handlers.clear()
+        logger.propagate = True
+    # One line per LLM or MCP HTTP call is noise on the hot path; their errors still show.
+    for noisy in ("httpx", "httpx2"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
