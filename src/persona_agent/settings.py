@@ -67,6 +67,11 @@ class Settings(BaseSettings):
     history_max_messages: int = Field(default=50, ge=2)
     """Messages of a conversation sent to the model (the oldest are dropped first)."""
 
+    task_listing: Literal["context", "off", "all"] = "context"
+    """Who may list tasks over A2A: ``context`` (only the tasks of a contextId the caller
+    names), ``off``, or ``all`` (every task of the persona: trusted networks only)."""
+    max_id_length: int = Field(default=128, ge=36, le=1024)
+    """Longest task, context, message or push-configuration id a client may send."""
     max_message_bytes: int = Field(default=1024 * 1024, ge=1024)
     """Largest A2A request body accepted; a larger one gets a clear error."""
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)

@@ -161,6 +161,9 @@ async def module_hub(
             llm_timeout=10,
             mcp_config=None,
             watch_personas=False,
+            # The protocol's ListTasks (filters, pages) over every task of a persona; the
+            # default, which lists only a named context's tasks, is tests/security's.
+            task_listing="all",
         )
     app = create_app(settings)
     async with (

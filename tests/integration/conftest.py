@@ -183,6 +183,9 @@ def hub_factory(
             "mcp_config": mcp_config_file,
             "tool_timeout": 5,
             "shutdown_grace_seconds": 2,  # a test that ends mid-task need not wait long
+            # ListTasks over every task of a persona, as the protocol's tests need it; the
+            # default (only a named context's tasks) is tested in tests/security.
+            "task_listing": "all",
         }
         values.update(overrides)
         settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]

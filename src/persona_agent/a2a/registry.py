@@ -40,10 +40,12 @@ from persona_agent.a2a.jsonrpc_body import (
     replay,
 )
 from persona_agent.a2a.routing import (
+    MAX_ID_LENGTH,
     PERSONA_SCOPE_KEY,
     RPC_BODY_SCOPE_KEY,
     PersonaContextBuilder,
     PersonaRequestHandler,
+    TaskListing,
 )
 from persona_agent.a2a.task_store import TERMINAL_STATES
 from persona_agent.chat.engine import ChatEngine
@@ -102,15 +104,17 @@ class PersonaApp:
 
 def _labelled_json(scope: Scope) -> bool:
     """Whether a request's body is labelled JSON (``application/json``, or a ``+json`` type
-    such as ``application/a2a+json``): a web page's form cannot send such a body to another
-    site without the browser asking first (CORS), which the hub never allows."""
-    for name, value in scope["headers"]:
-        if name == b"content-type":
-            media: bytes = value.split(b";", 1)[0].strip().lower()
-            return media == b"application/json" or (
-                media.startswith(b"application/") and media.endswith(b"+json")
-            )
-    return False
+    such as ``application/a2a+json``), or is empty (``tasks/{id}:cancel``): a web page's
+    form cannot send such a body to another site without the browser asking first (CORS),
+    which the hub never allows."""
+    headers = dict(scope["headers"])
+    content_type = headers.get(b"content-type")
+    if content_type is None:
+        return b"transfer-encoding" not in headers and headers.get(b"content-length", b"0") == b"0"
+    media: bytes = content_type.split(b";", 1)[0].strip().lower()
+    return media == b"application/json" or (
+        media.startswith(b"application/") and media.endswith(b"+json")
+    )
 
 
 def _not_json_response(rest: str) -> JSONResponse:
@@ -160,7 +164,10 @@ class A2ARegistry:
         base_url: str,
         max_message_bytes: int = 1024 * 1024,
         shutdown_grace_period: float = 0,
+        task_listing: TaskListing = "context",
+        max_id_length: int = MAX_ID_LENGTH,
     ) -> None:
+        """``task_listing``, ``max_id_length``: see :class:`PersonaRequestHandler`."""
         self._engine = engine
         self.max_message_bytes = max_message_bytes
         self.shutdown_grace_period = shutdown_grace_period
@@ -169,7 +176,9 @@ class A2ARegistry:
         self._apps: dict[str, PersonaApp] = {}
         self._retired: dict[str, list[PersonaApp]] = {}
         """Replaced apps whose tasks still run: cancel and subscribe must reach them."""
-        handler = PersonaRequestHandler(self.app_for)
+        handler = PersonaRequestHandler(
+            self.app_for, task_listing=task_listing, max_id_length=max_id_length
+        )
         builder = PersonaContextBuilder()
         self._jsonrpc = jsonrpc_dispatcher(
             handler, context_builder=builder, shutdown_grace_period=shutdown_grace_period

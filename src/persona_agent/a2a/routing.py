@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
@@ -36,7 +36,7 @@ from a2a.types.a2a_pb2 import (
     TaskPushNotificationConfig,
     TaskStatusUpdateEvent,
 )
-from a2a.utils.errors import InvalidRequestError
+from a2a.utils.errors import InvalidParamsError, InvalidRequestError, UnsupportedOperationError
 from starlette.requests import Request
 
 from persona_agent.a2a.compat import RAW_STATUS_STATE_KEY, check_status_filter
@@ -71,10 +71,12 @@ def _held_by(snapshot: Task, event: Event) -> bool:
 
 
 __all__ = [
+    "MAX_ID_LENGTH",
     "PERSONA_SCOPE_KEY",
     "RPC_BODY_SCOPE_KEY",
     "PersonaContextBuilder",
     "PersonaRequestHandler",
+    "TaskListing",
 ]
 
 PERSONA_SCOPE_KEY = "persona_agent.persona_id"
@@ -104,11 +106,51 @@ class PersonaContextBuilder(DefaultServerCallContextBuilder):
         return context
 
 
-class PersonaRequestHandler(RequestHandler):
-    """Forwards every A2A call to the request handler of the persona in the context."""
+TaskListing = Literal["context", "off", "all"]
+"""Who may list tasks (``PERSONA_AGENT_TASK_LISTING``): see :class:`PersonaRequestHandler`."""
 
-    def __init__(self, lookup: Callable[[str, str | None], PersonaApp | None]) -> None:
+MAX_ID_LENGTH = 128
+"""Longest task, context, message or push-configuration id a client may send."""
+
+
+class PersonaRequestHandler(RequestHandler):
+    """Forwards every A2A call to the request handler of the persona in the context.
+
+    Before forwarding, it applies what the SDK leaves to the server:
+
+    - ``task_listing``: ``context`` (the default) lists only the tasks of the
+      ``contextId`` the caller names (with no authentication, knowing a
+      conversation's random id is the only proof of owning it; a ListTasks without
+      one is Invalid params), ``off`` refuses ListTasks (UnsupportedOperation),
+      ``all`` lists every task of the persona (a trusted network only);
+    - ids a client sends are at most ``max_id_length`` characters (Invalid params),
+      so none is stored or looked up.
+    """
+
+    def __init__(
+        self,
+        lookup: Callable[[str, str | None], PersonaApp | None],
+        *,
+        task_listing: TaskListing = "context",
+        max_id_length: int = MAX_ID_LENGTH,
+    ) -> None:
         self._lookup = lookup
+        self._task_listing = task_listing
+        self._max_id_length = max_id_length
+
+    def _check_ids(self, **ids: str) -> None:
+        for field, value in ids.items():
+            if len(value) > self._max_id_length:
+                raise InvalidParamsError(
+                    message=f"{field} is longer than {self._max_id_length} characters"
+                )
+
+    def _check_message(self, message: Message) -> None:
+        self._check_ids(
+            messageId=message.message_id, contextId=message.context_id, taskId=message.task_id
+        )
+        for reference in message.reference_task_ids:
+            self._check_ids(referenceTaskIds=reference)
 
     def _handler(self, context: ServerCallContext, task_id: str | None = None) -> RequestHandler:
         """The handler of the persona; for a call about a running task, the one running it
@@ -121,22 +163,35 @@ class PersonaRequestHandler(RequestHandler):
         return app.handler
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
+        self._check_ids(id=params.id)
         return await self._handler(context).on_get_task(params, context)
 
     async def on_list_tasks(
         self, params: ListTasksRequest, context: ServerCallContext
     ) -> ListTasksResponse:
+        if self._task_listing == "off":
+            raise UnsupportedOperationError(
+                message="ListTasks is turned off on this hub (PERSONA_AGENT_TASK_LISTING=off)"
+            )
+        self._check_ids(contextId=params.context_id)
+        if self._task_listing == "context" and not params.context_id:
+            raise InvalidParamsError(
+                message="ListTasks needs a contextId: a caller lists only the tasks of a "
+                "conversation it knows (PERSONA_AGENT_TASK_LISTING=context)"
+            )
         check_status_filter(context.state.get(RAW_STATUS_STATE_KEY))
         return await self._handler(context).on_list_tasks(params, context)
 
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:
+        self._check_ids(id=params.id)
         return await self._handler(context, params.id).on_cancel_task(params, context)
 
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
+        self._check_message(params.message)
         handler = self._handler(context, params.message.task_id or None)
         check_parts(params.message)
         # A blocking send's client sees only the finished task: the answer goes out whole.
@@ -146,6 +201,7 @@ class PersonaRequestHandler(RequestHandler):
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
+        self._check_message(params.message)
         handler = self._handler(context, params.message.task_id or None)
         check_parts(params.message)
         async for event in handler.on_message_send_stream(params, context):
@@ -154,11 +210,13 @@ class PersonaRequestHandler(RequestHandler):
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
+        self._check_ids(taskId=params.task_id, id=params.id)
         return await self._handler(context).on_create_task_push_notification_config(params, context)
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
+        self._check_ids(taskId=params.task_id, id=params.id)
         return await self._handler(context).on_get_task_push_notification_config(params, context)
 
     async def on_subscribe_to_task(
@@ -170,6 +228,7 @@ class PersonaRequestHandler(RequestHandler):
         between is in the snapshot and comes again from the tap. Those first
         events are dropped until one the snapshot does not hold.
         """
+        self._check_ids(id=params.id)
         events = self._handler(context, params.id).on_subscribe_to_task(params, context)
         snapshot: Task | None = None
         async with aclosing(events):
@@ -188,11 +247,13 @@ class PersonaRequestHandler(RequestHandler):
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
+        self._check_ids(taskId=params.task_id)
         return await self._handler(context).on_list_task_push_notification_configs(params, context)
 
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
+        self._check_ids(taskId=params.task_id, id=params.id)
         await self._handler(context).on_delete_task_push_notification_config(params, context)
 
     async def on_get_extended_agent_card(

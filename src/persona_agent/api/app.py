@@ -91,6 +91,8 @@ def create_app(settings: Settings) -> FastAPI:
         base_url=settings.base_url,
         max_message_bytes=settings.max_message_bytes,
         shutdown_grace_period=settings.shutdown_grace_seconds,
+        task_listing=settings.task_listing,
+        max_id_length=settings.max_id_length,
     )
     # The SDK's modules are loaded now: with its tracing off, its no-op spans go, and
     # before Python 3.13 its event queues become asyncio's (persona_agent.a2a.queues).
