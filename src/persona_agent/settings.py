@@ -64,6 +64,8 @@ class Settings(BaseSettings):
     max_tool_iterations: int = Field(default=10, ge=0)
     history_cache_size: int = Field(default=200, ge=1)
     """Conversations kept in memory; older ones are read back from the database."""
+    history_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=1024 * 1024)
+    """Bytes of conversation text kept in memory, at most (the oldest go first)."""
     history_max_messages: int = Field(default=50, ge=2)
     """Messages of a conversation sent to the model (the oldest are dropped first)."""
 

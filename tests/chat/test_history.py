@@ -57,3 +57,28 @@ def test_trim_never_starts_with_a_tool_result() -> None:
     ]
     assert trim_history(messages, 4) == messages[4:]
     assert trim_history(messages, 6) == messages
+
+
+async def test_cache_is_bounded_in_bytes_too(engine: AsyncEngine) -> None:
+    history = ConversationHistory(engine, cache_size=100, cache_bytes=20_000)
+    long_turn: list[Message] = [
+        {"role": "user", "content": "q" * 3000},
+        {"role": "assistant", "content": "a" * 3000},
+    ]
+    for i in range(10):
+        await history.append(f"ada:c{i}", long_turn)
+    assert history.cached_bytes <= 20_000
+    assert history.cached_conversations == 3  # three of ~6.4 KB each
+    assert await history.load("ada:c0") == long_turn  # evicted, read back
+    assert history.cached_bytes <= 20_000
+
+
+async def test_forgetting_a_persona_deletes_its_conversations_only(engine: AsyncEngine) -> None:
+    history = ConversationHistory(engine)
+    await history.append("ada:c1", turn(1))
+    await history.append("ada-2:c1", turn(2))  # another persona whose id starts the same
+    await history.forget_persona("ada")
+    assert await history.load("ada:c1") == []
+    assert await ConversationHistory(engine).load("ada:c1") == []
+    assert await history.load("ada-2:c1") == turn(2)
+    assert history.cached_bytes > 0

@@ -285,6 +285,18 @@ class SqlTaskStore(TaskStore):
         # In the same group commit as the saves, so it comes after any still under way.
         await self._db.write(self._delete, [{"d_owner": key[0], "d_id": task_id}])
 
+    async def forget_persona(self, persona_id: str) -> None:
+        """Delete every task of a persona (it was deleted: a new persona with its id must not
+        find them), those waiting to be written included."""
+        prefix = f"{persona_id}:"
+        for keys in (self._pending, self._writing, self._absent):
+            for key in [key for key in keys if key[0].startswith(prefix)]:
+                del keys[key]
+        self._written = {key for key in self._written if not key[0].startswith(prefix)}
+        statement = delete(tasks_table).where(tasks_table.c.owner.like(bindparam("prefix")))
+        # After the saves under way in the group commit, so none of them comes back.
+        await self._db.write(statement, [{"prefix": f"{prefix}%"}])
+
     async def fail_unfinished(self, reason: str) -> int:
         """Mark every task left non-terminal (by a crash or a hard stop) as failed.
 

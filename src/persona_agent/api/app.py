@@ -23,6 +23,7 @@ from persona_agent.a2a.task_store import SqlTaskStore
 from persona_agent.a2a.tracing import drop_disabled_tracing
 from persona_agent.api.deps import ApiAuth, is_loopback
 from persona_agent.api.limits import BodyLimit
+from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.api.routes import personas as personas_routes
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.history import ConversationHistory
@@ -81,10 +82,14 @@ def create_app(settings: Settings) -> FastAPI:
     db = create_engine(settings.resolved_database_url)
     llm = build_llm_backend(settings)
     history = ConversationHistory(
-        db, cache_size=settings.history_cache_size, max_messages=settings.history_max_messages
+        db,
+        cache_size=settings.history_cache_size,
+        cache_bytes=settings.history_cache_bytes,
+        max_messages=settings.history_max_messages,
     )
     engine = ChatEngine(llm, history, toolbox, max_tool_iterations=settings.max_tool_iterations)
     task_store = SqlTaskStore(db)
+    persona_data = DeletedPersonaData(task_store, history)
     registry = A2ARegistry(
         engine=engine,
         task_store=task_store,
@@ -113,6 +118,7 @@ def create_app(settings: Settings) -> FastAPI:
             registry.put(persona)
         await prepare_llm_backend(llm, settings, personas)
         unsubscribe = store.subscribe(registry.apply)
+        unsubscribe_data = store.subscribe(persona_data.on_change)
         stop_watching = asyncio.Event()
         watcher = (
             asyncio.create_task(watch_personas(store, stop_watching))
@@ -127,6 +133,8 @@ def create_app(settings: Settings) -> FastAPI:
             if watcher is not None:
                 await watcher
             unsubscribe()
+            unsubscribe_data()
+            await persona_data.aclose()
             await registry.aclose()
             await task_store.aclose()
             if toolbox is not None:
@@ -146,6 +154,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.api_auth = ApiAuth(settings.api_key_list, listen_host=settings.host)
     app.state.registry = registry
     app.state.persona_store = store
+    app.state.persona_data = persona_data
     app.state.engine = engine
 
     @app.get("/.well-known/agent.json", tags=["discovery"])

@@ -13,7 +13,7 @@ import json
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from sqlalchemy import insert, select
+from sqlalchemy import bindparam, delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from persona_agent.db import database, messages_table
@@ -37,14 +37,57 @@ def trim_history(messages: Sequence[Message], max_messages: int) -> list[Message
     return []
 
 
+_MESSAGE_OVERHEAD = 200
+"""Bytes a message costs in memory beyond its text (its dict, keys, role), roughly."""
+
+
+def _size(messages: Sequence[Message]) -> int:
+    """What a conversation's messages cost in memory, roughly: their text and overhead."""
+    total = 0
+    for message in messages:
+        content = message.get("content")
+        total += _MESSAGE_OVERHEAD + (len(content) if isinstance(content, str) else 0)
+        for call in message.get("tool_calls") or ():
+            total += len(str(call))
+    return total
+
+
 class ConversationHistory:
-    def __init__(self, engine: AsyncEngine, *, cache_size: int = 200, max_messages: int = 50):
+    """Conversations by key: the recent ones in memory (at most ``cache_size`` of them and
+    ``cache_bytes`` of their text), every turn in the database."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        cache_size: int = 200,
+        max_messages: int = 50,
+        cache_bytes: int = 64 * 1024 * 1024,
+    ):
         self._engine = engine
         self._db = database(engine)
         self._insert = insert(messages_table)
-        self._cache: OrderedDict[str, list[Message]] = OrderedDict()
+        self._cache: OrderedDict[str, tuple[list[Message], int]] = OrderedDict()
         self._cache_size = cache_size
+        self._cache_bytes = cache_bytes
+        self._bytes = 0
         self._max_messages = max_messages
+
+    @property
+    def cached_bytes(self) -> int:
+        """What the conversations in memory cost, roughly (see ``cache_bytes``)."""
+        return self._bytes
+
+    async def forget_persona(self, persona_id: str) -> None:
+        """Delete every conversation of a persona, in memory and in the database (it was
+        deleted: a new persona with its id must not continue them)."""
+        prefix = f"{persona_id}:"
+        for conversation in [key for key in self._cache if key.startswith(prefix)]:
+            self._bytes -= self._cache.pop(conversation)[1]
+        statement = delete(messages_table).where(
+            messages_table.c.conversation.like(bindparam("prefix"))
+        )
+        await self._db.write(statement, [{"prefix": f"{prefix}%"}])
 
     @property
     def cached_conversations(self) -> int:
@@ -52,13 +95,13 @@ class ConversationHistory:
 
     async def load(self, conversation: str) -> list[Message]:
         """The recent messages of a conversation (a copy: callers may extend it)."""
-        cached = self._cache.get(conversation)
-        if cached is None:
+        entry = self._cache.get(conversation)
+        if entry is None:
             cached = await self._read(conversation)
             self._remember(conversation, cached)
-        else:
-            self._cache.move_to_end(conversation)
-        return list(cached)
+            return list(cached)
+        self._cache.move_to_end(conversation)
+        return list(entry[0])
 
     async def append(self, conversation: str, messages: Sequence[Message]) -> None:
         """Durably add a completed turn to a conversation (in the database's group commit)."""
@@ -68,11 +111,8 @@ class ConversationHistory:
             self._insert,
             [{"conversation": conversation, "message": json.dumps(m)} for m in messages],
         )
-        current = self._cache.get(conversation)
-        if current is None:
-            current = await self._read(conversation)
-        else:
-            current = current + list(messages)
+        entry = self._cache.get(conversation)
+        current = await self._read(conversation) if entry is None else entry[0] + list(messages)
         self._remember(conversation, current)
 
     async def _read(self, conversation: str) -> list[Message]:
@@ -95,7 +135,15 @@ class ConversationHistory:
         return trim_history([json.loads(row) for row in reversed(rows)], self._max_messages)
 
     def _remember(self, conversation: str, messages: list[Message]) -> None:
-        self._cache[conversation] = trim_history(messages, self._max_messages)
-        self._cache.move_to_end(conversation)
-        while len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+        trimmed = trim_history(messages, self._max_messages)
+        size = _size(trimmed)
+        previous = self._cache.pop(conversation, None)
+        if previous is not None:
+            self._bytes -= previous[1]
+        self._cache[conversation] = (trimmed, size)
+        self._bytes += size
+        # The oldest go first; the one just used stays, even if it alone is over the bound.
+        while len(self._cache) > 1 and (
+            len(self._cache) > self._cache_size or self._bytes > self._cache_bytes
+        ):
+            self._bytes -= self._cache.popitem(last=False)[1][1]

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from persona_agent.a2a.agent_card import CARD_PATH, persona_url
 from persona_agent.api.deps import Reader, Store, Writer
+from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.errors import PersonaFileError
 from persona_agent.personas.loader import (
     PERSONA_SUFFIXES,
@@ -124,6 +125,7 @@ async def create_persona(
             [{"loc": ("body", "id"), "msg": "Field required (a string)", "type": "missing"}]
         )
     persona = _validated(persona_id, data)
+    await _deleted_data_gone(request, persona.id)
     await store.create(persona)
     response.headers["Location"] = f"{request.url.path}/{persona.id}"
     return _send(response, request, persona)
@@ -160,11 +162,14 @@ async def update_persona(
 )
 async def delete_persona(
     persona_id: str,
+    request: Request,
     store: Store,
     if_match: Annotated[str | None, Header()] = None,
 ) -> Response:
-    """Delete a persona: its A2A endpoints answer 404 at once."""
+    """Delete a persona: its A2A endpoints answer 404 at once, and its tasks and
+    conversations are deleted before this returns."""
     await store.delete(persona_id, if_match=if_match)
+    await _deleted_data_gone(request, persona_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -199,12 +204,19 @@ async def upload_persona(
                 for problem in error.problems
             ]
         ) from None
+    await _deleted_data_gone(request, persona.id)
     if replace:
         await store.put(persona)
         response.status_code = status.HTTP_200_OK
     else:
         await store.create(persona)
     return _send(response, request, persona)
+
+
+async def _deleted_data_gone(request: Request, persona_id: str) -> None:
+    """Wait until the tasks and history of a deleted persona with this id are gone."""
+    persona_data: DeletedPersonaData = request.app.state.persona_data
+    await persona_data.settled(persona_id)
 
 
 def _upload_error(message: str) -> RequestValidationError:
