@@ -121,6 +121,7 @@ def serve(
         import uvicorn
 
         from persona_agent.api.app import create_app
+        from persona_agent.api.slow_clients import slow_client_protocol
 
         application = create_app(settings)
     except (ConfigError, PersonaFileError) as error:
@@ -132,6 +133,10 @@ def serve(
         port=settings.port,
         log_level=settings.log_level.lower(),
         log_config=None,  # the hub's own (redacting) logging: persona_agent.logs
+        http=slow_client_protocol(
+            head_timeout=settings.request_head_timeout,
+            body_timeout=settings.request_body_timeout,
+        ),
         timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_seconds)),
     )
 

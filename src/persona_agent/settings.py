@@ -76,6 +76,10 @@ class Settings(BaseSettings):
     """Longest task, context, message or push-configuration id a client may send."""
     max_message_bytes: int = Field(default=1024 * 1024, ge=1024)
     """Largest A2A request body accepted; a larger one gets a clear error."""
+    request_head_timeout: float = Field(default=10.0, gt=0)
+    """Seconds a client may take to send a request's head (method, path, headers)."""
+    request_body_timeout: float = Field(default=30.0, gt=0)
+    """Seconds a client may take to send a request's body, once its head has come."""
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)
     """On SIGTERM, how long running tasks may take to finish before they are canceled."""
 
