@@ -76,6 +76,18 @@ class Settings(BaseSettings):
     """Longest task, context, message or push-configuration id a client may send."""
     max_message_bytes: int = Field(default=1024 * 1024, ge=1024)
     """Largest A2A request body accepted; a larger one gets a clear error."""
+    retention_task_days: float = Field(default=30.0, ge=0)
+    """Tasks older than this (by their last status) are deleted; 0: kept however old."""
+    retention_task_count: int = Field(default=100_000, ge=0)
+    """Tasks kept at most, the newest; 0: no limit."""
+    retention_task_bytes: int = Field(default=1024**3, ge=0)
+    """Bytes of stored tasks kept at most, the newest; 0: no limit."""
+    retention_message_count: int = Field(default=1_000_000, ge=0)
+    """Conversation messages kept at most, the newest; 0: no limit."""
+    retention_message_bytes: int = Field(default=1024**3, ge=0)
+    """Bytes of conversation messages kept at most, the newest; 0: no limit."""
+    retention_interval: float = Field(default=3600.0, gt=0)
+    """Seconds between two retention sweeps (the first runs at start-up)."""
     request_head_timeout: float = Field(default=10.0, gt=0)
     """Seconds a client may take to send a request's head (method, path, headers)."""
     request_body_timeout: float = Field(default=30.0, gt=0)

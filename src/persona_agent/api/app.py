@@ -40,6 +40,7 @@ from persona_agent.llm.factory import build_llm_backend, prepare_llm_backend
 from persona_agent.personas.factory import open_persona_store, persona_limits
 from persona_agent.personas.store import FilePersonaStore, PersonaStore
 from persona_agent.personas.watcher import watch_personas
+from persona_agent.retention import Retention, RetentionLimits
 from persona_agent.settings import Settings
 
 if TYPE_CHECKING:
@@ -90,6 +91,16 @@ def create_app(settings: Settings) -> FastAPI:
     engine = ChatEngine(llm, history, toolbox, max_tool_iterations=settings.max_tool_iterations)
     task_store = SqlTaskStore(db)
     persona_data = DeletedPersonaData(task_store, history)
+    retention = Retention(
+        db,
+        RetentionLimits(
+            task_max_age_days=settings.retention_task_days,
+            task_max_count=settings.retention_task_count,
+            task_max_bytes=settings.retention_task_bytes,
+            message_max_count=settings.retention_message_count,
+            message_max_bytes=settings.retention_message_bytes,
+        ),
+    )
     registry = A2ARegistry(
         engine=engine,
         task_store=task_store,
@@ -120,6 +131,7 @@ def create_app(settings: Settings) -> FastAPI:
         unsubscribe = store.subscribe(registry.apply)
         unsubscribe_data = store.subscribe(persona_data.on_change)
         stop_watching = asyncio.Event()
+        sweeping = asyncio.create_task(retention.run(stop_watching, settings.retention_interval))
         watcher = (
             asyncio.create_task(watch_personas(store, stop_watching))
             if settings.watch_personas and isinstance(store, FilePersonaStore)
@@ -132,6 +144,7 @@ def create_app(settings: Settings) -> FastAPI:
             stop_watching.set()
             if watcher is not None:
                 await watcher
+            await sweeping
             unsubscribe()
             unsubscribe_data()
             await persona_data.aclose()

@@ -1,0 +1,105 @@
+"""Retention: old tasks and conversation messages deleted in the background, so the
+database does not grow without bound.
+
+Limits (each 0 for none; docs/security.md): a task's age, and for tasks and for
+conversation messages, how many are kept and how many bytes of them. The oldest go
+first. Tasks still ``submitted`` or ``working`` are never deleted (a restart marks
+those of a stopped hub failed, and then they age like the rest). Each sweep is a few
+``DELETE`` statements in the database's group commit, one per limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from a2a.types.a2a_pb2 import TaskState
+from sqlalchemy import TextClause, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from persona_agent.db import database, messages_table, tasks_table
+
+__all__ = ["Retention", "RetentionLimits"]
+
+logger = logging.getLogger(__name__)
+
+_RUNNING = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
+_IDLE = f"state NOT IN ({', '.join(str(int(state)) for state in _RUNNING)})"
+_TASKS = tasks_table.name
+_MESSAGES = messages_table.name
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionLimits:
+    """What is kept; 0: no limit."""
+
+    task_max_age_days: float = 30
+    task_max_count: int = 100_000
+    task_max_bytes: int = 1024**3
+    message_max_count: int = 1_000_000
+    message_max_bytes: int = 1024**3
+
+
+class Retention:
+    """Deletes what is over the limits: :meth:`sweep` once, :meth:`run` every ``interval``."""
+
+    def __init__(self, engine: AsyncEngine, limits: RetentionLimits) -> None:
+        self._db = database(engine)
+        self.limits = limits
+
+    async def sweep(self) -> None:
+        """Delete the tasks and messages over the limits (the oldest first)."""
+        limits = self.limits
+        statements: list[tuple[TextClause, dict[str, Any]]] = []
+        if limits.task_max_age_days > 0:
+            cutoff = time.time_ns() - int(limits.task_max_age_days * 86_400 * 1e9)
+            older = text(f"DELETE FROM {_TASKS} WHERE {_IDLE} AND sort_ts < :cutoff")
+            statements.append((older, {"cutoff": cutoff}))
+        if limits.task_max_count > 0:
+            newest = _keep_newest(_TASKS, "sort_ts", _IDLE)
+            statements.append((newest, {"n": limits.task_max_count}))
+        if limits.task_max_bytes > 0:
+            smallest = _keep_bytes(_TASKS, "sort_ts", "data", _IDLE)
+            statements.append((smallest, {"n": limits.task_max_bytes}))
+        if limits.message_max_count > 0:
+            newest = _keep_newest(_MESSAGES, "seq", "1 = 1")
+            statements.append((newest, {"n": limits.message_max_count}))
+        if limits.message_max_bytes > 0:
+            smallest = _keep_bytes(_MESSAGES, "seq", "message", "1 = 1")
+            statements.append((smallest, {"n": limits.message_max_bytes}))
+        for statement, parameters in statements:
+            await self._db.write(statement, [parameters])
+
+    async def run(self, stop: asyncio.Event, interval: float) -> None:
+        """Sweep now and every ``interval`` seconds until ``stop`` is set; a failed sweep is
+        logged and the next one tried."""
+        while not stop.is_set():
+            try:
+                await self.sweep()
+            except Exception:
+                logger.exception("Retention sweep failed; trying again in %gs", interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
+
+
+def _keep_newest(table: str, order: str, where: str) -> TextClause:
+    """Delete all but the newest ``:n`` rows (by ``order``) that match ``where``."""
+    return text(
+        f"DELETE FROM {table} WHERE {where} AND {order} <= ("
+        f"SELECT {order} FROM {table} WHERE {where} ORDER BY {order} DESC LIMIT 1 OFFSET :n)"
+    )
+
+
+def _keep_bytes(table: str, order: str, column: str, where: str) -> TextClause:
+    """Delete the oldest rows (by ``order``) matching ``where`` beyond the newest whose
+    ``column`` add up to ``:n`` bytes."""
+    return text(
+        f"DELETE FROM {table} WHERE {where} AND {order} <= ("
+        f"SELECT {order} FROM (SELECT {order}, SUM(LENGTH({column})) OVER "
+        f"(ORDER BY {order} DESC) AS total FROM {table} WHERE {where}) AS newest "
+        f"WHERE total > :n ORDER BY {order} DESC LIMIT 1)"
+    )

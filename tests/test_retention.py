@@ -1,0 +1,99 @@
+"""Retention on real databases (a SQLite file and PostgreSQL): the oldest tasks and
+messages over a limit are deleted, running tasks never, and the loop sweeps until stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from a2a.types.a2a_pb2 import Artifact, Part, Task, TaskState, TaskStatus
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from persona_agent.a2a.task_store import SqlTaskStore
+from persona_agent.chat.history import ConversationHistory
+from persona_agent.retention import Retention, RetentionLimits
+from tests.a2a.test_task_store import ctx
+
+DONE = TaskState.TASK_STATE_COMPLETED
+WORKING = TaskState.TASK_STATE_WORKING
+NOTHING = RetentionLimits(
+    task_max_age_days=0,
+    task_max_count=0,
+    task_max_bytes=0,
+    message_max_count=0,
+    message_max_bytes=0,
+)
+
+
+def task(task_id: str, state: TaskState, days_ago: float, size: int = 10) -> Task:
+    status = TaskStatus(state=state)
+    status.timestamp.FromNanoseconds(time.time_ns() - int(days_ago * 86_400 * 1e9))
+    answer = Artifact(artifact_id="a", parts=[Part(text="x" * size)])
+    return Task(id=task_id, context_id="c1", status=status, artifacts=[answer])
+
+
+async def kept(store: SqlTaskStore, *ids: str) -> list[str]:
+    return [i for i in ids if await store.get(i, ctx("ada")) is not None]
+
+
+async def test_tasks_older_than_the_age_limit_go_and_running_ones_stay(engine: AsyncEngine) -> None:
+    store = SqlTaskStore(engine)
+    for task_id, state, days in [("old", DONE, 40), ("old-running", WORKING, 40), ("new", DONE, 1)]:
+        await store.save(task(task_id, state, days), ctx("ada"))
+    limits = RetentionLimits(task_max_age_days=30, task_max_count=0, task_max_bytes=0)
+    await Retention(engine, limits).sweep()
+    assert await kept(SqlTaskStore(engine), "old", "old-running", "new") == ["old-running", "new"]
+
+
+async def test_the_newest_tasks_within_the_count_and_bytes_stay(engine: AsyncEngine) -> None:
+    store = SqlTaskStore(engine)
+    for number in range(6):
+        await store.save(task(f"t{number}", DONE, 6 - number, size=1000), ctx("ada"))
+    counted = RetentionLimits(task_max_age_days=0, task_max_count=4, task_max_bytes=0)
+    await Retention(engine, counted).sweep()
+    fresh = SqlTaskStore(engine)
+    assert await kept(fresh, *(f"t{n}" for n in range(6))) == ["t2", "t3", "t4", "t5"]
+    sized = RetentionLimits(task_max_age_days=0, task_max_count=0, task_max_bytes=2500)
+    await Retention(engine, sized).sweep()  # each task is some 1 KB serialized
+    assert await kept(SqlTaskStore(engine), *(f"t{n}" for n in range(6))) == ["t4", "t5"]
+
+
+async def test_the_newest_messages_within_the_count_and_bytes_stay(engine: AsyncEngine) -> None:
+    history = ConversationHistory(engine)
+    for number in range(5):
+        await history.append(
+            "ada:c1",
+            [
+                {"role": "user", "content": f"q{number}" + "x" * 500},
+                {"role": "assistant", "content": f"a{number}"},
+            ],
+        )
+    await Retention(engine, RetentionLimits(message_max_count=4, message_max_bytes=0)).sweep()
+    loaded = await ConversationHistory(engine).load("ada:c1")
+    assert [m["content"][:2] for m in loaded] == ["q3", "a3", "q4", "a4"]
+    await Retention(engine, RetentionLimits(message_max_count=0, message_max_bytes=600)).sweep()
+    loaded = await ConversationHistory(engine).load("ada:c1")
+    assert [m["content"][:2] for m in loaded] == ["q4", "a4"]
+
+
+async def test_no_limits_delete_nothing(engine: AsyncEngine) -> None:
+    store = SqlTaskStore(engine)
+    await store.save(task("ancient", DONE, 10_000), ctx("ada"))
+    await Retention(engine, NOTHING).sweep()
+    assert await kept(SqlTaskStore(engine), "ancient") == ["ancient"]
+
+
+async def test_the_loop_sweeps_at_once_and_stops_when_asked(engine: AsyncEngine) -> None:
+    store = SqlTaskStore(engine)
+    await store.save(task("old", DONE, 40), ctx("ada"))
+    retention = Retention(engine, RetentionLimits(task_max_age_days=30))
+    stop = asyncio.Event()
+    running = asyncio.create_task(retention.run(stop, interval=3600))
+    fresh = SqlTaskStore(engine)
+    async with asyncio.timeout(10):
+        # No event says a sweep is done: the store is polled (the first runs at once).
+        while await kept(fresh, "old"):  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+    stop.set()
+    async with asyncio.timeout(10):
+        await running  # ends without waiting out the hour
