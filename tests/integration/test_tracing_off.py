@@ -97,3 +97,31 @@ def test_a_hub_with_tracing_off_answers_blocking_and_streaming_sends(
         )
         assert text == "Twice."
         assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("environment", "off"),
+    [
+        ({}, True),  # the default: no exporter, no spans
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317"}, False),
+        ({"OTEL_TRACES_EXPORTER": "console"}, False),
+        ({TRACING: "true"}, False),  # the SDK's own switch wins
+    ],
+)
+def test_serve_makes_no_spans_unless_an_exporter_is_configured(
+    tmp_path: Path,
+    personas_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    environment: dict[str, str],
+    off: bool,
+) -> None:
+    for name in [TRACING, "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT"]:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    offline = {"LLM_BASE_URL": "http://127.0.0.1:9/v1", "LLM_API_KEY": "unused"}
+    with hub_process(personas_dir, tmp_path / "data", LOG_LEVEL="debug", **offline) as (_, process):
+        process.terminate()
+        log = process.communicate(timeout=30)[0]
+    # The SDK says so at import, at DEBUG, when its switch turned it off.
+    assert ("A2A OTEL instrumentation disabled" in log) is off
