@@ -29,9 +29,16 @@ def local_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("models")
 
 
+POSTGRES_REQUIRED = os.environ.get("PERSONA_AGENT_TEST_POSTGRES_REQUIRED", "") == "1"
+"""Set by ``.ci/run``: a PostgreSQL variant that cannot run fails instead of skipping."""
+
+
 async def empty_postgres() -> str:
-    """The URL of the test PostgreSQL database, the hub's tables dropped; skips without one."""
+    """The URL of the test PostgreSQL database, the hub's tables dropped; skips without one
+    (fails instead under ``PERSONA_AGENT_TEST_POSTGRES_REQUIRED=1``, as in CI)."""
     if not POSTGRES_URL:
+        if POSTGRES_REQUIRED:
+            pytest.fail(f"{POSTGRES_URL_VARIABLE} is not set, and PostgreSQL is required")
         pytest.skip(
             f"{POSTGRES_URL_VARIABLE} is not set: the PostgreSQL variant of this test needs "
             "a database it may empty, e.g. postgresql+asyncpg://postgres@127.0.0.1:5432/test "
