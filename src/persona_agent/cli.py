@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
 from persona_agent import __version__
 from persona_agent.cli_personas import personas_app
 from persona_agent.errors import ConfigError, PersonaFileError
-from persona_agent.logs import configure_logging
+from persona_agent.logs import configure_logging, url_passwords
 from persona_agent.personas.directory import load_persona_dir
 from persona_agent.personas.factory import persona_limits
 from persona_agent.personas.loader import load_persona_file
@@ -51,8 +52,13 @@ def _settings(**overrides: Any) -> Settings:
     values = {key: value for key, value in overrides.items() if value is not None}
     try:
         return Settings(**values)
-    except Exception as error:  # pydantic ValidationError: show it without a traceback
-        typer.secho(f"Invalid settings: {error}", err=True, fg=typer.colors.RED)
+    except ValidationError as error:
+        # Without a traceback, and without the values given: one may be a secret.
+        problems = [
+            f"  PERSONA_AGENT_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}"
+            for e in error.errors(include_url=False, include_input=False)
+        ]
+        typer.secho("Invalid settings:\n" + "\n".join(problems), err=True, fg=typer.colors.RED)
         raise typer.Exit(2) from error
 
 
@@ -113,7 +119,11 @@ def serve(
     PERSONA_AGENT_LLM_API_KEY) to use any OpenAI-compatible server instead.
     """
     settings = _settings(host=host, port=port, personas_dir=personas_dir, log_level=log_level)
-    secrets = [*settings.api_key_list, settings.llm_api_key or ""]
+    secrets = [
+        *settings.api_key_list,
+        settings.llm_api_key or "",
+        *url_passwords(settings.database_url, settings.llm_base_url),
+    ]
     try:
         configure_logging(settings.log_level, secrets)
     except ValueError as error:

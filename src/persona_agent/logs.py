@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
+from urllib.parse import unquote, urlsplit
 
-__all__ = ["REDACTED", "RedactingFormatter", "configure_logging", "redact"]
+__all__ = ["REDACTED", "RedactingFormatter", "configure_logging", "redact", "url_passwords"]
 
 REDACTED = "[redacted]"
 
@@ -42,6 +43,22 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     text = _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{m.group(2)}:{REDACTED}@", text)
     text = _QUERY_SECRET.sub(lambda m: f"{m.group(1)}{REDACTED}", text)
     return _BEARER.sub(lambda m: f"{m.group(1)}{REDACTED}", text)
+
+
+def url_passwords(*urls: str | None) -> list[str]:
+    """The passwords in URLs (``postgresql://hub:PASSWORD@db/...``), as given and decoded:
+    secrets to redact wherever else they show (a driver's error may print one alone)."""
+    found: list[str] = []
+    for url in urls:
+        if not url or "@" not in url:
+            continue
+        try:
+            password = urlsplit(url).password
+        except ValueError:
+            continue
+        if password:
+            found += [password, unquote(password)]
+    return found
 
 
 class RedactingFormatter(logging.Formatter):

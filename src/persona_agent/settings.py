@@ -114,6 +114,9 @@ class Settings(BaseSettings):
         value = value.strip().rstrip("/")
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
+        if "@" in value.split("://", 1)[1].split("/", 1)[0]:
+            # Every agent card carries this URL: credentials in it would reach every client.
+            raise ValueError("must not contain credentials (user:password@)")
         return value
 
     @field_validator("llm_base_url", "llm_api_key")

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
-from persona_agent.logs import REDACTED, redact
+from persona_agent.cli import app
+from persona_agent.logs import REDACTED, redact, url_passwords
 from tests.fakes.fake_llm import Fail, FakeLLM, Reply
 from tests.personas import BUNDLED
 from tests.servers.hub_process import hub_process
@@ -121,3 +123,21 @@ def test_redaction_takes_the_secret_and_keeps_the_rest(line: str, kept: str) -> 
     assert "YWxhZGRpbjpvcGVuc2VzYW1l" not in redacted
     assert REDACTED in redacted
     assert kept in redacted
+
+
+def test_url_passwords_are_secrets_and_user_names_are_not() -> None:
+    urls = ("postgresql+asyncpg://hub:s%3Dcr3t@db/hub", "http://127.0.0.1/v1", None)
+    assert url_passwords(*urls) == ["s%3Dcr3t", "s=cr3t"]
+
+
+def test_invalid_settings_are_reported_without_their_values(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["validate", "-d", str(tmp_path)],
+        env={"PERSONA_AGENT_PUBLIC_BASE_URL": f"https://admin:{API_KEY}@hub.example"},
+    )
+    assert result.exit_code == 2
+    assert "PERSONA_AGENT_PUBLIC_BASE_URL: Value error, must not contain credentials" in (
+        result.output
+    )
+    assert API_KEY not in result.output
