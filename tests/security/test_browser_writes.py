@@ -5,25 +5,17 @@ form posts, DNS rebinding), and A2A endpoints take only bodies labelled JSON."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.personas import BUNDLED, persona_data
+from tests.personas import persona_data
+from tests.security import OFFLINE_LLM
 from tests.servers.hub_process import hub_process
 
 API = "/api/v1/personas"
-OFFLINE_LLM = {"LLM_BASE_URL": "http://127.0.0.1:9/v1", "LLM_API_KEY": "unused"}
-
-
-@pytest.fixture
-def personas_dir(tmp_path: Path) -> Path:
-    directory = tmp_path / "personas"
-    shutil.copytree(BUNDLED, directory)
-    return directory
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -20,7 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.personas import BUNDLED, persona_data, write_yaml
+from tests.personas import persona_data, write_yaml
+from tests.security import OFFLINE_LLM
 from tests.servers.hub_process import hub_process
 
 API = "/api/v1/personas"
@@ -40,14 +40,6 @@ def alias_bomb() -> str:
 
 HOSTILE = {"deep": DEEP, "nested": NESTED, "bomb": alias_bomb()}
 PROBLEMS = {"deep": DEPTH_LIMIT, "nested": DEPTH_LIMIT, "bomb": EXPANDED_LIMIT}
-OFFLINE_LLM = {"LLM_BASE_URL": "http://127.0.0.1:9/v1", "LLM_API_KEY": "unused"}
-
-
-@pytest.fixture
-def personas_dir(tmp_path: Path) -> Path:
-    directory = tmp_path / "personas"
-    shutil.copytree(BUNDLED, directory)
-    return directory
 
 
 @pytest.fixture
