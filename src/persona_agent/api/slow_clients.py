@@ -7,7 +7,9 @@ protocol class :func:`slow_client_protocol` makes is uvicorn's own HTTP protocol
 with two timers: from the connection (or the end of the previous response) to a
 request's complete head, and from the head to the end of its body. A client that
 misses either is disconnected (logged at INFO). Responses, streams included, are not
-timed: an answer may take as long as the model takes.
+timed: an answer may take as long as the model takes. Nor is the time a request waits
+on its connection for an earlier one's answer (HTTP/1.1 pipelining): the timer starts
+again while the hub is the one behind.
 """
 
 from __future__ import annotations
@@ -79,6 +81,14 @@ def slow_client_protocol(*, head_timeout: float, body_timeout: float) -> type[as
         def _expire(self, seconds: float, what: str) -> None:
             self._deadline = None
             if self.transport.is_closing():
+                return
+            cycle = self.cycle
+            if self.pipeline or (
+                cycle is not None and not cycle.more_body and not cycle.response_complete
+            ):
+                # The hub is behind, not the client: a request whose answer is under way
+                # (a pipelined one waits for it, and uvicorn reads no more meanwhile).
+                self._start(seconds, what)
                 return
             client = "{}:{}".format(*self.client) if self.client else "a client"
             logger.info("Closing the connection of %s: %s took over %gs", client, what, seconds)
