@@ -123,7 +123,10 @@ def create_command(
     except OSError as error:
         typer.secho(f"Cannot read {file}: {error}", err=True, fg="red")
         raise typer.Exit(1) from error
-    _print(_call("POST", url, "/personas/upload", api_key, files={"file": (file.name, content)}))
+    # The header a keyless upload needs (no web page's form can send it): docs/security.md.
+    headers = {"X-Requested-With": "persona-agent"}
+    files = {"file": (file.name, content)}
+    _print(_call("POST", url, "/personas/upload", api_key, files=files, headers=headers))
 
 
 @personas_app.command("update")

@@ -22,6 +22,7 @@ from tests.integration.a2a_helpers import answer_text, send, submit, user_messag
 from tests.integration.conftest import HERMIT, TRANSPORTS, Hub, HubFactory
 
 API = "/api/v1/personas"
+UPLOAD = {"X-Requested-With": "tests"}
 
 
 def persona_body(persona_id: str, **changes: Any) -> dict[str, Any]:
@@ -147,28 +148,38 @@ async def test_two_editors_never_overwrite_each_other(hub: Hub) -> None:
 
 
 async def test_upload_yaml_and_json(hub: Hub) -> None:
+    # Without API keys, an upload needs a header no web page's form can send.
     yaml_file = yaml.safe_dump({**HERMIT, "name": "Hypatia"})
-    created = await hub.http.post(f"{API}/upload", files={"file": ("hypatia.yaml", yaml_file)})
+    created = await hub.http.post(
+        f"{API}/upload", headers=UPLOAD, files={"file": ("hypatia.yaml", yaml_file)}
+    )
     assert created.status_code == 201
     assert await card_name(hub, "hypatia") == "Hypatia"
 
-    again = await hub.http.post(f"{API}/upload", files={"file": ("hypatia.yaml", yaml_file)})
+    again = await hub.http.post(
+        f"{API}/upload", headers=UPLOAD, files={"file": ("hypatia.yaml", yaml_file)}
+    )
     assert again.status_code == 409
     replaced = await hub.http.post(
         f"{API}/upload",
+        headers=UPLOAD,
         params={"replace": "true"},
         files={"file": ("hypatia.json", json.dumps({**HERMIT, "name": "Hypatia of Alexandria"}))},
     )
     assert replaced.status_code == 200, replaced.text
     assert await card_name(hub, "hypatia") == "Hypatia of Alexandria"
 
-    bad = await hub.http.post(f"{API}/upload", files={"file": ("broken.yaml", "name: [x\n")})
+    bad = await hub.http.post(
+        f"{API}/upload", headers=UPLOAD, files={"file": ("broken.yaml", "name: [x\n")}
+    )
     assert bad.status_code == 422
     assert "line" in str(bad.json()["detail"])
-    wrong_type = await hub.http.post(f"{API}/upload", files={"file": ("x.txt", "name: x")})
+    wrong_type = await hub.http.post(
+        f"{API}/upload", headers=UPLOAD, files={"file": ("x.txt", "name: x")}
+    )
     assert wrong_type.status_code == 422
     huge = await hub.http.post(
-        f"{API}/upload", files={"file": ("big.yaml", "a" * (1024 * 1024 + 1))}
+        f"{API}/upload", headers=UPLOAD, files={"file": ("big.yaml", "a" * (1024 * 1024 + 1))}
     )
     assert huge.status_code == 422
 

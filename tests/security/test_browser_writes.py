@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from tests.personas import persona_data
 from tests.security import OFFLINE_LLM
@@ -69,6 +70,26 @@ def test_writes_from_a_foreign_host_or_origin_are_refused(
     assert httpx.get(f"{hub}{API}/socrates").json()["name"] == "Socrates"
     # Reads stay open, whatever the headers.
     assert httpx.get(f"{hub}{API}", headers=headers).status_code == 200
+
+
+def upload(url: str, name: str, headers: dict[str, str]) -> httpx.Response:
+    text = yaml.safe_dump(persona_data(name=name))
+    files = {"file": ("socrates.yaml", text.encode(), "application/yaml")}
+    return httpx.post(f"{url}{API}/upload?replace=true", files=files, headers=headers)
+
+
+def test_an_upload_needs_a_header_a_form_cannot_send_or_the_hubs_own_origin(hub: str) -> None:
+    # A browser that sends no Origin (an old one, a privacy setting, an extension that
+    # strips it) posting a page's form: nothing in it says where it came from.
+    refused = upload(hub, "Owned", {})
+    assert refused.status_code == 403
+    assert "X-Requested-With" in refused.json()["detail"]
+    assert "PERSONA_AGENT_API_KEYS" in refused.json()["detail"]
+    assert httpx.get(f"{hub}{API}/socrates").json()["name"] == "Socrates"
+    # A tool sends the header (the personas CLI does); a page of the hub's own sends its Origin.
+    assert upload(hub, "Socrates the Tool", {"X-Requested-With": "curl"}).status_code == 200
+    assert upload(hub, "Socrates the Page", {"Origin": hub}).status_code == 200
+    assert httpx.get(f"{hub}{API}/socrates").json()["name"] == "Socrates the Page"
 
 
 @pytest.mark.parametrize(

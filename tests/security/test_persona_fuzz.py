@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.personas import BUNDLED, persona_data
+from tests.security import UPLOAD
 from tests.servers.hub_process import hub_process
 
 API = "/api/v1/personas"
@@ -91,7 +92,9 @@ def test_uploads_never_break_the_hub(
     url, process = hub
     raw = text.encode(encoding, errors="replace")
     files = {"file": (f"fuzzed{suffix}", raw, "application/octet-stream")}
-    assert_answered(httpx.post(f"{url}{API}/upload?replace=true", files=files), process)
+    assert_answered(
+        httpx.post(f"{url}{API}/upload?replace=true", files=files, headers=UPLOAD), process
+    )
 
 
 @FUZZ
@@ -101,7 +104,7 @@ def test_binary_uploads_and_bodies_never_break_the_hub(
 ) -> None:
     url, process = hub
     files = {"file": ("binary.yaml", raw, "application/octet-stream")}
-    assert_answered(httpx.post(f"{url}{API}/upload", files=files), process)
+    assert_answered(httpx.post(f"{url}{API}/upload", files=files, headers=UPLOAD), process)
     headers = {"Content-Type": "application/json"}
     assert_answered(httpx.post(f"{url}{API}", content=raw, headers=headers), process)
 

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from tests.personas import persona_data, write_yaml
-from tests.security import OFFLINE_LLM
+from tests.security import OFFLINE_LLM, UPLOAD
 from tests.servers.hub_process import hub_process
 
 API = "/api/v1/personas"
@@ -63,7 +63,7 @@ def test_the_upload_refuses_each_hostile_file_naming_it_and_the_limit(
     url, _ = hub
     for name, text in HOSTILE.items():
         files = {"file": (f"{name}.yaml", text.encode(), "application/yaml")}
-        reply = httpx.post(f"{url}{API}/upload", files=files, timeout=30)
+        reply = httpx.post(f"{url}{API}/upload", files=files, headers=UPLOAD, timeout=30)
         assert reply.status_code == 422, reply.text
         (problem,) = reply.json()["detail"]
         assert problem["msg"].startswith(f"{name}.yaml: ")
@@ -76,7 +76,7 @@ def test_an_upload_over_the_size_limit_is_refused_before_it_is_read_whole(
 ) -> None:
     url, _ = hub
     files = {"file": ("big.yaml", b"name: " + b"x" * (1200 * 1024), "application/yaml")}
-    reply = httpx.post(f"{url}{API}/upload", files=files, timeout=30)
+    reply = httpx.post(f"{url}{API}/upload", files=files, headers=UPLOAD, timeout=30)
     assert reply.status_code == 413
     assert "PERSONA_AGENT_MAX_PERSONA_BYTES" in reply.json()["detail"]
 

@@ -10,7 +10,12 @@ from fastapi import Depends, HTTPException, Request, status
 
 from persona_agent.personas.store import PersonaStore
 
-__all__ = ["ApiAuth", "Reader", "Store", "Writer", "is_loopback"]
+__all__ = ["UPLOAD_HEADER", "ApiAuth", "Reader", "Store", "Writer", "is_loopback"]
+
+UPLOAD_HEADER = "X-Requested-With"
+"""What a keyless upload must carry (any value), unless it comes from the hub's own origin:
+a header no HTML form can send, and that a page of another origin cannot add without a
+CORS preflight, which the hub never grants."""
 
 
 class ApiAuth:
@@ -29,7 +34,10 @@ class ApiAuth:
     - an ``Origin`` header, if sent, is the hub's own origin (browsers send it with
       every cross-origin ``POST``, form posts included);
     - a JSON route's body is labelled ``application/json`` (a form cannot send that
-      cross-origin without a CORS preflight, which the hub never grants).
+      cross-origin without a CORS preflight, which the hub never grants);
+    - an upload (multipart, as a form sends it) carries :data:`UPLOAD_HEADER` or the
+      hub's own ``Origin``: a browser that sends no ``Origin`` (an old one, a privacy
+      setting or an extension that strips it) would otherwise let any page upload.
     """
 
     def __init__(self, keys: list[str], *, listen_host: str = "127.0.0.1") -> None:
@@ -89,7 +97,17 @@ class ApiAuth:
                 f"Writes without an API key are refused from another origin ('{origin[:100]}'); "
                 "set PERSONA_AGENT_API_KEYS"
             )
-        if request.method in ("POST", "PUT", "PATCH") and not request.url.path.endswith("/upload"):
+        if request.method not in ("POST", "PUT", "PATCH"):
+            return
+        if request.url.path.endswith("/upload"):
+            # A multipart upload is what a form sends: it needs what a form cannot send.
+            if origin is None and not request.headers.get(UPLOAD_HEADER):
+                _forbid(
+                    f"An upload without an API key needs an {UPLOAD_HEADER} header (any "
+                    "value: a web page's form cannot send one) or the hub's own Origin; "
+                    "set PERSONA_AGENT_API_KEYS"
+                )
+        else:
             media = request.headers.get("content-type", "").split(";")[0].strip().lower()
             if media != "application/json":
                 raise HTTPException(
