@@ -1,4 +1,5 @@
-"""PersonaRequestHandler's subscription seam: the snapshot, then each later event once.
+"""PersonaRequestHandler: the subscription seam (the snapshot, then each later event
+once), and who may list tasks without naming a context.
 
 The SDK taps a running task's events, then reads the task: an event applied in
 between is both in the snapshot and on the tap. The race is rare on a real hub
@@ -10,10 +11,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 
+import pytest
+from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
 from a2a.types.a2a_pb2 import (
     Artifact,
+    ListTasksRequest,
+    ListTasksResponse,
     Part,
     SubscribeToTaskRequest,
     Task,
@@ -22,6 +27,7 @@ from a2a.types.a2a_pb2 import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
+from a2a.utils.errors import InvalidParamsError
 
 from persona_agent.a2a.executor import PARTS_METADATA_KEY
 from persona_agent.a2a.routing import PersonaRequestHandler
@@ -123,3 +129,60 @@ async def test_the_snapshot_sent_is_the_task_as_it_was_then() -> None:
     first = events[0]
     assert isinstance(first, Task)
     assert [p.text for p in first.artifacts[0].parts] == ["one"]
+
+
+class NamedUser(User):
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+    @property
+    def user_name(self) -> str:
+        return self._name
+
+
+class ListingStandIn:
+    """Answers ListTasks as the SDK's handler would, recording each call it gets."""
+
+    def __init__(self) -> None:
+        self.calls: list[ListTasksRequest] = []
+
+    async def on_list_tasks(
+        self, params: ListTasksRequest, _context: ServerCallContext
+    ) -> ListTasksResponse:
+        self.calls.append(params)
+        return ListTasksResponse()
+
+
+@pytest.mark.parametrize(
+    ("user", "forwarded"),
+    [
+        (None, False),  # anonymous: a contextId is the only proof of owning tasks
+        (NamedUser(""), False),  # no name: its tasks would be every nameless caller's
+        (NamedUser("ada"), True),  # the store keeps ada's tasks apart from everyone's
+    ],
+)
+async def test_without_a_context_id_only_a_named_user_lists_tasks(
+    user: User | None, forwarded: bool
+) -> None:
+    sdk = ListingStandIn()
+    app = App(sdk)  # type: ignore[arg-type]
+    handler = PersonaRequestHandler(lambda _persona, _task: app)  # type: ignore[arg-type,return-value]
+    state = {PERSONA_STATE_KEY: "p"}
+    context = (
+        ServerCallContext(state=state)
+        if user is None
+        else ServerCallContext(state=state, user=user)
+    )
+    if forwarded:
+        await handler.on_list_tasks(ListTasksRequest(), context)
+        assert len(sdk.calls) == 1
+    else:
+        with pytest.raises(InvalidParamsError, match="needs a contextId"):
+            await handler.on_list_tasks(ListTasksRequest(), context)
+        assert sdk.calls == []
+    await handler.on_list_tasks(ListTasksRequest(context_id="c"), context)
+    assert sdk.calls[-1].context_id == "c"

@@ -113,6 +113,12 @@ MAX_ID_LENGTH = 128
 """Longest task, context, message or push-configuration id a client may send."""
 
 
+def _identified(context: ServerCallContext) -> bool:
+    """Whether the caller is an authenticated user with a name: the task store's owner
+    (``persona:user``) then holds that user's tasks only."""
+    return context.user.is_authenticated and bool(context.user.user_name)
+
+
 class PersonaRequestHandler(RequestHandler):
     """Forwards every A2A call to the request handler of the persona in the context.
 
@@ -122,7 +128,9 @@ class PersonaRequestHandler(RequestHandler):
       ``contextId`` the caller names (with no authentication, knowing a
       conversation's random id is the only proof of owning it; a ListTasks without
       one is Invalid params), ``off`` refuses ListTasks (UnsupportedOperation),
-      ``all`` lists every task of the persona (a trusted network only);
+      ``all`` lists every task of the persona (a trusted network only). A caller
+      the context builder authenticated (with a user name) needs no contextId under
+      ``context``: the task store keeps each user's tasks apart (``persona:user``);
     - ids a client sends are at most ``max_id_length`` characters (Invalid params),
       so none is stored or looked up.
     """
@@ -174,7 +182,7 @@ class PersonaRequestHandler(RequestHandler):
                 message="ListTasks is turned off on this hub (PERSONA_AGENT_TASK_LISTING=off)"
             )
         self._check_ids(contextId=params.context_id)
-        if self._task_listing == "context" and not params.context_id:
+        if self._task_listing == "context" and not params.context_id and not _identified(context):
             raise InvalidParamsError(
                 message="ListTasks needs a contextId: a caller lists only the tasks of a "
                 "conversation it knows (PERSONA_AGENT_TASK_LISTING=context)"
