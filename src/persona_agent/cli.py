@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -119,13 +120,8 @@ def serve(
     PERSONA_AGENT_LLM_API_KEY) to use any OpenAI-compatible server instead.
     """
     settings = _settings(host=host, port=port, personas_dir=personas_dir, log_level=log_level)
-    secrets = [
-        *settings.api_key_list,
-        settings.llm_api_key or "",
-        *url_passwords(settings.database_url, settings.llm_base_url),
-    ]
     try:
-        configure_logging(settings.log_level, secrets)
+        configure_logging(settings.log_level, configured_secrets(settings, os.environ))
     except ValueError as error:
         typer.secho(f"Invalid settings: log level: {error}", err=True, fg="red")
         raise typer.Exit(2) from error
@@ -152,6 +148,36 @@ def serve(
         ),
         timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_seconds)),
     )
+
+
+_SECRET_NAME = re.compile(r"(?i)key|token|secret|passw|credential|auth|cookie")
+"""An MCP server's header or environment variable whose value is a secret."""
+
+
+def configured_secrets(settings: Settings, environ: Mapping[str, str]) -> list[str]:
+    """Every secret the hub is configured with, for the log to redact wherever it shows:
+    the API keys, the LLM key, the passwords of the database and LLM URLs, and the MCP
+    servers' credentials (headers and environment variables named like one, the token of a
+    ``Bearer TOKEN`` alone too, passwords in their URLs)."""
+    found = [
+        *settings.api_key_list,
+        settings.llm_api_key or "",
+        *url_passwords(settings.database_url, settings.llm_base_url),
+    ]
+    if settings.mcp_config is None:
+        return found
+    from persona_agent.mcp.config import load_mcp_config
+
+    try:
+        mcp = load_mcp_config(settings.mcp_config, environ)
+    except ConfigError:
+        return found  # create_app refuses to start, naming the problem
+    for server in mcp.servers.values():
+        for name, value in (*server.headers.items(), *server.env.items()):
+            if _SECRET_NAME.search(name):
+                found += [value, value.partition(" ")[2]]
+        found += url_passwords(server.url)
+    return found
 
 
 TRACING_SWITCH = "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"

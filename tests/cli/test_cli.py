@@ -12,7 +12,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from persona_agent.cli import app
+from persona_agent.cli import app, configured_secrets
+from persona_agent.settings import Settings
 from tests.quality import assert_reads_as_the_persona
 from tests.servers.hub_process import hub_process
 
@@ -181,3 +182,42 @@ def stream_message(url: str, text: str) -> tuple[list[str], str]:
             elif "statusUpdate" in result:
                 state = result["statusUpdate"]["status"]["state"]
     return chunks, state
+
+
+def test_the_secrets_serve_redacts_include_the_mcp_servers_credentials(tmp_path: Path) -> None:
+    config = tmp_path / "mcp.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "servers": {
+                    "search": {
+                        "url": "http://bot:${URL_PASSWORD}@127.0.0.1:9/mcp",
+                        "headers": {
+                            "Authorization": "Bearer ${SEARCH_TOKEN}",
+                            "Accept": "application/json",
+                        },
+                    },
+                    "weather": {
+                        "command": "python",
+                        "env": {"WEATHER_API_KEY": "${WEATHER_KEY}", "LOG_FORMAT": "json"},
+                    },
+                }
+            }
+        ),
+        encoding="utf-8",
+    )
+    environ = {"URL_PASSWORD": "pw-1234", "SEARCH_TOKEN": "tok-5678", "WEATHER_KEY": "wk-9012"}
+    settings = Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        api_keys="hub-key-1,hub-key-2",
+        llm_api_key="sk-llm-3456",
+        database_url="postgresql+asyncpg://hub:db-pw-7890@db/hub",
+        mcp_config=config,
+    )
+    secrets = set(configured_secrets(settings, environ))
+    expected = {"hub-key-1", "hub-key-2", "sk-llm-3456", "db-pw-7890", "pw-1234", "wk-9012"}
+    assert expected | {"Bearer tok-5678", "tok-5678"} <= secrets
+    assert not secrets & {"application/json", "json", "python", "bot"}
+    # A broken MCP file is create_app's to report: the other secrets are still known.
+    config.write_text("servers: [", encoding="utf-8")
+    assert {"hub-key-1", "sk-llm-3456"} <= set(configured_secrets(settings, environ))
