@@ -83,7 +83,9 @@ def slow_client_protocol(*, head_timeout: float, body_timeout: float) -> type[as
             if self.transport.is_closing():
                 return
             cycle = self.cycle
-            if self.pipeline or (
+            # httptools queues pipelined requests in ``pipeline``; h11 has none (it reads
+            # the next request only once an answer is sent).
+            if getattr(self, "pipeline", None) or (
                 cycle is not None and not cycle.more_body and not cycle.response_complete
             ):
                 # The hub is behind, not the client: a request whose answer is under way
