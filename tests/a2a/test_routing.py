@@ -32,6 +32,7 @@ from a2a.utils.errors import InvalidParamsError
 from persona_agent.a2a.executor import PARTS_METADATA_KEY
 from persona_agent.a2a.routing import PersonaRequestHandler
 from persona_agent.a2a.task_store import PERSONA_STATE_KEY
+from tests.a2a.test_task_store import NamedUser
 
 
 def chunk(text: str, parts: int) -> TaskArtifactUpdateEvent:
@@ -129,19 +130,6 @@ async def test_the_snapshot_sent_is_the_task_as_it_was_then() -> None:
     first = events[0]
     assert isinstance(first, Task)
     assert [p.text for p in first.artifacts[0].parts] == ["one"]
-
-
-class NamedUser(User):
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    @property
-    def is_authenticated(self) -> bool:
-        return True
-
-    @property
-    def user_name(self) -> str:
-        return self._name
 
 
 class ListingStandIn:
