@@ -94,6 +94,42 @@ personal_background: x
             "YAML syntax error at line 1, column 7: could not determine a constructor",
             id="unsafe-tag",
         ),
+        # Values their tag cannot take: PyYAML's constructors raise KeyError,
+        # AttributeError and ValueError on them, which were 500s and start-up tracebacks.
+        pytest.param(
+            "name: !!bool maybe\n", "line 1, column 7: invalid !!bool value", id="bool-tag"
+        ),
+        pytest.param(
+            "name: !!timestamp soon\n",
+            "line 1, column 7: invalid !!timestamp value",
+            id="timestamp-tag",
+        ),
+        pytest.param(
+            "a: [1, 2]\nname: 2001-13-45\n",
+            "line 2, column 7: invalid !!timestamp value: month must be in 1..12",
+            id="bad-date",
+        ),
+        pytest.param(
+            "name: " + "9" * 5000 + "\n",
+            "line 1, column 7: invalid !!int value: Exceeds the limit (4300 digits)",
+            id="long-integer",
+        ),
+        pytest.param(
+            "!!map\nname: !!float many\n",
+            "line 2, column 7: invalid !!float value: could not convert",
+            id="float-tag",
+        ),
+        pytest.param(
+            "<<: {x: 1}\nname: !!bool maybe\n",  # a merge key: read by PyYAML's loader
+            "YAML error: a value does not fit its tag",
+            id="bool-tag-merged",
+        ),
+        pytest.param("name: !!set x\n", "a value does not fit its tag", id="set-tag-on-scalar"),
+        pytest.param(
+            "&a name: &a x\n",
+            "line 1, column 10: second occurrence (found duplicate anchor",
+            id="anchor-twice",
+        ),
     ],
 )
 def test_a_bad_file_names_the_file_and_the_field(
@@ -119,6 +155,16 @@ def test_every_problem_of_a_file_is_reported(tmp_path: Path) -> None:
         "language_style.tone: Field required",
         "knowledge_domains: Field required",
     }
+
+
+def test_a_file_of_many_problems_lists_the_first_twenty_and_counts_the_rest(
+    tmp_path: Path,
+) -> None:
+    unknown = {f"field{number}": "x" for number in range(50_000)}
+    error = load_error(write_yaml(tmp_path / "tess.yaml", persona_data(**unknown)))
+    assert error.problems[:2] == ["field0: unknown field", "field1: unknown field"]
+    assert error.problems[20:] == [f"and {50_000 - 20} more problems"]
+    assert len(str(error)) < 1000
 
 
 @pytest.mark.parametrize("stem", ["Bad Name", "UPPER", "-dash", "under_score", "a" * 64])
@@ -174,6 +220,9 @@ def test_a_utf8_bom_is_accepted(tmp_path: Path) -> None:
         ('{"name": "Tess",', "JSON syntax error at line 1, column 17"),
         ('{"name": "Tess", "name": "Tessa"}', "duplicate key 'name'"),
         ("[1, 2]", "top level must be a mapping, not a list"),
+        ('{"name": NaN}', "JSON error: NaN is not a JSON value (RFC 8259)"),
+        ('{"name": -Infinity}', "JSON error: -Infinity is not a JSON value (RFC 8259)"),
+        ('{"name": ' + "9" * 5000 + "}", "JSON error: Exceeds the limit (4300 digits)"),
     ],
 )
 def test_bad_json_text(text: str, expected: str) -> None:

@@ -184,3 +184,54 @@ def test_text_documents_load_as_pyyaml_loads_them_in_every_scalar_style(
         value, default_flow_style=flow, default_style=style, allow_unicode=True
     )
     assert load_yaml(document) == yaml.load(document, Loader=StrictLoader)
+
+
+# Pieces of YAML that reach every path of the bounded reader: tags (on scalars and
+# collections, fitting their value or not), anchors given twice, aliases, merge keys,
+# complex keys, several documents.
+yaml_pieces = st.sampled_from(
+    [
+        *("!!bool ", "!!int ", "!!float ", "!!timestamp ", "!!binary ", "!!null ", "!!str "),
+        *("!!set ", "!!map ", "!!seq ", "!!omap ", "!foo ", "!!python/name:os.system "),
+        *("name: ", "a: ", "1: ", "null: ", "? ", ": ", "- ", ", ", "\n", "  "),
+        *("[", "]", "{", "}", "'", '"', "|\n", "---\n", "...\n", "%YAML 1.1\n"),
+        *("&a ", "*a", "&b ", "*b", "<<: ", "<<: [*a, *b]\n"),
+        *("maybe", "yes", "~", "0x1F", ".inf", "2001-13-45", "2001-12-14", "QUJD", "1"),
+    ]
+)
+
+
+def _same(value: Any) -> Any:
+    """``value`` with NaN made comparable."""
+    if isinstance(value, float) and value != value:
+        return "NaN"
+    if isinstance(value, dict):
+        return {key: _same(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_same(item) for item in value]
+    return value
+
+
+def _read(reader: Any, text: str) -> tuple[str, Any]:
+    try:
+        return "read", _same(reader(text))
+    except yaml.YAMLError:
+        return "refused", None
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.lists(yaml_pieces, max_size=20).map("".join))
+def test_the_bounded_reader_reads_what_pyyaml_reads_and_refuses_what_it_refuses(
+    text: str,
+) -> None:
+    """Where PyYAML's strict loader raises (a KeyError for ``!!bool maybe``, a ValueError
+    for ``2001-13-45``, a YAMLError), the bounded reader raises a YAMLError; anything else
+    it reads as PyYAML does."""
+
+    def pyyaml(text: str) -> Any:
+        try:
+            return yaml.load(text, Loader=StrictLoader)
+        except (ValueError, TypeError, LookupError, AttributeError) as error:
+            raise yaml.YAMLError(str(error)) from None
+
+    assert _read(load_yaml, text) == _read(pyyaml, text)

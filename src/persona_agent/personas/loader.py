@@ -25,6 +25,7 @@ from persona_agent.personas.parsing import (
 )
 
 __all__ = [
+    "MAX_PROBLEMS",
     "PERSONA_SUFFIXES",
     "decode_persona_bytes",
     "dump_persona_yaml",
@@ -64,16 +65,25 @@ def _loc_to_path(loc: tuple[int | str, ...]) -> str:
     return path
 
 
+MAX_PROBLEMS = 20
+"""Problems listed for one file at most; the rest are counted (a 1 MiB file of unknown
+fields would otherwise give an error message many times its size)."""
+
+
 def validation_problems(error: ValidationError) -> list[str]:
     """One ``"field.path: reason"`` string per problem, e.g.
-    ``"interaction_samples[1].assistant: Field required"``."""
+    ``"interaction_samples[1].assistant: Field required"``; at most :data:`MAX_PROBLEMS`,
+    then how many more there are."""
+    details = error.errors(include_url=False, include_input=False, include_context=False)
     problems = []
-    for detail in error.errors(include_url=False):
+    for detail in details[:MAX_PROBLEMS]:
         reason = detail["msg"]
         if detail["type"] == "extra_forbidden":
             reason = "unknown field"
         path = _loc_to_path(detail["loc"])
         problems.append(f"{path}: {reason}" if path else reason)
+    if len(details) > MAX_PROBLEMS:
+        problems.append(f"and {len(details) - MAX_PROBLEMS} more problems")
     return problems
 
 
@@ -98,8 +108,9 @@ def _parse(text: str, fmt: Literal["yaml", "json"], source: str, limits: Limits)
         raise PersonaFileError(source, [problem]) from None
     except yaml.YAMLError as error:
         raise PersonaFileError(source, [_yaml_problem(error)]) from None
-    except ValueError as error:  # a duplicate JSON key
-        raise PersonaFileError(source, [f"JSON error: {error}"]) from None
+    except ValueError as error:  # a duplicate key, NaN, a number of 5000 digits
+        reason = str(error).split("; use sys.set_int_max_str_digits()")[0]
+        raise PersonaFileError(source, [f"JSON error: {reason}"]) from None
     if data is None:
         raise PersonaFileError(source, ["the file is empty; top level must be a mapping"])
     if not isinstance(data, dict):

@@ -79,6 +79,10 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 _STR_TAG = "tag:yaml.org,2002:str"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 _MAP_TAG = "tag:yaml.org,2002:map"
+_SCALAR_TAGS = frozenset(
+    f"tag:yaml.org,2002:{name}" for name in ("null", "bool", "int", "float", "binary", "timestamp")
+)
+"""Tags of the scalars this builder constructs itself (besides strings)."""
 
 
 class StrictLoader(_SafeLoader):  # type: ignore[valid-type,misc]
@@ -180,8 +184,8 @@ def load_yaml(text: str, limits: Limits = DEFAULT_LIMITS) -> Any:
                 tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)  # type: ignore[no-untyped-call]
             value: Any = event.value
             if building and tag != _STR_TAG:
-                if tag == _MERGE_TAG or not tag.startswith("tag:yaml.org,2002:"):
-                    building = False
+                if tag not in _SCALAR_TAGS:
+                    building = False  # a merge key, a collection's tag on a scalar, an unknown tag
                 else:
                     if constructor is None:
                         constructor = StrictLoader("")
@@ -189,7 +193,11 @@ def load_yaml(text: str, limits: Limits = DEFAULT_LIMITS) -> Any:
                         value = constructor.construct_object(yaml.ScalarNode(tag, event.value))
                     except yaml.YAMLError:
                         building = False  # PyYAML's own loader says where
+                    except _CONSTRUCTOR_ERRORS as error:
+                        raise _bad_value(tag, error, event.start_mark) from None
             if event.anchor is not None:
+                if event.anchor in anchors:
+                    building = False  # PyYAML's loader refuses an anchor given twice
                 anchors[event.anchor] = (value, size, 1)
             add(value, size, 1)
         elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
@@ -199,6 +207,8 @@ def load_yaml(text: str, limits: Limits = DEFAULT_LIMITS) -> Any:
             if event.tag is not None and event.tag not in ("!", _MAP_TAG if is_map else _SEQ_TAG):
                 building = False
             if event.anchor is not None:
+                if event.anchor in anchors:
+                    building = False
                 anchors[event.anchor] = None
             stack.append(_Frame({} if is_map else [], event.anchor))
             total += 1
@@ -232,8 +242,29 @@ def load_yaml(text: str, limits: Limits = DEFAULT_LIMITS) -> Any:
     loader = StrictLoader(text)
     try:
         return loader.get_single_data()
+    except _CONSTRUCTOR_ERRORS as error:
+        raise _bad_value(None, error, None) from None
     finally:
         loader.dispose()
+
+
+_CONSTRUCTOR_ERRORS = (ValueError, TypeError, LookupError, AttributeError, ArithmeticError)
+"""What PyYAML's constructors raise on a value their tag cannot take, besides
+``YAMLError``: ``!!bool maybe`` (KeyError), ``!!timestamp x`` (AttributeError),
+``2001-13-45`` (ValueError), a 5000-digit integer (ValueError)."""
+
+
+def _bad_value(tag: str | None, error: Exception, mark: Any) -> yaml.YAMLError:
+    """The YAML error for a scalar that its tag cannot take (``tag`` and ``mark`` when known)."""
+    reason = None
+    if isinstance(error, (ValueError, ArithmeticError)):  # may say what is wrong with the value
+        reason = str(error).split("; use sys.set_int_max_str_digits()")[0]
+    if tag is None:
+        problem = "a value does not fit its tag" + (f" ({reason})" if reason else "")
+    else:
+        kind = tag.removeprefix("tag:yaml.org,2002:")
+        problem = f"invalid !!{kind} value: {reason or 'the text is not a value of this type'}"
+    return yaml.constructor.ConstructorError(None, None, problem, mark)
 
 
 def load_json(text: str, limits: Limits = DEFAULT_LIMITS) -> Any:
@@ -242,12 +273,14 @@ def load_json(text: str, limits: Limits = DEFAULT_LIMITS) -> Any:
     Raises:
         LimitExceeded: the text or its nesting is over ``limits``.
         json.JSONDecodeError: the text is not JSON.
-        ValueError: a key is given twice.
+        ValueError: a key is given twice, or ``NaN``/``Infinity`` (which JSON has not).
     """
     if len(text) > limits.max_bytes:
         raise too_large(len(text.encode("utf-8", "surrogatepass")), limits)
     try:
-        data = json.loads(text, object_pairs_hook=_reject_duplicate_keys)
+        data = json.loads(
+            text, object_pairs_hook=_reject_duplicate_keys, parse_constant=_reject_constant
+        )
     except RecursionError:
         raise too_deep(limits) from None
     check_depth(data, limits)
@@ -268,6 +301,10 @@ def check_depth(data: Any, limits: Limits) -> None:
         if depth >= limits.max_depth:
             raise too_deep(limits)
         pending.extend((child, depth + 1) for child in children)
+
+
+def _reject_constant(constant: str) -> None:
+    raise ValueError(f"{constant} is not a JSON value (RFC 8259)")
 
 
 def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
