@@ -21,6 +21,7 @@ from tests.security import UPLOAD
 from tests.servers.hub_process import hub_process
 
 API = "/api/v1/personas"
+TIMEOUT = 60  # generous: the machine may be busy; a hub that hangs still fails the test
 FUZZ = settings(
     max_examples=40,
     deadline=None,
@@ -67,6 +68,13 @@ fragments = st.sampled_from(
         "&b [*a, *a, *a, *a]",
         "<<: *a\n",
         "!!binary ",
+        "!!bool ",
+        "!!timestamp ",
+        "!!set ",
+        "maybe",
+        "2001-13-45",
+        "9" * 5000,
+        "&a name: &a ",
         "!!python/object:os.system ",
         "? ",
         ": ",
@@ -93,7 +101,8 @@ def test_uploads_never_break_the_hub(
     raw = text.encode(encoding, errors="replace")
     files = {"file": (f"fuzzed{suffix}", raw, "application/octet-stream")}
     assert_answered(
-        httpx.post(f"{url}{API}/upload?replace=true", files=files, headers=UPLOAD), process
+        httpx.post(f"{url}{API}/upload?replace=true", files=files, headers=UPLOAD, timeout=TIMEOUT),
+        process,
     )
 
 
@@ -104,9 +113,13 @@ def test_binary_uploads_and_bodies_never_break_the_hub(
 ) -> None:
     url, process = hub
     files = {"file": ("binary.yaml", raw, "application/octet-stream")}
-    assert_answered(httpx.post(f"{url}{API}/upload", files=files, headers=UPLOAD), process)
+    assert_answered(
+        httpx.post(f"{url}{API}/upload", files=files, headers=UPLOAD, timeout=TIMEOUT), process
+    )
     headers = {"Content-Type": "application/json"}
-    assert_answered(httpx.post(f"{url}{API}", content=raw, headers=headers), process)
+    assert_answered(
+        httpx.post(f"{url}{API}", content=raw, headers=headers, timeout=TIMEOUT), process
+    )
 
 
 json_values: st.SearchStrategy[Any] = st.recursive(
@@ -131,6 +144,7 @@ def nested(depth: int, kind: str) -> str:
     depth=st.integers(min_value=0, max_value=3000),
     kind=st.sampled_from(["list", "map"]),
     method=st.sampled_from(["POST", "PUT"]),
+    content_type=st.sampled_from(["application/json", "application/problem+json", None]),
 )
 def test_json_bodies_never_break_the_hub(
     hub: tuple[str, subprocess.Popen[str]],
@@ -139,6 +153,7 @@ def test_json_bodies_never_break_the_hub(
     depth: int,
     kind: str,
     method: str,
+    content_type: str | None,
 ) -> None:
     url, process = hub
     body = {"id": "fuzzed-json", **persona_data(), field: value}
@@ -146,8 +161,11 @@ def test_json_bodies_never_break_the_hub(
     if depth:
         text = text[:-1] + f', "deep": {nested(depth, kind)}}}'
     path = API if method == "POST" else f"{API}/fuzzed-json"
-    headers = {"Content-Type": "application/json"}
-    assert_answered(httpx.request(method, f"{url}{path}", content=text, headers=headers), process)
+    headers = {"Content-Type": content_type} if content_type else {}
+    assert_answered(
+        httpx.request(method, f"{url}{path}", content=text, headers=headers, timeout=TIMEOUT),
+        process,
+    )
 
 
 def test_after_the_fuzzing_the_hub_still_serves(hub: tuple[str, subprocess.Popen[str]]) -> None:

@@ -1,6 +1,7 @@
 """Hostile persona files through every door of a real ``persona-agent serve``: the REST
-JSON body, the upload, the watched directory, start-up and ``validate``. Each is refused
-with an error that names the file (or the body) and the limit, and the hub keeps serving.
+JSON body, the upload, the watched directory, start-up, ``validate`` and ``import-persona``.
+Each is refused with an error that names the file (or the body) and the limit, and the hub
+keeps serving.
 
 Before the limits: 60 KB of nested brackets crashed the process in libyaml's composer,
 2 KB gave a 500 (``RecursionError``), and 100 KB of aliases expanded into 200 MB.
@@ -96,17 +97,45 @@ def test_json_bodies_too_large_or_too_deep_are_refused(
 ) -> None:
     url, _ = hub
     big = {"id": "big", **persona_data(description="x" * (2 * 1024 * 1024))}
-    reply = httpx.post(f"{url}{API}", json=big, timeout=30)
-    assert reply.status_code == 413
-    assert "PERSONA_AGENT_MAX_PERSONA_BYTES" in reply.json()["detail"]
+    for method, path in (("POST", API), ("PUT", f"{API}/socrates")):
+        reply = httpx.request(method, f"{url}{path}", json=big, timeout=30)
+        assert reply.status_code == 413
+        assert "PERSONA_AGENT_MAX_PERSONA_BYTES" in reply.json()["detail"]
 
     deep = '{"id": "deep", "name": ' + "[" * 5_000 + "]" * 5_000 + "}"
+    # FastAPI parses a body without a Content-Type as JSON too.
+    for content_type in ("application/json", "application/merge-patch+json", None):
+        headers = {"Content-Type": content_type} if content_type else {}
+        for method, path in (("POST", API), ("PUT", f"{API}/socrates")):
+            reply = httpx.request(method, f"{url}{path}", content=deep, headers=headers)
+            assert reply.status_code == 422, (content_type, reply.text)
+            detail = reply.json()["detail"]
+            assert detail == f"The request body: lists and mappings are {DEPTH_LIMIT}"
+    still_serving(url)
+
+
+def test_json_bodies_python_cannot_read_or_of_many_problems_get_short_4xx_answers(
+    hub: tuple[str, subprocess.Popen[str]],
+) -> None:
+    url, _ = hub
+    long_number = '{"id": "numbers", "name": ' + "9" * 5_000 + "}"
     headers = {"Content-Type": "application/json"}
-    for method in ("POST", "PUT"):
-        path = API if method == "POST" else f"{API}/socrates"
-        reply = httpx.request(method, f"{url}{path}", content=deep, headers=headers, timeout=30)
-        assert reply.status_code == 422
-        assert reply.json()["detail"] == f"The request body: lists and mappings are {DEPTH_LIMIT}"
+    reply = httpx.post(f"{url}{API}", content=long_number, headers=headers)
+    assert reply.status_code == 422
+    assert reply.json()["detail"].startswith("The request body: Exceeds the limit (4300 digits)")
+    # Python's json reads NaN, JSON has none; echoed back in a 422, it was a 500.
+    not_json = '{"id": "nan", "name": "N", "description": NaN}'
+    reply = httpx.post(f"{url}{API}", content=not_json, headers=headers)
+    assert reply.status_code == 422
+    assert reply.json()["detail"] == "The request body: NaN is not a JSON value (RFC 8259)"
+
+    unknown = {f"field{number}": 1 for number in range(50_000)}  # 0.9 MB of unknown fields
+    reply = httpx.post(f"{url}{API}", json={"id": "many", **persona_data(), **unknown})
+    assert reply.status_code == 422
+    problems = reply.json()["detail"]
+    assert len(problems) == 21
+    assert problems[-1]["msg"] == f"and {50_000 - 20} more problems"
+    assert len(reply.content) < 10_000
     still_serving(url)
 
 
@@ -168,15 +197,18 @@ def test_start_up_and_validate_report_the_hostile_file_and_do_not_crash(
     bad = personas_dir / f"{name}.yaml"
     bad.write_text(HOSTILE[name], encoding="utf-8")
     data_dir = tmp_path / "data"
+    elsewhere = tmp_path / "elsewhere"
     for done in (
         run_cli("validate", "-d", str(personas_dir), data_dir=data_dir),
         run_cli("validate", str(bad), data_dir=data_dir),
+        run_cli("import-persona", str(bad), "-d", str(elsewhere), data_dir=data_dir),
         run_cli("serve", "--port", "0", "-d", str(personas_dir), data_dir=data_dir, **OFFLINE_LLM),
     ):
         assert done.returncode == 1, (done.args, done.returncode, done.stderr)  # not a signal
         assert f"{bad}: " in done.stderr
         assert PROBLEMS[name] in done.stderr
         assert "Traceback" not in done.stderr
+    assert not elsewhere.exists() or not any(elsewhere.iterdir())  # nothing imported
 
 
 def test_the_limits_are_settings(tmp_path: Path, personas_dir: Path) -> None:

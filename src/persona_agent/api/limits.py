@@ -24,10 +24,18 @@ MULTIPART_ALLOWANCE = 64 * 1024
 _WRITES = frozenset({"POST", "PUT", "PATCH"})
 
 
+class _NotJSON(ValueError):
+    """What Python's ``json`` reads but JSON has not (RFC 8259: no NaN or Infinity)."""
+
+
+def _not_json(constant: str) -> None:
+    raise _NotJSON(f"{constant} is not a JSON value (RFC 8259)")
+
+
 class BodyLimit:
     """ASGI middleware: bodies of writes under ``prefix`` at most ``limits.max_bytes`` +
     :data:`MULTIPART_ALLOWANCE` bytes (else 413), JSON ones nested at most
-    ``limits.max_depth`` deep (else 422)."""
+    ``limits.max_depth`` deep and free of ``NaN``/``Infinity`` (else 422)."""
 
     def __init__(self, app: ASGIApp, *, limits: Limits, prefix: str = "/api/") -> None:
         self.app = app
@@ -64,7 +72,8 @@ class BodyLimit:
             more = message.get("more_body", False)
         body = b"".join(chunks)
         content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
-        if content_type == b"application/json" or content_type.endswith(b"+json"):
+        # What FastAPI parses as JSON: a JSON type, or no type at all.
+        if content_type in (b"", b"application/json") or content_type.endswith(b"+json"):
             problem = self._json_problem(body)
             if problem is not None:
                 response = JSONResponse({"detail": problem}, status_code=422)
@@ -85,13 +94,18 @@ class BodyLimit:
         """Why a JSON body is refused here, or None (a body that is not JSON at all is left
         to FastAPI, which says where)."""
         try:
-            check_depth(json.loads(body), self.limits)
+            check_depth(json.loads(body, parse_constant=_not_json), self.limits)
         except RecursionError:
             return f"The request body: {too_deep(self.limits)}"
         except LimitExceeded as error:
             return f"The request body: {error}"
-        except ValueError:
+        except (json.JSONDecodeError, UnicodeDecodeError):
             return None
+        except _NotJSON as error:
+            return f"The request body: {error}"
+        except ValueError as error:  # valid JSON that Python refuses: a 5000-digit number
+            reason = str(error).split("; use sys.set_int_max_str_digits()")[0]
+            return f"The request body: {reason}"
         return None
 
     async def _too_large(

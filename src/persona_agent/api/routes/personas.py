@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import PurePath
 from typing import Annotated, Any
 
@@ -14,6 +15,7 @@ from persona_agent.api.deps import Reader, Store, Writer
 from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.errors import PersonaFileError
 from persona_agent.personas.loader import (
+    MAX_PROBLEMS,
     PERSONA_SUFFIXES,
     decode_persona_bytes,
     parse_persona_text,
@@ -74,9 +76,12 @@ def _validated(persona_id: str, data: dict[str, Any]) -> Persona:
     try:
         return Persona.from_data(persona_id, data)
     except ValidationError as error:
-        raise RequestValidationError(
-            [{**e, "loc": ("body", *e["loc"])} for e in error.errors(include_url=False)]
-        ) from None
+        details = error.errors(include_url=False, include_input=False)  # not echoed back
+        shown: list[Any] = [{**e, "loc": ("body", *e["loc"])} for e in details[:MAX_PROBLEMS]]
+        if len(details) > MAX_PROBLEMS:  # a body of many unknown fields: a short answer
+            more = f"and {len(details) - MAX_PROBLEMS} more problems"
+            shown.append({"loc": ("body",), "msg": more, "type": "too_many_errors"})
+        raise RequestValidationError(shown) from None
 
 
 def _send(response: Response, request: Request, persona: Persona) -> dict[str, Any]:
@@ -194,9 +199,13 @@ async def upload_persona(
         raise _upload_error(f"file name '{name}' must end with {expected}")
     limits: Limits = request.app.state.persona_limits
     raw = await file.read(limits.max_bytes + 1)  # the whole body is bounded (api/limits.py)
-    try:
+
+    def parse() -> Persona:
         text = decode_persona_bytes(raw, name, limits)
-        persona = parse_persona_text(path.stem, text, source=name, fmt=fmt, limits=limits)
+        return parse_persona_text(path.stem, text, source=name, fmt=fmt, limits=limits)
+
+    try:
+        persona = await asyncio.to_thread(parse)  # up to a second for a 1 MiB file
     except PersonaFileError as error:
         raise RequestValidationError(
             [
