@@ -45,10 +45,6 @@ class PersonaFileError(PersonaAgentError):
         self.problems = problems
         super().__init__(f"{path}: " + "; ".join(problems))
 
-    def __reduce__(self) -> tuple[type[PersonaFileError], tuple[str, list[str]]]:
-        # Pickled as what it was made from (a helper process hands errors back pickled).
-        return (type(self), (self.path, self.problems))
-
 
 class PersonaNotFoundError(PersonaAgentError):
     """No persona has this id."""
