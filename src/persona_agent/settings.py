@@ -36,13 +36,23 @@ class Settings(BaseSettings):
     llm_backend: Literal["auto", "openai", "local"] = "auto"
     llm_base_url: str | None = Field(
         default=None,
-        validation_alias=AliasChoices("PERSONA_AGENT_LLM_BASE_URL", "OPENAI_BASE_URL"),
+        validation_alias=AliasChoices(
+            "PERSONA_AGENT_LLM_BASE_URL", "OPENAI_BASE_URL", "AZURE_OPENAI_ENDPOINT"
+        ),
     )
     llm_api_key: str | None = Field(
         default=None,
-        validation_alias=AliasChoices("PERSONA_AGENT_LLM_API_KEY", "OPENAI_API_KEY"),
+        validation_alias=AliasChoices(
+            "PERSONA_AGENT_LLM_API_KEY", "OPENAI_API_KEY", "AZURE_OPENAI_API_KEY"
+        ),
         repr=False,
     )
+    llm_api_version: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("PERSONA_AGENT_LLM_API_VERSION", "OPENAI_API_VERSION"),
+    )
+    """Azure OpenAI's ``api-version``: set, the base URL is an Azure resource's endpoint and
+    the model names a deployment."""
     llm_model: str = "gpt-4o-mini"
     llm_timeout: float = Field(default=60.0, gt=0)
     llm_max_retries: int = Field(default=2, ge=0)

@@ -52,7 +52,7 @@ from typing import Any
 import uvicorn
 from starlette.types import Message, Receive, Scope, Send
 
-__all__ = ["Fail", "FakeLLM", "Hang", "Reply", "Scripted", "ToolCalls"]
+__all__ = ["Fail", "FakeLLM", "Hang", "Reply", "Scripted", "Seen", "ToolCalls"]
 
 MODEL = "fake-llm"
 FINAL_WITHOUT_TOOLS = "Final answer without tools."
@@ -73,7 +73,9 @@ class Reply:
     chunk, or ``token_delay * len(chunks)`` before a non-streaming answer.
     ``usage`` is ``(prompt_tokens, completion_tokens)``, by default the word
     counts of the request's messages and of ``text``. ``break_after=N`` drops
-    the connection after N content chunks, without finish or ``[DONE]``.
+    the connection after N content chunks, without finish or ``[DONE]``;
+    ``error_after=N`` sends an error event (``{"error": {"message": ...}}``,
+    as OpenAI does mid-stream) after N content chunks, then ends the stream.
     """
 
     text: str
@@ -81,9 +83,25 @@ class Reply:
     token_delay: float = 0.0
     usage: tuple[int, int] | None = None
     break_after: int | None = None
+    error_after: int | None = None
+    error_message: str = "scripted stream error"
 
     def pieces(self) -> list[str]:
         return list(self.chunks) if self.chunks is not None else _WORDS.findall(self.text)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """How a chat request arrived (headers by lower-case name)."""
+
+    path: str
+    query: str
+    headers: dict[str, str]
+
+
+def _seen(scope: Scope) -> Seen:
+    headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+    return Seen(scope["path"], scope["query_string"].decode("latin-1"), headers)
 
 
 @dataclass
@@ -91,6 +109,8 @@ class ToolCalls:
     """The model asks for tool calls: ``(name, arguments)``, a dict or raw (even invalid) JSON."""
 
     calls: list[tuple[str, dict[str, Any] | str]]
+    repeat_names: bool = False
+    """Repeat the id and the name in every argument fragment, as some servers do."""
 
 
 @dataclass
@@ -122,6 +142,7 @@ class FakeLLM:
         self._changed = threading.Condition()
         self._queue: deque[Scripted] = deque()
         self._requests: list[dict[str, Any]] = []
+        self._seen: list[Seen] = []
         self._disconnects = 0
         self._chunks_sent = 0
         self._active = 0
@@ -216,6 +237,7 @@ class FakeLLM:
             self._generation += 1
             self._queue.clear()
             self._requests.clear()
+            self._seen.clear()
             self._disconnects = self._chunks_sent = self._active = 0
             self._changed.notify_all()
 
@@ -224,6 +246,12 @@ class FakeLLM:
         """The JSON bodies of the chat requests since the last reset, in order (a copy)."""
         with self._changed:
             return list(self._requests)
+
+    @property
+    def seen(self) -> list[Seen]:
+        """How each chat request of the current test arrived: path, query and headers."""
+        with self._changed:
+            return list(self._seen)
 
     @property
     def disconnects(self) -> int:
@@ -312,6 +340,7 @@ class FakeLLM:
         with self._changed:
             generation = self._generation
             self._requests.append(body)
+            self._seen.append(_seen(scope))
             self._active += 1
             item = self._queue.popleft() if self._queue else None
             self._changed.notify_all()
@@ -437,6 +466,12 @@ class _Answer:
         for sent, piece in enumerate(reply.pieces()):
             if reply.break_after is not None and sent >= reply.break_after:
                 return  # uvicorn closes the connection mid-stream
+            if reply.error_after is not None and sent >= reply.error_after:
+                error = {"error": {"message": reply.error_message, "type": "server_error"}}
+                await self.send(
+                    {"type": "http.response.body", "body": self.event(error), "more_body": False}
+                )
+                return
             if await self.pause(reply.token_delay):
                 return
             await self.emit(self.chunk({"content": piece}))
@@ -458,7 +493,10 @@ class _Answer:
             await self.emit(self.chunk({"tool_calls": [first]}))
             for start in range(0, len(arguments), _ARGUMENT_FRAGMENT):
                 fragment = arguments[start : start + _ARGUMENT_FRAGMENT]
-                delta = {"index": index, "function": {"arguments": fragment}}
+                delta: dict[str, Any] = {"index": index, "function": {"arguments": fragment}}
+                if item.repeat_names:
+                    delta |= {"id": call_id, "type": "function"}
+                    delta["function"]["name"] = name
                 await self.emit(self.chunk({"tool_calls": [delta]}))
         if await self.pause(0):
             return

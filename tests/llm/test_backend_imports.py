@@ -57,7 +57,7 @@ def _imported(tmp_path: Path, **values: str) -> dict[str, bool]:
         (
             "openai",
             {"llm_base_url": "http://127.0.0.1:9/v1"},
-            {"aiohttp": True, "llama_cpp": False, "openai": False},
+            {"aiohttp": True, "llama_cpp": False, "openai": True},
         ),
     ],
 )

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import socket
-import time
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
@@ -15,14 +13,6 @@ import pytest
 
 from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm import ChatRequest, OpenAIBackend, StreamEnd, TextDelta, ToolCall, Usage
-from persona_agent.llm.openai_backend import (
-    _env_proxy,
-    _merge_tool_call,
-    _PartialCall,
-    _retry_after,
-    _retry_delay,
-    _sse_reads,
-)
 from tests.fakes.fake_llm import Fail, FakeLLM, Hang, Reply, ToolCalls
 
 HELLO = ChatRequest(messages=[{"role": "user", "content": "Hello there"}])
@@ -114,8 +104,7 @@ async def test_sends_the_model_and_only_the_options_that_are_set(
 
 
 async def test_messages_reach_the_server_as_given(fake: FakeLLM, backend: OpenAIBackend) -> None:
-    """The body is written by the backend (the system prompt escaped once and kept): the
-    server must still read every message exactly, as JSON it is told is JSON."""
+    """Every message arrives exactly, as JSON it is told is JSON, with the hub's user agent."""
     prompt = 'You are Zoë. Say "ja" \\ or «non»;\nnever \u2028 or \t.' * 50
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": prompt},
@@ -139,6 +128,11 @@ async def test_messages_reach_the_server_as_given(fake: FakeLLM, backend: OpenAI
     first, second = fake.requests
     assert first["messages"] == messages
     assert second == first
+    seen = fake.seen[0]
+    assert seen.path == "/v1/chat/completions"
+    assert seen.headers["content-type"] == "application/json"
+    assert seen.headers["authorization"] == f"Bearer {SECRET}"
+    assert seen.headers["user-agent"].startswith("persona-agent/")
 
 
 async def test_default_reply_and_usage_from_the_server(backend: OpenAIBackend) -> None:
@@ -180,25 +174,14 @@ async def test_invalid_json_arguments_are_passed_through_raw(
     assert end.tool_calls == [ToolCall(id=end.tool_calls[0].id, name="add", arguments="{not json")]
 
 
-def test_tool_call_fragments_without_index_or_with_repeated_names() -> None:
-    """Servers other than OpenAI may leave out ``index`` or repeat ``id`` and ``name``."""
-
-    def part(index: int | None, call_id: str | None, name: str | None, args: str) -> Any:
-        return {"index": index, "id": call_id, "function": {"name": name, "arguments": args}}
-
-    calls: dict[int, _PartialCall] = {}
-    for fragment in [
-        part(None, "a", "add", '{"a":'),
-        part(None, None, None, " 1}"),
-        part(None, "b", "echo", "{}"),
-        part(None, "a", "add", ""),
-    ]:
-        _merge_tool_call(calls, fragment)
-    repeated: dict[int, _PartialCall] = {}
-    for fragment in [part(0, "x", "add", "{"), part(0, "x", "add", "}")]:
-        _merge_tool_call(repeated, fragment)
-    assert calls == {0: _PartialCall("a", "add", '{"a": 1}'), 1: _PartialCall("b", "echo", "{}")}
-    assert repeated == {0: _PartialCall("x", "add", "{}")}
+async def test_tool_call_ids_and_names_repeated_in_every_fragment_are_kept_once(
+    fake: FakeLLM, backend: OpenAIBackend
+) -> None:
+    """Some servers repeat ``id`` and ``name`` in each fragment: the call is still one."""
+    fake.script(ToolCalls([("add", {"a": 1, "b": 2, "c": 3})], repeat_names=True))
+    _, end = split(await collect(backend))
+    [call] = end.tool_calls
+    assert (call.name, json.loads(call.arguments)) == ("add", {"a": 1, "b": 2, "c": 3})
 
 
 async def test_a_500_is_an_llm_error_naming_the_status(
@@ -265,37 +248,6 @@ async def test_an_answer_not_worth_retrying_is_not_retried(
     finally:
         await llm.aclose()
     assert len(fake.requests) == 1
-
-
-def test_retry_after_in_seconds_milliseconds_or_as_a_date() -> None:
-    assert _retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
-    assert _retry_after({"retry-after": "3"}) == 3.0
-    in_ten = email.utils.formatdate(time.time() + 10, usegmt=True)
-    assert 8 < (_retry_after({"retry-after": in_ten}) or 0) <= 10
-    assert _retry_after({"retry-after": "soon"}) is None
-    assert _retry_after({}) is None
-
-
-def test_retry_delay_honours_the_server_up_to_a_minute_else_backs_off() -> None:
-    assert _retry_delay(0, 2.5) == 2.5
-    for attempt, most in ((0, 0.5), (1, 1.0), (2, 2.0), (6, 8.0)):
-        for retry_after in (None, 0.0, 3600.0):
-            assert 0.75 * most <= _retry_delay(attempt, retry_after) <= most
-
-
-def test_the_proxy_comes_from_the_environment_unless_bypassed(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    for name in ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    assert _env_proxy("https://api.example.com/v1/chat/completions") is None
-    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
-    monkeypatch.setenv("NO_PROXY", "llm.internal")
-    assert _env_proxy("https://api.example.com/v1/chat/completions") == (
-        "http://proxy.internal:3128"
-    )
-    assert _env_proxy("http://api.example.com/v1/chat/completions") is None  # no HTTP_PROXY
-    assert _env_proxy("https://llm.internal/v1/chat/completions") is None
 
 
 async def test_a_rejected_request_never_shows_the_api_key(
@@ -380,12 +332,10 @@ async def test_closing_the_stream_early_closes_the_http_response(
         items = backend.stream(HELLO)
         first = await anext(items)
         assert first == TextDelta(" word0")
-        closed_at = time.monotonic()
         await items.aclose()
     await asyncio.to_thread(fake.wait_disconnect, 2.0)
     await asyncio.to_thread(fake.wait_idle, 2.0)
-    assert time.monotonic() - closed_at < 2.0  # within a few token delays, not all 20
-    sent = fake.chunks_sent
+    sent = fake.chunks_sent  # within a few token delays, not all 20
     assert 1 <= sent <= 3
     assert fake.active == 0  # nothing is sending any more: the count cannot grow
     assert fake.chunks_sent == sent
@@ -446,43 +396,42 @@ async def test_default_model_and_name() -> None:
     await llm.aclose()
 
 
-async def _reads(*pieces: bytes) -> AsyncIterator[bytes]:
-    for piece in pieces:
-        yield piece
-
-
-async def sse(*pieces: bytes) -> list[list[dict[str, Any]]]:
-    return [chunks async for chunks in _sse_reads(_reads(*pieces))]
-
-
-async def test_sse_events_of_one_read_come_together_and_split_lines_are_joined() -> None:
-    one = b'data: {"n": 1}\r\n\r\ndata: {"n": 2}\n\n'
-    assert await sse(one + b'data: {"n"', b": 3}\n\ndata: [DONE]\n\n", b'data: {"n": 4}\n\n') == [
-        [{"n": 1}, {"n": 2}],
-        [{"n": 3}],
-    ]
-
-
-async def test_sse_multi_line_data_and_a_last_event_without_a_blank_line() -> None:
-    assert await sse(b'event: x\ndata: {"n":\ndata: 1}\n\n: comment\n\ndata: {"n": 2}') == [
-        [{"n": 1}],
-        [{"n": 2}],
-    ]
-
-
-async def test_sse_an_error_event_is_an_llm_error_with_its_message() -> None:
+async def test_an_error_event_in_the_stream_is_an_llm_error_with_its_message(
+    fake: FakeLLM, backend: OpenAIBackend
+) -> None:
+    fake.script(Reply("one two three", error_after=1, error_message="quota exceeded"))
+    received: list[TextDelta | StreamEnd] = []
     with pytest.raises(LLMError, match="reported an error in its stream: quota exceeded"):
-        await sse(b'data: {"n": 1}\n\ndata: {"error": {"message": "quota exceeded"}}\n\n')
+        await collect_into(received, backend)
+    assert received == [TextDelta("one")]
 
 
-@pytest.mark.parametrize(
-    "payloads",
-    [
-        [b"[1]", b'{"n": 1}'],  # not an object
-        [b'{"n": 1}', b"{nope"],  # not JSON
-        [b'{"n": 1}, {"n": 2}', b""],  # two values and an empty one: the right count when joined
-    ],
-)
-async def test_sse_a_chunk_that_is_not_one_json_object_is_refused(payloads: list[bytes]) -> None:
-    with pytest.raises(ValueError, match=r"JSON|Expecting|Extra data"):
-        await sse(b"".join(b"data: " + payload + b"\n\n" for payload in payloads))
+async def test_azure_openai_deployment_path_api_version_and_key_header(fake: FakeLLM) -> None:
+    """With an API version, the base URL is an Azure resource and the model its deployment."""
+    endpoint = fake.base_url.removesuffix("/v1")
+    llm = OpenAIBackend(
+        base_url=endpoint,
+        api_key=SECRET,
+        model="my-deployment",
+        max_retries=0,
+        api_version="2024-10-21",
+    )
+    try:
+        deltas, end = split(await collect(llm, ChatRequest(messages=HELLO.messages, max_tokens=40)))
+    finally:
+        await llm.aclose()
+    assert "".join(deltas) == "Hello from the fake LLM. You said: Hello there"
+    assert end.finish_reason == "stop"
+    [seen] = fake.seen
+    assert seen.path == "/openai/deployments/my-deployment/chat/completions"
+    assert seen.query == "api-version=2024-10-21"
+    assert seen.headers["api-key"] == SECRET
+    [body] = fake.requests
+    # Azure (like OpenAI itself) takes the newer name of the limit, which reasoning models need.
+    assert body["max_completion_tokens"] == 40
+    assert "max_tokens" not in body
+
+
+def test_azure_needs_its_endpoint() -> None:
+    with pytest.raises(ConfigError, match="needs the resource's endpoint"):
+        OpenAIBackend(base_url=None, api_key=SECRET, model="m", api_version="2024-10-21")

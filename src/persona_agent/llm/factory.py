@@ -28,7 +28,7 @@ def build_llm_backend(settings: Settings) -> LLMBackend:
     """
     configured = bool(settings.llm_base_url or settings.llm_api_key)
     # Each backend's modules are imported only when it is the one built: the local one's
-    # (numpy, llama_cpp) and the openai one's (aiohttp, ~8 MB) cost what a
+    # (numpy, llama_cpp) and the openai one's (the openai package and aiohttp) cost what a
     # hub on the other should not pay.
     if settings.llm_backend == "openai" or (settings.llm_backend == "auto" and configured):
         from persona_agent.llm.openai_backend import OpenAIBackend
@@ -39,6 +39,7 @@ def build_llm_backend(settings: Settings) -> LLMBackend:
             model=settings.llm_model,
             timeout=settings.llm_timeout,
             max_retries=settings.llm_max_retries,
+            api_version=settings.llm_api_version,
         )
     from persona_agent.llm.local_backend import LocalBackend
 
