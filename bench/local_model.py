@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 
 from persona_agent.llm.base import ChatRequest, StreamEnd, TextDelta
-from persona_agent.llm.local_backend import LocalBackend
+from persona_agent.llm.local.backend import LocalBackend
 from persona_agent.personas.directory import load_persona_dir
+from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import render_system_prompt
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,10 +32,14 @@ QUESTIONS = [
 ]
 
 
-async def one_answer(llm: LocalBackend, system: str, question: str) -> tuple[float, float, int]:
+async def one_answer(
+    llm: LocalBackend, persona: Persona, question: str
+) -> tuple[float, float, int]:
     """(seconds to the first text, seconds in all, completion tokens) of one answer."""
+    system = render_system_prompt(persona)
     request = ChatRequest(
-        messages=[{"role": "system", "content": system}, {"role": "user", "content": question}]
+        messages=[{"role": "system", "content": system}, {"role": "user", "content": question}],
+        persona=persona,
     )
     start = time.perf_counter()
     first = 0.0
@@ -55,16 +60,16 @@ async def main() -> None:
     args = parser.parse_args()
 
     personas, _ = load_persona_dir(REPO / "personas")
-    prompts = [render_system_prompt(p) for _, p in sorted(personas.items())]
+    ordered = [p for _, p in sorted(personas.items())]
     llm = LocalBackend(model_dir=args.model_dir, max_tokens=args.max_tokens)
     start = time.perf_counter()
     await llm.load()
-    print(f"model loaded in {time.perf_counter() - start:.2f} s ({len(prompts)} personas)")
+    print(f"model loaded in {time.perf_counter() - start:.2f} s ({len(ordered)} personas)")
     print(f"{'round':>5} {'answers':>7} {'ttft p50 ms':>11} {'tok/s p50':>9} {'tokens p50':>10}")
     try:
         for round_ in range(1, args.rounds + 1):
             question = QUESTIONS[(round_ - 1) % len(QUESTIONS)]
-            results = [await one_answer(llm, system, question) for system in prompts]
+            results = [await one_answer(llm, persona, question) for persona in ordered]
             ttft = statistics.median(first for first, _, _ in results) * 1000
             speed = statistics.median(
                 tokens / (total - first) for first, total, tokens in results if total > first

@@ -16,7 +16,7 @@ import pytest
 from a2a.types.a2a_pb2 import CancelTaskRequest, TaskState
 from google.protobuf.json_format import MessageToDict
 
-from persona_agent.llm.local_backend import LocalBackend
+from persona_agent.llm.local.backend import LocalBackend
 from persona_agent.personas.directory import load_persona_dir
 from tests.integration.a2a_helpers import answer_text, get_task, send, user_message
 from tests.integration.conftest import BUNDLED, Hub, HubFactory

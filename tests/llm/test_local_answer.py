@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from persona_agent.llm.local_answer import AnswerFilter, has_words
+from persona_agent.llm.local.answer import AnswerFilter, has_words
 
 
 def run(

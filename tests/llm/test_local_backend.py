@@ -12,7 +12,7 @@ import pytest
 from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm.base import ChatRequest, StreamEnd, TextDelta
 from persona_agent.llm.factory import build_llm_backend, prepare_llm_backend
-from persona_agent.llm.local_backend import LocalBackend
+from persona_agent.llm.local.backend import LocalBackend
 from persona_agent.personas.directory import load_persona_dir
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import render_system_prompt
@@ -132,7 +132,8 @@ async def test_a_persona_met_again_is_not_read_again(local_model_dir: Path) -> N
     async def ask(persona_id: str, question: str) -> str:
         system = render_system_prompt(BUNDLED[persona_id])
         request = ChatRequest(
-            messages=[{"role": "system", "content": system}, {"role": "user", "content": question}]
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": question}],
+            persona=BUNDLED[persona_id],
         )
         return "".join(
             [item.text async for item in llm.stream(request) if isinstance(item, TextDelta)]

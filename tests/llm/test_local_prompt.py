@@ -1,4 +1,4 @@
-"""The embedded model's transcript, built from the engine's messages and the persona's prompt."""
+"""The embedded model's transcript, built from the engine's messages and the persona."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from persona_agent.llm.local_prompt import USER_LABEL, build_prompt, sketch_from_system_prompt
+from persona_agent.llm.local.prompt import USER_LABEL, PersonaSketch, build_prompt, sketch_of
 from persona_agent.personas.directory import load_persona_dir
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import render_system_prompt
@@ -27,23 +27,31 @@ def conversation(persona: Persona, *turns: str) -> list[dict[str, Any]]:
     return messages
 
 
+def transcript(
+    persona: Persona | None, messages: list[dict[str, Any]], budget: int = 10_000
+) -> tuple[str, PersonaSketch]:
+    sketch = sketch_of(persona, messages)
+    return build_prompt(messages, sketch, count_tokens=words, budget=budget), sketch
+
+
 @pytest.mark.parametrize("persona_id", sorted(PERSONAS))
-def test_the_rendered_system_prompt_is_read_back(persona_id: str) -> None:
+def test_the_sketch_takes_the_persona_fields_the_transcript_needs(persona_id: str) -> None:
     persona = PERSONAS[persona_id]
-    sketch = sketch_from_system_prompt(render_system_prompt(persona))
+    sketch = sketch_of(persona, conversation(persona, "Hi"))
     assert sketch.name == persona.name
     assert sketch.description == " ".join(persona.description.split())
     assert sketch.tone == persona.language_style.tone
     assert sketch.phrases == tuple(persona.language_style.sample_phrases)
     assert sketch.samples == tuple(
-        (s.user.strip(), " ".join(s.assistant.split())) for s in persona.interaction_samples
+        (" ".join(s.user.split()), " ".join(s.assistant.split()))
+        for s in persona.interaction_samples
     )
 
 
 def test_the_transcript_shows_samples_then_history_and_ends_with_the_persona_name() -> None:
     persona = PERSONAS["socrates"]
     messages = conversation(persona, "Hello", "Greetings, my friend.", "What is courage?")
-    prompt, sketch = build_prompt(messages, count_tokens=words, budget=10_000)
+    prompt, sketch = transcript(persona, messages)
     assert sketch.name == "Socrates"
     assert prompt.startswith("The following is a conversation with Socrates, the Athenian")
     assert prompt.endswith("\nUser: What is courage?\nSocrates:")
@@ -56,15 +64,15 @@ def test_what_does_not_fit_goes_oldest_first_and_samples_last() -> None:
     persona = PERSONAS["ada-lovelace"]
     history = [f"turn {n} " + "word " * 40 for n in range(6)]
     messages = conversation(persona, *history, "The newest question?")
-    full, _ = build_prompt(messages, count_tokens=words, budget=10_000)
+    full, _ = transcript(persona, messages)
     budget = words(full) - 60
-    prompt, _ = build_prompt(messages, count_tokens=words, budget=budget)
+    prompt, _ = transcript(persona, messages, budget)
     assert words(prompt) <= budget
     assert "turn 0" not in prompt
     assert "turn 5" in prompt
     assert prompt.count(f"{USER_LABEL}: ") == len(persona.interaction_samples) + 3
 
-    tight, _ = build_prompt(messages, count_tokens=words, budget=60)
+    tight, _ = transcript(persona, messages, 60)
     assert tight.endswith("User: The newest question?\nAda Lovelace:")
     assert "Could a machine ever think" not in tight
 
@@ -78,16 +86,16 @@ def test_tool_messages_and_list_content_are_handled() -> None:
         {"role": "assistant", "content": "It is 42."},
         {"role": "user", "content": [{"type": "text", "text": "And then?"}]},
     ]
-    prompt, _ = build_prompt(messages, count_tokens=words, budget=10_000)
+    prompt, _ = transcript(persona, messages)
     assert prompt.endswith("User: First?\nMarie Curie: It is 42.\n\nUser: And then?\nMarie Curie:")
 
 
-def test_any_other_system_prompt_is_a_plain_description() -> None:
+def test_with_no_persona_the_system_prompt_is_a_plain_description() -> None:
     messages = [
         {"role": "system", "content": "You answer briefly.\n\nMore rules."},
         {"role": "user", "content": "Hi"},
     ]
-    prompt, sketch = build_prompt(messages, count_tokens=words, budget=10_000)
+    prompt, sketch = transcript(None, messages)
     assert sketch.name == "Assistant"
     assert prompt == (
         "The following is a conversation with an assistant. You answer briefly.\n\n"

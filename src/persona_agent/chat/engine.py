@@ -99,6 +99,7 @@ class ChatEngine:
                     max_tokens=persona.model.max_tokens,
                     tools=tools or None,
                     tool_choice=("none" if last_call else "auto") if tools else None,
+                    persona=persona,
                 )
                 text: list[str] = []
                 end = StreamEnd()

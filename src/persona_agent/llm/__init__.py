@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from persona_agent.llm.base import ChatRequest, LLMBackend, StreamEnd, TextDelta, ToolCall, Usage
 
 if TYPE_CHECKING:
-    from persona_agent.llm.local_backend import LocalBackend
+    from persona_agent.llm.local.backend import LocalBackend
     from persona_agent.llm.openai_backend import OpenAIBackend
 
 __all__ = [
@@ -27,7 +27,7 @@ def __getattr__(name: str) -> Any:
     # pays the local one's memory (numpy, and llama_cpp once loaded), nor a hub on the
     # local model (or a CLI command) aiohttp's (~8 MB).
     if name == "LocalBackend":
-        from persona_agent.llm.local_backend import LocalBackend
+        from persona_agent.llm.local.backend import LocalBackend
 
         return LocalBackend
     if name == "OpenAIBackend":

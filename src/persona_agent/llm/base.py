@@ -7,6 +7,8 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
+from persona_agent.personas.model import Persona
+
 __all__ = [
     "ChatRequest",
     "LLMBackend",
@@ -71,6 +73,10 @@ class ChatRequest:
     """OpenAI function-tool specs: ``{"type": "function", "function": {...}}``."""
     tool_choice: str | None = None
     """``"auto"``, ``"none"`` or None (the server's default)."""
+    persona: Persona | None = None
+    """Who speaks. The system message in ``messages`` already says so for a chat model;
+    a backend that prompts another way (the embedded model's transcript) reads the
+    persona here, never back from the rendered prompt."""
 
 
 class LLMBackend(ABC):

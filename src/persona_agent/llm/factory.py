@@ -12,7 +12,7 @@ from persona_agent.personas.model import Persona
 from persona_agent.settings import Settings
 
 if TYPE_CHECKING:
-    from persona_agent.llm.local_backend import LocalBackend
+    from persona_agent.llm.local.backend import LocalBackend
 
 __all__ = ["build_llm_backend", "prepare_llm_backend"]
 
@@ -41,7 +41,7 @@ def build_llm_backend(settings: Settings) -> LLMBackend:
             max_retries=settings.llm_max_retries,
             api_version=settings.llm_api_version,
         )
-    from persona_agent.llm.local_backend import LocalBackend
+    from persona_agent.llm.local.backend import LocalBackend
 
     return LocalBackend(
         model_dir=settings.local_model_dir or settings.data_dir / "models",
@@ -83,6 +83,6 @@ def _is_local(llm: LLMBackend) -> TypeGuard[LocalBackend]:
     """Whether ``llm`` is the local backend, without importing it when it was never built."""
     if llm.name != "local":
         return False
-    from persona_agent.llm.local_backend import LocalBackend
+    from persona_agent.llm.local.backend import LocalBackend
 
     return isinstance(llm, LocalBackend)

