@@ -18,8 +18,8 @@ from persona_agent import __version__
 from persona_agent.cli_personas import personas_app
 from persona_agent.errors import ConfigError, PersonaFileError
 from persona_agent.logs import configure_logging, url_passwords
+from persona_agent.parts import persona_limits
 from persona_agent.personas.directory import load_persona_dir
-from persona_agent.personas.factory import persona_limits
 from persona_agent.personas.loader import load_persona_file
 from persona_agent.personas.model import Persona
 from persona_agent.settings import Settings

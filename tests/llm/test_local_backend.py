@@ -11,8 +11,8 @@ import pytest
 
 from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm.base import ChatRequest, StreamEnd, TextDelta
-from persona_agent.llm.factory import build_llm_backend, prepare_llm_backend
 from persona_agent.llm.local.backend import LocalBackend
+from persona_agent.parts import build_llm_backend, prepare_llm_backend
 from persona_agent.personas.directory import load_persona_dir
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import render_system_prompt
@@ -65,7 +65,7 @@ async def test_a_model_that_cannot_be_assembled_stops_start_up_with_the_reason(
             await llm.stream(ChatRequest(messages=[{"role": "user", "content": "hi"}])).__anext__()
         assert str(blocker) in caught.value.message
         with pytest.raises(ConfigError, match="could not be loaded"):
-            await prepare_llm_backend(llm, config, [])
+            await prepare_llm_backend(llm, [], preload=config.local_preload)
     finally:
         await llm.aclose()
 
@@ -75,9 +75,11 @@ async def test_personas_that_require_tools_are_named_at_start_up(
 ) -> None:
     config = settings(tmp_path, local_preload=False)
     llm = build_llm_backend(config)
-    with caplog.at_level(logging.WARNING, logger="persona_agent.llm.factory"):
+    with caplog.at_level(logging.WARNING, logger="persona_agent.parts"):
         await prepare_llm_backend(
-            llm, config, [persona("needs-tools", required=True), persona("talks", required=False)]
+            llm,
+            [persona("needs-tools", required=True), persona("talks", required=False)],
+            preload=config.local_preload,
         )
     await llm.aclose()
     warned = [r.getMessage() for r in caplog.records]

@@ -36,8 +36,12 @@ from persona_agent.errors import (
     PreconditionFailedError,
 )
 from persona_agent.llm.base import LLMBackend
-from persona_agent.llm.factory import build_llm_backend, prepare_llm_backend
-from persona_agent.personas.factory import open_persona_store, persona_limits
+from persona_agent.parts import (
+    build_llm_backend,
+    open_persona_store,
+    persona_limits,
+    prepare_llm_backend,
+)
 from persona_agent.personas.store import FilePersonaStore, PersonaStore
 from persona_agent.personas.watcher import watch_personas
 from persona_agent.retention import Retention, RetentionLimits
@@ -127,7 +131,7 @@ def create_app(settings: Settings) -> FastAPI:
         personas = await store.list()
         for persona in personas:
             registry.put(persona)
-        await prepare_llm_backend(llm, settings, personas)
+        await prepare_llm_backend(llm, personas, preload=settings.local_preload)
         unsubscribe = store.subscribe(registry.apply)
         unsubscribe_data = store.subscribe(persona_data.on_change)
         stop_watching = asyncio.Event()

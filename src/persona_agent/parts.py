@@ -1,4 +1,8 @@
-"""Choosing the LLM backend from the settings, and readying it at start-up."""
+"""The hub's parts the settings choose: the persona store and its limits, the LLM backend.
+
+With ``create_app`` and the CLI, this is the edge where settings become constructor
+arguments; the packages below it never read them.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +13,34 @@ from typing import TYPE_CHECKING, TypeGuard
 from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm.base import LLMBackend
 from persona_agent.personas.model import Persona
+from persona_agent.personas.parsing import Limits
+from persona_agent.personas.store import FilePersonaStore, PersonaStore
 from persona_agent.settings import Settings
 
 if TYPE_CHECKING:
     from persona_agent.llm.local.backend import LocalBackend
 
-__all__ = ["build_llm_backend", "prepare_llm_backend"]
+__all__ = ["build_llm_backend", "open_persona_store", "persona_limits", "prepare_llm_backend"]
 
 logger = logging.getLogger(__name__)
+
+
+def open_persona_store(settings: Settings) -> PersonaStore:
+    """The store of the settings' personas, not loaded yet (``load()`` reads them): the
+    files of the persona directory.
+
+    Raises:
+        ConfigError: the persona directory does not exist.
+    """
+    directory = settings.personas_dir
+    if not directory.is_dir():
+        raise ConfigError(f"Persona directory {directory} does not exist")
+    return FilePersonaStore(directory, limits=persona_limits(settings))
+
+
+def persona_limits(settings: Settings) -> Limits:
+    """How large a persona file or body may be, as the settings say."""
+    return Limits(max_bytes=settings.max_persona_bytes, max_depth=settings.max_persona_depth)
 
 
 def build_llm_backend(settings: Settings) -> LLMBackend:
@@ -52,9 +76,9 @@ def build_llm_backend(settings: Settings) -> LLMBackend:
 
 
 async def prepare_llm_backend(
-    llm: LLMBackend, settings: Settings, personas: Iterable[Persona]
+    llm: LLMBackend, personas: Iterable[Persona], *, preload: bool
 ) -> None:
-    """Start-up: load the local model if so configured, and name the personas it cannot serve.
+    """Start-up: load the local model if ``preload``, and name the personas it cannot serve.
 
     A persona whose ``tools.required`` is true gets a warning when the backend
     cannot call tools: it will answer, but without them.
@@ -62,7 +86,7 @@ async def prepare_llm_backend(
     Raises:
         ConfigError: the local model could not be assembled or loaded.
     """
-    if settings.local_preload and _is_local(llm):
+    if preload and _is_local(llm):
         try:
             await llm.load()
         except LLMError as error:
