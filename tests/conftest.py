@@ -5,21 +5,24 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from persona_agent.db import create_engine, database, init_db, metadata
+from persona_agent.db import GroupCommitWriter, create_engine, init_db, metadata
 
 POSTGRES_URL_VARIABLE = "PERSONA_AGENT_TEST_POSTGRES_URL"
 POSTGRES_URL = os.environ.get(POSTGRES_URL_VARIABLE, "")
 """A PostgreSQL database the tests may empty (``.ci/run`` sets it), read before the
 environment is cleaned for each test."""
+LOCAL_POSTGRES_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+"""Tried when no URL is set: the database a developer's machine runs for the tests."""
 
 
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests see none of the developer's or CI's LLM settings."""
     for name in list(os.environ):
-        if name.startswith(("PERSONA_AGENT_", "OPENAI_")):
+        if name.startswith(("PERSONA_AGENT_", "OPENAI_", "AZURE_OPENAI_")):
             monkeypatch.delenv(name)
 
 
@@ -34,23 +37,27 @@ POSTGRES_REQUIRED = os.environ.get("PERSONA_AGENT_TEST_POSTGRES_REQUIRED", "") =
 
 
 async def empty_postgres() -> str:
-    """The URL of the test PostgreSQL database, the hub's tables dropped; skips without one
-    (fails instead under ``PERSONA_AGENT_TEST_POSTGRES_REQUIRED=1``, as in CI)."""
-    if not POSTGRES_URL:
-        if POSTGRES_REQUIRED:
-            pytest.fail(f"{POSTGRES_URL_VARIABLE} is not set, and PostgreSQL is required")
-        pytest.skip(
-            f"{POSTGRES_URL_VARIABLE} is not set: the PostgreSQL variant of this test needs "
-            "a database it may empty, e.g. postgresql+asyncpg://postgres@127.0.0.1:5432/test "
-            "(.ci/run sets it)"
-        )
-    engine = create_engine(POSTGRES_URL)
+    """The URL of the test PostgreSQL database, the hub's tables dropped.
+
+    Without a URL set, the machine's own PostgreSQL (:data:`LOCAL_POSTGRES_URL`) is
+    tried; when it does not answer the variant is skipped, or fails under
+    ``PERSONA_AGENT_TEST_POSTGRES_REQUIRED=1`` (as in CI) or with a URL set.
+    """
+    url = POSTGRES_URL or LOCAL_POSTGRES_URL
+    engine = create_engine(url)
     try:
         async with engine.begin() as conn:
             await conn.run_sync(metadata.drop_all)
+    except (OSError, SQLAlchemyError) as error:
+        if POSTGRES_REQUIRED or POSTGRES_URL:
+            pytest.fail(f"PostgreSQL at {url} is required and did not answer: {error}")
+        pytest.skip(
+            f"no PostgreSQL at {url} ({type(error).__name__}): set {POSTGRES_URL_VARIABLE} "
+            "to a database the tests may empty (.ci/run starts one)"
+        )
     finally:
         await engine.dispose()
-    return POSTGRES_URL
+    return url
 
 
 async def _fresh_engine(kind: str, directory: Path) -> AsyncEngine:
@@ -67,14 +74,12 @@ async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     """A new, empty hub database: a SQLite file, and PostgreSQL (see POSTGRES_URL_VARIABLE)."""
     db = await _fresh_engine(request.param, tmp_path)
     yield db
-    await database(db).aclose()
     await db.dispose()
 
 
 @pytest.fixture
-async def sqlite_engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    """A new, empty hub database in a SQLite file (for what only SQLite has)."""
-    db = await _fresh_engine("sqlite", tmp_path)
-    yield db
-    await database(db).aclose()
-    await db.dispose()
+async def writer(engine: AsyncEngine) -> AsyncIterator[GroupCommitWriter]:
+    """The group-commit writer of ``engine``, shared as ``create_app`` shares it."""
+    group = GroupCommitWriter(engine)
+    yield group
+    await group.aclose()

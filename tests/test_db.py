@@ -1,4 +1,4 @@
-"""The database's group commit (on a SQLite file and PostgreSQL) and local reads (SQLite)."""
+"""The group-commit writer (on a SQLite file and PostgreSQL) and the database URL's checks."""
 
 from __future__ import annotations
 
@@ -10,18 +10,18 @@ from sqlalchemy import bindparam, delete, insert, select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from persona_agent.db import create_engine, database, messages_table, tasks_table
+from persona_agent.db import GroupCommitWriter, create_engine, messages_table, tasks_table
 from persona_agent.errors import ConfigError
 
 
 class Commits:
-    """Counts the transactions the database's group commit makes from now on."""
+    """Counts the transactions the writer makes from now on."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
-        self._db = database(engine)
-        self._start = self._db.transactions
+    def __init__(self, writer: GroupCommitWriter) -> None:
+        self._db = writer
+        self._start = writer.transactions
 
     def __len__(self) -> int:
         return self._db.transactions - self._start
@@ -41,18 +41,22 @@ async def stored_messages(engine: AsyncEngine) -> list[tuple[str, str]]:
         return [(row.conversation, row.message) for row in rows]
 
 
-async def test_writes_arriving_together_share_one_transaction(engine: AsyncEngine) -> None:
-    db = database(engine)
+async def test_writes_arriving_together_share_one_transaction(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    db = writer
     statement = insert(messages_table)
-    seen = Commits(engine)
+    seen = Commits(writer)
     await asyncio.gather(*(db.write(statement, [message(f"c{i}", f"m{i}")]) for i in range(50)))
     assert len(seen) < 50  # the first goes alone, the other 49 wait and go together
     assert len(seen) <= 2
     assert sorted(await stored_messages(engine)) == sorted((f"c{i}", f"m{i}") for i in range(50))
 
 
-async def test_every_writer_of_a_failed_transaction_gets_the_error(engine: AsyncEngine) -> None:
-    db = database(engine)
+async def test_every_writer_of_a_failed_transaction_gets_the_error(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    db = writer
     statement = insert(messages_table)
     await db.write(statement, [message("c0", "before")])
     good = asyncio.ensure_future(db.write(statement, [message("c1", "lost with the bad one")]))
@@ -64,9 +68,9 @@ async def test_every_writer_of_a_failed_transaction_gets_the_error(engine: Async
 
 
 async def test_a_table_keeps_its_order_of_writes_within_one_transaction(
-    engine: AsyncEngine,
+    engine: AsyncEngine, writer: GroupCommitWriter
 ) -> None:
-    db = database(engine)
+    db = writer
     dialect_insert = postgresql_insert if engine.dialect.name == "postgresql" else sqlite_insert
     upsert = dialect_insert(tasks_table)
     upsert = upsert.on_conflict_do_update(
@@ -81,7 +85,7 @@ async def test_a_table_keeps_its_order_of_writes_within_one_transaction(
                 "data": data}  # fmt: skip
 
     await db.write(upsert, [row("warm-up", b"")])  # the next four go in one transaction
-    seen = Commits(engine)
+    seen = Commits(writer)
     await asyncio.gather(
         db.write(upsert, [row("kept", b"v1")]),
         db.write(remove, [{"o": "p:", "i": "kept"}]),
@@ -96,33 +100,17 @@ async def test_a_table_keeps_its_order_of_writes_within_one_transaction(
         assert [(row.id, row.data) for row in rows] == [("kept", b"v2")]
 
 
-async def test_local_reads_see_what_was_committed(sqlite_engine: AsyncEngine) -> None:
-    db = database(sqlite_engine)
-    query = "SELECT message FROM pa_messages WHERE conversation = ?"
-    assert db.query_local(query, ("c1",)) == []
-    await db.write(insert(messages_table), [message("c1", "hello")])
-    assert db.query_local(query, ("c1",)) == [("hello",)]
-
-
-async def test_local_reads_are_only_for_a_sqlite_file() -> None:
-    memory = create_async_engine("sqlite+aiosqlite:///:memory:")
-    try:
-        assert database(memory).query_local("SELECT 1", ()) is None
-    finally:
-        await memory.dispose()
-
-
 async def test_a_writer_canceled_while_it_waits_still_has_its_rows_written(
-    engine: AsyncEngine,
+    engine: AsyncEngine, writer: GroupCommitWriter
 ) -> None:
-    db = database(engine)
+    db = writer
     statement = insert(messages_table)
     first = asyncio.ensure_future(db.write(statement, [message("c1", "first")]))
     second = asyncio.ensure_future(db.write(statement, [message("c2", "canceled")]))
     await asyncio.sleep(0)
     second.cancel()
     await first
-    await database(engine).aclose()
+    await db.aclose()
     assert ("c2", "canceled") in await stored_messages(engine)
 
 
@@ -142,9 +130,11 @@ def test_a_database_url_that_cannot_work_is_a_clear_config_error(url: str, probl
     assert "secret" not in str(raised.value)
 
 
-async def test_many_rows_of_one_statement_keep_their_order(engine: AsyncEngine) -> None:
+async def test_many_rows_of_one_statement_keep_their_order(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
     # Rows of one write keep their order, and an upsert's later row of a key wins.
-    db = database(engine)
+    db = writer
     await db.write(insert(messages_table), [message("c", f"m{i}") for i in range(150)])
     assert await stored_messages(engine) == [("c", f"m{i}") for i in range(150)]
     dialect_insert = postgresql_insert if engine.dialect.name == "postgresql" else sqlite_insert

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from persona_agent.a2a.task_store import SqlTaskStore
 from persona_agent.chat.history import ConversationHistory
+from persona_agent.db import GroupCommitWriter
 from persona_agent.retention import Retention, RetentionLimits
 from tests.a2a.test_task_store import ctx
 
@@ -36,30 +37,36 @@ async def kept(store: SqlTaskStore, *ids: str) -> list[str]:
     return [i for i in ids if await store.get(i, ctx("ada")) is not None]
 
 
-async def test_tasks_older_than_the_age_limit_go_and_running_ones_stay(engine: AsyncEngine) -> None:
-    store = SqlTaskStore(engine)
+async def test_tasks_older_than_the_age_limit_go_and_running_ones_stay(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    store = SqlTaskStore(writer)
     for task_id, state, days in [("old", DONE, 40), ("old-running", WORKING, 40), ("new", DONE, 1)]:
         await store.save(task(task_id, state, days), ctx("ada"))
     limits = RetentionLimits(task_max_age_days=30, task_max_count=0, task_max_bytes=0)
-    await Retention(engine, limits).sweep()
-    assert await kept(SqlTaskStore(engine), "old", "old-running", "new") == ["old-running", "new"]
+    await Retention(writer, limits).sweep()
+    assert await kept(SqlTaskStore(writer), "old", "old-running", "new") == ["old-running", "new"]
 
 
-async def test_the_newest_tasks_within_the_count_and_bytes_stay(engine: AsyncEngine) -> None:
-    store = SqlTaskStore(engine)
+async def test_the_newest_tasks_within_the_count_and_bytes_stay(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    store = SqlTaskStore(writer)
     for number in range(6):
         await store.save(task(f"t{number}", DONE, 6 - number, size=1000), ctx("ada"))
     counted = RetentionLimits(task_max_age_days=0, task_max_count=4, task_max_bytes=0)
-    await Retention(engine, counted).sweep()
-    fresh = SqlTaskStore(engine)
+    await Retention(writer, counted).sweep()
+    fresh = SqlTaskStore(writer)
     assert await kept(fresh, *(f"t{n}" for n in range(6))) == ["t2", "t3", "t4", "t5"]
     sized = RetentionLimits(task_max_age_days=0, task_max_count=0, task_max_bytes=2500)
-    await Retention(engine, sized).sweep()  # each task is some 1 KB serialized
-    assert await kept(SqlTaskStore(engine), *(f"t{n}" for n in range(6))) == ["t4", "t5"]
+    await Retention(writer, sized).sweep()  # each task is some 1 KB serialized
+    assert await kept(SqlTaskStore(writer), *(f"t{n}" for n in range(6))) == ["t4", "t5"]
 
 
-async def test_the_newest_messages_within_the_count_and_bytes_stay(engine: AsyncEngine) -> None:
-    history = ConversationHistory(engine)
+async def test_the_newest_messages_within_the_count_and_bytes_stay(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    history = ConversationHistory(writer)
     for number in range(5):
         await history.append(
             "ada:c1",
@@ -68,28 +75,30 @@ async def test_the_newest_messages_within_the_count_and_bytes_stay(engine: Async
                 {"role": "assistant", "content": f"a{number}"},
             ],
         )
-    await Retention(engine, RetentionLimits(message_max_count=4, message_max_bytes=0)).sweep()
-    loaded = await ConversationHistory(engine).load("ada:c1")
+    await Retention(writer, RetentionLimits(message_max_count=4, message_max_bytes=0)).sweep()
+    loaded = await ConversationHistory(writer).load("ada:c1")
     assert [m["content"][:2] for m in loaded] == ["q3", "a3", "q4", "a4"]
-    await Retention(engine, RetentionLimits(message_max_count=0, message_max_bytes=600)).sweep()
-    loaded = await ConversationHistory(engine).load("ada:c1")
+    await Retention(writer, RetentionLimits(message_max_count=0, message_max_bytes=600)).sweep()
+    loaded = await ConversationHistory(writer).load("ada:c1")
     assert [m["content"][:2] for m in loaded] == ["q4", "a4"]
 
 
-async def test_no_limits_delete_nothing(engine: AsyncEngine) -> None:
-    store = SqlTaskStore(engine)
+async def test_no_limits_delete_nothing(engine: AsyncEngine, writer: GroupCommitWriter) -> None:
+    store = SqlTaskStore(writer)
     await store.save(task("ancient", DONE, 10_000), ctx("ada"))
-    await Retention(engine, NOTHING).sweep()
-    assert await kept(SqlTaskStore(engine), "ancient") == ["ancient"]
+    await Retention(writer, NOTHING).sweep()
+    assert await kept(SqlTaskStore(writer), "ancient") == ["ancient"]
 
 
-async def test_the_loop_sweeps_at_once_and_stops_when_asked(engine: AsyncEngine) -> None:
-    store = SqlTaskStore(engine)
+async def test_the_loop_sweeps_at_once_and_stops_when_asked(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    store = SqlTaskStore(writer)
     await store.save(task("old", DONE, 40), ctx("ada"))
-    retention = Retention(engine, RetentionLimits(task_max_age_days=30))
+    retention = Retention(writer, RetentionLimits(task_max_age_days=30))
     stop = asyncio.Event()
     running = asyncio.create_task(retention.run(stop, interval=3600))
-    fresh = SqlTaskStore(engine)
+    fresh = SqlTaskStore(writer)
     async with asyncio.timeout(10):
         # No event says a sweep is done: the store is polled (the first runs at once).
         while await kept(fresh, "old"):  # noqa: ASYNC110

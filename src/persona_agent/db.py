@@ -1,15 +1,8 @@
-"""The database: one SQLAlchemy async engine for tasks and conversation history.
+"""The database: its tables, its SQLAlchemy async engine, and the hub's way to it.
 
-SQLite (a file in the data directory) is the embedded default; any SQLAlchemy
-async URL works (``postgresql+asyncpg://...`` for replicas).
-
-:func:`database` gives what the task store and the history share per engine:
-group commit (every write of every task and conversation that arrives while a
-transaction is being written goes into the next one, and each writer is
-answered once its rows are committed) and, on a SQLite file, key lookups on a
-read-only connection of the standard ``sqlite3`` module, run in place (a few
-microseconds, where a query through the async engine costs half a millisecond
-of CPU: docs/performance.md).
+SQLite (a file in the data directory) is the embedded default; PostgreSQL
+(``postgresql+asyncpg://...``) serves replicas. Statements are SQLAlchemy Core for
+both; :class:`GroupCommitWriter` says how each is reached.
 """
 
 from __future__ import annotations
@@ -43,9 +36,8 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from persona_agent.errors import ConfigError
 
 __all__ = [
-    "Database",
+    "GroupCommitWriter",
     "create_engine",
-    "database",
     "init_db",
     "messages_table",
     "metadata",
@@ -138,21 +130,29 @@ async def init_db(engine: AsyncEngine) -> None:
         await conn.run_sync(metadata.create_all)
 
 
-class Database:
-    """Group commit and fast local reads over one engine. Get it with :func:`database`."""
+class GroupCommitWriter:
+    """The hub's way to its database: group-commit writes, and reads off the event loop.
+
+    Writes that arrive while a transaction is being written all go into the next
+    one, and each writer is answered once its rows are committed: under load, one
+    transaction holds the saves of many tasks and conversations. Built once, in
+    ``create_app``, and passed to the task store, the history and the retention
+    sweep. Statements are SQLAlchemy Core for every database.
+
+    A SQLite file is reached through the standard ``sqlite3`` module only: one
+    connection writes in a thread of its own, another reads in a second thread, so
+    the event loop never waits for SQLite (through the async engine, aiosqlite,
+    the hub answered half as many messages: docs/performance.md). Other databases
+    (PostgreSQL) are reached through the SQLAlchemy async engine.
+    """
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self._queue: list[tuple[Executable, Sequence[dict[str, Any]], asyncio.Future[None]]] = []
         self._writer: asyncio.Task[None] | None = None
         url = engine.url
-        self._local_path = (
-            url.database
-            if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:")
-            else None
-        )
-        self._reader: sqlite3.Connection | None = None
-        self._local_writer: _LocalWriter | None = None
+        local = url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:")
+        self._file = _SqliteFile(str(url.database), engine) if local else None
         self.transactions = 0
         """Transactions committed by :meth:`write` (each holds every write that waited for it)."""
 
@@ -170,14 +170,22 @@ class Database:
             self._writer = asyncio.create_task(self._write_all())
         await asyncio.shield(done)
 
+    async def fetch(
+        self, statement: Executable, parameters: dict[str, Any] | None = None
+    ) -> list[tuple[Any, ...]]:
+        """The rows of a query (with values for its ``bindparam``s), off the event loop."""
+        if self._file is not None:
+            return await self._file.fetch(statement, parameters or {})
+        async with self.engine.connect() as conn:
+            result = await conn.execute(statement, parameters or {})
+            return [tuple(row) for row in result.all()]
+
     async def _write_all(self) -> None:
         while self._queue:
             batch, self._queue = self._queue, []
             try:
-                if self._local_path is not None:
-                    if self._local_writer is None:
-                        self._local_writer = _LocalWriter(self._local_path, self.engine)
-                    await self._local_writer.commit(_grouped(batch))
+                if self._file is not None:
+                    await self._file.commit(_grouped(batch))
                 else:
                     async with self.engine.begin() as conn:
                         for statement, rows in _grouped(batch):
@@ -192,87 +200,104 @@ class Database:
                 if not done.done():
                     done.set_result(None)
 
-    def query_local(self, sql: str, parameters: Sequence[Any]) -> list[Any] | None:
-        """Rows of a read-only query run in place on a SQLite file; None on other databases.
-
-        For lookups by key: the call blocks the event loop while SQLite answers.
-        """
-        if self._local_path is None:
-            return None
-        if self._reader is None:
-            reader = sqlite3.connect(
-                self._local_path, isolation_level=None, check_same_thread=False
-            )
-            reader.execute("PRAGMA query_only=1")
-            reader.execute("PRAGMA busy_timeout=1000")
-            self._reader = reader
-        return self._reader.execute(sql, parameters).fetchall()
-
     async def aclose(self) -> None:
-        """Wait for the writes under way; close the local connections."""
+        """Wait for the writes under way; close the SQLite connections."""
         if self._writer is not None:
             await self._writer
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
-        if self._local_writer is not None:
-            await self._local_writer.aclose()
-            self._local_writer = None
+        if self._file is not None:
+            await self._file.aclose()
 
 
-class _LocalWriter:
-    """The writes to a SQLite file, on a ``sqlite3`` connection in a thread of its own.
+class _SqliteFile:
+    """A SQLite file on two ``sqlite3`` connections, each in a thread of its own.
 
-    One hand-over to the thread and one back per transaction, where the async
-    engine (aiosqlite) makes several per statement; SQLite runs without the GIL,
-    so the event loop goes on meanwhile. Statements are compiled by SQLAlchemy
-    once (same SQL, same parameter order as through the engine).
+    One hand-over to a thread and one back per transaction or query, where the async
+    engine makes several per statement; SQLite runs without the GIL, so the event loop
+    goes on meanwhile. Statements are compiled by SQLAlchemy once per shape (the same
+    SQL, the same parameter order as through the engine).
     """
 
     def __init__(self, path: str, engine: AsyncEngine) -> None:
         self._path = path
         self._dialect = engine.dialect
-        self._compiled: dict[tuple[int, tuple[str, ...]], tuple[Executable, str, tuple[str, ...]]]
-        self._compiled = {}
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="persona-agent-db")
-        self._connection: sqlite3.Connection | None = None
-        # Never closed (a test's engine): the thread ends with the writer.
-        weakref.finalize(self, self._thread.shutdown, wait=False)
+        self._compiled: dict[
+            tuple[int, tuple[str, ...]], tuple[Executable, SQLCompiler, str, tuple[str, ...]]
+        ] = {}
+        self._threads = {
+            "write": ThreadPoolExecutor(1, thread_name_prefix="persona-agent-db-write"),
+            "read": ThreadPoolExecutor(1, thread_name_prefix="persona-agent-db-read"),
+        }
+        self._connections: dict[str, sqlite3.Connection] = {}
+        # Never closed (a test's engine): the threads end with the object.
+        for thread in self._threads.values():
+            weakref.finalize(self, thread.shutdown, wait=False)
 
     async def commit(self, groups: list[tuple[Executable, list[dict[str, Any]]]]) -> None:
         """Execute every group in one transaction; return once committed."""
         work = [self._prepare(statement, rows) for statement, rows in groups]
-        await asyncio.get_running_loop().run_in_executor(self._thread, self._run, work)
+        await asyncio.get_running_loop().run_in_executor(self._threads["write"], self._run, work)
+
+    async def fetch(self, statement: Executable, parameters: dict[str, Any]) -> list[Any]:
+        compiled, sql, names = self._compile(statement, ())
+        bound = compiled.construct_params(parameters)  # values in the statement, and these
+        values = tuple(bound[name] for name in names)
+        return await asyncio.get_running_loop().run_in_executor(
+            self._threads["read"], self._query, sql, values
+        )
 
     def _prepare(
         self, statement: Executable, rows: list[dict[str, Any]]
     ) -> tuple[str, list[tuple[Any, ...]]]:
-        keys = tuple(rows[0]) if rows else ()
+        """The SQL of a write, and its rows as tuples (each row names every parameter)."""
+        _, sql, names = self._compile(statement, tuple(rows[0]) if rows else ())
+        return sql, [tuple(row[name] for name in names) for row in rows]
+
+    def _compile(
+        self, statement: Executable, keys: tuple[str, ...]
+    ) -> tuple[SQLCompiler, str, tuple[str, ...]]:
         found = self._compiled.get((id(statement), keys))
         if found is None or found[0] is not statement:  # kept in it, so its id is its own
             if not isinstance(statement, ClauseElement):
                 raise TypeError(f"not a SQL statement: {statement!r}")
-            compiled = statement.compile(dialect=self._dialect, column_keys=list(keys))
+            compiled = statement.compile(
+                dialect=self._dialect,
+                column_keys=list(keys),
+                # ``in_()`` lists as the statement holds them (none is given per call).
+                compile_kwargs={"render_postcompile": True},
+            )
             if not isinstance(compiled, SQLCompiler):
                 raise TypeError(f"not a SQL statement: {statement!r}")
-            found = (statement, str(compiled), tuple(compiled.positiontup or ()))
+            if len(self._compiled) >= 256:  # statements built for one query (list filters)
+                self._compiled.clear()
+            found = (statement, compiled, str(compiled), tuple(compiled.positiontup or ()))
             self._compiled[(id(statement), keys)] = found
-        _, sql, names = found
-        return sql, [tuple(row[name] for name in names) for row in rows]
+        return found[1], found[2], found[3]
+
+    def _connection(self, role: str) -> sqlite3.Connection:
+        connection = self._connections.get(role)
+        if connection is None:
+            connection = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+            connection.execute("PRAGMA busy_timeout=5000")
+            if role == "write":
+                connection.execute("PRAGMA synchronous=NORMAL")
+            else:
+                connection.execute("PRAGMA query_only=1")
+            self._connections[role] = connection
+        return connection
+
+    def _query(self, sql: str, values: tuple[Any, ...]) -> list[Any]:
+        """In the reader's thread."""
+        try:
+            return self._connection("read").execute(sql, values).fetchall()
+        except sqlite3.Error as error:
+            raise DBAPIError.instance(sql, None, error, sqlite3.Error) from None
 
     def _run(self, work: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
         """In the writer's thread: one transaction. Errors come as SQLAlchemy's, as through
         the engine (``IntegrityError`` ...)."""
         sql = "BEGIN IMMEDIATE"
         try:
-            connection = self._connection
-            if connection is None:
-                connection = sqlite3.connect(
-                    self._path, isolation_level=None, check_same_thread=False
-                )
-                connection.execute("PRAGMA synchronous=NORMAL")
-                connection.execute("PRAGMA busy_timeout=5000")
-                self._connection = connection
+            connection = self._connection("write")
             connection.execute(sql)
             try:
                 for sql, parameters in work:
@@ -287,10 +312,12 @@ class _LocalWriter:
             raise DBAPIError.instance(sql, None, error, sqlite3.Error) from None
 
     async def aclose(self) -> None:
-        if self._connection is not None:
-            connection = self._connection
-            await asyncio.get_running_loop().run_in_executor(self._thread, connection.close)
-        self._thread.shutdown(wait=True)
+        loop = asyncio.get_running_loop()
+        for role, thread in self._threads.items():
+            connection = self._connections.pop(role, None)
+            if connection is not None:
+                await loop.run_in_executor(thread, connection.close)
+            thread.shutdown(wait=True)
 
 
 def _grouped(
@@ -314,14 +341,3 @@ def _grouped(
         last_on_table[table] = index
         groups[index][1].extend(rows)
     return groups
-
-
-_databases: weakref.WeakKeyDictionary[AsyncEngine, Database] = weakref.WeakKeyDictionary()
-
-
-def database(engine: AsyncEngine) -> Database:
-    """The one :class:`Database` of an engine, shared by everything that writes through it."""
-    found = _databases.get(engine)
-    if found is None:
-        found = _databases[engine] = Database(engine)
-    return found

@@ -19,9 +19,8 @@ from typing import Any
 
 from a2a.types.a2a_pb2 import TaskState
 from sqlalchemy import TextClause, text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from persona_agent.db import database, messages_table, tasks_table
+from persona_agent.db import GroupCommitWriter, messages_table, tasks_table
 
 __all__ = ["Retention", "RetentionLimits"]
 
@@ -47,8 +46,8 @@ class RetentionLimits:
 class Retention:
     """Deletes what is over the limits: :meth:`sweep` once, :meth:`run` every ``interval``."""
 
-    def __init__(self, engine: AsyncEngine, limits: RetentionLimits) -> None:
-        self._db = database(engine)
+    def __init__(self, writer: GroupCommitWriter, limits: RetentionLimits) -> None:
+        self._db = writer
         self.limits = limits
 
     async def sweep(self) -> None:

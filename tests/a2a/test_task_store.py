@@ -1,7 +1,9 @@
-"""SqlTaskStore on a real SQLite file: the SDK's TaskStore contract, isolation, paging."""
+"""SqlTaskStore on a real SQLite file and PostgreSQL: the SDK's TaskStore contract, isolation,
+paging, batching, and its bounded map of what it knows."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,7 @@ from a2a.utils.errors import InvalidParamsError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from persona_agent.a2a.task_store import PERSONA_STATE_KEY, SqlTaskStore
-from persona_agent.db import create_engine, init_db
+from persona_agent.db import GroupCommitWriter, create_engine, init_db
 
 
 class NamedUser(User):
@@ -53,8 +55,8 @@ def make_task(
     return Task(id=task_id, context_id=context_id, status=status)
 
 
-async def test_save_get_update_delete(engine: AsyncEngine) -> None:
-    store = SqlTaskStore(engine)
+async def test_save_get_update_delete(engine: AsyncEngine, writer: GroupCommitWriter) -> None:
+    store = SqlTaskStore(writer)
     task = make_task("t1")
     await store.save(task, ctx("ada"))
     assert await store.get("t1", ctx("ada")) == task
@@ -71,10 +73,12 @@ async def test_save_get_update_delete(engine: AsyncEngine) -> None:
     assert await store.get("t1", ctx("ada")) is None
 
 
-async def test_a_task_looked_up_before_it_exists_is_found_once_saved(engine: AsyncEngine) -> None:
+async def test_a_task_looked_up_before_it_exists_is_found_once_saved(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
     # The SDK looks a new task up several times before saving it; absent keys are
     # remembered on a SQLite file, and forgotten when the task is saved.
-    store = SqlTaskStore(engine)
+    store = SqlTaskStore(writer)
     task = make_task("t1", state=TaskState.TASK_STATE_COMPLETED)  # nothing kept pending
     for _ in range(3):
         assert await store.get("t1", ctx("ada")) is None
@@ -84,11 +88,13 @@ async def test_a_task_looked_up_before_it_exists_is_found_once_saved(engine: Asy
     assert await store.get("t1", ctx("ada")) is None
     await store.save(task, ctx("ada"))
     assert await store.get("t1", ctx("ada")) == task
-    assert await SqlTaskStore(engine).get("t1", ctx("ada")) == task
+    assert await SqlTaskStore(writer).get("t1", ctx("ada")) == task
 
 
-async def test_tasks_are_isolated_by_persona_and_user(engine: AsyncEngine) -> None:
-    store = SqlTaskStore(engine)
+async def test_tasks_are_isolated_by_persona_and_user(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    store = SqlTaskStore(writer)
     await store.save(make_task("t1"), ctx("ada", "alice"))
     assert await store.get("t1", ctx("ada", "alice")) is not None
     assert await store.get("t1", ctx("socrates", "alice")) is None
@@ -102,16 +108,18 @@ async def test_tasks_survive_a_new_engine(tmp_path: Path) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 'tasks.db'}"
     first = create_engine(url)
     await init_db(first)
-    await SqlTaskStore(first).save(make_task("t1"), ctx("ada"))
+    await SqlTaskStore(GroupCommitWriter(first)).save(make_task("t1"), ctx("ada"))
     await first.dispose()
     second = create_engine(url)
     await init_db(second)
-    assert await SqlTaskStore(second).get("t1", ctx("ada")) is not None
+    assert await SqlTaskStore(GroupCommitWriter(second)).get("t1", ctx("ada")) is not None
     await second.dispose()
 
 
-async def test_list_orders_filters_and_pages(engine: AsyncEngine) -> None:
-    store = SqlTaskStore(engine)
+async def test_list_orders_filters_and_pages(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    store = SqlTaskStore(writer)
     for i in range(7):
         state = TaskState.TASK_STATE_COMPLETED if i % 2 else TaskState.TASK_STATE_WORKING
         await store.save(
@@ -143,8 +151,10 @@ async def test_list_orders_filters_and_pages(engine: AsyncEngine) -> None:
         await store.list(ListTasksRequest(page_token="garbage!"), ctx("ada"))
 
 
-async def test_fail_unfinished_marks_only_running_tasks(engine: AsyncEngine) -> None:
-    store = SqlTaskStore(engine)
+async def test_fail_unfinished_marks_only_running_tasks(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    store = SqlTaskStore(writer)
     await store.save(make_task("running"), ctx("ada"))
     await store.save(make_task("done", state=TaskState.TASK_STATE_COMPLETED), ctx("ada"))
     await store.save(make_task("waiting", state=TaskState.TASK_STATE_INPUT_REQUIRED), ctx("ada"))
@@ -161,11 +171,13 @@ async def test_fail_unfinished_marks_only_running_tasks(engine: AsyncEngine) -> 
 
 async def stored(engine: AsyncEngine, task_id: str, persona: str = "ada") -> Task | None:
     """What the database holds, read by a store of its own (no pending copies)."""
-    return await SqlTaskStore(engine).get(task_id, ctx(persona))
+    return await SqlTaskStore(GroupCommitWriter(engine)).get(task_id, ctx(persona))
 
 
-async def test_progress_is_batched_and_the_end_is_written_at_once(engine: AsyncEngine) -> None:
-    store = SqlTaskStore(engine, flush_delay=3600)  # no timer flush during the test
+async def test_progress_is_batched_and_the_end_is_written_at_once(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    store = SqlTaskStore(writer, flush_delay=3600)  # no timer flush during the test
     await store.save(make_task("t1"), ctx("ada"))  # the first save: written at once
     assert await stored(engine, "t1") is not None
 
@@ -190,8 +202,10 @@ async def test_progress_is_batched_and_the_end_is_written_at_once(engine: AsyncE
     await store.aclose()
 
 
-async def test_pending_progress_of_many_tasks_is_written_in_one_flush(engine: AsyncEngine) -> None:
-    store = SqlTaskStore(engine, flush_delay=0.01)
+async def test_pending_progress_of_many_tasks_is_written_in_one_flush(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    store = SqlTaskStore(writer, flush_delay=0.01)
     for number in range(50):
         await store.save(make_task(f"t{number}"), ctx("ada"))
     for number in range(50):
@@ -207,8 +221,10 @@ async def test_pending_progress_of_many_tasks_is_written_in_one_flush(engine: As
     await store.aclose()
 
 
-async def test_aclose_writes_what_is_pending(engine: AsyncEngine) -> None:
-    store = SqlTaskStore(engine, flush_delay=3600)
+async def test_aclose_writes_what_is_pending(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    store = SqlTaskStore(writer, flush_delay=3600)
     await store.save(make_task("t1"), ctx("ada"))
     await store.save(make_task("t1", seconds=9), ctx("ada"))
     await store.aclose()
@@ -221,18 +237,56 @@ async def test_aclose_writes_what_is_pending(engine: AsyncEngine) -> None:
     "waiting", [TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED]
 )
 async def test_a_task_that_waits_for_the_client_is_written_at_once_and_not_tracked(
-    engine: AsyncEngine, waiting: TaskState
+    engine: AsyncEngine, writer: GroupCommitWriter, waiting: TaskState
 ) -> None:
-    store = SqlTaskStore(engine, flush_delay=3600)  # no timer flush during the test
+    store = SqlTaskStore(writer, flush_delay=3600)  # no timer flush during the test
     await store.save(make_task("t1"), ctx("ada"))
     await store.save(make_task("t1", state=waiting, seconds=1), ctx("ada"))
     paused = await stored(engine, "t1")  # in the database when save returns
     assert paused is not None
     assert paused.status.state == waiting
-    assert not store._written  # a task that never resumes leaves nothing behind
+    assert store.known == 0  # a task that never resumes leaves nothing behind
 
     await store.save(make_task("t1", seconds=2), ctx("ada"))  # resumed: written at once again
     resumed = await stored(engine, "t1")
     assert resumed is not None
     assert resumed.status.timestamp.seconds == 1_700_000_002
+    await store.aclose()
+
+
+async def test_what_the_store_knows_is_bounded_and_a_forgotten_task_still_saves(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    store = SqlTaskStore(writer, flush_delay=3600, max_known=5)
+    for number in range(20):  # tasks under way that never end, and lookups of absent ones
+        await store.save(make_task(f"t{number}"), ctx("ada"))
+        assert await store.get(f"absent{number}", ctx("ada")) is None
+    assert store.known == 5
+    # t0 was forgotten: its progress is written at once instead of waiting for the flush.
+    await store.save(make_task("t0", seconds=7), ctx("ada"))
+    t0 = await stored(engine, "t0")
+    assert t0 is not None
+    assert t0.status.timestamp.seconds == 1_700_000_007
+    # t19 is still known: its progress waits for the flush (and reads see it meanwhile).
+    await store.save(make_task("t19", seconds=8), ctx("ada"))
+    t19 = await stored(engine, "t19")
+    assert t19 is not None
+    assert t19.status.timestamp.seconds == 1_700_000_000
+    seen = await store.get("t19", ctx("ada"))
+    assert seen is not None
+    assert seen.status.timestamp.seconds == 1_700_000_008
+    await store.aclose()
+
+
+async def test_a_task_saved_while_a_lookup_is_under_way_is_not_marked_absent(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    store = SqlTaskStore(writer, flush_delay=3600)
+    lookup = asyncio.ensure_future(store.get("t1", ctx("ada")))
+    await asyncio.sleep(0)  # the lookup is now waiting for the database
+    await store.save(make_task("t1", state=TaskState.TASK_STATE_COMPLETED), ctx("ada"))
+    await lookup  # it may or may not have seen the task; it must not hide it afterwards
+    found = await store.get("t1", ctx("ada"))
+    assert found is not None
+    assert found.status.state == TaskState.TASK_STATE_COMPLETED
     await store.aclose()

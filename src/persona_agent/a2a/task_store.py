@@ -8,20 +8,26 @@ every artifact as JSON: DESIGN.md measured it at 0.13x a bare agent.)
 Tasks are owned by ``{persona_id}:{user}`` (see :func:`persona_owner`), so a
 task of one persona is never found through another persona's endpoint.
 
-Writes are batched. A task's first save and every terminal save return once
-committed (the terminal one before the SDK sends the answer), in the
-database's group commit with every other write under way (:func:`database`);
-the saves in between (``working``, each streamed chunk) only replace the task's
-pending copy, and a flush writes all pending tasks at most ``flush_delay``
-seconds later. Reads see pending and uncommitted copies, and ``list`` flushes
-first, so no client can tell, except after a crash, which the next start-up
-turns into ``failed`` for every task left unfinished anyway.
+Writes are batched. A task's first save and every save that settles it
+(terminal, or waiting for input) return once committed (before the SDK sends
+the answer), in the group commit with every other write under way
+(:class:`~persona_agent.db.GroupCommitWriter`); the saves in between
+(``working``, each streamed chunk) only replace the task's uncommitted copy, and
+a flush writes them all at most ``flush_delay`` seconds later. Reads see
+uncommitted copies, and ``list`` flushes first, so no client can tell, except
+after a crash, which the next start-up turns into ``failed`` for every task
+left unfinished anyway.
+
+What the store knows of tasks besides the table is one bounded map, described on
+:class:`SqlTaskStore`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from a2a.helpers.proto_helpers import new_text_message
@@ -36,10 +42,9 @@ from a2a.utils.task import (
     encode_list_tasks_cursor,
 )
 from sqlalchemy import and_, bindparam, delete, func, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import ColumnElement
 
-from persona_agent.db import database, tasks_table
+from persona_agent.db import GroupCommitWriter, tasks_table
 
 if TYPE_CHECKING:
     from sqlalchemy.dialects import postgresql, sqlite
@@ -67,8 +72,17 @@ _SETTLED = (
 answer that reports them goes out next."""
 
 
-_ABSENT_KEYS = 1024
-"""How many task keys found absent are remembered (a few per request under way)."""
+_Key = tuple[str, str]
+"""(owner, task id)."""
+
+
+class _Known(enum.Enum):
+    COMMITTED = "committed"
+    """The task is under way (saved since it started or resumed) and its latest copy is in
+    the table: its next save, unless it settles the task, can wait for the flush."""
+    ABSENT = "absent"
+    """A read found no such task. The SDK looks a new task up three times before its first
+    save; only this store writes the table, so the task stays absent until saved here."""
 
 
 def persona_owner(context: ServerCallContext) -> str:
@@ -86,15 +100,24 @@ def _sort_ts(task: Task) -> int:
 class SqlTaskStore(TaskStore):
     """Tasks in one SQL table (SQLite or PostgreSQL), isolated per persona and user.
 
+    Besides the table, the store keeps one map from task key to what it knows:
+    an uncommitted copy of the task (waiting for the flush, or in its
+    transaction: reads return it), :attr:`_Known.COMMITTED` or
+    :attr:`_Known.ABSENT`. Copies are kept only until committed, and a task that
+    settles leaves the map, so a task waiting for input for days holds nothing.
+    The map holds at most ``max_known`` markers; beyond, the oldest go (a task
+    whose marker went is written at once on its next save, or read once more).
+
     Call :meth:`aclose` at shutdown: it writes what is still pending.
     """
 
-    def __init__(self, engine: AsyncEngine, *, flush_delay: float = 0.05) -> None:
-        self._engine = engine
-        self._db = database(engine)
+    def __init__(
+        self, writer: GroupCommitWriter, *, flush_delay: float = 0.05, max_known: int = 10_000
+    ) -> None:
+        self._db = writer
         # Only the dialect in use is imported: PostgreSQL's costs ~4 MB of memory.
         upsert: postgresql.Insert | sqlite.Insert
-        if engine.dialect.name == "postgresql":
+        if writer.engine.dialect.name == "postgresql":
             from sqlalchemy.dialects.postgresql import insert as pg_insert
 
             upsert = pg_insert(tasks_table)
@@ -109,43 +132,46 @@ class SqlTaskStore(TaskStore):
         self._delete = delete(tasks_table).where(
             tasks_table.c.owner == bindparam("d_owner"), tasks_table.c.id == bindparam("d_id")
         )
+        self._select = select(tasks_table.c.data).where(
+            tasks_table.c.owner == bindparam("s_owner"), tasks_table.c.id == bindparam("s_id")
+        )
         self._flush_delay = flush_delay
-        self._pending: dict[tuple[str, str], Task] = {}
-        """Saves not handed to the database yet (the ones between the first and the end)."""
-        self._writing: dict[tuple[str, str], Task] = {}
-        """The latest copy handed to the database, until its transaction commits."""
-        self._written: set[tuple[str, str]] = set()
-        """Keys saved at least once since the task last started or resumed, until it settles."""
+        self._max_known = max_known
+        self._known: OrderedDict[_Key, Task | _Known] = OrderedDict()
+        self._unflushed: set[_Key] = set()
+        """Keys whose copy in :attr:`_known` waits for the flush (not handed to the writer)."""
+        self._changes = 0
+        """Saves and deletes so far: a read that saw none during its query may mark absent."""
         self._flusher: asyncio.Task[None] | None = None
-        self._absent: dict[tuple[str, str], None] = {}
-        """Keys a read of the local SQLite file did not find, until saved (oldest first):
-        the SDK looks a new task up three times before its first save. Only this store
-        writes the file, so a key stays absent until it saves it."""
+
+    @property
+    def known(self) -> int:
+        """Entries of the map: uncommitted copies and markers."""
+        return len(self._known)
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         key = (persona_owner(context), task.id)
-        self._absent.pop(key, None)
-        if key in self._written and task.status.state not in _SETTLED:
-            self._pending[key] = task
+        self._changes += 1
+        settles = task.status.state in _SETTLED
+        if not settles and key in self._known and self._known[key] is not _Known.ABSENT:
+            self._known[key] = task
+            self._unflushed.add(key)
             if self._flusher is None or self._flusher.done():
                 self._flusher = asyncio.create_task(self._flush_later())
             return
-        self._pending.pop(key, None)
-        await self._write([(key, task)])
-        if task.status.state in _SETTLED:  # a task that waits keeps no entry meanwhile
-            self._written.discard(key)
-        else:
-            self._written.add(key)
+        self._unflushed.discard(key)
+        await self._write([(key, task)], settles=settles)
 
     async def flush(self) -> None:
-        """Write every pending task now, in one transaction."""
-        pending, self._pending = self._pending, {}
+        """Write every copy that waits for the flush, in one transaction."""
+        keys, self._unflushed = self._unflushed, set()
+        pending = [(key, task) for key in keys if isinstance(task := self._known.get(key), Task)]
         try:
-            await self._write(list(pending.items()))
+            await self._write(pending, settles=False)
         except BaseException:
-            for key, task in pending.items():  # keep them, unless a newer copy came
-                if key not in self._writing:
-                    self._pending.setdefault(key, task)
+            for key, task in pending:  # write them next time, unless a newer copy came
+                if self._known.get(key) is task:
+                    self._unflushed.add(key)
             raise
 
     async def aclose(self) -> None:
@@ -153,22 +179,25 @@ class SqlTaskStore(TaskStore):
         if self._flusher is not None and not self._flusher.done():
             self._flusher.cancel()
         await self.flush()
-        await self._db.aclose()
 
     async def _flush_later(self) -> None:
         await asyncio.sleep(self._flush_delay)
         try:
             await self.flush()
         except Exception:  # the next save or flush tries again with newer copies
-            logger.exception("Could not write %d pending task(s)", len(self._pending))
+            logger.exception("Could not write %d pending task(s)", len(self._unflushed))
 
-    async def _write(self, tasks: list[tuple[tuple[str, str], Task]]) -> None:
-        """Upsert ``tasks`` in the database's next transaction; return once committed."""
+    async def _write(self, tasks: list[tuple[_Key, Task]], *, settles: bool) -> None:
+        """Upsert ``tasks`` in the writer's next transaction; return once committed.
+
+        Meanwhile reads see the copies; then a task still under way is marked
+        committed, and a task that ``settles`` leaves the map.
+        """
         if not tasks:
             return
         rows: list[dict[str, Any]] = []
         for key, task in tasks:
-            self._writing[key] = task
+            self._known[key] = task
             rows.append(
                 {
                     "owner": key[0],
@@ -183,43 +212,47 @@ class SqlTaskStore(TaskStore):
             await self._db.write(self._upsert, rows)
         finally:
             for key, task in tasks:
-                if self._writing.get(key) is task:  # no later save is on its way
-                    del self._writing[key]
+                if self._known.get(key) is task:  # no later save is on its way
+                    if settles:
+                        del self._known[key]
+                    else:
+                        self._known[key] = _Known.COMMITTED
+            self._bound()
+
+    def _bound(self) -> None:
+        """Drop the oldest markers beyond ``max_known`` (copies stay until committed)."""
+        excess = len(self._known) - self._max_known
+        if excess <= 0:
+            return
+        for key in [key for key, value in self._known.items() if isinstance(value, _Known)]:
+            del self._known[key]
+            excess -= 1
+            if excess <= 0:
+                return
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
-        owner = persona_owner(context)
-        latest = self._pending.get((owner, task_id))
-        if latest is None:
-            latest = self._writing.get((owner, task_id))
-        if latest is not None:
+        key = (persona_owner(context), task_id)
+        known = self._known.get(key)
+        if isinstance(known, Task):
             copy = Task()
-            copy.CopyFrom(latest)
+            copy.CopyFrom(known)
             return copy
-        if (owner, task_id) in self._absent:
+        if known is _Known.ABSENT:
             return None
-        rows = self._db.query_local(
-            f"SELECT data FROM {tasks_table.name} WHERE owner = ? AND id = ?", (owner, task_id)
-        )
-        if rows is not None:
-            data = rows[0][0] if rows else None
-            if data is None:
-                self._absent[(owner, task_id)] = None
-                if len(self._absent) > _ABSENT_KEYS:
-                    del self._absent[next(iter(self._absent))]
-        else:
-            query = select(tasks_table.c.data).where(
-                tasks_table.c.owner == owner, tasks_table.c.id == task_id
-            )
-            async with self._engine.connect() as conn:
-                data = (await conn.execute(query)).scalar_one_or_none()
+        changes = self._changes
+        rows = await self._db.fetch(self._select, {"s_owner": key[0], "s_id": task_id})
+        data = rows[0][0] if rows else None
         if data is None:
+            if changes == self._changes and key not in self._known:
+                self._known[key] = _Known.ABSENT
+                self._bound()
             return None
         task = Task()
         task.ParseFromString(data)
         return task
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
-        if self._pending:
+        if self._unflushed:
             await self.flush()
         t = tasks_table.c
         conditions: list[ColumnElement[bool]] = [t.owner == persona_owner(context)]
@@ -232,38 +265,33 @@ class SqlTaskStore(TaskStore):
         filtered = and_(*conditions)
         page_size = params.page_size or DEFAULT_LIST_TASKS_PAGE_SIZE
 
-        async with self._engine.connect() as conn:
-            total = (
-                await conn.execute(select(func.count()).select_from(tasks_table).where(filtered))
-            ).scalar_one()
-            page_filter = filtered
-            if params.page_token:
-                after = self._cursor(params.page_token)
-                page_filter = and_(
-                    filtered,
-                    or_(t.sort_ts < after[0], and_(t.sort_ts == after[0], t.id < after[1])),
-                )
-            rows = (
-                await conn.execute(
-                    select(t.data, t.sort_ts, t.id)
-                    .where(page_filter)
-                    .order_by(t.sort_ts.desc(), t.id.desc())
-                    .limit(page_size + 1)
-                )
-            ).all()
+        total = (
+            await self._db.fetch(select(func.count()).select_from(tasks_table).where(filtered))
+        )[0][0]
+        page_filter = filtered
+        if params.page_token:
+            after = self._cursor(params.page_token)
+            page_filter = and_(
+                filtered,
+                or_(t.sort_ts < after[0], and_(t.sort_ts == after[0], t.id < after[1])),
+            )
+        rows = await self._db.fetch(
+            select(t.data, t.sort_ts, t.id)
+            .where(page_filter)
+            .order_by(t.sort_ts.desc(), t.id.desc())
+            .limit(page_size + 1)
+        )
 
         tasks = []
-        for row in rows[:page_size]:
+        for data, _, _ in rows[:page_size]:
             task = Task()
-            task.ParseFromString(row.data)
+            task.ParseFromString(data)
             tasks.append(task)
         next_token = None
         if len(rows) > page_size:
-            last = rows[page_size - 1]
+            _, sort_ts, task_id = rows[page_size - 1]
             next_token = encode_list_tasks_cursor(
-                ListTasksCursor(
-                    timestamp_ns=last.sort_ts if last.sort_ts >= 0 else None, task_id=last.id
-                )
+                ListTasksCursor(timestamp_ns=sort_ts if sort_ts >= 0 else None, task_id=task_id)
             )
         return ListTasksResponse(
             tasks=tasks, next_page_token=next_token, page_size=page_size, total_size=total
@@ -278,10 +306,9 @@ class SqlTaskStore(TaskStore):
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         key = (persona_owner(context), task_id)
-        self._absent.pop(key, None)
-        self._pending.pop(key, None)
-        self._writing.pop(key, None)
-        self._written.discard(key)
+        self._changes += 1
+        self._known.pop(key, None)
+        self._unflushed.discard(key)
         # In the same group commit as the saves, so it comes after any still under way.
         await self._db.write(self._delete, [{"d_owner": key[0], "d_id": task_id}])
 
@@ -289,10 +316,10 @@ class SqlTaskStore(TaskStore):
         """Delete every task of a persona (it was deleted: a new persona with its id must not
         find them), those waiting to be written included."""
         prefix = f"{persona_id}:"
-        for keys in (self._pending, self._writing, self._absent):
-            for key in [key for key in keys if key[0].startswith(prefix)]:
-                del keys[key]
-        self._written = {key for key in self._written if not key[0].startswith(prefix)}
+        self._changes += 1
+        for key in [key for key in self._known if key[0].startswith(prefix)]:
+            del self._known[key]
+        self._unflushed = {key for key in self._unflushed if not key[0].startswith(prefix)}
         statement = delete(tasks_table).where(tasks_table.c.owner.like(bindparam("prefix")))
         # After the saves under way in the group commit, so none of them comes back.
         await self._db.write(statement, [{"prefix": f"{prefix}%"}])
@@ -303,34 +330,35 @@ class SqlTaskStore(TaskStore):
         Called at start-up, before any request is served, so no client waits
         forever on a task that nothing is working on. Returns how many were marked.
         """
-        marked = 0
-        async with self._engine.begin() as conn:
-            rows = (
-                await conn.execute(
-                    select(tasks_table.c.owner, tasks_table.c.id, tasks_table.c.data).where(
-                        tasks_table.c.state.not_in([int(s) for s in TERMINAL_STATES])
-                    )
-                )
-            ).all()
-            for row in rows:
-                task = Task()
-                task.ParseFromString(row.data)
-                if task.status.state in (
-                    TaskState.TASK_STATE_INPUT_REQUIRED,
-                    TaskState.TASK_STATE_AUTH_REQUIRED,
-                ):
-                    continue
-                task.status.state = TaskState.TASK_STATE_FAILED
-                task.status.message.CopyFrom(new_text_message(reason))
-                task.status.timestamp.GetCurrentTime()
-                await conn.execute(
-                    update(tasks_table)
-                    .where(tasks_table.c.owner == row.owner, tasks_table.c.id == row.id)
-                    .values(
-                        state=int(task.status.state),
-                        sort_ts=_sort_ts(task),
-                        data=task.SerializeToString(),
-                    )
-                )
-                marked += 1
-        return marked
+        waiting = (TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED)
+        unfinished = [*TERMINAL_STATES, *waiting]
+        rows = await self._db.fetch(
+            select(tasks_table.c.owner, tasks_table.c.id, tasks_table.c.data).where(
+                tasks_table.c.state.not_in([int(s) for s in unfinished])
+            )
+        )
+        updates: list[dict[str, Any]] = []
+        for owner, task_id, data in rows:
+            task = Task()
+            task.ParseFromString(data)
+            task.status.state = TaskState.TASK_STATE_FAILED
+            task.status.message.CopyFrom(new_text_message(reason))
+            task.status.timestamp.GetCurrentTime()
+            updates.append(
+                {
+                    "u_owner": owner,
+                    "u_id": task_id,
+                    "state": int(task.status.state),
+                    "sort_ts": _sort_ts(task),
+                    "data": task.SerializeToString(),
+                }
+            )
+        if updates:
+            await self._db.write(
+                update(tasks_table).where(
+                    tasks_table.c.owner == bindparam("u_owner"),
+                    tasks_table.c.id == bindparam("u_id"),
+                ),
+                updates,
+            )
+        return len(updates)

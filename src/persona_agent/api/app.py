@@ -27,7 +27,7 @@ from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.api.routes import personas as personas_routes
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.history import ConversationHistory
-from persona_agent.db import create_engine, init_db
+from persona_agent.db import GroupCommitWriter, create_engine, init_db
 from persona_agent.errors import (
     ConfigError,
     PersonaAgentError,
@@ -85,18 +85,19 @@ def create_app(settings: Settings) -> FastAPI:
         mcp_config = load_mcp_config(settings.mcp_config, os.environ)
         toolbox = MCPToolbox(mcp_config, default_timeout=settings.tool_timeout)
     db = create_engine(settings.resolved_database_url)
+    writer = GroupCommitWriter(db)  # every write of the hub, in shared transactions
     llm = build_llm_backend(settings)
     history = ConversationHistory(
-        db,
+        writer,
         cache_size=settings.history_cache_size,
         cache_bytes=settings.history_cache_bytes,
         max_messages=settings.history_max_messages,
     )
     engine = ChatEngine(llm, history, toolbox, max_tool_iterations=settings.max_tool_iterations)
-    task_store = SqlTaskStore(db)
+    task_store = SqlTaskStore(writer)
     persona_data = DeletedPersonaData(task_store, history)
     retention = Retention(
-        db,
+        writer,
         RetentionLimits(
             task_max_age_days=settings.retention_task_days,
             task_max_count=settings.retention_task_count,
@@ -154,6 +155,7 @@ def create_app(settings: Settings) -> FastAPI:
             await persona_data.aclose()
             await registry.aclose()
             await task_store.aclose()
+            await writer.aclose()
             if toolbox is not None:
                 await toolbox.aclose()
             await llm.aclose()

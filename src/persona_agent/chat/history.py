@@ -14,9 +14,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from sqlalchemy import bindparam, delete, insert, select
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from persona_agent.db import database, messages_table
+from persona_agent.db import GroupCommitWriter, messages_table
 from persona_agent.llm.base import Message
 
 __all__ = ["ConversationHistory", "trim_history"]
@@ -58,15 +57,20 @@ class ConversationHistory:
 
     def __init__(
         self,
-        engine: AsyncEngine,
+        writer: GroupCommitWriter,
         *,
         cache_size: int = 200,
         max_messages: int = 50,
         cache_bytes: int = 64 * 1024 * 1024,
     ):
-        self._engine = engine
-        self._db = database(engine)
+        self._db = writer
         self._insert = insert(messages_table)
+        self._select = (
+            select(messages_table.c.message)
+            .where(messages_table.c.conversation == bindparam("conversation"))
+            .order_by(messages_table.c.seq.desc())
+            .limit(bindparam("limit"))
+        )
         self._cache: OrderedDict[str, tuple[list[Message], int]] = OrderedDict()
         self._cache_size = cache_size
         self._cache_bytes = cache_bytes
@@ -116,23 +120,10 @@ class ConversationHistory:
         self._remember(conversation, current)
 
     async def _read(self, conversation: str) -> list[Message]:
-        local = self._db.query_local(
-            f"SELECT message FROM {messages_table.name} WHERE conversation = ? "
-            "ORDER BY seq DESC LIMIT ?",
-            (conversation, self._max_messages),
+        rows = await self._db.fetch(
+            self._select, {"conversation": conversation, "limit": self._max_messages}
         )
-        if local is not None:
-            rows = [row[0] for row in local]
-        else:
-            query = (
-                select(messages_table.c.message)
-                .where(messages_table.c.conversation == conversation)
-                .order_by(messages_table.c.seq.desc())
-                .limit(self._max_messages)
-            )
-            async with self._engine.connect() as conn:
-                rows = list((await conn.execute(query)).scalars().all())
-        return trim_history([json.loads(row) for row in reversed(rows)], self._max_messages)
+        return trim_history([json.loads(row[0]) for row in reversed(rows)], self._max_messages)
 
     def _remember(self, conversation: str, messages: list[Message]) -> None:
         trimmed = trim_history(messages, self._max_messages)
