@@ -17,10 +17,8 @@ from starlette.types import Receive, Scope, Send
 
 from persona_agent import __version__
 from persona_agent.a2a.agent_card import A2A_PREFIX, CARD_PATH, build_hub_card, persona_url
-from persona_agent.a2a.queues import use_asyncio_queues
 from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.a2a.task_store import SqlTaskStore
-from persona_agent.a2a.tracing import drop_disabled_tracing
 from persona_agent.api.deps import ApiAuth, is_loopback
 from persona_agent.api.limits import BodyLimit
 from persona_agent.api.persona_data import DeletedPersonaData
@@ -115,10 +113,6 @@ def create_app(settings: Settings) -> FastAPI:
         task_listing=settings.task_listing,
         max_id_length=settings.max_id_length,
     )
-    # The SDK's modules are loaded now: with its tracing off, its no-op spans go, and
-    # before Python 3.13 its event queues become asyncio's (persona_agent.a2a.queues).
-    drop_disabled_tracing()
-    use_asyncio_queues()
     store = load_personas(settings)
 
     @asynccontextmanager
