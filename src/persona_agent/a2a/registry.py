@@ -28,17 +28,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
 from persona_agent.a2a.agent_card import CARD_PATH, build_agent_card
-from persona_agent.a2a.compat import jsonrpc_dispatcher, rest_routes
 from persona_agent.a2a.executor import PersonaAgentExecutor
-from persona_agent.a2a.jsonrpc_body import (
-    INVALID_REQUEST,
-    PARSE_ERROR,
-    MessageTooLargeError,
-    jsonrpc_error,
-    parse_body,
-    read_body,
-    replay,
-)
 from persona_agent.a2a.routing import (
     MAX_ID_LENGTH,
     PERSONA_SCOPE_KEY,
@@ -47,6 +37,16 @@ from persona_agent.a2a.routing import (
     PersonaRequestHandler,
     TaskListing,
 )
+from persona_agent.a2a.sdk_fixes.jsonrpc_body import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    MessageTooLargeError,
+    jsonrpc_error,
+    parse_body,
+    read_body,
+    replay,
+)
+from persona_agent.a2a.sdk_fixes.routes import jsonrpc_dispatcher, rest_routes
 from persona_agent.a2a.task_store import TERMINAL_STATES
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.personas.model import Persona

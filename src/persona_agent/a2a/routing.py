@@ -10,7 +10,6 @@ instead of ~37 KiB for a Starlette app each).
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable
-from contextlib import aclosing
 from typing import TYPE_CHECKING, Literal
 
 from a2a.server.context import ServerCallContext
@@ -32,43 +31,18 @@ from a2a.types.a2a_pb2 import (
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
-    TaskArtifactUpdateEvent,
     TaskPushNotificationConfig,
-    TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import InvalidParamsError, InvalidRequestError, UnsupportedOperationError
 from starlette.requests import Request
 
-from persona_agent.a2a.compat import RAW_STATUS_STATE_KEY, check_status_filter
 from persona_agent.a2a.executor import PARTS_METADATA_KEY, WHOLE_ANSWER_STATE_KEY, check_parts
+from persona_agent.a2a.sdk_fixes.routes import RAW_STATUS_STATE_KEY, check_status_filter
+from persona_agent.a2a.sdk_fixes.subscription import without_replayed
 from persona_agent.a2a.task_store import PERSONA_STATE_KEY
 
 if TYPE_CHECKING:
     from persona_agent.a2a.registry import PersonaApp
-
-_SEAM_PASSED = Task()
-"""Stands for the snapshot once an event it does not hold has come."""
-
-
-def _held_by(snapshot: Task, event: Event) -> bool:
-    """Whether ``snapshot`` already reflects ``event`` (an event of the subscription seam)."""
-    if snapshot is _SEAM_PASSED:
-        return False
-    if isinstance(event, TaskArtifactUpdateEvent):
-        artifact = next(
-            (a for a in snapshot.artifacts if a.artifact_id == event.artifact.artifact_id), None
-        )
-        if artifact is None:
-            return False
-        parts = event.metadata.fields.get(PARTS_METADATA_KEY)
-        if parts is not None:  # the hub's answer chunks count their parts
-            return parts.number_value <= len(artifact.parts)
-        return not event.append and artifact == event.artifact
-    if isinstance(event, TaskStatusUpdateEvent):
-        stored, new = snapshot.status, event.status
-        return new.timestamp.ToNanoseconds() < stored.timestamp.ToNanoseconds() or new == stored
-    return False
-
 
 __all__ = [
     "MAX_ID_LENGTH",
@@ -230,27 +204,12 @@ class PersonaRequestHandler(RequestHandler):
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        """The SDK's subscription: the task, then every later event, none of them twice.
-
-        The SDK taps the live events, then reads the task: an event applied in
-        between is in the snapshot and comes again from the tap. Those first
-        events are dropped until one the snapshot does not hold.
-        """
+        """The SDK's subscription: the task, then every later event, none of them twice
+        (:mod:`persona_agent.a2a.sdk_fixes.subscription`)."""
         self._check_ids(id=params.id)
         events = self._handler(context, params.id).on_subscribe_to_task(params, context)
-        snapshot: Task | None = None
-        async with aclosing(events):
-            async for event in events:
-                if isinstance(event, Task) and snapshot is None:
-                    # A copy: the SDK's task object keeps changing as events are applied.
-                    snapshot = Task()
-                    snapshot.CopyFrom(event)
-                    event = snapshot
-                elif snapshot is not None and _held_by(snapshot, event):
-                    continue
-                else:
-                    snapshot = _SEAM_PASSED
-                yield event
+        async for event in without_replayed(events, PARTS_METADATA_KEY):
+            yield event
 
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext

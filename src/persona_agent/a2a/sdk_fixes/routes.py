@@ -59,7 +59,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from persona_agent.a2a.jsonrpc_body import replay
+from persona_agent.a2a.sdk_fixes.jsonrpc_body import replay
 from persona_agent.a2a.task_store import TERMINAL_STATES
 
 __all__ = ["RAW_STATUS_STATE_KEY", "check_status_filter", "jsonrpc_dispatcher", "rest_routes"]

@@ -1,0 +1,19 @@
+"""Every place the hub corrects a2a-sdk (checked against 1.3; ``a2a-sdk~=1.3.0``).
+
+Nothing here patches the SDK: each fix is a subclass or a wrapper of an SDK part,
+used where the hub builds its routes and handler (``a2a/registry.py``,
+``a2a/routing.py``). Each names the SDK behaviour it corrects and why, and has a
+canary in ``tests/a2a/test_sdk_fixes.py`` that runs the SDK as shipped and fails the
+day the SDK stops behaving so: then the fix can go.
+
+- :mod:`.routes`: the SDK's routes answer other than the specification. v0.3
+  JSON-RPC: bad parameters are ``-32602`` (the SDK says ``-32600``),
+  VersionNotSupported is ``-32009`` (``-32603``); v0.3 HTTP+JSON: the DELETE route
+  of a push configuration exists, subscribing to a finished task is a ``400``,
+  inline file bytes arrive and come back intact (the SDK decodes and encodes them
+  twice); ListTasks: an unknown ``status`` is Invalid params (the SDK ignores it).
+- :mod:`.jsonrpc_body`: a body that cannot be parsed at all is ``-32700`` (the SDK
+  answers ``-32603`` for UTF-16 bytes or nesting too deep).
+- :mod:`.subscription`: a subscription does not repeat the events its first task
+  snapshot holds.
+"""

@@ -1,0 +1,134 @@
+"""Canaries: a2a-sdk as shipped still behaves as each fix in ``a2a/sdk_fixes/`` assumes.
+
+Each test runs the SDK alone (its handler and routes, no hub) and asserts the
+behaviour a fix corrects. When one fails, the SDK changed: check the behaviour
+against the specification and drop the fix it names (the conformance suite proves
+the hub's own answers).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from a2a.helpers.proto_helpers import new_task_from_user_message
+from a2a.server.agent_execution import AgentExecutor, RequestContext, active_task
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part
+from a2a.utils.errors import UnsupportedOperationError
+from starlette.applications import Starlette
+
+
+class _Echo(AgentExecutor):
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        assert context.message is not None
+        await event_queue.enqueue_event(new_task_from_user_message(context.message))
+        updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+        await updater.complete(updater.new_agent_message([Part(text="done")]))
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        raise NotImplementedError
+
+
+@pytest.fixture
+async def sdk() -> AsyncIterator[httpx.AsyncClient]:
+    """The SDK's own JSON-RPC and HTTP+JSON routes (v1.0 with v0.3 compatibility)."""
+    card = AgentCard(
+        name="canary",
+        description="a2a-sdk alone",
+        version="1",
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[AgentSkill(id="echo", name="echo", description="Echoes.", tags=["canary"])],
+        supported_interfaces=[
+            AgentInterface(url="http://sdk/", protocol_binding="JSONRPC", protocol_version="1.0")
+        ],
+    )
+    handler = DefaultRequestHandler(
+        agent_executor=_Echo(), task_store=InMemoryTaskStore(), agent_card=card
+    )
+    app = Starlette(
+        routes=[
+            *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True),
+            *create_rest_routes(handler, enable_v0_3_compat=True),
+        ]
+    )
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://sdk") as client:
+        yield client
+
+
+def v03_send(message: object) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+
+
+async def test_sdk_v03_jsonrpc_calls_bad_params_an_invalid_request(
+    sdk: httpx.AsyncClient,
+) -> None:
+    """Fix: sdk_fixes/routes.py (v0.3 bad parameters are -32602, JSON-RPC 2.0 section 5.1)."""
+    reply = await sdk.post("/", json=v03_send({"role": "user", "parts": "not a list"}))
+    assert reply.json()["error"]["code"] == -32600
+
+
+async def test_sdk_answers_an_undecodable_jsonrpc_body_with_an_internal_error(
+    sdk: httpx.AsyncClient,
+) -> None:
+    """Fix: sdk_fixes/jsonrpc_body.py (a body that is not JSON is -32700)."""
+    body = b"[" * 100_000 + b"]" * 100_000  # JSON, too deep for json.loads: RecursionError
+    reply = await sdk.post("/", content=body, headers={"Content-Type": "application/json"})
+    assert reply.json()["error"]["code"] == -32603
+
+
+async def test_sdk_has_no_v03_rest_route_to_delete_a_push_config(
+    sdk: httpx.AsyncClient,
+) -> None:
+    """Fix: sdk_fixes/routes.py (the v0.3 DELETE pushNotificationConfigs route)."""
+    reply = await sdk.delete("/v1/tasks/t1/pushNotificationConfigs/c1")
+    # The v1.0 ``/{tenant}/...`` route takes it and refuses the v0.3 call.
+    assert reply.status_code == 400
+    assert "VERSION_NOT_SUPPORTED" in reply.text
+
+
+async def test_sdk_lists_every_task_for_an_unknown_status(sdk: httpx.AsyncClient) -> None:
+    """Fix: sdk_fixes/routes.py (an unknown ListTasks status is Invalid params)."""
+    request = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "ListTasks",
+        "params": {"status": "TASK_STATE_NO_SUCH_STATE"},
+    }
+    reply = await sdk.post("/", json=request, headers={"A2A-Version": "1.0"})
+    assert "result" in reply.json(), reply.json()
+
+
+def test_sdk_subscription_reads_the_task_after_tapping() -> None:
+    """Fix: sdk_fixes/subscription.py (events applied between the tap and the read of the
+    task come twice). The SDK's ``ActiveTask.subscribe`` taps its queue, then reads."""
+    source = inspect.getsource(active_task.ActiveTask.subscribe)
+    assert 0 < source.index(".tap(") < source.index("self.get_task()")
+
+
+async def test_sdk_v03_rest_decodes_inline_file_bytes_twice(sdk: httpx.AsyncClient) -> None:
+    """Fix: sdk_fixes/routes.py (v0.3 inline file bytes arrive intact)."""
+    file = {"file": {"fileWithBytes": "aGVsbG8h", "mimeType": "text/plain"}}
+    message = {"role": "ROLE_USER", "messageId": "m1", "content": [file]}
+    reply = await sdk.post("/v1/message:send", json={"message": message})
+    assert reply.status_code >= 500, reply.text
+
+
+async def test_sdk_v03_rest_starts_a_stream_for_a_finished_task(sdk: httpx.AsyncClient) -> None:
+    """Fix: sdk_fixes/routes.py (subscribing to a finished task is a 400 UnsupportedOperation,
+    not a broken event stream)."""
+    message = {"role": "ROLE_USER", "messageId": "m2", "content": [{"text": "hi"}]}
+    sent = await sdk.post("/v1/message:send", json={"message": message})
+    task_id = sent.json()["task"]["id"]
+    # The SDK starts the event stream, then the check fails inside it: the error escapes
+    # the app instead of becoming an answer.
+    with pytest.raises(UnsupportedOperationError, match="terminal state"):
+        await sdk.post(f"/v1/tasks/{task_id}:subscribe")
