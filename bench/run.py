@@ -4,7 +4,7 @@
                                [--no-callgrind]
 
 Starts, as separate processes on 127.0.0.1: the instant fake LLM
-(``bench/fake_llm.py``), the hub (``persona-agent serve`` with its default
+(``tests/fakes/fake_llm.py``, the tests' own), the hub (``persona-agent serve`` with its default
 settings, the ``openai`` backend pointed at the fake, tasks in SQLite in a
 temporary data directory, the persona directory watched), the bare agent
 (``bench/bare_agent.py``: the SDK's handler and routes, an executor that answers
@@ -110,7 +110,9 @@ def process(
     log = Path(tempfile.mkstemp(prefix="bench-", suffix=".log")[1])
     LOGS.append(log)
     with log.open("wb") as stderr:
-        started = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        started = subprocess.Popen(
+            command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=stderr
+        )
     try:
         deadline = time.monotonic() + 120
         while not answers_200(ready_url):
@@ -131,7 +133,7 @@ def process(
 @contextmanager
 def fake_llm(token_delay_ms: float = 0, timing_file: Path | None = None) -> Iterator[str]:
     port = free_port()
-    command = [PYTHON, str(BENCH / "fake_llm.py"), "--port", str(port)]
+    command = [PYTHON, "-m", "tests.fakes.fake_llm", "--port", str(port)]
     command += ["--token-delay-ms", str(token_delay_ms)]
     if timing_file is not None:
         command += ["--timing-file", str(timing_file)]

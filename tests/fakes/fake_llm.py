@@ -1,4 +1,4 @@
-"""A scripted, OpenAI-compatible chat-completions server for tests.
+"""A scripted, OpenAI-compatible chat-completions server for tests and benchmarks.
 
 :class:`FakeLLM` is a real HTTP server (uvicorn in a background thread, with
 its own event loop) on 127.0.0.1 and a free port. It speaks the OpenAI wire
@@ -26,6 +26,19 @@ answer) and the text ``"Final answer without tools."`` is sent instead.
 Counters (:attr:`~FakeLLM.requests`, :attr:`~FakeLLM.disconnects`,
 :attr:`~FakeLLM.chunks_sent`) belong to the current test: :meth:`FakeLLM.reset`
 clears them, and a request that arrived before the reset no longer counts.
+``GET /health`` answers ``{"status": "ok", "requests": N}``. A text answer with
+no ``token_delay`` is written in one piece (every chunk in one body write).
+
+The benchmarks run it as a process of its own::
+
+    python -m tests.fakes.fake_llm --port 9100 [--tokens 20] [--token-delay-ms 20] \
+        [--timing-file /tmp/llm-timing.tsv]
+
+where every answer is the first ``--tokens`` words of :data:`BENCH_SENTENCE`; with
+``--timing-file``, an answer whose last user message holds ``[[bench:ID]]`` appends
+``ID<TAB>first<TAB>last<TAB>tokens``: ``time.monotonic()`` (one clock for every
+process of the machine) just before its first and last tokens were written.
+
 A *disconnect* is a chat request the client abandoned (closed its connection)
 before the server finished answering: a stream closed early, or a
 :class:`Hang` or a delayed answer given up. It is noticed within one
@@ -47,7 +60,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import IO, Any
 
 import uvicorn
 from starlette.types import Message, Receive, Scope, Send
@@ -61,6 +74,12 @@ _STOP_TIMEOUT = 10.0
 _WORDS = re.compile(r"\s*\S+|\s+$")
 _ARGUMENT_FRAGMENT = 8  # characters of tool-call arguments per streamed delta
 _DROP_MESSAGE = "ASGI callable returned without completing response."
+_MARKER = re.compile(r"\[\[bench:([A-Za-z0-9_.-]+)\]\]")
+BENCH_SENTENCE = (
+    "Hello from the fake LLM. This is a deterministic reply used to measure the overhead of "
+    "the agent hub, not the quality of any model."
+)
+"""The benchmark's reply: its first ``--tokens`` words (one word a token)."""
 
 
 @dataclass
@@ -138,7 +157,16 @@ class FakeLLM:
     from async tests through ``asyncio.to_thread``.
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        default: Callable[[dict[str, Any]], Reply] | None = None,
+        timing: IO[str] | None = None,
+        port: int = 0,
+    ) -> None:
+        self._default = default
+        self._timing = timing
+        self._port = port
         self._changed = threading.Condition()
         self._queue: deque[Scripted] = deque()
         self._requests: list[dict[str, Any]] = []
@@ -165,7 +193,7 @@ class FakeLLM:
             raise RuntimeError("FakeLLM is already running")
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("127.0.0.1", self._port))
         port = sock.getsockname()[1]
         config = uvicorn.Config(
             self._app,
@@ -318,6 +346,10 @@ class FakeLLM:
         method = scope["method"]
         if path.endswith("/chat/completions") and method == "POST":
             await self._chat(scope, receive, send)
+        elif path == "/health":
+            with self._changed:
+                count = len(self._requests)
+            await _send_json(send, 200, {"status": "ok", "requests": count})
         elif path.endswith("/models") and method == "GET":
             model = {"id": MODEL, "object": "model", "created": 0, "owned_by": "fake"}
             await _send_json(send, 200, {"object": "list", "data": [model]})
@@ -344,7 +376,9 @@ class FakeLLM:
             self._active += 1
             item = self._queue.popleft() if self._queue else None
             self._changed.notify_all()
-        if item is None:
+        if item is None and self._default is not None:
+            item = self._default(body)
+        elif item is None:
             item = Reply(f"Hello from the fake LLM. You said: {_last_user_text(body)}")
         elif isinstance(item, ToolCalls) and body.get("tool_choice") == "none":
             item = Reply(FINAL_WITHOUT_TOOLS)
@@ -360,6 +394,13 @@ class FakeLLM:
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
             self._count(generation, active=-1)
+
+    def _log_timing(self, body: dict[str, Any], first: float, last: float, tokens: int) -> None:
+        """One line ``ID<TAB>first<TAB>last<TAB>tokens`` for an answer marked ``[[bench:ID]]``."""
+        marker = _MARKER.search(_last_user_text(body)) if self._timing is not None else None
+        if marker is not None and self._timing is not None:
+            self._timing.write(f"{marker.group(1)}\t{first:.6f}\t{last:.6f}\t{tokens}\n")
+            self._timing.flush()
 
     def _count(
         self, generation: int, *, disconnects: int = 0, chunks: int = 0, active: int = 0
@@ -463,7 +504,16 @@ class _Answer:
 
     async def stream_text(self, reply: Reply) -> None:
         await self.start_stream({"role": "assistant", "content": ""})
-        for sent, piece in enumerate(reply.pieces()):
+        pieces = reply.pieces()
+        if not reply.token_delay and reply.break_after is None and reply.error_after is None:
+            # Every chunk in one write: the cheapest answer (what the bench measures against).
+            body = b"".join(self.chunk({"content": piece}) for piece in pieces)
+            await self.emit(body)
+            self.fake._count(self.generation, chunks=len(pieces))
+            await self.finish_stream("stop", self.usage_of(reply))
+            return
+        first = last = 0.0
+        for sent, piece in enumerate(pieces):
             if reply.break_after is not None and sent >= reply.break_after:
                 return  # uvicorn closes the connection mid-stream
             if reply.error_after is not None and sent >= reply.error_after:
@@ -474,11 +524,14 @@ class _Answer:
                 return
             if await self.pause(reply.token_delay):
                 return
+            last = time.monotonic()
+            first = first or last
             await self.emit(self.chunk({"content": piece}))
             self.fake._count(self.generation, chunks=1)
         if reply.break_after is not None:
             return
         await self.finish_stream("stop", self.usage_of(reply))
+        self.fake._log_timing(self.body, first, last, len(pieces))
 
     async def stream_tools(self, item: ToolCalls) -> None:
         calls = self.tool_calls(item)
@@ -633,3 +686,38 @@ async def _send_error(
     kind = "server_error" if status >= 500 else "invalid_request_error"
     error = {"message": message, "type": kind, "param": None, "code": None}
     await _send_json(send, status, {"error": error}, headers)
+
+
+def bench_reply(tokens: int, token_delay: float) -> Callable[[dict[str, Any]], Reply]:
+    """Every answer: the first ``tokens`` words of :data:`BENCH_SENTENCE`, cycling."""
+    words = itertools.islice(itertools.cycle(BENCH_SENTENCE.split()), tokens)
+    pieces = [word if index == 0 else " " + word for index, word in enumerate(words)]
+    reply = Reply("".join(pieces), chunks=pieces, token_delay=token_delay)
+    return lambda _body: reply
+
+
+def main() -> None:
+    """Serve the fake as a process of its own (the benchmarks' LLM) until interrupted."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(description="A scripted OpenAI-compatible server.")
+    parser.add_argument("--port", type=int, default=9100)
+    parser.add_argument("--tokens", type=int, default=20, help="words in a reply")
+    parser.add_argument("--token-delay-ms", type=float, default=0.0, help="sleep before each")
+    parser.add_argument("--timing-file", default=None, help="append first/last token times")
+    args = parser.parse_args()
+    timing = open(args.timing_file, "a") if args.timing_file else None  # noqa: SIM115
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    default = bench_reply(args.tokens, args.token_delay_ms / 1000)
+    with FakeLLM(default=default, timing=timing, port=args.port) as fake:
+        print(fake.base_url, flush=True)
+        stop.wait()
+    if timing is not None:
+        timing.close()
+
+
+if __name__ == "__main__":
+    main()
