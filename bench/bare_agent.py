@@ -9,7 +9,13 @@ Starlette app, ``uvicorn.run`` with the same defaults (``loop``/``http`` on
 ``auto``: uvloop and httptools when installed), the same log level, and
 whatever ``OTEL_INSTRUMENTATION_A2A_SDK_ENABLED`` the environment gives the SDK.
 
-    python bench/bare_agent.py --port 9300 [--log-level WARNING]
+    python bench/bare_agent.py --port 9300 [--log-level WARNING] [--llm URL]
+
+With ``--llm URL`` it is the like-for-like reference: for each message the same
+streamed chat-completions call the hub makes, through one shared ``AsyncOpenAI``
+of the ``openai`` package on its aiohttp transport, to the same fake LLM, each
+streamed token an artifact update; tasks still in memory. That is what a user of
+the design's packages would write by hand.
 
 JSON-RPC at ``http://127.0.0.1:PORT/``, card at ``/.well-known/agent-card.json``.
 """
@@ -62,7 +68,51 @@ class InstantExecutor(AgentExecutor):
             await updater.cancel()
 
 
-def build_app(base_url: str) -> Starlette:
+class OpenAIExecutor(AgentExecutor):
+    """Streams each answer from an OpenAI-compatible server through the ``openai`` client."""
+
+    def __init__(self, base_url: str) -> None:
+        import openai
+
+        self._client = openai.AsyncOpenAI(
+            base_url=base_url, api_key="bench", http_client=openai.DefaultAioHttpClient()
+        )
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        message = context.message
+        if message is None or not context.task_id or not context.context_id:
+            raise ValueError("execute() needs a message, a task id and a context id")
+        if context.current_task is None:
+            await event_queue.enqueue_event(new_task_from_user_message(message))
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        await updater.start_work()
+        text = " ".join(part.text for part in message.parts if part.text)
+        stream = await self._client.chat.completions.create(
+            model="fake-llm",
+            messages=[{"role": "user", "content": text}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        answer: list[str] = []
+        artifact_id = "answer"
+        async with stream:
+            async for chunk in stream:
+                piece = chunk.choices[0].delta.content if chunk.choices else None
+                if piece:
+                    await updater.add_artifact(
+                        [Part(text=piece)], artifact_id=artifact_id, append=bool(answer)
+                    )
+                    answer.append(piece)
+        await updater.add_artifact([], artifact_id=artifact_id, append=True, last_chunk=True)
+        await updater.complete(updater.new_agent_message([Part(text="".join(answer))]))
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        if context.task_id:
+            updater = TaskUpdater(event_queue, context.task_id, context.context_id or "")
+            await updater.cancel()
+
+
+def build_app(base_url: str, llm_url: str | None = None) -> Starlette:
     card = AgentCard(
         name="bare agent",
         description="A bare a2a-sdk agent that answers at once (benchmark reference).",
@@ -80,7 +130,7 @@ def build_app(base_url: str) -> Starlette:
         skills=[AgentSkill(id="answer", name="answer", description="Answers.", tags=["bench"])],
     )
     handler = DefaultRequestHandler(
-        agent_executor=InstantExecutor(),
+        agent_executor=OpenAIExecutor(llm_url) if llm_url else InstantExecutor(),
         task_store=InMemoryTaskStore(),
         agent_card=card,
         validate_input_modes=True,
@@ -101,12 +151,13 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9300)
     parser.add_argument("--log-level", default="WARNING")
+    parser.add_argument("--llm", default=None, help="an OpenAI-compatible base URL")
     args = parser.parse_args()
     # As `persona-agent serve` does: root logging at the level, uvicorn at the same level.
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    app = build_app(f"http://{args.host}:{args.port}")
+    app = build_app(f"http://{args.host}:{args.port}", args.llm)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower())
 
 

@@ -245,6 +245,26 @@ class FakeLLM:
     ) -> None:
         self.stop()
 
+    def serve(self, port: int) -> None:
+        """Serve in this thread, as its own process (uvicorn's defaults: uvloop, httptools),
+        until interrupted: the benchmarks' LLM."""
+
+        async def remember_loop() -> None:
+            self._loop = asyncio.get_running_loop()
+
+        config = uvicorn.Config(
+            self._app, host="127.0.0.1", port=port, interface="asgi3", log_level="warning"
+        )
+        server = uvicorn.Server(config)
+        original = server.startup
+
+        async def startup(sockets: list[socket.socket] | None = None) -> None:
+            await remember_loop()
+            await original(sockets)
+
+        server.startup = startup  # type: ignore[method-assign]
+        server.run()
+
     @property
     def base_url(self) -> str:
         """``http://127.0.0.1:PORT/v1``, for the OpenAI client's ``base_url``."""
@@ -699,7 +719,6 @@ def bench_reply(tokens: int, token_delay: float) -> Callable[[dict[str, Any]], R
 def main() -> None:
     """Serve the fake as a process of its own (the benchmarks' LLM) until interrupted."""
     import argparse
-    import signal
 
     parser = argparse.ArgumentParser(description="A scripted OpenAI-compatible server.")
     parser.add_argument("--port", type=int, default=9100)
@@ -708,13 +727,8 @@ def main() -> None:
     parser.add_argument("--timing-file", default=None, help="append first/last token times")
     args = parser.parse_args()
     timing = open(args.timing_file, "a") if args.timing_file else None  # noqa: SIM115
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
     default = bench_reply(args.tokens, args.token_delay_ms / 1000)
-    with FakeLLM(default=default, timing=timing, port=args.port) as fake:
-        print(fake.base_url, flush=True)
-        stop.wait()
+    FakeLLM(default=default, timing=timing).serve(args.port)
     if timing is not None:
         timing.close()
 
