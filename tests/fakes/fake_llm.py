@@ -116,11 +116,13 @@ class Seen:
     path: str
     query: str
     headers: dict[str, str]
+    at: float
+    """``time.monotonic()`` when the server read the request."""
 
 
 def _seen(scope: Scope) -> Seen:
     headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-    return Seen(scope["path"], scope["query_string"].decode("latin-1"), headers)
+    return Seen(scope["path"], scope["query_string"].decode("latin-1"), headers, time.monotonic())
 
 
 @dataclass
