@@ -29,9 +29,8 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import InvalidParamsError
 
-from persona_agent.a2a.executor import PARTS_METADATA_KEY
+from persona_agent.a2a.keys import PARTS_METADATA_KEY, PERSONA_STATE_KEY
 from persona_agent.a2a.routing import PersonaRequestHandler
-from persona_agent.a2a.task_store import PERSONA_STATE_KEY
 from tests.a2a.test_task_store import NamedUser
 
 

@@ -12,8 +12,8 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
 
 from persona_agent import __version__
-from persona_agent.a2a.executor import READABLE_FILE_TYPES
 from persona_agent.a2a.extensions import cost_extension
+from persona_agent.a2a.input import READABLE_FILE_TYPES
 from persona_agent.personas.model import Persona
 
 __all__ = [

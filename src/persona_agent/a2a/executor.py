@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from contextlib import aclosing
@@ -14,103 +13,21 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import Artifact, Message, Part, TaskArtifactUpdateEvent, TaskState
-from a2a.utils.errors import ContentTypeNotSupportedError
-from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Value
 
 from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload
+from persona_agent.a2a.input import message_to_text
+from persona_agent.a2a.keys import PARTS_METADATA_KEY, WHOLE_ANSWER_STATE_KEY
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.events import Done, Token, ToolEnd, ToolStart
 from persona_agent.errors import PersonaAgentError
 from persona_agent.personas.model import Persona
 
-__all__ = [
-    "ANSWER_ARTIFACT_NAME",
-    "PARTS_METADATA_KEY",
-    "READABLE_FILE_TYPES",
-    "WHOLE_ANSWER_STATE_KEY",
-    "InputError",
-    "PersonaAgentExecutor",
-    "check_parts",
-    "message_to_text",
-]
+__all__ = ["ANSWER_ARTIFACT_NAME", "PersonaAgentExecutor"]
 
 logger = logging.getLogger(__name__)
 
 ANSWER_ARTIFACT_NAME = "answer"
-READABLE_FILE_TYPES = (
-    "text/plain",
-    "text/markdown",
-    "text/csv",
-    "application/json",
-    "application/yaml",
-    "application/xml",
-)
-"""Media types of inline file parts that are read as text (the card declares them)."""
-PARTS_METADATA_KEY = "persona-agent/parts"
-"""Metadata of an answer chunk event: how many parts the answer artifact has with it."""
-WHOLE_ANSWER_STATE_KEY = "persona_agent.whole_answer"
-"""Set in ``ServerCallContext.state`` for a call whose client sees only the finished
-task (a blocking, non-streaming send): the answer is then one artifact event, not a
-chunk per piece of text (fewer events through the SDK; the same final task)."""
-
-
-class InputError(PersonaAgentError):
-    message = "The message has no content the persona can read"
-
-
-def check_parts(message: Message) -> None:
-    """Refuse, before any task is made, a part the persona cannot read.
-
-    Raises:
-        ContentTypeNotSupportedError: a file by URL, a file of another media type,
-            or a part with no content.
-    """
-    for index, part in enumerate(message.parts):
-        kind = part.WhichOneof("content")
-        if kind in ("text", "data") or (kind == "raw" and part.media_type in READABLE_FILE_TYPES):
-            continue
-        media = part.media_type or "no media type"
-        raise ContentTypeNotSupportedError(
-            message=f"Part {index} ({kind or 'empty'}, {media}) is not supported: send text, "
-            "data, or inline files of " + ", ".join(READABLE_FILE_TYPES)
-        )
-
-
-def message_to_text(message: Message) -> str:
-    """The user's message as text for the model.
-
-    Text parts are the conversation; data parts are passed as JSON; file parts
-    with inline bytes of a text type are read. Anything else raises
-    :class:`InputError` naming the part.
-    """
-    pieces: list[str] = []
-    for index, part in enumerate(message.parts):
-        kind = part.WhichOneof("content")
-        if kind == "text":
-            pieces.append(part.text)
-        elif kind == "data":
-            data = MessageToDict(part.data)
-            pieces.append("```json\n" + json.dumps(data, ensure_ascii=False, indent=2) + "\n```")
-        elif kind == "raw" and part.media_type in READABLE_FILE_TYPES:
-            try:
-                text = part.raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise InputError(
-                    f"Part {index} ({part.filename or 'file'}) is not UTF-8"
-                ) from error
-            name = part.filename or "attached file"
-            pieces.append(f"[{name}]\n{text}")
-        else:
-            media = part.media_type or "unknown type"
-            raise InputError(
-                f"Part {index} ({kind or 'empty'}, {media}) is not supported: "
-                "send text, data, or inline text files"
-            )
-    text = "\n\n".join(piece for piece in pieces if piece.strip())
-    if not text:
-        raise InputError()
-    return text
 
 
 class PersonaAgentExecutor(AgentExecutor):

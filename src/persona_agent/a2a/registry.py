@@ -29,10 +29,9 @@ from starlette.types import Message, Receive, Scope, Send
 
 from persona_agent.a2a.agent_card import CARD_PATH, build_agent_card
 from persona_agent.a2a.executor import PersonaAgentExecutor
+from persona_agent.a2a.keys import PERSONA_SCOPE_KEY, RPC_BODY_SCOPE_KEY, TERMINAL_STATES
 from persona_agent.a2a.routing import (
     MAX_ID_LENGTH,
-    PERSONA_SCOPE_KEY,
-    RPC_BODY_SCOPE_KEY,
     PersonaContextBuilder,
     PersonaRequestHandler,
     TaskListing,
@@ -47,7 +46,6 @@ from persona_agent.a2a.sdk_fixes.jsonrpc_body import (
     replay,
 )
 from persona_agent.a2a.sdk_fixes.routes import jsonrpc_dispatcher, rest_routes
-from persona_agent.a2a.task_store import TERMINAL_STATES
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.personas.model import Persona
 from persona_agent.personas.store import PersonaChange

@@ -10,7 +10,7 @@ instead of ~37 KiB for a Starlette app each).
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
@@ -36,27 +36,32 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import InvalidParamsError, InvalidRequestError, UnsupportedOperationError
 from starlette.requests import Request
 
-from persona_agent.a2a.executor import PARTS_METADATA_KEY, WHOLE_ANSWER_STATE_KEY, check_parts
-from persona_agent.a2a.sdk_fixes.routes import RAW_STATUS_STATE_KEY, check_status_filter
+from persona_agent.a2a.input import check_parts
+from persona_agent.a2a.keys import (
+    PARTS_METADATA_KEY,
+    PERSONA_SCOPE_KEY,
+    PERSONA_STATE_KEY,
+    RAW_STATUS_STATE_KEY,
+    RPC_BODY_SCOPE_KEY,
+    WHOLE_ANSWER_STATE_KEY,
+)
+from persona_agent.a2a.sdk_fixes.routes import check_status_filter
 from persona_agent.a2a.sdk_fixes.subscription import without_replayed
-from persona_agent.a2a.task_store import PERSONA_STATE_KEY
 
-if TYPE_CHECKING:
-    from persona_agent.a2a.registry import PersonaApp
+
+class HandlerOwner(Protocol):
+    """What the lookup gives: a persona's app (``registry.PersonaApp``), with its handler."""
+
+    @property
+    def handler(self) -> RequestHandler: ...
+
 
 __all__ = [
     "MAX_ID_LENGTH",
-    "PERSONA_SCOPE_KEY",
-    "RPC_BODY_SCOPE_KEY",
     "PersonaContextBuilder",
     "PersonaRequestHandler",
     "TaskListing",
 ]
-
-PERSONA_SCOPE_KEY = "persona_agent.persona_id"
-"""Key of the persona id in the ASGI scope, set by the A2A router."""
-RPC_BODY_SCOPE_KEY = "persona_agent.jsonrpc_body"
-"""Key of the parsed JSON-RPC body in the ASGI scope, set by the A2A router."""
 
 
 class PersonaContextBuilder(DefaultServerCallContextBuilder):
@@ -111,7 +116,7 @@ class PersonaRequestHandler(RequestHandler):
 
     def __init__(
         self,
-        lookup: Callable[[str, str | None], PersonaApp | None],
+        lookup: Callable[[str, str | None], HandlerOwner | None],
         *,
         task_listing: TaskListing = "context",
         max_id_length: int = MAX_ID_LENGTH,

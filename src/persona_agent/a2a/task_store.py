@@ -44,6 +44,7 @@ from a2a.utils.task import (
 from sqlalchemy import and_, bindparam, delete, func, or_, select, update
 from sqlalchemy.sql import ColumnElement
 
+from persona_agent.a2a.keys import PERSONA_STATE_KEY, TERMINAL_STATES
 from persona_agent.db import GroupCommitWriter, tasks_table
 
 if TYPE_CHECKING:
@@ -51,17 +52,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PERSONA_STATE_KEY", "TERMINAL_STATES", "SqlTaskStore", "persona_owner"]
+__all__ = ["SqlTaskStore", "persona_owner"]
 
-PERSONA_STATE_KEY = "persona_id"
-"""Key of the persona id in ``ServerCallContext.state``, set by the A2A router."""
-
-TERMINAL_STATES = (
-    TaskState.TASK_STATE_COMPLETED,
-    TaskState.TASK_STATE_FAILED,
-    TaskState.TASK_STATE_CANCELED,
-    TaskState.TASK_STATE_REJECTED,
-)
 
 _SETTLED = (
     *TERMINAL_STATES,

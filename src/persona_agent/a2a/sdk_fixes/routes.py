@@ -59,13 +59,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from persona_agent.a2a.keys import TERMINAL_STATES
 from persona_agent.a2a.sdk_fixes.jsonrpc_body import replay
-from persona_agent.a2a.task_store import TERMINAL_STATES
 
-__all__ = ["RAW_STATUS_STATE_KEY", "check_status_filter", "jsonrpc_dispatcher", "rest_routes"]
-
-RAW_STATUS_STATE_KEY = "persona_agent.list_tasks_status"
-"""The ListTasks ``status`` as the client wrote it, in ``ServerCallContext.state``."""
+__all__ = ["check_status_filter", "jsonrpc_dispatcher", "rest_routes"]
 
 VERSION_NOT_SUPPORTED = -32009
 

@@ -1,0 +1,38 @@
+"""The names the A2A modules share: ASGI scope and call-context keys, metadata keys, and the
+terminal task states. A leaf: every module of ``a2a/`` may import it, it imports none."""
+
+from __future__ import annotations
+
+from a2a.types.a2a_pb2 import TaskState
+
+__all__ = [
+    "PARTS_METADATA_KEY",
+    "PERSONA_SCOPE_KEY",
+    "PERSONA_STATE_KEY",
+    "RAW_STATUS_STATE_KEY",
+    "RPC_BODY_SCOPE_KEY",
+    "TERMINAL_STATES",
+    "WHOLE_ANSWER_STATE_KEY",
+]
+
+PERSONA_SCOPE_KEY = "persona_agent.persona_id"
+"""Key of the persona id in the ASGI scope, set by the A2A router."""
+RPC_BODY_SCOPE_KEY = "persona_agent.jsonrpc_body"
+"""Key of the parsed JSON-RPC body in the ASGI scope, set by the A2A router."""
+PERSONA_STATE_KEY = "persona_id"
+"""Key of the persona id in ``ServerCallContext.state``, set by the context builder."""
+WHOLE_ANSWER_STATE_KEY = "persona_agent.whole_answer"
+"""Set in ``ServerCallContext.state`` for a call whose client sees only the finished
+task (a blocking, non-streaming send): the answer is then one artifact event, not a
+chunk per piece of text (fewer events through the SDK; the same final task)."""
+RAW_STATUS_STATE_KEY = "persona_agent.list_tasks_status"
+"""The ListTasks ``status`` as the client wrote it, in ``ServerCallContext.state``."""
+PARTS_METADATA_KEY = "persona-agent/parts"
+"""Metadata of an answer chunk event: how many parts the answer artifact has with it."""
+
+TERMINAL_STATES = (
+    TaskState.TASK_STATE_COMPLETED,
+    TaskState.TASK_STATE_FAILED,
+    TaskState.TASK_STATE_CANCELED,
+    TaskState.TASK_STATE_REJECTED,
+)
