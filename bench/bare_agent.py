@@ -52,13 +52,7 @@ class InstantExecutor(AgentExecutor):
     """Answers every message at once with :data:`ANSWER`."""
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        message = context.message
-        if message is None or not context.task_id or not context.context_id:
-            raise ValueError("execute() needs a message, a task id and a context id")
-        if context.current_task is None:
-            await event_queue.enqueue_event(new_task_from_user_message(message))
-        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
-        await updater.start_work()
+        updater = await self._start(context, event_queue)
         await updater.add_artifact([Part(text=ANSWER)], name="answer", last_chunk=True)
         await updater.complete(updater.new_agent_message([Part(text=ANSWER)]))
 
@@ -67,8 +61,20 @@ class InstantExecutor(AgentExecutor):
             updater = TaskUpdater(event_queue, context.task_id, context.context_id or "")
             await updater.cancel()
 
+    @staticmethod
+    async def _start(context: RequestContext, event_queue: EventQueue) -> TaskUpdater:
+        """The task published (when new) and ``working``; its updater."""
+        message = context.message
+        if message is None or not context.task_id or not context.context_id:
+            raise ValueError("execute() needs a message, a task id and a context id")
+        if context.current_task is None:
+            await event_queue.enqueue_event(new_task_from_user_message(message))
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        await updater.start_work()
+        return updater
 
-class OpenAIExecutor(AgentExecutor):
+
+class OpenAIExecutor(InstantExecutor):
     """Streams each answer from an OpenAI-compatible server through the ``openai`` client."""
 
     def __init__(self, base_url: str) -> None:
@@ -79,14 +85,9 @@ class OpenAIExecutor(AgentExecutor):
         )
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        updater = await self._start(context, event_queue)
         message = context.message
-        if message is None or not context.task_id or not context.context_id:
-            raise ValueError("execute() needs a message, a task id and a context id")
-        if context.current_task is None:
-            await event_queue.enqueue_event(new_task_from_user_message(message))
-        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
-        await updater.start_work()
-        text = " ".join(part.text for part in message.parts if part.text)
+        text = " ".join(part.text for part in message.parts if part.text) if message else ""
         stream = await self._client.chat.completions.create(
             model="fake-llm",
             messages=[{"role": "user", "content": text}],
@@ -105,11 +106,6 @@ class OpenAIExecutor(AgentExecutor):
                     answer.append(piece)
         await updater.add_artifact([], artifact_id=artifact_id, append=True, last_chunk=True)
         await updater.complete(updater.new_agent_message([Part(text="".join(answer))]))
-
-    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        if context.task_id:
-            updater = TaskUpdater(event_queue, context.task_id, context.context_id or "")
-            await updater.cancel()
 
 
 def build_app(base_url: str, llm_url: str | None = None) -> Starlette:
