@@ -6,16 +6,19 @@ status message; tasks in the SDK's ``InMemoryTaskStore``. It is served the way
 ``persona-agent serve`` serves the hub: the SDK's ``DefaultRequestHandler``
 behind its JSON-RPC and HTTP+JSON routes (v1.0 with v0.3 compatibility), one
 Starlette app, ``uvicorn.run`` with the same defaults (``loop``/``http`` on
-``auto``: uvloop and httptools when installed), the same log level, and
-whatever ``OTEL_INSTRUMENTATION_A2A_SDK_ENABLED`` the environment gives the SDK.
+``auto``: uvloop and httptools when installed), the same default log level (INFO:
+an access line a request), and whatever ``OTEL_INSTRUMENTATION_A2A_SDK_ENABLED`` the
+environment gives the SDK.
 
-    python bench/bare_agent.py --port 9300 [--log-level WARNING] [--llm URL]
+    python bench/bare_agent.py --port 9300 [--log-level INFO] \
+        [--llm URL [--model gpt-4o-mini] [--system-prompt-file FILE]]
 
 With ``--llm URL`` it is the like-for-like reference: for each message the same
-streamed chat-completions call the hub makes, through one shared ``AsyncOpenAI``
-of the ``openai`` package on its aiohttp transport, to the same fake LLM, each
-streamed token an artifact update; tasks still in memory. That is what a user of
-the design's packages would write by hand.
+streamed chat-completions call the hub makes (the model, a system prompt read from
+``FILE``, the user's text, ``stream_options.include_usage``), through one shared
+``AsyncOpenAI`` of the ``openai`` package on its aiohttp transport, to the same fake
+LLM, each streamed token an artifact update; tasks still in memory. That is what a
+user of the design's packages would write by hand.
 
 JSON-RPC at ``http://127.0.0.1:PORT/``, card at ``/.well-known/agent-card.json``.
 """
@@ -24,6 +27,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+from typing import TYPE_CHECKING
 
 from a2a.helpers.proto_helpers import new_task_from_user_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -40,6 +45,9 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
 from starlette.applications import Starlette
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageParam
 
 ANSWER = (
     "Hello from the fake LLM. This is a deterministic reply used to measure "
@@ -77,11 +85,15 @@ class InstantExecutor(AgentExecutor):
 class OpenAIExecutor(InstantExecutor):
     """Streams each answer from an OpenAI-compatible server through the ``openai`` client."""
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, model: str, system_prompt: str) -> None:
         import openai
 
         self._client = openai.AsyncOpenAI(
             base_url=base_url, api_key="bench", http_client=openai.DefaultAioHttpClient()
+        )
+        self._model = model
+        self._system: list[ChatCompletionMessageParam] = (
+            [{"role": "system", "content": system_prompt}] if system_prompt else []
         )
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -89,8 +101,8 @@ class OpenAIExecutor(InstantExecutor):
         message = context.message
         text = " ".join(part.text for part in message.parts if part.text) if message else ""
         stream = await self._client.chat.completions.create(
-            model="fake-llm",
-            messages=[{"role": "user", "content": text}],
+            model=self._model,
+            messages=[*self._system, {"role": "user", "content": text}],
             stream=True,
             stream_options={"include_usage": True},
         )
@@ -108,7 +120,7 @@ class OpenAIExecutor(InstantExecutor):
         await updater.complete(updater.new_agent_message([Part(text="".join(answer))]))
 
 
-def build_app(base_url: str, llm_url: str | None = None) -> Starlette:
+def build_app(base_url: str, executor: AgentExecutor) -> Starlette:
     card = AgentCard(
         name="bare agent",
         description="A bare a2a-sdk agent that answers at once (benchmark reference).",
@@ -126,7 +138,7 @@ def build_app(base_url: str, llm_url: str | None = None) -> Starlette:
         skills=[AgentSkill(id="answer", name="answer", description="Answers.", tags=["bench"])],
     )
     handler = DefaultRequestHandler(
-        agent_executor=OpenAIExecutor(llm_url) if llm_url else InstantExecutor(),
+        agent_executor=executor,
         task_store=InMemoryTaskStore(),
         agent_card=card,
         validate_input_modes=True,
@@ -146,14 +158,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9300)
-    parser.add_argument("--log-level", default="WARNING")
+    parser.add_argument("--log-level", default="INFO", help="as the hub's default")
     parser.add_argument("--llm", default=None, help="an OpenAI-compatible base URL")
+    parser.add_argument("--model", default="gpt-4o-mini", help="as the hub's default")
+    parser.add_argument("--system-prompt-file", default=None, help="the system message")
     args = parser.parse_args()
     # As `persona-agent serve` does: root logging at the level, uvicorn at the same level.
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    app = build_app(f"http://{args.host}:{args.port}", args.llm)
+    for noisy in ("httpx", "httpx2"):  # as the hub: no line per LLM call, only the access log
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    executor = InstantExecutor()
+    if args.llm:
+        with open(args.system_prompt_file or os.devnull, encoding="utf-8") as prompt:
+            executor = OpenAIExecutor(args.llm, args.model, prompt.read())
+    app = build_app(f"http://{args.host}:{args.port}", executor)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower())
 
 

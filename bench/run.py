@@ -1,21 +1,24 @@
-"""The whole benchmark suite: the hub against a bare a2a-sdk agent, figures next to targets.
+"""The whole benchmark suite: the hub against a like-for-like a2a-sdk agent, figures next to
+targets.
 
     uv run python bench/run.py [--quick] [--rounds 5] [--personas 10000] [--requests 100000]
                                [--no-callgrind]
 
-Starts, as separate processes on 127.0.0.1: the instant fake LLM
-(``tests/fakes/fake_llm.py``, the tests' own), the hub (``persona-agent serve`` with its default
-settings, the ``openai`` backend pointed at the fake, tasks in SQLite in a
-temporary data directory, the persona directory watched), the bare agent
-(``bench/bare_agent.py``: the SDK's handler and routes, an executor that answers
-at once, tasks in memory), and the load generator (``bench/loadgen.py``, which
-checks every answer). Both servers run on the same Python, uvicorn defaults
-(uvloop and httptools), log level WARNING (so no access log) and telemetry
-setting (``OTEL_INSTRUMENTATION_A2A_SDK_ENABLED=false``). Each throughput round
-measures the hub, the bare agent, then the hub again (half its window on each
-side); ratios are taken within a round, then the median. With valgrind installed,
-each server also runs under callgrind for a count of instructions per request,
-which the machine's speed does not move.
+Starts, as separate processes on 127.0.0.1: the fake LLM (``tests/fakes/fake_llm.py``,
+the tests' own, run as ``python -m tests.fakes.fake_llm``: instant, or 20 ms a token for
+the streaming figures), the hub (``persona-agent serve`` in its default configuration:
+only ``PERSONA_AGENT_LLM_BASE_URL`` is set, to the fake; run in a directory of its own,
+so its default ``./personas`` and ``./data`` are the benchmark's), the like-for-like
+agent (``bench/bare_agent.py --llm``: the SDK's handler and routes, tasks in memory, the
+same streamed call as the hub's for Socrates through one shared ``AsyncOpenAI`` to the
+same fake), and the load generator (``bench/loadgen.py``, which checks every answer).
+Both servers run on the same Python, uvicorn defaults (uvloop and httptools) and log
+level (INFO, an access line a request); the agent with
+``OTEL_INSTRUMENTATION_A2A_SDK_ENABLED=false``, what the hub's default must amount to
+with no exporter configured. Each throughput round measures the hub, the agent, then
+the hub again (half its window on each side); ratios are taken within a round, then the
+median. With valgrind installed, each server also runs under callgrind for a count of
+instructions per request, which the machine's speed does not move.
 
 Prints one table: each figure, its target and PASS or FAIL, and exits 1 when a
 target is missed. ``--quick`` runs one round with short windows, 1,000
@@ -50,15 +53,17 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 PYTHON = sys.executable
 ENV = {
-    **{
-        k: v
-        for k, v in os.environ.items()
-        # Bytecode is written and used, as for any installed package: without it every
-        # start compiles every module again (seconds on two cores).
-        if not k.startswith(("PERSONA_AGENT_", "OPENAI_")) and k != "PYTHONDONTWRITEBYTECODE"
-    },
-    "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED": "false",
+    k: v
+    for k, v in os.environ.items()
+    # Bytecode is written and used, as for any installed package: without it every
+    # start compiles every module again (seconds on two cores).
+    if not k.startswith(("PERSONA_AGENT_", "OPENAI_", "OTEL_")) and k != "PYTHONDONTWRITEBYTECODE"
 }
+"""The environment of every process: none of the developer's hub, LLM or telemetry settings."""
+REFERENCE_ENV = {**ENV, "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED": "false"}
+"""The like-for-like agent's: no SDK spans, as the hub's default with no exporter."""
+MODEL = "gpt-4o-mini"
+"""The hub's default model, which the like-for-like agent names too."""
 
 
 @dataclass
@@ -104,14 +109,14 @@ LOGS: list[Path] = []
 
 @contextmanager
 def process(
-    command: list[str], ready_url: str, env: dict[str, str]
+    command: list[str], ready_url: str, env: dict[str, str], cwd: Path = REPO
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Start ``command``; wait until ``ready_url`` answers 200; stop it on exit."""
+    """Start ``command`` in ``cwd``; wait until ``ready_url`` answers 200; stop it on exit."""
     log = Path(tempfile.mkstemp(prefix="bench-", suffix=".log")[1])
     LOGS.append(log)
     with log.open("wb") as stderr:
         started = subprocess.Popen(
-            command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=stderr
+            command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=stderr
         )
     try:
         deadline = time.monotonic() + 120
@@ -141,36 +146,51 @@ def fake_llm(token_delay_ms: float = 0, timing_file: Path | None = None) -> Iter
         yield f"http://127.0.0.1:{port}/v1"
 
 
+def hub_home(root: Path, name: str, personas: int = 0) -> Path:
+    """A directory for a hub to run in: ``personas/`` (see :func:`make_personas`), and its
+    default ``./data`` once it runs."""
+    home = root / name
+    make_personas(home / "personas", personas)
+    return home
+
+
 @contextmanager
 def hub(
-    llm_url: str, personas: Path, data: Path, wrapper: tuple[str, ...] = ()
+    llm_url: str, home: Path, wrapper: tuple[str, ...] = ()
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``persona-agent serve`` in ``home``, every setting at its default but the LLM's URL
+    (and the port it listens on)."""
     port = free_port()
-    env = {
-        **ENV,
-        "PERSONA_AGENT_LLM_BASE_URL": llm_url,
-        "PERSONA_AGENT_LLM_API_KEY": "bench",
-        "PERSONA_AGENT_DATA_DIR": str(data),
-        "PERSONA_AGENT_LOG_LEVEL": "WARNING",
-    }
+    env = {**ENV, "PERSONA_AGENT_LLM_BASE_URL": llm_url}
     command = [*wrapper, PYTHON, "-m", "persona_agent.cli", "serve", "--port", str(port)]
-    command += ["-d", str(personas)]
-    with process(command, f"http://127.0.0.1:{port}/healthz", env) as started:
+    with process(command, f"http://127.0.0.1:{port}/healthz", env, cwd=home) as started:
         yield f"http://127.0.0.1:{port}", started
+
+
+def socrates_prompt(root: Path) -> Path:
+    """The system prompt the hub sends for Socrates, in a file for the like-for-like agent."""
+    from persona_agent.personas.loader import load_persona_file
+    from persona_agent.personas.prompt import render_system_prompt
+
+    path = root / "socrates-prompt.txt"
+    if not path.exists():
+        persona = load_persona_file(REPO / "personas" / "socrates.yaml")
+        path.write_text(render_system_prompt(persona), encoding="utf-8")
+    return path
 
 
 @contextmanager
 def bare_agent(
-    wrapper: tuple[str, ...] = (), llm_url: str | None = None
+    llm_url: str, root: Path, wrapper: tuple[str, ...] = ()
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """The SDK agent answering at once, or with ``llm_url`` the like-for-like one: the same
-    streamed call through the ``openai`` client to the same fake LLM."""
+    """The like-for-like agent: the hub's call for Socrates (system prompt and model), made
+    through one shared ``AsyncOpenAI`` to the fake LLM at ``llm_url``."""
     port = free_port()
     command = [*wrapper, PYTHON, str(BENCH / "bare_agent.py"), "--port", str(port)]
-    if llm_url is not None:
-        command += ["--llm", llm_url]
+    command += ["--llm", llm_url, "--model", MODEL]
+    command += ["--system-prompt-file", str(socrates_prompt(root))]
     ready = f"http://127.0.0.1:{port}/.well-known/agent-card.json"
-    with process(command, ready, ENV) as started:
+    with process(command, ready, REFERENCE_ENV) as started:
         yield f"http://127.0.0.1:{port}", started
 
 
@@ -251,18 +271,17 @@ def throughput_and_tail(rounds: int, window: str, root: Path) -> list[Row]:
     sends: list[tuple[float, float]] = []
     cpu: list[tuple[float, float]] = []
     tails: list[tuple[float, float]] = []
-    personas = root / "bundled"
-    make_personas(personas, 0)
+    bare_tails: list[tuple[float, float]] = []
     with (
         fake_llm() as llm,
-        hub(llm, personas, root / "data-rps") as (hub_url, hub_process),
-        bare_agent(llm_url=llm) as (bare_url, bare_process),
+        hub(llm, hub_home(root, "hub-rps")) as (hub_url, hub_process),
+        bare_agent(llm, root) as (bare_url, bare_process),
     ):
         hub_rpc, bare_rpc = f"{hub_url}/a2a/socrates/", f"{bare_url}/"
         watch_hub, watch_bare = f"server={hub_process.pid}", f"server={bare_process.pid}"
         half = str(float(window) / 2)
         for _ in range(rounds):
-            # Hub, bare agent, hub: half the hub's window on each side, so that a machine
+            # Hub, agent, hub: half the hub's window on each side, so that a machine
             # whose speed drifts during the round weighs on both alike.
             before, theirs, after = (
                 load(url, "--mode", "send", "-c", "16", "-d", length, "--watch-pid", watch)
@@ -277,53 +296,49 @@ def throughput_and_tail(rounds: int, window: str, root: Path) -> list[Row]:
             hub_cpu = sum(cpu_ms_per_request(h) * h["rps"] for h in (before, after)) / (2 * hub_rps)
             sends.append((hub_rps, theirs["rps"]))
             cpu.append((hub_cpu, cpu_ms_per_request(theirs)))
-            tail = load(hub_rpc, "--mode", "send", "-c", "64", "-d", window)
+            tail, bare_tail = (
+                load(url, "--mode", "send", "-c", "64", "-d", window) for url in (hub_rpc, bare_rpc)
+            )
             tails.append((tail["latency_ms"]["p99"], tail["latency_ms"]["p50"]))
+            bare_tails.append((bare_tail["latency_ms"]["p99"], bare_tail["latency_ms"]["p50"]))
             print(
-                f"    round: hub {hub_rps:.1f} req/s, bare {theirs['rps']} req/s, "
-                f"c=64 p50 {tail['latency_ms']['p50']} ms p99 {tail['latency_ms']['p99']} ms",
+                f"    round: hub {hub_rps:.1f} req/s, agent {theirs['rps']} req/s; c=64 p50/p99 "
+                f"hub {tail['latency_ms']['p50']}/{tail['latency_ms']['p99']} ms, agent "
+                f"{bare_tail['latency_ms']['p50']}/{bare_tail['latency_ms']['p99']} ms",
                 file=sys.stderr,
                 flush=True,
             )
     ratio, tail_ratio = median_ratio(sends), median_ratio(tails)
     return [
         Row("send c=16, hub req/s (median)", statistics.median(h for h, _ in sends), "req/s"),
-        Row(
-            "send c=16, like-for-like agent req/s (median)",
-            statistics.median(b for _, b in sends),
-            "req/s",
-        ),
-        Row("send c=16, hub / like-for-like agent", ratio, "x", ">= 0.9", ratio >= 0.9),
+        Row("send c=16, agent req/s (median)", statistics.median(b for _, b in sends), "req/s"),
+        Row("send c=16, hub / agent", ratio, "x", ">= 0.9", ratio >= 0.9),
         # CPU per request, from /proc: steadier than req/s from run to run (no target).
         Row("send c=16, hub CPU per request", statistics.median(h for h, _ in cpu), "ms"),
-        Row(
-            "send c=16, like-for-like agent CPU per request",
-            statistics.median(b for _, b in cpu),
-            "ms",
-        ),
-        Row(
-            "send c=16, CPU per request, like-for-like / hub",
-            median_ratio([(b, h) for h, b in cpu]),
-            "x",
-        ),
+        Row("send c=16, agent CPU per request", statistics.median(b for _, b in cpu), "ms"),
+        Row("send c=16, CPU per request, agent / hub", median_ratio([(b, h) for h, b in cpu]), "x"),
         Row("send c=64, hub p50", statistics.median(p for _, p in tails), "ms"),
         Row("send c=64, hub p99 / p50", tail_ratio, "x", "<= 3", tail_ratio <= 3),
+        Row("send c=64, agent p50", statistics.median(p for _, p in bare_tails), "ms"),
+        Row("send c=64, agent p99 / p50", median_ratio(bare_tails), "x"),
     ]
 
 
-def streaming(root: Path, count: int) -> list[Row]:
-    llm_times, client_times = root / "llm-times.tsv", root / "client-times.tsv"
-    personas = root / "bundled-stream"
-    make_personas(personas, 0)
-    with fake_llm(20, llm_times) as llm, hub(llm, personas, root / "data-stream") as (url, _):
-        summary = load(
-            f"{url}/a2a/socrates/",
-            *("--mode", "stream", "-c", "1", "--max-requests", str(count), "-d", "600"),
-            *("--mark", "--timing-file", str(client_times), "--warmup", "0"),
-        )
+def token_lags(root: Path, url: str, label: str, count: int) -> tuple[float, float, float]:
+    """Streamed answers at concurrency 1 from ``url`` (its fake LLM logs to
+    ``root/llm-times.tsv``): the median ms from the LLM's first token to the client's
+    first answer text, the same for the last, and the text chunks per answer."""
+    client_times = root / f"client-times-{label}.tsv"
+    summary = load(
+        url,
+        *("--mode", "stream", "-c", "1", "--max-requests", str(count), "-d", "600"),
+        *("--mark", "--timing-file", str(client_times), "--warmup", "0"),
+    )
     llm_at = {
         fields[0]: (float(fields[1]), float(fields[2]))
-        for fields in (line.split("\t") for line in llm_times.read_text().splitlines())
+        for fields in (
+            line.split("\t") for line in (root / "llm-times.tsv").read_text().splitlines()
+        )
     }
     firsts: list[float] = []
     lasts: list[float] = []
@@ -331,37 +346,43 @@ def streaming(root: Path, count: int) -> list[Row]:
         if fields[0] in llm_at:
             firsts.append((float(fields[1]) - llm_at[fields[0]][0]) * 1000)
             lasts.append((float(fields[2]) - llm_at[fields[0]][1]) * 1000)
-    first, last = statistics.median(firsts), statistics.median(lasts)
     chunks = float(summary["text_chunks_per_answer"] or 0)
+    return statistics.median(firsts), statistics.median(lasts), chunks
+
+
+def streaming(root: Path, count: int) -> list[Row]:
+    with (
+        fake_llm(20, root / "llm-times.tsv") as llm,
+        hub(llm, hub_home(root, "hub-stream")) as (url, _),
+        bare_agent(llm, root) as (bare_url, _),
+    ):
+        first, last, chunks = token_lags(root, f"{url}/a2a/socrates/", "hub", count)
+        bare_first, bare_last, _ = token_lags(root, f"{bare_url}/", "agent", count)
     return [
         Row("stream c=1, first text after LLM's first token", first, "ms", "<= 10", first <= 10),
+        Row("stream c=1, agent: first text after LLM's first", bare_first, "ms"),
         Row("stream c=1, text chunks per 20-token answer", chunks, "", ">= 10", chunks >= 10),
         Row("stream c=1, last text after LLM's last token", last, "ms", "<= 10", last <= 10),
+        Row("stream c=1, agent: last text after LLM's last", bare_last, "ms"),
     ]
 
 
 def persona_count(root: Path, count: int, rounds: int, window: str) -> list[Row]:
-    few, many = root / "few", root / "many"
-    make_personas(few, 0)
-    make_personas(many, count)
-    data = root / "data-many"
+    few, many = hub_home(root, "hub-few"), hub_home(root, "hub-many", count)
     with fake_llm() as llm:
         # References for the start-up figures: the same start with the five bundled
-        # personas, and the bare agent's (the SDK's imports and uvicorn alone).
+        # personas, and the agent's (the SDK's and openai's imports and uvicorn alone).
         started = time.monotonic()
-        with bare_agent():
+        with bare_agent(llm, root):
             bare_start = time.monotonic() - started
         started = time.monotonic()
-        with hub(llm, few, root / "data-few") as (_, small):
+        with hub(llm, few) as (_, small):
             few_start = time.monotonic() - started
             time.sleep(1)
             small_rss = rss_kib(small.pid)
         started = time.monotonic()
-        with hub(llm, many, data):  # the first start: every file parsed
+        with hub(llm, many) as (url, big):  # the first start: every file read, a new database
             first_start = time.monotonic() - started
-        started = time.monotonic()
-        with hub(llm, many, data) as (url, big):  # a restart: files unchanged
-            restart = time.monotonic() - started
             time.sleep(1)
             per_persona = (rss_kib(big.pid) - small_rss) * 1024 / (count - 5) / 1000
             # The last persona added, through the REST API as an operator would.
@@ -383,16 +404,9 @@ def persona_count(root: Path, count: int, rounds: int, window: str) -> list[Row]
                 pairs.append((last["latency_ms"]["p50"], first["latency_ms"]["p50"]))
     drift = abs(median_ratio(pairs) - 1) * 100
     return [
-        Row("start-up to ready: bare agent", bare_start, "s"),
+        Row("start-up to ready: agent", bare_start, "s"),
         Row("start-up to ready: hub, 5 bundled personas", few_start, "s"),
-        Row(
-            f"{count:,} personas: first start-up (no cache)",
-            first_start,
-            "s",
-            "< 6",
-            first_start < 6,
-        ),
-        Row(f"{count:,} personas: restart (files unchanged)", restart, "s", "< 3", restart < 3),
+        Row(f"{count:,} personas: first start-up", first_start, "s", "< 6", first_start < 6),
         Row(
             f"{count:,} personas: memory per persona", per_persona, "KB", "<= 10", per_persona <= 10
         ),
@@ -400,41 +414,49 @@ def persona_count(root: Path, count: int, rounds: int, window: str) -> list[Row]
     ]
 
 
+def rss_growth(url: str, pid: int, first: int, total: int) -> tuple[int, int]:
+    """RSS (KiB) of ``pid`` after ``first`` blocking sends to ``url``, then after ``total``."""
+    sends = ("--mode", "send", "-c", "16", "-d", "3600", "--warmup", "0")
+    load(url, *sends, "--max-requests", str(first))
+    after_first = rss_kib(pid)
+    load(url, *sends, "--max-requests", str(total - first))
+    return after_first, rss_kib(pid)
+
+
 def memory(root: Path, first: int, total: int) -> list[Row]:
-    personas = root / "bundled-memory"
-    make_personas(personas, 0)
-    with fake_llm() as llm, hub(llm, personas, root / "data-memory") as (url, started):
-        with bare_agent(llm_url=llm) as (bare_url, bare):
-            # One answer each, so that both have made their LLM client.
-            load(f"{bare_url}/", "--mode", "send", "-c", "1", "-d", "1", "--warmup", "0")
-            load(f"{url}/a2a/socrates/", "--mode", "send", "-c", "1", "-d", "1", "--warmup", "0")
-            time.sleep(1)
-            hub_idle, bare_idle = rss_kib(started.pid), rss_kib(bare.pid)
+    with (
+        fake_llm() as llm,
+        hub(llm, hub_home(root, "hub-memory")) as (url, started),
+        bare_agent(llm, root) as (bare_url, bare),
+    ):
         rpc = f"{url}/a2a/socrates/"
-        sends = ("--mode", "send", "-c", "16", "-d", "3600", "--warmup", "0")
-        load(rpc, *sends, "--max-requests", str(first))
-        after_first = rss_kib(started.pid)
-        load(rpc, *sends, "--max-requests", str(total - first))
-        after_total = rss_kib(started.pid)
-    growth = (after_total / after_first - 1) * 100
+        # One answer each, so that both have made their LLM client.
+        for each in (f"{bare_url}/", rpc):
+            load(each, "--mode", "send", "-c", "1", "-d", "1", "--warmup", "0")
+        time.sleep(1)
+        hub_idle, bare_idle = rss_kib(started.pid), rss_kib(bare.pid)
+        hub_first, hub_total = rss_growth(rpc, started.pid, first, total)
+        bare_first, bare_total = rss_growth(f"{bare_url}/", bare.pid, first, total)
+    growth = (hub_total / hub_first - 1) * 100
     idle = hub_idle / bare_idle
     print(
-        f"    RSS: hub idle {hub_idle} KiB, bare idle {bare_idle} KiB, after {first:,} "
-        f"{after_first} KiB, after {total:,} {after_total} KiB",
+        f"    RSS KiB: idle hub {hub_idle}, agent {bare_idle}; after {first:,} and {total:,} "
+        f"requests hub {hub_first}, {hub_total}, agent {bare_first}, {bare_total}",
         file=sys.stderr,
         flush=True,
     )
     return [
         Row(f"RSS after {total:,} vs {first:,} requests", growth, "%", "<= 10", growth <= 10),
-        Row("idle RSS, hub / like-for-like agent", idle, "x", "<= 1.5", idle <= 1.5),
+        Row(f"agent: RSS after {total:,} vs {first:,}", (bare_total / bare_first - 1) * 100, "%"),
+        Row("idle RSS, hub / agent", idle, "x", "<= 1.5", idle <= 1.5),
     ]
 
 
 def instructions(root: Path, requests: int) -> list[Row]:
-    """Instructions per blocking send, hub and bare agent, counted by callgrind.
+    """Instructions per blocking send, hub and agent, counted by callgrind.
 
     Unlike CPU time, a count that the machine's speed and neighbours do not move (within
-    about 1 % from run to run): what the hub does beyond the bare agent, without what
+    about 1 % from run to run): what the hub does beyond the agent, without what
     cache misses and a busy machine add on top. Each server runs under valgrind with
     instrumentation off until 100 warm-up requests are answered, then on for
     ``requests`` (concurrency 16); every thread is counted.
@@ -442,8 +464,6 @@ def instructions(root: Path, requests: int) -> list[Row]:
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("    valgrind not found: instruction counts skipped", file=sys.stderr)
         return []
-    personas = root / "bundled-callgrind"
-    make_personas(personas, 0)
 
     def control(pid: int, *command: str) -> None:
         subprocess.run(["callgrind_control", *command, str(pid)], check=True, capture_output=True)
@@ -465,15 +485,14 @@ def instructions(root: Path, requests: int) -> list[Row]:
                     total += int(line.split()[1])
         return total / requests / 1e6
 
+    home = hub_home(root, "hub-callgrind")
     with fake_llm() as llm:
-        hub_count = count(
-            "hub", lambda w: hub(llm, personas, root / "data-callgrind", w), "/a2a/socrates/"
-        )
-    bare_count = count("bare", bare_agent, "/")
+        hub_count = count("hub", lambda w: hub(llm, home, w), "/a2a/socrates/")
+        bare_count = count("bare", lambda w: bare_agent(llm, root, w), "/")
     return [
         Row("send c=16: instructions per request, hub (callgrind)", hub_count, "M"),
-        Row("send c=16: instructions per request, bare agent", bare_count, "M"),
-        Row("send c=16: instructions per request, bare / hub", bare_count / hub_count, "x"),
+        Row("send c=16: instructions per request, agent", bare_count, "M"),
+        Row("send c=16: instructions per request, agent / hub", bare_count / hub_count, "x"),
     ]
 
 

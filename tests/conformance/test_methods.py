@@ -225,12 +225,13 @@ async def test_subscribe_to_a_running_task_gives_a_snapshot_then_every_later_eve
 
     await wait_until("part of the answer", some_answer)
 
-    async def subscription(delay: float) -> list[StreamResponse]:
-        await asyncio.sleep(delay)  # several seams, at different points of the answer
+    async def subscription(chunks: int) -> list[StreamResponse]:
+        # Several seams, at different points of the answer: once the model has sent so much.
+        await asyncio.to_thread(llm.wait_chunks, chunks, 10.0)
         return [e async for e in client.subscribe(SubscribeToTaskRequest(id=task_id))]
 
     async with asyncio.timeout(30):
-        subscriptions = await asyncio.gather(*(subscription(i * 0.07) for i in range(6)))
+        subscriptions = await asyncio.gather(*(subscription(3 + 2 * i) for i in range(6)))
 
     for events in subscriptions:
         snapshot = events[0]

@@ -13,7 +13,10 @@ Each chat request pops the next scripted answer (FIFO, see :meth:`FakeLLM.script
 - :class:`ToolCalls`: the model asks for tool calls, streamed the way OpenAI
   does (a first delta with id, type and name and empty arguments, then the
   argument fragments);
-- :class:`Fail`: an HTTP error with an OpenAI error body;
+- :class:`Fail`: an HTTP error with an OpenAI error body; with a ``Retry-After``
+  (or ``retry-after-ms``) header, the same request body again before that time has
+  passed (by the server's clock, from when it sent the error) is refused with another
+  429 and counted in :attr:`FakeLLM.too_early`;
 - :class:`Hang`: the request is accepted and never answered.
 
 With nothing scripted, the answer is
@@ -34,7 +37,8 @@ The benchmarks run it as a process of its own::
     python -m tests.fakes.fake_llm --port 9100 [--tokens 20] [--token-delay-ms 20] \
         [--timing-file /tmp/llm-timing.tsv]
 
-where every answer is the first ``--tokens`` words of :data:`BENCH_SENTENCE`; with
+where every answer is the first ``--tokens`` words of :data:`BENCH_SENTENCE`, no
+request is kept (only counted), and with
 ``--timing-file``, an answer whose last user message holds ``[[bench:ID]]`` appends
 ``ID<TAB>first<TAB>last<TAB>tokens``: ``time.monotonic()`` (one clock for every
 process of the machine) just before its first and last tokens were written.
@@ -156,7 +160,10 @@ class FakeLLM:
 
     Thread-safe: tests call it from their own thread or event loop; the server
     runs in a background thread. The ``wait_*`` methods block, so call them
-    from async tests through ``asyncio.to_thread``.
+    from async tests through ``asyncio.to_thread``. With ``record=False`` no request
+    is kept, only counted (:attr:`requests` and :attr:`seen` stay empty): for a process
+    that serves a benchmark. ``default`` makes the answer when nothing is scripted;
+    ``timing`` receives the benchmark's token times (see the module docstring).
     """
 
     def __init__(
@@ -165,14 +172,21 @@ class FakeLLM:
         default: Callable[[dict[str, Any]], Reply] | None = None,
         timing: IO[str] | None = None,
         port: int = 0,
+        record: bool = True,
     ) -> None:
         self._default = default
         self._timing = timing
         self._port = port
+        self._record = record
         self._changed = threading.Condition()
         self._queue: deque[Scripted] = deque()
         self._requests: list[dict[str, Any]] = []
         self._seen: list[Seen] = []
+        self._received = 0
+        self._too_early = 0
+        # The requests answered with a Retry-After: their body -> monotonic() before which
+        # the same body again is refused (see :attr:`too_early`).
+        self._held_off: dict[str, float] = {}
         self._disconnects = 0
         self._chunks_sent = 0
         self._active = 0
@@ -249,23 +263,16 @@ class FakeLLM:
 
     def serve(self, port: int) -> None:
         """Serve in this thread, as its own process (uvicorn's defaults: uvloop, httptools),
-        until interrupted: the benchmarks' LLM."""
-
-        async def remember_loop() -> None:
-            self._loop = asyncio.get_running_loop()
-
-        config = uvicorn.Config(
-            self._app, host="127.0.0.1", port=port, interface="asgi3", log_level="warning"
+        until interrupted: the benchmarks' LLM. (:class:`Hang` is for :meth:`start` only:
+        nothing here releases a hanging request.)"""
+        uvicorn.run(
+            self._app,
+            host="127.0.0.1",
+            port=port,
+            interface="asgi3",
+            lifespan="off",
+            log_level="warning",
         )
-        server = uvicorn.Server(config)
-        original = server.startup
-
-        async def startup(sockets: list[socket.socket] | None = None) -> None:
-            await remember_loop()
-            await original(sockets)
-
-        server.startup = startup  # type: ignore[method-assign]
-        server.run()
 
     @property
     def base_url(self) -> str:
@@ -288,7 +295,9 @@ class FakeLLM:
             self._queue.clear()
             self._requests.clear()
             self._seen.clear()
+            self._held_off.clear()
             self._disconnects = self._chunks_sent = self._active = 0
+            self._received = self._too_early = 0
             self._changed.notify_all()
 
     @property
@@ -302,6 +311,16 @@ class FakeLLM:
         """How each chat request of the current test arrived: path, query and headers."""
         with self._changed:
             return list(self._seen)
+
+    @property
+    def too_early(self) -> int:
+        """Chat requests that repeated one answered with a ``Retry-After`` (or
+        ``retry-after-ms``) before that time had passed, by the server's own clock from
+        when it sent that answer. Each was answered 429 again and took nothing from the
+        script; it is in :attr:`requests` too. A client that honours ``Retry-After``
+        leaves this at 0."""
+        with self._changed:
+            return self._too_early
 
     @property
     def disconnects(self) -> int:
@@ -323,7 +342,11 @@ class FakeLLM:
 
     def wait_requests(self, n: int, timeout: float = 5.0) -> None:
         """Block until at least ``n`` chat requests were received, else AssertionError."""
-        self._wait(lambda: len(self._requests) >= n, timeout, f"{n} request(s)")
+        self._wait(lambda: self._received >= n, timeout, f"{n} request(s)")
+
+    def wait_chunks(self, n: int, timeout: float = 5.0) -> None:
+        """Block until at least ``n`` text chunks were streamed, else AssertionError."""
+        self._wait(lambda: self._chunks_sent >= n, timeout, f"{n} chunk(s)")
 
     def wait_disconnect(self, timeout: float = 5.0) -> None:
         """Block until a client abandoned a chat request, else AssertionError."""
@@ -340,7 +363,7 @@ class FakeLLM:
         with self._changed:
             if not self._changed.wait_for(condition, timeout):
                 raise AssertionError(
-                    f"fake LLM: waited {timeout}s for {what}; requests={len(self._requests)}, "
+                    f"fake LLM: waited {timeout}s for {what}; requests={self._received}, "
                     f"disconnects={self._disconnects}, active={self._active}"
                 )
 
@@ -370,7 +393,7 @@ class FakeLLM:
             await self._chat(scope, receive, send)
         elif path == "/health":
             with self._changed:
-                count = len(self._requests)
+                count = self._received
             await _send_json(send, 200, {"status": "ok", "requests": count})
         elif path.endswith("/models") and method == "GET":
             model = {"id": MODEL, "object": "model", "created": 0, "owned_by": "fake"}
@@ -391,13 +414,26 @@ class FakeLLM:
         except ValueError as exc:
             await _send_error(send, 400, f"bad request: {exc}")
             return
+        key = _key(body) if self._held_off else ""
         with self._changed:
             generation = self._generation
-            self._requests.append(body)
-            self._seen.append(_seen(scope))
-            self._active += 1
-            item = self._queue.popleft() if self._queue else None
+            self._received += 1
+            if self._record:
+                self._requests.append(body)
+                self._seen.append(_seen(scope))
+            wait = self._held_off.get(key, 0.0) - time.monotonic() if key else 0.0
+            if wait > 0:
+                self._too_early += 1
+                item = None
+            else:
+                self._held_off.pop(key, None)
+                self._active += 1
+                item = self._queue.popleft() if self._queue else None
             self._changed.notify_all()
+        if wait > 0:
+            headers = {"retry-after-ms": f"{wait * 1000:.0f}"}
+            await _send_error(send, 429, "retried before its Retry-After", headers)
+            return
         if item is None and self._default is not None:
             item = self._default(body)
         elif item is None:
@@ -416,6 +452,11 @@ class FakeLLM:
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
             self._count(generation, active=-1)
+
+    def hold_off(self, body: dict[str, Any], seconds: float) -> None:
+        """Refuse ``body`` again for ``seconds`` from now (see :attr:`too_early`)."""
+        with self._changed:
+            self._held_off[_key(body)] = time.monotonic() + seconds
 
     def _log_timing(self, body: dict[str, Any], first: float, last: float, tokens: int) -> None:
         """One line ``ID<TAB>first<TAB>last<TAB>tokens`` for an answer marked ``[[bench:ID]]``."""
@@ -478,6 +519,9 @@ class _Answer:
 
     async def give(self, item: Scripted) -> None:
         if isinstance(item, Fail):
+            delay = _retry_after(item.headers)
+            if delay:
+                self.fake.hold_off(self.body, delay)  # from now: before the client can read it
             await _send_error(self.send, item.status, item.message, item.headers)
         elif isinstance(item, Hang):
             await self.gone.wait()
@@ -653,6 +697,23 @@ class _DropFilter(logging.Filter):
         )
 
 
+def _key(body: dict[str, Any]) -> str:
+    """A request body as a string, the same for the same body (a retry sends it again)."""
+    return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+
+def _retry_after(headers: dict[str, str]) -> float:
+    """Seconds a client is asked to wait: ``retry-after-ms``, or ``Retry-After`` in seconds
+    (0 for an HTTP date or none)."""
+    by_name = {name.lower(): value for name, value in headers.items()}
+    try:
+        if "retry-after-ms" in by_name:
+            return max(0.0, float(by_name["retry-after-ms"]) / 1000)
+        return max(0.0, float(by_name.get("retry-after", "0")))
+    except ValueError:
+        return 0.0
+
+
 def _usage(prompt: int, completion: int) -> dict[str, int]:
     return {
         "prompt_tokens": prompt,
@@ -730,7 +791,8 @@ def main() -> None:
     args = parser.parse_args()
     timing = open(args.timing_file, "a") if args.timing_file else None  # noqa: SIM115
     default = bench_reply(args.tokens, args.token_delay_ms / 1000)
-    FakeLLM(default=default, timing=timing).serve(args.port)
+    # Nothing recorded: a benchmark sends hundreds of thousands of requests.
+    FakeLLM(default=default, timing=timing, record=False).serve(args.port)
     if timing is not None:
         timing.close()
 

@@ -98,6 +98,34 @@ def test_failures_carry_status_headers_and_an_openai_error_body(
     assert response.json()["error"]["message"] == "slow down"
 
 
+def test_a_retry_before_its_retry_after_is_refused_and_counted(
+    fake: FakeLLM, http: httpx.Client
+) -> None:
+    fake.script(Fail(429, "slow down", headers={"Retry-After": "60"}), Reply("At last."))
+    assert http.post("/chat/completions", json=ASK).status_code == 429
+    early = http.post("/chat/completions", json=ASK)  # the same request, at once
+    assert early.status_code == 429
+    assert 0 < float(early.headers["retry-after-ms"]) <= 60_000
+    assert fake.too_early == 1
+    other = {**ASK, "messages": [{"role": "user", "content": "Something else"}]}
+    assert http.post("/chat/completions", json=other).json()["choices"][0]["message"] == {
+        "role": "assistant",
+        "content": "At last.",  # another request is not held off, and the script waited
+    }
+    assert len(fake.requests) == 3
+
+
+def test_a_retry_after_its_retry_after_is_answered(fake: FakeLLM, http: httpx.Client) -> None:
+    fake.script(Fail(503, "busy", headers={"retry-after-ms": "1"}), Reply("Now."))
+    assert http.post("/chat/completions", json=ASK).status_code == 503
+    fake.hold_off(ASK, 0)  # as if the millisecond had passed: the server's clock decides
+    assert http.post("/chat/completions", json=ASK).json()["choices"][0]["message"] == {
+        "role": "assistant",
+        "content": "Now.",
+    }
+    assert fake.too_early == 0
+
+
 def test_models_and_unknown_routes(http: httpx.Client) -> None:
     assert http.get("/models").json()["data"][0]["id"] == "fake-llm"
     assert http.get("/nothing").status_code == 404
