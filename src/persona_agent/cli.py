@@ -9,7 +9,7 @@ import shutil
 import sys
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from pydantic import ValidationError
@@ -19,9 +19,11 @@ from persona_agent.cli_personas import personas_app
 from persona_agent.errors import ConfigError, PersonaFileError
 from persona_agent.logs import configure_logging, url_passwords
 from persona_agent.parts import persona_limits
+from persona_agent.personas.cards import CardSpec
 from persona_agent.personas.directory import load_persona_dir
-from persona_agent.personas.loader import load_persona_file
+from persona_agent.personas.loader import PERSONA_SUFFIXES, load_persona_file, read_persona
 from persona_agent.personas.model import Persona
+from persona_agent.personas.parsing import image_too_large, too_large
 from persona_agent.settings import Settings
 
 # The server's modules (a2a-sdk, FastAPI, uvicorn: about a second on two cores) are
@@ -279,42 +281,116 @@ def validate(
 
 @app.command("import-persona")
 def import_persona(
-    file: Annotated[Path, typer.Argument(help="Persona file (YAML or JSON) to import")],
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="Persona file (.yaml, .yml, .json) or character card (V2/V3, .json or .png)"
+        ),
+    ],
     personas_dir: PersonasDir = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing persona")] = False,
+    persona_id: Annotated[
+        str | None,
+        typer.Option(
+            "--id",
+            help="The persona's id [default: a persona file's name without its extension; "
+            "a card's name as a slug]",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Validate a persona file, then copy it into the persona directory."""
+    """Validate a persona file or character card, then copy it into the persona directory
+    (with the avatar image a persona file names)."""
     settings = _settings(personas_dir=personas_dir)
+    limits = persona_limits(settings)
+    fmt = PERSONA_SUFFIXES.get(file.suffix.lower())
+    if fmt is None:
+        _fail(f"{file}: unknown file type '{file.suffix}' (expected {', '.join(PERSONA_SUFFIXES)})")
+    limit = limits.max_image_bytes if fmt == "png" else limits.max_bytes
     try:
-        persona = load_persona_file(file, persona_limits(settings))
+        if file.stat().st_size > limit:  # refused unread
+            over = image_too_large if fmt == "png" else too_large
+            _fail(f"{file}: {over(file.stat().st_size, limits)}")
+        raw = file.read_bytes()
+        loaded = read_persona(persona_id, raw, source=str(file), fmt=fmt, limits=limits)
+    except OSError as error:
+        _fail(f"{file}: cannot read the file: {error.strerror}")
     except PersonaFileError as error:
-        typer.secho(f"error: {error}", err=True, fg="red")
-        raise typer.Exit(1) from error
+        _fail(str(error))
+    persona = loaded.persona
+    avatar = file.parent / persona.avatar if fmt != "png" and persona.avatar else None
+    if avatar is not None and not avatar.is_file():
+        _fail(f"{file}: avatar: no file '{persona.avatar}' beside the persona file")
     target_dir = settings.personas_dir
     target_dir.mkdir(parents=True, exist_ok=True)
-    existing = [
-        p
-        for p in (target_dir / f"{persona.id}{ext}" for ext in (".yaml", ".yml", ".json"))
-        if p.exists()
-    ]
-    if existing and not force:
-        typer.secho(
-            f"Persona '{persona.id}' already exists ({existing[0]}); use --force to overwrite",
-            err=True,
-            fg="red",
-        )
-        raise typer.Exit(1)
     target = target_dir / f"{persona.id}{file.suffix.lower()}"
     if target.resolve() == file.resolve():
         typer.echo(f"{file} is already in the persona directory")
         return
-    temporary = target.with_name(f".{target.name}.tmp")
-    shutil.copyfile(file, temporary)
-    temporary.replace(target)
+    existing = [
+        p for p in (target_dir / f"{persona.id}{ext}" for ext in PERSONA_SUFFIXES) if p.exists()
+    ]
+    if existing and not force:
+        _fail(f"Persona '{persona.id}' already exists ({existing[0]}); use --force to overwrite")
+    if avatar is not None and (target_dir / avatar.name).resolve() != avatar.resolve():
+        _copy_into(avatar, target_dir / avatar.name)
+    _copy_into(file, target)
     for other in existing:
         if other != target:
             other.unlink()
     typer.echo(f"Imported '{persona.id}' ({persona.name}) into {target}")
+
+
+@app.command("export-persona")
+def export_persona(
+    persona_id: Annotated[str, typer.Argument(help="Persona id")],
+    personas_dir: PersonasDir = None,
+    spec: Annotated[CardSpec, typer.Option("--format", help="Character card V2 or V3")] = "v3",
+    png: Annotated[
+        Path | None,
+        typer.Option("--png", help="Write a PNG card (the avatar with the card inside) here"),
+    ] = None,
+    json_file: Annotated[
+        Path | None,
+        typer.Option("--json", help="Write the card as JSON here [default: print it]"),
+    ] = None,
+) -> None:
+    """Export a persona as a Tavern character card (V2 or V3; JSON or PNG)."""
+    import asyncio
+
+    from persona_agent.personas.cards import card_png, persona_to_card
+    from persona_agent.personas.store import FilePersonaStore
+
+    settings = _settings(personas_dir=personas_dir)
+    personas = _load_all(settings)
+    if persona_id not in personas:
+        _fail(f"No persona with id '{persona_id}'")
+    persona = personas[persona_id]
+    if png is not None:
+        store = FilePersonaStore(settings.personas_dir, limits=persona_limits(settings))
+        store.load()
+        image = asyncio.run(store.avatar(persona_id))
+        png.write_bytes(card_png(persona, spec, image))
+        typer.echo(f"Wrote {png} ({spec} card of '{persona_id}')")
+    if json_file is not None or png is None:
+        text = json.dumps(persona_to_card(persona, spec), indent=2, ensure_ascii=False)
+        if json_file is None:
+            typer.echo(text)
+        else:
+            json_file.write_text(text + "\n", encoding="utf-8")
+            typer.echo(f"Wrote {json_file} ({spec} card of '{persona_id}')")
+
+
+def _fail(message: str) -> NoReturn:
+    typer.secho(f"error: {message}", err=True, fg="red")
+    raise typer.Exit(1)
+
+
+def _copy_into(source: Path, target: Path) -> None:
+    """Copy a file into the persona directory so that no watcher sees half of it."""
+    temporary = target.with_name(f".{target.name}.tmp")
+    shutil.copyfile(source, temporary)
+    temporary.replace(target)
 
 
 if __name__ == "__main__":  # pragma: no cover

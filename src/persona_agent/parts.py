@@ -40,7 +40,11 @@ def open_persona_store(settings: Settings) -> PersonaStore:
 
 def persona_limits(settings: Settings) -> Limits:
     """How large a persona file or body may be, as the settings say."""
-    return Limits(max_bytes=settings.max_persona_bytes, max_depth=settings.max_persona_depth)
+    return Limits(
+        max_bytes=settings.max_persona_bytes,
+        max_depth=settings.max_persona_depth,
+        max_image_bytes=settings.max_image_bytes,
+    )
 
 
 def build_llm_backend(settings: Settings) -> LLMBackend:

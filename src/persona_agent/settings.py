@@ -113,6 +113,8 @@ class Settings(BaseSettings):
     """Largest persona file (and REST body, upload, or content with YAML aliases expanded)."""
     max_persona_depth: int = Field(default=32, ge=4, le=256)
     """Deepest nesting of lists and mappings in a persona file or REST body."""
+    max_image_bytes: int = Field(default=16 * 1024 * 1024, ge=64 * 1024)
+    """Largest PNG character card or avatar image (file or upload)."""
 
     log_level: str = "INFO"
 

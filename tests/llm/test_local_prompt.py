@@ -40,10 +40,11 @@ def test_the_sketch_takes_the_persona_fields_the_transcript_needs(persona_id: st
     sketch = sketch_of(persona, conversation(persona, "Hi"))
     assert sketch.name == persona.name
     assert sketch.description == " ".join(persona.description.split())
+    assert persona.language_style is not None
     assert sketch.tone == persona.language_style.tone
     assert sketch.phrases == tuple(persona.language_style.sample_phrases)
     assert sketch.samples == tuple(
-        (" ".join(s.user.split()), " ".join(s.assistant.split()))
+        (" ".join((s.user or "").split()), " ".join((s.assistant or "").split()))
         for s in persona.interaction_samples
     )
 

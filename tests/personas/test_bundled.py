@@ -36,6 +36,8 @@ def test_bundled_persona_loads_and_renders(tmp_path: Path, path: Path) -> None:
         for topic in topics:
             assert topic in prompt
     for sample in persona.interaction_samples:
+        assert sample.user is not None
+        assert sample.assistant is not None
         assert f"User: {sample.user.strip()}" in prompt
         assert f"{persona.name}: {sample.assistant.strip()}" in prompt
 
@@ -48,8 +50,10 @@ def test_bundled_persona_is_rich(path: Path) -> None:
     assert "tools" not in raw
     persona = load_persona_file(path)
     assert 1 <= len(re.findall(r"[.!?](\s|$)", persona.description)) <= 2
+    assert isinstance(persona.personal_background, str)
     assert len(persona.personal_background.strip().split("\n\n")) >= 3
     style = persona.language_style
+    assert style is not None
     assert len(style.characteristics) >= 4
     assert len(style.sample_phrases) >= 3
     assert 3 <= len(persona.knowledge_domains) <= 5
@@ -57,6 +61,7 @@ def test_bundled_persona_is_rich(path: Path) -> None:
         assert 3 <= len(topics) <= 6
     assert 3 <= len(persona.interaction_samples) <= 5
     for sample in persona.interaction_samples:
+        assert sample.assistant is not None
         sentences = re.findall(r"[.!?](\s|$)", sample.assistant.strip())
         assert 2 <= len(sentences) <= 5, sample.assistant
     assert len(persona.card.examples) == 3

@@ -80,9 +80,9 @@ def test_authored_data_may_not_set_the_version() -> None:
         ({"name": ""}, "name: must not be empty"),
         ({"description": "   "}, "description: must not be empty"),
         ({"language_style": {}}, "language_style.tone: Field required"),
-        ({"language_style": {"tone": "x", "accent": "y"}}, "language_style.accent: unknown field"),
+        ({"language_style": {"tone": "x", "accent": 1}}, "language_style.accent: must be text"),
+        ({"model": {"nmae": "gpt"}}, "model.nmae: unknown field"),
         ({"nickname": "Tessie"}, "nickname: unknown field"),
-        ({"knowledge_domains": {}}, "knowledge_domains: at least one domain is required"),
         ({"knowledge_domains": ["a"]}, "knowledge_domains: Input should be a valid dictionary"),
         ({"knowledge_domains": {"Maths": []}}, "knowledge_domains.Maths: at least one topic"),
         ({"knowledge_domains": {"Maths": ["", "x"]}}, "knowledge_domains.Maths[0]: must not"),
@@ -94,7 +94,7 @@ def test_authored_data_may_not_set_the_version() -> None:
         ({"knowledge_domains": {"Conversation": ["a"]}}, "reserved for the conversation skill"),
         (
             {"interaction_samples": [{"user": "a", "assistant": "b"}, {"user": "c"}]},
-            "interaction_samples[1].assistant: Field required",
+            "interaction_samples[1]: assistant: Field required",
         ),
         ({"model": {"temperature": 2.5}}, "model.temperature: Input should be less than or equal"),
         ({"model": {"max_tokens": 0}}, "model.max_tokens: Input should be greater than or equal"),
@@ -193,7 +193,7 @@ def test_model_copy_with_update_revalidates_and_recomputes_the_version() -> None
     assert renamed.version == Persona.from_data("tess", persona_data(name="Tess Renamed")).version
     assert persona.model_copy() == persona
     with pytest.raises(ValidationError):
-        persona.model_copy(update={"knowledge_domains": {}})
+        persona.model_copy(update={"knowledge_domains": {"Maths": []}})
 
 
 def test_personas_are_immutable() -> None:
@@ -202,6 +202,7 @@ def test_personas_are_immutable() -> None:
     )
     with pytest.raises(ValidationError):
         persona.name = "Other"
+    assert persona.language_style is not None
     with pytest.raises(ValidationError):
         persona.language_style.tone = "loud"
     sample = persona.interaction_samples[0]
@@ -220,4 +221,12 @@ def test_defaults() -> None:
     assert persona.tools.required is False
     assert persona.card.skills == []
     assert persona.card.examples == []
+    assert persona.language_style is not None
     assert persona.language_style.characteristics == []
+    bare = Persona.from_data("bare", {"name": "Bare", "description": "Only the two required."})
+    assert bare.personal_background is None
+    assert bare.language_style is None
+    assert bare.knowledge_domains == {}
+    assert bare.lore is None
+    assert bare.avatar is None
+    assert bare.extensions == {}

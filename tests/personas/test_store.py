@@ -14,6 +14,7 @@ import pytest
 from persona_agent.errors import PersonaNotFoundError
 from persona_agent.personas.loader import load_persona_file
 from persona_agent.personas.model import Persona
+from persona_agent.personas.png import CleanImage
 from persona_agent.personas.store import FilePersonaStore, PersonaChange
 from tests.personas import persona_data, write_yaml
 
@@ -233,10 +234,10 @@ async def test_a_cancelled_put_still_completes_consistently(
     release = threading.Event()
     original = store._write
 
-    def slow_write(persona_id: str, text: str) -> None:
+    def slow_write(persona_id: str, text: str, image: CleanImage | None) -> None:
         started.set()
         release.wait(5)
-        original(persona_id, text)
+        original(persona_id, text, image)
 
     monkeypatch.setattr(store, "_write", slow_write)
     heard = asyncio.Event()

@@ -68,8 +68,8 @@ async def test_concurrent_creates_of_one_id_let_exactly_one_win(store: FilePerso
     results = await asyncio.gather(
         *(store.create(persona(name=f"Tess {i}")) for i in range(10)), return_exceptions=True
     )
-    assert sum(r is None for r in results) == 1
-    assert all(isinstance(r, PersonaExistsError) for r in results if r is not None)
+    assert sum(isinstance(r, Persona) for r in results) == 1
+    assert all(isinstance(r, PersonaExistsError) for r in results if not isinstance(r, Persona))
 
 
 async def test_sync_file_takes_in_changes_made_on_disk(

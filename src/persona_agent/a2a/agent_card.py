@@ -12,12 +12,14 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
 
 from persona_agent import __version__
-from persona_agent.a2a.extensions import cost_extension
+from persona_agent.a2a.extensions import cost_extension, greeting_extension
 from persona_agent.a2a.input import READABLE_FILE_TYPES
 from persona_agent.personas.model import Persona
+from persona_agent.personas.prompt import apply_macros, render_greeting
 
 __all__ = [
     "A2A_PREFIX",
+    "AVATAR_PATH",
     "CARD_PATH",
     "INPUT_MODES",
     "OUTPUT_MODES",
@@ -28,6 +30,8 @@ __all__ = [
 
 A2A_PREFIX = "/a2a"
 CARD_PATH = "/.well-known/agent-card.json"
+AVATAR_PATH = "/avatar"
+"""Below a persona's endpoint: its avatar image, when it has one."""
 INPUT_MODES = list(READABLE_FILE_TYPES)
 OUTPUT_MODES = ["text/plain", "application/json"]
 PROVIDER = AgentProvider(
@@ -68,7 +72,7 @@ def build_agent_card(persona: Persona, base_url: str) -> AgentCard:
             id=f"{persona.id}-conversation",
             name=f"Conversation with {persona.name}",
             description=persona.description,
-            tags=["conversation", "persona", *persona.knowledge_domains],
+            tags=["conversation", "persona", *persona.knowledge_domains, *persona.tags],
             examples=list(persona.card.examples),
             input_modes=INPUT_MODES,
             output_modes=OUTPUT_MODES,
@@ -97,22 +101,32 @@ def build_agent_card(persona: Persona, base_url: str) -> AgentCard:
                 output_modes=OUTPUT_MODES,
             )
         )
-    return AgentCard(
+    url = persona_url(base_url, persona.id)
+    extensions = [cost_extension()]
+    greeting = render_greeting(persona)
+    if greeting is not None:
+        name = persona.name.strip()
+        alternates = [apply_macros(text, name) for text in persona.alternate_greetings]
+        extensions.append(greeting_extension(greeting, alternates))
+    card = AgentCard(
         name=persona.name,
         description=persona.description,
         version=persona.version or __version__,
         provider=PROVIDER,
-        supported_interfaces=_interfaces(persona_url(base_url, persona.id)),
+        supported_interfaces=_interfaces(url),
         capabilities=AgentCapabilities(
             streaming=True,
             push_notifications=False,
             extended_agent_card=False,
-            extensions=[cost_extension()],
+            extensions=extensions,
         ),
         default_input_modes=INPUT_MODES,
         default_output_modes=OUTPUT_MODES,
         skills=skills,
     )
+    if persona.avatar is not None:  # an empty iconUrl would still be written out
+        card.icon_url = url.rstrip("/") + AVATAR_PATH
+    return card
 
 
 def build_hub_card(personas: list[Persona], base_url: str) -> AgentCard:

@@ -8,7 +8,13 @@ from a2a.types.a2a_pb2 import AgentExtension
 
 from persona_agent.chat.events import Done
 
-__all__ = ["COST_EXTENSION_URI", "cost_extension", "cost_payload"]
+__all__ = [
+    "COST_EXTENSION_URI",
+    "GREETING_EXTENSION_URI",
+    "cost_extension",
+    "cost_payload",
+    "greeting_extension",
+]
 
 COST_EXTENSION_URI = "urn:persona-agent:extension:cost:v1"
 """The completed task's final message carries a DataPart with this payload:
@@ -26,6 +32,26 @@ def cost_extension() -> AgentExtension:
             "duration and model (cost-v1)."
         ),
         required=False,
+    )
+
+
+GREETING_EXTENSION_URI = "urn:persona-agent:extension:greeting:v1"
+"""The persona opens each new conversation with a greeting (a character card's
+``first_mes``): ``params.greeting`` on the card, for a client to show before the first
+message; the model sees it as its own first turn. ``params.alternateGreetings`` lists
+the card's other greetings."""
+
+
+def greeting_extension(greeting: str, alternates: list[str]) -> AgentExtension:
+    """The card's greeting extension; texts with their macros already replaced."""
+    return AgentExtension(
+        uri=GREETING_EXTENSION_URI,
+        description=(
+            "Each new conversation opens with this greeting from the persona; show it "
+            "before the first message."
+        ),
+        required=False,
+        params={"greeting": greeting, "alternateGreetings": alternates},
     )
 
 

@@ -25,7 +25,7 @@ from starlette.types import Receive, Scope, Send
 from persona_agent.a2a.agent_card import build_agent_card
 from persona_agent.a2a.executor import PersonaAgentExecutor
 from persona_agent.a2a.keys import TERMINAL_STATES
-from persona_agent.a2a.router import A2ARouter
+from persona_agent.a2a.router import A2ARouter, Avatars
 from persona_agent.a2a.routing import MAX_ID_LENGTH, TaskListing
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.personas.model import Persona
@@ -92,8 +92,11 @@ class A2ARegistry:
         shutdown_grace_period: float = 0,
         task_listing: TaskListing = "context",
         max_id_length: int = MAX_ID_LENGTH,
+        avatars: Avatars | None = None,
     ) -> None:
-        """``task_listing``, ``max_id_length``: see :class:`PersonaRequestHandler`."""
+        """``task_listing``, ``max_id_length``: see :class:`PersonaRequestHandler`;
+        ``avatars``: a persona's avatar image (the persona store's), served at
+        ``{id}/avatar``."""
         self._engine = engine
         self.shutdown_grace_period = shutdown_grace_period
         self._task_store = task_store
@@ -107,6 +110,7 @@ class A2ARegistry:
             shutdown_grace_period=shutdown_grace_period,
             task_listing=task_listing,
             max_id_length=max_id_length,
+            avatars=avatars,
         )
         """The ASGI side: what ``/a2a`` is mounted on."""
 

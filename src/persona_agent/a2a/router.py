@@ -9,7 +9,7 @@ persona instead of a Starlette app each).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from a2a.server.request_handlers import RequestHandler
@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
-from persona_agent.a2a.agent_card import CARD_PATH
+from persona_agent.a2a.agent_card import AVATAR_PATH, CARD_PATH
 from persona_agent.a2a.keys import PERSONA_SCOPE_KEY, RPC_BODY_SCOPE_KEY
 from persona_agent.a2a.routing import (
     MAX_ID_LENGTH,
@@ -37,10 +37,21 @@ from persona_agent.a2a.sdk_fixes.jsonrpc_body import (
     replay,
 )
 from persona_agent.a2a.sdk_fixes.routes import jsonrpc_dispatcher, rest_routes
+from persona_agent.personas.png import CleanImage
 
-__all__ = ["CARD_CACHE_CONTROL", "A2ARouter", "ServedPersona", "not_found_response"]
+__all__ = [
+    "AVATAR_PATH",
+    "CARD_CACHE_CONTROL",
+    "A2ARouter",
+    "Avatars",
+    "ServedPersona",
+    "not_found_response",
+]
 
 CARD_CACHE_CONTROL = "public, max-age=60, must-revalidate"
+
+Avatars = Callable[[str], Awaitable[CleanImage | None]]
+"""A persona's avatar image by persona id (``None``: it has none)."""
 
 
 class ServedPersona(Protocol):
@@ -122,9 +133,12 @@ class A2ARouter:
         shutdown_grace_period: float = 0,
         task_listing: TaskListing = "context",
         max_id_length: int = MAX_ID_LENGTH,
+        avatars: Avatars | None = None,
     ) -> None:
-        """``task_listing``, ``max_id_length``: see :class:`PersonaRequestHandler`."""
+        """``task_listing``, ``max_id_length``: see :class:`PersonaRequestHandler`;
+        ``avatars``: where ``{id}/avatar`` finds the image."""
         self._lookup = lookup
+        self._avatars = avatars
         self.max_message_bytes = max_message_bytes
         handler = PersonaRequestHandler(
             lookup, task_listing=task_listing, max_id_length=max_id_length
@@ -136,6 +150,7 @@ class A2ARouter:
         """Serves every JSON-RPC call (a POST to ``{persona_id}/``), called directly."""
         routes: list[BaseRoute] = [
             Route(CARD_PATH, self._card_endpoint, methods=["GET"]),
+            Route(AVATAR_PATH, self._avatar_endpoint, methods=["GET"]),
             # Reached only by other methods than POST (405), see __call__.
             Route("/", self._jsonrpc.handle_requests, methods=["POST"]),
             *rest_routes(
@@ -230,6 +245,30 @@ class A2ARouter:
             return message
 
         return limited_receive
+
+    async def _avatar_endpoint(self, request: Request) -> Response:
+        persona_id = request.scope.get(PERSONA_SCOPE_KEY, "")
+        image = await self._avatars(persona_id) if self._avatars is not None else None
+        if image is None:
+            return JSONResponse(
+                {
+                    "error": {
+                        "code": 404,
+                        "status": "NOT_FOUND",
+                        "message": f"Persona '{persona_id}' has no avatar",
+                    }
+                },
+                status_code=404,
+            )
+        etag = f'"{image.etag}"'
+        headers = {"ETag": etag, "Cache-Control": CARD_CACHE_CONTROL}
+        tags = [
+            tag.strip().removeprefix("W/")
+            for tag in request.headers.get("if-none-match", "").split(",")
+        ]
+        if "*" in tags or etag in tags:
+            return Response(status_code=304, headers=headers)
+        return Response(image.data, media_type=image.media_type, headers=headers)
 
     async def _card_endpoint(self, request: Request) -> Response:
         app = self._lookup(request.scope.get(PERSONA_SCOPE_KEY, ""), None)

@@ -104,8 +104,10 @@ def create_app(settings: Settings) -> FastAPI:
             message_max_bytes=settings.retention_message_bytes,
         ),
     )
+    store = load_personas(settings)
     registry = A2ARegistry(
         engine=engine,
+        avatars=store.avatar,
         task_store=task_store,
         base_url=settings.base_url,
         max_message_bytes=settings.max_message_bytes,
@@ -113,7 +115,6 @@ def create_app(settings: Settings) -> FastAPI:
         task_listing=settings.task_listing,
         max_id_length=settings.max_id_length,
     )
-    store = load_personas(settings)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

@@ -34,14 +34,16 @@ def _not_json(constant: str) -> None:
 
 class BodyLimit:
     """ASGI middleware: bodies of writes under ``prefix`` at most ``limits.max_bytes`` +
-    :data:`MULTIPART_ALLOWANCE` bytes (else 413), JSON ones nested at most
-    ``limits.max_depth`` deep and free of ``NaN``/``Infinity`` (else 422)."""
+    :data:`MULTIPART_ALLOWANCE` bytes, file uploads (multipart) at most
+    ``limits.max_image_bytes`` + the allowance (a PNG card) (else 413), JSON ones nested
+    at most ``limits.max_depth`` deep and free of ``NaN``/``Infinity`` (else 422)."""
 
     def __init__(self, app: ASGIApp, *, limits: Limits, prefix: str = "/api/") -> None:
         self.app = app
         self.limits = limits
         self.prefix = prefix
         self.max_body = limits.max_bytes + MULTIPART_ALLOWANCE
+        self.max_upload = max(limits.max_bytes, limits.max_image_bytes) + MULTIPART_ALLOWANCE
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -52,9 +54,11 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         headers = dict(scope["headers"])
+        content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+        limit = self.max_upload if content_type == b"multipart/form-data" else self.max_body
         length = headers.get(b"content-length", b"").strip()
-        if length.isdigit() and int(length) > self.max_body:
-            await self._too_large(scope, receive, send, int(length))
+        if length.isdigit() and int(length) > limit:
+            await self._too_large(scope, receive, send, int(length), limit)
             return
         chunks: list[bytes] = []
         size = 0
@@ -65,13 +69,12 @@ class BodyLimit:
                 return
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_body:
-                await self._too_large(scope, receive, send, None)
+            if size > limit:
+                await self._too_large(scope, receive, send, None, limit)
                 return
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
-        content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
         # What FastAPI parses as JSON: a JSON type, or no type at all.
         if content_type in (b"", b"application/json") or content_type.endswith(b"+json"):
             problem = self._json_problem(body)
@@ -109,14 +112,20 @@ class BodyLimit:
         return None
 
     async def _too_large(
-        self, scope: Scope, receive: Receive, send: Send, size: int | None
+        self, scope: Scope, receive: Receive, send: Send, size: int | None, limit: int
     ) -> None:
         given = f"is {size} bytes" if size is not None else "is larger"
-        detail = (
-            f"The request body {given}, more than the limit of {self.max_body} bytes "
-            f"(a persona of at most {self.limits.max_bytes} bytes: "
-            "PERSONA_AGENT_MAX_PERSONA_BYTES)"
-        )
+        if limit == self.max_body:
+            what = (
+                f"a persona of at most {self.limits.max_bytes} bytes: "
+                "PERSONA_AGENT_MAX_PERSONA_BYTES"
+            )
+        else:
+            what = (
+                f"a card image of at most {self.limits.max_image_bytes} bytes: "
+                "PERSONA_AGENT_MAX_IMAGE_BYTES"
+            )
+        detail = f"The request body {given}, more than the limit of {limit} bytes ({what})"
         response = JSONResponse(
             {"detail": detail}, status_code=413, headers={"Connection": "close"}
         )

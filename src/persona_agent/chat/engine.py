@@ -17,8 +17,9 @@ from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.locks import KeyedLocks
 from persona_agent.errors import LLMError, ToolError
 from persona_agent.llm.base import ChatRequest, LLMBackend, Message, StreamEnd, ToolCall, Usage
+from persona_agent.personas.lore import select_lore
 from persona_agent.personas.model import Persona
-from persona_agent.personas.prompt import render_system_prompt
+from persona_agent.personas.prompt import apply_macros, render_greeting, render_system_prompt
 
 __all__ = ["ChatEngine", "Toolbox"]
 
@@ -74,12 +75,19 @@ class ChatEngine:
         async with self._locks.hold(conversation):
             started = time.monotonic()
             past = await self.history.load(conversation)
-            turn: list[Message] = [{"role": "user", "content": user_message}]
+            turn: list[Message] = []
+            greeting = None if past else render_greeting(persona)
+            if greeting is not None:  # a new conversation opens with the persona's greeting
+                turn.append({"role": "assistant", "content": greeting})
+            turn.append({"role": "user", "content": user_message})
             messages: list[Message] = [
-                {"role": "system", "content": render_system_prompt(persona)},
+                {"role": "system", "content": _system_prompt(persona, [*past, *turn])},
                 *past,
                 *turn,
             ]
+            if persona.post_history_instructions is not None:
+                after = apply_macros(persona.post_history_instructions, persona.name.strip())
+                messages.append({"role": "system", "content": after})
             allow = persona.tools.allow
             tools = (
                 self.toolbox.tool_specs(allow)
@@ -176,6 +184,18 @@ class ChatEngine:
         except ToolError as error:
             logger.warning("tool %s failed: %s", name, error.message)
             return f"Error: {error.message}", True
+
+
+def _system_prompt(persona: Persona, conversation: list[Message]) -> str:
+    """The persona's system prompt, with the lore entries the conversation brings up."""
+    if persona.lore is None:
+        return render_system_prompt(persona)
+    texts = [
+        message["content"]
+        for message in conversation
+        if message.get("role") in ("user", "assistant") and isinstance(message.get("content"), str)
+    ]
+    return render_system_prompt(persona, select_lore(persona.lore, texts))
 
 
 def _parse_arguments(call: ToolCall) -> tuple[dict[str, Any], str | None]:

@@ -1,46 +1,78 @@
-"""Reading and writing persona files (YAML or JSON).
+"""Reading and writing persona files: YAML, JSON, and character cards (JSON or PNG).
 
 Every problem with a file becomes a :class:`PersonaFileError` that names the
-file and, for each problem, the field and the reason: never a traceback.
+file and, for each problem, the field and the reason: never a traceback. A JSON
+file is a character card when it says so (``spec: chara_card_v2/v3``, or V1's
+fields); a PNG file is one when it carries a card chunk.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import yaml
 from pydantic import ValidationError
 
 from persona_agent.errors import PersonaFileError
-from persona_agent.personas.model import PERSONA_ID_PATTERN, Persona, is_valid_persona_id
+from persona_agent.personas.cards import CardError, card_id, card_to_persona, looks_like_card
+from persona_agent.personas.model import (
+    MAX_PROBLEMS,
+    PERSONA_ID_PATTERN,
+    Persona,
+    is_valid_persona_id,
+    validation_problems,
+)
 from persona_agent.personas.parsing import (
     DEFAULT_LIMITS,
     LimitExceeded,
     Limits,
+    image_too_large,
     load_json,
     load_yaml,
     too_large,
 )
+from persona_agent.personas.png import CleanImage, ImageError, clean_image, png_card_text
 
 __all__ = [
     "MAX_PROBLEMS",
     "PERSONA_SUFFIXES",
+    "NoCardError",
+    "PersonaFile",
     "decode_persona_bytes",
     "dump_persona_yaml",
     "load_persona_file",
     "parse_persona_text",
     "persona_to_data",
+    "read_persona",
     "validation_problems",
 ]
 
-PERSONA_SUFFIXES: dict[str, Literal["yaml", "json"]] = {
+Format = Literal["yaml", "json", "png"]
+
+PERSONA_SUFFIXES: dict[str, Format] = {
     ".yaml": "yaml",
     ".yml": "yaml",
     ".json": "json",
+    ".png": "png",
 }
 """File name suffixes of persona files, and their formats."""
+
+
+class NoCardError(PersonaFileError):
+    """A PNG without a character card in it: an image (in the persona directory, an
+    avatar), not a persona."""
+
+
+@dataclass(frozen=True, slots=True)
+class PersonaFile:
+    """What a persona file holds: the persona, and the picture of a PNG card."""
+
+    persona: Persona
+    image: CleanImage | None = None
+    """The card's image re-encoded without its text chunks: the persona's avatar."""
 
 
 class _BlockStyleDumper(yaml.SafeDumper):
@@ -55,38 +87,6 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _BlockStyleDumper.add_representer(str, _represent_str)
 
 
-def _loc_to_path(loc: tuple[int | str, ...]) -> str:
-    path = ""
-    for part in loc:
-        if isinstance(part, int) or part == "[key]":
-            path += f"[{part}]" if isinstance(part, int) else part
-        else:
-            path += f".{part}" if path else part
-    return path
-
-
-MAX_PROBLEMS = 20
-"""Problems listed for one file at most; the rest are counted (a 1 MiB file of unknown
-fields would otherwise give an error message many times its size)."""
-
-
-def validation_problems(error: ValidationError) -> list[str]:
-    """One ``"field.path: reason"`` string per problem, e.g.
-    ``"interaction_samples[1].assistant: Field required"``; at most :data:`MAX_PROBLEMS`,
-    then how many more there are."""
-    details = error.errors(include_url=False, include_input=False, include_context=False)
-    problems = []
-    for detail in details[:MAX_PROBLEMS]:
-        reason = detail["msg"]
-        if detail["type"] == "extra_forbidden":
-            reason = "unknown field"
-        path = _loc_to_path(detail["loc"])
-        problems.append(f"{path}: {reason}" if path else reason)
-    if len(details) > MAX_PROBLEMS:
-        problems.append(f"and {len(details) - MAX_PROBLEMS} more problems")
-    return problems
-
-
 def _yaml_problem(error: yaml.YAMLError) -> str:
     if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
         mark = error.problem_mark
@@ -97,7 +97,7 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
     return f"YAML error: {error}"
 
 
-def _parse(text: str, fmt: Literal["yaml", "json"], source: str, limits: Limits) -> dict[str, Any]:
+def _parse(text: str, fmt: Format, source: str, limits: Limits) -> dict[str, Any]:
     data: Any
     try:
         data = load_json(text, limits) if fmt == "json" else load_yaml(text, limits)
@@ -158,10 +158,81 @@ def parse_persona_text(
     return _validate(source, persona_id, _parse(text, fmt, source, limits))
 
 
-def load_persona_file(path: str | os.PathLike[str], limits: Limits = DEFAULT_LIMITS) -> Persona:
-    """The persona in a ``.yaml``, ``.yml`` or ``.json`` file; its id is the file stem.
+def read_persona(
+    persona_id: str | None,
+    raw: bytes,
+    *,
+    source: str,
+    fmt: Format,
+    limits: Limits = DEFAULT_LIMITS,
+) -> PersonaFile:
+    """A persona from the bytes of a file: YAML, JSON (a persona or a character card) or a
+    PNG character card (with its image).
+
+    The persona's id is ``persona_id``; if None, a persona file's is the stem of
+    ``source`` and a card's is its name as a slug (:func:`card_id`).
 
     Raises:
+        NoCardError: a PNG with no card in it.
+        PersonaFileError: the id is not a persona id, the bytes are over the limits, not
+            UTF-8, not valid YAML/JSON, not a readable PNG, not a V2/V3 card, or the
+            persona is invalid; one problem per field.
+    """
+    if persona_id is not None and not is_valid_persona_id(persona_id):
+        problem = f"'{persona_id}' is not a valid persona id (expected {PERSONA_ID_PATTERN})"
+        raise PersonaFileError(source, [problem])
+    if fmt == "png":
+        return _read_png(persona_id, raw, source, limits)
+    data = _parse(decode_persona_bytes(raw, source, limits), fmt, source, limits)
+    if fmt == "json" and looks_like_card(data):
+        return PersonaFile(_from_card(persona_id, data, source))
+    if persona_id is None:
+        persona_id = os.path.splitext(os.path.basename(source))[0]
+        if not is_valid_persona_id(persona_id):
+            problem = (
+                f"file name '{persona_id}' is not a valid persona id "
+                f"(expected {PERSONA_ID_PATTERN}); rename the file or give the id"
+            )
+            raise PersonaFileError(source, [problem])
+    return PersonaFile(_validate(source, persona_id, data))
+
+
+def _read_png(persona_id: str | None, raw: bytes, source: str, limits: Limits) -> PersonaFile:
+    if len(raw) > limits.max_image_bytes:
+        raise PersonaFileError(source, [str(image_too_large(len(raw), limits))])
+    try:
+        found = png_card_text(raw)
+        if found is None:
+            raise NoCardError(
+                source, ["the PNG has no character card in it (no 'ccv3' or 'chara' text chunk)"]
+            )
+        chunk, text = found
+        if len(text) > limits.max_bytes:
+            raise PersonaFileError(
+                source, [f"the card in the '{chunk}' chunk: {too_large(len(text), limits)}"]
+            )
+        data = _parse(text, "json", f"{source} ('{chunk}' chunk)", limits)
+        image = clean_image(raw)
+    except ImageError as error:
+        raise PersonaFileError(source, [str(error)]) from None
+    if not looks_like_card(data):
+        raise PersonaFileError(source, [f"the '{chunk}' chunk is not a character card"])
+    return PersonaFile(_from_card(persona_id, data, source), image)
+
+
+def _from_card(persona_id: str | None, data: dict[str, Any], source: str) -> Persona:
+    try:
+        return card_to_persona(persona_id or card_id(data), data)
+    except CardError as error:
+        raise PersonaFileError(source, error.problems) from None
+
+
+def load_persona_file(path: str | os.PathLike[str], limits: Limits = DEFAULT_LIMITS) -> Persona:
+    """The persona in a ``.yaml``, ``.yml``, ``.json`` or ``.png`` file; its id is the file
+    stem. A persona's ``avatar`` must be a file beside it; a PNG card is its own avatar.
+
+    Raises:
+        NoCardError: a PNG with no card in it (an image, not a persona).
         PersonaFileError: the file cannot be read, is larger than the limit, is not
             UTF-8, has an unknown suffix or a file name that is not a persona id, or
             is invalid.
@@ -169,19 +240,28 @@ def load_persona_file(path: str | os.PathLike[str], limits: Limits = DEFAULT_LIM
     source = os.fspath(path)
     stem, suffix = os.path.splitext(os.path.basename(source))
     fmt = _check_name(source, stem, suffix)
+    limit = limits.max_image_bytes if fmt == "png" else limits.max_bytes
     try:
         with open(source, "rb", buffering=0) as file:  # one read, no buffer object
             size = os.fstat(file.fileno()).st_size
-            if size > limits.max_bytes:  # refused unread
-                raise PersonaFileError(source, [str(too_large(size, limits))])
-            raw = file.read(limits.max_bytes + 1)  # the file may grow meanwhile
+            if size > limit:  # refused unread
+                over = image_too_large(size, limits) if fmt == "png" else too_large(size, limits)
+                raise PersonaFileError(source, [str(over)])
+            raw = file.read(limit + 1)  # the file may grow meanwhile
     except OSError as error:
         raise PersonaFileError(source, [f"cannot read the file: {error.strerror}"]) from None
-    text = decode_persona_bytes(raw, source, limits)
-    return _validate(source, stem, _parse(text, fmt, source, limits))
+    persona = read_persona(stem, raw, source=source, fmt=fmt, limits=limits).persona
+    if fmt == "png":
+        return persona.model_copy(update={"avatar": os.path.basename(source)})
+    if persona.avatar is not None:
+        beside = os.path.join(os.path.dirname(source), persona.avatar)
+        if not os.path.isfile(beside):
+            problem = f"avatar: no file '{persona.avatar}' beside the persona file"
+            raise PersonaFileError(source, [problem])
+    return persona
 
 
-def _check_name(source: str, stem: str, suffix: str) -> Literal["yaml", "json"]:
+def _check_name(source: str, stem: str, suffix: str) -> Format:
     fmt = PERSONA_SUFFIXES.get(suffix.lower())
     if fmt is None:
         expected = ", ".join(PERSONA_SUFFIXES)

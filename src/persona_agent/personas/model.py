@@ -1,5 +1,12 @@
 """The persona model: what a persona file may say, validated.
 
+One model reads both shapes people write persona files in: this hub's own and the
+original persona-agent format (``personal_background`` as a mapping, any further keys
+under ``language_style``, ``{type, content}`` interaction samples). It also has a place
+for what character cards carry (personality, scenario, greetings, a lorebook, an
+avatar); what has no place goes under ``extensions``, the one mapping whose keys are
+free. Any other unknown key is an error that names it.
+
 A persona's id is its file stem, a slug, so no id can name a path outside the
 persona directory. Its ``version`` is a hash of its content, computed on
 validation, so any change of content gives a new version (used as an ETag).
@@ -7,6 +14,7 @@ validation, so any change of content gives a new version (used as an ETag).
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import re
 from collections.abc import Mapping
@@ -15,16 +23,22 @@ from typing import Annotated, Any, Self
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
+from persona_agent.personas.lore import Lorebook
+
 __all__ = [
+    "AVATAR_PATTERN",
     "CONVERSATION_SKILL",
+    "MAX_PROBLEMS",
     "PERSONA_ID_PATTERN",
     "CardSettings",
     "CardSkill",
@@ -35,6 +49,7 @@ __all__ = [
     "ToolSettings",
     "is_valid_persona_id",
     "slugify",
+    "validation_problems",
 ]
 
 PERSONA_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
@@ -43,7 +58,11 @@ PERSONA_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
 CONVERSATION_SKILL = "conversation"
 """The slug of the agent card's conversation skill; no knowledge domain may use it."""
 
+AVATAR_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.(?i:png|jpe?g|webp|gif)$"
+"""An avatar: the name of an image file beside the persona file (no directory part)."""
+
 _ID_RE = re.compile(PERSONA_ID_PATTERN)
+_AVATAR_RE = re.compile(AVATAR_PATTERN)
 _NOT_SLUG_RE = re.compile(r"[^a-z0-9]+")
 _AUTHORED = "persona_agent.authored_id"  # validation context key set by Persona.from_data
 
@@ -70,29 +89,159 @@ def _require_topics(value: list[str]) -> list[str]:
     return value
 
 
+def _topics_as_list(value: Any) -> Any:
+    """A domain given one topic as text (``politics: American politics``) has that topic."""
+    return [value] if isinstance(value, str) else value
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON would hold it: YAML dates become ISO text, keys become text."""
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return value.isoformat()
+    return value
+
+
+def _text_or_texts(value: Any) -> Any:
+    """For keys that take text or a list of text (``language_style``'s further keys)."""
+    if isinstance(value, str) or (
+        isinstance(value, list) and all(isinstance(item, str) for item in value)
+    ):
+        return value
+    raise PydanticCustomError("text_or_list", "must be text or a list of text")
+
+
+def _background(value: Any) -> Any:
+    if isinstance(value, str):
+        return _require_text(value)
+    if isinstance(value, dict):
+        if not value:
+            raise PydanticCustomError("empty_background", "must not be empty")
+        return _plain(value)
+    raise PydanticCustomError(
+        "background_type", "must be text, or a mapping of headings to text, lists or mappings"
+    )
+
+
+def _sample_detail(value: Any) -> Any:
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        return value
+    raise PydanticCustomError("sample_detail", "must be text or a number")
+
+
+def _texts_ok(value: str | list[str]) -> str | list[str]:
+    for item in [value] if isinstance(value, str) else value:
+        _require_text(item)
+    return value
+
+
 Text = Annotated[str, AfterValidator(_require_text)]
 """A string with at least one non-whitespace character."""
 
-Topics = Annotated[list[Text], AfterValidator(_require_topics)]
+Topics = Annotated[list[Text], BeforeValidator(_topics_as_list), AfterValidator(_require_topics)]
+
+TextOrTexts = Annotated[str | list[str], BeforeValidator(_text_or_texts), AfterValidator(_texts_ok)]
+
+Background = Annotated[str | dict[str, Any], BeforeValidator(_background)]
+"""Text, or (the original persona-agent format) a mapping of any keys, values nested."""
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` as JSON would hold it, mappings in key order at every depth: the order of
+    free keys means nothing, so it must not change a persona's version."""
+    if isinstance(value, dict):
+        return {str(key): _canonical(value[key]) for key in sorted(value, key=str)}
+    if isinstance(value, list):
+        return [_canonical(item) for item in value]
+    return _plain(value)
+
+
+FreeKeys = Annotated[dict[str, Any], AfterValidator(_canonical)]
+"""A mapping of anything JSON can hold, in key order."""
+
+
+def _avatar_name(value: str) -> str:
+    if not _AVATAR_RE.fullmatch(value):
+        raise PydanticCustomError(
+            "avatar_name",
+            "'{value}' is not an image file beside the persona file (a name such as "
+            "ada.png: letters, digits, '.', '_' or '-', ending .png, .jpg, .jpeg, .webp or .gif)",
+            {"value": value},
+        )
+    return value
+
+
+AvatarName = Annotated[str, AfterValidator(_avatar_name)]
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class LanguageStyle(_Section):
-    """How the persona speaks."""
+class LanguageStyle(BaseModel):
+    """How the persona speaks: ``tone``, and any further keys (the original format's
+    ``vocabulary``, ``speaking_style``, ``common_phrases``, ...) as text or lists of text."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    __pydantic_extra__: dict[str, TextOrTexts] = Field(init=False)
 
     tone: Text
     characteristics: list[Text] = Field(default_factory=list)
     sample_phrases: list[Text] = Field(default_factory=list)
 
+    def further(self) -> dict[str, str | list[str]]:
+        """The keys beyond ``tone``, ``characteristics`` and ``sample_phrases``, in file order."""
+        return dict(self.__pydantic_extra__ or {})
 
-class InteractionSample(_Section):
-    """One example exchange, shown to the model as an example of the persona's voice."""
 
-    user: Text
-    assistant: Text
+class InteractionSample(BaseModel):
+    """One example of the persona's voice, in either shape:
+
+    - ``{user, assistant}``: one exchange;
+    - ``{type, content}`` (the original format): ``type`` is free (``quote``,
+      ``conversation`` with ``Q:``/``A:`` lines, ``social_media``, ``speech``, ...) and
+      may be left out; further keys (``platform``, ``date``, ...) describe the sample.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    __pydantic_extra__: dict[str, Annotated[str | int | float, BeforeValidator(_sample_detail)]] = (
+        Field(init=False)
+    )
+
+    user: Text | None = None
+    assistant: Text | None = None
+    type: Text | None = None
+    content: Text | None = None
+
+    def details(self) -> dict[str, str | int | float]:
+        """The further keys of a ``{type, content}`` sample, in file order."""
+        return dict(self.__pydantic_extra__ or {})
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> Self:
+        exchange = self.user is not None or self.assistant is not None
+        if exchange and (self.content is not None or self.type is not None or self.details()):
+            raise PydanticCustomError(
+                "sample_shape",
+                "give either user and assistant, or content (with an optional type), not both",
+            )
+        if exchange and (self.user is None or self.assistant is None):
+            missing = "user" if self.user is None else "assistant"
+            raise PydanticCustomError(
+                "sample_shape",
+                "{missing}: Field required (an exchange needs user and assistant)",
+                {"missing": missing},
+            )
+        if not exchange and self.content is None:
+            raise PydanticCustomError(
+                "sample_shape", "needs user and assistant, or content (with an optional type)"
+            )
+        return self
 
 
 class ModelSettings(_Section):
@@ -151,13 +300,30 @@ class Persona(BaseModel):
     id: str = Field(json_schema_extra={"pattern": PERSONA_ID_PATTERN})
     name: Text
     description: Text
-    personal_background: Text
-    language_style: LanguageStyle
-    knowledge_domains: dict[Text, Topics]
+    personality: Text | None = None
+    personal_background: Background | None = None
+    language_style: LanguageStyle | None = None
+    knowledge_domains: dict[Text, Topics] = Field(default_factory=dict)
     interaction_samples: list[InteractionSample] = Field(default_factory=list)
+    scenario: Text | None = None
+    greeting: Text | None = None
+    """The persona's first message in a new conversation (a card's ``first_mes``)."""
+    alternate_greetings: list[Text] = Field(default_factory=list)
+    system_prompt: Text | None = None
+    """Replaces the opening of the system prompt; ``{{original}}`` stands for the hub's own."""
+    post_history_instructions: Text | None = None
+    """Sent as a system message after the conversation, before the model answers."""
+    tags: list[Text] = Field(default_factory=list)
+    lore: Lorebook | None = None
+    """Lore entries put into the prompt when their keys come up (a card's ``character_book``)."""
+    avatar: AvatarName | None = None
+    """An image file beside the persona file, served at ``/a2a/{id}/avatar``."""
     model: ModelSettings = Field(default_factory=lambda: _NO_MODEL_SETTINGS)
     tools: ToolSettings = Field(default_factory=lambda: _NO_TOOL_SETTINGS)
     card: CardSettings = Field(default_factory=lambda: _NO_CARD_SETTINGS)
+    extensions: FreeKeys = Field(default_factory=dict)
+    """Free keys: what other tools keep here (a character card's fields that have no place
+    in the persona, under ``character_card``) is kept and written back."""
     version: str = ""
 
     @classmethod
@@ -240,8 +406,6 @@ class Persona(BaseModel):
     @field_validator("knowledge_domains")
     @classmethod
     def _domains_have_distinct_slugs(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
-        if not value:
-            raise PydanticCustomError("no_domains", "at least one domain is required")
         seen: dict[str, str] = {}
         for domain in value:
             slug = slugify(domain)
@@ -289,3 +453,41 @@ class Persona(BaseModel):
         # The model is frozen; validation is the one moment its version may be set.
         self.__dict__["version"] = self.content_hash()
         return self
+
+
+def _loc_to_path(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int) or part == "[key]":
+            path += f"[{part}]" if isinstance(part, int) else part
+        else:
+            path += f".{part}" if path else part
+    return path
+
+
+MAX_PROBLEMS = 20
+"""Problems listed for one file at most; the rest are counted (a 1 MiB file of unknown
+fields would otherwise give an error message many times its size)."""
+
+
+def validation_problems(
+    error: ValidationError, fields: Mapping[str, str] | None = None
+) -> list[str]:
+    """One ``"field.path: reason"`` string per problem, e.g.
+    ``"interaction_samples[1].assistant: Field required"``; at most :data:`MAX_PROBLEMS`,
+    then how many more there are. ``fields`` renames top-level fields in paths (a card's
+    problems are named by the card's fields)."""
+    details = error.errors(include_url=False, include_input=False, include_context=False)
+    problems = []
+    for detail in details[:MAX_PROBLEMS]:
+        reason = detail["msg"]
+        if detail["type"] == "extra_forbidden":
+            reason = "unknown field"
+        loc = detail["loc"]
+        if fields and loc and isinstance(loc[0], str) and loc[0] in fields:
+            loc = (fields[loc[0]], *loc[1:])
+        path = _loc_to_path(loc)
+        problems.append(f"{path}: {reason}" if path else reason)
+    if len(details) > MAX_PROBLEMS:
+        problems.append(f"and {len(details) - MAX_PROBLEMS} more problems")
+    return problems

@@ -26,6 +26,7 @@ __all__ = [
     "DEFAULT_LIMITS",
     "LimitExceeded",
     "Limits",
+    "image_too_large",
     "load_json",
     "load_yaml",
     "too_deep",
@@ -36,12 +37,15 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class Limits:
     """How large a persona file may be. Settings: ``PERSONA_AGENT_MAX_PERSONA_BYTES``,
-    ``PERSONA_AGENT_MAX_PERSONA_DEPTH`` (docs/security.md)."""
+    ``PERSONA_AGENT_MAX_PERSONA_DEPTH``, ``PERSONA_AGENT_MAX_IMAGE_BYTES`` (docs/security.md)."""
 
     max_bytes: int = 1024 * 1024
     """The file's size, and the size of its content once YAML aliases are expanded."""
     max_depth: int = 32
     """Lists and mappings nested in one another (a persona needs 4)."""
+    max_image_bytes: int = 16 * 1024 * 1024
+    """A PNG character card or an avatar image (``PERSONA_AGENT_MAX_IMAGE_BYTES``); the card
+    in it is text, held to ``max_bytes``."""
 
 
 DEFAULT_LIMITS = Limits()
@@ -55,6 +59,13 @@ def too_large(size: int, limits: Limits) -> LimitExceeded:
     return LimitExceeded(
         f"the file is {size} bytes, more than the limit of {limits.max_bytes} bytes "
         "(PERSONA_AGENT_MAX_PERSONA_BYTES)"
+    )
+
+
+def image_too_large(size: int, limits: Limits) -> LimitExceeded:
+    return LimitExceeded(
+        f"the image is {size} bytes, more than the limit of {limits.max_image_bytes} bytes "
+        "(PERSONA_AGENT_MAX_IMAGE_BYTES)"
     )
 
 

@@ -1,70 +1,170 @@
-"""The system prompt of a persona, rendered deterministically from its fields."""
+"""The system prompt of a persona, rendered deterministically from its fields.
+
+Every field that says something about the persona reaches the prompt in a readable
+form: a background given as a mapping becomes an outline, ``language_style``'s further
+keys become labelled lines, each interaction sample is shown in its own shape. The
+character-card macros ``{{char}}`` and ``{{user}}`` (and the older ``<BOT>``,
+``<USER>``) are replaced here, at rendering; the stored text keeps them.
+"""
 
 from __future__ import annotations
 
 import functools
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from persona_agent.personas.model import Persona
+from persona_agent.personas.lore import LoreSelection
+from persona_agent.personas.model import InteractionSample, Persona
 
-__all__ = ["PROMPT_CACHE_SIZE", "render_system_prompt"]
+__all__ = [
+    "PROMPT_CACHE_SIZE",
+    "USER_NAME",
+    "apply_macros",
+    "conversation_turns",
+    "render_character",
+    "render_greeting",
+    "render_profile",
+    "render_system_prompt",
+    "sample_exchanges",
+]
 
 PROMPT_CACHE_SIZE = 512
 """How many rendered prompts are kept (least recently used are dropped)."""
 
+USER_NAME = "User"
+"""What ``{{user}}`` becomes: the hub does not know the caller's name."""
 
-def render_system_prompt(persona: Persona) -> str:
+_MACRO = re.compile(r"\{\{\s*(char|user)\s*\}\}|<(bot|char|user)>", re.IGNORECASE)
+_ORIGINAL = re.compile(r"\{\{\s*original\s*\}\}", re.IGNORECASE)
+_SPEAKER = re.compile(r"^\s*([^:\n]{1,60}?)\s*:\s?(.*)$")
+_START = re.compile(r"^\s*<start>\s*$", re.IGNORECASE)
+
+
+def apply_macros(text: str, char: str, user: str = USER_NAME) -> str:
+    """``text`` with ``{{char}}``/``<BOT>``/``<CHAR>`` as ``char`` and ``{{user}}``/``<USER>``
+    as ``user`` (any letter case)."""
+    if "{" not in text and "<" not in text:
+        return text
+
+    def name(match: re.Match[str]) -> str:
+        word = (match.group(1) or match.group(2)).lower()
+        return user if word == "user" else char
+
+    return _MACRO.sub(name, text)
+
+
+def render_system_prompt(persona: Persona, lore: LoreSelection | None = None) -> str:
     """The system prompt that makes the model speak as ``persona``.
 
     The same persona always gives the same string: sections in a fixed order,
-    domains, topics and samples in file order. Rendered prompts are cached by
-    persona (its hash is its id and version).
+    domains, topics and samples in file order. ``lore``, the lore entries the
+    conversation brought up, goes in where each entry's position says: before the
+    character's description or after it. Rendered prompts are cached by persona (its
+    hash is its id and version); lore is added to the cached parts.
     """
-    return _render_cached(persona)
+    parts = _render_cached(persona)
+    if lore is None or not lore:
+        return parts.whole
+    name = persona.name.strip()
+    sections = [parts.opening]
+    sections += [apply_macros(text.strip(), name) for text in lore.before]
+    sections.append(parts.character)
+    sections += [apply_macros(text.strip(), name) for text in lore.after]
+    sections.append(parts.rules)
+    return "\n\n".join(section for section in sections if section) + "\n"
+
+
+def render_character(persona: Persona) -> str:
+    """The sections that describe the persona (who, personality, background, speech,
+    knowledge, scenario, examples), without the opening and the rules."""
+    return _render_cached(persona).character
+
+
+def render_greeting(persona: Persona) -> str | None:
+    """The persona's greeting with its macros replaced, or ``None``."""
+    if persona.greeting is None:
+        return None
+    return apply_macros(persona.greeting, persona.name.strip())
+
+
+def conversation_turns(content: str, name: str) -> list[tuple[Literal["user", "persona"], str]]:
+    """The turns of a written conversation: lines ``Q:``/``A:``, ``User:``/``<name>:``,
+    ``{{user}}:``/``{{char}}:`` start a turn, other lines continue it; ``<START>`` lines
+    separate conversations. Text before any speaker is the persona's."""
+    turns: list[tuple[Literal["user", "persona"], str]] = []
+    own_name = name.strip().lower()
+    for line in content.splitlines():
+        if _START.match(line):
+            continue
+        match = _SPEAKER.match(line)
+        speaker = _speaker(match.group(1), own_name) if match else None
+        if match and speaker is not None:
+            turns.append((speaker, match.group(2).strip()))
+        elif turns:
+            turns[-1] = (turns[-1][0], f"{turns[-1][1]}\n{line.strip()}".strip())
+        elif line.strip():
+            turns.append(("persona", line.strip()))
+    return [(speaker, text) for speaker, text in turns if text]
+
+
+_USER_LABELS = frozenset({"q", "user", "{{user}}", "<user>"})
+_PERSONA_LABELS = frozenset({"a", "{{char}}", "<bot>", "<char>"})
+
+
+def _speaker(label: str, own_name: str) -> Literal["user", "persona"] | None:
+    key = re.sub(r"\s+", "", label).lower()
+    if key in _USER_LABELS:
+        return "user"
+    if key in _PERSONA_LABELS or label.strip().lower() == own_name:
+        return "persona"
+    return None
+
+
+def sample_exchanges(persona: Persona) -> list[tuple[str, str]]:
+    """The interaction samples as (question, answer) pairs, macros replaced: an exchange as
+    it is, a conversation's turns paired up, a quote or other sample as an answer to
+    nothing (``""``)."""
+    name = persona.name.strip()
+    pairs: list[tuple[str, str]] = []
+    for sample in persona.interaction_samples:
+        if sample.user is not None and sample.assistant is not None:
+            pairs.append((apply_macros(sample.user, name), apply_macros(sample.assistant, name)))
+            continue
+        content = sample.content or ""
+        if _is_conversation(sample):
+            question = ""
+            for speaker, text in conversation_turns(content, name):
+                if speaker == "user":
+                    question = apply_macros(text, name)
+                else:
+                    pairs.append((question, apply_macros(text, name)))
+                    question = ""
+        else:
+            pairs.append(("", apply_macros(content.strip(), name)))
+    return pairs
+
+
+@dataclass(frozen=True, slots=True)
+class _Parts:
+    opening: str
+    character: str
+    rules: str
+    whole: str
 
 
 @functools.lru_cache(maxsize=PROMPT_CACHE_SIZE)
-def _render_cached(persona: Persona) -> str:
-    return _render(persona)
-
-
-def _bullets(items: list[str], indent: str = "") -> list[str]:
-    return [f"{indent}- {item.strip()}" for item in items]
-
-
-def _render(persona: Persona) -> str:
+def _render_cached(persona: Persona) -> _Parts:
     name = persona.name.strip()
-    style = persona.language_style
-    sections: list[list[str]] = [
-        [
-            f"You are {name}. Speak as {name}: in the first person, in your own voice, "
-            "staying in character throughout the conversation.",
-        ],
-        ["# Who you are", f"Name: {name}", persona.description.strip()],
-        ["# Your background", persona.personal_background.strip()],
-    ]
-
-    speech = ["# How you speak", f"Tone: {style.tone.strip()}"]
-    if style.characteristics:
-        speech += ["Characteristics:", *_bullets(style.characteristics)]
-    if style.sample_phrases:
-        speech += ["Phrases you might use:", *_bullets(style.sample_phrases)]
-    sections.append(speech)
-
-    knowledge = ["# What you know"]
-    for domain, topics in persona.knowledge_domains.items():
-        knowledge += [f"{domain.strip()}:", *_bullets(topics, indent="  ")]
-    sections.append(knowledge)
-
-    if persona.interaction_samples:
-        examples = [
-            "# Example exchanges",
-            "These show your voice and manner; do not repeat them word for word.",
-        ]
-        for sample in persona.interaction_samples:
-            examples += ["", f"User: {sample.user.strip()}", f"{name}: {sample.assistant.strip()}"]
-        sections.append(examples)
-
-    sections.append(
+    opening = (
+        f"You are {name}. Speak as {name}: in the first person, in your own voice, "
+        "staying in character throughout the conversation."
+    )
+    if persona.system_prompt is not None:
+        own = apply_macros(persona.system_prompt.strip(), name)
+        opening = _ORIGINAL.sub(lambda _: opening, own)
+    character = "\n\n".join("\n".join(lines) for lines in _character(persona, name))
+    rules = "\n".join(
         [
             "# Rules",
             f"- Stay in character as {name}, and speak in the first person.",
@@ -75,4 +175,129 @@ def _render(persona: Persona) -> str:
             f"are an AI portraying {name}.",
         ]
     )
-    return "\n\n".join("\n".join(lines) for lines in sections) + "\n"
+    whole = "\n\n".join((opening, character, rules)) + "\n"
+    return _Parts(opening, character, rules, whole)
+
+
+def _character(persona: Persona, name: str) -> list[list[str]]:
+    def text(value: str) -> str:
+        return apply_macros(value.strip(), name)
+
+    sections: list[list[str]] = [["# Who you are", f"Name: {name}", text(persona.description)]]
+    if persona.personality is not None:
+        sections.append(["# Your personality", text(persona.personality)])
+    sections += _profile(persona, name)
+    if persona.scenario is not None:
+        sections.append(["# The scenario", text(persona.scenario)])
+    if persona.interaction_samples:
+        examples = [
+            "# Example exchanges",
+            "These show your voice and manner; do not repeat them word for word.",
+        ]
+        for sample in persona.interaction_samples:
+            examples += ["", *_sample_lines(sample, name)]
+        sections.append(examples)
+    return sections
+
+
+def render_profile(persona: Persona) -> str:
+    """The background, speech and knowledge sections (``""`` when the persona has none):
+    what a character card's description carries of a persona that has them."""
+    return "\n\n".join("\n".join(lines) for lines in _profile(persona, persona.name.strip()))
+
+
+def _profile(persona: Persona, name: str) -> list[list[str]]:
+    def text(value: str) -> str:
+        return apply_macros(value.strip(), name)
+
+    sections: list[list[str]] = []
+    background = persona.personal_background
+    if isinstance(background, str):
+        sections.append(["# Your background", text(background)])
+    elif background is not None:
+        sections.append(["# Your background", *_outline(background, "", name)])
+
+    style = persona.language_style
+    if style is not None:
+        speech = ["# How you speak", f"Tone: {text(style.tone)}"]
+        if style.characteristics:
+            speech += ["Characteristics:", *_bullets(style.characteristics, "", name)]
+        if style.sample_phrases:
+            speech += ["Phrases you might use:", *_bullets(style.sample_phrases, "", name)]
+        for key, value in style.further().items():
+            if isinstance(value, str):
+                speech.append(f"{_label(key)}: {text(value)}")
+            elif value:
+                speech += [f"{_label(key)}:", *_bullets(value, "", name)]
+        sections.append(speech)
+
+    if persona.knowledge_domains:
+        knowledge = ["# What you know"]
+        for domain, topics in persona.knowledge_domains.items():
+            knowledge += [f"{domain.strip()}:", *_bullets(topics, "  ", name)]
+        sections.append(knowledge)
+    return sections
+
+
+def _is_conversation(sample: InteractionSample) -> bool:
+    return (sample.type or "conversation").strip().lower() in {"conversation", "dialogue", "chat"}
+
+
+def _sample_lines(sample: InteractionSample, name: str) -> list[str]:
+    if sample.user is not None and sample.assistant is not None:
+        return [
+            f"{USER_NAME}: {apply_macros(sample.user.strip(), name)}",
+            f"{name}: {apply_macros(sample.assistant.strip(), name)}",
+        ]
+    content = sample.content or ""
+    details = ", ".join(
+        f"{_label(key).lower()}: {value}" for key, value in sample.details().items()
+    )
+    heading = _label(sample.type) if sample.type is not None else "Example"
+    heading += f" ({details})" if details else ""
+    turns = conversation_turns(content, name) if _is_conversation(sample) else []
+    if turns:
+        lines = [f"{heading}:"] if sample.type is None or details else []
+        for speaker, said in turns:
+            who = USER_NAME if speaker == "user" else name
+            lines.append(f"{who}: {apply_macros(said, name)}")
+        return lines
+    return [f"{heading}:", apply_macros(content.strip(), name)]
+
+
+def _label(key: str) -> str:
+    """A key as a heading: ``common_phrases`` → ``Common phrases``."""
+    words = re.sub(r"[_\-\s]+", " ", key).strip()
+    return words[:1].upper() + words[1:] if words else key
+
+
+def _bullets(items: list[str], indent: str, name: str) -> list[str]:
+    return [f"{indent}- {apply_macros(item.strip(), name)}" for item in items]
+
+
+def _outline(value: Any, indent: str, name: str) -> list[str]:
+    """A mapping or list of any depth as indented lines; empty values are left out."""
+    lines: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if item is None or item == "" or item == [] or item == {}:
+                continue
+            if isinstance(item, dict | list):
+                lines += [f"{indent}{_label(key)}:", *_outline(item, indent + "  ", name)]
+            else:
+                lines.append(f"{indent}{_label(key)}: {_scalar(item, name)}")
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, dict | list):
+                nested = _outline(item, indent + "  ", name)
+                if nested:
+                    lines += [f"{indent}- {nested[0].strip()}", *nested[1:]]
+            elif item is not None and item != "":
+                lines.append(f"{indent}- {_scalar(item, name)}")
+    return lines
+
+
+def _scalar(value: Any, name: str) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return apply_macros(str(value).strip(), name)

@@ -13,10 +13,11 @@ import os
 import stat
 import tempfile
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from persona_agent.errors import (
     PersonaExistsError,
@@ -25,15 +26,34 @@ from persona_agent.errors import (
     PreconditionFailedError,
 )
 from persona_agent.personas.directory import load_persona_dir, remove_temporary_files
-from persona_agent.personas.loader import PERSONA_SUFFIXES, dump_persona_yaml, load_persona_file
+from persona_agent.personas.loader import (
+    PERSONA_SUFFIXES,
+    NoCardError,
+    dump_persona_yaml,
+    load_persona_file,
+)
 from persona_agent.personas.model import Persona, is_valid_persona_id
 from persona_agent.personas.parsing import DEFAULT_LIMITS, Limits
+from persona_agent.personas.png import CleanImage, ImageError, clean_image
 
-__all__ = ["FilePersonaStore", "PersonaChange", "PersonaStore", "version_matches"]
+__all__ = [
+    "AVATAR_SUFFIX",
+    "FilePersonaStore",
+    "PersonaChange",
+    "PersonaStore",
+    "version_matches",
+]
 
 logger = logging.getLogger(__name__)
 
 _NEW_FILE_MODE = 0o644
+_IMAGE_CACHE_SIZE = 64
+"""Avatars kept re-encoded in memory (least recently served are dropped)."""
+
+AVATAR_SUFFIX = ".avatar.png"
+"""The store writes a persona's avatar image to ``{id}.avatar.png``."""
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,24 +95,41 @@ class PersonaStore(ABC):
         """
 
     @abstractmethod
-    async def put(self, persona: Persona) -> None:
-        """Create or replace the persona with ``persona.id``, then notify subscribers."""
-
-    @abstractmethod
-    async def create(self, persona: Persona) -> None:
-        """Create a persona whose id is new, then notify subscribers.
+    async def put(self, persona: Persona, *, image: CleanImage | None = None) -> Persona:
+        """Create or replace the persona with ``persona.id``, then notify subscribers; the
+        persona as stored. With ``image``, that becomes its avatar.
 
         Raises:
-            PersonaExistsError: a persona has this id already.
+            PersonaFileError: its ``avatar`` names no image the store has.
         """
 
     @abstractmethod
-    async def replace(self, persona: Persona, *, if_match: str | None = None) -> None:
-        """Replace an existing persona, then notify subscribers.
+    async def create(self, persona: Persona, *, image: CleanImage | None = None) -> Persona:
+        """Create a persona whose id is new, then notify subscribers; the persona as stored.
+
+        Raises:
+            PersonaExistsError: a persona has this id already.
+            PersonaFileError: its ``avatar`` names no image the store has.
+        """
+
+    @abstractmethod
+    async def replace(
+        self, persona: Persona, *, if_match: str | None = None, image: CleanImage | None = None
+    ) -> Persona:
+        """Replace an existing persona, then notify subscribers; the persona as stored.
 
         Raises:
             PersonaNotFoundError: no persona has this id.
             PreconditionFailedError: ``if_match`` is neither ``*`` nor the current version.
+            PersonaFileError: its ``avatar`` names no image the store has.
+        """
+
+    @abstractmethod
+    async def avatar(self, persona_id: str) -> CleanImage | None:
+        """The persona's avatar as PNG without text chunks, or ``None`` if it has none.
+
+        Raises:
+            PersonaNotFoundError: no persona has this id.
         """
 
     @abstractmethod
@@ -146,16 +183,16 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def _write_atomically(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` so that readers see the old file or the new one, whole."""
+def _write_atomically(target: Path, content: bytes) -> None:
+    """Write ``content`` to ``target`` so that readers see the old file or the new one, whole."""
     try:
         mode = stat.S_IMODE(target.stat().st_mode)
     except FileNotFoundError:
         mode = _NEW_FILE_MODE
     fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as file:
-            file.write(text)
+        with os.fdopen(fd, "wb") as file:
+            file.write(content)
             file.flush()
             os.fsync(file.fileno())
         os.chmod(temporary, mode)
@@ -171,7 +208,8 @@ class FilePersonaStore(PersonaStore):
     :meth:`load` reads the directory; after that, reads come from memory and
     :meth:`put` / :meth:`delete` write through to the files. ``put`` writes
     ``{id}.yaml`` atomically (temporary file in the same directory, fsync,
-    rename) and removes any ``{id}.yml`` or ``{id}.json``. Changes to one id are
+    rename) and removes any ``{id}.yml``, ``{id}.json`` or ``{id}.png``; an avatar
+    given with it (a PNG card's image) is written to ``{id}.avatar.png``. Changes to one id are
     serialized, and a change whose caller is cancelled still completes (file,
     memory and notification stay together). Changes made to the files by others
     are taken in by :meth:`sync_file` (the directory watcher calls it).
@@ -186,7 +224,8 @@ class FilePersonaStore(PersonaStore):
         """The bad files of the last :meth:`load`, less those a put or delete replaced."""
         self._personas: dict[str, Persona] = {}
         self._locks: dict[str, asyncio.Lock] = {}
-        self._changes: set[asyncio.Future[None]] = set()
+        self._changes: set[asyncio.Future[Any]] = set()
+        self._images: OrderedDict[tuple[str, int, int], CleanImage] = OrderedDict()
 
     def load(self) -> builtins.list[PersonaFileError]:
         """Read every persona file of the directory into memory, after removing what
@@ -207,26 +246,50 @@ class FilePersonaStore(PersonaStore):
         except KeyError:
             raise _not_found(persona_id) from None
 
-    async def put(self, persona: Persona) -> None:
+    async def put(self, persona: Persona, *, image: CleanImage | None = None) -> Persona:
         """Write the persona's file (create or replace), then notify subscribers.
 
         Raises:
             ValueError: the persona's id is not a valid persona id.
+            PersonaFileError: its ``avatar`` is no file of the directory.
             OSError: the file could not be written (the store is unchanged).
         """
-        await self._complete(self._put(persona, self._text(persona), None))
+        return await self._complete(self._put(persona, image, None))
 
-    async def create(self, persona: Persona) -> None:
-        await self._complete(self._put(persona, self._text(persona), "absent"))
+    async def create(self, persona: Persona, *, image: CleanImage | None = None) -> Persona:
+        return await self._complete(self._put(persona, image, "absent"))
 
-    async def replace(self, persona: Persona, *, if_match: str | None = None) -> None:
-        await self._complete(self._put(persona, self._text(persona), if_match or "*"))
+    async def replace(
+        self, persona: Persona, *, if_match: str | None = None, image: CleanImage | None = None
+    ) -> Persona:
+        return await self._complete(self._put(persona, image, if_match or "*"))
 
-    @staticmethod
-    def _text(persona: Persona) -> str:
-        if not is_valid_persona_id(persona.id):  # a model_construct()ed persona
-            raise ValueError(f"'{persona.id}' is not a valid persona id")
-        return dump_persona_yaml(persona)
+    async def avatar(self, persona_id: str) -> CleanImage | None:
+        persona = await self.get(persona_id)
+        if persona.avatar is None:
+            return None
+        path = self.directory / persona.avatar
+        try:
+            status = path.stat()
+        except OSError:
+            return None
+        key = (str(path), status.st_mtime_ns, status.st_size)
+        cached = self._images.get(key)
+        if cached is not None:
+            self._images.move_to_end(key)
+            return cached
+        if status.st_size > self.limits.max_image_bytes:
+            logger.warning("Avatar %s is larger than the image limit; not served", path)
+            return None
+        try:
+            image = await asyncio.to_thread(lambda: clean_image(path.read_bytes()))
+        except (OSError, ImageError) as error:
+            logger.warning("Avatar %s cannot be served: %s", path, error)
+            return None
+        self._images[key] = image
+        if len(self._images) > _IMAGE_CACHE_SIZE:
+            self._images.popitem(last=False)
+        return image
 
     def _check(self, persona_id: str, expect: str | None) -> None:
         """``expect``: None (anything), "absent", or an If-Match value (must exist and match)."""
@@ -244,13 +307,36 @@ class FilePersonaStore(PersonaStore):
                 f"Persona '{persona_id}' is at version {current.version}, not {expect}"
             )
 
-    async def _put(self, persona: Persona, text: str, expect: str | None) -> None:
+    async def _put(self, persona: Persona, image: CleanImage | None, expect: str | None) -> Persona:
+        if not is_valid_persona_id(persona.id):  # a model_construct()ed persona
+            raise ValueError(f"'{persona.id}' is not a valid persona id")
         async with self._lock(persona.id):
             self._check(persona.id, expect)
-            await asyncio.to_thread(self._write, persona.id, text)
+            persona, image = await asyncio.to_thread(self._own_avatar, persona, image)
+            text = dump_persona_yaml(persona)
+            await asyncio.to_thread(self._write, persona.id, text, image)
             self._personas[persona.id] = persona
             self._forget_errors(persona.id)
             self._notify(PersonaChange("upsert", persona.id, persona))
+            return persona
+
+    def _own_avatar(
+        self, persona: Persona, image: CleanImage | None
+    ) -> tuple[Persona, CleanImage | None]:
+        """The persona and the image to write beside it: a given image, or the picture of
+        a PNG card about to be replaced by the YAML file, becomes ``{id}.avatar.png``."""
+        own = f"{persona.id}{AVATAR_SUFFIX}"
+        if image is None and persona.avatar == f"{persona.id}.png":
+            try:
+                image = clean_image((self.directory / persona.avatar).read_bytes())
+            except (OSError, ImageError):
+                image = None
+        if image is not None:
+            return persona.model_copy(update={"avatar": own}), image
+        if persona.avatar is not None and not (self.directory / persona.avatar).is_file():
+            problem = f"avatar: no file '{persona.avatar}' in the persona directory"
+            raise PersonaFileError(persona.id, [problem])
+        return persona, None
 
     async def delete(self, persona_id: str, *, if_match: str | None = None) -> None:
         """Remove the persona's file, then notify subscribers.
@@ -292,6 +378,8 @@ class FilePersonaStore(PersonaStore):
                 return
             try:
                 persona = await asyncio.to_thread(load_persona_file, existing[0], self.limits)
+            except NoCardError:
+                return  # an image, not a card
             except PersonaFileError as error:
                 logger.error("Persona file rejected, '%s' left as it was: %s", persona_id, error)
                 self._forget_errors(persona_id)
@@ -307,13 +395,13 @@ class FilePersonaStore(PersonaStore):
             )
             self._notify(PersonaChange("upsert", persona_id, persona))
 
-    async def _complete(self, change: Coroutine[Any, Any, None]) -> None:
+    async def _complete(self, change: Coroutine[Any, Any, _T]) -> _T:
         """Run ``change`` to the end even if the caller is cancelled meanwhile, so that
         the file, memory and notification never part."""
         task = asyncio.ensure_future(change)
         self._changes.add(task)  # a strong reference while it runs
         task.add_done_callback(self._changes.discard)
-        await asyncio.shield(task)
+        return await asyncio.shield(task)
 
     def _lock(self, persona_id: str) -> asyncio.Lock:
         return self._locks.setdefault(persona_id, asyncio.Lock())
@@ -321,10 +409,12 @@ class FilePersonaStore(PersonaStore):
     def _paths(self, persona_id: str) -> builtins.list[Path]:
         return [self.directory / f"{persona_id}{suffix}" for suffix in PERSONA_SUFFIXES]
 
-    def _write(self, persona_id: str, text: str) -> None:
+    def _write(self, persona_id: str, text: str, image: CleanImage | None) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
+        if image is not None:
+            _write_atomically(self.directory / f"{persona_id}{AVATAR_SUFFIX}", image.data)
         target = self.directory / f"{persona_id}.yaml"
-        _write_atomically(target, text)
+        _write_atomically(target, text.encode("utf-8"))
         for path in self._paths(persona_id):
             if path != target:
                 path.unlink(missing_ok=True)
@@ -333,6 +423,7 @@ class FilePersonaStore(PersonaStore):
     def _remove(self, persona_id: str) -> None:
         for path in self._paths(persona_id):
             path.unlink(missing_ok=True)
+        (self.directory / f"{persona_id}{AVATAR_SUFFIX}").unlink(missing_ok=True)
         _fsync_directory(self.directory)
 
     def _forget_errors(self, persona_id: str) -> None:

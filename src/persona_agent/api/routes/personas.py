@@ -3,25 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from pathlib import PurePath
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, File, Header, Query, Request, Response, UploadFile, status
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
 from persona_agent.a2a.agent_card import CARD_PATH, persona_url
 from persona_agent.api.deps import Reader, Store, Writer
 from persona_agent.api.persona_data import DeletedPersonaData
-from persona_agent.errors import PersonaFileError
-from persona_agent.personas.loader import (
-    MAX_PROBLEMS,
-    PERSONA_SUFFIXES,
-    decode_persona_bytes,
-    parse_persona_text,
-)
+from persona_agent.errors import PersonaFileError, PersonaNotFoundError
+from persona_agent.personas.cards import CardSpec, card_png, persona_to_card
+from persona_agent.personas.loader import MAX_PROBLEMS, PERSONA_SUFFIXES, PersonaFile, read_persona
 from persona_agent.personas.model import Persona
 from persona_agent.personas.parsing import Limits
+from persona_agent.personas.store import PersonaStore
 
 __all__ = ["router"]
 
@@ -131,9 +130,9 @@ async def create_persona(
         )
     persona = _validated(persona_id, data)
     await _deleted_data_gone(request, persona.id)
-    await store.create(persona)
-    response.headers["Location"] = f"{request.url.path}/{persona.id}"
-    return _send(response, request, persona)
+    stored = await _stored(store.create(persona))
+    response.headers["Location"] = f"{request.url.path}/{stored.id}"
+    return _send(response, request, stored)
 
 
 @router.put("/{persona_id}", dependencies=[Writer], responses=_errors(404, 412))
@@ -155,8 +154,8 @@ async def update_persona(
     data.pop("version", None)
     data.pop("links", None)
     persona = _validated(persona_id, data)
-    await store.replace(persona, if_match=if_match)
-    return _send(response, request, persona)
+    stored = await _stored(store.replace(persona, if_match=if_match))
+    return _send(response, request, stored)
 
 
 @router.delete(
@@ -182,30 +181,45 @@ async def delete_persona(
     "/upload",
     status_code=status.HTTP_201_CREATED,
     dependencies=[Writer],
+    responses=_errors(409),
 )
 async def upload_persona(
     request: Request,
     response: Response,
     store: Store,
-    file: Annotated[UploadFile, File(description="A persona file: .yaml, .yml or .json")],
+    file: Annotated[
+        UploadFile,
+        File(
+            description="A persona file (.yaml, .yml, .json) or a character card "
+            "(V2/V3, .json or .png)"
+        ),
+    ],
     replace: Annotated[bool, Query(description="Replace an existing persona")] = False,
+    persona_id: Annotated[
+        str | None,
+        Query(
+            alias="id",
+            description="The persona's id. Default: a persona file's name without its "
+            "extension; a character card's name as a slug",
+        ),
+    ] = None,
 ) -> dict[str, Any]:
-    """Create (or with ``replace=true`` replace) a persona from a file; the id is its stem."""
+    """Create (or with ``replace=true`` replace) a persona from a file or character card.
+    A PNG card's picture becomes the persona's avatar."""
     name = PurePath(file.filename or "").name
-    path = PurePath(name)
-    fmt = PERSONA_SUFFIXES.get(path.suffix.lower())
+    fmt = PERSONA_SUFFIXES.get(PurePath(name).suffix.lower())
     if fmt is None:
         expected = ", ".join(PERSONA_SUFFIXES)
         raise _upload_error(f"file name '{name}' must end with {expected}")
     limits: Limits = request.app.state.persona_limits
-    raw = await file.read(limits.max_bytes + 1)  # the whole body is bounded (api/limits.py)
+    limit = limits.max_image_bytes if fmt == "png" else limits.max_bytes
+    raw = await file.read(limit + 1)  # the whole body is bounded (api/limits.py)
 
-    def parse() -> Persona:
-        text = decode_persona_bytes(raw, name, limits)
-        return parse_persona_text(path.stem, text, source=name, fmt=fmt, limits=limits)
+    def parse() -> PersonaFile:
+        return read_persona(persona_id, raw, source=name, fmt=fmt, limits=limits)
 
     try:
-        persona = await asyncio.to_thread(parse)  # up to a second for a 1 MiB file
+        loaded = await asyncio.to_thread(parse)  # up to a second for a 1 MiB file
     except PersonaFileError as error:
         raise RequestValidationError(
             [
@@ -213,13 +227,70 @@ async def upload_persona(
                 for problem in error.problems
             ]
         ) from None
+    persona = loaded.persona
     await _deleted_data_gone(request, persona.id)
     if replace:
-        await store.put(persona)
-        response.status_code = status.HTTP_200_OK
+        existed = await _exists(store, persona.id)
+        stored = await _stored(store.put(persona, image=loaded.image))
+        if existed:
+            response.status_code = status.HTTP_200_OK
     else:
-        await store.create(persona)
-    return _send(response, request, persona)
+        stored = await _stored(store.create(persona, image=loaded.image))
+    response.headers["Location"] = f"{request.url.path.rsplit('/', 1)[0]}/{stored.id}"
+    return _send(response, request, stored)
+
+
+@router.get(
+    "/{persona_id}/card",
+    dependencies=[Reader],
+    responses={
+        **_errors(404),
+        200: {
+            "description": "The card: JSON, or a PNG image with the card in a text chunk",
+            "content": {"application/json": {}, "image/png": {}},
+        },
+    },
+)
+async def export_card(
+    persona_id: str,
+    store: Store,
+    spec: Annotated[CardSpec, Query(alias="format", description="Character card V2 or V3")] = "v3",
+    container: Annotated[
+        Literal["json", "png"],
+        Query(alias="as", description="A JSON file, or a PNG image with the card inside"),
+    ] = "json",
+) -> Response:
+    """The persona as a Tavern character card. A persona imported from a card gives back
+    that card (with any change made since); a PNG keeps the avatar's pixels."""
+    persona = await store.get(persona_id)
+    filename = f"{persona.id}.{container}"
+    headers = {"Content-Disposition": f'attachment; filename="{filename}"'}
+    if container == "json":
+        return JSONResponse(persona_to_card(persona, spec), headers=headers)
+    image = await store.avatar(persona.id)
+    png = await asyncio.to_thread(card_png, persona, spec, image)
+    return Response(png, media_type="image/png", headers=headers)
+
+
+async def _exists(store: PersonaStore, persona_id: str) -> bool:
+    try:
+        await store.get(persona_id)
+    except PersonaNotFoundError:
+        return False
+    return True
+
+
+async def _stored(change: Awaitable[Persona]) -> Persona:
+    """The persona as the store kept it; an avatar the store has not is a 422."""
+    try:
+        return await change
+    except PersonaFileError as error:
+        raise RequestValidationError(
+            [
+                {"loc": ("body", "avatar"), "msg": problem, "type": "value_error"}
+                for problem in error.problems
+            ]
+        ) from None
 
 
 async def _deleted_data_gone(request: Request, persona_id: str) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from persona_agent.personas.model import Persona
+from persona_agent.personas.prompt import sample_exchanges
 
 __all__ = ["USER_LABEL", "PersonaSketch", "build_prompt", "sketch_of"]
 
@@ -49,14 +50,16 @@ def sketch_of(persona: Persona | None, messages: list[dict[str, Any]]) -> Person
         first = system.strip().split("\n\n", 1)[0]
         return PersonaSketch(name=_DEFAULT_NAME, description=" ".join(first.split())[:600])
     style = persona.language_style
+    exchanges = sample_exchanges(persona)
     return PersonaSketch(
         name=persona.name.strip(),
         description=" ".join(persona.description.split()),
-        tone=style.tone.strip(),
-        phrases=tuple(phrase.strip() for phrase in style.sample_phrases),
+        tone=style.tone.strip() if style is not None else "",
+        phrases=tuple(phrase.strip() for phrase in style.sample_phrases) if style else (),
         samples=tuple(
-            (" ".join(sample.user.split()), " ".join(sample.assistant.split()))
-            for sample in persona.interaction_samples
+            (" ".join(question.split()), " ".join(answer.split()))
+            for question, answer in exchanges
+            if question  # a quote answers nothing: no turn of a transcript
         ),
     )
 

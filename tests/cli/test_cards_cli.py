@@ -1,0 +1,130 @@
+"""Character cards and the original format through the command line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from persona_agent.cli import app
+from tests.personas.cards import MIRA_V2, ORLA_V3, card_png, decoded_chunk, picture, pixels
+from tests.personas.cards import png_bytes as plain_png
+from tests.personas.test_original_format import TRUMP
+
+REPO = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def test_validate_and_agent_card_take_the_original_format(tmp_path: Path) -> None:
+    directory = tmp_path / "personas"
+    shutil.copytree(REPO / "personas", directory)
+    (directory / "donald-trump.yaml").write_text(TRUMP, encoding="utf-8")
+    result = runner.invoke(app, ["validate", "--personas-dir", str(directory)])
+    assert result.exit_code == 0, result.output
+    assert "6 valid, 0 invalid" in result.output
+    result = runner.invoke(app, ["validate", str(directory / "donald-trump.yaml")])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["agent-card", "donald-trump", "--personas-dir", str(directory)])
+    assert result.exit_code == 0, result.output
+    skills = [skill["id"] for skill in json.loads(result.output)["skills"]]
+    assert skills == ["donald-trump-conversation", "donald-trump-politics"]
+
+
+def test_import_a_png_card_then_export_it(tmp_path: Path) -> None:
+    directory = tmp_path / "personas"
+    directory.mkdir()
+    image = picture((33, 21))
+    source = tmp_path / "Orla (2).png"
+    source.write_bytes(card_png(ORLA_V3, image))
+
+    result = runner.invoke(app, ["import-persona", str(source), "--personas-dir", str(directory)])
+    assert result.exit_code == 0, result.output
+    assert "Imported 'orla-of-the-lighthouse'" in result.output
+    assert (directory / "orla-of-the-lighthouse.png").is_file()
+    again = runner.invoke(app, ["import-persona", str(source), "--personas-dir", str(directory)])
+    assert again.exit_code == 1
+    assert "already exists" in again.output
+
+    card = runner.invoke(app, ["agent-card", "orla-of-the-lighthouse", "-d", str(directory)])
+    assert json.loads(card.output)["iconUrl"].endswith("/a2a/orla-of-the-lighthouse/avatar")
+
+    out = tmp_path / "out.png"
+    result = runner.invoke(
+        app,
+        [
+            "export-persona",
+            "orla-of-the-lighthouse",
+            "-d",
+            str(directory),
+            "--format",
+            "v3",
+            "--png",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert pixels(out.read_bytes()) == pixels(plain_png(image))
+    assert decoded_chunk(out.read_bytes(), "ccv3") == ORLA_V3
+
+    result = runner.invoke(
+        app, ["export-persona", "orla-of-the-lighthouse", "-d", str(directory), "--format", "v2"]
+    )
+    assert result.exit_code == 0, result.output
+    v2 = json.loads(result.output)
+    assert v2["spec"] == "chara_card_v2"
+    assert v2["data"]["name"] == "Orla of the Lighthouse"
+
+
+def test_import_a_json_card_with_an_id(tmp_path: Path) -> None:
+    directory = tmp_path / "personas"
+    source = tmp_path / "card.json"
+    source.write_text(json.dumps(MIRA_V2), encoding="utf-8")
+    result = runner.invoke(
+        app, ["import-persona", str(source), "-d", str(directory), "--id", "mira"]
+    )
+    assert result.exit_code == 0, result.output
+    exported = runner.invoke(
+        app, ["export-persona", "mira", "-d", str(directory), "--format", "v2"]
+    )
+    assert json.loads(exported.output) == MIRA_V2
+
+
+def test_import_copies_the_avatar_a_persona_file_names(tmp_path: Path) -> None:
+    directory = tmp_path / "personas"
+    source_dir = tmp_path / "mine"
+    source_dir.mkdir()
+    (source_dir / "trump.png").write_bytes(plain_png(picture()))
+    (source_dir / "donald-trump.yaml").write_text(TRUMP + "avatar: trump.png\n", encoding="utf-8")
+    result = runner.invoke(
+        app, ["import-persona", str(source_dir / "donald-trump.yaml"), "-d", str(directory)]
+    )
+    assert result.exit_code == 0, result.output
+    assert (directory / "trump.png").read_bytes() == (source_dir / "trump.png").read_bytes()
+    assert runner.invoke(app, ["validate", "-d", str(directory)]).exit_code == 0
+
+    (source_dir / "other.yaml").write_text(TRUMP + "avatar: missing.png\n", encoding="utf-8")
+    result = runner.invoke(
+        app, ["import-persona", str(source_dir / "other.yaml"), "-d", str(directory)]
+    )
+    assert result.exit_code == 1
+    assert "avatar: no file 'missing.png' beside the persona file" in result.output
+
+
+def test_bad_cards_are_cli_errors_and_nothing_is_copied(tmp_path: Path) -> None:
+    directory = tmp_path / "personas"
+    directory.mkdir()
+    v1 = tmp_path / "v1.json"
+    v1.write_text(json.dumps({k: MIRA_V2[k] for k in ("name", "first_mes")}), encoding="utf-8")
+    plain = tmp_path / "plain.png"
+    plain.write_bytes(plain_png(picture()))
+    for path, expected in ((v1, "V1 character card"), (plain, "no character card in it")):
+        result = runner.invoke(app, ["import-persona", str(path), "-d", str(directory)])
+        assert result.exit_code == 1, result.output
+        assert expected in result.output
+        assert str(path) in result.output
+    assert list(directory.iterdir()) == []
+    result = runner.invoke(app, ["export-persona", "nobody", "-d", str(directory)])
+    assert result.exit_code == 1
+    assert "No persona with id 'nobody'" in result.output
