@@ -11,11 +11,12 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 from a2a.types.a2a_pb2 import TaskState
 
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.a2a_helpers import answer_text, send
-from tests.integration.conftest import Hub
+from tests.integration.conftest import HERMIT, Hub
 from tests.personas.cards import (
     MIRA_V2,
     ORLA_V3,
@@ -27,6 +28,7 @@ from tests.personas.cards import (
     png_bytes,
     text_chunks,
 )
+from tests.personas.test_original_format import TRUMP
 
 API = "/api/v1/personas"
 UPLOAD = {"X-Requested-With": "tests"}
@@ -260,3 +262,64 @@ async def test_a_bundled_persona_exports_as_a_card_that_imports_as_the_same(
         assert imported[key] == original[key]
     assert imported["interaction_samples"] == original["interaction_samples"]
     assert imported["avatar"] == "socrates.avatar.png"  # the exported picture came back
+
+
+async def test_the_original_format_through_every_door(hub: Hub, llm: FakeLLM) -> None:
+    # The REST upload.
+    response = await upload(hub, "donald-trump.yaml", TRUMP.encode())
+    assert response.status_code == 201, response.text
+    card = (await hub.http.get("/a2a/donald-trump/.well-known/agent-card.json")).json()
+    assert [s["id"] for s in card["skills"]] == [
+        "donald-trump-conversation",
+        "donald-trump-politics",
+    ]
+    # The REST API's JSON body, in the same shape.
+    body = {**yaml.safe_load(TRUMP), "id": "trump-json"}
+    assert (await hub.http.post(API, json=body)).status_code == 201
+    assert (await hub.http.get(f"{API}/trump-json")).json()["personal_background"] == {
+        "birth": "June 14, 1946, Queens, New York City, USA",
+        "profession": "Businessman, Politician, Television Personality",
+    }
+    # The watched directory.
+    (hub.settings.personas_dir / "trump-file.yaml").write_text(TRUMP, encoding="utf-8")
+    async with asyncio.timeout(10):
+        while True:
+            card_url = "/a2a/trump-file/.well-known/agent-card.json"
+            if (await hub.http.get(card_url)).status_code == 200:
+                break
+            await asyncio.sleep(0.05)
+    # And the model is told all of it.
+    llm.script(Reply("Tremendous."))
+    task = await send(await hub.client("trump-file"), "How are trade deals?")
+    assert answer_text(task) == "Tremendous."
+    system = llm.requests[-1]["messages"][0]["content"]
+    for text in (
+        "Birth: June 14, 1946",
+        "Vocabulary: Simple, repetitive",
+        "- Believe me",
+        "Quote:\nI have the best words.",
+        "User: What's your approach",
+        "Donald Trump: Terrible trade deals, the worst.",
+    ):
+        assert text in system
+
+
+async def test_an_avatar_beside_a_persona_file(hub: Hub) -> None:
+    directory = hub.settings.personas_dir
+    image = picture((12, 12))
+    (directory / "hal.png").write_bytes(png_bytes(image))  # a picture, not a card
+    body = {**HERMIT, "id": "hal", "avatar": "hal.png"}
+    assert (await hub.http.post(API, json=body)).status_code == 201
+    card = (await hub.http.get("/a2a/hal/.well-known/agent-card.json")).json()
+    assert card["iconUrl"].endswith("/a2a/hal/avatar")
+    assert pixels((await hub.http.get("/a2a/hal/avatar")).content) == pixels(png_bytes(image))
+
+    missing = {**HERMIT, "id": "hal2", "avatar": "nowhere.png"}
+    response = await hub.http.post(API, json=missing)
+    assert response.status_code == 422
+    assert "no file 'nowhere.png' in the persona directory" in problems(response)
+    assert (await hub.http.get(f"{API}/hal2")).status_code == 404
+    escaping = {**HERMIT, "id": "hal3", "avatar": "../secret.png"}
+    response = await hub.http.post(API, json=escaping)
+    assert response.status_code == 422
+    assert "is not an image file beside the persona file" in problems(response)
