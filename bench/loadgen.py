@@ -123,14 +123,15 @@ class Connection:
 # A2A v1.0 JSON-RPC bodies and answers
 
 
-def request_bytes(url: str, body: bytes, stream: bool) -> bytes:
+def request_bytes(url: str, body: bytes, stream: bool, extra: tuple[str, ...] = ()) -> bytes:
     parts = urlsplit(url)
     head = (
         f"POST {parts.path or '/'} HTTP/1.1\r\n"
         f"Host: {parts.netloc}\r\n"
         "Content-Type: application/json\r\n"
         "A2A-Version: 1.0\r\n"
-        f"Accept: {'text/event-stream' if stream else 'application/json'}\r\n"
+        + "".join(f"{header}\r\n" for header in extra)
+        + f"Accept: {'text/event-stream' if stream else 'application/json'}\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body
@@ -347,7 +348,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 number = next(numbers)
                 mark = f"{os.getpid()}-{number}"
                 text = f"{args.text} [[bench:{mark}]]" if args.mark else args.text
-                data = request_bytes(args.url, message_body(number, text, stream), stream)
+                data = request_bytes(
+                    args.url, message_body(number, text, stream), stream, tuple(args.header or ())
+                )
                 try:
                     answer = await asyncio.wait_for(one(conn, data, args.expect), args.timeout)
                 except Exception as error:  # every failure is counted, by kind
@@ -448,6 +451,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mark", action="store_true", help="add [[bench:ID]] to each message")
     parser.add_argument("--timing-file", default=None, help="stream: append arrival times")
     parser.add_argument("--watch-pid", action="append", help="LABEL=PID: CPU%% and RSS")
+    parser.add_argument(
+        "--header", action="append", help="'Name: value' sent with every request (credentials)"
+    )
     args = parser.parse_args(argv)
     if args.concurrency < 1 or args.duration <= 0:
         parser.error("concurrency must be >= 1 and duration > 0")

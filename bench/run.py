@@ -156,12 +156,15 @@ def hub_home(root: Path, name: str, personas: int = 0) -> Path:
 
 @contextmanager
 def hub(
-    llm_url: str, home: Path, wrapper: tuple[str, ...] = ()
+    llm_url: str,
+    home: Path,
+    wrapper: tuple[str, ...] = (),
+    settings: dict[str, str] | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``persona-agent serve`` in ``home``, every setting at its default but the LLM's URL
-    (and the port it listens on)."""
+    (and the port it listens on), and ``settings`` (``PERSONA_AGENT_*``) when given."""
     port = free_port()
-    env = {**ENV, "PERSONA_AGENT_LLM_BASE_URL": llm_url}
+    env = {**ENV, "PERSONA_AGENT_LLM_BASE_URL": llm_url, **(settings or {})}
     command = [*wrapper, PYTHON, "-m", "persona_agent.cli", "serve", "--port", str(port)]
     with process(command, f"http://127.0.0.1:{port}/healthz", env, cwd=home) as started:
         yield f"http://127.0.0.1:{port}", started
@@ -496,6 +499,43 @@ def instructions(root: Path, requests: int) -> list[Row]:
     ]
 
 
+BENCH_KEY = "bench-key-0123456789abcdef"
+
+
+def auth_cost(rounds: int, window: str, root: Path) -> list[Row]:
+    """Send throughput at c=16 with API-key authentication on (A2A access
+    ``authenticated``, each request with its key) against the hub at its defaults, rounds
+    interleaved."""
+    pairs: list[tuple[float, float]] = []
+    keyed = {"PERSONA_AGENT_API_KEYS": BENCH_KEY, "PERSONA_AGENT_A2A_ACCESS": "authenticated"}
+    with (
+        fake_llm() as llm,
+        hub(llm, hub_home(root, "hub-open")) as (open_url, _),
+        hub(llm, hub_home(root, "hub-keyed"), settings=keyed) as (keyed_url, _),
+    ):
+        header = ("--header", f"Authorization: Bearer {BENCH_KEY}")
+        for _ in range(rounds):
+            plain = load(f"{open_url}/a2a/socrates/", "--mode", "send", "-c", "16", "-d", window)
+            auth = load(
+                f"{keyed_url}/a2a/socrates/", "--mode", "send", "-c", "16", "-d", window, *header
+            )
+            pairs.append((auth["rps"], plain["rps"]))
+            print(
+                f"    round: open {plain['rps']} req/s, API key {auth['rps']} req/s",
+                file=sys.stderr,
+                flush=True,
+            )
+    ratio = median_ratio(pairs)
+    return [
+        Row(
+            "send c=16, API-key auth req/s (median)",
+            statistics.median(a for a, _ in pairs),
+            "req/s",
+        ),
+        Row("send c=16, API-key auth / open", ratio, "x", ">= 0.9", ratio >= 0.9),
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run, not a measurement")
@@ -521,6 +561,7 @@ def main() -> int:
         ("throughput and tail", lambda root: throughput_and_tail(rounds, window, root)),
         ("streaming", lambda root: streaming(root, 20 if args.quick else 50)),
         ("persona count", lambda root: persona_count(root, count, rounds, "5")),
+        ("authentication", lambda root: auth_cost(rounds, window, root)),
         ("memory", lambda root: memory(root, first, total)),
     ]
     if not args.no_callgrind:

@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_env_example_lists_every_setting() -> None:
     text = (REPO / ".env.example").read_text(encoding="utf-8")
-    listed = set(re.findall(r"^#?\s*PERSONA_AGENT_([A-Z_]+)=", text, re.MULTILINE))
+    listed = set(re.findall(r"^#?\s*PERSONA_AGENT_([A-Z0-9_]+)=", text, re.MULTILINE))
     assert listed == {name.upper() for name in Settings.model_fields}
 
 

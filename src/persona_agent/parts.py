@@ -10,6 +10,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypeGuard
 
+from persona_agent.auth import ApiKeys, Authenticator, OidcVerifier
 from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm.base import LLMBackend
 from persona_agent.personas.model import Persona
@@ -20,7 +21,13 @@ from persona_agent.settings import Settings
 if TYPE_CHECKING:
     from persona_agent.llm.local.backend import LocalBackend
 
-__all__ = ["build_llm_backend", "open_persona_store", "persona_limits", "prepare_llm_backend"]
+__all__ = [
+    "build_authenticator",
+    "build_llm_backend",
+    "open_persona_store",
+    "persona_limits",
+    "prepare_llm_backend",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +43,33 @@ def open_persona_store(settings: Settings) -> PersonaStore:
     if not directory.is_dir():
         raise ConfigError(f"Persona directory {directory} does not exist")
     return FilePersonaStore(directory, limits=persona_limits(settings))
+
+
+def build_authenticator(settings: Settings) -> Authenticator:
+    """API keys, the OIDC issuer and the default A2A access the settings configure.
+
+    Raises:
+        ConfigError: a malformed key entry, an issuer without an audience, or A2A access
+            ``authenticated`` with no way to authenticate.
+    """
+    keys = ApiKeys.from_settings(settings.api_keys, settings.api_keys_file)
+    oidc = None
+    if settings.oidc_issuer:
+        if not settings.oidc_audience:
+            raise ConfigError(
+                "PERSONA_AGENT_OIDC_AUDIENCE is required with PERSONA_AGENT_OIDC_ISSUER "
+                "(tokens for other services must not be taken)"
+            )
+        oidc = OidcVerifier(
+            settings.oidc_issuer, settings.oidc_audience, jwks_url=settings.oidc_jwks_url
+        )
+    authenticator = Authenticator(keys, oidc, default_access=settings.a2a_access)
+    if settings.a2a_access == "authenticated" and not authenticator.enabled:
+        raise ConfigError(
+            "PERSONA_AGENT_A2A_ACCESS=authenticated needs API keys (PERSONA_AGENT_API_KEYS) "
+            "or an OIDC issuer (PERSONA_AGENT_OIDC_ISSUER): nobody could authenticate"
+        )
+    return authenticator
 
 
 def persona_limits(settings: Settings) -> Limits:

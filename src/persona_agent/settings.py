@@ -6,6 +6,7 @@ Every field is ``PERSONA_AGENT_<NAME>`` in the environment or a ``.env`` file;
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Literal
 
@@ -106,7 +107,34 @@ class Settings(BaseSettings):
     """On SIGTERM, how long running tasks may take to finish before they are canceled."""
 
     api_keys: str = Field(default="", repr=False)
-    """Comma-separated keys that guard ``/api/v1``; none: reads open, writes from loopback only."""
+    """API keys: comma-separated, or a JSON list of ``{name, key | sha256, scopes, personas}``
+    (docs/security.md). They guard ``/api/v1`` (none: reads open, writes from loopback only)
+    and authenticate A2A callers."""
+    api_keys_file: Path | None = None
+    """A YAML or JSON file of API key entries, as the JSON list of ``api_keys``."""
+    a2a_access: Literal["public", "authenticated"] = "public"
+    """Who may talk to personas over A2A by default (a persona's ``access:`` overrides)."""
+    oidc_issuer: str | None = None
+    """An OpenID Connect issuer whose bearer tokens (JWT) authenticate callers."""
+    oidc_audience: str | None = None
+    """The ``aud`` a token must carry (required with an issuer)."""
+    oidc_jwks_url: str | None = None
+    """The issuer's key set; default: its discovery document's ``jwks_uri``."""
+    rate_limit: int = Field(default=0, ge=0)
+    """A2A requests a minute per caller (principal, or client address); 0: no limit."""
+    max_running_tasks: int = Field(default=0, ge=0)
+    """A caller's tasks being answered at once; 0: no limit."""
+    max_streams: int = Field(default=256, ge=0)
+    """A caller's open streams (SendStreamingMessage, SubscribeToTask); 0: no limit."""
+    audit_log: str | None = None
+    """Where the audit log's JSON lines go: a file path (appended to), or ``-`` (stdout)."""
+    cors_origins: str = ""
+    """Comma-separated origins (``https://app.example.org``) whose web pages may call the
+    hub (CORS); none by default."""
+    card_signing_key: Path | None = None
+    """A PEM private key (RSA, EC or Ed25519): every persona's agent card is signed with it."""
+    card_signing_key_id: str = "persona-agent-card"
+    """The ``kid`` of card signatures (its public key is at ``/.well-known/jwks.json``)."""
     watch_personas: bool = True
     """Watch the persona directory: files added, edited or removed go live at once."""
     max_persona_bytes: int = Field(default=1024 * 1024, ge=1024)
@@ -137,8 +165,26 @@ class Settings(BaseSettings):
         return value.strip() or None if value is not None else None
 
     @property
+    def cors_origin_list(self) -> list[str]:
+        return [
+            origin.strip().rstrip("/") for origin in self.cors_origins.split(",") if origin.strip()
+        ]
+
+    @property
     def api_key_list(self) -> list[str]:
-        return [key.strip() for key in self.api_keys.split(",") if key.strip()]
+        """The keys given in clear (for the log to redact), whichever form they take."""
+        text = self.api_keys.strip()
+        if text.startswith("["):
+            try:
+                entries = json.loads(text)
+            except json.JSONDecodeError:
+                return []
+            return [
+                str(entry["key"])
+                for entry in entries
+                if isinstance(entry, dict) and isinstance(entry.get("key"), str)
+            ]
+        return [key.strip() for key in text.split(",") if key.strip()]
 
     @property
     def resolved_database_url(self) -> str:

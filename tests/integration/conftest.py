@@ -117,8 +117,10 @@ class Hub:
         transport: tuple[str, str] = ("JSONRPC", "1.0"),
         *,
         streaming: bool = False,
+        http: httpx.AsyncClient | None = None,
     ) -> Client:
-        """A real a2a-sdk client bound to one binding and protocol version of the card."""
+        """A real a2a-sdk client bound to one binding and protocol version of the card;
+        ``http``: its own HTTP client (with a caller's credentials, say)."""
         binding, version = transport
         card = await self.card(persona_id)
         chosen = [
@@ -130,7 +132,7 @@ class Hub:
         del card.supported_interfaces[:]
         card.supported_interfaces.extend(chosen)
         config = ClientConfig(
-            httpx_client=self.http,
+            httpx_client=http or self.http,
             supported_protocol_bindings=[binding],
             streaming=streaming,
         )

@@ -52,7 +52,7 @@ async def declared_upload(hub: Hub, size: int) -> tuple[int, str]:
     writer.write(head.encode())
     await writer.drain()
     async with asyncio.timeout(10):
-        answer = await reader.read(65536)
+        answer = await reader.read()  # to the end: the hub closes the connection
     writer.close()
     status_line, _, rest = answer.decode().partition("\r\n")
     return int(status_line.split()[1]), rest.partition("\r\n\r\n")[2]

@@ -20,10 +20,12 @@ from persona_agent.logs import REDACTED, redact, url_passwords
 from tests.fakes.fake_llm import Fail, FakeLLM, Reply
 from tests.personas import BUNDLED
 from tests.servers.hub_process import hub_process
+from tests.servers.oidc_issuer import AUDIENCE, OidcIssuer
 
 API_KEY = "hub-key-9f8e7d6c5b4a3921"
 LLM_KEY = "sk-llm-3c2b1a0f9e8d7c65"
 UPSTREAM_TOKEN = "sk-upstream-org-77aa99bb"
+NAMED_KEY = "named-key-5a4b3c2d1e0f9988"
 SECRETS = [API_KEY, LLM_KEY, UPSTREAM_TOKEN]
 
 
@@ -51,13 +53,29 @@ def send(url: str, persona: str, text: str, headers: dict[str, str]) -> dict[str
     return result
 
 
-def test_no_secret_reaches_a_log_the_database_or_a_client(tmp_path: Path, llm: FakeLLM) -> None:
+@pytest.fixture
+def issuer() -> Iterator[OidcIssuer]:
+    with OidcIssuer() as running:
+        yield running
+
+
+def test_no_secret_reaches_a_log_the_database_or_a_client(
+    tmp_path: Path, llm: FakeLLM, issuer: OidcIssuer
+) -> None:
+    token = issuer.token("alice", scopes=["a2a", "personas:read"])
+    secrets = [*SECRETS, token, NAMED_KEY]
     personas_dir = tmp_path / "personas"
     shutil.copytree(BUNDLED, personas_dir)
     data_dir = tmp_path / "data"
+    keys_file = tmp_path / "keys.yaml"
+    keys_file.write_text(f"- name: named\n  key: {NAMED_KEY}\n", encoding="utf-8")
     settings = {
         "LOG_LEVEL": "debug",
         "API_KEYS": f"other-key-0000,{API_KEY}",
+        "API_KEYS_FILE": str(keys_file),
+        "OIDC_ISSUER": issuer.issuer,
+        "OIDC_AUDIENCE": AUDIENCE,
+        "A2A_ACCESS": "authenticated",
         "LLM_BASE_URL": llm.base_url,
         "LLM_API_KEY": LLM_KEY,
         "LLM_MAX_RETRIES": "0",
@@ -73,9 +91,16 @@ def test_no_secret_reaches_a_log_the_database_or_a_client(tmp_path: Path, llm: F
         wrong = {"X-API-Key": "wrong"}
         assert httpx.get(f"{url}/api/v1/personas", headers=wrong).status_code == 401
 
-        llm.script(Reply("Know thyself."))
+        llm.script(Reply("Know thyself."), Reply("By token."), Reply("By name."))
         done = send(url, "socrates", "Who are you?", keyed)
         assert done["status"]["state"] == "TASK_STATE_COMPLETED"  # type: ignore[index]
+        v1 = {"A2A-Version": "1.0"}
+        by_token = send(url, "socrates", "Token?", {"Authorization": f"Bearer {token}", **v1})
+        assert by_token["status"]["state"] == "TASK_STATE_COMPLETED"  # type: ignore[index]
+        by_name = send(url, "socrates", "Named?", {"X-API-Key": NAMED_KEY, **v1})
+        assert by_name["status"]["state"] == "TASK_STATE_COMPLETED"  # type: ignore[index]
+        refused = httpx.post(f"{url}/a2a/socrates/", json={}, headers={"X-API-Key": "bad-1"})
+        assert refused.status_code == 401
 
         # Upstream errors that echo credentials: the hub's key, and one of its own.
         llm.script(Fail(401, f"Incorrect API key provided: {LLM_KEY}"))
@@ -100,8 +125,8 @@ def test_no_secret_reaches_a_log_the_database_or_a_client(tmp_path: Path, llm: F
     written |= {str(p): p.read_bytes() for p in data_dir.rglob("*") if p.is_file()}
     assert any(name.endswith(".db") for name in written)
     for name, content in written.items():
-        for secret in SECRETS:
-            assert secret.encode() not in content, f"{secret} in {name}"
+        for secret in secrets:
+            assert secret.encode() not in content, f"{secret[:12]}... in {name}"
 
 
 @pytest.mark.parametrize(

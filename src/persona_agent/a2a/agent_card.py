@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
     AgentCard,
     AgentInterface,
     AgentProvider,
     AgentSkill,
+    APIKeySecurityScheme,
+    HTTPAuthSecurityScheme,
+    OpenIdConnectSecurityScheme,
+    SecurityRequirement,
+    SecurityScheme,
+    StringList,
 )
 from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
 
 from persona_agent import __version__
 from persona_agent.a2a.extensions import cost_extension, greeting_extension
 from persona_agent.a2a.input import READABLE_FILE_TYPES
+from persona_agent.auth import SCOPE_A2A, Access, Authenticator
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import apply_macros, render_greeting
 
@@ -24,6 +33,7 @@ __all__ = [
     "INPUT_MODES",
     "OUTPUT_MODES",
     "build_agent_card",
+    "build_extended_card",
     "build_hub_card",
     "persona_url",
 ]
@@ -61,11 +71,15 @@ def _interfaces(url: str) -> list[AgentInterface]:
     ]
 
 
-def build_agent_card(persona: Persona, base_url: str) -> AgentCard:
+def build_agent_card(
+    persona: Persona, base_url: str, auth: Authenticator | None = None
+) -> AgentCard:
     """The persona's card: a ``conversation`` skill plus one skill per knowledge domain.
 
     Skill ids are stable (``{id}-conversation``, ``{id}-{domain slug}``), and the
-    interface URLs are built from ``base_url`` (the public base URL when set).
+    interface URLs are built from ``base_url`` (the public base URL when set). With
+    ``auth``, the card declares how to authenticate, whether the persona requires it, and
+    the extended card that authenticated callers get.
     """
     skills = [
         AgentSkill(
@@ -126,7 +140,71 @@ def build_agent_card(persona: Persona, base_url: str) -> AgentCard:
     )
     if persona.avatar is not None:  # an empty iconUrl would still be written out
         card.icon_url = url.rstrip("/") + AVATAR_PATH
+    if auth is not None and auth.enabled:
+        _declare_security(card, auth, persona.access or auth.default_access)
     return card
+
+
+def build_extended_card(card: AgentCard, tools: list[dict[str, Any]]) -> AgentCard:
+    """What authenticated callers get (``GetExtendedAgentCard``): the public card plus a
+    skill for each MCP tool the persona may call, which the public card leaves out."""
+    extended = AgentCard()
+    extended.CopyFrom(card)
+    persona_id = card.skills[0].id.removesuffix("-conversation") if card.skills else "persona"
+    for spec in tools:
+        function = spec.get("function", {})
+        name = str(function.get("name", ""))
+        if not name:
+            continue
+        extended.skills.append(
+            AgentSkill(
+                id=f"{persona_id}-tool-{name}",
+                name=f"Tool {name}",
+                description=str(function.get("description") or f"The MCP tool {name}"),
+                tags=["tool", name.partition("__")[0]],
+                input_modes=INPUT_MODES,
+                output_modes=OUTPUT_MODES,
+            )
+        )
+    return extended
+
+
+def _declare_security(card: AgentCard, auth: Authenticator, access: Access) -> None:
+    """The schemes a caller may use; required ones when the persona is not public."""
+    schemes: list[str] = []
+    if len(auth.keys):
+        card.security_schemes["apiKey"].CopyFrom(
+            SecurityScheme(
+                api_key_security_scheme=APIKeySecurityScheme(
+                    location="header", name="X-API-Key", description="An API key of the hub"
+                )
+            )
+        )
+        card.security_schemes["bearer"].CopyFrom(
+            SecurityScheme(
+                http_auth_security_scheme=HTTPAuthSecurityScheme(
+                    scheme="Bearer", description="An API key, or an OpenID Connect token"
+                )
+            )
+        )
+        schemes += ["apiKey", "bearer"]
+    if auth.oidc is not None:
+        card.security_schemes["oidc"].CopyFrom(
+            SecurityScheme(
+                open_id_connect_security_scheme=OpenIdConnectSecurityScheme(
+                    open_id_connect_url=auth.oidc.discovery_url,
+                    description=f"A token of {auth.oidc.issuer} with the scope '{SCOPE_A2A}'",
+                )
+            )
+        )
+        schemes.append("oidc")
+    card.capabilities.extended_agent_card = True
+    if access == "authenticated":
+        for name in schemes:
+            scopes = [SCOPE_A2A] if name == "oidc" else []
+            card.security_requirements.append(
+                SecurityRequirement(schemes={name: StringList(list=scopes)})
+            )
 
 
 def build_hub_card(personas: list[Persona], base_url: str) -> AgentCard:

@@ -6,6 +6,7 @@ import logging
 import uuid
 from contextlib import aclosing
 from typing import Any
+from urllib.parse import quote
 
 from a2a.helpers.proto_helpers import new_task_from_user_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -17,13 +18,20 @@ from google.protobuf.struct_pb2 import Value
 
 from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload
 from persona_agent.a2a.input import message_to_text
-from persona_agent.a2a.keys import PARTS_METADATA_KEY, WHOLE_ANSWER_STATE_KEY
+from persona_agent.a2a.keys import (
+    CALLER_KEY,
+    PARTS_METADATA_KEY,
+    REQUEST_ID_KEY,
+    WHOLE_ANSWER_STATE_KEY,
+)
+from persona_agent.a2a.quotas import Quotas
+from persona_agent.audit import AuditLog
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.events import Done, Token, ToolEnd, ToolStart
 from persona_agent.errors import PersonaAgentError
 from persona_agent.personas.model import Persona
 
-__all__ = ["ANSWER_ARTIFACT_NAME", "PersonaAgentExecutor"]
+__all__ = ["ANSWER_ARTIFACT_NAME", "PersonaAgentExecutor", "conversation_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,14 +54,23 @@ class PersonaAgentExecutor(AgentExecutor):
     tool call at its current await.
     """
 
-    def __init__(self, persona: Persona, engine: ChatEngine) -> None:
+    def __init__(
+        self,
+        persona: Persona,
+        engine: ChatEngine,
+        audit: AuditLog | None = None,
+        quotas: Quotas | None = None,
+    ) -> None:
         self.persona = persona
         self.engine = engine
+        self.audit = audit
+        self.quotas = quotas
         self._cancelled: set[str] = set()
         self.running: dict[str, ServerCallContext] = {}
         """Tasks being answered now, with the call context that started each."""
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """Answer the message; the conversation is the caller's (see :func:`conversation_key`)."""
         message = context.message
         task_id, context_id = context.task_id, context.context_id
         if message is None or not task_id or not context_id:
@@ -62,12 +79,21 @@ class PersonaAgentExecutor(AgentExecutor):
             task = new_task_from_user_message(message)
             task.status.timestamp.GetCurrentTime()
             await event_queue.enqueue_event(task)
+            self._audit("task.create", context, task_id=task_id, contextId=context_id)
         updater = TaskUpdater(event_queue, task_id, context_id)
         self.running[task_id] = context.call_context
         try:
             await updater.start_work()
             whole = bool(context.call_context.state.get(WHOLE_ANSWER_STATE_KEY))
-            await self._answer(message, task_id, context_id, updater, whole=whole)
+            user = context.call_context.user
+            owner = user.user_name if user.is_authenticated else ""
+            conversation = conversation_key(owner, context_id)
+            caller = context.call_context.state.get(CALLER_KEY)
+            if self.quotas is not None and caller:
+                with self.quotas.running(caller, self.persona.id):
+                    await self._answer(message, task_id, conversation, updater, whole=whole)
+            else:
+                await self._answer(message, task_id, conversation, updater, whole=whole)
         except PersonaAgentError as error:
             reference = uuid.uuid4().hex[:12]
             logger.warning(
@@ -97,14 +123,14 @@ class PersonaAgentExecutor(AgentExecutor):
         self,
         message: Message,
         task_id: str,
-        context_id: str,
+        conversation: str,
         updater: TaskUpdater,
         *,
         whole: bool = False,
     ) -> None:
         text = message_to_text(message)
         chunks = _AnswerChunks(updater)
-        async with aclosing(self.engine.stream(self.persona, context_id, text)) as events:
+        async with aclosing(self.engine.stream(self.persona, conversation, text)) as events:
             async for event in events:
                 if task_id in self._cancelled:
                     return
@@ -151,9 +177,24 @@ class PersonaAgentExecutor(AgentExecutor):
         if not task_id:
             return
         self._cancelled.add(task_id)
+        self._audit("task.cancel", context, task_id=task_id)
         updater = TaskUpdater(event_queue, task_id, context_id or "")
         await updater.cancel(
             updater.new_agent_message([Part(text="Canceled at the client's request")])
+        )
+
+    def _audit(self, action: str, context: RequestContext, **details: Any) -> None:
+        if self.audit is None or not self.audit.enabled:
+            return
+        call = context.call_context
+        user = call.user
+        self.audit.record(
+            action,
+            principal=user.user_name if user.is_authenticated else None,
+            persona=self.persona.id,
+            request_id=call.state.get(REQUEST_ID_KEY),
+            taskId=details.pop("task_id"),
+            **details,
         )
 
 
@@ -192,6 +233,17 @@ async def _tool_status(
         [Part(text=text), Part(data=_value({**payload, "id": call_id}))]
     )
     await updater.update_status(TaskState.TASK_STATE_WORKING, message)
+
+
+def conversation_key(owner: str, context_id: str) -> str:
+    """The conversation of a caller's ``contextId``: the context id alone for an anonymous
+    caller (anyone who knows it continues it), else the caller's too, so that another
+    caller reusing the id starts a conversation of its own. The owner is quoted (no ``:``
+    in it), and an anonymous context id that starts with ``@`` gets ``@:`` before it, so
+    that no owner and context id can spell another caller's key."""
+    if not owner:
+        return f"@:{context_id}" if context_id.startswith("@") else context_id
+    return f"@{quote(owner, safe='')}:{context_id}"
 
 
 def _value(data: dict[str, Any]) -> Value:

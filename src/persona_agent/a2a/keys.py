@@ -6,10 +6,12 @@ from __future__ import annotations
 from a2a.types.a2a_pb2 import TaskState
 
 __all__ = [
+    "CALLER_KEY",
     "PARTS_METADATA_KEY",
     "PERSONA_SCOPE_KEY",
     "PERSONA_STATE_KEY",
     "RAW_STATUS_STATE_KEY",
+    "REQUEST_ID_KEY",
     "RPC_BODY_SCOPE_KEY",
     "TERMINAL_STATES",
     "WHOLE_ANSWER_STATE_KEY",
@@ -27,6 +29,11 @@ task (a blocking, non-streaming send): the answer is then one artifact event, no
 chunk per piece of text (fewer events through the SDK; the same final task)."""
 RAW_STATUS_STATE_KEY = "persona_agent.list_tasks_status"
 """The ListTasks ``status`` as the client wrote it, in ``ServerCallContext.state``."""
+REQUEST_ID_KEY = "persona_agent.request_id"
+"""The request's id (for the audit log), in the ASGI scope and ``ServerCallContext.state``."""
+CALLER_KEY = "persona_agent.caller"
+"""Who calls, for per-caller limits (its principal, or ``ip:{address}``), in the ASGI
+scope and ``ServerCallContext.state``."""
 PARTS_METADATA_KEY = "persona-agent/parts"
 """Metadata of an answer chunk event: how many parts the answer artifact has with it."""
 

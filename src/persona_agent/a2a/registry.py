@@ -22,11 +22,15 @@ from a2a.server.tasks.task_store import TaskStore
 from a2a.types.a2a_pb2 import AgentCard, CancelTaskRequest
 from starlette.types import Receive, Scope, Send
 
-from persona_agent.a2a.agent_card import build_agent_card
+from persona_agent.a2a.agent_card import build_agent_card, build_extended_card
+from persona_agent.a2a.card_signing import CardSigner
 from persona_agent.a2a.executor import PersonaAgentExecutor
 from persona_agent.a2a.keys import TERMINAL_STATES
+from persona_agent.a2a.quotas import Quotas
 from persona_agent.a2a.router import A2ARouter, Avatars
 from persona_agent.a2a.routing import MAX_ID_LENGTH, TaskListing
+from persona_agent.audit import AuditLog
+from persona_agent.auth import Authenticator
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.personas.model import Persona
 from persona_agent.personas.store import PersonaChange
@@ -44,16 +48,41 @@ class PersonaApp:
     """
 
     def __init__(
-        self, persona: Persona, base_url: str, engine: ChatEngine, task_store: TaskStore
+        self,
+        persona: Persona,
+        base_url: str,
+        engine: ChatEngine,
+        task_store: TaskStore,
+        auth: Authenticator | None = None,
+        signer: CardSigner | None = None,
+        audit: AuditLog | None = None,
+        quotas: Quotas | None = None,
     ) -> None:
         self.persona = persona
-        self.executor = PersonaAgentExecutor(persona, engine)
+        self._signer = signer
+        self.executor = PersonaAgentExecutor(persona, engine, audit, quotas)
         self._base_url = base_url
         self._task_store = task_store
+        self._auth = auth
+        self._engine = engine
 
     @cached_property
     def card(self) -> AgentCard:
-        return build_agent_card(self.persona, self._base_url)
+        card = build_agent_card(self.persona, self._base_url, self._auth)
+        return self._signer.sign(card) if self._signer is not None else card
+
+    @cached_property
+    def extended_card(self) -> AgentCard | None:
+        """For authenticated callers, when anyone can authenticate."""
+        if self._auth is None or not self._auth.enabled:
+            return None
+        toolbox = self._engine.toolbox
+        tools = toolbox.tool_specs(self.persona.tools.allow) if toolbox is not None else []
+        extended = build_extended_card(self.card, tools)
+        if self._signer is not None:  # its own signature: the public card's would not verify
+            del extended.signatures[:]
+            self._signer.sign(extended)
+        return extended
 
     @cached_property
     def card_dict(self) -> dict[str, Any]:
@@ -70,6 +99,7 @@ class PersonaApp:
             agent_executor=self.executor,
             task_store=self._task_store,
             agent_card=self.card,
+            extended_agent_card=self.extended_card,
             validate_input_modes=True,
         )
 
@@ -93,6 +123,10 @@ class A2ARegistry:
         task_listing: TaskListing = "context",
         max_id_length: int = MAX_ID_LENGTH,
         avatars: Avatars | None = None,
+        authenticator: Authenticator | None = None,
+        signer: CardSigner | None = None,
+        audit: AuditLog | None = None,
+        quotas: Quotas | None = None,
     ) -> None:
         """``task_listing``, ``max_id_length``: see :class:`PersonaRequestHandler`;
         ``avatars``: a persona's avatar image (the persona store's), served at
@@ -111,7 +145,14 @@ class A2ARegistry:
             task_listing=task_listing,
             max_id_length=max_id_length,
             avatars=avatars,
+            authenticator=authenticator,
+            audit=audit,
+            quotas=quotas,
         )
+        self.quotas = quotas
+        self.authenticator = authenticator
+        self.signer = signer
+        self.audit = audit
         """The ASGI side: what ``/a2a`` is mounted on."""
 
     # -- the registry -------------------------------------------------------
@@ -174,7 +215,16 @@ class A2ARegistry:
             self.remove(change.persona_id)
 
     def _build(self, persona: Persona) -> PersonaApp:
-        return PersonaApp(persona, self.base_url, self._engine, self._task_store)
+        return PersonaApp(
+            persona,
+            self.base_url,
+            self._engine,
+            self._task_store,
+            self.authenticator,
+            self.signer,
+            self.audit,
+            self.quotas,
+        )
 
     async def aclose(self) -> None:
         """Stop serving: let running tasks finish, cancel the rest, close every handler.

@@ -9,18 +9,26 @@ persona instead of a Starlette app each).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
 from a2a.server.request_handlers import RequestHandler
 from starlette.applications import Starlette
+from starlette.authentication import AuthCredentials
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
 from persona_agent.a2a.agent_card import AVATAR_PATH, CARD_PATH
-from persona_agent.a2a.keys import PERSONA_SCOPE_KEY, RPC_BODY_SCOPE_KEY
+from persona_agent.a2a.keys import (
+    CALLER_KEY,
+    PERSONA_SCOPE_KEY,
+    REQUEST_ID_KEY,
+    RPC_BODY_SCOPE_KEY,
+)
+from persona_agent.a2a.quotas import Quotas, RateLimited
 from persona_agent.a2a.routing import (
     MAX_ID_LENGTH,
     PersonaContextBuilder,
@@ -37,6 +45,9 @@ from persona_agent.a2a.sdk_fixes.jsonrpc_body import (
     replay,
 )
 from persona_agent.a2a.sdk_fixes.routes import jsonrpc_dispatcher, rest_routes
+from persona_agent.audit import AuditLog, request_id_of
+from persona_agent.auth import SCOPE_A2A, Authenticator, AuthError, Principal
+from persona_agent.personas.model import Persona
 from persona_agent.personas.png import CleanImage
 
 __all__ = [
@@ -50,12 +61,40 @@ __all__ = [
 
 CARD_CACHE_CONTROL = "public, max-age=60, must-revalidate"
 
+_SENDS = frozenset({"SendMessage", "message/send"})
+_STREAMS = frozenset({"SendStreamingMessage", "message/stream"})
+_SUBSCRIBES = frozenset({"SubscribeToTask", "tasks/resubscribe"})
+
+
+def call_kind(rest: str, method: Any) -> str | None:
+    """``send``, ``stream`` or ``subscribe`` for the calls that limits count; else None.
+    ``method``: a JSON-RPC call's; for HTTP+JSON the path says it."""
+    if rest == "":
+        if method in _SENDS:
+            return "send"
+        if method in _STREAMS:
+            return "stream"
+        return "subscribe" if method in _SUBSCRIBES else None
+    path = rest.removeprefix("v1/")
+    if path == "message:send":
+        return "send"
+    if path == "message:stream":
+        return "stream"
+    return "subscribe" if path.startswith("tasks/") and path.endswith(":subscribe") else None
+
+
+PUBLIC_PATHS = frozenset({CARD_PATH.lstrip("/"), AVATAR_PATH.lstrip("/")})
+"""Below a persona: what anyone may read, whatever its access (its card and picture)."""
+
 Avatars = Callable[[str], Awaitable[CleanImage | None]]
 """A persona's avatar image by persona id (``None``: it has none)."""
 
 
 class ServedPersona(Protocol):
     """What the router needs of a persona's app (``registry.PersonaApp``)."""
+
+    @property
+    def persona(self) -> Persona: ...
 
     @property
     def handler(self) -> RequestHandler: ...
@@ -134,11 +173,19 @@ class A2ARouter:
         task_listing: TaskListing = "context",
         max_id_length: int = MAX_ID_LENGTH,
         avatars: Avatars | None = None,
+        authenticator: Authenticator | None = None,
+        audit: AuditLog | None = None,
+        quotas: Quotas | None = None,
     ) -> None:
         """``task_listing``, ``max_id_length``: see :class:`PersonaRequestHandler`;
-        ``avatars``: where ``{id}/avatar`` finds the image."""
+        ``avatars``: where ``{id}/avatar`` finds the image; ``authenticator``: who may
+        call (none, or one with no keys and no issuer: everyone, anonymously);
+        ``audit``: where refusals are recorded; ``quotas``: per-caller limits."""
+        self._audit = audit
+        self._quotas = quotas
         self._lookup = lookup
         self._avatars = avatars
+        self._auth = authenticator if authenticator is not None and authenticator.enabled else None
         self.max_message_bytes = max_message_bytes
         handler = PersonaRequestHandler(
             lookup, task_listing=task_listing, max_id_length=max_id_length
@@ -167,10 +214,17 @@ class A2ARouter:
         path: str = scope["path"]
         relative = (path[len(root) :] if path.startswith(root) else path).lstrip("/")
         persona_id, _, rest = relative.partition("/")
-        if self._lookup(persona_id, None) is None:
+        served = self._lookup(persona_id, None)
+        if served is None:
             await not_found_response(persona_id)(scope, receive, send)
             return
         inner = dict(scope)
+        inner[REQUEST_ID_KEY] = request_id_of(scope["headers"])
+        if rest not in PUBLIC_PATHS:
+            refusal = await self._admit(served.persona, rest, scope, inner)
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
         persona_root = f"{root}/{persona_id}"
         inner["root_path"] = persona_root
         inner["path"] = f"{persona_root}/{rest}"
@@ -197,14 +251,131 @@ class A2ARouter:
                     await jsonrpc_error(PARSE_ERROR, problem)(scope, receive, send)
                     return
                 inner[RPC_BODY_SCOPE_KEY] = parsed
-                # Straight to the SDK's dispatcher, as its route would call it, minus
-                # Starlette's routing and middleware (~4 % of a call's CPU) and a
-                # second parse of the body.
-                request = _ParsedRequest(inner, receive, send, parsed)
-                response = await self._jsonrpc.handle_requests(request)
-                await response(inner, receive, send)
+                method = parsed.get("method") if isinstance(parsed, dict) else None
+                async with self._counted(served.persona, rest, method, inner) as refusal:
+                    if refusal is not None:
+                        await refusal(scope, receive, send)
+                        return
+                    # Straight to the SDK's dispatcher, as its route would call it, minus
+                    # Starlette's routing and middleware (~4 % of a call's CPU) and a
+                    # second parse of the body.
+                    request = _ParsedRequest(inner, receive, send, parsed)
+                    response = await self._jsonrpc.handle_requests(request)
+                    await response(inner, receive, send)
                 return
-        await self._routes_app(inner, receive, send)
+        async with self._counted(served.persona, rest, None, inner) as refusal:
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+            await self._routes_app(inner, receive, send)
+
+    async def _admit(
+        self, persona: Persona, rest: str, scope: Scope, inner: dict[str, Any]
+    ) -> Response | None:
+        """Who calls (into ``inner``), and whether it may: a refusal, or ``None``."""
+        client = scope.get("client")
+        inner[CALLER_KEY] = f"ip:{client[0]}" if client else "ip:unknown"
+        if self._auth is not None:
+            access = persona.access or self._auth.default_access
+            try:
+                principal = await self._auth.caller(
+                    scope["headers"], access=access, scope=SCOPE_A2A, persona_id=persona.id
+                )
+            except AuthError as error:
+                self._record("auth.refused", persona.id, inner, str(error.status), error.message)
+                return self._refused(rest, error)
+            if principal is not None:  # the SDK's context builder reads the Starlette user
+                inner["user"] = principal
+                inner["auth"] = AuthCredentials(sorted(principal.scopes))
+                inner[CALLER_KEY] = principal.name
+        if self._quotas is not None:
+            caller = inner[CALLER_KEY]
+            try:
+                self._quotas.check_rate(caller, self._quotas.limits.requests_per_minute)
+                persona_rate = persona.limits.requests_per_minute or 0
+                self._quotas.check_rate(caller, persona_rate, scope=persona.id)
+            except RateLimited as error:
+                self._record("rate.refused", persona.id, inner, "429", error.message)
+                return self._rate_limited(rest, error)
+        return None
+
+    @asynccontextmanager
+    async def _counted(
+        self, persona: Persona, rest: str, method: Any, inner: dict[str, Any]
+    ) -> AsyncIterator[Response | None]:
+        """Hold a stream's place in the caller's open streams while it is served; refuse a
+        send or stream over the caller's (or the persona's) running tasks."""
+        kind = call_kind(rest, method)
+        if self._quotas is None or kind is None or CALLER_KEY not in inner:
+            yield None
+            return
+        caller = inner[CALLER_KEY]
+        try:
+            if kind in ("send", "stream"):
+                self._quotas.check_start(caller, persona.id, persona.limits.running_tasks or 0)
+            if kind in ("stream", "subscribe"):
+                with self._quotas.stream(caller):
+                    yield None
+                return
+        except RateLimited as error:
+            self._record("rate.refused", persona.id, inner, "429", error.message)
+            yield self._rate_limited(rest, error)
+            return
+        yield None
+
+    def _record(
+        self, action: str, persona_id: str, inner: dict[str, Any], outcome: str, reason: str
+    ) -> None:
+        if self._audit is None:
+            return
+        user = inner.get("user")
+        self._audit.record(
+            action,
+            principal=user.name if isinstance(user, Principal) else None,
+            persona=persona_id,
+            outcome=outcome,
+            request_id=inner.get(REQUEST_ID_KEY),
+            reason=reason,
+        )
+
+    @staticmethod
+    def _rate_limited(rest: str, error: RateLimited) -> Response:
+        """429 with ``Retry-After``, in the binding's error shape."""
+        headers = {"Retry-After": str(error.retry_after)}
+        if rest == "":
+            body: dict[str, Any] = {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {
+                    "code": INVALID_REQUEST,
+                    "message": error.message,
+                    "data": {"httpStatus": 429, "retryAfter": error.retry_after},
+                },
+            }
+        else:
+            body = {
+                "error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": error.message}
+            }
+        return JSONResponse(body, status_code=429, headers=headers)
+
+    def _refused(self, rest: str, error: AuthError) -> Response:
+        """401 (with ``WWW-Authenticate``) or 403, in the binding's error shape."""
+        assert self._auth is not None
+        headers = {"WWW-Authenticate": self._auth.challenge(error)} if error.status == 401 else {}
+        if rest == "":  # JSON-RPC: the HTTP status says it; the body is a JSON-RPC error
+            body: dict[str, Any] = {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {
+                    "code": INVALID_REQUEST,
+                    "message": error.message,
+                    "data": {"httpStatus": error.status},
+                },
+            }
+        else:
+            status = "UNAUTHENTICATED" if error.status == 401 else "PERMISSION_DENIED"
+            body = {"error": {"code": error.status, "status": status, "message": error.message}}
+        return JSONResponse(body, status_code=error.status, headers=headers)
 
     def _too_large(self, scope: Scope, rest: str) -> Response | None:
         """A clear error for a body whose declared length is over the limit."""

@@ -33,15 +33,22 @@ from a2a.types.a2a_pb2 import (
     Task,
     TaskPushNotificationConfig,
 )
-from a2a.utils.errors import InvalidParamsError, InvalidRequestError, UnsupportedOperationError
+from a2a.utils.errors import (
+    ExtendedAgentCardNotConfiguredError,
+    InvalidParamsError,
+    InvalidRequestError,
+    UnsupportedOperationError,
+)
 from starlette.requests import Request
 
 from persona_agent.a2a.input import check_parts
 from persona_agent.a2a.keys import (
+    CALLER_KEY,
     PARTS_METADATA_KEY,
     PERSONA_SCOPE_KEY,
     PERSONA_STATE_KEY,
     RAW_STATUS_STATE_KEY,
+    REQUEST_ID_KEY,
     RPC_BODY_SCOPE_KEY,
     WHOLE_ANSWER_STATE_KEY,
 )
@@ -73,8 +80,14 @@ class PersonaContextBuilder(DefaultServerCallContextBuilder):
 
     def build(self, request: Request) -> ServerCallContext:
         context = super().build(request)
+        headers = context.state.get("headers")
+        if isinstance(headers, dict):  # the SDK keeps every header; credentials stay out
+            for name in SECRET_HEADERS:
+                headers.pop(name, None)
         scope = request.scope
         context.state[PERSONA_STATE_KEY] = scope.get(PERSONA_SCOPE_KEY, "")
+        context.state[REQUEST_ID_KEY] = scope.get(REQUEST_ID_KEY)
+        context.state[CALLER_KEY] = scope.get(CALLER_KEY)
         body = scope.get(RPC_BODY_SCOPE_KEY)
         if isinstance(body, dict):
             params = body.get("params")
@@ -84,6 +97,9 @@ class PersonaContextBuilder(DefaultServerCallContextBuilder):
             context.state[RAW_STATUS_STATE_KEY] = request.query_params.get("status")
         return context
 
+
+SECRET_HEADERS = ("authorization", "x-api-key", "cookie", "proxy-authorization")
+"""Headers that carry credentials: never kept in a call context (which the SDK logs)."""
 
 TaskListing = Literal["context", "off", "all"]
 """Who may list tasks (``PERSONA_AGENT_TASK_LISTING``): see :class:`PersonaRequestHandler`."""
@@ -231,4 +247,11 @@ class PersonaRequestHandler(RequestHandler):
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
     ) -> AgentCard:
-        return await self._handler(context).on_get_extended_agent_card(params, context)
+        handler = self._handler(context)
+        offered = getattr(handler, "extended_agent_card", None) is not None
+        if offered and not _identified(context):
+            raise ExtendedAgentCardNotConfiguredError(
+                "The extended agent card is served to authenticated callers only: "
+                "authenticate as the card's securitySchemes say"
+            )
+        return await handler.on_get_extended_agent_card(params, context)

@@ -12,17 +12,21 @@ from typing import TYPE_CHECKING, Any
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Mount
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from persona_agent import __version__
 from persona_agent.a2a.agent_card import A2A_PREFIX, CARD_PATH, build_hub_card, persona_url
+from persona_agent.a2a.card_signing import JWKS_PATH, CardSigner
+from persona_agent.a2a.quotas import QuotaLimits, Quotas
 from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.a2a.task_store import SqlTaskStore
-from persona_agent.api.deps import ApiAuth, is_loopback
+from persona_agent.api.deps import UPLOAD_HEADER, ApiAuth, is_loopback
 from persona_agent.api.limits import BodyLimit
 from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.api.routes import personas as personas_routes
+from persona_agent.audit import AuditLog
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.db import GroupCommitWriter, create_engine, init_db
@@ -35,6 +39,7 @@ from persona_agent.errors import (
 )
 from persona_agent.llm.base import LLMBackend
 from persona_agent.parts import (
+    build_authenticator,
     build_llm_backend,
     open_persona_store,
     persona_limits,
@@ -105,9 +110,29 @@ def create_app(settings: Settings) -> FastAPI:
         ),
     )
     store = load_personas(settings)
+    authenticator = build_authenticator(settings)
+    signer = (
+        CardSigner.from_file(
+            settings.card_signing_key, settings.card_signing_key_id, settings.base_url
+        )
+        if settings.card_signing_key is not None
+        else None
+    )
+    audit = AuditLog(settings.audit_log)
+    quotas = Quotas(
+        QuotaLimits(
+            requests_per_minute=settings.rate_limit,
+            running_tasks=settings.max_running_tasks,
+            open_streams=settings.max_streams,
+        )
+    )
     registry = A2ARegistry(
+        quotas=quotas,
         engine=engine,
         avatars=store.avatar,
+        authenticator=authenticator,
+        signer=signer,
+        audit=audit,
         task_store=task_store,
         base_url=settings.base_url,
         max_message_bytes=settings.max_message_bytes,
@@ -154,6 +179,7 @@ def create_app(settings: Settings) -> FastAPI:
             if toolbox is not None:
                 await toolbox.aclose()
             await llm.aclose()
+            audit.close()
             await db.dispose()
 
     app = HubApp(
@@ -165,7 +191,13 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(BodyLimit, limits=persona_limits(settings))
     app.state.settings = settings
     app.state.persona_limits = persona_limits(settings)
-    app.state.api_auth = ApiAuth(settings.api_key_list, listen_host=settings.host)
+    app.state.api_auth = ApiAuth(
+        authenticator,
+        listen_host=settings.host,
+        allowed_origins=settings.cors_origin_list,
+        audit=audit,
+    )
+    app.state.audit = audit
     app.state.registry = registry
     app.state.persona_store = store
     app.state.persona_data = persona_data
@@ -200,6 +232,13 @@ def create_app(settings: Settings) -> FastAPI:
             for p in registry.personas()
         ]
 
+    @app.get(JWKS_PATH, tags=["discovery"])
+    async def card_keys() -> JSONResponse:
+        """The public key of the agent cards' signatures (404 when cards are not signed)."""
+        if signer is None:
+            return JSONResponse({"detail": "Agent cards are not signed"}, status_code=404)
+        return JSONResponse(signer.jwks())
+
     @app.get("/healthz", tags=["operations"])
     async def healthz() -> JSONResponse:
         return JSONResponse({"status": "ok", "personas": len(registry)})
@@ -211,8 +250,14 @@ def create_app(settings: Settings) -> FastAPI:
         (PreconditionFailedError, 412),
     ):
         app.add_exception_handler(error_type, _status_handler(code))
-    app.router.routes.append(Mount(A2A_PREFIX, app=registry))
+    origins = settings.cors_origin_list
+    a2a: ASGIApp = registry
+    if origins:  # off by default: no browser page of another origin may call the hub
+        app.add_middleware(CORSMiddleware, **cors_options(origins))
+        a2a = CORSMiddleware(registry, **cors_options(origins))
+    app.router.routes.append(Mount(A2A_PREFIX, app=a2a))
     app.registry = registry
+    app.a2a = a2a
     return app
 
 
@@ -225,20 +270,43 @@ class HubApp(FastAPI):
     """
 
     registry: A2ARegistry | None = None
+    a2a: ASGIApp | None = None
+    """The registry, behind CORS when origins are allowed."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        registry = self.registry
+        a2a = self.a2a
         # Behind a proxy's root path, the mount takes it (it knows how to strip it).
-        if registry is not None and scope["type"] == "http" and not scope.get("root_path"):
+        if a2a is not None and scope["type"] == "http" and not scope.get("root_path"):
             path: str = scope["path"]
             if path.startswith(_A2A_PATH) and path != _PERSONA_LIST_PATH:
-                await registry({**scope, "root_path": A2A_PREFIX}, receive, send)
+                await a2a({**scope, "root_path": A2A_PREFIX}, receive, send)
                 return
         await super().__call__(scope, receive, send)
 
 
 _A2A_PATH = f"{A2A_PREFIX}/"
 _PERSONA_LIST_PATH = f"{A2A_PREFIX}/personas"
+
+
+def cors_options(origins: list[str]) -> dict[str, Any]:
+    """CORS for the allowed origins: the methods and headers of A2A and the REST API;
+    credentials are headers (Authorization, X-API-Key), never cookies."""
+    return {
+        "allow_origins": origins,
+        "allow_methods": ["GET", "POST", "PUT", "DELETE"],
+        "allow_headers": [
+            "Authorization",
+            "X-API-Key",
+            "Content-Type",
+            "If-Match",
+            "If-None-Match",
+            "A2A-Version",
+            "A2A-Extensions",
+            UPLOAD_HEADER,
+        ],
+        "expose_headers": ["ETag", "Location", "Retry-After", "WWW-Authenticate"],
+        "max_age": 600,
+    }
 
 
 def _status_handler(code: int) -> Callable[[Request, Exception], Awaitable[Response]]:
@@ -251,17 +319,25 @@ def _status_handler(code: int) -> Callable[[Request, Exception], Awaitable[Respo
 
 def _log_startup(settings: Settings, llm: LLMBackend, registry: A2ARegistry) -> None:
     logger.info("Serving %d persona(s) at %s%s/{id}/", len(registry), settings.base_url, A2A_PREFIX)
-    if not settings.api_key_list and not is_loopback(settings.host):
-        logger.warning(
-            "No API keys are configured and the hub listens on %s: /api/v1 reads are open "
-            "and every write is refused. Set PERSONA_AGENT_API_KEYS to allow writes.",
-            settings.host,
-        )
-    elif not settings.api_key_list:
-        logger.warning(
-            "No API keys are configured: /api/v1 reads are open and writes are accepted only "
-            "from this machine (loopback client and Host, no other origin). Set "
-            "PERSONA_AGENT_API_KEYS to require a key."
+    auth = registry.authenticator
+    if auth is None or not auth.enabled:
+        if not is_loopback(settings.host):
+            logger.warning(
+                "No API keys or OIDC issuer are configured and the hub listens on %s: every "
+                "persona answers anyone over A2A, /api/v1 reads are open and every write is "
+                "refused. Set PERSONA_AGENT_API_KEYS (docs/security.md).",
+                settings.host,
+            )
+        else:
+            logger.warning(
+                "No API keys are configured: /api/v1 reads are open and writes are accepted "
+                "only from this machine (loopback client and Host, no other origin). Set "
+                "PERSONA_AGENT_API_KEYS to require a key."
+            )
+    else:
+        logger.info(
+            "A2A access: %s by default (a persona's access: overrides); /api/v1 needs credentials",
+            auth.default_access,
         )
     if llm.name == "local":
         logger.info(

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
 from typing import Annotated, NoReturn
 
 from fastapi import Depends, HTTPException, Request, status
 
+from persona_agent.audit import AuditLog, request_id_of
+from persona_agent.auth import SCOPE_READ, SCOPE_WRITE, Authenticator, AuthError, Principal
 from persona_agent.personas.store import PersonaStore
 
 __all__ = ["UPLOAD_HEADER", "ApiAuth", "Reader", "Store", "Writer", "is_loopback"]
@@ -19,10 +20,12 @@ CORS preflight, which the hub never grants."""
 
 
 class ApiAuth:
-    """API keys for ``/api/v1``, compared in constant time.
+    """Who may use ``/api/v1``.
 
-    With keys configured every route needs one (``Authorization: Bearer KEY`` or
-    ``X-API-Key: KEY``), else 401. With none, reads are open and writes are accepted
+    With API keys or an OIDC issuer configured every route needs a credential
+    (``Authorization: Bearer ...`` or ``X-API-Key: KEY``), else 401, and its principal
+    needs the scope ``personas:read`` or ``personas:write`` (403 without). With
+    neither, reads are open and writes are accepted
     only when every one of these holds (403 otherwise, 415 for a JSON route's body
     that is not labelled JSON), so that no web page open in a local browser can
     write (docs/security.md):
@@ -40,39 +43,68 @@ class ApiAuth:
       setting or an extension that strips it) would otherwise let any page upload.
     """
 
-    def __init__(self, keys: list[str], *, listen_host: str = "127.0.0.1") -> None:
-        self._keys = [key.encode() for key in keys]
+    def __init__(
+        self,
+        authenticator: Authenticator,
+        *,
+        listen_host: str = "127.0.0.1",
+        allowed_origins: list[str] | None = None,
+        audit: AuditLog | None = None,
+    ) -> None:
+        self._auth = authenticator
+        self._audit = audit
+        self._origins = {origin.lower() for origin in allowed_origins or []}
         self._listens_on_loopback = is_loopback(listen_host)
         self._listen_host = listen_host
 
     @property
     def enabled(self) -> bool:
-        return bool(self._keys)
+        return self._auth.enabled
 
-    def _presented(self, request: Request) -> bytes | None:
-        header = request.headers.get("authorization", "")
-        scheme, _, credentials = header.partition(" ")
-        if scheme.lower() == "bearer" and credentials.strip():
-            return credentials.strip().encode()
-        key = request.headers.get("x-api-key", "").strip()
-        return key.encode() if key else None
+    async def check(self, request: Request, *, write: bool) -> Principal | None:
+        try:
+            return await self._check(request, write=write)
+        except HTTPException as error:
+            if self._audit is not None and error.status_code in (401, 403):
+                self._audit.record(
+                    "auth.refused",
+                    principal=None,
+                    outcome=str(error.status_code),
+                    request_id=request_id_of(dict(request.headers)),
+                    path=request.url.path,
+                    reason=str(error.detail),
+                )
+            raise
 
-    def check(self, request: Request, *, write: bool) -> None:
-        if not self._keys:
+    async def _check(self, request: Request, *, write: bool) -> Principal | None:
+        """The caller (``None`` without authentication configured), or an HTTP error.
+
+        A write that a browser sends (it has an ``Origin``) must come from the hub's own
+        origin or one of ``PERSONA_AGENT_CORS_ORIGINS``, with or without credentials."""
+        origin = request.headers.get("origin")
+        if write and origin is not None and self._auth.enabled:
+            host = request.headers.get("host", "")
+            own = {f"http://{host}".lower(), f"https://{host}".lower()}
+            if origin.lower() not in own | self._origins:
+                _forbid(
+                    f"Writes are refused from the origin '{origin[:100]}' (set "
+                    "PERSONA_AGENT_CORS_ORIGINS to allow a web application's origin)"
+                )
+        if not self._auth.enabled:
             if write:
                 self._check_keyless_write(request)
-            return
-        presented = self._presented(request)
-        # compare_digest with every key, so the time taken says nothing about which matched
-        matched = False
-        for key in self._keys:
-            matched |= presented is not None and hmac.compare_digest(presented, key)
-        if not matched:
-            raise HTTPException(
-                status.HTTP_401_UNAUTHORIZED,
-                "A valid API key is required (Authorization: Bearer KEY, or X-API-Key: KEY)",
-                headers={"WWW-Authenticate": "Bearer"},
+            return None
+        try:
+            return await self._auth.caller(
+                request.scope["headers"],
+                access="authenticated",
+                scope=SCOPE_WRITE if write else SCOPE_READ,
             )
+        except AuthError as error:
+            headers = {"WWW-Authenticate": self._auth.challenge(error)}
+            raise HTTPException(
+                error.status, error.message, headers=headers if error.status == 401 else None
+            ) from None
 
     def _check_keyless_write(self, request: Request) -> None:
         if not self._listens_on_loopback:
@@ -141,12 +173,12 @@ def _auth(request: Request) -> ApiAuth:
     return auth
 
 
-def require_read(request: Request) -> None:
-    _auth(request).check(request, write=False)
+async def require_read(request: Request) -> None:
+    request.state.principal = await _auth(request).check(request, write=False)
 
 
-def require_write(request: Request) -> None:
-    _auth(request).check(request, write=True)
+async def require_write(request: Request) -> None:
+    request.state.principal = await _auth(request).check(request, write=True)
 
 
 def get_store(request: Request) -> PersonaStore:

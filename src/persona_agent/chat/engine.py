@@ -64,7 +64,8 @@ class ChatEngine:
     async def stream(
         self, persona: Persona, context_id: str, user_message: str
     ) -> AsyncGenerator[ChatEvent, None]:
-        """Answer ``user_message`` in the conversation ``context_id`` of ``persona``.
+        """Answer ``user_message`` in the conversation ``context_id`` of ``persona`` (the
+        executor's :func:`~persona_agent.a2a.executor.conversation_key`: the caller's).
 
         Yields :class:`Token` as text arrives, :class:`ToolStart`/:class:`ToolEnd`
         around each tool call, and a final :class:`Done`. Raises

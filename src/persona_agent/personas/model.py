@@ -18,7 +18,7 @@ import datetime
 import hashlib
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     AfterValidator,
@@ -46,6 +46,7 @@ __all__ = [
     "LanguageStyle",
     "ModelSettings",
     "Persona",
+    "PersonaLimits",
     "ToolSettings",
     "is_valid_persona_id",
     "slugify",
@@ -280,6 +281,16 @@ class CardSettings(_Section):
     """Example prompts for the conversation skill."""
 
 
+class PersonaLimits(_Section):
+    """Limits of this persona on top of the hub's (docs/security.md)."""
+
+    requests_per_minute: int | None = Field(default=None, ge=1)
+    """Requests a minute one caller may make to this persona."""
+    running_tasks: int | None = Field(default=None, ge=1)
+    """Tasks this persona answers at once, all callers together."""
+
+
+_NO_LIMITS = PersonaLimits()
 _NO_MODEL_SETTINGS = ModelSettings()
 _NO_TOOL_SETTINGS = ToolSettings()
 _NO_CARD_SETTINGS = CardSettings()
@@ -318,9 +329,12 @@ class Persona(BaseModel):
     """Lore entries put into the prompt when their keys come up (a card's ``character_book``)."""
     avatar: AvatarName | None = None
     """An image file beside the persona file, served at ``/a2a/{id}/avatar``."""
+    access: Literal["public", "authenticated"] | None = None
+    """Who may talk to it over A2A; ``None``: the hub's default (``PERSONA_AGENT_A2A_ACCESS``)."""
     model: ModelSettings = Field(default_factory=lambda: _NO_MODEL_SETTINGS)
     tools: ToolSettings = Field(default_factory=lambda: _NO_TOOL_SETTINGS)
     card: CardSettings = Field(default_factory=lambda: _NO_CARD_SETTINGS)
+    limits: PersonaLimits = Field(default_factory=lambda: _NO_LIMITS)
     extensions: FreeKeys = Field(default_factory=dict)
     """Free keys: what other tools keep here (a character card's fields that have no place
     in the persona, under ``character_card``) is kept and written back."""

@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+import functools
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import PurePath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar, cast
 
-from fastapi import APIRouter, Body, File, Header, Query, Request, Response, UploadFile, status
+from fastapi import (
+    APIRouter,
+    Body,
+    File,
+    Header,
+    HTTPException,
+    Query,
+    Request,
+    Response,
+    UploadFile,
+    status,
+)
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
@@ -15,7 +27,8 @@ from pydantic import BaseModel, ValidationError
 from persona_agent.a2a.agent_card import CARD_PATH, persona_url
 from persona_agent.api.deps import Reader, Store, Writer
 from persona_agent.api.persona_data import DeletedPersonaData
-from persona_agent.errors import PersonaFileError, PersonaNotFoundError
+from persona_agent.audit import AuditLog, request_id_of
+from persona_agent.errors import PersonaAgentError, PersonaFileError, PersonaNotFoundError
 from persona_agent.personas.cards import CardSpec, card_png, persona_to_card
 from persona_agent.personas.loader import MAX_PROBLEMS, PERSONA_SUFFIXES, PersonaFile, read_persona
 from persona_agent.personas.model import Persona
@@ -44,6 +57,8 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 router = APIRouter(prefix="/personas", tags=["personas"], responses=_errors(401, 403))
+
+_Route = TypeVar("_Route", bound=Callable[..., Coroutine[Any, Any, Any]])
 
 PERSONA_EXAMPLE: dict[str, Any] = {
     "id": "grace-hopper",
@@ -114,7 +129,48 @@ async def get_persona(
     return _send(response, request, await store.get(persona_id))
 
 
+def audited(action: str) -> Callable[[_Route], _Route]:
+    """Record the route's outcome in the audit log: who, which persona, ok or the status."""
+
+    def decorate(route: _Route) -> _Route:
+        @functools.wraps(route)
+        async def run(*args: Any, **kwargs: Any) -> Any:
+            request: Request = kwargs["request"]
+            persona_id = kwargs.get("persona_id")
+            outcome = "error"
+            try:
+                result = await route(*args, **kwargs)
+                outcome = "ok"
+                if isinstance(result, dict):
+                    persona_id = result.get("id", persona_id)
+                return result
+            except HTTPException as error:
+                outcome = str(error.status_code)
+                raise
+            except RequestValidationError:
+                outcome = "422"
+                raise
+            except PersonaAgentError as error:
+                outcome = type(error).__name__
+                raise
+            finally:
+                audit: AuditLog = request.app.state.audit
+                principal = getattr(request.state, "principal", None)
+                audit.record(
+                    action,
+                    principal=principal.name if principal is not None else None,
+                    persona=persona_id,
+                    outcome=outcome,
+                    request_id=request_id_of(dict(request.headers)),
+                )
+
+        return cast(_Route, run)
+
+    return decorate
+
+
 @router.post("", status_code=status.HTTP_201_CREATED, dependencies=[Writer], responses=_errors(409))
+@audited("persona.create")
 async def create_persona(
     request: Request,
     response: Response,
@@ -136,6 +192,7 @@ async def create_persona(
 
 
 @router.put("/{persona_id}", dependencies=[Writer], responses=_errors(404, 412))
+@audited("persona.update")
 async def update_persona(
     persona_id: str,
     request: Request,
@@ -164,6 +221,7 @@ async def update_persona(
     dependencies=[Writer],
     responses=_errors(404, 412),
 )
+@audited("persona.delete")
 async def delete_persona(
     persona_id: str,
     request: Request,
@@ -183,6 +241,7 @@ async def delete_persona(
     dependencies=[Writer],
     responses=_errors(409),
 )
+@audited("persona.upload")
 async def upload_persona(
     request: Request,
     response: Response,

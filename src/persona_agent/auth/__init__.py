@@ -1,0 +1,128 @@
+"""Authentication: who is calling, for A2A and the REST API alike.
+
+A request's credential is ``Authorization: Bearer ...`` or ``X-API-Key: ...``. A bearer
+that looks like a JWT is checked as an OpenID Connect token when an issuer is configured
+(:mod:`persona_agent.auth.oidc`); any other credential must be one of the API keys
+(:mod:`persona_agent.auth.keys`). Either way the caller becomes a :class:`Principal`,
+whose name owns its tasks and conversations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+from persona_agent.auth.keys import ApiKeys, hash_key
+from persona_agent.auth.oidc import OidcVerifier
+from persona_agent.auth.principal import (
+    SCOPE_A2A,
+    SCOPE_READ,
+    SCOPE_WRITE,
+    SCOPES,
+    AuthError,
+    Principal,
+)
+
+__all__ = [
+    "SCOPES",
+    "SCOPE_A2A",
+    "SCOPE_READ",
+    "SCOPE_WRITE",
+    "Access",
+    "ApiKeys",
+    "AuthError",
+    "Authenticator",
+    "OidcVerifier",
+    "Principal",
+    "credential_of",
+    "hash_key",
+]
+
+Access = Literal["public", "authenticated"]
+"""Who may talk to a persona over A2A: anyone, or authenticated callers only."""
+
+
+def credential_of(headers: Iterable[tuple[bytes, bytes]]) -> tuple[str, str] | None:
+    """``(kind, credential)`` from ASGI headers: ``("bearer", token)`` or ``("key", key)``."""
+    bearer = key = None
+    for name, value in headers:
+        if name == b"authorization" and bearer is None:
+            scheme, _, rest = value.decode("latin-1").partition(" ")
+            if scheme.lower() == "bearer" and rest.strip():
+                bearer = rest.strip()
+        elif name == b"x-api-key" and key is None and value.strip():
+            key = value.decode("latin-1").strip()
+    if bearer is not None:
+        return "bearer", bearer
+    if key is not None:
+        return "key", key
+    return None
+
+
+class Authenticator:
+    """API keys and, optionally, an OIDC issuer; the hub's default A2A access."""
+
+    def __init__(
+        self,
+        keys: ApiKeys | None = None,
+        oidc: OidcVerifier | None = None,
+        *,
+        default_access: Access = "public",
+    ) -> None:
+        self.keys = keys or ApiKeys()
+        self.oidc = oidc
+        self.default_access: Access = default_access
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any caller can authenticate at all."""
+        return bool(len(self.keys)) or self.oidc is not None
+
+    def challenge(self, error: AuthError | None = None) -> str:
+        """The ``WWW-Authenticate`` header of a 401."""
+        value = 'Bearer realm="persona-agent"'
+        if error is not None and error.status == 401 and "required" not in error.message:
+            value += ', error="invalid_token"'
+        return value
+
+    async def principal(self, headers: Iterable[tuple[bytes, bytes]]) -> Principal | None:
+        """The caller, ``None`` if it presents no credential.
+
+        Raises:
+            AuthError: 401, a credential that is not valid.
+        """
+        found = credential_of(headers)
+        if found is None:
+            return None
+        kind, credential = found
+        if kind == "bearer" and self.oidc is not None and self.oidc.looks_like_jwt(credential):
+            return await self.oidc.verify(credential)
+        principal = self.keys.match(credential)
+        if principal is None:
+            raise AuthError(401, "The credential is not valid (an unknown API key or token)")
+        return principal
+
+    async def caller(
+        self,
+        headers: Iterable[tuple[bytes, bytes]],
+        *,
+        access: Access,
+        scope: str,
+        persona_id: str | None = None,
+    ) -> Principal | None:
+        """The caller of a request that needs ``scope``: ``None`` (anonymous) where access
+        is public and no credential is given.
+
+        Raises:
+            AuthError: 401 (no valid credential where one is needed, or an invalid one),
+                403 (a principal without the scope or the persona).
+        """
+        principal = await self.principal(headers)
+        if principal is None:
+            if access == "authenticated":
+                raise AuthError(
+                    401, "Authentication required (Authorization: Bearer ..., or X-API-Key)"
+                )
+            return None
+        principal.require(scope, persona_id)
+        return principal

@@ -1,0 +1,82 @@
+"""Who is calling: a principal, its scopes, and the errors of authentication."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from starlette.authentication import BaseUser
+
+__all__ = [
+    "SCOPES",
+    "SCOPE_A2A",
+    "SCOPE_READ",
+    "SCOPE_WRITE",
+    "AuthError",
+    "Principal",
+]
+
+SCOPE_A2A = "a2a"
+"""Talk to personas over A2A (send messages; get, list, cancel, subscribe to own tasks)."""
+SCOPE_READ = "personas:read"
+"""Read personas through the REST API."""
+SCOPE_WRITE = "personas:write"
+"""Create, change and delete personas through the REST API."""
+SCOPES = (SCOPE_A2A, SCOPE_READ, SCOPE_WRITE)
+
+
+class AuthError(Exception):
+    """A request is refused: ``status`` 401 (no valid credentials) or 403 (valid, but not
+    allowed). ``message`` is safe to show: it never repeats a credential."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.message = message
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class Principal(BaseUser):
+    """An authenticated caller: an API key's name, or an OIDC token's subject.
+
+    It is the Starlette user of the request (``scope["user"]``), which the SDK turns into
+    the ``ServerCallContext.user`` whose name owns tasks and conversations.
+    """
+
+    name: str
+    """Unique among principals: ``key:{name}`` for an API key, ``oidc:{sub}`` for a token."""
+    scopes: frozenset[str] = frozenset(SCOPES)
+    personas: frozenset[str] | None = None
+    """The personas it may use; ``None``: all."""
+    via: str = "api-key"
+    """How it authenticated: ``api-key`` or ``oidc``."""
+    details: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+    @property
+    def display_name(self) -> str:
+        return self.name
+
+    @property
+    def identity(self) -> str:
+        return self.name
+
+    def require(self, scope: str, persona_id: str | None = None) -> None:
+        """Raise :class:`AuthError` (403) unless this principal has ``scope`` and, when a
+        persona is named, may use it."""
+        if scope not in self.scopes:
+            raise AuthError(403, f"'{self.name}' lacks the scope '{scope}'")
+        if persona_id is not None and self.personas is not None and persona_id not in self.personas:
+            raise AuthError(403, f"'{self.name}' may not use persona '{persona_id}'")
+
+
+def scope_set(scopes: Iterable[str] | str | None) -> frozenset[str]:
+    """Scopes from a list, or from OAuth's space-separated string."""
+    if scopes is None:
+        return frozenset()
+    if isinstance(scopes, str):
+        return frozenset(scopes.split())
+    return frozenset(str(scope) for scope in scopes)

@@ -1,0 +1,157 @@
+"""Per-caller limits on A2A: requests a minute, running tasks, open streams, and a
+persona's own limits; refused with 429 and Retry-After, recorded in the audit log."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from persona_agent.auth import hash_key
+from tests.fakes.fake_llm import FakeLLM, Hang, Reply
+from tests.integration.conftest import Hub, HubFactory
+
+V1 = {"A2A-Version": "1.0"}
+ALICE = {"Authorization": "Bearer alice-key-0123456789abcdef", **V1}
+BOB = {"Authorization": "Bearer bob-key-0123456789abcdef00", **V1}
+KEYS = "alice-key-0123456789abcdef,bob-key-0123456789abcdef00"
+
+
+def rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+
+def message(text: str = "Hi") -> dict[str, Any]:
+    return {"message": {"messageId": f"m-{text}", "role": "ROLE_USER", "parts": [{"text": text}]}}
+
+
+async def get_task(hub: Hub, headers: dict[str, str]) -> httpx.Response:
+    return await hub.http.post(
+        "/a2a/socrates/", json=rpc("GetTask", {"id": "none"}), headers=headers
+    )
+
+
+async def test_requests_a_minute_per_caller(hub_factory: HubFactory, tmp_path: Path) -> None:
+    log = tmp_path / "audit.jsonl"
+    async with hub_factory(api_keys=KEYS, rate_limit=3, audit_log=str(log)) as hub:
+        for _ in range(3):
+            assert (await get_task(hub, ALICE)).status_code == 200
+        refused = await get_task(hub, ALICE)
+        assert refused.status_code == 429
+        assert int(refused.headers["retry-after"]) >= 1
+        assert "at most 3 a minute" in refused.json()["error"]["message"]
+        rest = await hub.http.get("/a2a/socrates/tasks/none", headers=ALICE)
+        assert rest.status_code == 429
+        assert rest.json()["error"]["status"] == "RESOURCE_EXHAUSTED"
+        assert (await get_task(hub, BOB)).status_code == 200  # another caller's own budget
+        # Anonymous callers are counted by address; cards are never limited.
+        for _ in range(3):
+            await get_task(hub, V1)
+        assert (await get_task(hub, V1)).status_code == 429
+        card = await hub.http.get("/a2a/socrates/.well-known/agent-card.json")
+        assert card.status_code == 200
+    refusals = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    alice = f"key:{hash_key('alice-key-0123456789abcdef')[:12]}"
+    assert [(e["action"], e["principal"], e["persona"], e["outcome"]) for e in refusals] == [
+        ("rate.refused", alice, "socrates", "429"),
+        ("rate.refused", alice, "socrates", "429"),
+        ("rate.refused", "anonymous", "socrates", "429"),
+    ]
+
+
+async def test_running_tasks_per_caller(hub_factory: HubFactory, llm: FakeLLM) -> None:
+    async with hub_factory(api_keys=KEYS, max_running_tasks=1) as hub:
+        llm.script(Hang(), Reply("Bob's answer."))
+        async with httpx.AsyncClient(base_url=hub.settings.base_url, headers=ALICE) as alice:
+            first = await alice.post(
+                "/a2a/socrates/",
+                json=rpc(
+                    "SendMessage", {**message("one"), "configuration": {"returnImmediately": True}}
+                ),
+            )
+            assert first.status_code == 200, first.text
+            await asyncio.to_thread(llm.wait_requests, 1)
+            second = await alice.post("/a2a/socrates/", json=rpc("SendMessage", message("two")))
+            assert second.status_code == 429
+            assert "Too many running tasks: at most 1" in second.json()["error"]["message"]
+        bob = await hub.http.post(
+            "/a2a/socrates/", json=rpc("SendMessage", message("bob")), headers=BOB
+        )
+        assert bob.status_code == 200
+        assert bob.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_a_personas_own_limits(hub_factory: HubFactory, llm: FakeLLM) -> None:
+    async with hub_factory(api_keys=KEYS) as hub:
+        path = hub.settings.personas_dir / "socrates.yaml"
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data["limits"] = {"requests_per_minute": 2, "running_tasks": 1}
+        headers = {"Authorization": ALICE["Authorization"]}
+        assert (
+            await hub.http.put("/api/v1/personas/socrates", json=data, headers=headers)
+        ).status_code == 200
+        llm.script(Hang())
+        started = await hub.http.post(
+            "/a2a/socrates/",
+            json=rpc("SendMessage", {**message("a"), "configuration": {"returnImmediately": True}}),
+            headers=ALICE,
+        )
+        assert started.status_code == 200
+        await asyncio.to_thread(llm.wait_requests, 1)
+        busy = await hub.http.post(
+            "/a2a/socrates/", json=rpc("SendMessage", message("b")), headers=BOB
+        )
+        assert busy.status_code == 429
+        assert "Persona 'socrates' is answering 1 tasks already" in busy.json()["error"]["message"]
+        # Alice's second request a minute to socrates was the first one; her third is refused.
+        assert (await get_task(hub, ALICE)).status_code == 200
+        assert (await get_task(hub, ALICE)).status_code == 429
+        # Other personas are not limited.
+        other = await hub.http.post(
+            "/a2a/ada-lovelace/", json=rpc("GetTask", {"id": "x"}), headers=ALICE
+        )
+        assert other.status_code == 200
+
+
+async def test_open_streams_per_caller(hub_factory: HubFactory, llm: FakeLLM) -> None:
+    async with hub_factory(api_keys=KEYS, max_streams=1) as hub:
+        llm.script(Hang())
+        async with httpx.AsyncClient(
+            base_url=hub.settings.base_url, headers=ALICE, timeout=30
+        ) as alice:
+            async with alice.stream(
+                "POST", "/a2a/socrates/", json=rpc("SendStreamingMessage", message("s1"))
+            ) as first:
+                assert first.status_code == 200
+                await asyncio.to_thread(llm.wait_requests, 1)
+                second = await alice.post(
+                    "/a2a/socrates/", json=rpc("SendStreamingMessage", message("s2"))
+                )
+                assert second.status_code == 429
+                assert "Too many open streams: at most 1" in second.json()["error"]["message"]
+            # The stream closed: its place is free again.
+            async with asyncio.timeout(10):
+                while True:
+                    llm.script(Reply("Again."))
+                    again = await alice.post(
+                        "/a2a/socrates/", json=rpc("SendStreamingMessage", message("s3"))
+                    )
+                    if again.status_code == 200:
+                        break
+                    await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize("setting", ["rate_limit", "max_running_tasks", "max_streams"])
+def test_limits_are_settings(setting: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from persona_agent.settings import Settings
+
+    monkeypatch.setenv(f"PERSONA_AGENT_{setting.upper()}", "5")
+    assert getattr(Settings(_env_file=None), setting) == 5  # type: ignore[call-arg]
+    monkeypatch.setenv(f"PERSONA_AGENT_{setting.upper()}", "-1")
+    with pytest.raises(ValueError, match="greater than or equal to 0"):
+        Settings(_env_file=None)  # type: ignore[call-arg]

@@ -1,0 +1,145 @@
+"""A small, real OpenID Connect issuer for the tests: discovery and JWKS over HTTP on
+127.0.0.1 (uvicorn in a thread), tokens signed with its own RSA keys by PyJWT.
+
+    with OidcIssuer() as issuer:
+        token = issuer.token("alice", scopes=["a2a"])
+        issuer.rotate()  # a new key: the hub must fetch the key set again
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+import uuid
+from types import TracebackType
+from typing import Any
+
+import jwt
+import uvicorn
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
+from starlette.types import Receive, Scope, Send
+
+__all__ = ["AUDIENCE", "OidcIssuer"]
+
+AUDIENCE = "persona-agent-tests"
+
+
+class OidcIssuer:
+    """An issuer with one signing key at first; :meth:`rotate` adds a new one."""
+
+    def __init__(self) -> None:
+        self._keys: list[tuple[str, rsa.RSAPrivateKey]] = []
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+        self.jwks_requests = 0
+        self.rotate()
+
+    @property
+    def issuer(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def kid(self) -> str:
+        """The key id tokens are signed with (the newest key)."""
+        return self._keys[-1][0]
+
+    def rotate(self) -> str:
+        """Add a new signing key and sign with it from now on; its key id."""
+        kid = uuid.uuid4().hex[:8]
+        self._keys.append((kid, rsa.generate_private_key(public_exponent=65537, key_size=2048)))
+        return kid
+
+    def token(
+        self,
+        subject: str,
+        *,
+        scopes: list[str] | None = None,
+        audience: str = AUDIENCE,
+        issuer: str | None = None,
+        expires_in: float = 300,
+        kid: str | None = None,
+        foreign_key: bool = False,
+        **claims: Any,
+    ) -> str:
+        """A signed JWT. ``foreign_key``: signed with a key the issuer does not publish."""
+        now = int(time.time())
+        payload: dict[str, Any] = {
+            "iss": issuer or self.issuer,
+            "sub": subject,
+            "aud": audience,
+            "iat": now,
+            "exp": now + int(expires_in),
+            **claims,
+        }
+        if scopes is not None:
+            payload["scope"] = " ".join(scopes)
+        key_id, key = self._keys[-1]
+        if foreign_key:
+            key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        return jwt.encode(payload, key, algorithm="RS256", headers={"kid": kid or key_id})
+
+    # -- serving ------------------------------------------------------------------------------
+
+    def __enter__(self) -> OidcIssuer:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(self._app, interface="asgi3", lifespan="off", log_config=None)
+        server = uvicorn.Server(config)
+        thread = threading.Thread(
+            target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True
+        )
+        self._server, self._thread = server, thread
+        thread.start()
+        deadline = time.monotonic() + 10
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the OIDC issuer did not start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join(10)
+
+    async def _app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        path = scope["path"]
+        if path == "/.well-known/openid-configuration":
+            body: dict[str, Any] = {
+                "issuer": self.issuer,
+                "jwks_uri": f"{self.issuer}/jwks.json",
+                "id_token_signing_alg_values_supported": ["RS256"],
+            }
+        elif path == "/jwks.json":
+            self.jwks_requests += 1
+            body = {"keys": [self._public_jwk(kid, key) for kid, key in self._keys]}
+        else:
+            await _send(send, 404, {"error": "not found"})
+            return
+        await _send(send, 200, body)
+
+    @staticmethod
+    def _public_jwk(kid: str, key: rsa.RSAPrivateKey) -> dict[str, Any]:
+        jwk: dict[str, Any] = RSAAlgorithm.to_jwk(key.public_key(), as_dict=True)
+        return {**jwk, "kid": kid, "use": "sig", "alg": "RS256"}
+
+
+async def _send(send: Send, status: int, body: dict[str, Any]) -> None:
+    data = json.dumps(body).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
