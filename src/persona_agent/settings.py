@@ -126,6 +126,11 @@ class Settings(BaseSettings):
     """A caller's tasks being answered at once; 0: no limit."""
     max_streams: int = Field(default=256, ge=0)
     """A caller's open streams (SendStreamingMessage, SubscribeToTask); 0: no limit."""
+    push_notifications: bool = True
+    """Declare and serve push notifications (webhooks of clients, guarded against SSRF)."""
+    push_allowed_hosts: str = ""
+    """Comma-separated hosts (``host`` or ``host:port``) a webhook may be on even though
+    they are not public addresses, for local development (loopback is refused unless here)."""
     audit_log: str | None = None
     """Where the audit log's JSON lines go: a file path (appended to), or ``-`` (stdout)."""
     cors_origins: str = ""
@@ -163,6 +168,10 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
         return value.strip() or None if value is not None else None
+
+    @property
+    def push_allowed_host_list(self) -> list[str]:
+        return [host.strip() for host in self.push_allowed_hosts.split(",") if host.strip()]
 
     @property
     def cors_origin_list(self) -> list[str]:

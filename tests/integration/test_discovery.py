@@ -24,7 +24,7 @@ async def test_every_bundled_persona_has_a_card_with_domain_skills(hub: Hub) -> 
         ]
         assert skill_ids == expected
         assert card["capabilities"]["streaming"] is True
-        assert not card["capabilities"].get("pushNotifications", False)
+        assert card["capabilities"]["pushNotifications"] is True  # tests/integration/test_push.py
 
 
 async def test_card_interfaces_use_public_base_url_and_work_as_written(hub: Hub) -> None:

@@ -9,7 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from persona_agent.personas.lore import Lorebook, LoreEntry, estimate_tokens, select_lore
+from persona_agent.personas.lore import (
+    MAX_KEY_CHARS,
+    Lorebook,
+    LoreEntry,
+    LoreSelection,
+    estimate_tokens,
+    select_lore,
+)
 
 
 def book(*entries: dict[str, Any], **fields: Any) -> Lorebook:
@@ -33,6 +40,9 @@ def test_only_the_last_scan_depth_messages_are_scanned() -> None:
     assert chosen(book(entry), "dragon?", "and now?") == ["Dragons sleep in winter."]
     assert chosen(book(entry, scan_depth=3), "dragon?", "no.", "and now?") != []
     assert chosen(book(entry, scan_depth=0), "dragon") == []
+    constant = {"content": "Always.", "constant": True}
+    assert chosen(book(entry, constant, scan_depth=0), "dragon") == ["Always."]
+    assert chosen(book(entry, scan_depth=5), "dragon") == ["Dragons sleep in winter."]
 
 
 def test_case_sensitivity() -> None:
@@ -50,6 +60,9 @@ def test_selective_entries_need_a_secondary_key_too() -> None:
     assert chosen(selective, "the queen's sword") == ["Excalibur."]
     assert chosen(book(entry), "a sword") == ["Excalibur."]  # not selective: ignored
     assert chosen(book({**entry, "selective": True, "secondary_keys": []}), "a sword") != []
+    primary_only = {"keys": ["sword"], "content": "Excalibur.", "selective": True}
+    assert chosen(book(primary_only), "a sword") == ["Excalibur."]
+    assert chosen(book({**entry, "selective": True}), "the king") == []  # primary needed
 
 
 def test_constant_disabled_and_empty_entries() -> None:
@@ -59,8 +72,13 @@ def test_constant_disabled_and_empty_entries() -> None:
         {"keys": ["x"], "content": "Off too.", "enabled": False, "constant": True},
         {"keys": ["x"], "content": "   "},
         {"keys": [""], "content": "Blank key."},
+        {"keys": ["  "], "content": "Blank key too."},
+        {"keys": ["x"], "content": "@@depth 4\n\n", "constant": True},
+        {"content": "No keys."},
+        {"keys": ["x"], "content": "On.", "enabled": True, "insertion_order": 5},
     )
-    assert chosen(lore, "x") == ["Always."]
+    assert chosen(lore, "x") == ["Always.", "On."]
+    assert chosen(lore, "  ") == ["Always."]
     assert chosen(lore) == ["Always."]
 
 
@@ -80,7 +98,42 @@ def test_regex_keys() -> None:
     assert chosen(sensitive, "storm") == []
 
 
-@pytest.mark.parametrize("key", ["/(unclosed/", "([", "/a{2,1}/"])
+def test_regex_flags() -> None:
+    def matches(key: str, text: str, **fields: Any) -> bool:
+        return chosen(book({"keys": [key], "content": "yes", **fields}), text) == ["yes"]
+
+    assert matches("/Storm/i", "storm", case_sensitive=True)  # an explicit i always wins
+    assert not matches("/Storm/", "storm", case_sensitive=True)
+    assert matches("/Storm/", "STORM")  # insensitive unless case_sensitive
+    assert matches("/storm/gu", "STORM")  # g, u and y mean nothing for a search
+    assert matches("/a.b/s", "a\nb")
+    assert not matches("/a.b/", "a\nb")
+    assert not matches("/^b/", "a\nb")
+    assert not matches("/storm/x", "storm")  # not a flag: plain text
+    assert matches("/storm/x", "the /STORM/x")
+
+
+def test_use_regex_keys_may_be_slashed_too() -> None:
+    # RisuAI, the V3 spec's own app, writes a use_regex entry's keys as /pattern/flags.
+    lore = book({"keys": ["/^lamp$/m"], "content": "Oil.", "use_regex": True})
+    assert chosen(lore, "one\nLAMP\ntwo") == ["Oil."]
+    sensitive = book(
+        {"keys": ["Lamp", "/Wick/"], "content": "Oil.", "use_regex": True, "case_sensitive": True}
+    )
+    assert chosen(sensitive, "lamp and wick") == []
+    assert chosen(sensitive, "a Wick") == ["Oil."]
+
+
+def test_too_long_keys_never_match() -> None:
+    long_key = "x" * MAX_KEY_CHARS
+    assert chosen(book({"keys": [long_key], "content": "yes"}), long_key) == ["yes"]
+    too_long = long_key + "x"
+    assert chosen(book({"keys": [too_long], "content": "yes"}), too_long) == []
+    as_regex = book({"keys": [too_long], "content": "yes", "use_regex": True})
+    assert chosen(as_regex, too_long) == []
+
+
+@pytest.mark.parametrize("key", ["/(unclosed/", "([", "/a{2,1}/", "a{99999999999}"])
 def test_a_key_that_does_not_compile_never_matches_and_never_raises(key: str) -> None:
     lore = book({"keys": [key], "content": "Never.", "use_regex": True})
     assert chosen(lore, f"text with {key} in it") == []
@@ -94,6 +147,36 @@ def test_recursive_scanning() -> None:
     assert chosen(book(*entries), "the castle") == ["The castle belongs to the Duke."]
     both = chosen(book(*entries, recursive_scanning=True), "the castle")
     assert both == ["The castle belongs to the Duke.", "The Duke is old."]
+    assert chosen(book(*entries, recursive_scanning=False), "the castle") == [both[0]]
+
+
+def test_recursion_follows_chains_and_ends_on_cycles() -> None:
+    lore = book(
+        {"keys": ["alpha"], "content": "alpha leads to beta"},
+        {"keys": ["beta"], "content": "beta leads to gamma and back to alpha"},
+        {"keys": ["gamma"], "content": "gamma ends here"},
+        {"keys": ["gamma"], "content": "gamma, but off", "enabled": False},
+        {"keys": ["delta"], "content": "never said"},
+        recursive_scanning=True,
+    )
+    assert chosen(lore, "alpha") == [
+        "alpha leads to beta",
+        "beta leads to gamma and back to alpha",
+        "gamma ends here",
+    ]
+    assert chosen(lore, "gamma") == ["gamma ends here"]
+    # Not from messages outside the window, even through recursion.
+    assert chosen(lore, "alpha", "x", "y") == []
+
+
+def test_recursion_scans_contents_with_their_macros_applied() -> None:
+    lore = book(
+        {"keys": ["home"], "content": "{{char}} lives here."},
+        {"keys": ["orla"], "content": "Orla is a pilot."},
+        recursive_scanning=True,
+    )
+    selection = select_lore(lore, ["home"], macros=lambda text: text.replace("{{char}}", "Orla"))
+    assert selection.before == ("Orla lives here.", "Orla is a pilot.")
 
 
 def test_entries_go_in_insertion_order_at_their_position() -> None:
@@ -106,6 +189,19 @@ def test_entries_go_in_insertion_order_at_their_position() -> None:
     selection = select_lore(lore, ["k"])
     assert selection.before == ("first", "second", "third")
     assert selection.after == ("after",)
+    assert selection
+
+
+def test_equal_insertion_orders_keep_the_list_order_and_unknown_positions_go_before() -> None:
+    lore = book(
+        {"keys": ["k"], "content": "b", "insertion_order": 1.5, "position": "somewhere"},
+        {"keys": ["k"], "content": "a", "insertion_order": -1},
+        {"keys": ["k"], "content": "c", "insertion_order": 1.5},
+        {"keys": ["k"], "content": "d", "insertion_order": 2, "position": "after_char"},
+        {"keys": ["k"], "content": "e", "position": "after_char"},  # order 0
+    )
+    selection = select_lore(lore, ["k"])
+    assert selection == LoreSelection(before=("a", "b", "c"), after=("e", "d"), tokens=5)
 
 
 def test_the_budget_keeps_the_most_important_and_is_never_exceeded() -> None:
@@ -120,6 +216,33 @@ def test_the_budget_keeps_the_most_important_and_is_never_exceeded() -> None:
     assert selection.tokens == 20
     nothing = book({"keys": ["k"], "content": "x" * 8}, token_budget=1)
     assert chosen(nothing, "k") == []
+    assert chosen(book({"keys": ["k"], "content": "x" * 8}, token_budget=2), "k") == ["x" * 8]
+
+
+def test_priority_beats_insertion_order_and_ties_keep_the_list_order() -> None:
+    lore = book(
+        {"keys": ["k"], "content": "late" * 10, "insertion_order": 50, "priority": 1},
+        {"keys": ["k"], "content": "soon" * 10, "insertion_order": 1, "priority": 2},
+        token_budget=10,
+    )
+    assert chosen(lore, "k") == ["soon" * 10]
+    tie = book(
+        {"keys": ["k"], "content": "one" * 4, "priority": 3},
+        {"keys": ["k"], "content": "two" * 4, "priority": 3},
+        token_budget=3,
+    )
+    assert chosen(tie, "k") == ["one" * 4]
+
+
+def test_the_budget_stops_at_the_first_entry_that_does_not_fit() -> None:
+    # "Remove the lowest priority entries until it fits": a small unimportant entry
+    # does not jump over a big important one.
+    big = {"keys": ["k"], "content": "big" * 20, "priority": 9}  # 15 tokens
+    tiny = {"keys": ["k"], "content": "tiny", "priority": 1}  # 1 token
+    assert select_lore(book(big, tiny, token_budget=5), ["k"]) == LoreSelection()
+    assert not select_lore(book(big, tiny, token_budget=5), ["k"])
+    assert chosen(book(tiny, token_budget=5), "k") == ["tiny"]
+    assert select_lore(book(big, tiny), ["k"]).tokens == 15 + 1
 
 
 def test_decorators_are_dropped_and_macros_applied() -> None:
@@ -127,6 +250,27 @@ def test_decorators_are_dropped_and_macros_applied() -> None:
     selection = select_lore(lore, ["k"], macros=lambda text: text.replace("{{char}}", "Orla"))
     assert selection.before == ("Hello Orla.",)
     assert LoreEntry(content="@@only_decorator").text() == ""
+    assert LoreEntry(content="  @@a\r\n@@b\n \nText\n@@not a decorator").text() == (
+        "Text\n@@not a decorator"
+    )
+
+
+def test_macros_count_in_the_budget_and_blank_or_repeated_contents_go() -> None:
+    lore = book(
+        {"keys": ["k"], "content": "{{long}}", "priority": 3},
+        {"keys": ["k"], "content": "{{gone}}", "priority": 2},
+        {"keys": ["k"], "content": "same", "priority": 1},
+        {"keys": ["k"], "content": "same", "position": "after_char"},
+        token_budget=12,
+    )
+    expand = {"{{long}}": "x" * 40, "{{gone}}": " "}
+    selection = select_lore(lore, ["k"], macros=lambda text: expand.get(text, text))
+    assert selection == LoreSelection(before=("x" * 40, "same"), after=(), tokens=11)
+
+
+def test_recent_must_be_messages_not_one_string() -> None:
+    with pytest.raises(TypeError):
+        select_lore(book({"keys": ["k"], "content": "c"}), "k")
 
 
 def test_estimate_tokens() -> None:
@@ -166,12 +310,68 @@ class Holder(BaseModel):
             "x_tool": {"a": [1, 2]},
         },
         {"entries": [{"content": "c", "priority": None, "comment": None}], "name": None},
+        {
+            "name": None,
+            "description": "",
+            "scan_depth": 0,
+            "token_budget": None,
+            "recursive_scanning": True,
+            "extensions": None,
+            "x_null": None,
+            "entries": [
+                {
+                    "keys": ["a", "/b/i"],
+                    "secondary_keys": [],
+                    "content": "@@depth 4\nText",
+                    "enabled": False,
+                    "insertion_order": 2.5,
+                    "constant": None,
+                    "selective": True,
+                    "use_regex": True,
+                    "id": 3,
+                    "name": "",
+                    "position": "somewhere",
+                    "extensions": {"nested": None, "list": [None, 1.0]},
+                },
+                {"content": "", "enabled": True, "keys": [], "x_other": None},
+            ],
+        },
     ],
 )
 def test_a_book_dumps_exactly_as_given(data: dict[str, Any]) -> None:
     assert Lorebook.model_validate(data).model_dump(mode="json", exclude_defaults=True) == data
     held = Holder(lore=Lorebook.model_validate(data))
     assert held.model_dump(mode="json", exclude_defaults=True) == {"lore": data}
+    assert Holder.model_validate({"lore": data}) == held
+    again = Lorebook.model_validate_json(
+        Lorebook.model_validate(data).model_dump_json(exclude_defaults=True)
+    )
+    assert again.model_dump(mode="json", exclude_defaults=True) == data
+
+
+def test_absent_fields_stay_absent_and_dumps_keep_their_options() -> None:
+    lore = Lorebook.model_validate({"name": None, "entries": [{"content": "c"}]})
+    assert lore.scan_depth is None
+    assert lore.entries[0].enabled is None
+    assert lore.model_dump(exclude_defaults=True) == {"name": None, "entries": [{"content": "c"}]}
+    assert lore.model_dump(exclude_defaults=True, exclude={"name"}) == {
+        "entries": [{"content": "c"}]
+    }
+    assert lore.model_dump(exclude_defaults=True, include={"entries"}) == {
+        "entries": [{"content": "c"}]
+    }
+    assert lore.model_dump(exclude_defaults=True, exclude_none=True) == {
+        "entries": [{"content": "c"}]
+    }
+    assert lore.model_dump()["token_budget"] is None  # a plain dump has every field
+
+
+def test_books_are_frozen() -> None:
+    lore = book({"keys": ["k"], "content": "c"})
+    with pytest.raises(ValidationError):
+        lore.scan_depth = 3
+    with pytest.raises(ValidationError):
+        lore.entries[0].content = "d"
 
 
 @pytest.mark.parametrize(
@@ -186,6 +386,21 @@ def test_a_book_dumps_exactly_as_given(data: dict[str, Any]) -> None:
             ("entries", 0, "insertion_order"),
         ),
         ({"scan_depth": -1, "entries": []}, ("scan_depth",)),
+        ({"token_budget": -1, "entries": []}, ("token_budget",)),
+        ({"token_budget": 1.5, "entries": []}, ("token_budget",)),
+        ({"recursive_scanning": "true", "entries": []}, ("recursive_scanning",)),
+        ({"entries": {}}, ("entries",)),
+        ({"entries": [{"content": None}]}, ("entries", 0, "content")),
+        ({"entries": [{"content": 1}]}, ("entries", 0, "content")),
+        ({"entries": [{"content": "c", "keys": ["a", 1]}]}, ("entries", 0, "keys", 1)),
+        ({"entries": [{"content": "c", "secondary_keys": "b"}]}, ("entries", 0)),
+        ({"entries": [{"content": "c", "case_sensitive": 1}]}, ("entries", 0)),
+        ({"entries": [{"content": "c", "priority": "1"}]}, ("entries", 0, "priority")),
+        ({"entries": [{"content": "c", "priority": float("nan")}]}, ("entries", 0)),
+        ({"entries": [{"content": "c", "insertion_order": float("inf")}]}, ("entries", 0)),
+        ({"entries": [{"content": "c", "position": 3}]}, ("entries", 0, "position")),
+        ({"entries": [{"content": "c", "id": 1.5}]}, ("entries", 0, "id")),
+        ({"entries": [{"content": "c", "extensions": []}]}, ("entries", 0, "extensions")),
     ],
 )
 def test_a_bad_book_names_the_field(data: dict[str, Any], where: tuple[Any, ...]) -> None:
@@ -194,17 +409,24 @@ def test_a_bad_book_names_the_field(data: dict[str, Any], where: tuple[Any, ...]
     assert any(error["loc"][: len(where)] == where for error in caught.value.errors())
 
 
-_word = st.sampled_from(["alpha", "beta", "gamma", "delta", "/gam+a/i", "([", ""])
+_word = st.sampled_from(["alpha", "beta", "gamma", "delta", "/gam+a/i", "([", "", " "])
+_number = st.one_of(st.integers(-5, 5), st.floats(-5, 5, allow_nan=False))
+_content = st.one_of(
+    st.text(max_size=60),
+    st.lists(st.sampled_from(["alpha", "beta ", "gamma\n", "@@depth 4\n", " "]), max_size=6).map(
+        "".join
+    ),
+)
 _entries = st.lists(
     st.fixed_dictionaries(
-        {"keys": st.lists(_word, max_size=3), "content": st.text(max_size=60)},
+        {"keys": st.lists(_word, max_size=3), "content": _content},
         optional={
-            "enabled": st.booleans(),
+            "enabled": st.one_of(st.none(), st.booleans()),
             "constant": st.booleans(),
             "selective": st.booleans(),
             "secondary_keys": st.lists(_word, max_size=2),
-            "insertion_order": st.integers(-5, 5),
-            "priority": st.integers(0, 5),
+            "insertion_order": _number,
+            "priority": st.one_of(st.none(), _number),
             "case_sensitive": st.booleans(),
             "use_regex": st.booleans(),
             "position": st.sampled_from(["before_char", "after_char", "other"]),
@@ -214,17 +436,22 @@ _entries = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     entries=_entries,
     budget=st.one_of(st.none(), st.integers(0, 40)),
+    depth=st.one_of(st.none(), st.integers(0, 5)),
     recursive=st.booleans(),
-    messages=st.lists(st.text(alphabet="alphbetgmd ALPHA([", max_size=30), max_size=4),
+    messages=st.lists(st.text(alphabet="alphbetgmd ALPHA([\n", max_size=30), max_size=4),
 )
 def test_any_selection_keeps_to_the_budget_and_to_enabled_entries(
-    entries: list[dict[str, Any]], budget: int | None, recursive: bool, messages: list[str]
+    entries: list[dict[str, Any]],
+    budget: int | None,
+    depth: int | None,
+    recursive: bool,
+    messages: list[str],
 ) -> None:
-    lore = book(*entries, token_budget=budget, recursive_scanning=recursive)
+    lore = book(*entries, token_budget=budget, scan_depth=depth, recursive_scanning=recursive)
     selection = select_lore(lore, messages)
     texts = [*selection.before, *selection.after]
     assert selection.tokens == sum(estimate_tokens(text) for text in texts)
@@ -232,4 +459,17 @@ def test_any_selection_keeps_to_the_budget_and_to_enabled_entries(
         assert selection.tokens <= budget
     enabled = {entry.text() for entry in lore.entries if entry.enabled is not False}
     assert set(texts) <= enabled
-    assert "" not in texts
+    assert all(text.strip() for text in texts)
+    assert len(set(texts)) == len(texts)
+    assert select_lore(lore, messages) == selection  # deterministic
+    if budget is None:  # every enabled constant entry with a content is there
+        assert {
+            entry.text() for entry in lore.entries if entry.constant and entry.enabled is not False
+        } - {""} <= set(texts)
+    dumped = lore.model_dump(mode="json", exclude_defaults=True)
+    assert dumped == {
+        "entries": entries,
+        "token_budget": budget,
+        "scan_depth": depth,
+        "recursive_scanning": recursive,
+    }

@@ -72,7 +72,7 @@ def _interfaces(url: str) -> list[AgentInterface]:
 
 
 def build_agent_card(
-    persona: Persona, base_url: str, auth: Authenticator | None = None
+    persona: Persona, base_url: str, auth: Authenticator | None = None, *, push: bool = False
 ) -> AgentCard:
     """The persona's card: a ``conversation`` skill plus one skill per knowledge domain.
 
@@ -130,7 +130,7 @@ def build_agent_card(
         supported_interfaces=_interfaces(url),
         capabilities=AgentCapabilities(
             streaming=True,
-            push_notifications=False,
+            push_notifications=push,
             extended_agent_card=False,
             extensions=extensions,
         ),

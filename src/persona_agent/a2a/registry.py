@@ -26,6 +26,7 @@ from persona_agent.a2a.agent_card import build_agent_card, build_extended_card
 from persona_agent.a2a.card_signing import CardSigner
 from persona_agent.a2a.executor import PersonaAgentExecutor
 from persona_agent.a2a.keys import TERMINAL_STATES
+from persona_agent.a2a.push_notifications import PushParts
 from persona_agent.a2a.quotas import Quotas
 from persona_agent.a2a.router import A2ARouter, Avatars
 from persona_agent.a2a.routing import MAX_ID_LENGTH, TaskListing
@@ -57,8 +58,10 @@ class PersonaApp:
         signer: CardSigner | None = None,
         audit: AuditLog | None = None,
         quotas: Quotas | None = None,
+        push: PushParts | None = None,
     ) -> None:
         self.persona = persona
+        self._push = push
         self._signer = signer
         self.executor = PersonaAgentExecutor(persona, engine, audit, quotas)
         self._base_url = base_url
@@ -68,7 +71,9 @@ class PersonaApp:
 
     @cached_property
     def card(self) -> AgentCard:
-        card = build_agent_card(self.persona, self._base_url, self._auth)
+        card = build_agent_card(
+            self.persona, self._base_url, self._auth, push=self._push is not None
+        )
         return self._signer.sign(card) if self._signer is not None else card
 
     @cached_property
@@ -101,6 +106,9 @@ class PersonaApp:
             agent_card=self.card,
             extended_agent_card=self.extended_card,
             validate_input_modes=True,
+            push_config_store=self._push.store if self._push is not None else None,
+            push_sender=self._push.sender if self._push is not None else None,
+            push_url_validator=self._push.guard if self._push is not None else None,
         )
 
     @property
@@ -127,6 +135,7 @@ class A2ARegistry:
         signer: CardSigner | None = None,
         audit: AuditLog | None = None,
         quotas: Quotas | None = None,
+        push: PushParts | None = None,
     ) -> None:
         """``task_listing``, ``max_id_length``: see :class:`PersonaRequestHandler`;
         ``avatars``: a persona's avatar image (the persona store's), served at
@@ -150,6 +159,7 @@ class A2ARegistry:
             quotas=quotas,
         )
         self.quotas = quotas
+        self.push = push
         self.authenticator = authenticator
         self.signer = signer
         self.audit = audit
@@ -224,6 +234,7 @@ class A2ARegistry:
             self.signer,
             self.audit,
             self.quotas,
+            self.push,
         )
 
     async def aclose(self) -> None:

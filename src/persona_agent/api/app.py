@@ -9,7 +9,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import httpx
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.tasks import DatabasePushNotificationConfigStore
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.middleware.cors import CORSMiddleware
@@ -19,9 +21,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from persona_agent import __version__
 from persona_agent.a2a.agent_card import A2A_PREFIX, CARD_PATH, build_hub_card, persona_url
 from persona_agent.a2a.card_signing import JWKS_PATH, CardSigner
+from persona_agent.a2a.push_notifications import PushParts, PushUrlGuard, RetryingPushSender
 from persona_agent.a2a.quotas import QuotaLimits, Quotas
 from persona_agent.a2a.registry import A2ARegistry
-from persona_agent.a2a.task_store import SqlTaskStore
+from persona_agent.a2a.task_store import SqlTaskStore, persona_owner
 from persona_agent.api.deps import UPLOAD_HEADER, ApiAuth, is_loopback
 from persona_agent.api.limits import BodyLimit
 from persona_agent.api.persona_data import DeletedPersonaData
@@ -126,7 +129,18 @@ def create_app(settings: Settings) -> FastAPI:
             open_streams=settings.max_streams,
         )
     )
+    push: PushParts | None = None
+    push_http: httpx.AsyncClient | None = None
+    if settings.push_notifications:
+        # Configs in the hub's database (durable), owned as tasks are; webhooks called by
+        # a client of their own that follows no redirect.
+        push_store = DatabasePushNotificationConfigStore(db, owner_resolver=persona_owner)
+        push_http = httpx.AsyncClient(timeout=10, follow_redirects=False)
+        guard = PushUrlGuard(settings.push_allowed_host_list)
+        sender = RetryingPushSender(push_http, push_store, push_url_validator=guard)
+        push = PushParts(push_store, sender, guard)
     registry = A2ARegistry(
+        push=push,
         quotas=quotas,
         engine=engine,
         avatars=store.avatar,
@@ -179,6 +193,9 @@ def create_app(settings: Settings) -> FastAPI:
             if toolbox is not None:
                 await toolbox.aclose()
             await llm.aclose()
+            if push is not None and push_http is not None:
+                await push.sender.aclose()
+                await push_http.aclose()
             audit.close()
             await db.dispose()
 

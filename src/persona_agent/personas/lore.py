@@ -1,21 +1,32 @@
 """Lorebooks: background put into the prompt only when the conversation brings it up.
 
 The shape is a Tavern character card's ``character_book`` (Character Card V2; V3 adds
-``use_regex``), which SillyTavern calls world info; a persona's own ``lore:`` has the same
-shape. Before each answer, :func:`select_lore` scans the latest ``scan_depth`` messages:
+``use_regex`` and ``@@`` decorator lines), which SillyTavern calls world info; a persona's
+own ``lore:`` has the same shape. Before each answer, :func:`select_lore` scans the latest
+``scan_depth`` messages (default :data:`DEFAULT_SCAN_DEPTH`):
 
-- an entry matches when it is ``constant``, or one of its ``keys`` is in the scanned text
-  (and, with ``selective``, one of its ``secondary_keys`` too);
-- keys are plain text, matched case-insensitively unless ``case_sensitive``; a key
-  written ``/pattern/flags`` (SillyTavern's convention) or any key of a ``use_regex``
-  entry is a regular expression; one that does not compile never matches;
-- with ``recursive_scanning``, matched contents are scanned for the other entries' keys;
+- an entry is a candidate when it is enabled and its content, without the V3 decorator
+  lines at its top, is not blank;
+- it matches when it is ``constant``, or one of its ``keys`` is in the scanned text (and,
+  with ``selective`` and a non-empty ``secondary_keys``, one of those too);
+- keys are plain text, matched case-insensitively unless ``case_sensitive``; a key written
+  ``/pattern/flags`` (SillyTavern's convention, flags among ``gimsuy``) or any key of a
+  ``use_regex`` entry is a Python regular expression; one that does not compile never
+  matches. Python's ``re`` has no timeout, so keys longer than :data:`MAX_KEY_CHARS` never
+  match: a bound on the patterns a book can bring, not a guarantee against every slow one;
+- with ``recursive_scanning``, matched contents (``macros`` applied) are scanned for the
+  other entries' keys, until no new entry matches;
 - the matched entries are kept, most important first (``priority``, else
-  ``insertion_order``), while they fit in ``token_budget``; they go into the prompt in
-  ``insertion_order`` at their ``position`` (``before_char`` or ``after_char``).
+  ``insertion_order``), until the next one would overflow ``token_budget`` (tokens are
+  estimated, :func:`estimate_tokens`); they go into the prompt in ``insertion_order`` at
+  their ``position`` (``before_char``, also for an unknown value, or ``after_char``).
+  A content that is blank once ``macros`` are applied, or the same as one already kept,
+  is left out.
 
-Every field of the format is kept as given (absent fields stay absent, unknown ones are
-kept), so that a card's book is exported exactly as it was imported.
+Every field is kept as given: absent fields stay absent (every optional field defaults to
+``None``; the defaults above apply only when selecting), explicit ``null`` values and
+unknown fields are kept, so that a card's book is exported exactly as it was imported
+with ``model_dump(mode="json", exclude_defaults=True)``.
 """
 
 from __future__ import annotations
@@ -42,6 +53,7 @@ from pydantic import (
 
 __all__ = [
     "DEFAULT_SCAN_DEPTH",
+    "MAX_KEY_CHARS",
     "LoreEntry",
     "LoreSelection",
     "Lorebook",
@@ -50,14 +62,20 @@ __all__ = [
 ]
 
 DEFAULT_SCAN_DEPTH = 2
-"""Messages scanned when the book does not say: the new message and the answer before it."""
+"""Messages scanned when the book does not say (SillyTavern's default): the new message
+and the answer before it."""
 
 MAX_KEY_CHARS = 1000
 """A longer key never matches (Python's ``re`` has no timeout; this bounds a pattern)."""
 
-Number = StrictInt | StrictFloat
-_SLASHED = re.compile(r"^/(.+)/([gimsuy]*)$", re.DOTALL)
+Number = StrictInt | Annotated[StrictFloat, Field(allow_inf_nan=False)]
+"""A JSON number, not a boolean; NaN and infinities have no JSON form and no order."""
+
+_SLASHED = re.compile(r"/(.+)/([gimsuy]*)", re.DOTALL)
+"""A key written ``/pattern/flags``; matched with ``fullmatch``."""
 _DECORATOR = re.compile(r"\A(?:[ \t]*@@[^\n]*(?:\n|\Z))+\s*")
+"""The V3 decorator lines (``@@depth 4``) at the top of a content, and the blank lines
+after them."""
 
 
 class _AsGiven(BaseModel):
@@ -73,9 +91,20 @@ class _AsGiven(BaseModel):
         data: dict[str, Any] = handler(self)
         if info.exclude_defaults and not info.exclude_none:
             for name in self.model_fields_set:
-                if name not in data and getattr(self, name, None) is None:
+                if name not in data and getattr(self, name) is None and _wanted(info, name):
                     data[name] = None
         return data
+
+
+def _wanted(info: SerializationInfo, name: str) -> bool:
+    """Whether the dump's own ``include``/``exclude`` leave the field ``name`` in."""
+    exclude: Any = info.exclude  # a set of names, or a dict of names to True (or to parts)
+    excluded = (
+        exclude is not None
+        and name in exclude
+        and (not isinstance(exclude, dict) or exclude[name] in (True, ...))
+    )
+    return not excluded and (info.include is None or name in info.include)
 
 
 class LoreEntry(_AsGiven):
@@ -99,7 +128,7 @@ class LoreEntry(_AsGiven):
     """``before_char`` (also when absent or unknown) or ``after_char``."""
 
     def text(self) -> str:
-        """The content without V3 decorator lines (``@@depth 4``) at its top."""
+        """The content without V3 decorator lines (``@@depth 4``) at its top, stripped."""
         return _DECORATOR.sub("", self.content, count=1).strip()
 
 
@@ -140,38 +169,47 @@ def select_lore(
     book: Lorebook, recent: Sequence[str], *, macros: Callable[[str], str] = lambda text: text
 ) -> LoreSelection:
     """The entries of ``book`` that ``recent`` (the conversation's messages, oldest first,
-    ending with the new one) brings up, within the book's token budget."""
+    ending with the new one) brings up, within the book's token budget, with ``macros``
+    applied to their contents."""
+    if isinstance(recent, str):
+        raise TypeError("recent is a sequence of messages, not one string")
     depth = DEFAULT_SCAN_DEPTH if book.scan_depth is None else book.scan_depth
     scanned = "\n".join(recent[-depth:]) if depth else ""
     candidates = [
-        (index, entry)
+        (index, entry, text)
         for index, entry in enumerate(book.entries)
-        if entry.enabled is not False and entry.text()
+        if entry.enabled is not False and (text := entry.text())
     ]
-    matched: dict[int, LoreEntry] = {}
+
+    # Matching: the messages, then (recursive_scanning) the contents matched so far.
+    matched: dict[int, tuple[LoreEntry, str]] = {}
     while True:
         found = {
-            index: entry
-            for index, entry in candidates
+            index: (entry, macros(text))
+            for index, entry, text in candidates
             if index not in matched and _matches(entry, scanned)
         }
-        if not found:
-            break
         matched.update(found)
-        if not book.recursive_scanning:
+        if not found or not book.recursive_scanning:
             break
-        scanned += "\n" + "\n".join(entry.text() for entry in found.values())
+        scanned += "".join("\n" + text for _, text in found.values())
 
-    budget = book.token_budget
+    # The budget: the most important first, until one does not fit.
     kept: list[tuple[int, LoreEntry, str]] = []
+    seen: set[str] = set()
     used = 0
-    for index, entry in sorted(matched.items(), key=lambda item: (-_importance(item[1]), item[0])):
-        text = macros(entry.text())
+    for index, (entry, text) in sorted(
+        matched.items(), key=lambda item: (-_importance(item[1][0]), item[0])
+    ):
+        if not text.strip() or text in seen:
+            continue  # blank once the macros are applied, or already there
         cost = estimate_tokens(text)
-        if budget is not None and used + cost > budget:
+        if book.token_budget is not None and used + cost > book.token_budget:
             break
         kept.append((index, entry, text))
+        seen.add(text)
         used += cost
+
     kept.sort(key=lambda item: (item[1].insertion_order or 0, item[0]))
     after = tuple(text for _, entry, text in kept if entry.position == "after_char")
     before = tuple(text for _, entry, text in kept if entry.position != "after_char")
@@ -195,12 +233,13 @@ def _matches(entry: LoreEntry, text: str) -> bool:
 
 def _any_key(entry: LoreEntry, keys: list[str], text: str) -> bool:
     sensitive = bool(entry.case_sensitive)
+    folded = text if sensitive else text.casefold()
     for key in keys:
         if not key.strip() or len(key) > MAX_KEY_CHARS:
             continue
         pattern = _pattern(key, bool(entry.use_regex), sensitive)
         if pattern is None:
-            if (key in text) if sensitive else (key.casefold() in text.casefold()):
+            if (key if sensitive else key.casefold()) in folded:
                 return True
         elif pattern is not _INVALID and pattern.search(text):
             return True
@@ -213,9 +252,13 @@ _INVALID = re.compile(r"(?!)")
 
 @functools.lru_cache(maxsize=1024)
 def _pattern(key: str, use_regex: bool, sensitive: bool) -> re.Pattern[str] | None:
-    """The key's regular expression, :data:`_INVALID`, or ``None`` for plain text."""
+    """The key's regular expression, :data:`_INVALID`, or ``None`` for plain text.
+
+    ``/pattern/flags`` is a regular expression in any entry (flags ``i``, ``m``, ``s``
+    count; ``g``, ``u``, ``y`` mean nothing for a search), as in SillyTavern and in
+    RisuAI's ``use_regex`` entries; another key only in a ``use_regex`` entry."""
     flags = 0 if sensitive else re.IGNORECASE
-    slashed = _SLASHED.match(key)
+    slashed = _SLASHED.fullmatch(key)
     if slashed is not None:
         source = slashed.group(1)
         for letter, flag in (("i", re.IGNORECASE), ("m", re.MULTILINE), ("s", re.DOTALL)):
@@ -227,5 +270,5 @@ def _pattern(key: str, use_regex: bool, sensitive: bool) -> re.Pattern[str] | No
         return None
     try:
         return re.compile(source, flags)
-    except re.error:
+    except (re.error, RecursionError, OverflowError):
         return _INVALID

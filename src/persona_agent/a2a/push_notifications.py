@@ -1,0 +1,213 @@
+"""Push notifications: the SDK's sender and config store, guarded against SSRF, retried.
+
+A client gives a webhook URL (``CreateTaskPushNotificationConfig``, or with a message);
+the hub then POSTs every change of the task to it. The URL is the client's choice, so it
+is checked when the config is created (the SDK's handler takes :class:`PushUrlGuard` as
+its ``push_url_validator``) and again before every delivery attempt (a name's DNS answer
+may change): the SDK's ``validate_push_notification_url`` resolves the host and refuses
+loopback, private, link-local, shared, multicast, reserved and unspecified addresses (an
+IPv4-mapped IPv6 address as the IPv4 in it; decimal, octal and hex forms resolve to what
+they stand for); this guard also refuses credentials in the URL, over-long URLs, and lets
+through the hosts of ``PERSONA_AGENT_PUSH_ALLOWED_HOSTS`` (local development: loopback is
+refused unless listed). The HTTP client follows no redirect: a 3xx is a failure, so no
+webhook can bounce a notification to an address the guard refused.
+
+:class:`RetryingPushSender` is the SDK's ``BasePushNotificationSender`` with delivery moved
+off the task: ``send_notification`` queues the event and returns; a background worker
+delivers in order, retrying a connection error, a timeout, a 5xx or a 429 with exponential
+backoff (``Retry-After`` honoured), never a refusal or another 4xx. A slow or failing
+webhook never slows or fails a task; a full queue drops the notification with a warning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import urllib.parse
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from a2a.server.tasks import BasePushNotificationSender, PushNotificationConfigStore
+from a2a.server.tasks.push_notification_sender import PushNotificationEvent
+from a2a.types.a2a_pb2 import TaskPushNotificationConfig
+from a2a.utils.proto_utils import to_stream_response
+from a2a.utils.push_url_validator import validate_push_notification_url
+from google.protobuf.json_format import MessageToDict
+
+__all__ = ["MAX_URL_LENGTH", "PushParts", "PushUrlGuard", "RetryingPushSender"]
+
+logger = logging.getLogger(__name__)
+
+MAX_URL_LENGTH = 2048
+
+
+def _where(url: str) -> str:
+    """``scheme://host:port`` of a URL, for logs: never its path, query or credentials."""
+    try:
+        parsed = urllib.parse.urlsplit(url)
+        host = parsed.hostname or ""
+        host = f"[{host}]" if ":" in host else host
+        return f"{parsed.scheme}://{host}{f':{parsed.port}' if parsed.port else ''}"
+    except ValueError:
+        return "(unparseable URL)"
+
+
+class PushUrlGuard:
+    """Whether a webhook URL may be called (an async ``push_url_validator``)."""
+
+    def __init__(self, allowed_hosts: Iterable[str] = ()) -> None:
+        self.allowed = {host.strip().lower().strip("[]") for host in allowed_hosts if host.strip()}
+
+    async def __call__(self, url: str) -> bool:
+        try:
+            parsed = urllib.parse.urlsplit(url)
+            port = parsed.port
+        except ValueError:
+            logger.warning("Push URL refused: it cannot be parsed")
+            return False
+        if len(url) > MAX_URL_LENGTH or parsed.scheme not in ("http", "https"):
+            logger.warning("Push URL refused: not http(s), or too long (%s)", _where(url))
+            return False
+        host = (parsed.hostname or "").lower()
+        if not host or parsed.username is not None or parsed.password is not None:
+            logger.warning("Push URL refused: no host, or credentials in it (%s)", _where(url))
+            return False
+        if host in self.allowed or (port is not None and f"{host}:{port}" in self.allowed):
+            return True
+        # The SDK's validator logs the URL it is given: give it no path or query (a token
+        # may be in them); it needs only the scheme, host and port.
+        if not await validate_push_notification_url(f"{_where(url)}/"):
+            logger.warning("Push URL refused: %s is not a public address", _where(url))
+            return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class PushParts:
+    """What every persona's SDK handler takes for push notifications."""
+
+    store: PushNotificationConfigStore
+    sender: RetryingPushSender
+    guard: PushUrlGuard
+
+
+class _Failed(Exception):
+    def __init__(self, reason: str, *, retry: bool, wait: float | None = None) -> None:
+        self.reason, self.retry, self.wait = reason, retry, wait
+        super().__init__(reason)
+
+
+class RetryingPushSender(BasePushNotificationSender):
+    """The SDK's sender, delivering from a queue with retries (see the module docstring)."""
+
+    def __init__(
+        self,
+        httpx_client: httpx.AsyncClient,
+        config_store: PushNotificationConfigStore,
+        *,
+        push_url_validator: PushUrlGuard,
+        attempts: int = 5,
+        first_delay: float = 0.5,
+        max_delay: float = 30.0,
+        max_pending: int = 1000,
+    ) -> None:
+        super().__init__(httpx_client, config_store, push_url_validator=push_url_validator)
+        self._guard = push_url_validator
+        self.attempts = attempts
+        self.first_delay = first_delay
+        self.max_delay = max_delay
+        self._queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(max_pending)
+        self._worker: asyncio.Task[None] | None = None
+
+    async def send_notification(self, task_id: str, event: PushNotificationEvent) -> None:
+        """Queue the event for delivery; return at once. The body is made now: the event
+        may be changed afterwards (a task snapshot is), and it must say what it said."""
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.create_task(self._deliver_all(), name="push-notifications")
+        try:
+            self._queue.put_nowait((task_id, MessageToDict(to_stream_response(event))))
+        except asyncio.QueueFull:
+            logger.warning("Push notification for task %s dropped: the queue is full", task_id)
+
+    async def aclose(self, grace: float = 5.0) -> None:
+        """Deliver what is queued (for ``grace`` seconds at most), then stop."""
+        worker, self._worker = self._worker, None
+        if worker is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._queue.join(), grace)
+        worker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await worker
+
+    async def _deliver_all(self) -> None:
+        while True:
+            task_id, body = await self._queue.get()
+            try:
+                configs = await self._config_store.get_info_for_dispatch(task_id)
+                for config in configs:
+                    await self._deliver(task_id, body, config)
+            except Exception:
+                logger.exception("Push notifications for task %s failed", task_id)
+            finally:
+                self._queue.task_done()
+
+    async def _deliver(
+        self, task_id: str, body: dict[str, Any], config: TaskPushNotificationConfig
+    ) -> None:
+        delay = self.first_delay
+        for attempt in range(1, self.attempts + 1):
+            try:
+                await self._post(body, config)
+                return
+            except _Failed as failure:
+                last = attempt == self.attempts or not failure.retry
+                logger.warning(
+                    "Push notification for task %s to %s failed (attempt %d/%d): %s%s",
+                    task_id,
+                    _where(config.url),
+                    attempt,
+                    self.attempts,
+                    failure.reason,
+                    "" if last else "; retrying",
+                )
+                if last:
+                    return
+                wait = failure.wait if failure.wait is not None else delay
+                await asyncio.sleep(min(self.max_delay, wait) * random.uniform(0.9, 1.1))
+                delay = min(self.max_delay, delay * 2)
+
+    async def _post(self, body: dict[str, Any], config: TaskPushNotificationConfig) -> None:
+        """One attempt, with the SDK sender's body and headers."""
+        if not await self._guard(config.url):
+            raise _Failed("the URL is refused", retry=False)
+        headers: dict[str, str] = {}
+        if config.token:
+            headers["X-A2A-Notification-Token"] = config.token
+        auth = config.authentication
+        if config.HasField("authentication") and auth.scheme and auth.credentials:
+            headers["Authorization"] = f"{auth.scheme} {auth.credentials}"
+        try:
+            response = await self._client.post(
+                config.url,
+                json=body,
+                headers=headers,
+                follow_redirects=False,
+            )
+        except httpx.TimeoutException:
+            raise _Failed("timed out", retry=True) from None
+        except httpx.HTTPError as error:
+            raise _Failed(f"{type(error).__name__}", retry=True) from None
+        status = response.status_code
+        if status < 300:
+            return
+        if status == 429 or status >= 500:
+            retry_after = response.headers.get("retry-after", "")
+            wait = float(retry_after) if retry_after.isdigit() else None
+            raise _Failed(f"HTTP {status}", retry=True, wait=wait)
+        what = "a redirect, not followed" if 300 <= status < 400 else f"HTTP {status}"
+        raise _Failed(what, retry=False)

@@ -1,0 +1,103 @@
+"""The push-notification URL guard (SSRF): every address form that reaches the hub's own
+network is refused, names are judged by what they resolve to, and the allow-list is the
+only way to loopback. No test resolves a real name: the resolver is the test's."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import pytest
+
+from persona_agent.a2a.push_notifications import PushUrlGuard
+
+REFUSED = [
+    "http://127.0.0.1/hook",
+    "http://localhost/hook",
+    "http://[::1]/hook",
+    "http://10.0.0.5/hook",
+    "http://192.168.1.1/hook",
+    "http://172.16.0.1/hook",
+    "http://169.254.169.254/latest/meta-data",  # cloud metadata
+    "http://[fe80::1]/hook",
+    "http://224.0.0.1/hook",
+    "http://0.0.0.0/hook",
+    "http://100.64.0.1/hook",  # shared address space
+    "http://[::ffff:127.0.0.1]/hook",  # IPv4-mapped IPv6
+    "http://[::ffff:10.0.0.1]/hook",
+    "http://2130706433/hook",  # 127.0.0.1 in decimal
+    "http://0177.0.0.1/hook",  # in octal
+    "http://0x7f.0.0.1/hook",  # in hex
+    "http://017700000001/hook",  # one octal number
+    "http://internal.example/hook",  # a name that resolves to a private address
+    "http://mixed.example/hook",  # one public, one private address: refused
+    "ftp://public.example/hook",
+    "file:///etc/passwd",
+    "http://user:secret@public.example/hook",
+    "http:///hook",
+    "http://public.example/" + "a" * 2100,
+]
+
+ANSWERS = {
+    "internal.example": ["10.1.2.3"],
+    "public.example": ["93.184.216.34"],
+    "mixed.example": ["93.184.216.34", "192.168.0.9"],
+}
+
+
+@pytest.fixture(autouse=True)
+def resolver(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Names resolve as ANSWERS say; numeric forms as the system's resolver reads them
+    (inet_aton: decimal, octal, hex), never over the network."""
+    real = socket.getaddrinfo
+
+    async def getaddrinfo(
+        self: asyncio.AbstractEventLoop, host: Any, port: Any, *args: Any, **kwargs: Any
+    ) -> list[Any]:
+        if host in ANSWERS:
+            return [
+                (socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port or 80))
+                for address in ANSWERS[host]
+            ]
+        flags = socket.AI_NUMERICHOST if host != "localhost" else 0
+        return real(host, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0, flags)
+
+    monkeypatch.setattr(asyncio.BaseEventLoop, "getaddrinfo", getaddrinfo)
+
+
+@pytest.mark.parametrize("url", REFUSED)
+async def test_refused(url: str) -> None:
+    assert await PushUrlGuard()(url) is False
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://public.example/hook",
+        "http://93.184.216.34:8080/x",
+        "http://[2606:4700:4700::1111]:8443/hook",
+    ],
+)
+async def test_public_addresses_are_accepted(url: str) -> None:
+    assert await PushUrlGuard()(url) is True
+
+
+async def test_the_allow_list_lets_local_development_through() -> None:
+    assert await PushUrlGuard(["127.0.0.1"])("http://127.0.0.1:9999/hook") is True
+    only_port = PushUrlGuard(["127.0.0.1:9999"])
+    assert await only_port("http://127.0.0.1:9999/hook") is True
+    assert await only_port("http://127.0.0.1:9998/hook") is False
+    assert await PushUrlGuard(["127.0.0.1"])("http://127.0.0.2/hook") is False
+    assert await PushUrlGuard(["::1"])("http://[::1]:80/hook") is True
+    # Credentials are refused even for an allowed host.
+    assert await PushUrlGuard(["127.0.0.1"])("http://u:p@127.0.0.1/hook") is False
+
+
+async def test_a_refusal_logs_no_path_query_or_credentials(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    await PushUrlGuard()("http://10.0.0.1/hook?token=s3cret-value")
+    await PushUrlGuard()("http://user:pw-s3cret@public.example/x")
+    assert "s3cret" not in caplog.text
+    assert "http://10.0.0.1" in caplog.text
