@@ -125,6 +125,9 @@ class Settings(BaseSettings):
     max_running_tasks: int = Field(default=0, ge=0)
     """A caller's tasks being answered at once; 0: no limit."""
     max_streams: int = Field(default=256, ge=0)
+    stream_idle_seconds: float = Field(default=300.0, ge=0)
+    """A stream (SendStreamingMessage, SubscribeToTask) with nothing to say this long is
+    ended (the task goes on); 0: never."""
     """A caller's open streams (SendStreamingMessage, SubscribeToTask); 0: no limit."""
     push_notifications: bool = True
     """Declare and serve push notifications (webhooks of clients, guarded against SSRF)."""

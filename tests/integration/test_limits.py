@@ -155,3 +155,45 @@ def test_limits_are_settings(setting: str, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv(f"PERSONA_AGENT_{setting.upper()}", "-1")
     with pytest.raises(ValueError, match="greater than or equal to 0"):
         Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+async def test_an_idle_stream_is_ended_and_its_task_goes_on(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    async with hub_factory(stream_idle_seconds=1) as hub:
+        llm.script(Hang())
+        events: list[str] = []
+        async with (
+            asyncio.timeout(15),
+            hub.http.stream(
+                "POST",
+                "/a2a/socrates/",
+                json=rpc("SendStreamingMessage", message("idle")),
+                headers=V1,
+            ) as stream,
+        ):
+            assert stream.status_code == 200
+            async for line in stream.aiter_lines():  # ends when the hub ends the stream
+                if line.startswith("data:"):
+                    events.append(line)
+        first = json.loads(events[0].removeprefix("data:"))
+        task_id = first["result"]["task"]["id"]
+        task = await hub.http.post(
+            "/a2a/socrates/", json=rpc("GetTask", {"id": task_id}), headers=V1
+        )
+        assert task.json()["result"]["status"]["state"] == "TASK_STATE_WORKING"
+
+
+async def test_a_stream_with_news_is_not_idle(hub_factory: HubFactory, llm: FakeLLM) -> None:
+    async with hub_factory(stream_idle_seconds=1) as hub:
+        text = " ".join(f"word{i}" for i in range(12))
+        llm.script(Reply(text, token_delay=0.25))  # three seconds of tokens, a quarter apart
+        async with hub.http.stream(
+            "POST",
+            "/a2a/socrates/",
+            json=rpc("SendStreamingMessage", message("busy")),
+            headers=V1,
+        ) as stream:
+            body = "".join([line async for line in stream.aiter_lines()])
+        assert "TASK_STATE_COMPLETED" in body
+        assert "word11" in body

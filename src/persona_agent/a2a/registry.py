@@ -136,6 +136,7 @@ class A2ARegistry:
         audit: AuditLog | None = None,
         quotas: Quotas | None = None,
         push: PushParts | None = None,
+        stream_idle_seconds: float = 0,
     ) -> None:
         """``task_listing``, ``max_id_length``: see :class:`PersonaRequestHandler`;
         ``avatars``: a persona's avatar image (the persona store's), served at
@@ -157,6 +158,7 @@ class A2ARegistry:
             authenticator=authenticator,
             audit=audit,
             quotas=quotas,
+            stream_idle_seconds=stream_idle_seconds,
         )
         self.quotas = quotas
         self.push = push

@@ -9,6 +9,10 @@ persona instead of a Starlette app each).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
@@ -58,6 +62,8 @@ __all__ = [
     "ServedPersona",
     "not_found_response",
 ]
+
+logger = logging.getLogger(__name__)
 
 CARD_CACHE_CONTROL = "public, max-age=60, must-revalidate"
 
@@ -176,13 +182,16 @@ class A2ARouter:
         authenticator: Authenticator | None = None,
         audit: AuditLog | None = None,
         quotas: Quotas | None = None,
+        stream_idle_seconds: float = 0,
     ) -> None:
         """``task_listing``, ``max_id_length``: see :class:`PersonaRequestHandler`;
+        ``stream_idle_seconds``: a stream with nothing to say that long is ended (0: never);
         ``avatars``: where ``{id}/avatar`` finds the image; ``authenticator``: who may
         call (none, or one with no keys and no issuer: everyone, anonymously);
         ``audit``: where refusals are recorded; ``quotas``: per-caller limits."""
         self._audit = audit
         self._quotas = quotas
+        self.stream_idle_seconds = stream_idle_seconds
         self._lookup = lookup
         self._avatars = avatars
         self._auth = authenticator if authenticator is not None and authenticator.enabled else None
@@ -256,18 +265,62 @@ class A2ARouter:
                     if refusal is not None:
                         await refusal(scope, receive, send)
                         return
-                    # Straight to the SDK's dispatcher, as its route would call it, minus
-                    # Starlette's routing and middleware (~4 % of a call's CPU) and a
-                    # second parse of the body.
-                    request = _ParsedRequest(inner, receive, send, parsed)
-                    response = await self._jsonrpc.handle_requests(request)
-                    await response(inner, receive, send)
+
+                    async def json_rpc(send: Send) -> None:
+                        # Straight to the SDK's dispatcher, as its route would call it,
+                        # minus Starlette's routing and middleware (~4 % of a call's CPU)
+                        # and a second parse of the body.
+                        request = _ParsedRequest(inner, receive, send, parsed)
+                        response = await self._jsonrpc.handle_requests(request)
+                        await response(inner, receive, send)
+
+                    await self._served(call_kind(rest, method), json_rpc, send)
                 return
         async with self._counted(served.persona, rest, None, inner) as refusal:
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
-            await self._routes_app(inner, receive, send)
+
+            async def rest_call(send: Send) -> None:
+                await self._routes_app(inner, receive, send)
+
+            await self._served(call_kind(rest, None), rest_call, send)
+
+    async def _served(
+        self, kind: str | None, serve: Callable[[Send], Awaitable[None]], send: Send
+    ) -> None:
+        """Serve the call; a stream that has sent nothing but keep-alive pings for
+        ``stream_idle_seconds`` is ended (the task goes on: resubscribe to follow it)."""
+        idle = self.stream_idle_seconds
+        if kind not in ("stream", "subscribe") or idle <= 0:
+            await serve(send)
+            return
+        last = time.monotonic()
+        started = ended = False
+
+        async def watched(message: Message) -> None:
+            nonlocal last, started, ended
+            if message["type"] == "http.response.start":
+                started = True
+            elif message["type"] == "http.response.body":
+                body = message.get("body", b"")
+                if body and not body.lstrip().startswith(b":"):  # ": ping" is not news
+                    last = time.monotonic()
+                ended = not message.get("more_body", False)
+            await send(message)
+
+        call = asyncio.ensure_future(serve(watched))
+        while not call.done():
+            await asyncio.wait({call}, timeout=min(idle / 4, 5.0))
+            if not call.done() and time.monotonic() - last > idle:
+                call.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await call
+                logger.info("Ended a stream idle for %.0f s", idle)
+                if started and not ended:
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return
+        call.result()
 
     async def _admit(
         self, persona: Persona, rest: str, scope: Scope, inner: dict[str, Any]

@@ -140,6 +140,7 @@ def create_app(settings: Settings) -> FastAPI:
         sender = RetryingPushSender(push_http, push_store, push_url_validator=guard)
         push = PushParts(push_store, sender, guard)
     registry = A2ARegistry(
+        stream_idle_seconds=settings.stream_idle_seconds,
         push=push,
         quotas=quotas,
         engine=engine,
