@@ -201,3 +201,22 @@ async def test_loopback_is_refused_unless_allowed(
             await client.create_task_push_notification_config(config(webhook, task_id))
         assert (await get_task(client, task_id)).id == task_id
         assert webhook.received == []
+
+
+async def test_a_redirect_is_not_followed(
+    hub_factory: HubFactory, llm: FakeLLM, webhook: Webhook, caplog: pytest.LogCaptureFixture
+) -> None:
+    webhook.answers = [302] * 20  # every answer sends the hub elsewhere (127.0.0.1:9)
+    async with hub_factory(push_allowed_hosts="127.0.0.1") as hub:
+        client = await hub.client("socrates")
+        request = user_message("Redirect me.")
+        request.configuration.task_push_notification_config.CopyFrom(config(webhook))
+        llm.script(Reply("Done."))
+        responses = [r async for r in client.send_message(request)]
+        assert responses[0].task.status.state == TaskState.TASK_STATE_COMPLETED
+        await asyncio.to_thread(webhook.wait_for, 1)
+    # The hub has stopped, its queue delivered. Each notification was tried once (a 3xx
+    # is not retried) and never went elsewhere.
+    sent = len(webhook.received)
+    assert sent == caplog.text.count("a redirect, not followed")
+    assert "retrying" not in caplog.text
