@@ -8,20 +8,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import socket
-import threading
 import time
 import uuid
 from types import TracebackType
 from typing import Any
 
 import jwt
-import uvicorn
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 from starlette.types import Receive, Scope, Send
+
+from tests.servers.threaded import ThreadedServer
 
 __all__ = ["AUDIENCE", "OidcIssuer"]
 
@@ -33,8 +31,6 @@ class OidcIssuer:
 
     def __init__(self) -> None:
         self._keys: list[tuple[str, rsa.RSAPrivateKey]] = []
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
         self.port = 0
         self.jwks_requests = 0
         self.rotate()
@@ -86,22 +82,8 @@ class OidcIssuer:
     # -- serving ------------------------------------------------------------------------------
 
     def __enter__(self) -> OidcIssuer:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self._app, interface="asgi3", lifespan="off", log_config=None)
-        server = uvicorn.Server(config)
-        thread = threading.Thread(
-            target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True
-        )
-        self._server, self._thread = server, thread
-        thread.start()
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the OIDC issuer did not start")
-            time.sleep(0.01)
+        self._http = ThreadedServer(self._app, "OIDC issuer")
+        self.port = self._http.start()
         return self
 
     def __exit__(
@@ -110,9 +92,7 @@ class OidcIssuer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(10)
+        self._http.stop()
 
     async def _app(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

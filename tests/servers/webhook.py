@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-import uvicorn
 from starlette.types import Receive, Scope, Send
+
+from tests.servers.threaded import ThreadedServer
 
 __all__ = ["Received", "Webhook"]
 
@@ -35,8 +35,6 @@ class Webhook:
         self.delay = 0.0
         self.port = 0
         self._lock = threading.Lock()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
@@ -53,22 +51,8 @@ class Webhook:
         raise AssertionError(f"webhook: {len(self.received)} requests, waited for {count}")
 
     def __enter__(self) -> Webhook:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self._app, interface="asgi3", lifespan="off", log_config=None)
-        server = uvicorn.Server(config)
-        thread = threading.Thread(
-            target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True
-        )
-        self._server, self._thread = server, thread
-        thread.start()
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the webhook did not start")
-            time.sleep(0.01)
+        self._http = ThreadedServer(self._app, "webhook")
+        self.port = self._http.start()
         return self
 
     def __exit__(
@@ -77,9 +61,7 @@ class Webhook:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(10)
+        self._http.stop()
 
     async def _app(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -72,6 +72,25 @@ _STREAMS = frozenset({"SendStreamingMessage", "message/stream"})
 _SUBSCRIBES = frozenset({"SubscribeToTask", "tasks/resubscribe"})
 
 
+def _http_error(
+    rest: str,
+    status: int,
+    name: str,
+    message: str,
+    headers: dict[str, str],
+    extra: dict[str, Any] | None = None,
+) -> Response:
+    """An error the HTTP status says (401, 403, 429), in the binding's shape: on the
+    JSON-RPC endpoint (``rest`` empty) a JSON-RPC error, on HTTP+JSON a Google-style one."""
+    if rest == "":
+        data = {"httpStatus": status, **(extra or {})}
+        error = {"code": INVALID_REQUEST, "message": message, "data": data}
+        body: dict[str, Any] = {"jsonrpc": "2.0", "id": None, "error": error}
+    else:
+        body = {"error": {"code": status, "status": name, "message": message}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
 def call_kind(rest: str, method: Any) -> str | None:
     """``send``, ``stream`` or ``subscribe`` for the calls that limits count; else None.
     ``method``: a JSON-RPC call's; for HTTP+JSON the path says it."""
@@ -395,40 +414,16 @@ class A2ARouter:
     def _rate_limited(rest: str, error: RateLimited) -> Response:
         """429 with ``Retry-After``, in the binding's error shape."""
         headers = {"Retry-After": str(error.retry_after)}
-        if rest == "":
-            body: dict[str, Any] = {
-                "jsonrpc": "2.0",
-                "id": None,
-                "error": {
-                    "code": INVALID_REQUEST,
-                    "message": error.message,
-                    "data": {"httpStatus": 429, "retryAfter": error.retry_after},
-                },
-            }
-        else:
-            body = {
-                "error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": error.message}
-            }
-        return JSONResponse(body, status_code=429, headers=headers)
+        extra = {"retryAfter": error.retry_after}
+        return _http_error(rest, 429, "RESOURCE_EXHAUSTED", error.message, headers, extra)
 
     def _refused(self, rest: str, error: AuthError) -> Response:
         """401 (with ``WWW-Authenticate``) or 403, in the binding's error shape."""
         assert self._auth is not None
-        headers = {"WWW-Authenticate": self._auth.challenge(error)} if error.status == 401 else {}
-        if rest == "":  # JSON-RPC: the HTTP status says it; the body is a JSON-RPC error
-            body: dict[str, Any] = {
-                "jsonrpc": "2.0",
-                "id": None,
-                "error": {
-                    "code": INVALID_REQUEST,
-                    "message": error.message,
-                    "data": {"httpStatus": error.status},
-                },
-            }
-        else:
-            status = "UNAUTHENTICATED" if error.status == 401 else "PERMISSION_DENIED"
-            body = {"error": {"code": error.status, "status": status, "message": error.message}}
-        return JSONResponse(body, status_code=error.status, headers=headers)
+        if error.status == 401:
+            headers = {"WWW-Authenticate": self._auth.challenge(error)}
+            return _http_error(rest, 401, "UNAUTHENTICATED", error.message, headers)
+        return _http_error(rest, error.status, "PERMISSION_DENIED", error.message, {})
 
     def _too_large(self, scope: Scope, rest: str) -> Response | None:
         """A clear error for a body whose declared length is over the limit."""
