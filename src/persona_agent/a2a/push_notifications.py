@@ -31,14 +31,26 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from a2a.server.tasks import BasePushNotificationSender, PushNotificationConfigStore
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks import (
+    BasePushNotificationSender,
+    DatabasePushNotificationConfigStore,
+    PushNotificationConfigStore,
+)
 from a2a.server.tasks.push_notification_sender import PushNotificationEvent
 from a2a.types.a2a_pb2 import TaskPushNotificationConfig
 from a2a.utils.proto_utils import to_stream_response
 from a2a.utils.push_url_validator import validate_push_notification_url
 from google.protobuf.json_format import MessageToDict
+from sqlalchemy import select
 
-__all__ = ["MAX_URL_LENGTH", "PushParts", "PushUrlGuard", "RetryingPushSender"]
+__all__ = [
+    "MAX_URL_LENGTH",
+    "IndexedConfigStore",
+    "PushParts",
+    "PushUrlGuard",
+    "RetryingPushSender",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +98,65 @@ class PushUrlGuard:
         return True
 
 
+class IndexedConfigStore(PushNotificationConfigStore):
+    """The SDK's database config store, plus the set of tasks that have a config.
+
+    The SDK's handler offers every event of every task to the sender, and its store
+    answers "which webhooks?" with a query: a query for each streamed token of every
+    task, almost none of which has a webhook. This store reads the task ids that have
+    configs once, keeps the set up to date as configs are set and deleted through it, and
+    answers :meth:`has_configs` from memory. One hub owns its database's configs (a
+    replicated hub, issue 22, would need the set shared).
+    """
+
+    def __init__(self, inner: DatabasePushNotificationConfigStore) -> None:
+        self._inner = inner
+        self._tasks: set[str] | None = None
+        self._lock = asyncio.Lock()
+
+    async def has_configs(self, task_id: str) -> bool:
+        if self._tasks is None:
+            async with self._lock:
+                if self._tasks is None:
+                    self._tasks = await self._load()
+        return task_id in self._tasks
+
+    async def _load(self) -> set[str]:
+        inner = self._inner
+        await inner._ensure_initialized()  # the SDK creates its table on first use
+        async with inner.async_session_maker() as session:
+            result = await session.execute(select(inner.config_model.task_id).distinct())
+            return {str(task_id) for task_id in result.scalars()}
+
+    async def set_info(
+        self,
+        task_id: str,
+        notification_config: TaskPushNotificationConfig,
+        context: ServerCallContext,
+    ) -> TaskPushNotificationConfig | None:
+        saved = await self._inner.set_info(task_id, notification_config, context)
+        if self._tasks is not None:
+            self._tasks.add(task_id)
+        return saved
+
+    async def get_info(
+        self, task_id: str, context: ServerCallContext
+    ) -> list[TaskPushNotificationConfig]:
+        return await self._inner.get_info(task_id, context)
+
+    async def get_info_for_dispatch(self, task_id: str) -> list[TaskPushNotificationConfig]:
+        if not await self.has_configs(task_id):
+            return []
+        return await self._inner.get_info_for_dispatch(task_id)
+
+    async def delete_info(
+        self, task_id: str, context: ServerCallContext, config_id: str | None = None
+    ) -> None:
+        await self._inner.delete_info(task_id, context, config_id)
+        if self._tasks is not None and not await self._inner.get_info_for_dispatch(task_id):
+            self._tasks.discard(task_id)
+
+
 @dataclass(frozen=True, slots=True)
 class PushParts:
     """What every persona's SDK handler takes for push notifications."""
@@ -126,6 +197,9 @@ class RetryingPushSender(BasePushNotificationSender):
     async def send_notification(self, task_id: str, event: PushNotificationEvent) -> None:
         """Queue the event for delivery; return at once. The body is made now: the event
         may be changed afterwards (a task snapshot is), and it must say what it said."""
+        store = self._config_store
+        if isinstance(store, IndexedConfigStore) and not await store.has_configs(task_id):
+            return  # most tasks: no webhook, nothing to build
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._deliver_all(), name="push-notifications")
         try:

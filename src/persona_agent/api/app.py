@@ -21,7 +21,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from persona_agent import __version__
 from persona_agent.a2a.agent_card import A2A_PREFIX, CARD_PATH, build_hub_card, persona_url
 from persona_agent.a2a.card_signing import JWKS_PATH, CardSigner
-from persona_agent.a2a.push_notifications import PushParts, PushUrlGuard, RetryingPushSender
+from persona_agent.a2a.push_notifications import (
+    IndexedConfigStore,
+    PushParts,
+    PushUrlGuard,
+    RetryingPushSender,
+)
 from persona_agent.a2a.quotas import QuotaLimits, Quotas
 from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.a2a.task_store import SqlTaskStore, persona_owner
@@ -134,7 +139,9 @@ def create_app(settings: Settings) -> FastAPI:
     if settings.push_notifications:
         # Configs in the hub's database (durable), owned as tasks are; webhooks called by
         # a client of their own that follows no redirect.
-        push_store = DatabasePushNotificationConfigStore(db, owner_resolver=persona_owner)
+        push_store = IndexedConfigStore(
+            DatabasePushNotificationConfigStore(db, owner_resolver=persona_owner)
+        )
         push_http = httpx.AsyncClient(timeout=10, follow_redirects=False)
         guard = PushUrlGuard(settings.push_allowed_host_list)
         sender = RetryingPushSender(push_http, push_store, push_url_validator=guard)
