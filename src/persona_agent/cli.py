@@ -167,6 +167,7 @@ def configured_secrets(settings: Settings, environ: Mapping[str, str]) -> list[s
         *settings.api_key_list,
         *keys_in_file(settings.api_keys_file),
         settings.llm_api_key or "",
+        settings.push_config_key or "",
         *url_passwords(settings.database_url, settings.llm_base_url),
     ]
     if settings.mcp_config is None:

@@ -131,6 +131,9 @@ class Settings(BaseSettings):
     """A caller's open streams (SendStreamingMessage, SubscribeToTask); 0: no limit."""
     push_notifications: bool = True
     """Declare and serve push notifications (webhooks of clients, guarded against SSRF)."""
+    push_config_key: str | None = Field(default=None, repr=False)
+    """A Fernet key (``Fernet.generate_key()``): push configs (webhook tokens and
+    credentials) are encrypted with it in the database."""
     push_allowed_hosts: str = ""
     """Comma-separated hosts (``host`` or ``host:port``) a webhook may be on even though
     they are not public addresses, for local development (loopback is refused unless here)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -20,6 +21,7 @@ from a2a.types.a2a_pb2 import (
     TaskState,
 )
 from a2a.utils.errors import A2AError
+from cryptography.fernet import Fernet
 
 from tests.fakes.fake_llm import FakeLLM, Hang, Reply
 from tests.integration.a2a_helpers import get_task, send, user_message, wait_for_state
@@ -220,3 +222,22 @@ async def test_a_redirect_is_not_followed(
     sent = len(webhook.received)
     assert sent == caplog.text.count("a redirect, not followed")
     assert "retrying" not in caplog.text
+
+
+@pytest.mark.parametrize("encrypted", [False, True])
+async def test_configs_are_encrypted_in_the_database_with_a_key(
+    hub_factory: HubFactory, llm: FakeLLM, webhook: Webhook, tmp_path: Path, encrypted: bool
+) -> None:
+    key = Fernet.generate_key().decode() if encrypted else None
+    async with hub_factory(push_allowed_hosts="127.0.0.1", push_config_key=key) as hub:
+        client = await hub.client("socrates")
+        llm.script(Reply("Done."))
+        task = await send(client, "Keep my secret.")
+        await client.create_task_push_notification_config(config(webhook, task.id, "secret"))
+        got = await client.get_task_push_notification_config(
+            GetTaskPushNotificationConfigRequest(task_id=task.id, id="secret")
+        )
+        assert got.authentication.credentials == "hook-secret"
+    stored = b"".join(p.read_bytes() for p in (tmp_path / "data").glob("persona-agent.db*"))
+    assert (b"hook-secret" in stored) is not encrypted
+    assert (b"tok-123" in stored) is not encrypted

@@ -140,7 +140,9 @@ def create_app(settings: Settings) -> FastAPI:
         # Configs in the hub's database (durable), owned as tasks are; webhooks called by
         # a client of their own that follows no redirect.
         push_store = IndexedConfigStore(
-            DatabasePushNotificationConfigStore(db, owner_resolver=persona_owner)
+            DatabasePushNotificationConfigStore(
+                db, owner_resolver=persona_owner, encryption_key=settings.push_config_key
+            )
         )
         push_http = httpx.AsyncClient(timeout=10, follow_redirects=False)
         guard = PushUrlGuard(settings.push_allowed_host_list)
