@@ -37,6 +37,9 @@ REFUSED = [
     "http://user:secret@public.example/hook",
     "http:///hook",
     "http://public.example/" + "a" * 2100,
+    "http://public.example\\@10.0.0.1/hook",  # parsers disagree on the host
+    "http://public.example /hook",
+    "http://public.example/\nhook",
 ]
 
 ANSWERS = {

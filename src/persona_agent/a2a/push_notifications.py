@@ -81,6 +81,10 @@ class PushUrlGuard:
         except ValueError:
             logger.warning("Push URL refused: it cannot be parsed")
             return False
+        if any(c.isspace() or ord(c) < 32 or c == "\\" for c in url):
+            # parsers disagree on such URLs: the one checked might not be the one called
+            logger.warning("Push URL refused: whitespace, a control character or a backslash")
+            return False
         if len(url) > MAX_URL_LENGTH or parsed.scheme not in ("http", "https"):
             logger.warning("Push URL refused: not http(s), or too long (%s)", _where(url))
             return False
