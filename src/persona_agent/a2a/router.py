@@ -329,17 +329,23 @@ class A2ARouter:
             await send(message)
 
         call = asyncio.ensure_future(serve(watched))
-        while not call.done():
-            await asyncio.wait({call}, timeout=min(idle / 4, 5.0))
-            if not call.done() and time.monotonic() - last > idle:
+        try:
+            while not call.done():
+                await asyncio.wait({call}, timeout=min(idle / 4, 5.0))
+                if not call.done() and time.monotonic() - last > idle:
+                    call.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await call
+                    logger.info("Ended a stream idle for %.0f s", idle)
+                    if started and not ended:
+                        await send({"type": "http.response.body", "body": b"", "more_body": False})
+                    return
+            call.result()
+        finally:
+            if not call.done():  # this request was canceled (the client went): so is the call
                 call.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await call
-                logger.info("Ended a stream idle for %.0f s", idle)
-                if started and not ended:
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
-                return
-        call.result()
 
     async def _admit(
         self, persona: Persona, rest: str, scope: Scope, inner: dict[str, Any]
