@@ -23,15 +23,11 @@ from a2a.types.a2a_pb2 import AgentCard, CancelTaskRequest
 from starlette.types import Receive, Scope, Send
 
 from persona_agent.a2a.agent_card import build_agent_card, build_extended_card
-from persona_agent.a2a.card_signing import CardSigner
 from persona_agent.a2a.executor import PersonaAgentExecutor
 from persona_agent.a2a.keys import TERMINAL_STATES
-from persona_agent.a2a.push_notifications import PushParts
-from persona_agent.a2a.quotas import Quotas
-from persona_agent.a2a.router import A2ARouter, Avatars
+from persona_agent.a2a.router import A2ARouter
 from persona_agent.a2a.routing import MAX_ID_LENGTH, TaskListing
-from persona_agent.audit import AuditLog
-from persona_agent.auth import Authenticator
+from persona_agent.a2a.services import HubServices
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.personas.model import Persona
 from persona_agent.personas.store import PersonaChange
@@ -54,39 +50,35 @@ class PersonaApp:
         base_url: str,
         engine: ChatEngine,
         task_store: TaskStore,
-        auth: Authenticator | None = None,
-        signer: CardSigner | None = None,
-        audit: AuditLog | None = None,
-        quotas: Quotas | None = None,
-        push: PushParts | None = None,
+        services: HubServices | None = None,
     ) -> None:
         self.persona = persona
-        self._push = push
-        self._signer = signer
-        self.executor = PersonaAgentExecutor(persona, engine, audit, quotas)
+        self._services = services = services or HubServices()
+        self.executor = PersonaAgentExecutor(persona, engine, services.audit, services.quotas)
         self._base_url = base_url
         self._task_store = task_store
-        self._auth = auth
         self._engine = engine
 
     @cached_property
     def card(self) -> AgentCard:
+        services = self._services
         card = build_agent_card(
-            self.persona, self._base_url, self._auth, push=self._push is not None
+            self.persona, self._base_url, services.authenticator, push=services.push is not None
         )
-        return self._signer.sign(card) if self._signer is not None else card
+        return services.signer.sign(card) if services.signer is not None else card
 
     @cached_property
     def extended_card(self) -> AgentCard | None:
         """For authenticated callers, when anyone can authenticate."""
-        if self._auth is None or not self._auth.enabled:
+        if self._services.auth is None:
             return None
         toolbox = self._engine.toolbox
         tools = toolbox.tool_specs(self.persona.tools.allow) if toolbox is not None else []
         extended = build_extended_card(self.card, tools)
-        if self._signer is not None:  # its own signature: the public card's would not verify
+        signer = self._services.signer
+        if signer is not None:  # its own signature: the public card's would not verify
             del extended.signatures[:]
-            self._signer.sign(extended)
+            signer.sign(extended)
         return extended
 
     @cached_property
@@ -100,15 +92,16 @@ class PersonaApp:
 
     @cached_property
     def handler(self) -> DefaultRequestHandler:
+        push = self._services.push
         return DefaultRequestHandler(
             agent_executor=self.executor,
             task_store=self._task_store,
             agent_card=self.card,
             extended_agent_card=self.extended_card,
             validate_input_modes=True,
-            push_config_store=self._push.store if self._push is not None else None,
-            push_sender=self._push.sender if self._push is not None else None,
-            push_url_validator=self._push.guard if self._push is not None else None,
+            push_config_store=push.store if push is not None else None,
+            push_sender=push.sender if push is not None else None,
+            push_url_validator=push.guard if push is not None else None,
         )
 
     @property
@@ -130,21 +123,16 @@ class A2ARegistry:
         shutdown_grace_period: float = 0,
         task_listing: TaskListing = "context",
         max_id_length: int = MAX_ID_LENGTH,
-        avatars: Avatars | None = None,
-        authenticator: Authenticator | None = None,
-        signer: CardSigner | None = None,
-        audit: AuditLog | None = None,
-        quotas: Quotas | None = None,
-        push: PushParts | None = None,
-        stream_idle_seconds: float = 0,
+        services: HubServices | None = None,
     ) -> None:
         """``task_listing``, ``max_id_length``: see :class:`PersonaRequestHandler`;
-        ``avatars``: a persona's avatar image (the persona store's), served at
-        ``{id}/avatar``."""
+        ``services``: authentication, limits, audit, push notifications, avatars, card
+        signatures (none: a hub that serves everyone, as it ships)."""
         self._engine = engine
         self.shutdown_grace_period = shutdown_grace_period
         self._task_store = task_store
         self.base_url = base_url
+        self.services = services or HubServices()
         self._apps: dict[str, PersonaApp] = {}
         self._retired: dict[str, list[PersonaApp]] = {}
         """Replaced apps whose tasks still run: cancel and subscribe must reach them."""
@@ -154,17 +142,8 @@ class A2ARegistry:
             shutdown_grace_period=shutdown_grace_period,
             task_listing=task_listing,
             max_id_length=max_id_length,
-            avatars=avatars,
-            authenticator=authenticator,
-            audit=audit,
-            quotas=quotas,
-            stream_idle_seconds=stream_idle_seconds,
+            services=self.services,
         )
-        self.quotas = quotas
-        self.push = push
-        self.authenticator = authenticator
-        self.signer = signer
-        self.audit = audit
         """The ASGI side: what ``/a2a`` is mounted on."""
 
     # -- the registry -------------------------------------------------------
@@ -227,17 +206,7 @@ class A2ARegistry:
             self.remove(change.persona_id)
 
     def _build(self, persona: Persona) -> PersonaApp:
-        return PersonaApp(
-            persona,
-            self.base_url,
-            self._engine,
-            self._task_store,
-            self.authenticator,
-            self.signer,
-            self.audit,
-            self.quotas,
-            self.push,
-        )
+        return PersonaApp(persona, self.base_url, self._engine, self._task_store, self.services)
 
     async def aclose(self) -> None:
         """Stop serving: let running tasks finish, cancel the rest, close every handler.

@@ -32,7 +32,7 @@ from persona_agent.a2a.keys import (
     REQUEST_ID_KEY,
     RPC_BODY_SCOPE_KEY,
 )
-from persona_agent.a2a.quotas import Quotas, RateLimited
+from persona_agent.a2a.quotas import RateLimited
 from persona_agent.a2a.routing import (
     MAX_ID_LENGTH,
     PersonaContextBuilder,
@@ -49,16 +49,15 @@ from persona_agent.a2a.sdk_fixes.jsonrpc_body import (
     replay,
 )
 from persona_agent.a2a.sdk_fixes.routes import jsonrpc_dispatcher, rest_routes
-from persona_agent.audit import AuditLog, request_id_of
-from persona_agent.auth import SCOPE_A2A, Authenticator, AuthError, Principal
+from persona_agent.a2a.services import HubServices
+from persona_agent.audit import request_id_of
+from persona_agent.auth import SCOPE_A2A, AuthError, Principal
 from persona_agent.personas.model import Persona
-from persona_agent.personas.png import CleanImage
 
 __all__ = [
     "AVATAR_PATH",
     "CARD_CACHE_CONTROL",
     "A2ARouter",
-    "Avatars",
     "ServedPersona",
     "not_found_response",
 ]
@@ -110,9 +109,6 @@ def call_kind(rest: str, method: Any) -> str | None:
 
 PUBLIC_PATHS = frozenset({CARD_PATH.lstrip("/"), AVATAR_PATH.lstrip("/")})
 """Below a persona: what anyone may read, whatever its access (its card and picture)."""
-
-Avatars = Callable[[str], Awaitable[CleanImage | None]]
-"""A persona's avatar image by persona id (``None``: it has none)."""
 
 
 class ServedPersona(Protocol):
@@ -197,23 +193,17 @@ class A2ARouter:
         shutdown_grace_period: float = 0,
         task_listing: TaskListing = "context",
         max_id_length: int = MAX_ID_LENGTH,
-        avatars: Avatars | None = None,
-        authenticator: Authenticator | None = None,
-        audit: AuditLog | None = None,
-        quotas: Quotas | None = None,
-        stream_idle_seconds: float = 0,
+        services: HubServices | None = None,
     ) -> None:
         """``task_listing``, ``max_id_length``: see :class:`PersonaRequestHandler`;
-        ``stream_idle_seconds``: a stream with nothing to say that long is ended (0: never);
-        ``avatars``: where ``{id}/avatar`` finds the image; ``authenticator``: who may
-        call (none, or one with no keys and no issuer: everyone, anonymously);
-        ``audit``: where refusals are recorded; ``quotas``: per-caller limits."""
-        self._audit = audit
-        self._quotas = quotas
-        self.stream_idle_seconds = stream_idle_seconds
+        ``services``: who may call, limits, audit, avatars, idle streams."""
+        services = services or HubServices()
+        self._audit = services.audit
+        self._quotas = services.quotas
+        self.stream_idle_seconds = services.stream_idle_seconds
         self._lookup = lookup
-        self._avatars = avatars
-        self._auth = authenticator if authenticator is not None and authenticator.enabled else None
+        self._avatars = services.avatars
+        self._auth = services.auth
         self.max_message_bytes = max_message_bytes
         handler = PersonaRequestHandler(
             lookup, task_listing=task_listing, max_id_length=max_id_length

@@ -29,6 +29,7 @@ from persona_agent.a2a.push_notifications import (
 )
 from persona_agent.a2a.quotas import QuotaLimits, Quotas
 from persona_agent.a2a.registry import A2ARegistry
+from persona_agent.a2a.services import HubServices
 from persona_agent.a2a.task_store import SqlTaskStore, persona_owner
 from persona_agent.api.deps import UPLOAD_HEADER, ApiAuth, is_loopback
 from persona_agent.api.limits import BodyLimit
@@ -148,21 +149,24 @@ def create_app(settings: Settings) -> FastAPI:
         guard = PushUrlGuard(settings.push_allowed_host_list)
         sender = RetryingPushSender(push_http, push_store, push_url_validator=guard)
         push = PushParts(push_store, sender, guard)
-    registry = A2ARegistry(
-        stream_idle_seconds=settings.stream_idle_seconds,
-        push=push,
-        quotas=quotas,
-        engine=engine,
-        avatars=store.avatar,
+    services = HubServices(
         authenticator=authenticator,
-        signer=signer,
+        quotas=quotas,
         audit=audit,
+        signer=signer,
+        push=push,
+        avatars=store.avatar,
+        stream_idle_seconds=settings.stream_idle_seconds,
+    )
+    registry = A2ARegistry(
+        engine=engine,
         task_store=task_store,
         base_url=settings.base_url,
         max_message_bytes=settings.max_message_bytes,
         shutdown_grace_period=settings.shutdown_grace_seconds,
         task_listing=settings.task_listing,
         max_id_length=settings.max_id_length,
+        services=services,
     )
 
     @asynccontextmanager
@@ -346,8 +350,8 @@ def _status_handler(code: int) -> Callable[[Request, Exception], Awaitable[Respo
 
 def _log_startup(settings: Settings, llm: LLMBackend, registry: A2ARegistry) -> None:
     logger.info("Serving %d persona(s) at %s%s/{id}/", len(registry), settings.base_url, A2A_PREFIX)
-    auth = registry.authenticator
-    if auth is None or not auth.enabled:
+    auth = registry.services.auth  # None when nobody can authenticate
+    if auth is None:
         if not is_loopback(settings.host):
             logger.warning(
                 "No API keys or OIDC issuer are configured and the hub listens on %s: every "

@@ -1,0 +1,47 @@
+"""What serves every persona besides its own SDK handler: who may call and what they may
+do, what is recorded, and the parts the whole hub shares (pictures, push notifications,
+card signatures). Built once in ``create_app``; the registry hands it to the router and to
+each persona's app."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from persona_agent.a2a.card_signing import CardSigner
+from persona_agent.a2a.push_notifications import PushParts
+from persona_agent.a2a.quotas import Quotas
+from persona_agent.audit import AuditLog
+from persona_agent.auth import Authenticator
+from persona_agent.personas.png import CleanImage
+
+__all__ = ["Avatars", "HubServices"]
+
+Avatars = Callable[[str], Awaitable[CleanImage | None]]
+"""A persona's avatar image by persona id (``None``: it has none)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HubServices:
+    """Each part is optional: none of them is a hub that serves everyone, as it ships."""
+
+    authenticator: Authenticator | None = None
+    """Who calls; with no keys and no issuer, everyone is anonymous."""
+    quotas: Quotas | None = None
+    """Per-caller limits."""
+    audit: AuditLog | None = None
+    """Where writes, tasks and refusals are recorded."""
+    signer: CardSigner | None = None
+    """Signs every persona's card."""
+    push: PushParts | None = None
+    """Push notifications: declared on cards and served by every persona's handler."""
+    avatars: Avatars | None = None
+    """Where ``{id}/avatar`` finds its image (the persona store)."""
+    stream_idle_seconds: float = 0
+    """A stream with nothing to say this long is ended (0: never)."""
+
+    @property
+    def auth(self) -> Authenticator | None:
+        """The authenticator, if anyone can authenticate at all."""
+        auth = self.authenticator
+        return auth if auth is not None and auth.enabled else None
