@@ -161,11 +161,10 @@ def configured_secrets(settings: Settings, environ: Mapping[str, str]) -> list[s
     the API keys, the LLM key, the passwords of the database and LLM URLs, and the MCP
     servers' credentials (headers and environment variables named like one, the token of a
     ``Bearer TOKEN`` alone too, passwords in their URLs)."""
-    from persona_agent.auth.keys import keys_in_file
+    from persona_agent.auth.keys import keys_in_clear
 
     found = [
-        *settings.api_key_list,
-        *keys_in_file(settings.api_keys_file),
+        *keys_in_clear(settings.api_keys, settings.api_keys_file),
         settings.llm_api_key or "",
         settings.push_config_key or "",
         *url_passwords(settings.database_url, settings.llm_base_url),

@@ -6,7 +6,6 @@ Every field is ``PERSONA_AGENT_<NAME>`` in the environment or a ``.env`` file;
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
@@ -184,22 +183,6 @@ class Settings(BaseSettings):
         return [
             origin.strip().rstrip("/") for origin in self.cors_origins.split(",") if origin.strip()
         ]
-
-    @property
-    def api_key_list(self) -> list[str]:
-        """The keys given in clear (for the log to redact), whichever form they take."""
-        text = self.api_keys.strip()
-        if text.startswith("["):
-            try:
-                entries = json.loads(text)
-            except json.JSONDecodeError:
-                return []
-            return [
-                str(entry["key"])
-                for entry in entries
-                if isinstance(entry, dict) and isinstance(entry.get("key"), str)
-            ]
-        return [key.strip() for key in text.split(",") if key.strip()]
 
     @property
     def resolved_database_url(self) -> str:

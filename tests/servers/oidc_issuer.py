@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from types import TracebackType
 from typing import Any
 
 import jwt
@@ -19,19 +18,20 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 from starlette.types import Receive, Scope, Send
 
-from tests.servers.threaded import ThreadedServer
+from tests.servers.threaded import ServedInThread
 
 __all__ = ["AUDIENCE", "OidcIssuer"]
 
 AUDIENCE = "persona-agent-tests"
 
 
-class OidcIssuer:
+class OidcIssuer(ServedInThread):
     """An issuer with one signing key at first; :meth:`rotate` adds a new one."""
+
+    label = "OIDC issuer"
 
     def __init__(self) -> None:
         self._keys: list[tuple[str, rsa.RSAPrivateKey]] = []
-        self.port = 0
         self.jwks_requests = 0
         self.rotate()
 
@@ -80,19 +80,6 @@ class OidcIssuer:
         return jwt.encode(payload, key, algorithm="RS256", headers={"kid": kid or key_id})
 
     # -- serving ------------------------------------------------------------------------------
-
-    def __enter__(self) -> OidcIssuer:
-        self._http = ThreadedServer(self._app, "OIDC issuer")
-        self.port = self._http.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._http.stop()
 
     async def _app(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

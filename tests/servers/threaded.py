@@ -6,11 +6,13 @@ import asyncio
 import socket
 import threading
 import time
+from types import TracebackType
+from typing import Self
 
 import uvicorn
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["ThreadedServer"]
+__all__ = ["ServedInThread", "ThreadedServer"]
 
 
 class ThreadedServer:
@@ -47,3 +49,26 @@ class ThreadedServer:
             self._server.should_exit = True
             self._thread.join(10)
             self._server = self._thread = None
+
+
+class ServedInThread:
+    """A test server as a context manager: ``_app`` served on :attr:`port` while inside."""
+
+    label = "test server"
+    port = 0
+
+    async def _app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self._http = ThreadedServer(self._app, self.label)
+        self.port = self._http.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._http.stop()

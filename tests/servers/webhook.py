@@ -8,12 +8,11 @@ import json
 import threading
 import time
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
-from tests.servers.threaded import ThreadedServer
+from tests.servers.threaded import ServedInThread
 
 __all__ = ["Received", "Webhook"]
 
@@ -25,15 +24,16 @@ class Received:
     body: dict[str, Any]
 
 
-class Webhook:
+class Webhook(ServedInThread):
     """Records POSTs; :attr:`answers` (status codes, popped one per request; then 200)
     and :attr:`delay` (seconds before answering) script it."""
+
+    label = "webhook"
 
     def __init__(self) -> None:
         self.received: list[Received] = []
         self.answers: list[int] = []
         self.delay = 0.0
-        self.port = 0
         self._lock = threading.Lock()
 
     @property
@@ -49,19 +49,6 @@ class Webhook:
                     return list(self.received)
             time.sleep(0.02)
         raise AssertionError(f"webhook: {len(self.received)} requests, waited for {count}")
-
-    def __enter__(self) -> Webhook:
-        self._http = ThreadedServer(self._app, "webhook")
-        self.port = self._http.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._http.stop()
 
     async def _app(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -198,7 +198,8 @@ class A2ARouter:
         """``task_listing``, ``max_id_length``: see :class:`PersonaRequestHandler`;
         ``services``: who may call, limits, audit, avatars, idle streams."""
         services = services or HubServices()
-        self._audit = services.audit
+        audit = services.audit
+        self._audit = audit if audit is not None and audit.enabled else None
         self._quotas = services.quotas
         self.stream_idle_seconds = services.stream_idle_seconds
         self._lookup = lookup
@@ -237,7 +238,8 @@ class A2ARouter:
             await not_found_response(persona_id)(scope, receive, send)
             return
         inner = dict(scope)
-        inner[REQUEST_ID_KEY] = request_id_of(scope["headers"])
+        if self._audit is not None:  # a request id is for the audit log alone
+            inner[REQUEST_ID_KEY] = request_id_of(scope["headers"])
         if rest not in PUBLIC_PATHS:
             refusal = await self._admit(served.persona, rest, scope, inner)
             if refusal is not None:

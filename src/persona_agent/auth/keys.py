@@ -28,7 +28,7 @@ import yaml
 from persona_agent.auth.principal import SCOPES, Principal
 from persona_agent.errors import ConfigError
 
-__all__ = ["ApiKeys", "hash_key", "keys_in_file"]
+__all__ = ["ApiKeys", "hash_key", "keys_in_clear"]
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
@@ -102,19 +102,34 @@ class ApiKeys:
         return found
 
 
-def keys_in_file(file: Path | None) -> list[str]:
-    """The keys a keys file gives in clear (for the log to redact); none if unreadable."""
-    if file is None:
+def keys_in_clear(value: str, file: Path | None = None) -> list[str]:
+    """The keys ``PERSONA_AGENT_API_KEYS`` and its file give in clear, whichever form they
+    take (for the log to redact); what cannot be read gives none (start-up says why)."""
+    text = value.strip()
+    entries: Any = []
+    if text.startswith("["):
+        try:
+            entries = json.loads(text)
+        except json.JSONDecodeError:
+            entries = []
+    elif text:
+        entries = [{"key": key.strip()} for key in text.split(",") if key.strip()]
+    if file is not None:
+        try:
+            loaded = yaml.safe_load(file.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            loaded = None
+        if isinstance(loaded, Mapping):
+            loaded = loaded.get("keys")
+        if isinstance(loaded, list) and isinstance(entries, list):
+            entries = [*entries, *loaded]
+    if not isinstance(entries, list):
         return []
-    try:
-        loaded = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return []
-    if isinstance(loaded, Mapping):
-        loaded = loaded.get("keys")
-    if not isinstance(loaded, list):
-        return []
-    return [str(item["key"]) for item in loaded if isinstance(item, Mapping) and "key" in item]
+    return [
+        item["key"]
+        for item in entries
+        if isinstance(item, Mapping) and isinstance(item.get("key"), str)
+    ]
 
 
 def _entries(value: Any, where: str) -> list[_Entry]:
