@@ -201,16 +201,17 @@ CHECKED = [0]
 """Answers the load generator checked, over the whole run (it fails the run on any error)."""
 
 
-def load(url: str, *args: str) -> dict[str, Any]:
-    """One run of the load generator, in its own process; its JSON summary."""
-    return load_together([url], *args)[0]
+def load(url: str, *args: str, pin: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One run of the load generator, in its own process; its JSON summary. ``pin``: a
+    command to run it under (``taskset -c 1``)."""
+    return load_together([url], *args, pin=pin)[0]
 
 
-def load_together(urls: list[str], *args: str) -> list[dict[str, Any]]:
+def load_together(urls: list[str], *args: str, pin: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """A load generator per URL, all at once (each in its own process); their summaries."""
     runs = [
         subprocess.Popen(
-            [PYTHON, str(BENCH / "loadgen.py"), "--url", url, *args],
+            [*pin, PYTHON, str(BENCH / "loadgen.py"), "--url", url, *args],
             env=ENV,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -536,6 +537,18 @@ def auth_cost(rounds: int, window: str, root: Path) -> list[Row]:
     ]
 
 
+def replicas(rounds: int, window: str, root: Path, quick: bool) -> list[Row]:
+    """The replica figures: bench/replicas.py (which imports this file as ``run``: its
+    answers checked are added here)."""
+    import replicas as part
+    import run as twin
+
+    rows = part.replicas(rounds, window, root, quick)
+    CHECKED[0] += twin.CHECKED[0]
+    LOGS.extend(twin.LOGS)
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run, not a measurement")
@@ -552,6 +565,12 @@ def main() -> int:
         action="store_true",
         help="skip the instruction counts (valgrind; about 5 minutes)",
     )
+    parser.add_argument(
+        "--part",
+        action="append",
+        help="run only this part (repeatable): throughput and tail, instructions, streaming, "
+        "persona count, authentication, memory, replicas",
+    )
     args = parser.parse_args()
     rounds, window = (1, "5") if args.quick else (args.rounds, "10")
     total = args.requests or (20_000 if args.quick else 100_000)
@@ -563,7 +582,10 @@ def main() -> int:
         ("persona count", lambda root: persona_count(root, count, rounds, "5")),
         ("authentication", lambda root: auth_cost(rounds, window, root)),
         ("memory", lambda root: memory(root, first, total)),
+        ("replicas", lambda root: replicas(rounds, window, root, args.quick)),
     ]
+    if args.part:
+        parts = [(name, part) for name, part in parts if name in args.part]
     if not args.no_callgrind:
         requests = 100 if args.quick else 400
         parts.insert(1, ("instructions", lambda root: instructions(root, requests)))

@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from persona_agent.db import GroupCommitWriter, create_engine, init_db, metadata
 
@@ -48,6 +51,7 @@ async def empty_postgres() -> str:
     try:
         async with engine.begin() as conn:
             await conn.run_sync(metadata.drop_all)
+            await conn.exec_driver_sql("DROP TABLE IF EXISTS alembic_version")
     except (OSError, SQLAlchemyError) as error:
         if POSTGRES_REQUIRED or POSTGRES_URL:
             pytest.fail(f"PostgreSQL at {url} is required and did not answer: {error}")
@@ -83,3 +87,35 @@ async def writer(engine: AsyncEngine) -> AsyncIterator[GroupCommitWriter]:
     group = GroupCommitWriter(engine)
     yield group
     await group.aclose()
+
+
+@pytest.fixture
+async def pg_url() -> AsyncIterator[str]:
+    """The URL of a new, empty database on the test PostgreSQL, dropped afterwards."""
+    base = POSTGRES_URL or LOCAL_POSTGRES_URL
+    name = f"pa_c_{uuid.uuid4().hex[:16]}"
+    admin = create_async_engine(base, isolation_level="AUTOCOMMIT")
+    try:
+        async with admin.connect() as conn:
+            await conn.execute(text(f'CREATE DATABASE "{name}"'))
+    except (OSError, SQLAlchemyError) as error:
+        await admin.dispose()
+        if POSTGRES_REQUIRED or POSTGRES_URL:
+            pytest.fail(f"PostgreSQL at {base} is required and did not answer: {error}")
+        pytest.skip(f"no PostgreSQL at {base}: {error}")
+    try:
+        yield make_url(base).set(database=name).render_as_string(hide_password=False)
+    finally:
+        async with admin.connect() as conn:
+            await conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        await admin.dispose()
+
+
+@pytest.fixture
+async def pg_engine(pg_url: str) -> AsyncIterator[AsyncEngine]:
+    """An engine on :func:`pg_url`'s database, the hub's tables created."""
+    engine = create_engine(pg_url)
+    async with engine.begin() as conn:
+        await conn.run_sync(metadata.create_all)
+    yield engine
+    await engine.dispose()

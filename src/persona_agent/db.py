@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Column,
+    DateTime,
     Index,
     Integer,
     LargeBinary,
@@ -26,6 +27,7 @@ from sqlalchemy import (
     Table,
     Text,
     event,
+    func,
 )
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, InvalidRequestError, NoSuchModuleError
@@ -36,12 +38,19 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from persona_agent.errors import ConfigError
 
 __all__ = [
+    "MIGRATION_LOCK_KEY",
     "GroupCommitWriter",
     "create_engine",
+    "db_revision",
     "init_db",
     "messages_table",
     "metadata",
+    "personas_table",
+    "prepare_db",
+    "replicas_table",
+    "task_events_table",
     "tasks_table",
+    "upgrade_db",
 ]
 
 metadata = MetaData()
@@ -56,7 +65,12 @@ tasks_table = Table(
     # Status timestamp in ns, -1 without one: ListTasks orders by (sort_ts, id) descending.
     Column("sort_ts", BigInteger, nullable=False),
     Column("data", LargeBinary, nullable=False),  # the task, serialized protobuf
+    # Replicas (PostgreSQL): how many times the task was written (the SDK's TaskVersion, for
+    # compare-and-swap), and the replica that wrote it last (whose lease covers it).
+    Column("version", BigInteger, nullable=False, server_default="0"),
+    Column("replica", String(100), nullable=True),
     Index("ix_pa_tasks_owner_order", "owner", "sort_ts", "id"),
+    Index("ix_pa_tasks_replica_state", "replica", "state"),
     Index("ix_pa_tasks_owner_context", "owner", "context_id"),
 )
 
@@ -70,8 +84,48 @@ messages_table = Table(
 )
 
 
-def create_engine(url: str) -> AsyncEngine:
+_Seq = BigInteger().with_variant(Integer, "sqlite")  # SQLite autoincrements INTEGER only
+
+task_events_table = Table(
+    "pa_task_events",
+    metadata,
+    Column("seq", _Seq, primary_key=True, autoincrement=True),
+    Column("task_id", String(200), nullable=False),
+    Column("version", BigInteger, nullable=False),  # the task's version after this event
+    Column("data", LargeBinary, nullable=False),  # a StreamResponse, serialized protobuf
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Index("ix_pa_task_events_task", "task_id", "version"),
+)
+"""Replicas (PostgreSQL): each event of a task, in order, for subscribers on other replicas
+(:mod:`persona_agent.cluster.events`)."""
+
+replicas_table = Table(
+    "pa_replicas",
+    metadata,
+    Column("id", String(100), primary_key=True),
+    Column("started_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("heartbeat_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+"""Replicas (PostgreSQL): one row per live replica, its lease renewed by heartbeats
+(:mod:`persona_agent.cluster.leases`)."""
+
+personas_table = Table(
+    "pa_personas",
+    metadata,
+    Column("id", String(63), primary_key=True),
+    Column("version", String(64), nullable=False),  # the persona's content version (its ETag)
+    Column("document", Text, nullable=False),  # the persona as YAML
+    Column("image", LargeBinary, nullable=True),  # its avatar, PNG without text chunks
+    Column("source_hash", String(64), nullable=True),  # the file it was imported from
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+"""Replicas (PostgreSQL): the personas
+(:class:`persona_agent.personas.sql_store.SqlPersonaStore`)."""
+
+
+def create_engine(url: str, *, pool_size: int = 10, max_overflow: int = 20) -> AsyncEngine:
     """An engine for ``url``; for SQLite, the parent directory is created and WAL is on.
+    ``pool_size`` and ``max_overflow``: the connection pool of another database.
 
     Raises:
         ConfigError: ``url`` is not a database URL, or names a driver that is not
@@ -95,7 +149,9 @@ def create_engine(url: str) -> AsyncEngine:
         engine = (
             create_async_engine(url, pool_size=1, max_overflow=0)
             if is_sqlite
-            else create_async_engine(url)
+            else create_async_engine(
+                url, pool_size=pool_size, max_overflow=max_overflow, pool_pre_ping=True
+            )
         )
     except ModuleNotFoundError as error:
         extra = (
@@ -124,10 +180,86 @@ def create_engine(url: str) -> AsyncEngine:
     return engine
 
 
+MIGRATION_LOCK_KEY = 0x7065_7273_6F6E_6121  # "persona!" in ASCII
+"""The PostgreSQL advisory lock a migrating hub holds (:func:`upgrade_db`)."""
+
+
 async def init_db(engine: AsyncEngine) -> None:
-    """Create the tables that do not exist yet."""
-    async with engine.begin() as conn:
-        await conn.run_sync(metadata.create_all)
+    """Bring the database to the newest schema, as :func:`upgrade_db`."""
+    await upgrade_db(engine)
+
+
+async def upgrade_db(engine: AsyncEngine, revision: str = "head") -> None:
+    """Migrate the database up to ``revision`` (``persona_agent/migrations/versions``).
+
+    The tables of a database made before migrations (by ``create_all``, without
+    ``alembic_version``) are taken over as they are. Safe for many hubs starting at once
+    on one PostgreSQL database: the migrating connection holds the advisory lock
+    :data:`MIGRATION_LOCK_KEY` from before it reads the revision until the migration is
+    committed, so the others wait, then find the database migrated. On PostgreSQL the
+    revisions run in one transaction; on SQLite, one each.
+
+    Raises:
+        ConfigError: the database is at a revision this version does not know (a newer
+            persona-agent migrated it), or ``revision`` is not one.
+    """
+    from alembic.util import CommandError
+    from sqlalchemy import text
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from persona_agent import migrations
+
+    async with engine.connect() as conn:
+        postgres = conn.dialect.name == "postgresql"
+        try:
+            if postgres:
+                await conn.execute(text(f"SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})"))
+            async with migrations.one_at_a_time():
+                await conn.run_sync(migrations.upgrade, revision)
+            await conn.commit()
+        except CommandError as error:
+            raise ConfigError(
+                f"Cannot migrate the database's schema: {error} (a revision unknown here "
+                "comes from a newer persona-agent)"
+            ) from None
+        finally:
+            if postgres:
+                try:
+                    await conn.rollback()  # what a failed migration left
+                    await conn.execute(text(f"SELECT pg_advisory_unlock({MIGRATION_LOCK_KEY})"))
+                    await conn.commit()
+                except (OSError, SQLAlchemyError):
+                    await conn.invalidate()  # its session ends, and the lock with it
+
+
+async def db_revision(engine: AsyncEngine) -> tuple[str | None, str]:
+    """The database's schema revision (``None``: none yet, empty or made before
+    migrations) and the newest revision this version of persona-agent has."""
+    from persona_agent import migrations
+
+    async with engine.connect() as conn:
+        current = await conn.run_sync(migrations.current_revision)
+    return current, migrations.head_revision()
+
+
+async def prepare_db(engine: AsyncEngine, *, auto_upgrade: bool) -> None:
+    """At start-up: migrate the database to the newest schema (``auto_upgrade``), or check
+    that it is there already (``PERSONA_AGENT_DB_AUTO_UPGRADE=false``).
+
+    Raises:
+        ConfigError: not ``auto_upgrade``, and the database is not at the newest revision
+            (the message names ``persona-agent db upgrade``); or as :func:`upgrade_db`.
+    """
+    if auto_upgrade:
+        await upgrade_db(engine)
+        return
+    current, head = await db_revision(engine)
+    if current != head:
+        raise ConfigError(
+            f"The database's schema is at revision {current or 'none'}, this persona-agent "
+            f"needs {head}: run `persona-agent db upgrade` first (or set "
+            "PERSONA_AGENT_DB_AUTO_UPGRADE=true to migrate at start-up)"
+        )
 
 
 class GroupCommitWriter:

@@ -31,7 +31,19 @@ class Settings(BaseSettings):
     personas_dir: Path = Path("./personas")
     data_dir: Path = Path("./data")
     database_url: str | None = None
-    """SQLAlchemy async URL; default ``sqlite+aiosqlite:///<data_dir>/persona-agent.db``."""
+    """SQLAlchemy async URL; default ``sqlite+aiosqlite:///<data_dir>/persona-agent.db``.
+    With ``postgresql+asyncpg://...``, replicas on one database are one hub
+    (docs/deployment.md)."""
+    db_auto_upgrade: bool = True
+    """Migrate the database to the newest schema at start-up. When false, start-up fails,
+    naming ``persona-agent db upgrade``, if the database is not at the newest revision."""
+    db_pool_size: int = Field(default=10, ge=1, le=1000)
+    """PostgreSQL: connections each replica keeps open (SQLAlchemy's ``pool_size``)."""
+    db_max_overflow: int = Field(default=20, ge=0, le=1000)
+    """PostgreSQL: connections a replica may open beyond the pool under load."""
+    replica_lease_seconds: float = Field(default=15.0, ge=1.0, le=3600.0)
+    """PostgreSQL: a replica that sends no heartbeat for this long is lost, and its tasks
+    still under way end ``failed`` (heartbeats every third of it)."""
 
     llm_backend: Literal["auto", "openai", "local"] = "auto"
     llm_base_url: str | None = Field(

@@ -68,6 +68,7 @@ class PersonaAgentExecutor(AgentExecutor):
         self._cancelled: set[str] = set()
         self.running: dict[str, ServerCallContext] = {}
         """Tasks being answered now, with the call context that started each."""
+        self._updaters: dict[str, TaskUpdater] = {}
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Answer the message; the conversation is the caller's (see :func:`conversation_key`)."""
@@ -82,6 +83,7 @@ class PersonaAgentExecutor(AgentExecutor):
             self._audit("task.create", context, task_id=task_id, contextId=context_id)
         updater = TaskUpdater(event_queue, task_id, context_id)
         self.running[task_id] = context.call_context
+        self._updaters[task_id] = updater
         try:
             await updater.start_work()
             whole = bool(context.call_context.state.get(WHOLE_ANSWER_STATE_KEY))
@@ -118,6 +120,7 @@ class PersonaAgentExecutor(AgentExecutor):
         finally:
             self._cancelled.discard(task_id)
             self.running.pop(task_id, None)
+            self._updaters.pop(task_id, None)
 
     async def _answer(
         self,
@@ -182,6 +185,23 @@ class PersonaAgentExecutor(AgentExecutor):
         await updater.cancel(
             updater.new_agent_message([Part(text="Canceled at the client's request")])
         )
+
+    async def canceled_elsewhere(self, task_id: str) -> bool:
+        """Stop answering a task that another replica canceled (it is ``canceled`` in the
+        shared store already); whether it was running here.
+
+        The cancel status goes through the SDK like any event: saving it finds the task
+        finished, so the SDK reloads it, tells this replica's subscribers, and cancels
+        :meth:`execute` (the LLM stream is closed).
+        """
+        updater = self._updaters.get(task_id)
+        if updater is None or task_id in self._cancelled:
+            return False
+        self._cancelled.add(task_id)
+        await updater.cancel(
+            updater.new_agent_message([Part(text="Canceled at the client's request")])
+        )
+        return True
 
     def _audit(self, action: str, context: RequestContext, **details: Any) -> None:
         if self.audit is None or not self.audit.enabled:

@@ -26,7 +26,7 @@ import contextlib
 import logging
 import random
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,14 +109,26 @@ class IndexedConfigStore(PushNotificationConfigStore):
     answers "which webhooks?" with a query: a query for each streamed token of every
     task, almost none of which has a webhook. This store reads the task ids that have
     configs once, keeps the set up to date as configs are set and deleted through it, and
-    answers :meth:`has_configs` from memory. One hub owns its database's configs (a
-    replicated hub, issue 22, would need the set shared).
+    answers :meth:`has_configs` from memory. Replicas share the set: ``announce`` tells
+    the others of each task given a config (they call :meth:`heard`), since a task may run
+    on a replica other than the one its config was set through.
     """
 
-    def __init__(self, inner: DatabasePushNotificationConfigStore) -> None:
+    def __init__(
+        self,
+        inner: DatabasePushNotificationConfigStore,
+        *,
+        announce: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
         self._inner = inner
         self._tasks: set[str] | None = None
         self._lock = asyncio.Lock()
+        self._announce = announce
+
+    def heard(self, task_id: str) -> None:
+        """Another replica set a config for ``task_id``."""
+        if self._tasks is not None:
+            self._tasks.add(task_id)
 
     async def has_configs(self, task_id: str) -> bool:
         if self._tasks is None:
@@ -139,8 +151,9 @@ class IndexedConfigStore(PushNotificationConfigStore):
         context: ServerCallContext,
     ) -> TaskPushNotificationConfig | None:
         saved = await self._inner.set_info(task_id, notification_config, context)
-        if self._tasks is not None:
-            self._tasks.add(task_id)
+        self.heard(task_id)
+        if self._announce is not None:
+            await self._announce(task_id)
         return saved
 
     async def get_info(
@@ -165,7 +178,7 @@ class IndexedConfigStore(PushNotificationConfigStore):
 class PushParts:
     """What every persona's SDK handler takes for push notifications."""
 
-    store: PushNotificationConfigStore
+    store: IndexedConfigStore
     sender: RetryingPushSender
     guard: PushUrlGuard
 

@@ -15,6 +15,7 @@ import logging
 from functools import cached_property
 from typing import Any
 
+from a2a.server.cluster import StoredTask, VersionedTaskStore
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
@@ -49,7 +50,7 @@ class PersonaApp:
         persona: Persona,
         base_url: str,
         engine: ChatEngine,
-        task_store: TaskStore,
+        task_store: TaskStore | VersionedTaskStore,
         services: HubServices | None = None,
     ) -> None:
         self.persona = persona
@@ -102,6 +103,7 @@ class PersonaApp:
             push_config_store=push.store if push is not None else None,
             push_sender=push.sender if push is not None else None,
             push_url_validator=push.guard if push is not None else None,
+            event_stream=self._services.event_stream,
         )
 
     @property
@@ -117,7 +119,7 @@ class A2ARegistry:
         self,
         *,
         engine: ChatEngine,
-        task_store: TaskStore,
+        task_store: TaskStore | VersionedTaskStore,
         base_url: str,
         max_message_bytes: int = 1024 * 1024,
         shutdown_grace_period: float = 0,
@@ -246,8 +248,18 @@ class A2ARegistry:
         )
 
     async def _is_terminal(self, task_id: str, call_context: ServerCallContext) -> bool:
-        task = await self._task_store.get(task_id, call_context)
+        found = await self._task_store.get(task_id, call_context)
+        task = found.task if isinstance(found, StoredTask) else found
         return task is not None and task.status.state in TERMINAL_STATES
+
+    async def canceled_elsewhere(self, task_id: str) -> None:
+        """Another replica canceled a task: if it runs here, stop it (see
+        :meth:`PersonaAgentExecutor.canceled_elsewhere`)."""
+        apps = [*self._apps.values(), *(a for old in self._retired.values() for a in old)]
+        for app in apps:
+            if task_id in app.executor.running:
+                await app.executor.canceled_elsewhere(task_id)
+                return
 
     async def _wait_terminal(self, task_id: str, call_context: ServerCallContext) -> None:
         """Poll the store until the task is terminal: its final state is durable then."""

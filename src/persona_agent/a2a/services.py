@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from a2a.server.cluster import TaskEventStream
+
 from persona_agent.a2a.card_signing import CardSigner
 from persona_agent.a2a.push_notifications import PushParts
 from persona_agent.a2a.quotas import Quotas
@@ -39,6 +41,8 @@ class HubServices:
     """Where ``{id}/avatar`` finds its image (the persona store)."""
     stream_idle_seconds: float = 0
     """A stream with nothing to say this long is ended (0: never)."""
+    event_stream: TaskEventStream | None = None
+    """Replicas: the events of tasks running on other replicas (the SDK's cluster mode)."""
 
     @property
     def auth(self) -> Authenticator | None:

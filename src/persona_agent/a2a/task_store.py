@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SqlTaskStore", "persona_owner"]
+__all__ = ["SqlTaskStore", "persona_owner", "sort_timestamp"]
 
 
 _SETTLED = (
@@ -83,7 +83,7 @@ def persona_owner(context: ServerCallContext) -> str:
     return f"{persona_id}:{context.user.user_name}"
 
 
-def _sort_ts(task: Task) -> int:
+def sort_timestamp(task: Task) -> int:
     if task.HasField("status") and task.status.HasField("timestamp"):
         return int(task.status.timestamp.ToNanoseconds())
     return -1
@@ -196,7 +196,7 @@ class SqlTaskStore(TaskStore):
                     "id": task.id,
                     "context_id": task.context_id,
                     "state": int(task.status.state),
-                    "sort_ts": _sort_ts(task),
+                    "sort_ts": sort_timestamp(task),
                     "data": task.SerializeToString(),
                 }
             )
@@ -341,7 +341,7 @@ class SqlTaskStore(TaskStore):
                     "u_owner": owner,
                     "u_id": task_id,
                     "state": int(task.status.state),
-                    "sort_ts": _sort_ts(task),
+                    "sort_ts": sort_timestamp(task),
                     "data": task.SerializeToString(),
                 }
             )

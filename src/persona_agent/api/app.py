@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -14,6 +15,7 @@ from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.tasks import DatabasePushNotificationConfigStore
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+from sqlalchemy import literal, select
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -38,7 +40,7 @@ from persona_agent.api.routes import personas as personas_routes
 from persona_agent.audit import AuditLog
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.history import ConversationHistory
-from persona_agent.db import GroupCommitWriter, create_engine, init_db
+from persona_agent.db import GroupCommitWriter, create_engine, prepare_db
 from persona_agent.errors import (
     ConfigError,
     PersonaAgentError,
@@ -60,11 +62,18 @@ from persona_agent.retention import Retention, RetentionLimits
 from persona_agent.settings import Settings
 
 if TYPE_CHECKING:
+    from persona_agent.cluster import Cluster
+    from persona_agent.cluster.notify import Listener
+    from persona_agent.cluster.tasks import ClusterTaskStore
     from persona_agent.mcp.toolbox import MCPToolbox
+    from persona_agent.personas.sql_store import SqlPersonaStore
 
 __all__ = ["create_app", "load_personas"]
 
 logger = logging.getLogger(__name__)
+
+PUSH_CHANNEL = "pa_push_configs"
+"""Replicas: notified with a task id when a push config is set for it."""
 
 UNFINISHED_REASON = "The server stopped before this task finished; send the message again."
 
@@ -86,6 +95,19 @@ def load_personas(settings: Settings) -> PersonaStore:
     return store
 
 
+async def _import_personas(settings: Settings, store: SqlPersonaStore, listener: Listener) -> None:
+    """Replicas: import the persona directory's files into the database (a file already
+    imported, unchanged, is left alone), then load every persona and follow changes."""
+    directory = settings.personas_dir
+    if directory.is_dir():
+        errors = await store.import_directory(directory)
+        if errors:
+            raise ConfigError(
+                f"{len(errors)} invalid persona file(s):\n" + "\n".join(f"  {e}" for e in errors)
+            )
+    await store.start(listener)
+
+
 def create_app(settings: Settings) -> FastAPI:
     """The hub as an ASGI app. Start-up (its lifespan) opens the database and MCP servers."""
     toolbox: MCPToolbox | None = None
@@ -96,18 +118,39 @@ def create_app(settings: Settings) -> FastAPI:
 
         mcp_config = load_mcp_config(settings.mcp_config, os.environ)
         toolbox = MCPToolbox(mcp_config, default_timeout=settings.tool_timeout)
-    db = create_engine(settings.resolved_database_url)
+    db = create_engine(
+        settings.resolved_database_url,
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_max_overflow,
+    )
     writer = GroupCommitWriter(db)  # every write of the hub, in shared transactions
+    # On PostgreSQL this process is a replica: any number of them on one database are one
+    # hub (docs/deployment.md). Imported only then: the cluster parts need asyncpg.
+    cluster: Cluster | None = None
+    if db.dialect.name == "postgresql":
+        from persona_agent.cluster import Cluster
+
+        cluster = Cluster(writer, lease_seconds=settings.replica_lease_seconds)
     llm = build_llm_backend(settings)
     history = ConversationHistory(
         writer,
         cache_size=settings.history_cache_size,
         cache_bytes=settings.history_cache_bytes,
         max_messages=settings.history_max_messages,
+        shared=cluster is not None,
     )
-    engine = ChatEngine(llm, history, toolbox, max_tool_iterations=settings.max_tool_iterations)
-    task_store = SqlTaskStore(writer)
-    persona_data = DeletedPersonaData(task_store, history)
+    engine = ChatEngine(
+        llm,
+        history,
+        toolbox,
+        max_tool_iterations=settings.max_tool_iterations,
+        locks=cluster.locks if cluster is not None else None,
+    )
+    lean_store = cluster.tasks.as_task_store if cluster is not None else SqlTaskStore(writer)
+    task_store: SqlTaskStore | ClusterTaskStore = (
+        cluster.tasks if cluster is not None else lean_store
+    )
+    persona_data = DeletedPersonaData(lean_store, history)
     retention = Retention(
         writer,
         RetentionLimits(
@@ -118,7 +161,14 @@ def create_app(settings: Settings) -> FastAPI:
             message_max_bytes=settings.retention_message_bytes,
         ),
     )
-    store = load_personas(settings)
+    store: PersonaStore
+    sql_store: SqlPersonaStore | None = None
+    if cluster is not None:
+        from persona_agent.personas.sql_store import SqlPersonaStore
+
+        store = sql_store = SqlPersonaStore(db, limits=persona_limits(settings))
+    else:
+        store = load_personas(settings)
     authenticator = build_authenticator(settings)
     signer = (
         CardSigner.from_file(
@@ -143,7 +193,10 @@ def create_app(settings: Settings) -> FastAPI:
         push_store = IndexedConfigStore(
             DatabasePushNotificationConfigStore(
                 db, owner_resolver=persona_owner, encryption_key=settings.push_config_key
-            )
+            ),
+            announce=(
+                functools.partial(cluster.announce, PUSH_CHANNEL) if cluster is not None else None
+            ),
         )
         push_http = httpx.AsyncClient(timeout=10, follow_redirects=False)
         guard = PushUrlGuard(settings.push_allowed_host_list)
@@ -157,6 +210,7 @@ def create_app(settings: Settings) -> FastAPI:
         push=push,
         avatars=store.avatar,
         stream_idle_seconds=settings.stream_idle_seconds,
+        event_stream=cluster.events if cluster is not None else None,
     )
     registry = A2ARegistry(
         engine=engine,
@@ -171,10 +225,16 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        await init_db(db)
-        marked = await task_store.fail_unfinished(UNFINISHED_REASON)
-        if marked:
-            logger.warning("Marked %d unfinished task(s) from an earlier run as failed", marked)
+        await prepare_db(db, auto_upgrade=settings.db_auto_upgrade)
+        if cluster is not None and sql_store is not None:
+            if push is not None:
+                await cluster.listener.listen(PUSH_CHANNEL, push.store.heard)
+            await cluster.start(registry.canceled_elsewhere)
+            await _import_personas(settings, sql_store, cluster.listener)
+        else:
+            marked = await lean_store.fail_unfinished(UNFINISHED_REASON)
+            if marked:
+                logger.warning("Marked %d unfinished task(s) from an earlier run as failed", marked)
         if toolbox is not None:
             await toolbox.start()
         personas = await store.list()
@@ -202,7 +262,10 @@ def create_app(settings: Settings) -> FastAPI:
             unsubscribe_data()
             await persona_data.aclose()
             await registry.aclose()
-            await task_store.aclose()
+            if cluster is not None and sql_store is not None:
+                await cluster.aclose()  # its tasks are done: the lease goes
+                await sql_store.aclose()
+            await lean_store.aclose()
             await writer.aclose()
             if toolbox is not None:
                 await toolbox.aclose()
@@ -272,7 +335,25 @@ def create_app(settings: Settings) -> FastAPI:
 
     @app.get("/healthz", tags=["operations"])
     async def healthz() -> JSONResponse:
+        """The process serves (liveness)."""
         return JSONResponse({"status": "ok", "personas": len(registry)})
+
+    @app.get("/readyz", tags=["operations"])
+    async def readyz() -> JSONResponse:
+        """The hub can answer: its database answers within two seconds (readiness; 503 if
+        not, so a load balancer sends requests elsewhere)."""
+        body: dict[str, Any] = {"personas": len(registry)}
+        if cluster is not None:
+            body["replica"] = cluster.replica
+        try:
+            async with asyncio.timeout(2):
+                await writer.fetch(select(literal(1)))
+        except Exception as error:
+            logger.warning("Readiness check: the database does not answer (%s)", error)
+            return JSONResponse(
+                {**body, "status": "unavailable", "database": "unreachable"}, status_code=503
+            )
+        return JSONResponse({**body, "status": "ready", "database": "ok"})
 
     app.include_router(personas_routes.router, prefix="/api/v1")
     for error_type, code in (

@@ -54,12 +54,15 @@ class ChatEngine:
         toolbox: Toolbox | None = None,
         *,
         max_tool_iterations: int = 10,
+        locks: KeyedLocks | None = None,
     ) -> None:
+        """``locks``: how turns of one conversation are kept apart (this process's locks;
+        replicas pass :class:`~persona_agent.cluster.locks.AdvisoryLocks`)."""
         self.llm = llm
         self.history = history
         self.toolbox = toolbox
         self.max_tool_iterations = max_tool_iterations
-        self._locks = KeyedLocks()
+        self._locks = locks if locks is not None else KeyedLocks()
 
     async def stream(
         self, persona: Persona, context_id: str, user_message: str

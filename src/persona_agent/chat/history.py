@@ -62,7 +62,11 @@ class ConversationHistory:
         cache_size: int = 200,
         max_messages: int = 50,
         cache_bytes: int = 64 * 1024 * 1024,
+        shared: bool = False,
     ):
+        """``shared``: other replicas add turns to the same conversations, so every load
+        reads the database (under the conversation's lock, which spans replicas)."""
+        self._shared = shared
         self._db = writer
         self._insert = insert(messages_table)
         self._select = (
@@ -99,6 +103,8 @@ class ConversationHistory:
 
     async def load(self, conversation: str) -> list[Message]:
         """The recent messages of a conversation (a copy: callers may extend it)."""
+        if self._shared:
+            return await self._read(conversation)
         entry = self._cache.get(conversation)
         if entry is None:
             cached = await self._read(conversation)
@@ -115,6 +121,8 @@ class ConversationHistory:
             self._insert,
             [{"conversation": conversation, "message": json.dumps(m)} for m in messages],
         )
+        if self._shared:
+            return
         entry = self._cache.get(conversation)
         current = await self._read(conversation) if entry is None else entry[0] + list(messages)
         self._remember(conversation, current)

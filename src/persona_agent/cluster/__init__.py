@@ -1,0 +1,68 @@
+"""Replicas: many ``persona-agent serve`` processes on one PostgreSQL, one hub.
+
+:class:`Cluster` holds what a replica adds to a single hub, all on the database they
+share: the SDK's cluster mode (a versioned task store and a task event stream, so
+any replica reads, lists, subscribes to and cancels any task), a lease per replica
+(a dead replica's unfinished tasks fail, nobody else's), and advisory locks (one
+turn at a time per conversation). The persona store is
+:class:`~persona_agent.personas.sql_store.SqlPersonaStore`. docs/deployment.md
+tells how to run it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from persona_agent.cluster.events import PgTaskEventStream
+from persona_agent.cluster.leases import ReplicaLease, new_replica_id
+from persona_agent.cluster.locks import AdvisoryLocks
+from persona_agent.cluster.notify import NOTIFY, Listener
+from persona_agent.cluster.tasks import CANCEL_CHANNEL, ClusterTaskStore
+from persona_agent.db import GroupCommitWriter
+
+__all__ = ["Cluster"]
+
+logger = logging.getLogger(__name__)
+
+
+class Cluster:
+    """This replica's part in the hub: its id, lease, task store, event stream and locks."""
+
+    def __init__(self, writer: GroupCommitWriter, *, lease_seconds: float = 15.0) -> None:
+        engine = writer.engine
+        self.replica = new_replica_id()
+        self.listener = Listener(engine.url)
+        self.tasks = ClusterTaskStore(writer, self.replica)
+        self.events = PgTaskEventStream(engine, self.listener)
+        self.lease = ReplicaLease(engine, self.tasks, lease_seconds=lease_seconds)
+        self.locks = AdvisoryLocks(engine)
+        self._pending: set[asyncio.Task[None]] = set()
+
+    async def start(self, on_cancel: Callable[[str], Coroutine[Any, Any, None]]) -> None:
+        """Listen, take the lease (failing what lost replicas left), and call
+        ``on_cancel`` with the id of each task canceled anywhere."""
+
+        def canceled(task_id: str) -> None:
+            task = asyncio.create_task(on_cancel(task_id))
+            self._pending.add(task)
+            task.add_done_callback(self._pending.discard)
+
+        await self.events.start()
+        await self.listener.listen(CANCEL_CHANNEL, canceled)
+        await self.listener.start()
+        await self.lease.start()
+        logger.info("Replica %s joined the hub", self.replica)
+
+    async def announce(self, channel: str, payload: str) -> None:
+        """Notify every replica (this one too) on ``channel``."""
+        async with self.tasks.engine.begin() as conn:
+            await conn.execute(NOTIFY, {"channel": channel, "payload": payload})
+
+    async def aclose(self) -> None:
+        """Give the lease up and stop listening (after this replica's tasks are done)."""
+        await self.lease.aclose()
+        await self.listener.aclose()
+        await self.tasks.aclose()

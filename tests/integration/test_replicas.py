@@ -1,0 +1,203 @@
+"""Two replicas of the hub on one PostgreSQL, each a real uvicorn in this process with its
+own engine, listening connection and lease: tasks, conversations and personas are the
+hub's, not a replica's. (Processes, nginx, SIGKILL: tests/integration/test_replicas_nginx.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+
+import pytest
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    ListTasksRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
+    TaskState,
+)
+
+from tests.fakes.fake_llm import FakeLLM, Hang, Reply
+from tests.integration.a2a_helpers import (
+    answer_text,
+    get_task,
+    send,
+    submit,
+    user_message,
+    wait_for_state,
+)
+from tests.integration.conftest import Hub, HubFactory
+
+
+@pytest.fixture
+async def pair(hub_factory: HubFactory, pg_url: str) -> AsyncIterator[tuple[Hub, Hub]]:
+    async with AsyncExitStack() as stack:
+        a = await stack.enter_async_context(hub_factory(database_url=pg_url))
+        b = await stack.enter_async_context(hub_factory(database_url=pg_url))
+        yield a, b
+
+
+async def _card_status(hub: Hub, persona_id: str, status: int, *, within: float) -> None:
+    """Wait until the persona's card answers ``status`` (at most ``within`` seconds)."""
+    deadline = time.monotonic() + within
+    url = f"/a2a/{persona_id}/.well-known/agent-card.json"
+    for _ in range(10_000):
+        if (await hub.http.get(url)).status_code == status:
+            return
+        assert time.monotonic() < deadline, f"{url} did not answer {status} within {within}s"
+        await asyncio.sleep(0.02)
+
+
+def _text(events: list[StreamResponse]) -> str:
+    return "".join(
+        part.text
+        for event in events
+        if event.HasField("artifact_update")
+        for part in event.artifact_update.artifact.parts
+    )
+
+
+async def test_a_task_started_on_one_replica_is_read_listed_and_followed_on_the_other(
+    pair: tuple[Hub, Hub], llm: FakeLLM
+) -> None:
+    a, b = pair
+    words = [f"w{i} " for i in range(30)]
+    llm.script(Reply("".join(words), chunks=words, token_delay=0.05))
+    on_a = await a.client("socrates")
+    task_id = await submit(on_a, "Talk a while")
+    await asyncio.to_thread(llm.wait_chunks, 5, 5.0)
+    on_b = await b.client("socrates", streaming=True)
+    seen = await get_task(on_b, task_id)
+    assert seen.status.state == TaskState.TASK_STATE_WORKING
+    listed = await on_b.list_tasks(ListTasksRequest())
+    assert task_id in [task.id for task in listed.tasks]
+
+    events: list[StreamResponse] = []
+    async with asyncio.timeout(20):
+        async for event in on_b.subscribe(SubscribeToTaskRequest(id=task_id)):
+            events.append(event)
+    first = events[0]
+    assert first.HasField("task")
+    # The snapshot and the events after it add up to the whole answer: no gap, no repeat.
+    before = "".join(p.text for art in first.task.artifacts for p in art.parts)
+    assert before + _text(events[1:]) == "".join(words)
+    assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    done = await get_task(on_b, task_id)
+    assert answer_text(done) == "".join(words)
+
+
+async def test_cancel_through_the_other_replica_stops_the_model_within_a_second(
+    pair: tuple[Hub, Hub], llm: FakeLLM
+) -> None:
+    a, b = pair
+    llm.script(Hang())
+    streaming = await a.client("socrates", streaming=True)
+    events: list[StreamResponse] = []
+
+    async def follow() -> None:
+        async for event in streaming.send_message(user_message("Hello?")):
+            events.append(event)
+
+    follower = asyncio.create_task(follow())
+    await asyncio.to_thread(llm.wait_requests, 1, 5.0)
+    for _ in range(500):  # the first event may still be on its way to the client
+        if events:
+            break
+        await asyncio.sleep(0.01)
+    task_id = events[0].task.id
+    on_b = await b.client("socrates")
+    started = time.monotonic()
+    canceled = await on_b.cancel_task(CancelTaskRequest(id=task_id))
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    await asyncio.to_thread(llm.wait_disconnect, 1.0)
+    assert time.monotonic() - started < 1.0
+    # The client streaming from replica A hears the end.
+    async with asyncio.timeout(5):
+        await follower
+    last = events[-1]
+    state = last.task.status.state if last.HasField("task") else last.status_update.status.state
+    assert state == TaskState.TASK_STATE_CANCELED
+    stored = await get_task(await a.client("socrates"), task_id)
+    assert stored.status.state == TaskState.TASK_STATE_CANCELED
+
+
+async def test_a_conversation_continues_on_the_other_replica(
+    pair: tuple[Hub, Hub], llm: FakeLLM
+) -> None:
+    a, b = pair
+    llm.script(Reply("First answer."), Reply("Second answer."))
+    first = await send(await a.client("socrates"), "First question")
+    second = await send(await b.client("socrates"), "Second question", first.context_id)
+    assert answer_text(second) == "Second answer."
+    # Replica B's model call carried the turn replica A answered.
+    contents = [m.get("content") for m in llm.requests[1]["messages"]]
+    assert "First question" in contents
+    assert "First answer." in contents
+
+
+async def test_turns_of_one_conversation_on_two_replicas_run_one_at_a_time(
+    pair: tuple[Hub, Hub], llm: FakeLLM
+) -> None:
+    a, b = pair
+    llm.script(Reply("Opening."))
+    opening = await send(await a.client("socrates"), "Open")
+    context = opening.context_id
+    llm.script(Reply("Slow one.", token_delay=0.2), Reply("Quick one."))
+    results = await asyncio.gather(
+        send(await a.client("socrates"), "From A", context),
+        send(await b.client("socrates"), "From B", context),
+    )
+    assert {r.status.state for r in results} == {TaskState.TASK_STATE_COMPLETED}
+    # The second model call saw the first turn whole: they did not interleave.
+    later = llm.requests[2]["messages"]
+    contents = [m.get("content") for m in later]
+    assert "Slow one." in contents
+
+
+async def test_a_persona_written_on_one_replica_is_served_by_the_other(
+    pair: tuple[Hub, Hub],
+) -> None:
+    a, b = pair
+    persona = {"name": "Ada Lovelace", "description": "The first programmer."}
+    created = await a.http.post("/api/v1/personas", json={"id": "ada", **persona})
+    assert created.status_code == 201, created.text
+    await _card_status(b, "ada", 200, within=1.0)
+    # ETags hold across replicas: two writers with the same one, one wins.
+    etag = created.headers["etag"]
+    changed = {**persona, "description": "Analyst of engines."}
+    first, second = await asyncio.gather(
+        a.http.put("/api/v1/personas/ada", json=changed, headers={"If-Match": etag}),
+        b.http.put(
+            "/api/v1/personas/ada",
+            json={**persona, "description": "Poet of numbers."},
+            headers={"If-Match": etag},
+        ),
+    )
+    assert sorted([first.status_code, second.status_code]) == [200, 412]
+    deleted = await b.http.delete("/api/v1/personas/ada")
+    assert deleted.status_code == 204
+    await _card_status(a, "ada", 404, within=1.0)
+
+
+async def test_readyz_reports_the_database(pair: tuple[Hub, Hub]) -> None:
+    a, b = pair
+    ready_a = (await a.http.get("/readyz")).json()
+    ready_b = (await b.http.get("/readyz")).json()
+    assert ready_a["status"] == ready_b["status"] == "ready"
+    assert ready_a["replica"] != ready_b["replica"]
+
+
+async def test_a_replica_that_starts_leaves_the_others_tasks_alone(
+    pair: tuple[Hub, Hub], hub_factory: HubFactory, pg_url: str, llm: FakeLLM
+) -> None:
+    a, _b = pair
+    llm.script(Reply("Slowly. " * 10, token_delay=0.1))
+    client = await a.client("socrates")
+    task_id = await submit(client, "Go on")
+    await asyncio.to_thread(llm.wait_chunks, 2, 5.0)
+    async with hub_factory(database_url=pg_url) as c:
+        on_c = await c.client("socrates")
+        assert (await get_task(on_c, task_id)).status.state == TaskState.TASK_STATE_WORKING
+    done = await wait_for_state(client, task_id, TaskState.TASK_STATE_COMPLETED)
+    assert answer_text(done) == "Slowly. " * 10

@@ -1,0 +1,272 @@
+"""Schema migrations (Alembic), on a SQLite file and PostgreSQL: from an empty database, from
+the schema before replicas, from a database made before migrations; replicas migrating at
+once; the start-up check; the ``persona-agent db`` commands."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Connection, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+from typer.testing import CliRunner
+
+from persona_agent import migrations
+from persona_agent.cli import app
+from persona_agent.db import (
+    MIGRATION_LOCK_KEY,
+    create_engine,
+    db_revision,
+    metadata,
+    prepare_db,
+    upgrade_db,
+)
+from persona_agent.errors import ConfigError
+from tests.conftest import empty_postgres
+
+HEAD = "0002"
+NOT_OURS = {"alembic_version", "push_notification_configs"}  # Alembic's, and the SDK's
+
+
+async def empty_database(kind: str, directory: Path) -> AsyncEngine:
+    if kind == "sqlite":
+        return create_engine(f"sqlite+aiosqlite:///{directory / 'hub.db'}")
+    return create_engine(await empty_postgres())
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def empty(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AsyncEngine]:
+    """An engine on an empty database, without even ``alembic_version``."""
+    engine = await empty_database(request.param, tmp_path)
+    yield engine
+    await engine.dispose()
+
+
+def _only_ours(
+    _obj: object, name: str | None, type_: str, _reflected: bool, _compare_to: object
+) -> bool:
+    return not (type_ == "table" and name in NOT_OURS)
+
+
+def _differences(connection: Connection) -> list[Any]:
+    context = MigrationContext.configure(
+        connection,
+        opts={"include_object": _only_ours, "compare_type": True, "compare_server_default": True},
+    )
+    return list(compare_metadata(context, metadata))
+
+
+async def schema_differences(engine: AsyncEngine) -> list[Any]:
+    """What the database's schema lacks or has more than :data:`metadata` (none: the same)."""
+    async with engine.connect() as conn:
+        return await conn.run_sync(_differences)
+
+
+async def save_old_task(engine: AsyncEngine) -> None:
+    """A task and a message as the hub wrote them before replicas."""
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO pa_tasks (owner, id, context_id, state, sort_ts, data) "
+                "VALUES ('ada:alice', 't1', 'c1', 3, 42, :data)"
+            ),
+            {"data": b"\x0a\x02t1"},
+        )
+        await conn.execute(
+            text("INSERT INTO pa_messages (conversation, message) VALUES ('ada:c1', '{}')")
+        )
+
+
+async def assert_old_task_kept(engine: AsyncEngine) -> None:
+    async with engine.connect() as conn:
+        tasks = (
+            await conn.execute(text("SELECT id, sort_ts, data, version, replica FROM pa_tasks"))
+        ).all()
+        messages = (await conn.execute(text("SELECT conversation FROM pa_messages"))).all()
+    assert [tuple(row) for row in tasks] == [("t1", 42, b"\x0a\x02t1", 0, None)]
+    assert [tuple(row) for row in messages] == [("ada:c1",)]
+
+
+async def test_an_empty_database_gets_exactly_the_tables_of_metadata(
+    empty: AsyncEngine,
+) -> None:
+    assert await db_revision(empty) == (None, HEAD)
+    await upgrade_db(empty)
+    assert await db_revision(empty) == (HEAD, HEAD)
+    assert await schema_differences(empty) == []
+    await upgrade_db(empty)  # at head already: nothing to do
+    assert await schema_differences(empty) == []
+
+
+async def test_the_schema_before_replicas_upgrades_with_its_rows(empty: AsyncEngine) -> None:
+    await upgrade_db(empty, "0001")
+    assert await db_revision(empty) == ("0001", HEAD)
+    await save_old_task(empty)
+    await upgrade_db(empty)
+    assert await db_revision(empty) == (HEAD, HEAD)
+    await assert_old_task_kept(empty)
+    assert await schema_differences(empty) == []
+
+
+async def test_a_database_made_before_migrations_is_taken_over(empty: AsyncEngine) -> None:
+    await upgrade_db(empty, "0001")  # the tables create_all made, before replicas
+    async with empty.begin() as conn:
+        await conn.execute(text("DROP TABLE alembic_version"))
+    await save_old_task(empty)
+    assert await db_revision(empty) == (None, HEAD)
+    await upgrade_db(empty)
+    assert await db_revision(empty) == (HEAD, HEAD)
+    await assert_old_task_kept(empty)
+    assert await schema_differences(empty) == []
+
+
+async def test_a_database_made_by_create_all_of_today_is_taken_over(empty: AsyncEngine) -> None:
+    async with empty.begin() as conn:
+        await conn.run_sync(metadata.create_all)
+    await upgrade_db(empty)
+    assert await db_revision(empty) == (HEAD, HEAD)
+    assert await schema_differences(empty) == []
+
+
+async def test_down_to_the_schema_before_replicas_and_up_again(empty: AsyncEngine) -> None:
+    await upgrade_db(empty, "0001")
+    await save_old_task(empty)
+    await upgrade_db(empty)
+    async with migrations.one_at_a_time(), empty.begin() as conn:
+        await conn.run_sync(migrations.downgrade, "0001")
+    assert await db_revision(empty) == ("0001", HEAD)
+    await upgrade_db(empty)
+    await assert_old_task_kept(empty)
+    assert await schema_differences(empty) == []
+
+
+async def test_replicas_starting_at_once_all_migrate(tmp_path: Path) -> None:
+    url = await empty_postgres()
+    engines = [create_engine(url) for _ in range(3)]
+    try:
+        async with asyncio.timeout(60):
+            await asyncio.gather(*(upgrade_db(engine) for engine in engines))
+        for engine in engines:
+            assert await db_revision(engine) == (HEAD, HEAD)
+        assert await schema_differences(engines[0]) == []
+    finally:
+        for engine in engines:
+            await engine.dispose()
+
+
+async def test_a_replica_waits_while_another_holds_the_migration_lock() -> None:
+    url = await empty_postgres()
+    holder, starting = create_engine(url), create_engine(url)
+    try:
+        async with holder.connect() as conn:
+            await conn.execute(text(f"SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})"))
+            upgrading = asyncio.ensure_future(upgrade_db(starting))
+            done, _ = await asyncio.wait({upgrading}, timeout=0.5)
+            assert not done  # waiting for the lock
+            assert await db_revision(holder) == (None, HEAD)
+            await conn.execute(text(f"SELECT pg_advisory_unlock({MIGRATION_LOCK_KEY})"))
+            async with asyncio.timeout(30):
+                await upgrading
+        assert await db_revision(holder) == (HEAD, HEAD)
+    finally:
+        await holder.dispose()
+        await starting.dispose()
+
+
+async def test_replica_processes_starting_at_once_all_migrate(tmp_path: Path) -> None:
+    url = await empty_postgres()
+    environment = {**os.environ, "PERSONA_AGENT_DATABASE_URL": url}
+    command = [sys.executable, "-m", "persona_agent.cli", "db", "upgrade"]
+    processes = [
+        await asyncio.create_subprocess_exec(
+            *command,
+            env=environment,
+            cwd=tmp_path,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        for _ in range(3)
+    ]
+    async with asyncio.timeout(120):
+        outputs = await asyncio.gather(*(process.communicate() for process in processes))
+    for process, (out, err) in zip(processes, outputs, strict=True):
+        assert process.returncode == 0, err.decode()
+        assert f"revision after: {HEAD}" in out.decode()
+    engine = create_engine(url)
+    try:
+        assert await db_revision(engine) == (HEAD, HEAD)
+    finally:
+        await engine.dispose()
+
+
+async def test_start_up_without_auto_upgrade_refuses_an_old_database(
+    empty: AsyncEngine,
+) -> None:
+    await upgrade_db(empty, "0001")
+    with pytest.raises(ConfigError, match="persona-agent db upgrade"):
+        await prepare_db(empty, auto_upgrade=False)
+    assert await db_revision(empty) == ("0001", HEAD)  # left as it was
+    await prepare_db(empty, auto_upgrade=True)
+    assert await db_revision(empty) == (HEAD, HEAD)
+    await prepare_db(empty, auto_upgrade=False)  # at head: starts
+
+
+async def test_a_database_migrated_by_a_newer_version_is_refused(tmp_path: Path) -> None:
+    engine = await empty_database("sqlite", tmp_path)
+    try:
+        await upgrade_db(engine)
+        async with engine.begin() as conn:
+            await conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+        with pytest.raises(ConfigError, match=r"9999.*newer persona-agent"):
+            await upgrade_db(engine)
+        with pytest.raises(ConfigError, match="persona-agent db upgrade"):
+            await prepare_db(engine, auto_upgrade=False)
+    finally:
+        await engine.dispose()
+
+
+def test_the_db_commands_upgrade_and_show_the_revision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no .env of the developer's
+    monkeypatch.setenv("PERSONA_AGENT_DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'a.db'}")
+    runner = CliRunner()
+
+    before = runner.invoke(app, ["db", "current"])
+    assert before.exit_code == 1
+    assert "current: none" in before.stdout
+    assert f"head: {HEAD}" in before.stdout
+    assert "persona-agent db upgrade" in before.stderr
+
+    upgraded = runner.invoke(app, ["db", "upgrade"])
+    assert upgraded.exit_code == 0, upgraded.output
+    assert "revision before: none" in upgraded.stdout
+    assert f"revision after: {HEAD}" in upgraded.stdout
+
+    after = runner.invoke(app, ["db", "current"])
+    assert after.exit_code == 0, after.output
+    assert f"current: {HEAD}" in after.stdout
+
+    again = runner.invoke(app, ["db", "upgrade"])
+    assert again.exit_code == 0, again.output
+    assert f"revision before: {HEAD}" in again.stdout
+
+
+def test_the_db_commands_name_a_database_that_does_not_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(
+        "PERSONA_AGENT_DATABASE_URL", "postgresql+asyncpg://hub:s3cret@127.0.0.1:1/hub"
+    )
+    result = CliRunner().invoke(app, ["db", "current"])
+    assert result.exit_code == 1
+    assert "the database did not answer" in result.stderr
+    assert "s3cret" not in result.output
