@@ -14,43 +14,17 @@ import shutil
 import statistics
 import sys
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
-from sqlalchemy import text
-from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import create_async_engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.servers, persona_agent
 
 from run import Row, fake_llm, hub, hub_home, load, median_ratio
 
-BASE_URL = os.environ.get(
-    "PERSONA_AGENT_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
-)
-
-
-async def _admin(statement: str) -> None:
-    engine = create_async_engine(BASE_URL, isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as conn:
-            await conn.execute(text(statement))
-    finally:
-        await engine.dispose()
-
-
-@contextmanager
-def database() -> Iterator[str]:
-    """A new PostgreSQL database, dropped on exit."""
-    name = f"pa_bench_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(BASE_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+from tests.servers.replicas import fresh_database as database
+from tests.servers.replicas import nginx
 
 
 def pg_vs_sqlite(rounds: int, window: str, root: Path) -> list[Row]:
@@ -186,8 +160,6 @@ def persona_latency(root: Path, count: int) -> list[Row]:
 def nginx_scaling(rounds: int, window: str, root: Path) -> list[Row]:
     """Send c=16 through nginx to two replicas, against nginx to one; the load generator
     on a core of its own where ``taskset`` and more than one core allow."""
-    from tests.servers.replicas import nginx
-
     cores = os.cpu_count() or 1
     pin = ("taskset", "-c", str(cores - 1)) if shutil.which("taskset") and cores > 1 else ()
     pairs: list[tuple[float, float]] = []

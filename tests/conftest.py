@@ -1,17 +1,15 @@
 from __future__ import annotations
 
 import os
-import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from persona_agent.db import GroupCommitWriter, create_engine, init_db, metadata
+from tests.servers.replicas import fresh_database
 
 POSTGRES_URL_VARIABLE = "PERSONA_AGENT_TEST_POSTGRES_URL"
 POSTGRES_URL = os.environ.get(POSTGRES_URL_VARIABLE, "")
@@ -90,25 +88,12 @@ async def writer(engine: AsyncEngine) -> AsyncIterator[GroupCommitWriter]:
 
 
 @pytest.fixture
-async def pg_url() -> AsyncIterator[str]:
-    """The URL of a new, empty database on the test PostgreSQL, dropped afterwards."""
-    base = POSTGRES_URL or LOCAL_POSTGRES_URL
-    name = f"pa_c_{uuid.uuid4().hex[:16]}"
-    admin = create_async_engine(base, isolation_level="AUTOCOMMIT")
-    try:
-        async with admin.connect() as conn:
-            await conn.execute(text(f'CREATE DATABASE "{name}"'))
-    except (OSError, SQLAlchemyError) as error:
-        await admin.dispose()
-        if POSTGRES_REQUIRED or POSTGRES_URL:
-            pytest.fail(f"PostgreSQL at {base} is required and did not answer: {error}")
-        pytest.skip(f"no PostgreSQL at {base}: {error}")
-    try:
-        yield make_url(base).set(database=name).render_as_string(hide_password=False)
-    finally:
-        async with admin.connect() as conn:
-            await conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        await admin.dispose()
+def pg_url() -> Iterator[str]:
+    """The URL of a new, empty database on the test PostgreSQL, dropped afterwards
+    (LISTEN/NOTIFY channels and advisory locks are per database: tests never hear each
+    other)."""
+    with fresh_database() as url:
+        yield url
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from persona_agent import migrations
 from persona_agent.cli import app
 from persona_agent.db import (
     MIGRATION_LOCK_KEY,
+    SCHEMA_REVISION,
     create_engine,
     db_revision,
     metadata,
@@ -270,3 +271,9 @@ def test_the_db_commands_name_a_database_that_does_not_answer(
     assert result.exit_code == 1
     assert "the database did not answer" in result.stderr
     assert "s3cret" not in result.output
+
+
+def test_the_revision_start_up_checks_first_is_the_newest() -> None:
+    """``prepare_db`` skips Alembic when the database says SCHEMA_REVISION: it must be the
+    head of ``versions/``, or a new revision would never run."""
+    assert migrations.head_revision() == SCHEMA_REVISION

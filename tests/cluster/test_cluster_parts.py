@@ -283,7 +283,7 @@ async def test_advisory_locks_keep_turns_apart_across_replicas(
     replicas: tuple[Replica, Replica],
 ) -> None:
     a, b = replicas
-    locks_a, locks_b = AdvisoryLocks(a.engine), AdvisoryLocks(b.engine)
+    locks_a, locks_b = AdvisoryLocks(a.engine.url), AdvisoryLocks(b.engine.url)
     order: list[str] = []
 
     async def turn(locks: AdvisoryLocks, key: str, name: str) -> None:
@@ -298,13 +298,19 @@ async def test_advisory_locks_keep_turns_apart_across_replicas(
     order.clear()
     await asyncio.gather(turn(locks_a, "ctx-2", "a"), turn(locks_b, "ctx-3", "b"))
     assert order[:2] == ["a in", "b in"] or order[:2] == ["b in", "a in"]
+    # Many at once on one replica: one session holds them all, no pooled connection.
+    order.clear()
+    await asyncio.gather(*(turn(locks_a, f"many-{n}", str(n)) for n in range(40)))
+    assert all(entry.endswith("in") for entry in order[:40])
+    await locks_a.aclose()
+    await locks_b.aclose()
 
 
 async def test_a_turn_canceled_while_waiting_for_the_lock_leaves_no_lock(
     replicas: tuple[Replica, Replica],
 ) -> None:
     a, b = replicas
-    locks_a, locks_b = AdvisoryLocks(a.engine), AdvisoryLocks(b.engine)
+    locks_a, locks_b = AdvisoryLocks(a.engine.url), AdvisoryLocks(b.engine.url)
     async with locks_a.hold("ctx"):
         waiting = asyncio.create_task(locks_b.hold("ctx").__aenter__())
         await asyncio.sleep(0.2)
@@ -313,3 +319,5 @@ async def test_a_turn_canceled_while_waiting_for_the_lock_leaves_no_lock(
             await waiting
     async with asyncio.timeout(2), locks_b.hold("ctx"):
         pass
+    await locks_a.aclose()
+    await locks_b.aclose()

@@ -38,7 +38,7 @@ class Cluster:
         self.tasks = ClusterTaskStore(writer, self.replica)
         self.events = PgTaskEventStream(engine, self.listener)
         self.lease = ReplicaLease(engine, self.tasks, lease_seconds=lease_seconds)
-        self.locks = AdvisoryLocks(engine)
+        self.locks = AdvisoryLocks(engine.url)
         self._pending: set[asyncio.Task[None]] = set()
 
     async def start(self, on_cancel: Callable[[str], Coroutine[Any, Any, None]]) -> None:
@@ -64,5 +64,6 @@ class Cluster:
     async def aclose(self) -> None:
         """Give the lease up and stop listening (after this replica's tasks are done)."""
         await self.lease.aclose()
+        await self.locks.aclose()
         await self.listener.aclose()
         await self.tasks.aclose()
