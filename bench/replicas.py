@@ -77,6 +77,7 @@ async def _event_lags(url: str, count: int) -> list[float]:
     await prepare_db(engines[0], auto_upgrade=True)
     writer = GroupCommitWriter(engines[0])
     store = ClusterTaskStore(writer, "a")
+    await store.start()
     listener = Listener(engines[1].url)
     stream = PgTaskEventStream(engines[1], listener)
     await stream.start()
@@ -106,6 +107,7 @@ async def _event_lags(url: str, count: int) -> list[float]:
     finally:
         await subscription.aclose()
         await listener.aclose()
+        await store.aclose()
         await writer.aclose()
         for engine in engines:
             await engine.dispose()

@@ -150,9 +150,7 @@ def create_engine(url: str, *, pool_size: int = 10, max_overflow: int = 20) -> A
         engine = (
             create_async_engine(url, pool_size=1, max_overflow=0)
             if is_sqlite
-            else create_async_engine(
-                url, pool_size=pool_size, max_overflow=max_overflow, pool_pre_ping=True
-            )
+            else create_async_engine(url, pool_size=pool_size, max_overflow=max_overflow)
         )
     except ModuleNotFoundError as error:
         extra = (
@@ -304,6 +302,7 @@ class GroupCommitWriter:
         url = engine.url
         local = url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:")
         self._file = _SqliteFile(str(url.database), engine) if local else None
+        self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")
         self.transactions = 0
         """Transactions committed by :meth:`write` (each holds every write that waited for it)."""
 
@@ -327,7 +326,7 @@ class GroupCommitWriter:
         """The rows of a query (with values for its ``bindparam``s), off the event loop."""
         if self._file is not None:
             return await self._file.fetch(statement, parameters or {})
-        async with self.engine.connect() as conn:
+        async with self._reader.connect() as conn:  # one round trip: no BEGIN, no ROLLBACK
             result = await conn.execute(statement, parameters or {})
             return [tuple(row) for row in result.all()]
 

@@ -47,10 +47,12 @@ class Replica:
         self.events = PgTaskEventStream(self.engine, self.listener, catch_up_interval=5.0)
 
     async def start(self) -> None:
+        await self.tasks.start()
         await self.events.start()
         await self.listener.start()
 
     async def aclose(self) -> None:
+        await self.tasks.aclose()
         await self.listener.aclose()
         await self.writer.aclose()
         await self.engine.dispose()

@@ -130,7 +130,11 @@ def create_app(settings: Settings) -> FastAPI:
     if db.dialect.name == "postgresql":
         from persona_agent.cluster import Cluster
 
-        cluster = Cluster(writer, lease_seconds=settings.replica_lease_seconds)
+        cluster = Cluster(
+            writer,
+            lease_seconds=settings.replica_lease_seconds,
+            pool_size=settings.db_pool_size,
+        )
     llm = build_llm_backend(settings)
     history = ConversationHistory(
         writer,

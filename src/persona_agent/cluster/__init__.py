@@ -31,11 +31,13 @@ logger = logging.getLogger(__name__)
 class Cluster:
     """This replica's part in the hub: its id, lease, task store, event stream and locks."""
 
-    def __init__(self, writer: GroupCommitWriter, *, lease_seconds: float = 15.0) -> None:
+    def __init__(
+        self, writer: GroupCommitWriter, *, lease_seconds: float = 15.0, pool_size: int = 10
+    ) -> None:
         engine = writer.engine
         self.replica = new_replica_id()
         self.listener = Listener(engine.url)
-        self.tasks = ClusterTaskStore(writer, self.replica)
+        self.tasks = ClusterTaskStore(writer, self.replica, pool_size=pool_size)
         self.events = PgTaskEventStream(engine, self.listener)
         self.lease = ReplicaLease(engine, self.tasks, lease_seconds=lease_seconds)
         self.locks = AdvisoryLocks(engine.url)
@@ -50,6 +52,7 @@ class Cluster:
             self._pending.add(task)
             task.add_done_callback(self._pending.discard)
 
+        await self.tasks.start()
         await self.events.start()
         await self.listener.listen(CANCEL_CHANNEL, canceled)
         await self.listener.start()

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import URL
 
 from persona_agent.chat.locks import KeyedLocks
+from persona_agent.cluster.notify import asyncpg_dsn
 
 if TYPE_CHECKING:
     import asyncpg  # type: ignore[import-untyped]
@@ -52,7 +53,7 @@ class AdvisoryLocks(KeyedLocks):
 
     def __init__(self, url: URL) -> None:
         super().__init__()
-        self._dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        self._dsn = asyncpg_dsn(url)
         self._session: Any = None  # asyncpg.Connection
         self._using = asyncio.Lock()  # one statement at a time on the session
 

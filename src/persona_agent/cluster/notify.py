@@ -25,12 +25,17 @@ from sqlalchemy.engine import URL
 if TYPE_CHECKING:
     import asyncpg  # type: ignore[import-untyped]
 
-__all__ = ["Listener", "notify_statement"]
+__all__ = ["Listener", "asyncpg_dsn", "notify_statement"]
 
 logger = logging.getLogger(__name__)
 
 NOTIFY = text("SELECT pg_notify(:channel, :payload)")
 """Notify ``channel`` with ``payload`` (at most 8000 bytes) when the transaction commits."""
+
+
+def asyncpg_dsn(url: URL) -> str:
+    """The asyncpg DSN of a SQLAlchemy ``postgresql+asyncpg://`` URL (password included)."""
+    return url.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 def notify_statement() -> TextClause:
@@ -53,7 +58,7 @@ class Listener:
     """
 
     def __init__(self, url: URL, *, check_interval: float = 5.0) -> None:
-        self._dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        self._dsn = asyncpg_dsn(url)
         self._channels: dict[str, list[Callback]] = {}
         self._reconnected: list[Callable[[], Awaitable[None]]] = []
         self._connection: asyncpg.Connection | None = None

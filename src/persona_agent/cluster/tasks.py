@@ -20,8 +20,10 @@ they are that store's.
 from __future__ import annotations
 
 import logging
+import re
+from collections import OrderedDict
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from a2a.helpers.proto_helpers import new_text_message
 from a2a.server.cluster import (
@@ -40,14 +42,15 @@ from a2a.types.a2a_pb2 import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.proto_utils import to_stream_response
-from sqlalchemy import bindparam, delete, func, insert, or_, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import delete, func, or_, select
 
 from persona_agent.a2a.keys import TERMINAL_STATES
 from persona_agent.a2a.task_store import SqlTaskStore, persona_owner, sort_timestamp
-from persona_agent.cluster.notify import NOTIFY
+from persona_agent.cluster.notify import asyncpg_dsn
 from persona_agent.db import GroupCommitWriter, replicas_table, task_events_table, tasks_table
+
+if TYPE_CHECKING:
+    import asyncpg  # type: ignore[import-untyped]
 
 __all__ = [
     "CANCEL_CHANNEL",
@@ -69,50 +72,97 @@ REPLICA_LOST = (
     "send the message again."
 )
 
+_ABSENT_KEPT = 10_000
+
 _RUNNING = (int(TaskState.TASK_STATE_SUBMITTED), int(TaskState.TASK_STATE_WORKING))
 _TERMINAL = frozenset(int(state) for state in TERMINAL_STATES)
+_CANCELED = int(TaskState.TASK_STATE_CANCELED)
+
+
+_SAVED_THEN = f"""
+event AS (
+    INSERT INTO {task_events_table.name} (task_id, version, data)
+    SELECT id, version, CAST(:event AS bytea) FROM saved WHERE CAST(:event AS bytea) IS NOT NULL
+    RETURNING task_id),
+told AS (SELECT pg_notify('{EVENTS_CHANNEL}', task_id) FROM event),
+canceled AS (SELECT pg_notify('{CANCEL_CHANNEL}', id) FROM saved WHERE :state = {_CANCELED})
+SELECT version, (SELECT count(*) FROM told), (SELECT count(*) FROM canceled) FROM saved"""
+"""After the CTE ``saved`` (the task written, or no row): its event, if any, and the
+notifications, all in the one statement (one round trip, one implicit transaction)."""
+
+_COLUMNS = ("context_id", "state", "sort_ts", "data", "replica")
+_VALUES = ", ".join(f"{c} = :{c}" for c in _COLUMNS)
+
+_FIRST = f"""WITH saved AS (
+    INSERT INTO {tasks_table.name} AS t
+        (owner, id, context_id, state, sort_ts, data, replica, version)
+    VALUES (:owner, :id, :context_id, :state, :sort_ts, :data, :replica, 1)
+    ON CONFLICT (owner, id) DO UPDATE SET {", ".join(f"{c} = excluded.{c}" for c in _COLUMNS)},
+        version = 1
+    WHERE t.version = 0
+    RETURNING t.id, t.version),{_SAVED_THEN}"""
+"""A task's first write; a task written before versions existed (0) is taken over, any
+other means the task is not new: no row."""
+
+_NEXT = f"""WITH saved AS (
+    UPDATE {tasks_table.name} SET {_VALUES}, version = version + 1
+    WHERE owner = :owner AND id = :id AND version = :prev
+    RETURNING id, version),{_SAVED_THEN}"""
+"""A later write, from the version the writer read: no row if another came between."""
+
+_CANCEL = f"""WITH saved AS (
+    UPDATE {tasks_table.name} SET {_VALUES}, version = version + 1
+    WHERE owner = :owner AND id = :id AND state NOT IN ({", ".join(map(str, sorted(_TERMINAL)))})
+    RETURNING id, version),{_SAVED_THEN}"""
+"""The SDK's rule for a cancel: it overwrites a task still under way whatever its version;
+no row for a task finished or absent."""
+
+
+_PARAMETERS = ("owner", "id", "context_id", "state", "sort_ts", "data", "replica", "event", "prev")
+
+
+def _positional(sql: str) -> str:
+    """``sql`` with asyncpg's ``$n`` for each ``:name`` (numbered as :data:`_PARAMETERS`)."""
+    return re.sub(r":([a-z_]+)", lambda m: f"${_PARAMETERS.index(m.group(1)) + 1}", sql)
 
 
 class ClusterTaskStore(VersionedTaskStore):
     """Tasks in ``pa_tasks`` with versions, events in ``pa_task_events``, for replicas.
 
-    ``replica`` is this replica's id, recorded with each write.
+    ``replica`` is this replica's id, recorded with each write. Each write is one
+    statement on its own: the compare-and-swap, the event and the notifications in one
+    round trip and one implicit transaction. Call :meth:`start` first.
     """
 
-    def __init__(self, writer: GroupCommitWriter, replica: str) -> None:
-        self._engine = self.engine = writer.engine
+    def __init__(self, writer: GroupCommitWriter, replica: str, *, pool_size: int = 10) -> None:
+        self.engine = writer.engine
         self.replica = replica
         self._tasks = SqlTaskStore(writer)  # list, delete, forget_persona: the same queries
-        t = tasks_table.c
-        first = pg_insert(tasks_table)
-        self._first = first.on_conflict_do_update(
-            index_elements=["owner", "id"],
-            # A task written before versions existed (0) is taken over; any other is not new.
-            set_={
-                **{k: first.excluded[k] for k in ("context_id", "state", "sort_ts", "data")},
-                "version": 1,
-                "replica": first.excluded.replica,
-            },
-            where=t.version == 0,
-        ).returning(t.version)
-        self._next = (
-            update(tasks_table)
-            .where(
-                t.owner == bindparam("w_owner"),
-                t.id == bindparam("w_id"),
-                t.version == bindparam("w_prev"),
-            )
-            .returning(t.version)
+        self._dsn = asyncpg_dsn(writer.engine.url)
+        self._pool_size = pool_size
+        self._pool: asyncpg.Pool | None = None
+        self._first, self._next, self._cancel = map(_positional, (_FIRST, _NEXT, _CANCEL))
+        self._select = f"SELECT data, version FROM {tasks_table.name} WHERE owner = $1 AND id = $2"
+        self._absent: OrderedDict[tuple[str, str], None] = OrderedDict()
+        """Tasks a read found absent (the oldest forgotten first). The SDK reads a new
+        task several times before its first write; task ids are the server's own (UUIDs),
+        so no other replica can create a task this one found absent."""
+        self._writes = 0
+
+    async def start(self) -> None:
+        """Open the store's connections (an asyncpg pool of its own: the task of every
+        message is read and written several times, and asyncpg's prepared statements
+        cost a fraction of a general-purpose layer's work per call)."""
+        import asyncpg
+
+        self._pool = await asyncpg.create_pool(
+            self._dsn, min_size=1, max_size=self._pool_size, command_timeout=60
         )
-        self._lock = (
-            select(t.state, t.version)
-            .where(t.owner == bindparam("w_owner"), t.id == bindparam("w_id"))
-            .with_for_update()
-        )
-        self._select = select(t.data, t.version).where(
-            t.owner == bindparam("s_owner"), t.id == bindparam("s_id")
-        )
-        self._event = insert(task_events_table)
+
+    def _connection(self) -> Any:
+        if self._pool is None:
+            raise RuntimeError("ClusterTaskStore.start() was not called")
+        return self._pool.acquire()
 
     @property
     def as_task_store(self) -> SqlTaskStore:
@@ -128,79 +178,66 @@ class ClusterTaskStore(VersionedTaskStore):
         context: ServerCallContext,
     ) -> TaskVersion:
         del prev
-        owner = persona_owner(context)
-        async with self._engine.begin() as conn:
-            version = await self._write(conn, owner, task, prev_version)
-            if event is not None:
-                await conn.execute(
-                    self._event,
-                    {
-                        "task_id": task.id,
-                        "version": version,
-                        "data": to_stream_response(event).SerializeToString(),
-                    },
-                )
-                await conn.execute(NOTIFY, {"channel": EVENTS_CHANNEL, "payload": task.id})
-            if task.status.state == TaskState.TASK_STATE_CANCELED:
-                await conn.execute(NOTIFY, {"channel": CANCEL_CHANNEL, "payload": task.id})
-        return TaskVersion(version)
+        data = to_stream_response(event).SerializeToString() if event is not None else None
+        return TaskVersion(await self._write(persona_owner(context), task, prev_version, data))
 
     async def _write(
-        self, conn: AsyncConnection, owner: str, task: Task, prev_version: TaskVersion
+        self, owner: str, task: Task, prev_version: TaskVersion, event: bytes | None
     ) -> int:
-        """The compare-and-swap; the task's new version."""
-        values: dict[str, Any] = {
-            "context_id": task.context_id,
-            "state": int(task.status.state),
-            "sort_ts": sort_timestamp(task),
-            "data": task.SerializeToString(),
-            "replica": self.replica,
-        }
-        key = {"w_owner": owner, "w_id": task.id}
+        """The compare-and-swap with its event; the task's new version.
+
+        Raises:
+            ConcurrentTaskModificationError: another write came first (or, for a cancel,
+                the task is finished or absent).
+        """
+        values: list[Any] = [
+            owner,
+            task.id,
+            task.context_id,
+            int(task.status.state),
+            sort_timestamp(task),
+            task.SerializeToString(),
+            self.replica,
+            event,
+        ]
         if task.status.state == TaskState.TASK_STATE_CANCELED:
-            # The SDK's rule: a cancel overwrites any task still under way, whatever its
-            # version, and fails on a task that is finished or absent.
-            stored = (await conn.execute(self._lock, key)).first()
-            if stored is None or stored.state in _TERMINAL:
-                raise ConcurrentTaskModificationError(task.id)
-            prev = int(stored.version)
+            statement = self._cancel
         elif prev_version.is_missing:
-            row = (
-                await conn.execute(
-                    self._first, {"owner": owner, "id": task.id, "version": 1, **values}
-                )
-            ).first()
-            if row is None:
-                raise ConcurrentTaskModificationError(task.id)
-            return int(row.version)
+            statement = self._first
         else:
-            prev = _as_int(prev_version)
-        row = (
-            await conn.execute(self._next, {**key, "w_prev": prev, "version": prev + 1, **values})
-        ).first()
+            statement = self._next
+            values.append(_as_int(prev_version))
+        self._writes += 1
+        self._absent.pop((owner, task.id), None)
+        async with self._connection() as conn:
+            row = await conn.fetchrow(statement, *values)
         if row is None:
             raise ConcurrentTaskModificationError(task.id)
-        return int(row.version)
+        return int(row[0])
 
     async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
-        async with self._engine.connect() as conn:
-            row = (
-                await conn.execute(
-                    self._select, {"s_owner": persona_owner(context), "s_id": task_id}
-                )
-            ).first()
+        key = (persona_owner(context), task_id)
+        if key in self._absent:
+            return None
+        writes = self._writes
+        async with self._connection() as conn:
+            row = await conn.fetchrow(self._select, *key)
         if row is None:
+            if writes == self._writes:  # no write of this replica raced the read
+                self._absent[key] = None
+                if len(self._absent) > _ABSENT_KEPT:
+                    self._absent.popitem(last=False)
             return None
         task = Task()
-        task.ParseFromString(row.data)
-        return StoredTask(task, TaskVersion(int(row.version)))
+        task.ParseFromString(row["data"])
+        return StoredTask(task, TaskVersion(int(row["version"])))
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         return await self._tasks.list(params, context)
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         await self._tasks.delete(task_id, context)
-        async with self._engine.begin() as conn:
+        async with self.engine.begin() as conn:
             await conn.execute(
                 delete(task_events_table).where(task_events_table.c.task_id == task_id)
             )
@@ -210,6 +247,9 @@ class ClusterTaskStore(VersionedTaskStore):
 
     async def aclose(self) -> None:
         await self._tasks.aclose()
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
 
     async def fail_orphans(self, reason: str = REPLICA_LOST) -> int:
         """End ``failed`` every task under way whose replica holds no lease (it died, or
@@ -217,7 +257,7 @@ class ClusterTaskStore(VersionedTaskStore):
         are never touched; two replicas doing this at once fail each task once."""
         t = tasks_table.c
         live = select(replicas_table.c.id)
-        async with self._engine.connect() as conn:
+        async with self.engine.connect() as conn:
             rows = (
                 await conn.execute(
                     select(t.owner, t.id, t.data, t.version).where(
@@ -236,18 +276,12 @@ class ClusterTaskStore(VersionedTaskStore):
                 task_id=task.id, context_id=task.context_id, status=task.status
             )
             try:
-                async with self._engine.begin() as conn:
-                    await self._write(conn, owner, task, TaskVersion(int(version)))
-                    written = int(version) + 1
-                    await conn.execute(
-                        self._event,
-                        {
-                            "task_id": task.id,
-                            "version": written,
-                            "data": to_stream_response(event).SerializeToString(),
-                        },
-                    )
-                    await conn.execute(NOTIFY, {"channel": EVENTS_CHANNEL, "payload": task.id})
+                await self._write(
+                    owner,
+                    task,
+                    TaskVersion(int(version)),
+                    to_stream_response(event).SerializeToString(),
+                )
             except ConcurrentTaskModificationError:
                 continue  # another replica wrote it meanwhile (it failed it, or it moved on)
             failed += 1
@@ -257,7 +291,7 @@ class ClusterTaskStore(VersionedTaskStore):
         """Delete events older than this: subscribers read them within moments, and a
         late subscriber starts from the task's snapshot."""
         cutoff = func.now() - timedelta(seconds=older_than_seconds)
-        async with self._engine.begin() as conn:
+        async with self.engine.begin() as conn:
             await conn.execute(
                 delete(task_events_table).where(task_events_table.c.created_at < cutoff)
             )
