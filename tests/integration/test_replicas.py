@@ -17,7 +17,9 @@ from a2a.types.a2a_pb2 import (
     SubscribeToTaskRequest,
     TaskState,
 )
+from sqlalchemy import select
 
+from persona_agent.db import create_engine, replicas_table
 from tests.fakes.fake_llm import FakeLLM, Hang, Reply
 from tests.integration.a2a_helpers import (
     answer_text,
@@ -201,3 +203,28 @@ async def test_a_replica_that_starts_leaves_the_others_tasks_alone(
         assert (await get_task(on_c, task_id)).status.state == TaskState.TASK_STATE_WORKING
     done = await wait_for_state(client, task_id, TaskState.TASK_STATE_COMPLETED)
     assert answer_text(done) == "Slowly. " * 10
+
+
+async def test_a_replica_that_stops_gracefully_finishes_or_cancels_its_tasks_and_leaves(
+    hub_factory: HubFactory, pg_url: str, llm: FakeLLM
+) -> None:
+    llm.script(Reply("Nearly done now.", token_delay=0.2), Hang())
+    async with hub_factory(database_url=pg_url) as a:
+        async with hub_factory(database_url=pg_url) as b:
+            on_b = await b.client("socrates")
+            finishing = await submit(on_b, "Finish this")
+            await asyncio.to_thread(llm.wait_requests, 1, 5.0)
+            hanging = await submit(on_b, "And this")
+            await asyncio.to_thread(llm.wait_requests, 2, 5.0)
+            leaving = (await b.http.get("/readyz")).json()["replica"]
+        # B stopped as on SIGTERM: what it could finish in its grace period it finished,
+        # the rest it canceled; nothing is left for a lease to fail.
+        on_a = await a.client("socrates")
+        assert (await get_task(on_a, finishing)).status.state == TaskState.TASK_STATE_COMPLETED
+        assert (await get_task(on_a, hanging)).status.state == TaskState.TASK_STATE_CANCELED
+        database = create_engine(pg_url)
+        async with database.connect() as conn:
+            replicas = [row[0] for row in await conn.execute(select(replicas_table.c.id))]
+        await database.dispose()
+        assert leaving not in replicas
+        assert replicas == [(await a.http.get("/readyz")).json()["replica"]]

@@ -43,7 +43,7 @@ from persona_agent.personas.loader import dump_persona_yaml, parse_persona_text
 from persona_agent.personas.model import Persona, is_valid_persona_id
 from persona_agent.personas.parsing import DEFAULT_LIMITS, Limits, image_too_large
 from persona_agent.personas.png import CleanImage, ImageError, clean_image
-from persona_agent.personas.store import AVATAR_SUFFIX, PersonaChange, PersonaStore
+from persona_agent.personas.store import AVATAR_SUFFIX, HeldPersonaStore, PersonaChange
 
 if TYPE_CHECKING:
     from persona_agent.cluster.notify import Listener
@@ -97,7 +97,7 @@ def _entity_tags(if_match: str) -> builtins.list[str] | None:
     return None if "*" in tags else tags
 
 
-class SqlPersonaStore(PersonaStore):
+class SqlPersonaStore(HeldPersonaStore):
     """Personas in the table ``pa_personas`` of a PostgreSQL database, held in memory.
 
     :meth:`start` loads every row and follows the changes other replicas make;
@@ -130,7 +130,6 @@ class SqlPersonaStore(PersonaStore):
         self.limits = limits
         self._engine = engine
         self._check_interval = check_interval
-        self._personas: dict[str, Persona] = {}
         self._stamps: dict[str, _Stamp] = {}
         """The row state memory reflects, by id (also for a row that did not validate)."""
         self._locks: dict[str, asyncio.Lock] = {}
@@ -175,15 +174,6 @@ class SqlPersonaStore(PersonaStore):
                 await task
         if self._changes:
             await asyncio.gather(*self._changes, return_exceptions=True)
-
-    async def list(self) -> builtins.list[Persona]:
-        return [self._personas[key] for key in sorted(self._personas)]
-
-    async def get(self, persona_id: str) -> Persona:
-        try:
-            return self._personas[persona_id]
-        except KeyError:
-            raise _not_found(persona_id) from None
 
     async def put(self, persona: Persona, *, image: CleanImage | None = None) -> Persona:
         """Create or replace the persona's row, then notify subscribers.

@@ -39,6 +39,7 @@ from persona_agent.personas.png import CleanImage, ImageError, clean_image
 __all__ = [
     "AVATAR_SUFFIX",
     "FilePersonaStore",
+    "HeldPersonaStore",
     "PersonaChange",
     "PersonaStore",
     "version_matches",
@@ -202,7 +203,25 @@ def _write_atomically(target: Path, content: bytes) -> None:
         raise
 
 
-class FilePersonaStore(PersonaStore):
+class HeldPersonaStore(PersonaStore):
+    """A store that holds every persona in memory (``_personas``, by id): reads never wait
+    for files or a database. Both stores are one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._personas: dict[str, Persona] = {}
+
+    async def list(self) -> builtins.list[Persona]:
+        return [self._personas[key] for key in sorted(self._personas)]
+
+    async def get(self, persona_id: str) -> Persona:
+        try:
+            return self._personas[persona_id]
+        except KeyError:
+            raise _not_found(persona_id) from None
+
+
+class FilePersonaStore(HeldPersonaStore):
     """One persona file per persona in a directory, held in memory.
 
     :meth:`load` reads the directory; after that, reads come from memory and
@@ -222,7 +241,6 @@ class FilePersonaStore(PersonaStore):
         self.limits = limits
         self.errors: builtins.list[PersonaFileError] = []
         """The bad files of the last :meth:`load`, less those a put or delete replaced."""
-        self._personas: dict[str, Persona] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._changes: set[asyncio.Future[Any]] = set()
         self._images: OrderedDict[tuple[str, int, int], CleanImage] = OrderedDict()
@@ -236,15 +254,6 @@ class FilePersonaStore(PersonaStore):
         remove_temporary_files(self.directory)
         self._personas, self.errors = load_persona_dir(self.directory, self.limits)
         return builtins.list(self.errors)
-
-    async def list(self) -> builtins.list[Persona]:
-        return [self._personas[key] for key in sorted(self._personas)]
-
-    async def get(self, persona_id: str) -> Persona:
-        try:
-            return self._personas[persona_id]
-        except KeyError:
-            raise _not_found(persona_id) from None
 
     async def put(self, persona: Persona, *, image: CleanImage | None = None) -> Persona:
         """Write the persona's file (create or replace), then notify subscribers.
