@@ -15,6 +15,7 @@ from a2a.types.a2a_pb2 import (
     ListTasksRequest,
     StreamResponse,
     SubscribeToTaskRequest,
+    TaskPushNotificationConfig,
     TaskState,
 )
 from sqlalchemy import select
@@ -30,6 +31,8 @@ from tests.integration.a2a_helpers import (
     wait_for_state,
 )
 from tests.integration.conftest import Hub, HubFactory
+from tests.integration.test_push import completed, states
+from tests.servers.webhook import Webhook
 
 
 @pytest.fixture
@@ -228,3 +231,28 @@ async def test_a_replica_that_stops_gracefully_finishes_or_cancels_its_tasks_and
         await database.dispose()
         assert leaving not in replicas
         assert replicas == [(await a.http.get("/readyz")).json()["replica"]]
+
+
+async def test_a_push_config_set_through_one_replica_is_served_by_the_one_running_the_task(
+    hub_factory: HubFactory, pg_url: str, llm: FakeLLM
+) -> None:
+    words = [f"w{i} " for i in range(20)]
+    llm.script(Reply("".join(words), chunks=words, token_delay=0.05))
+    with Webhook() as webhook:
+        async with (
+            hub_factory(database_url=pg_url, push_allowed_hosts="127.0.0.1") as a,
+            hub_factory(database_url=pg_url, push_allowed_hosts="127.0.0.1") as b,
+        ):
+            task_id = await submit(await a.client("socrates"), "Talk a while")
+            await asyncio.to_thread(llm.wait_chunks, 2, 5.0)
+            # The config goes in through B; A, which runs the task, must hear of it.
+            on_b = await b.client("socrates")
+            await on_b.create_task_push_notification_config(
+                TaskPushNotificationConfig(
+                    task_id=task_id, id="hook", url=f"{webhook.url}/hook", token="tok"
+                )
+            )
+            await wait_for_state(on_b, task_id, TaskState.TASK_STATE_COMPLETED)
+            received = await asyncio.to_thread(completed, webhook)
+    assert all(r.headers.get("x-a2a-notification-token") == "tok" for r in received)
+    assert states(received)[-1] == "TASK_STATE_COMPLETED"
