@@ -18,7 +18,9 @@ from a2a.types.a2a_pb2 import (
     TaskPushNotificationConfig,
     TaskState,
 )
-from sqlalchemy import select
+from sqlalchemy import select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from persona_agent.db import create_engine, replicas_table
 from tests.fakes.fake_llm import FakeLLM, Hang, Reply
@@ -256,3 +258,21 @@ async def test_a_push_config_set_through_one_replica_is_served_by_the_one_runnin
             received = await asyncio.to_thread(completed, webhook)
     assert all(r.headers.get("x-a2a-notification-token") == "tok" for r in received)
     assert states(received)[-1] == "TASK_STATE_COMPLETED"
+
+
+async def test_readyz_says_unavailable_when_the_database_is_gone(
+    hub_factory: HubFactory, pg_url: str
+) -> None:
+    async with hub_factory(database_url=pg_url) as hub:
+        assert (await hub.http.get("/readyz")).status_code == 200
+        name = make_url(pg_url).database
+        admin = create_async_engine(
+            make_url(pg_url).set(database="postgres"), isolation_level="AUTOCOMMIT"
+        )
+        async with admin.connect() as conn:
+            await conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+        await admin.dispose()
+        answer = await hub.http.get("/readyz")
+        assert answer.status_code == 503
+        assert answer.json()["database"] == "unreachable"
+        assert (await hub.http.get("/healthz")).status_code == 200  # the process still serves
