@@ -198,8 +198,50 @@ def nginx_scaling(rounds: int, window: str, root: Path) -> list[Row]:
     ]
 
 
+async def _notifications(url: str, count: int) -> float:
+    """Notifications a second: four connections notifying (each its own transaction, as
+    the hub's task writes), two listening connections receiving every one."""
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    from persona_agent.cluster.notify import asyncpg_dsn
+
+    dsn = asyncpg_dsn(make_url(url))
+    received = [0, 0]
+    all_in = asyncio.Event()
+    listeners = [await asyncpg.connect(dsn) for _ in received]
+    for index, listener in enumerate(listeners):
+
+        def heard(*_: object, index: int = index) -> None:
+            received[index] += 1
+            if min(received) >= count:
+                all_in.set()
+
+        await listener.add_listener("bench", heard)
+    writers = [await asyncpg.connect(dsn) for _ in range(4)]
+
+    async def notify(writer: asyncpg.Connection) -> None:
+        for n in range(count // len(writers)):
+            await writer.execute("SELECT pg_notify('bench', $1)", f"task-{n}")
+
+    started = time.perf_counter()
+    await asyncio.gather(*(notify(writer) for writer in writers))
+    await asyncio.wait_for(all_in.wait(), 120)
+    rate = count / (time.perf_counter() - started)
+    for connection in [*listeners, *writers]:
+        await connection.close()
+    return rate
+
+
+def notify_throughput(count: int) -> list[Row]:
+    with database() as url:
+        rate = asyncio.run(_notifications(url, count))
+    return [Row("LISTEN/NOTIFY: notifications a second (4 writers, 2 listeners)", rate, "/s")]
+
+
 def replicas(rounds: int, window: str, root: Path, quick: bool) -> list[Row]:
     return [
+        *notify_throughput(4_000 if quick else 20_000),
         *pg_vs_sqlite(rounds, window, root),
         *event_latency(100 if quick else 500),
         *persona_latency(root, 10 if quick else 30),
