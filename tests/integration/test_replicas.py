@@ -5,6 +5,7 @@ hub's, not a replica's. (Processes, nginx, SIGKILL: tests/integration/test_repli
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
@@ -276,3 +277,17 @@ async def test_readyz_says_unavailable_when_the_database_is_gone(
         assert answer.status_code == 503
         assert answer.json()["database"] == "unreachable"
         assert (await hub.http.get("/healthz")).status_code == 200  # the process still serves
+
+
+async def test_a_replica_warns_when_postgresql_does_not_vacuum(
+    hub_factory: HubFactory, pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="persona_agent.cluster"):
+        async with hub_factory(database_url=pg_url):
+            pass
+    database = create_engine(pg_url)
+    async with database.connect() as conn:
+        setting = (await conn.execute(text("SELECT current_setting('autovacuum')"))).scalar()
+    await database.dispose()
+    warned = any("autovacuum off" in record.getMessage() for record in caplog.records)
+    assert warned == (setting != "on")

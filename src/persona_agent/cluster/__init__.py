@@ -16,6 +16,8 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from sqlalchemy import text
+
 from persona_agent.cluster.events import PgTaskEventStream
 from persona_agent.cluster.leases import ReplicaLease, new_replica_id
 from persona_agent.cluster.locks import AdvisoryLocks
@@ -57,7 +59,20 @@ class Cluster:
         await self.listener.listen(CANCEL_CHANNEL, canceled)
         await self.listener.start()
         await self.lease.start()
+        await self._check_autovacuum()
         logger.info("Replica %s joined the hub", self.replica)
+
+    async def _check_autovacuum(self) -> None:
+        """Warn when PostgreSQL does not vacuum by itself: every task is written several
+        times, and without vacuuming the dead rows pile up and every write gets slower."""
+        async with self.tasks.engine.connect() as conn:
+            setting = (await conn.execute(text("SELECT current_setting('autovacuum')"))).scalar()
+        if setting != "on":
+            logger.warning(
+                "PostgreSQL runs with autovacuum off: the hub's tables fill with dead rows "
+                "and it slows down over time; turn autovacuum on (its default) or VACUUM "
+                "regularly (docs/deployment.md)"
+            )
 
     async def announce(self, channel: str, payload: str) -> None:
         """Notify every replica (this one too) on ``channel``."""
