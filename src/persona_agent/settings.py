@@ -66,6 +66,10 @@ class Settings(BaseSettings):
     """Azure OpenAI's ``api-version``: set, the base URL is an Azure resource's endpoint and
     the model names a deployment."""
     llm_model: str = "gpt-4o-mini"
+    llm_prices: Path | None = None
+    """A YAML or JSON file of model prices (USD per million tokens: ``input``, ``output``,
+    ``cached_input``), so each answer's cost-v1 data carries ``costUsd``
+    (:mod:`persona_agent.pricing`). The embedded model costs nothing."""
     llm_timeout: float = Field(default=60.0, gt=0)
     llm_max_retries: int = Field(default=2, ge=0)
 

@@ -105,6 +105,9 @@ class Reply:
     chunks: list[str] | None = None
     token_delay: float = 0.0
     usage: tuple[int, int] | None = None
+    cached_tokens: int = 0
+    """Of the prompt tokens, those reported read from the server's cache
+    (``usage.prompt_tokens_details.cached_tokens``, as OpenAI sends it)."""
     break_after: int | None = None
     error_after: int | None = None
     error_message: str = "scripted stream error"
@@ -551,7 +554,7 @@ class _Answer:
         message = {"role": "assistant", "content": None, "tool_calls": calls}
         await self.complete(message, "tool_calls", self.tool_usage(item))
 
-    async def complete(self, message: dict[str, Any], finish: str, usage: dict[str, int]) -> None:
+    async def complete(self, message: dict[str, Any], finish: str, usage: dict[str, Any]) -> None:
         choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
         await _send_json(
             self.send,
@@ -626,7 +629,7 @@ class _Answer:
         await self.send({"type": "http.response.start", "status": 200, "headers": headers})
         await self.emit(self.chunk(delta))
 
-    async def finish_stream(self, finish: str, usage: dict[str, int]) -> None:
+    async def finish_stream(self, finish: str, usage: dict[str, Any]) -> None:
         tail = self.chunk({}, finish)
         if self.include_usage:
             tail += self.event(self.head(choices=[], usage=usage))
@@ -671,9 +674,12 @@ class _Answer:
             return 0
         return sum(len(_text(m.get("content")).split()) for m in messages if isinstance(m, dict))
 
-    def usage_of(self, reply: Reply) -> dict[str, int]:
+    def usage_of(self, reply: Reply) -> dict[str, Any]:
         prompt, completion = reply.usage or (self.prompt_tokens(), len(reply.text.split()))
-        return _usage(prompt, completion)
+        usage = _usage(prompt, completion)
+        if reply.cached_tokens:
+            usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+        return usage
 
     def tool_usage(self, item: ToolCalls) -> dict[str, int]:
         """Roughly a token per four characters of arguments, plus one per call."""
@@ -714,7 +720,7 @@ def _retry_after(headers: dict[str, str]) -> float:
         return 0.0
 
 
-def _usage(prompt: int, completion: int) -> dict[str, int]:
+def _usage(prompt: int, completion: int) -> dict[str, Any]:
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,

@@ -20,7 +20,9 @@ COST_EXTENSION_URI = "urn:persona-agent:extension:cost:v1"
 """The completed task's final message carries a DataPart with this payload:
 
 ``{"kind": "cost-v1", "usage": {"promptTokens", "completionTokens", "totalTokens"},
-"durationMs", "model", "llmCalls", "toolCalls"}`` (plus ``costUsd`` where rates are known).
+"durationMs", "model", "llmCalls", "toolCalls"}``, plus ``usage.cachedPromptTokens`` when
+the model server read prompt tokens from its cache and ``costUsd`` when the model has a
+price (:mod:`persona_agent.pricing`).
 """
 
 
@@ -56,7 +58,7 @@ def greeting_extension(greeting: str, alternates: list[str]) -> AgentExtension:
 
 
 def cost_payload(done: Done) -> dict[str, Any]:
-    return {
+    payload: dict[str, Any] = {
         "kind": "cost-v1",
         "usage": {
             "promptTokens": done.usage.prompt_tokens,
@@ -68,3 +70,8 @@ def cost_payload(done: Done) -> dict[str, Any]:
         "llmCalls": done.llm_calls,
         "toolCalls": done.tool_calls,
     }
+    if done.usage.cached_prompt_tokens:
+        payload["usage"]["cachedPromptTokens"] = done.usage.cached_prompt_tokens
+    if done.cost_usd is not None:
+        payload["costUsd"] = round(done.cost_usd, 10)
+    return payload

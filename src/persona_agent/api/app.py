@@ -58,6 +58,7 @@ from persona_agent.parts import (
 )
 from persona_agent.personas.store import FilePersonaStore, PersonaStore
 from persona_agent.personas.watcher import watch_personas
+from persona_agent.pricing import load_prices
 from persona_agent.retention import Retention, RetentionLimits
 from persona_agent.settings import Settings
 
@@ -149,6 +150,7 @@ def create_app(settings: Settings) -> FastAPI:
         toolbox,
         max_tool_iterations=settings.max_tool_iterations,
         locks=cluster.locks if cluster is not None else None,
+        prices=load_prices(settings.llm_prices),
     )
     lean_store = cluster.tasks.as_task_store if cluster is not None else SqlTaskStore(writer)
     task_store: SqlTaskStore | ClusterTaskStore = (

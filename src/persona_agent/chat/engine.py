@@ -20,6 +20,7 @@ from persona_agent.llm.base import ChatRequest, LLMBackend, Message, StreamEnd, 
 from persona_agent.personas.lore import select_lore
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import apply_macros, render_greeting, render_system_prompt
+from persona_agent.pricing import PriceTable
 
 __all__ = ["ChatEngine", "Toolbox"]
 
@@ -55,9 +56,12 @@ class ChatEngine:
         *,
         max_tool_iterations: int = 10,
         locks: KeyedLocks | None = None,
+        prices: PriceTable | None = None,
     ) -> None:
         """``locks``: how turns of one conversation are kept apart (this process's locks;
-        replicas pass :class:`~persona_agent.cluster.locks.AdvisoryLocks`)."""
+        replicas pass :class:`~persona_agent.cluster.locks.AdvisoryLocks`); ``prices``:
+        what tokens cost, for :attr:`Done.cost_usd`."""
+        self.prices = prices if prices is not None else PriceTable()
         self.llm = llm
         self.history = history
         self.toolbox = toolbox
@@ -176,6 +180,7 @@ class ChatEngine:
                 duration_ms=int((time.monotonic() - started) * 1000),
                 llm_calls=llm_calls,
                 tool_calls=tool_calls,
+                cost_usd=self.prices.cost(model, usage),
             )
 
     async def _call_tool(

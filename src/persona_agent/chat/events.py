@@ -42,6 +42,9 @@ class Done:
     duration_ms: int
     llm_calls: int
     tool_calls: int
+    cost_usd: float | None = None
+    """What the turn cost in US dollars, when its model has a price
+    (:mod:`persona_agent.pricing`)."""
 
 
 ChatEvent = Token | ToolStart | ToolEnd | Done

@@ -26,6 +26,8 @@ Message = dict[str, Any]
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    """Of ``prompt_tokens``, those the server read from its prompt cache (priced apart)."""
 
     @property
     def total_tokens(self) -> int:
@@ -35,6 +37,7 @@ class Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
+            self.cached_prompt_tokens + other.cached_prompt_tokens,
         )
 
 

@@ -151,8 +151,11 @@ class OpenAIBackend(LLMBackend):
                         ended, failure = True, chunk
                         break
                     if chunk.usage is not None:
+                        details = chunk.usage.prompt_tokens_details
                         usage = Usage(
-                            chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0
+                            chunk.usage.prompt_tokens or 0,
+                            chunk.usage.completion_tokens or 0,
+                            (details.cached_tokens or 0) if details is not None else 0,
                         )
                     for choice in chunk.choices:
                         if choice.index:

@@ -1,0 +1,70 @@
+"""What an answer cost: the cost-v1 data of a completed task carries ``costUsd`` from the
+price file (PERSONA_AGENT_LLM_PRICES), the model server's cached prompt tokens priced
+apart, every model call of a turn counted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf.json_format import MessageToDict
+
+from tests.fakes.fake_llm import FakeLLM, Reply, ToolCalls
+from tests.integration.a2a_helpers import send
+from tests.integration.conftest import HubFactory
+
+
+def _cost_data(task: Any) -> dict[str, Any]:
+    data = [MessageToDict(p.data) for p in task.status.message.parts if p.HasField("data")]
+    assert len(data) == 1
+    assert data[0]["kind"] == "cost-v1"
+    return data[0]
+
+
+@pytest.fixture
+def prices(tmp_path: Path) -> Path:
+    path = tmp_path / "prices.yaml"
+    path.write_text("gpt-4o-mini: {input: 2.0, output: 8.0, cached_input: 0.5}\n", encoding="utf-8")
+    return path
+
+
+async def test_an_answer_carries_its_cost(
+    hub_factory: HubFactory, llm: FakeLLM, prices: Path
+) -> None:
+    async with hub_factory(llm_prices=prices, llm_model="gpt-4o-mini-2024-07-18") as hub:
+        llm.script(Reply("Know thyself.", usage=(1_200, 300), cached_tokens=200))
+        task = await send(await hub.client("socrates"), "Advice?")
+    assert llm.requests[-1]["model"] == "gpt-4o-mini-2024-07-18"  # priced by its prefix
+    cost = _cost_data(task)
+    assert cost["usage"] == {
+        "promptTokens": 1_200,
+        "completionTokens": 300,
+        "totalTokens": 1_500,
+        "cachedPromptTokens": 200,
+    }
+    assert cost["costUsd"] == pytest.approx((1_000 * 2.0 + 200 * 0.5 + 300 * 8.0) / 1e6)
+
+
+async def test_every_model_call_of_a_turn_is_counted(
+    hub_factory: HubFactory, llm: FakeLLM, prices: Path
+) -> None:
+    async with hub_factory(llm_prices=prices) as hub:
+        llm.script(
+            ToolCalls([("local__add", {"a": 2, "b": 3})]),
+            Reply("Five.", usage=(400, 10)),
+        )
+        task = await send(await hub.client("toolsmith"), "Add 2 and 3.")
+    cost = _cost_data(task)
+    assert cost["llmCalls"] == 2
+    prompt = cost["usage"]["promptTokens"]
+    completion = cost["usage"]["completionTokens"]
+    assert prompt > 400  # the tool call's prompt as well
+    assert cost["costUsd"] == pytest.approx((prompt * 2.0 + completion * 8.0) / 1e6)
+
+
+async def test_without_a_price_there_is_no_cost(hub_factory: HubFactory, llm: FakeLLM) -> None:
+    async with hub_factory() as hub:
+        llm.script(Reply("Hmm."))
+        task = await send(await hub.client("socrates"), "Price?")
+    assert "costUsd" not in _cost_data(task)
