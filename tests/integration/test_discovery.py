@@ -135,3 +135,14 @@ async def test_a2a_answers_the_same_behind_a_proxy_root_path(hub: Hub) -> None:
                 headers={"A2A-Version": "1.0"},
             )
             assert answer.json()["error"]["code"] == -32001  # TaskNotFound
+
+
+async def test_readyz_names_the_database_personas_and_model(hub: Hub) -> None:
+    answer = await hub.http.get("/readyz")
+    assert answer.status_code == 200
+    body = answer.json()
+    assert body["status"] == "ready"
+    assert body["notReady"] == []
+    assert body["database"] == "ok"
+    assert body["personas"] == len((await hub.http.get("/a2a/personas")).json())
+    assert body["llm"] == {"backend": "openai", "model": hub.settings.llm_model}

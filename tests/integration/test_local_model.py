@@ -17,6 +17,7 @@ from a2a.types.a2a_pb2 import CancelTaskRequest, TaskState
 from google.protobuf.json_format import MessageToDict
 
 from persona_agent.llm.local.backend import LocalBackend
+from persona_agent.llm.local.weights import LOCAL_MODEL_NAME
 from persona_agent.personas.directory import load_persona_dir
 from tests.integration.a2a_helpers import answer_text, get_task, send, user_message
 from tests.integration.conftest import BUNDLED, Hub, HubFactory
@@ -124,3 +125,29 @@ async def test_cancel_stops_the_generation(local_hub: Hub) -> None:
     # The model is free again: the next message is answered.
     task = await send(control, "Are you still there?")
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_readyz_waits_for_the_model_and_a_probe_loads_it(
+    hub_factory: HubFactory, local_model_dir: Path
+) -> None:
+    async with hub_factory(
+        llm_backend="local",
+        llm_base_url=None,
+        llm_api_key=None,
+        mcp_config=None,
+        local_model_dir=local_model_dir,
+        local_preload=False,
+    ) as hub:
+        first = await hub.http.get("/readyz")
+        assert first.status_code == 503
+        assert first.json()["notReady"] == ["llm"]
+        assert first.json()["llm"]["loaded"] is False
+        # That probe started loading the model; a later one finds it ready.
+        async with asyncio.timeout(120):
+            for _ in range(1_000):
+                answer = await hub.http.get("/readyz")
+                if answer.status_code == 200:
+                    break
+                await asyncio.sleep(0.2)
+        assert answer.json()["llm"] == {"backend": "local", "model": LOCAL_MODEL_NAME}
+        assert answer.json()["notReady"] == []

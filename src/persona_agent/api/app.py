@@ -109,6 +109,15 @@ async def _import_personas(settings: Settings, store: SqlPersonaStore, listener:
     await store.start(listener)
 
 
+async def _load_quietly(llm: LLMBackend) -> None:
+    """Load the model backend for a readiness probe; a failure is logged (the probe keeps
+    saying not ready, and the next one tries again)."""
+    try:
+        await llm.load()
+    except Exception:
+        logger.exception("Loading the model backend failed")
+
+
 def create_app(settings: Settings) -> FastAPI:
     """The hub as an ASGI app. Start-up (its lifespan) opens the database and MCP servers."""
     toolbox: MCPToolbox | None = None
@@ -247,6 +256,7 @@ def create_app(settings: Settings) -> FastAPI:
         for persona in personas:
             registry.put(persona)
         await prepare_llm_backend(llm, personas, preload=settings.local_preload)
+        app.state.personas_loaded = True
         unsubscribe = store.subscribe(registry.apply)
         unsubscribe_data = store.subscribe(persona_data.on_change)
         stop_watching = asyncio.Event()
@@ -302,6 +312,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.persona_store = store
     app.state.persona_data = persona_data
     app.state.engine = engine
+    app.state.personas_loaded = False
 
     @app.get("/.well-known/agent.json", tags=["discovery"])
     async def aggregate_card() -> dict[str, Any]:
@@ -344,22 +355,40 @@ def create_app(settings: Settings) -> FastAPI:
         """The process serves (liveness)."""
         return JSONResponse({"status": "ok", "personas": len(registry)})
 
+    loading: list[asyncio.Task[None]] = []
+
     @app.get("/readyz", tags=["operations"])
     async def readyz() -> JSONResponse:
-        """The hub can answer: its database answers within two seconds (readiness; 503 if
-        not, so a load balancer sends requests elsewhere)."""
+        """Readiness: the database answers within two seconds, the personas are loaded, and
+        the model backend can answer at once (the embedded model loaded: a probe starts
+        loading it when start-up did not). 503, naming what is not ready in ``notReady``,
+        so a load balancer sends requests elsewhere meanwhile."""
+        not_ready: list[str] = []
         body: dict[str, Any] = {"personas": len(registry)}
         if cluster is not None:
             body["replica"] = cluster.replica
         try:
             async with asyncio.timeout(2):
                 await writer.fetch(select(literal(1)))
+            body["database"] = "ok"
         except Exception as error:
             logger.warning("Readiness check: the database does not answer (%s)", error)
+            body["database"] = "unreachable"
+            not_ready.append("database")
+        if not app.state.personas_loaded:
+            not_ready.append("personas")
+        model: dict[str, Any] = {"backend": llm.name, "model": llm.default_model}
+        if not llm.loaded:
+            model["loaded"] = False
+            not_ready.append("llm")
+            if not loading or loading[0].done():  # load it now (once at a time)
+                loading[:] = [asyncio.create_task(_load_quietly(llm))]
+        body["llm"] = model
+        if not_ready:
             return JSONResponse(
-                {**body, "status": "unavailable", "database": "unreachable"}, status_code=503
+                {**body, "status": "unavailable", "notReady": not_ready}, status_code=503
             )
-        return JSONResponse({**body, "status": "ready", "database": "ok"})
+        return JSONResponse({**body, "status": "ready", "notReady": []})
 
     app.include_router(personas_routes.router, prefix="/api/v1")
     for error_type, code in (

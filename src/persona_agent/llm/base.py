@@ -102,5 +102,14 @@ class LLMBackend(ABC):
     @abstractmethod
     def stream(self, request: ChatRequest) -> AsyncGenerator[TextDelta | StreamEnd, None]: ...
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the backend answers at once (a backend with a model of its own to load
+        says so until :meth:`load` is done)."""
+        return True
+
+    async def load(self) -> None:  # noqa: B027 - optional hook
+        """Get ready to answer (load a model); later calls return at once."""
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections and workers."""

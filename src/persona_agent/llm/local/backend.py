@@ -134,6 +134,11 @@ class LocalBackend(LLMBackend):
         return LOCAL_MODEL_NAME
 
     @property
+    def loaded(self) -> bool:
+        """Whether the model is loaded (:meth:`load`): messages are answered at once."""
+        return self._llama is not None
+
+    @property
     def max_tokens(self) -> int:
         """The length cap of an answer, in tokens."""
         return self._max_tokens
