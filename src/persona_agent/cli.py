@@ -123,7 +123,9 @@ def serve(
     """
     settings = _settings(host=host, port=port, personas_dir=personas_dir, log_level=log_level)
     try:
-        configure_logging(settings.log_level, configured_secrets(settings, os.environ))
+        configure_logging(
+            settings.log_level, configured_secrets(settings, os.environ), settings.log_format
+        )
     except ValueError as error:
         typer.secho(f"Invalid settings: log level: {error}", err=True, fg="red")
         raise typer.Exit(2) from error

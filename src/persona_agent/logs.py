@@ -12,12 +12,26 @@ hub was configured with (API keys, the LLM key). ``serve`` calls
 
 from __future__ import annotations
 
+import json
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from contextvars import ContextVar, Token
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["REDACTED", "RedactingFormatter", "configure_logging", "redact", "url_passwords"]
+__all__ = [
+    "LOG_FIELDS",
+    "REDACTED",
+    "JsonFormatter",
+    "RedactingFormatter",
+    "bind_log_fields",
+    "configure_logging",
+    "redact",
+    "url_passwords",
+]
 
 REDACTED = "[redacted]"
 
@@ -61,6 +75,32 @@ def url_passwords(*urls: str | None) -> list[str]:
     return found
 
 
+LOG_FIELDS: ContextVar[Mapping[str, str]] = ContextVar(
+    "persona_agent_log_fields", default=MappingProxyType({})
+)
+"""What the code running now is about (``request_id``, ``persona``, ``task``, ``context``):
+JSON log lines carry it. Set with :func:`bind_log_fields`."""
+
+
+def bind_log_fields(**fields: str | None) -> Token[Mapping[str, str]]:
+    """Add ``fields`` (those not ``None``) to :data:`LOG_FIELDS` for the code that runs from
+    here in this context (and the tasks it starts); ``LOG_FIELDS.reset(token)`` undoes it."""
+    current = LOG_FIELDS.get()
+    return LOG_FIELDS.set({**current, **{k: v for k, v in fields.items() if v is not None}})
+
+
+def _trace_ids() -> dict[str, str]:
+    """The trace and span ids of the OpenTelemetry span under way, if one records."""
+    try:
+        from opentelemetry import trace
+    except ImportError:  # pragma: no cover - installed with a2a-sdk
+        return {}
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return {}
+    return {"trace_id": f"{context.trace_id:032x}", "span_id": f"{context.span_id:016x}"}
+
+
 class RedactingFormatter(logging.Formatter):
     """A formatter whose every line, traceback included, goes through :func:`redact`."""
 
@@ -73,12 +113,42 @@ class RedactingFormatter(logging.Formatter):
         return redact(super().format(record), self._secrets)
 
 
-def configure_logging(level: str, secrets: Iterable[str] = ()) -> None:
-    """Log to stderr at ``level`` through a :class:`RedactingFormatter`, for every logger
-    (uvicorn's included: ``serve`` gives uvicorn no logging configuration of its own)."""
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``time`` (UTC, ISO 8601), ``level``, ``logger``,
+    ``message``, the fields bound for the code that logged (:data:`LOG_FIELDS`: request
+    id, persona, task, context), ``trace_id`` and ``span_id`` under an OpenTelemetry span,
+    and ``exception`` with its traceback; the message and the traceback redacted as
+    :class:`RedactingFormatter` redacts a line."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        super().__init__()
+        self._secrets = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": redact(record.getMessage(), self._secrets),
+            **LOG_FIELDS.get(),
+            **_trace_ids(),
+        }
+        if record.exc_info:
+            entry["exception"] = redact(self.formatException(record.exc_info), self._secrets)
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+def configure_logging(
+    level: str, secrets: Iterable[str] = (), log_format: Literal["text", "json"] = "text"
+) -> None:
+    """Log to stderr at ``level`` as text lines (:class:`RedactingFormatter`) or JSON
+    objects (:class:`JsonFormatter`), for every logger (uvicorn's included, its access
+    log too: ``serve`` gives uvicorn no logging configuration of its own)."""
     handler = logging.StreamHandler()
     handler.setFormatter(
-        RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s", secrets)
+        JsonFormatter(secrets)
+        if log_format == "json"
+        else RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s", secrets)
     )
     root = logging.getLogger()
     for existing in list(root.handlers):

@@ -171,6 +171,9 @@ class Settings(BaseSettings):
     """Largest PNG character card or avatar image (file or upload)."""
 
     log_level: str = "INFO"
+    log_format: Literal["text", "json"] = "text"
+    """``json``: one JSON object per log line, with the request id, persona, task and
+    trace id where known (docs/configuration.md#logs)."""
 
     @field_validator("public_base_url")
     @classmethod

@@ -29,6 +29,7 @@ from persona_agent.audit import AuditLog
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.events import Done, Token, ToolEnd, ToolStart
 from persona_agent.errors import PersonaAgentError
+from persona_agent.logs import LOG_FIELDS, bind_log_fields
 from persona_agent.personas.model import Persona
 
 __all__ = ["ANSWER_ARTIFACT_NAME", "PersonaAgentExecutor", "conversation_key"]
@@ -84,6 +85,7 @@ class PersonaAgentExecutor(AgentExecutor):
         updater = TaskUpdater(event_queue, task_id, context_id)
         self.running[task_id] = context.call_context
         self._updaters[task_id] = updater
+        log_fields = bind_log_fields(persona=self.persona.id, task=task_id, context=context_id)
         try:
             await updater.start_work()
             whole = bool(context.call_context.state.get(WHOLE_ANSWER_STATE_KEY))
@@ -121,6 +123,7 @@ class PersonaAgentExecutor(AgentExecutor):
             self._cancelled.discard(task_id)
             self.running.pop(task_id, None)
             self._updaters.pop(task_id, None)
+            LOG_FIELDS.reset(log_fields)
 
     async def _answer(
         self,

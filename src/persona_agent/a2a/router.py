@@ -52,6 +52,7 @@ from persona_agent.a2a.sdk_fixes.routes import jsonrpc_dispatcher, rest_routes
 from persona_agent.a2a.services import HubServices
 from persona_agent.audit import request_id_of
 from persona_agent.auth import SCOPE_A2A, AuthError, Principal
+from persona_agent.logs import LOG_FIELDS, bind_log_fields
 from persona_agent.personas.model import Persona
 
 __all__ = [
@@ -200,6 +201,7 @@ class A2ARouter:
         services = services or HubServices()
         audit = services.audit
         self._audit = audit if audit is not None and audit.enabled else None
+        self._log_fields = services.log_fields
         self._quotas = services.quotas
         self.stream_idle_seconds = services.stream_idle_seconds
         self._lookup = lookup
@@ -238,8 +240,29 @@ class A2ARouter:
             await not_found_response(persona_id)(scope, receive, send)
             return
         inner = dict(scope)
-        if self._audit is not None:  # a request id is for the audit log alone
+        # A request id is for the audit log and JSON log lines alone.
+        if self._audit is not None or self._log_fields:
             inner[REQUEST_ID_KEY] = request_id_of(scope["headers"])
+        if not self._log_fields:
+            await self._serve(served, persona_id, rest, scope, inner, receive, send)
+            return
+        token = bind_log_fields(request_id=inner[REQUEST_ID_KEY], persona=persona_id)
+        try:
+            await self._serve(served, persona_id, rest, scope, inner, receive, send)
+        finally:
+            LOG_FIELDS.reset(token)
+
+    async def _serve(
+        self,
+        served: ServedPersona,
+        persona_id: str,
+        rest: str,
+        scope: Scope,
+        inner: dict[str, Any],
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        root: str = scope.get("root_path", "")
         if rest not in PUBLIC_PATHS:
             refusal = await self._admit(served.persona, rest, scope, inner)
             if refusal is not None:

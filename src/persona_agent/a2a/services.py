@@ -42,6 +42,8 @@ class HubServices:
     stream_idle_seconds: float = 0
     """A stream with nothing to say this long is ended (0: never)."""
     event_stream: TaskEventStream | None = None
+    log_fields: bool = False
+    """JSON logs: each A2A request's log lines carry its request id and persona."""
     """Replicas: the events of tasks running on other replicas (the SDK's cluster mode)."""
 
     @property

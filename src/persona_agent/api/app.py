@@ -225,6 +225,7 @@ def create_app(settings: Settings) -> FastAPI:
         push=push,
         avatars=store.avatar,
         stream_idle_seconds=settings.stream_idle_seconds,
+        log_fields=settings.log_format == "json",
         event_stream=cluster.events if cluster is not None else None,
     )
     registry = A2ARegistry(
