@@ -19,6 +19,7 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    Float,
     Index,
     Integer,
     LargeBinary,
@@ -52,6 +53,7 @@ __all__ = [
     "task_events_table",
     "tasks_table",
     "upgrade_db",
+    "usage_table",
 ]
 
 metadata = MetaData()
@@ -86,6 +88,21 @@ messages_table = Table(
 
 
 _Seq = BigInteger().with_variant(Integer, "sqlite")  # SQLite autoincrements INTEGER only
+
+usage_table = Table(
+    "pa_usage",
+    metadata,
+    Column("seq", _Seq, primary_key=True, autoincrement=True),
+    Column("persona_id", String(63), nullable=False),
+    Column("model", String(200), nullable=False),
+    Column("at_ms", BigInteger, nullable=False),  # when the turn completed, ms since the epoch
+    Column("prompt_tokens", BigInteger, nullable=False),
+    Column("completion_tokens", BigInteger, nullable=False),
+    Column("cached_prompt_tokens", BigInteger, nullable=False),
+    Column("cost_usd", Float, nullable=True),  # none: the model has no price
+    Index("ix_pa_usage_persona_at", "persona_id", "at_ms"),
+)
+"""Each completed answer's tokens and cost (:class:`persona_agent.chat.usage.UsageLog`)."""
 
 task_events_table = Table(
     "pa_task_events",
@@ -179,7 +196,7 @@ def create_engine(url: str, *, pool_size: int = 10, max_overflow: int = 20) -> A
     return engine
 
 
-SCHEMA_REVISION = "0002"
+SCHEMA_REVISION = "0003"
 """The newest revision of ``persona_agent/migrations/versions`` (a test keeps it so)."""
 
 

@@ -4,6 +4,7 @@ apart, every model call of a turn counted."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +69,48 @@ async def test_without_a_price_there_is_no_cost(hub_factory: HubFactory, llm: Fa
         llm.script(Reply("Hmm."))
         task = await send(await hub.client("socrates"), "Price?")
     assert "costUsd" not in _cost_data(task)
+
+
+async def test_the_usage_report_sums_the_answers_cost_v1_data(
+    hub_factory: HubFactory, llm: FakeLLM, prices: Path
+) -> None:
+    async with hub_factory(llm_prices=prices) as hub:
+        client = await hub.client("socrates")
+        llm.script(
+            Reply("One.", usage=(1_000, 100), cached_tokens=300),
+            Reply("Two.", usage=(2_000, 50)),
+        )
+        answers = [_cost_data(await send(client, text)) for text in ("First?", "Second?")]
+        between = datetime.now(UTC)
+        llm.script(Reply("Three.", usage=(500, 10)))
+        later = _cost_data(await send(client, "Third?"))
+        answers.append(later)
+
+        everything = (await hub.http.get("/api/v1/personas/socrates/usage")).json()
+        assert everything["answers"] == 3
+        for key in ("promptTokens", "completionTokens"):
+            assert everything[key] == sum(a["usage"][key] for a in answers)
+        assert everything["cachedPromptTokens"] == 300
+        assert everything["costUsd"] == pytest.approx(sum(a["costUsd"] for a in answers))
+        assert everything["unpricedAnswers"] == 0
+        assert [m["model"] for m in everything["byModel"]] == [answers[0]["model"]]
+
+        window = (
+            await hub.http.get(
+                "/api/v1/personas/socrates/usage", params={"since": between.isoformat()}
+            )
+        ).json()
+        assert window["answers"] == 1
+        assert window["promptTokens"] == 500
+        assert window["costUsd"] == pytest.approx(later["costUsd"])
+        # Another persona's report holds none of them.
+        other = (await hub.http.get("/api/v1/personas/ada-lovelace/usage")).json()
+        assert other["answers"] == 0
+
+        unknown = await hub.http.get("/api/v1/personas/nobody-here/usage")
+        assert unknown.status_code == 404
+        backwards = await hub.http.get(
+            "/api/v1/personas/socrates/usage",
+            params={"since": "2030-01-01T00:00:00Z", "until": "2020-01-01T00:00:00Z"},
+        )
+        assert backwards.status_code == 422

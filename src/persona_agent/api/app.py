@@ -40,6 +40,7 @@ from persona_agent.api.routes import personas as personas_routes
 from persona_agent.audit import AuditLog
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.history import ConversationHistory
+from persona_agent.chat.usage import UsageLog
 from persona_agent.db import GroupCommitWriter, create_engine, prepare_db
 from persona_agent.errors import (
     ConfigError,
@@ -146,6 +147,7 @@ def create_app(settings: Settings) -> FastAPI:
             pool_size=settings.db_pool_size,
         )
     llm = build_llm_backend(settings)
+    usage = UsageLog(writer)
     history = ConversationHistory(
         writer,
         cache_size=settings.history_cache_size,
@@ -160,6 +162,7 @@ def create_app(settings: Settings) -> FastAPI:
         max_tool_iterations=settings.max_tool_iterations,
         locks=cluster.locks if cluster is not None else None,
         prices=load_prices(settings.llm_prices),
+        usage=usage,
     )
     lean_store = cluster.tasks.as_task_store if cluster is not None else SqlTaskStore(writer)
     task_store: SqlTaskStore | ClusterTaskStore = (
@@ -313,6 +316,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.persona_store = store
     app.state.persona_data = persona_data
     app.state.engine = engine
+    app.state.usage = usage
     app.state.personas_loaded = False
 
     @app.get("/.well-known/agent.json", tags=["discovery"])

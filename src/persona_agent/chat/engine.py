@@ -5,6 +5,7 @@ It knows nothing of A2A: the executor maps its events to the wire.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -15,6 +16,7 @@ from typing import Any, Protocol
 from persona_agent.chat.events import ChatEvent, Done, Token, ToolEnd, ToolStart
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.locks import KeyedLocks
+from persona_agent.chat.usage import UsageLog
 from persona_agent.errors import LLMError, ToolError
 from persona_agent.llm.base import ChatRequest, LLMBackend, Message, StreamEnd, ToolCall, Usage
 from persona_agent.personas.lore import select_lore
@@ -57,11 +59,14 @@ class ChatEngine:
         max_tool_iterations: int = 10,
         locks: KeyedLocks | None = None,
         prices: PriceTable | None = None,
+        usage: UsageLog | None = None,
     ) -> None:
         """``locks``: how turns of one conversation are kept apart (this process's locks;
         replicas pass :class:`~persona_agent.cluster.locks.AdvisoryLocks`); ``prices``:
-        what tokens cost, for :attr:`Done.cost_usd`."""
+        what tokens cost, for :attr:`Done.cost_usd`; ``usage``: where each completed answer's
+        tokens and cost are recorded."""
         self.prices = prices if prices is not None else PriceTable()
+        self.usage = usage
         self.llm = llm
         self.history = history
         self.toolbox = toolbox
@@ -172,7 +177,14 @@ class ChatEngine:
             text_answer = "".join(answer)
             if not text_answer.strip():
                 raise LLMError("The language model returned an empty answer")
-            await self.history.append(conversation, turn)
+            cost = self.prices.cost(model, usage)
+            if self.usage is None:
+                await self.history.append(conversation, turn)
+            else:  # both in one group commit
+                await asyncio.gather(
+                    self.history.append(conversation, turn),
+                    self.usage.record(persona.id, model, usage, cost),
+                )
             yield Done(
                 text=text_answer,
                 usage=usage,
@@ -180,7 +192,7 @@ class ChatEngine:
                 duration_ms=int((time.monotonic() - started) * 1000),
                 llm_calls=llm_calls,
                 tool_calls=tool_calls,
-                cost_usd=self.prices.cost(model, usage),
+                cost_usd=cost,
             )
 
     async def _call_tool(

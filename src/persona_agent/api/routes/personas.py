@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Coroutine
+from datetime import UTC, datetime
 from pathlib import PurePath
 from typing import Annotated, Any, Literal, TypeVar, cast
 
@@ -28,6 +29,7 @@ from persona_agent.a2a.agent_card import CARD_PATH, persona_url
 from persona_agent.api.deps import Reader, Store, Writer
 from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.audit import AuditLog, request_id_of
+from persona_agent.chat.usage import UsageLog
 from persona_agent.errors import PersonaAgentError, PersonaFileError, PersonaNotFoundError
 from persona_agent.personas.cards import CardSpec, card_png, persona_to_card
 from persona_agent.personas.loader import MAX_PROBLEMS, PERSONA_SUFFIXES, PersonaFile, read_persona
@@ -362,3 +364,57 @@ def _upload_error(message: str) -> RequestValidationError:
     return RequestValidationError(
         [{"loc": ("body", "file"), "msg": message, "type": "value_error"}]
     )
+
+
+@router.get("/{persona_id}/usage", dependencies=[Reader], responses=_errors(404))
+async def persona_usage(
+    persona_id: str,
+    request: Request,
+    store: Store,
+    since: Annotated[
+        datetime | None, Query(description="from this time on (ISO 8601; default: the start)")
+    ] = None,
+    until: Annotated[
+        datetime | None, Query(description="before this time (ISO 8601; default: now)")
+    ] = None,
+) -> dict[str, Any]:
+    """What the persona's completed answers used and cost in a time window: tokens, US
+    dollars (for models with a price, ``PERSONA_AGENT_LLM_PRICES``), by model. The sums of
+    the cost-v1 data of the same answers."""
+    await store.get(persona_id)  # 404 for an unknown persona
+    end = until or datetime.now(UTC)
+    start = since or datetime.fromtimestamp(0, UTC)
+    start, end = (_aware(moment) for moment in (start, end))
+    if start >= end:
+        raise HTTPException(422, "since must be before until")
+    usage: UsageLog = request.app.state.usage
+    totals = await usage.totals(
+        persona_id, int(start.timestamp() * 1000), int(end.timestamp() * 1000)
+    )
+    return {
+        "persona": persona_id,
+        "since": start.isoformat(),
+        "until": end.isoformat(),
+        "answers": totals.answers,
+        "promptTokens": totals.prompt_tokens,
+        "completionTokens": totals.completion_tokens,
+        "cachedPromptTokens": totals.cached_prompt_tokens,
+        "costUsd": totals.cost_usd,
+        "unpricedAnswers": totals.unpriced_answers,
+        "byModel": [
+            {
+                "model": entry.model,
+                "answers": entry.answers,
+                "promptTokens": entry.prompt_tokens,
+                "completionTokens": entry.completion_tokens,
+                "cachedPromptTokens": entry.cached_prompt_tokens,
+                "costUsd": entry.cost_usd,
+            }
+            for entry in totals.by_model
+        ],
+    }
+
+
+def _aware(moment: datetime) -> datetime:
+    """A time without a zone is UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -1,0 +1,110 @@
+"""Usage: what each persona's answers used and cost, kept for reports.
+
+One row per completed answer (tokens in, out and from the server's cache, and the cost
+when the model has a price), written in the database's group commit with the rest of the
+turn. :meth:`UsageLog.totals` sums a persona's rows over a time window, by model: the
+numbers ``GET /api/v1/personas/{id}/usage`` reports, which agree with the sum of the
+tasks' cost-v1 data.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import bindparam, func, insert, select
+
+from persona_agent.db import GroupCommitWriter, usage_table
+from persona_agent.llm.base import Usage
+
+__all__ = ["ModelUsage", "UsageLog", "UsageTotals"]
+
+
+@dataclass
+class ModelUsage:
+    model: str
+    answers: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    cost_usd: float | None = None
+    """None when no answer of the model had a price."""
+
+
+@dataclass
+class UsageTotals:
+    answers: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    cost_usd: float = 0.0
+    """Of the answers whose model has a price."""
+    unpriced_answers: int = 0
+    by_model: list[ModelUsage] = field(default_factory=list)
+
+
+class UsageLog:
+    """Rows of ``pa_usage`` through the hub's group-commit writer."""
+
+    def __init__(self, writer: GroupCommitWriter) -> None:
+        self._db = writer
+        self._insert = insert(usage_table)
+        u = usage_table.c
+        self._totals = (
+            select(
+                u.model,
+                func.count(),
+                func.sum(u.prompt_tokens),
+                func.sum(u.completion_tokens),
+                func.sum(u.cached_prompt_tokens),
+                func.sum(u.cost_usd),
+                func.count(u.cost_usd),
+            )
+            .where(
+                u.persona_id == bindparam("persona_id"),
+                u.at_ms >= bindparam("since"),
+                u.at_ms < bindparam("until"),
+            )
+            .group_by(u.model)
+            .order_by(u.model)
+        )
+
+    async def record(
+        self, persona_id: str, model: str, usage: Usage, cost_usd: float | None
+    ) -> None:
+        """Add one completed answer (returns once committed)."""
+        row: dict[str, Any] = {
+            "persona_id": persona_id,
+            "model": model[:200],
+            "at_ms": int(time.time() * 1000),
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "cached_prompt_tokens": usage.cached_prompt_tokens,
+            "cost_usd": cost_usd,
+        }
+        await self._db.write(self._insert, [row])
+
+    async def totals(self, persona_id: str, since_ms: int, until_ms: int) -> UsageTotals:
+        """A persona's answers completed in ``[since_ms, until_ms)`` (ms since the epoch)."""
+        rows = await self._db.fetch(
+            self._totals, {"persona_id": persona_id, "since": since_ms, "until": until_ms}
+        )
+        totals = UsageTotals()
+        for model, answers, prompt, completion, cached, cost, priced in rows:
+            entry = ModelUsage(
+                model=model,
+                answers=int(answers),
+                prompt_tokens=int(prompt or 0),
+                completion_tokens=int(completion or 0),
+                cached_prompt_tokens=int(cached or 0),
+                cost_usd=float(cost) if priced else None,
+            )
+            totals.by_model.append(entry)
+            totals.answers += entry.answers
+            totals.prompt_tokens += entry.prompt_tokens
+            totals.completion_tokens += entry.completion_tokens
+            totals.cached_prompt_tokens += entry.cached_prompt_tokens
+            totals.cost_usd += entry.cost_usd or 0.0
+            totals.unpriced_answers += entry.answers - int(priced)
+        return totals
