@@ -114,3 +114,16 @@ async def test_the_usage_report_sums_the_answers_cost_v1_data(
             params={"since": "2030-01-01T00:00:00Z", "until": "2020-01-01T00:00:00Z"},
         )
         assert backwards.status_code == 422
+
+
+async def test_a_deleted_personas_usage_goes_with_it(hub_factory: HubFactory, llm: FakeLLM) -> None:
+    persona = {"id": "tally", "name": "Tally", "description": "Counts things."}
+    async with hub_factory() as hub:
+        assert (await hub.http.post("/api/v1/personas", json=persona)).status_code == 201
+        llm.script(Reply("Counted."))
+        await send(await hub.client("tally"), "Count?")
+        report = "/api/v1/personas/tally/usage"
+        assert (await hub.http.get(report)).json()["answers"] == 1
+        assert (await hub.http.delete("/api/v1/personas/tally")).status_code == 204
+        assert (await hub.http.post("/api/v1/personas", json=persona)).status_code == 201
+        assert (await hub.http.get(report)).json()["answers"] == 0

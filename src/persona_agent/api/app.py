@@ -168,7 +168,7 @@ def create_app(settings: Settings) -> FastAPI:
     task_store: SqlTaskStore | ClusterTaskStore = (
         cluster.tasks if cluster is not None else lean_store
     )
-    persona_data = DeletedPersonaData(lean_store, history)
+    persona_data = DeletedPersonaData(lean_store, history, usage)
     retention = Retention(
         writer,
         RetentionLimits(

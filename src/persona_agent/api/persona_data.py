@@ -1,4 +1,4 @@
-"""What goes with a deleted persona: its tasks and its conversations.
+"""What goes with a deleted persona: its tasks, its conversations and its usage records.
 
 A persona's tasks and history are keyed by its id, so a new persona given the id of a
 deleted one would find them (and could continue them). When the persona store reports a
@@ -14,6 +14,7 @@ import logging
 
 from persona_agent.a2a.task_store import SqlTaskStore
 from persona_agent.chat.history import ConversationHistory
+from persona_agent.chat.usage import UsageLog
 from persona_agent.personas.store import PersonaChange
 
 __all__ = ["DeletedPersonaData"]
@@ -24,9 +25,15 @@ logger = logging.getLogger(__name__)
 class DeletedPersonaData:
     """Subscribed to the persona store: deletes a deleted persona's tasks and history."""
 
-    def __init__(self, task_store: SqlTaskStore, history: ConversationHistory) -> None:
+    def __init__(
+        self,
+        task_store: SqlTaskStore,
+        history: ConversationHistory,
+        usage: UsageLog | None = None,
+    ) -> None:
         self._task_store = task_store
         self._history = history
+        self._usage = usage
         self._pending: dict[str, asyncio.Task[None]] = {}
 
     def on_change(self, change: PersonaChange) -> None:
@@ -55,6 +62,8 @@ class DeletedPersonaData:
         try:
             await self._task_store.forget_persona(persona_id)
             await self._history.forget_persona(persona_id)
+            if self._usage is not None:
+                await self._usage.forget_persona(persona_id)
         except Exception:
             logger.exception("Could not delete the tasks and history of persona '%s'", persona_id)
             raise

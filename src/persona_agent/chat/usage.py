@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, select
+from sqlalchemy import bindparam, delete, func, insert, select
 
 from persona_agent.db import GroupCommitWriter, usage_table
 from persona_agent.llm.base import Usage
@@ -51,6 +51,7 @@ class UsageLog:
         self._db = writer
         self._insert = insert(usage_table)
         u = usage_table.c
+        self._delete = delete(usage_table).where(u.persona_id == bindparam("d_persona"))
         self._totals = (
             select(
                 u.model,
@@ -84,6 +85,11 @@ class UsageLog:
             "cost_usd": cost_usd,
         }
         await self._db.write(self._insert, [row])
+
+    async def forget_persona(self, persona_id: str) -> None:
+        """Delete a persona's records (it was deleted: a new persona with its id starts
+        with none)."""
+        await self._db.write(self._delete, [{"d_persona": persona_id}])
 
     async def totals(self, persona_id: str, since_ms: int, until_ms: int) -> UsageTotals:
         """A persona's answers completed in ``[since_ms, until_ms)`` (ms since the epoch)."""
