@@ -159,6 +159,7 @@ def configure_logging(
         logger = logging.getLogger(name)
         logger.handlers.clear()
         logger.propagate = True
-    # One line per LLM or MCP HTTP call is noise on the hot path; their errors still show.
-    for noisy in ("httpx", "httpx2"):
+    # One line per LLM or MCP HTTP call is noise on the hot path, as is one per SQLite
+    # operation of the migrations at start-up (aiosqlite); their errors still show.
+    for noisy in ("httpx", "httpx2", "aiosqlite"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
