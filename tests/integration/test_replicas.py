@@ -200,7 +200,8 @@ async def test_a_replica_that_starts_leaves_the_others_tasks_alone(
     pair: tuple[Hub, Hub], hub_factory: HubFactory, pg_url: str, llm: FakeLLM
 ) -> None:
     a, _b = pair
-    llm.script(Reply("Slowly. " * 10, token_delay=0.1))
+    # Long enough to be running still when a third replica has started on a busy machine.
+    llm.script(Reply("Slowly. " * 60, token_delay=0.1))
     client = await a.client("socrates")
     task_id = await submit(client, "Go on")
     await asyncio.to_thread(llm.wait_chunks, 2, 5.0)
@@ -208,7 +209,7 @@ async def test_a_replica_that_starts_leaves_the_others_tasks_alone(
         on_c = await c.client("socrates")
         assert (await get_task(on_c, task_id)).status.state == TaskState.TASK_STATE_WORKING
     done = await wait_for_state(client, task_id, TaskState.TASK_STATE_COMPLETED)
-    assert answer_text(done) == "Slowly. " * 10
+    assert answer_text(done) == "Slowly. " * 60
 
 
 async def test_a_replica_that_stops_gracefully_finishes_or_cancels_its_tasks_and_leaves(
