@@ -537,6 +537,47 @@ def auth_cost(rounds: int, window: str, root: Path) -> list[Row]:
     ]
 
 
+def observability_cost(rounds: int, window: str, root: Path) -> list[Row]:
+    """Send throughput at c=16 of the hub at its defaults (metrics on, tracing off) against
+    the hub with metrics off too, and with tracing on to an OTLP/HTTP receiver on this
+    machine (the tests' own: tests/servers/otlp_receiver.py), rounds interleaved."""
+    sys.path.insert(0, str(REPO))
+    from tests.servers.otlp_receiver import OTLPReceiver
+
+    rps: dict[str, list[float]] = {"default": [], "metrics off": [], "tracing on": []}
+    with OTLPReceiver("http") as receiver:
+        traced = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}
+        with (
+            fake_llm() as llm,
+            hub(llm, hub_home(root, "hub-default")) as (default_url, _),
+            hub(llm, hub_home(root, "hub-no-metrics"), settings=NO_METRICS) as (bare_url, _),
+            hub(llm, hub_home(root, "hub-traced"), settings=traced) as (traced_url, _),
+        ):
+            urls = {"default": default_url, "metrics off": bare_url, "tracing on": traced_url}
+            for _ in range(rounds):
+                for name, url in urls.items():
+                    summary = load(
+                        f"{url}/a2a/socrates/", "--mode", "send", "-c", "16", "-d", window
+                    )
+                    rps[name].append(summary["rps"])
+                print(
+                    "    round: " + ", ".join(f"{n} {v[-1]} req/s" for n, v in rps.items()),
+                    file=sys.stderr,
+                    flush=True,
+                )
+        spans = len(receiver.spans)
+    metrics = median_ratio(list(zip(rps["default"], rps["metrics off"], strict=True)))
+    tracing = median_ratio(list(zip(rps["tracing on"], rps["default"], strict=True)))
+    return [
+        Row("send c=16, metrics on / both off", metrics, "x", ">= 0.95", metrics >= 0.95),
+        Row("send c=16, tracing on (OTLP/HTTP) / off", tracing, "x"),
+        Row("spans received by the OTLP receiver", spans, ""),
+    ]
+
+
+NO_METRICS = {"PERSONA_AGENT_METRICS": "false"}
+
+
 def replicas(rounds: int, window: str, root: Path, quick: bool) -> list[Row]:
     """The replica figures: bench/replicas.py (which imports this file as ``run``: its
     answers checked are added here)."""
@@ -569,7 +610,7 @@ def main() -> int:
         "--part",
         action="append",
         help="run only this part (repeatable): throughput and tail, instructions, streaming, "
-        "persona count, authentication, memory, replicas",
+        "persona count, authentication, observability, memory, replicas",
     )
     args = parser.parse_args()
     rounds, window = (1, "5") if args.quick else (args.rounds, "10")
@@ -581,6 +622,7 @@ def main() -> int:
         ("streaming", lambda root: streaming(root, 20 if args.quick else 50)),
         ("persona count", lambda root: persona_count(root, count, rounds, "5")),
         ("authentication", lambda root: auth_cost(rounds, window, root)),
+        ("observability", lambda root: observability_cost(rounds, window, root)),
         ("memory", lambda root: memory(root, first, total)),
         ("replicas", lambda root: replicas(rounds, window, root, args.quick)),
     ]

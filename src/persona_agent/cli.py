@@ -188,11 +188,6 @@ def configured_secrets(settings: Settings, environ: Mapping[str, str]) -> list[s
 
 
 TRACING_SWITCH = "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"
-_TRACE_EXPORTERS = (
-    "OTEL_TRACES_EXPORTER",
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-)
 
 
 def _tracing_off_without_exporter(environ: MutableMapping[str, str]) -> None:
@@ -201,7 +196,9 @@ def _tracing_off_without_exporter(environ: MutableMapping[str, str]) -> None:
     API is installed (it always is, through the SDK), which cost about a third of the
     hub's throughput and went nowhere. Read by the SDK once, when it is imported: so here,
     before the server is imported."""
-    if TRACING_SWITCH in environ or any(environ.get(name) for name in _TRACE_EXPORTERS):
+    from persona_agent.tracing import requested_exporters
+
+    if TRACING_SWITCH in environ or requested_exporters(environ):
         return
     environ[TRACING_SWITCH] = "false"
 

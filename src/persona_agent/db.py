@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from opentelemetry.trace import SpanKind
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -37,6 +39,7 @@ from sqlalchemy.sql import ClauseElement, Executable
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from persona_agent.errors import ConfigError
+from persona_agent.tracing import TRACER
 
 __all__ = [
     "MIGRATION_LOCK_KEY",
@@ -310,10 +313,16 @@ class GroupCommitWriter:
     the event loop never waits for SQLite (through the async engine, aiosqlite,
     the hub answered half as many messages: docs/performance.md). Other databases
     (PostgreSQL) are reached through the SQLAlchemy async engine.
+
+    Each write is a span (``INSERT pa_tasks``...: the database's semantic conventions) in
+    its caller's trace; ``on_commit(seconds)`` hears how long each transaction took.
     """
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(
+        self, engine: AsyncEngine, *, on_commit: Callable[[float], None] | None = None
+    ) -> None:
         self.engine = engine
+        self.on_commit = on_commit
         self._queue: list[tuple[Executable, Sequence[dict[str, Any]], asyncio.Future[None]]] = []
         self._writer: asyncio.Task[None] | None = None
         url = engine.url
@@ -331,11 +340,23 @@ class GroupCommitWriter:
         Raises:
             Exception: whatever the transaction raised (every writer of it gets it).
         """
-        done = asyncio.get_running_loop().create_future()
-        self._queue.append((statement, rows, done))
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.create_task(self._write_all())
-        await asyncio.shield(done)
+        with TRACER.start_as_current_span("db write", kind=SpanKind.CLIENT) as span:
+            if span.is_recording():
+                operation, table = _operation(statement)
+                span.update_name(f"{operation} {table}")
+                span.set_attributes(
+                    {
+                        "db.system.name": self.engine.dialect.name,
+                        "db.operation.name": operation,
+                        "db.collection.name": table,
+                        "db.operation.batch.size": len(rows),
+                    }
+                )
+            done = asyncio.get_running_loop().create_future()
+            self._queue.append((statement, rows, done))
+            if self._writer is None or self._writer.done():
+                self._writer = asyncio.create_task(self._write_all())
+            await asyncio.shield(done)
 
     async def fetch(
         self, statement: Executable, parameters: dict[str, Any] | None = None
@@ -350,6 +371,7 @@ class GroupCommitWriter:
     async def _write_all(self) -> None:
         while self._queue:
             batch, self._queue = self._queue, []
+            started = time.perf_counter()
             try:
                 if self._file is not None:
                     await self._file.commit(_grouped(batch))
@@ -358,6 +380,8 @@ class GroupCommitWriter:
                         for statement, rows in _grouped(batch):
                             await conn.execute(statement, rows)
                 self.transactions += 1
+                if self.on_commit is not None:
+                    self.on_commit(time.perf_counter() - started)
             except Exception as error:
                 for _, _, done in batch:
                     if not done.done():
@@ -485,6 +509,15 @@ class _SqliteFile:
             if connection is not None:
                 await loop.run_in_executor(thread, connection.close)
             thread.shutdown(wait=True)
+
+
+def _operation(statement: Executable) -> tuple[str, str]:
+    """A write's operation (``INSERT``, ``UPDATE``, ``DELETE``) and table, for its span."""
+    table = getattr(getattr(statement, "table", None), "name", "")
+    for operation in ("insert", "update", "delete"):
+        if getattr(statement, f"is_{operation}", False):
+            return operation.upper(), str(table)
+    return "EXECUTE", str(table)
 
 
 def _grouped(

@@ -174,6 +174,9 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = "text"
     """``json``: one JSON object per log line, with the request id, persona, task and
     trace id where known (docs/configuration.md#logs)."""
+    metrics: bool = True
+    """Prometheus metrics at ``/metrics`` (docs/observability.md); ``false``: not counted,
+    and ``/metrics`` answers 404. Traces follow the standard ``OTEL_*`` environment."""
 
     @field_validator("public_base_url")
     @classmethod

@@ -13,6 +13,8 @@ prints ``PORT <n>`` on stdout once it accepts connections. Tools:
 - ``crash()``: ends the process at once (restarts; meaningful over stdio only);
 - ``whoami()``: the transport name, so tests can tell servers apart;
 - ``pid()``: the server's process id (a restart changes it);
+- ``traceparent()``: the W3C ``traceparent`` the call came with, as JSON: in the MCP
+  request's ``params._meta`` (``meta``) and, over HTTP, in its headers (``header``);
 - ``picture()``: an image and a text, to test non-text content;
 - ``grow(name)``: adds a tool ``name`` (echoing its text) and announces the
   changed tool list, for the ``list_changed`` refresh.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import socket
 from collections import Counter
@@ -84,6 +87,13 @@ def build_server(transport: str) -> MCPServer:
     def pid() -> int:
         """The server's process id."""
         return os.getpid()
+
+    @server.tool()
+    def traceparent(ctx: Context) -> str:
+        """The W3C trace context this call came with."""
+        meta: dict[str, object] = dict(ctx.request_context.meta or {})
+        headers = ctx.headers or {}
+        return json.dumps({"meta": meta.get("traceparent"), "header": headers.get("traceparent")})
 
     @server.tool(structured_output=False)
     def picture() -> list[object]:

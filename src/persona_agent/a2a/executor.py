@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from contextlib import aclosing
 from typing import Any
@@ -15,6 +16,7 @@ from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import Artifact, Message, Part, TaskArtifactUpdateEvent, TaskState
 from google.protobuf.struct_pb2 import Value
+from opentelemetry.trace import Span, StatusCode
 
 from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload
 from persona_agent.a2a.input import message_to_text
@@ -30,7 +32,9 @@ from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.events import Done, Token, ToolEnd, ToolStart
 from persona_agent.errors import PersonaAgentError
 from persona_agent.logs import LOG_FIELDS, bind_log_fields
+from persona_agent.metrics import HubMetrics
 from persona_agent.personas.model import Persona
+from persona_agent.tracing import TRACER
 
 __all__ = ["ANSWER_ARTIFACT_NAME", "PersonaAgentExecutor", "conversation_key"]
 
@@ -53,6 +57,11 @@ class PersonaAgentExecutor(AgentExecutor):
     ``cancel()`` stops the task's events at once and emits ``canceled``; the
     SDK then cancels ``execute()``, which closes the LLM stream and abandons any
     tool call at its current await.
+
+    Each task is a span (``invoke_agent {persona id}``, with the task, context and
+    persona ids), parent of the engine's model, tool and database spans; with
+    ``metrics``, tasks running, finished by state, their duration and their time to
+    the first text of the answer are counted.
     """
 
     def __init__(
@@ -61,11 +70,13 @@ class PersonaAgentExecutor(AgentExecutor):
         engine: ChatEngine,
         audit: AuditLog | None = None,
         quotas: Quotas | None = None,
+        metrics: HubMetrics | None = None,
     ) -> None:
         self.persona = persona
         self.engine = engine
         self.audit = audit
         self.quotas = quotas
+        self.metrics = metrics
         self._cancelled: set[str] = set()
         self.running: dict[str, ServerCallContext] = {}
         """Tasks being answered now, with the call context that started each."""
@@ -77,6 +88,27 @@ class PersonaAgentExecutor(AgentExecutor):
         task_id, context_id = context.task_id, context.context_id
         if message is None or not task_id or not context_id:
             raise ValueError("execute() needs a message, a task id and a context id")
+        persona = self.persona
+        attributes = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.id": persona.id,
+            "gen_ai.agent.name": persona.name,
+            "gen_ai.conversation.id": context_id,
+            "persona_agent.persona.id": persona.id,
+            "a2a.task.id": task_id,
+            "a2a.context.id": context_id,
+        }
+        with TRACER.start_as_current_span(
+            f"invoke_agent {persona.id}", attributes=attributes
+        ) as span:
+            await self._execute(context, event_queue, message, span)
+
+    async def _execute(
+        self, context: RequestContext, event_queue: EventQueue, message: Message, span: Span
+    ) -> None:
+        task_id, context_id = context.task_id or "", context.context_id or ""
+        started = time.monotonic()
+        state = "interrupted"  # by the hub's shutdown, unless it ends otherwise
         if context.current_task is None:
             task = new_task_from_user_message(message)
             task.status.timestamp.GetCurrentTime()
@@ -86,6 +118,9 @@ class PersonaAgentExecutor(AgentExecutor):
         self.running[task_id] = context.call_context
         self._updaters[task_id] = updater
         log_fields = bind_log_fields(persona=self.persona.id, task=task_id, context=context_id)
+        running = self.metrics.tasks_running.labels(self.persona.id) if self.metrics else None
+        if running is not None:
+            running.inc()
         try:
             await updater.start_work()
             whole = bool(context.call_context.state.get(WHOLE_ANSWER_STATE_KEY))
@@ -95,9 +130,10 @@ class PersonaAgentExecutor(AgentExecutor):
             caller = context.call_context.state.get(CALLER_KEY)
             if self.quotas is not None and caller:
                 with self.quotas.running(caller, self.persona.id):
-                    await self._answer(message, task_id, conversation, updater, whole=whole)
+                    await self._answer(message, task_id, conversation, updater, whole, started)
             else:
-                await self._answer(message, task_id, conversation, updater, whole=whole)
+                await self._answer(message, task_id, conversation, updater, whole, started)
+            state = "completed"
         except PersonaAgentError as error:
             reference = uuid.uuid4().hex[:12]
             logger.warning(
@@ -108,8 +144,10 @@ class PersonaAgentExecutor(AgentExecutor):
                 error,  # with what the LLM server said, which the client is not shown
             )
             reason = f"{error.message} (reference {reference}: see the hub's log)"
+            state = "failed"
+            span.set_status(StatusCode.ERROR, reason)
             await self._finish_failed(updater, task_id, reason)
-        except Exception:
+        except Exception as error:
             reference = uuid.uuid4().hex[:12]
             logger.exception(
                 "persona %s, task %s: internal error (reference %s)",
@@ -118,8 +156,19 @@ class PersonaAgentExecutor(AgentExecutor):
                 reference,
             )
             reason = f"Internal error while answering (reference {reference})"
+            state = "failed"
+            span.record_exception(error)
+            span.set_status(StatusCode.ERROR, reason)
             await self._finish_failed(updater, task_id, reason)
         finally:
+            if task_id in self._cancelled:
+                state = "canceled"
+            span.set_attribute("a2a.task.state", state)
+            if self.metrics is not None and running is not None:
+                running.dec()
+                self.metrics.tasks.labels(self.persona.id, state).inc()
+                seconds = time.monotonic() - started
+                self.metrics.task_seconds.labels(self.persona.id, state).observe(seconds)
             self._cancelled.discard(task_id)
             self.running.pop(task_id, None)
             self._updaters.pop(task_id, None)
@@ -131,16 +180,24 @@ class PersonaAgentExecutor(AgentExecutor):
         task_id: str,
         conversation: str,
         updater: TaskUpdater,
-        *,
-        whole: bool = False,
+        whole: bool,
+        started: float,
     ) -> None:
+        """Answer: ``whole``, in one artifact event at the end; ``started``: when the task
+        started (for the time to the first text)."""
         text = message_to_text(message)
         chunks = _AnswerChunks(updater)
+        first_text = (
+            self.metrics.first_text_seconds.labels(self.persona.id) if self.metrics else None
+        )
         async with aclosing(self.engine.stream(self.persona, conversation, text)) as events:
             async for event in events:
                 if task_id in self._cancelled:
                     return
                 if isinstance(event, Token):
+                    if first_text is not None:
+                        first_text.observe(time.monotonic() - started)
+                        first_text = None
                     if whole:
                         continue  # Done carries the whole text
                     await chunks.add(event.text, last=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from a2a.types.a2a_pb2 import TaskState
 
 __all__ = [
+    "BINDING_KEY",
     "CALLER_KEY",
     "PARTS_METADATA_KEY",
     "PERSONA_SCOPE_KEY",
@@ -34,6 +35,9 @@ REQUEST_ID_KEY = "persona_agent.request_id"
 CALLER_KEY = "persona_agent.caller"
 """Who calls, for per-caller limits (its principal, or ``ip:{address}``), in the ASGI
 scope and ``ServerCallContext.state``."""
+BINDING_KEY = "persona_agent.binding"
+"""The binding a call came by (``jsonrpc`` or ``http+json``), in the ASGI scope and
+``ServerCallContext.state``, for the request metrics."""
 PARTS_METADATA_KEY = "persona-agent/parts"
 """Metadata of an answer chunk event: how many parts the answer artifact has with it."""
 

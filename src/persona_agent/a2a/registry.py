@@ -55,7 +55,9 @@ class PersonaApp:
     ) -> None:
         self.persona = persona
         self._services = services = services or HubServices()
-        self.executor = PersonaAgentExecutor(persona, engine, services.audit, services.quotas)
+        self.executor = PersonaAgentExecutor(
+            persona, engine, services.audit, services.quotas, services.metrics
+        )
         self._base_url = base_url
         self._task_store = task_store
         self._engine = engine

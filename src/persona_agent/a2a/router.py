@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
 from a2a.server.request_handlers import RequestHandler
+from opentelemetry import context as otel_context
 from starlette.applications import Starlette
 from starlette.authentication import AuthCredentials
 from starlette.requests import Request
@@ -27,6 +28,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from persona_agent.a2a.agent_card import AVATAR_PATH, CARD_PATH
 from persona_agent.a2a.keys import (
+    BINDING_KEY,
     CALLER_KEY,
     PERSONA_SCOPE_KEY,
     REQUEST_ID_KEY,
@@ -54,6 +56,8 @@ from persona_agent.audit import request_id_of
 from persona_agent.auth import SCOPE_A2A, AuthError, Principal
 from persona_agent.logs import LOG_FIELDS, bind_log_fields
 from persona_agent.personas.model import Persona
+from persona_agent.tracing import active as tracing_active
+from persona_agent.tracing import remote_context
 
 __all__ = [
     "AVATAR_PATH",
@@ -202,6 +206,7 @@ class A2ARouter:
         audit = services.audit
         self._audit = audit if audit is not None and audit.enabled else None
         self._log_fields = services.log_fields
+        self._metrics = services.metrics
         self._quotas = services.quotas
         self.stream_idle_seconds = services.stream_idle_seconds
         self._lookup = lookup
@@ -209,7 +214,7 @@ class A2ARouter:
         self._auth = services.auth
         self.max_message_bytes = max_message_bytes
         handler = PersonaRequestHandler(
-            lookup, task_listing=task_listing, max_id_length=max_id_length
+            lookup, task_listing=task_listing, max_id_length=max_id_length, metrics=self._metrics
         )
         builder = PersonaContextBuilder()
         self._jsonrpc = jsonrpc_dispatcher(
@@ -240,17 +245,28 @@ class A2ARouter:
             await not_found_response(persona_id)(scope, receive, send)
             return
         inner = dict(scope)
+        inner[BINDING_KEY] = "jsonrpc" if rest == "" else "http+json"
         # A request id is for the audit log and JSON log lines alone.
         if self._audit is not None or self._log_fields:
             inner[REQUEST_ID_KEY] = request_id_of(scope["headers"])
-        if not self._log_fields:
+        # Traced: the caller's W3C trace context is the parent of the request's spans.
+        parent = remote_context(scope["headers"]) if tracing_active() else None
+        if not self._log_fields and parent is None:
             await self._serve(served, persona_id, rest, scope, inner, receive, send)
             return
-        token = bind_log_fields(request_id=inner[REQUEST_ID_KEY], persona=persona_id)
+        fields = (
+            bind_log_fields(request_id=inner[REQUEST_ID_KEY], persona=persona_id)
+            if self._log_fields
+            else None
+        )
+        traced = otel_context.attach(parent) if parent is not None else None
         try:
             await self._serve(served, persona_id, rest, scope, inner, receive, send)
         finally:
-            LOG_FIELDS.reset(token)
+            if traced is not None:
+                otel_context.detach(traced)
+            if fields is not None:
+                LOG_FIELDS.reset(fields)
 
     async def _serve(
         self,
@@ -376,6 +392,7 @@ class A2ARouter:
                 )
             except AuthError as error:
                 self._record("auth.refused", persona.id, inner, str(error.status), error.message)
+                self._refusal(persona.id, "unauthenticated" if error.status == 401 else "forbidden")
                 return self._refused(rest, error)
             if principal is not None:  # the SDK's context builder reads the Starlette user
                 inner["user"] = principal
@@ -389,6 +406,7 @@ class A2ARouter:
                 self._quotas.check_rate(caller, persona_rate, scope=persona.id)
             except RateLimited as error:
                 self._record("rate.refused", persona.id, inner, "429", error.message)
+                self._refusal(persona.id, "rate_limited")
                 return self._rate_limited(rest, error)
         return None
 
@@ -412,9 +430,14 @@ class A2ARouter:
                 return
         except RateLimited as error:
             self._record("rate.refused", persona.id, inner, "429", error.message)
+            self._refusal(persona.id, "rate_limited")
             yield self._rate_limited(rest, error)
             return
         yield None
+
+    def _refusal(self, persona_id: str, reason: str) -> None:
+        if self._metrics is not None:
+            self._metrics.refusals.labels(persona_id, reason).inc()
 
     def _record(
         self, action: str, persona_id: str, inner: dict[str, Any], outcome: str, reason: str

@@ -9,8 +9,8 @@ instead of ~37 KiB for a Starlette app each).
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable
-from typing import Literal, Protocol
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Literal, Protocol, TypeVar
 
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
@@ -43,6 +43,7 @@ from starlette.requests import Request
 
 from persona_agent.a2a.input import check_parts
 from persona_agent.a2a.keys import (
+    BINDING_KEY,
     CALLER_KEY,
     PARTS_METADATA_KEY,
     PERSONA_SCOPE_KEY,
@@ -54,6 +55,9 @@ from persona_agent.a2a.keys import (
 )
 from persona_agent.a2a.sdk_fixes.routes import check_status_filter
 from persona_agent.a2a.sdk_fixes.subscription import without_replayed
+from persona_agent.metrics import HubMetrics
+
+T = TypeVar("T")
 
 
 class HandlerOwner(Protocol):
@@ -88,6 +92,7 @@ class PersonaContextBuilder(DefaultServerCallContextBuilder):
         context.state[PERSONA_STATE_KEY] = scope.get(PERSONA_SCOPE_KEY, "")
         context.state[REQUEST_ID_KEY] = scope.get(REQUEST_ID_KEY)
         context.state[CALLER_KEY] = scope.get(CALLER_KEY)
+        context.state[BINDING_KEY] = scope.get(BINDING_KEY, "")
         body = scope.get(RPC_BODY_SCOPE_KEY)
         if isinstance(body, dict):
             params = body.get("params")
@@ -128,6 +133,9 @@ class PersonaRequestHandler(RequestHandler):
       ``context``: the task store keeps each user's tasks apart (``persona:user``);
     - ids a client sends are at most ``max_id_length`` characters (Invalid params),
       so none is stored or looked up.
+
+    With ``metrics``, it counts every call by persona, method, binding and outcome, and
+    the streams open now.
     """
 
     def __init__(
@@ -136,10 +144,57 @@ class PersonaRequestHandler(RequestHandler):
         *,
         task_listing: TaskListing = "context",
         max_id_length: int = MAX_ID_LENGTH,
+        metrics: HubMetrics | None = None,
     ) -> None:
         self._lookup = lookup
         self._task_listing = task_listing
         self._max_id_length = max_id_length
+        self._metrics = metrics
+
+    async def _counted(
+        self, method: str, context: ServerCallContext, call: Callable[[], Awaitable[T]]
+    ) -> T:
+        """``call()``, counted in the request metrics as ``method``."""
+        if self._metrics is None:
+            return await call()
+        outcome = "ok"
+        try:
+            return await call()
+        except Exception as error:
+            outcome = type(error).__name__
+            raise
+        finally:
+            self._count(method, context, outcome)
+
+    async def _streamed(
+        self, method: str, context: ServerCallContext, events: AsyncGenerator[Event]
+    ) -> AsyncGenerator[Event]:
+        """``events``, counted in the request metrics as ``method`` and as an open stream
+        while they last."""
+        if self._metrics is None:
+            async for event in events:
+                yield event
+            return
+        persona = context.state.get(PERSONA_STATE_KEY, "")
+        streams = self._metrics.open_streams.labels(persona)
+        streams.inc()
+        outcome = "ok"
+        try:
+            async for event in events:
+                yield event
+        except Exception as error:
+            outcome = type(error).__name__
+            raise
+        finally:
+            streams.dec()
+            self._count(method, context, outcome)
+
+    def _count(self, method: str, context: ServerCallContext, outcome: str) -> None:
+        assert self._metrics is not None
+        state = context.state
+        self._metrics.requests.labels(
+            state.get(PERSONA_STATE_KEY, ""), method, state.get(BINDING_KEY, ""), outcome
+        ).inc()
 
     def _check_ids(self, **ids: str) -> None:
         for field, value in ids.items():
@@ -166,10 +221,18 @@ class PersonaRequestHandler(RequestHandler):
         return app.handler
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
+        return await self._counted("GetTask", context, lambda: self._get_task(params, context))
+
+    async def _get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         self._check_ids(id=params.id)
         return await self._handler(context).on_get_task(params, context)
 
     async def on_list_tasks(
+        self, params: ListTasksRequest, context: ServerCallContext
+    ) -> ListTasksResponse:
+        return await self._counted("ListTasks", context, lambda: self._list_tasks(params, context))
+
+    async def _list_tasks(
         self, params: ListTasksRequest, context: ServerCallContext
     ) -> ListTasksResponse:
         if self._task_listing == "off":
@@ -188,12 +251,18 @@ class PersonaRequestHandler(RequestHandler):
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:
+        return await self._counted("CancelTask", context, lambda: self._cancel(params, context))
+
+    async def _cancel(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         self._check_ids(id=params.id)
         return await self._handler(context, params.id).on_cancel_task(params, context)
 
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
+        return await self._counted("SendMessage", context, lambda: self._send(params, context))
+
+    async def _send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
         self._check_message(params.message)
         handler = self._handler(context, params.message.task_id or None)
         check_parts(params.message)
@@ -201,7 +270,12 @@ class PersonaRequestHandler(RequestHandler):
         context.state[WHOLE_ANSWER_STATE_KEY] = not params.configuration.return_immediately
         return await handler.on_message_send(params, context)
 
-    async def on_message_send_stream(
+    def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        return self._streamed("SendStreamingMessage", context, self._stream(params, context))
+
+    async def _stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         self._check_message(params.message)
@@ -213,20 +287,33 @@ class PersonaRequestHandler(RequestHandler):
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        self._check_ids(taskId=params.task_id, id=params.id)
-        return await self._handler(context).on_create_task_push_notification_config(params, context)
+        async def create() -> TaskPushNotificationConfig:
+            self._check_ids(taskId=params.task_id, id=params.id)
+            handler = self._handler(context)
+            return await handler.on_create_task_push_notification_config(params, context)
+
+        return await self._counted("CreateTaskPushNotificationConfig", context, create)
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        self._check_ids(taskId=params.task_id, id=params.id)
-        return await self._handler(context).on_get_task_push_notification_config(params, context)
+        async def get() -> TaskPushNotificationConfig:
+            self._check_ids(taskId=params.task_id, id=params.id)
+            handler = self._handler(context)
+            return await handler.on_get_task_push_notification_config(params, context)
 
-    async def on_subscribe_to_task(
+        return await self._counted("GetTaskPushNotificationConfig", context, get)
+
+    def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         """The SDK's subscription: the task, then every later event, none of them twice
         (:mod:`persona_agent.a2a.sdk_fixes.subscription`)."""
+        return self._streamed("SubscribeToTask", context, self._subscribe(params, context))
+
+    async def _subscribe(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
         self._check_ids(id=params.id)
         events = self._handler(context, params.id).on_subscribe_to_task(params, context)
         async for event in without_replayed(events, PARTS_METADATA_KEY):
@@ -235,16 +322,31 @@ class PersonaRequestHandler(RequestHandler):
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
-        self._check_ids(taskId=params.task_id)
-        return await self._handler(context).on_list_task_push_notification_configs(params, context)
+        async def list_configs() -> ListTaskPushNotificationConfigsResponse:
+            self._check_ids(taskId=params.task_id)
+            handler = self._handler(context)
+            return await handler.on_list_task_push_notification_configs(params, context)
+
+        return await self._counted("ListTaskPushNotificationConfigs", context, list_configs)
 
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
-        self._check_ids(taskId=params.task_id, id=params.id)
-        await self._handler(context).on_delete_task_push_notification_config(params, context)
+        async def delete() -> None:
+            self._check_ids(taskId=params.task_id, id=params.id)
+            handler = self._handler(context)
+            await handler.on_delete_task_push_notification_config(params, context)
+
+        await self._counted("DeleteTaskPushNotificationConfig", context, delete)
 
     async def on_get_extended_agent_card(
+        self, params: GetExtendedAgentCardRequest, context: ServerCallContext
+    ) -> AgentCard:
+        return await self._counted(
+            "GetExtendedAgentCard", context, lambda: self._extended_card(params, context)
+        )
+
+    async def _extended_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
     ) -> AgentCard:
         handler = self._handler(context)

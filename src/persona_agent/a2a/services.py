@@ -15,6 +15,7 @@ from persona_agent.a2a.push_notifications import PushParts
 from persona_agent.a2a.quotas import Quotas
 from persona_agent.audit import AuditLog
 from persona_agent.auth import Authenticator
+from persona_agent.metrics import HubMetrics
 from persona_agent.personas.png import CleanImage
 
 __all__ = ["Avatars", "HubServices"]
@@ -42,9 +43,11 @@ class HubServices:
     stream_idle_seconds: float = 0
     """A stream with nothing to say this long is ended (0: never)."""
     event_stream: TaskEventStream | None = None
+    """Replicas: the events of tasks running on other replicas (the SDK's cluster mode)."""
     log_fields: bool = False
     """JSON logs: each A2A request's log lines carry its request id and persona."""
-    """Replicas: the events of tasks running on other replicas (the SDK's cluster mode)."""
+    metrics: HubMetrics | None = None
+    """What the A2A side counts for ``/metrics`` (requests, refusals, streams, tasks)."""
 
     @property
     def auth(self) -> Authenticator | None:

@@ -33,7 +33,7 @@ from persona_agent.a2a.quotas import QuotaLimits, Quotas
 from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.a2a.services import HubServices
 from persona_agent.a2a.task_store import SqlTaskStore, persona_owner
-from persona_agent.api.deps import UPLOAD_HEADER, ApiAuth, is_loopback
+from persona_agent.api.deps import UPLOAD_HEADER, ApiAuth, Reader, is_loopback
 from persona_agent.api.limits import BodyLimit
 from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.api.routes import personas as personas_routes
@@ -50,6 +50,7 @@ from persona_agent.errors import (
     PreconditionFailedError,
 )
 from persona_agent.llm.base import LLMBackend
+from persona_agent.metrics import CONTENT_TYPE_LATEST, HubMetrics
 from persona_agent.parts import (
     build_authenticator,
     build_llm_backend,
@@ -62,6 +63,7 @@ from persona_agent.personas.watcher import watch_personas
 from persona_agent.pricing import load_prices
 from persona_agent.retention import Retention, RetentionLimits
 from persona_agent.settings import Settings
+from persona_agent.tracing import start_tracing
 
 if TYPE_CHECKING:
     from persona_agent.cluster import Cluster
@@ -121,6 +123,8 @@ async def _load_quietly(llm: LLMBackend) -> None:
 
 def create_app(settings: Settings) -> FastAPI:
     """The hub as an ASGI app. Start-up (its lifespan) opens the database and MCP servers."""
+    tracer_provider = start_tracing(os.environ)  # off unless OTEL_* asks (docs/observability.md)
+    metrics = HubMetrics() if settings.metrics else None
     toolbox: MCPToolbox | None = None
     if settings.mcp_config is not None:
         # Imported only when configured: the MCP SDK costs ~18 MB of memory.
@@ -128,13 +132,16 @@ def create_app(settings: Settings) -> FastAPI:
         from persona_agent.mcp.toolbox import MCPToolbox
 
         mcp_config = load_mcp_config(settings.mcp_config, os.environ)
-        toolbox = MCPToolbox(mcp_config, default_timeout=settings.tool_timeout)
+        toolbox = MCPToolbox(mcp_config, default_timeout=settings.tool_timeout, metrics=metrics)
     db = create_engine(
         settings.resolved_database_url,
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
     )
-    writer = GroupCommitWriter(db)  # every write of the hub, in shared transactions
+    # Every write of the hub, in shared transactions.
+    writer = GroupCommitWriter(
+        db, on_commit=metrics.db_commit_seconds.observe if metrics is not None else None
+    )
     # On PostgreSQL this process is a replica: any number of them on one database are one
     # hub (docs/deployment.md). Imported only then: the cluster parts need asyncpg.
     cluster: Cluster | None = None
@@ -146,6 +153,8 @@ def create_app(settings: Settings) -> FastAPI:
             lease_seconds=settings.replica_lease_seconds,
             pool_size=settings.db_pool_size,
         )
+        if metrics is not None:
+            metrics.set_replica(cluster.replica)
     llm = build_llm_backend(settings)
     usage = UsageLog(writer)
     history = ConversationHistory(
@@ -163,6 +172,7 @@ def create_app(settings: Settings) -> FastAPI:
         locks=cluster.locks if cluster is not None else None,
         prices=load_prices(settings.llm_prices),
         usage=usage,
+        metrics=metrics,
     )
     lean_store = cluster.tasks.as_task_store if cluster is not None else SqlTaskStore(writer)
     task_store: SqlTaskStore | ClusterTaskStore = (
@@ -230,6 +240,7 @@ def create_app(settings: Settings) -> FastAPI:
         stream_idle_seconds=settings.stream_idle_seconds,
         log_fields=settings.log_format == "json",
         event_stream=cluster.events if cluster is not None else None,
+        metrics=metrics,
     )
     registry = A2ARegistry(
         engine=engine,
@@ -241,6 +252,8 @@ def create_app(settings: Settings) -> FastAPI:
         max_id_length=settings.max_id_length,
         services=services,
     )
+    if metrics is not None:
+        metrics.count_personas(lambda: len(registry))
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -295,6 +308,8 @@ def create_app(settings: Settings) -> FastAPI:
                 await push_http.aclose()
             audit.close()
             await db.dispose()
+            if tracer_provider is not None:  # the spans not yet sent go now
+                await asyncio.to_thread(tracer_provider.shutdown)
 
     app = HubApp(
         title="persona-agent",
@@ -394,6 +409,16 @@ def create_app(settings: Settings) -> FastAPI:
                 {**body, "status": "unavailable", "notReady": not_ready}, status_code=503
             )
         return JSONResponse({**body, "status": "ready", "notReady": []})
+
+    @app.get("/metrics", tags=["operations"], dependencies=[Reader])
+    async def prometheus_metrics() -> Response:
+        """Prometheus metrics, in the text format (``personas:read`` when credentials are
+        configured; 404 with ``PERSONA_AGENT_METRICS=false``)."""
+        if metrics is None:
+            return JSONResponse(
+                {"detail": "Metrics are off (PERSONA_AGENT_METRICS=false)"}, status_code=404
+            )
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     app.include_router(personas_routes.router, prefix="/api/v1")
     for error_type, code in (

@@ -13,16 +13,28 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any, Protocol
 
+from opentelemetry.trace import SpanKind
+
 from persona_agent.chat.events import ChatEvent, Done, Token, ToolEnd, ToolStart
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.locks import KeyedLocks
 from persona_agent.chat.usage import UsageLog
 from persona_agent.errors import LLMError, ToolError
-from persona_agent.llm.base import ChatRequest, LLMBackend, Message, StreamEnd, ToolCall, Usage
+from persona_agent.llm.base import (
+    ChatRequest,
+    LLMBackend,
+    Message,
+    StreamEnd,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
+from persona_agent.metrics import HubMetrics
 from persona_agent.personas.lore import select_lore
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import apply_macros, render_greeting, render_system_prompt
 from persona_agent.pricing import PriceTable
+from persona_agent.tracing import TRACER
 
 __all__ = ["ChatEngine", "Toolbox"]
 
@@ -48,6 +60,10 @@ class ChatEngine:
     so concurrent messages of one context never interleave their history; calls
     of different conversations run in parallel. A turn is written to the history
     only when it completes: a failed or cancelled answer leaves no trace there.
+
+    Each model call is a span (``chat {model}``, with the GenAI conventions' attributes:
+    tokens, finish reason, time to the first chunk); with ``metrics``, model calls,
+    tokens and cost are counted.
     """
 
     def __init__(
@@ -60,6 +76,7 @@ class ChatEngine:
         locks: KeyedLocks | None = None,
         prices: PriceTable | None = None,
         usage: UsageLog | None = None,
+        metrics: HubMetrics | None = None,
     ) -> None:
         """``locks``: how turns of one conversation are kept apart (this process's locks;
         replicas pass :class:`~persona_agent.cluster.locks.AdvisoryLocks`); ``prices``:
@@ -67,6 +84,7 @@ class ChatEngine:
         tokens and cost are recorded."""
         self.prices = prices if prices is not None else PriceTable()
         self.usage = usage
+        self.metrics = metrics
         self.llm = llm
         self.history = history
         self.toolbox = toolbox
@@ -125,7 +143,7 @@ class ChatEngine:
                 text: list[str] = []
                 end = StreamEnd()
                 llm_calls += 1
-                async with aclosing(self.llm.stream(request)) as chunks:
+                async with aclosing(self._model_call(request, model)) as chunks:
                     async for chunk in chunks:
                         if isinstance(chunk, StreamEnd):
                             end = chunk
@@ -178,6 +196,8 @@ class ChatEngine:
             if not text_answer.strip():
                 raise LLMError("The language model returned an empty answer")
             cost = self.prices.cost(model, usage)
+            if cost is not None and self.metrics is not None:
+                self.metrics.cost.labels(persona.id, model).inc(cost)
             if self.usage is None:
                 await self.history.append(conversation, turn)
             else:  # both in one group commit
@@ -194,6 +214,51 @@ class ChatEngine:
                 tool_calls=tool_calls,
                 cost_usd=cost,
             )
+
+    async def _model_call(
+        self, request: ChatRequest, model: str
+    ) -> AsyncGenerator[TextDelta | StreamEnd, None]:
+        """The backend's stream for ``request``, in a span of the call, and counted."""
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": self.llm.name,
+            "gen_ai.request.model": model,
+        }
+        if request.temperature is not None:
+            attributes["gen_ai.request.temperature"] = request.temperature
+        if request.max_tokens is not None:
+            attributes["gen_ai.request.max_tokens"] = request.max_tokens
+        with TRACER.start_as_current_span(
+            f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes
+        ) as span:
+            sent = time.monotonic()
+            first = True
+            end = StreamEnd()
+            try:
+                async with aclosing(self.llm.stream(request)) as chunks:
+                    async for chunk in chunks:
+                        if isinstance(chunk, StreamEnd):
+                            end = chunk
+                        elif first and chunk.text:
+                            first = False
+                            waited = time.monotonic() - sent
+                            span.set_attribute("gen_ai.response.time_to_first_chunk", waited)
+                        yield chunk
+            except Exception:
+                if self.metrics is not None:
+                    self.metrics.llm_call(model, end.usage, failed=True)
+                raise
+            if self.metrics is not None:
+                self.metrics.llm_call(model, end.usage, failed=False)
+            if span.is_recording():
+                span.set_attributes(
+                    {
+                        "gen_ai.usage.input_tokens": end.usage.prompt_tokens,
+                        "gen_ai.usage.output_tokens": end.usage.completion_tokens,
+                        "gen_ai.usage.cache_read.input_tokens": end.usage.cached_prompt_tokens,
+                        "gen_ai.response.finish_reasons": [end.finish_reason or ""],
+                    }
+                )
 
     async def _call_tool(
         self, name: str, arguments: dict[str, Any], allow: list[str] | None

@@ -42,12 +42,14 @@ from a2a.types.a2a_pb2 import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.proto_utils import to_stream_response
+from opentelemetry.trace import SpanKind
 from sqlalchemy import delete, func, or_, select
 
 from persona_agent.a2a.keys import TERMINAL_STATES
 from persona_agent.a2a.task_store import SqlTaskStore, persona_owner, sort_timestamp
 from persona_agent.cluster.notify import asyncpg_dsn
 from persona_agent.db import GroupCommitWriter, replicas_table, task_events_table, tasks_table
+from persona_agent.tracing import TRACER
 
 if TYPE_CHECKING:
     import asyncpg  # type: ignore[import-untyped]
@@ -209,8 +211,18 @@ class ClusterTaskStore(VersionedTaskStore):
             values.append(_as_int(prev_version))
         self._writes += 1
         self._absent.pop((owner, task.id), None)
-        async with self._connection() as conn:
-            row = await conn.fetchrow(statement, *values)
+        with TRACER.start_as_current_span("db write", kind=SpanKind.CLIENT) as span:
+            if span.is_recording():
+                span.update_name("UPSERT pa_tasks")
+                span.set_attributes(
+                    {
+                        "db.system.name": "postgresql",
+                        "db.operation.name": "UPSERT",
+                        "db.collection.name": "pa_tasks",
+                    }
+                )
+            async with self._connection() as conn:
+                row = await conn.fetchrow(statement, *values)
         if row is None:
             raise ConcurrentTaskModificationError(task.id)
         return int(row[0])

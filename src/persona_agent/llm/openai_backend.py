@@ -22,6 +22,8 @@ from openai.types.chat.completion_create_params import CompletionCreateParamsStr
 from persona_agent import __version__
 from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm.base import ChatRequest, LLMBackend, StreamEnd, TextDelta, ToolCall, Usage
+from persona_agent.tracing import active as tracing_active
+from persona_agent.tracing import trace_headers
 
 __all__ = ["OPENAI_BASE_URL", "OpenAIBackend"]
 
@@ -212,8 +214,12 @@ class OpenAIBackend(LLMBackend):
         if request.tool_choice is not None:
             params["tool_choice"] = request.tool_choice  # type: ignore[typeddict-item]
         started = False
+        # Traced: the model server's request carries this call's span as its parent.
+        headers = trace_headers() if tracing_active() else None
         try:
-            stream = await self._shared_client().chat.completions.create(**params)
+            stream = await self._shared_client().chat.completions.create(
+                **params, extra_headers=headers
+            )
             started = True
             async with stream:
                 async for chunk in stream:

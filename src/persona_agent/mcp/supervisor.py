@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -43,6 +44,7 @@ from persona_agent import __version__
 from persona_agent.errors import ToolError
 from persona_agent.mcp.config import ServerConfig
 from persona_agent.mcp.tools import MAX_TOOL_NAME, SEPARATOR, ToolInfo
+from persona_agent.tracing import active as tracing_active
 
 __all__ = ["Supervisor"]
 
@@ -376,11 +378,30 @@ class Supervisor:
 
 @asynccontextmanager
 async def _http_transport(url: str, headers: Mapping[str, str]) -> AsyncIterator[TransportStreams]:
+    hooks = {"request": [_trace_header]} if tracing_active() else {}
     async with (
-        httpx2.AsyncClient(headers=dict(headers), timeout=_HTTP_TIMEOUT) as http,
+        httpx2.AsyncClient(headers=dict(headers), timeout=_HTTP_TIMEOUT, event_hooks=hooks) as http,
         streamable_http_client(url, http_client=http) as streams,
     ):
         yield streams
+
+
+async def _trace_header(request: httpx2.Request) -> None:
+    """Traced: the W3C trace context that the MCP SDK puts in a request's ``params._meta``
+    (SEP-414, what MCP servers read) goes in its HTTP headers too, for what sits between
+    (proxies, a server's HTTP instrumentation)."""
+    if request.method != "POST" or b'"traceparent"' not in request.content:
+        return
+    try:
+        message = json.loads(request.content)
+    except ValueError:
+        return
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if isinstance(meta, dict):
+        for name in ("traceparent", "tracestate"):
+            if isinstance(meta.get(name), str):
+                request.headers[name] = meta[name]
 
 
 @asynccontextmanager

@@ -12,10 +12,14 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
+from opentelemetry.trace import StatusCode
+
 from persona_agent.errors import ToolError
 from persona_agent.mcp.config import MCPConfig
 from persona_agent.mcp.supervisor import Supervisor
 from persona_agent.mcp.tools import SEPARATOR, ToolInfo, render_result
+from persona_agent.metrics import HubMetrics
+from persona_agent.tracing import TRACER
 
 __all__ = ["MCPToolbox"]
 
@@ -28,6 +32,10 @@ class MCPToolbox:
     one server or several; cancelling a caller abandons its call at once
     (``CancelledError`` propagates) and leaves the toolbox usable.
     ``aclose()`` closes every session and stops every process.
+
+    Each call is a span (``execute_tool {name}``: server, tool, outcome), parent of the
+    MCP SDK's request span; with ``metrics``, calls are counted by server, tool and
+    outcome.
     """
 
     def __init__(
@@ -37,10 +45,12 @@ class MCPToolbox:
         default_timeout: float = 30.0,
         connect_timeout: float = 30.0,
         on_tools_changed: Callable[[str], None] | None = None,
+        metrics: HubMetrics | None = None,
     ) -> None:
         """``default_timeout``: per-call timeout of servers that set none.
         ``connect_timeout``: bound on starting a server and listing its tools.
         ``on_tools_changed(server)``: called after a server's tool list was refreshed."""
+        self.metrics = metrics
         self._servers = {
             name: Supervisor(
                 name,
@@ -119,10 +129,27 @@ class MCPToolbox:
                 is unavailable or failed (a short message, safe for clients).
             asyncio.CancelledError: the caller was cancelled; the call is abandoned.
         """
-        if not self.is_allowed(name, allow):
-            raise ToolError(f"Tool '{name}' is not allowed for this persona")
-        server = self._servers.get(name.partition(SEPARATOR)[0])
-        tool = server.tools.get(name) if server is not None else None
-        if server is None or tool is None:
-            raise ToolError(f"Unknown tool '{name}'")
-        return render_result(await server.call(tool, arguments))
+        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
+        with TRACER.start_as_current_span(f"execute_tool {name}", attributes=attributes) as span:
+            if not self.is_allowed(name, allow):
+                raise ToolError(f"Tool '{name}' is not allowed for this persona")
+            server = self._servers.get(name.partition(SEPARATOR)[0])
+            tool = server.tools.get(name) if server is not None else None
+            if server is None or tool is None:
+                raise ToolError(f"Unknown tool '{name}'")
+            span.set_attribute("mcp.server", tool.server)
+            span.set_attribute("mcp.tool", tool.remote_name)
+            outcome = "canceled"  # unless it ends otherwise
+            try:
+                result = await server.call(tool, arguments)
+                outcome = "tool_error" if result.is_error else "ok"
+            except Exception:
+                outcome = "error"
+                raise
+            finally:
+                span.set_attribute("persona_agent.tool.outcome", outcome)
+                if outcome == "tool_error":
+                    span.set_status(StatusCode.ERROR, "the tool returned an error")
+                if self.metrics is not None:
+                    self.metrics.mcp_calls.labels(tool.server, tool.remote_name, outcome).inc()
+            return render_result(result)

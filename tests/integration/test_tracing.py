@@ -1,0 +1,188 @@
+"""OpenTelemetry traces from a real ``persona-agent serve`` process, to a real OTLP receiver
+(over HTTP and gRPC): the span tree of a streamed task with a tool call, under the
+caller's ``traceparent``, joined by the model server and the MCP server it called."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.fakes.fake_llm import FakeLLM, Reply, ToolCalls
+from tests.servers.hub_process import hub_process
+from tests.servers.otlp_receiver import OTLPReceiver, ReceivedSpan
+
+MODEL = "gpt-4o-mini"
+
+
+@pytest.fixture(params=["http", "grpc"])
+def receiver(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[OTLPReceiver]:
+    protocol = request.param
+    with OTLPReceiver(protocol) as running:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", running.endpoint)
+        monkeypatch.setenv(
+            "OTEL_EXPORTER_OTLP_PROTOCOL", "grpc" if protocol == "grpc" else "http/protobuf"
+        )
+        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")  # export at once, not every 5 s
+        monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+        monkeypatch.delenv("OTEL_TRACES_EXPORTER", raising=False)
+        yield running
+
+
+def _stream(url: str, text: str, traceparent: str) -> list[dict[str, Any]]:
+    """A SendStreamingMessage to toolsmith over JSON-RPC; every event's ``result``."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendStreamingMessage",
+        "params": {
+            "message": {
+                "messageId": str(uuid.uuid4()),
+                "role": "ROLE_USER",
+                "parts": [{"text": text}],
+            }
+        },
+    }
+    headers = {"A2A-Version": "1.0", "traceparent": traceparent}
+    events: list[dict[str, Any]] = []
+    with httpx.stream(
+        "POST", f"{url}/a2a/toolsmith/", json=body, headers=headers, timeout=30
+    ) as reply:
+        for line in reply.iter_lines():
+            if line.startswith("data:"):
+                events.append(json.loads(line[5:])["result"])
+    return events
+
+
+def _tool_result(events: list[dict[str, Any]]) -> dict[str, Any]:
+    for event in events:
+        for part in (
+            event.get("statusUpdate", {}).get("status", {}).get("message", {}).get("parts", [])
+        ):
+            data = part.get("data")
+            if isinstance(data, dict) and data.get("kind") == "tool-result":
+                return dict(json.loads(data["result"]))
+    raise AssertionError(f"no tool result in {events}")
+
+
+def _parent(traceparent: str) -> tuple[str, str]:
+    """A ``traceparent``'s trace id and parent span id."""
+    version, trace_id, span_id, _flags = traceparent.split("-")
+    assert version == "00"
+    return trace_id, span_id
+
+
+def _ancestors(span: ReceivedSpan, by_id: dict[str, ReceivedSpan]) -> list[str]:
+    """The ids of the span's ancestors received, nearest first, then the first one missing
+    (the caller's span, for the hub's outermost)."""
+    chain: list[str] = []
+    parent = span.parent_span_id
+    while parent:
+        chain.append(parent)
+        if parent not in by_id:
+            break
+        parent = by_id[parent].parent_span_id
+    return chain
+
+
+def test_a_streamed_task_with_a_tool_call_is_one_trace(
+    tmp_path: Path,
+    personas_dir: Path,
+    llm: FakeLLM,
+    mcp_config_file: Path,
+    receiver: OTLPReceiver,
+) -> None:
+    client_trace, client_span = secrets.token_hex(16), secrets.token_hex(8)
+    llm.script(ToolCalls([("remote__traceparent", {})]), Reply("Traced.", usage=(30, 5)))
+    settings = {
+        "LLM_BASE_URL": llm.base_url,
+        "LLM_API_KEY": "test",
+        "LLM_MODEL": MODEL,
+        "LLM_MAX_RETRIES": "0",
+        "MCP_CONFIG": str(mcp_config_file),
+    }
+    with hub_process(personas_dir, tmp_path / "data", **settings) as (url, _):
+        events = _stream(url, "Show me your trace.", f"00-{client_trace}-{client_span}-01")
+        text = "".join(
+            part.get("text", "")
+            for event in events
+            if "artifactUpdate" in event
+            for part in event["artifactUpdate"]["artifact"]["parts"]
+        )
+        assert text == "Traced."
+        final = events[-1]["statusUpdate"]
+        assert final["status"]["state"] == "TASK_STATE_COMPLETED"
+        task_id, context_id = final["taskId"], final["contextId"]
+
+        def complete(spans: list[ReceivedSpan]) -> bool:
+            """The trace is whole: the spans looked for, and every span's parents (spans
+            end, and are sent, after their children)."""
+            mine = [s for s in spans if s.trace_id == client_trace]
+            names = [s.name for s in mine]
+            by_id = {span.span_id: span for span in mine}
+            return (
+                any(n.startswith("invoke_agent") for n in names)
+                and names.count(f"chat {MODEL}") == 2
+                and any(n.startswith("MCP send tools/call") for n in names)
+                and all(_ancestors(s, by_id)[-1] == client_span for s in mine)
+            )
+
+        spans = [s for s in receiver.wait_for(complete) if s.trace_id == client_trace]
+
+    by_id = {span.span_id: span for span in spans}
+    assert {span.service_name for span in spans} == {"persona-agent"}
+    # The SDK's own span of the request is the hub's outermost, under the caller's span.
+    (outermost,) = [s for s in spans if s.name.endswith("JsonRpcDispatcher.handle_requests")]
+    assert outermost.parent_span_id == client_span
+    assert outermost.kind == "SPAN_KIND_SERVER"
+    assert all(_ancestors(s, by_id)[-1] == client_span for s in spans)
+
+    (turn,) = [s for s in spans if s.name == "invoke_agent toolsmith"]
+    assert outermost.span_id in _ancestors(turn, by_id)
+    assert turn.attributes["a2a.task.id"] == task_id
+    assert turn.attributes["a2a.context.id"] == context_id
+    assert turn.attributes["persona_agent.persona.id"] == "toolsmith"
+    assert turn.attributes["a2a.task.state"] == "completed"
+
+    chats = [s for s in spans if s.name == f"chat {MODEL}"]
+    assert all(turn.span_id in _ancestors(chat, by_id) for chat in chats)
+    assert all(chat.kind == "SPAN_KIND_CLIENT" for chat in chats)
+    assert sorted(tuple(c.attributes["gen_ai.response.finish_reasons"]) for c in chats) == [  # type: ignore[arg-type]
+        ("stop",),
+        ("tool_calls",),
+    ]
+    (answer,) = [c for c in chats if c.attributes["gen_ai.response.finish_reasons"] == ["stop"]]
+    assert answer.attributes["gen_ai.operation.name"] == "chat"
+    assert answer.attributes["gen_ai.request.model"] == MODEL
+    assert answer.attributes["gen_ai.usage.input_tokens"] == 30
+    assert answer.attributes["gen_ai.usage.output_tokens"] == 5
+    assert float(answer.attributes["gen_ai.response.time_to_first_chunk"]) > 0  # type: ignore[arg-type]
+
+    # The model server saw each call with its span as the parent.
+    seen = [_parent(request.headers["traceparent"]) for request in llm.seen]
+    assert sorted(seen) == sorted((client_trace, chat.span_id) for chat in chats)
+
+    (tool,) = [s for s in spans if s.name == "execute_tool remote__traceparent"]
+    assert turn.span_id in _ancestors(tool, by_id)
+    assert tool.attributes["mcp.server"] == "remote"
+    assert tool.attributes["mcp.tool"] == "traceparent"
+    assert tool.attributes["persona_agent.tool.outcome"] == "ok"
+    (mcp_send,) = [s for s in spans if s.name.startswith("MCP send tools/call")]
+    assert mcp_send.parent_span_id == tool.span_id
+    # The MCP server got the trace in the request's _meta and in its HTTP headers.
+    received = _tool_result(events)
+    assert _parent(received["meta"]) == (client_trace, mcp_send.span_id)
+    assert _parent(received["header"]) == (client_trace, mcp_send.span_id)
+
+    writes = [s for s in spans if s.attributes.get("db.system.name") == "sqlite"]
+    assert writes
+    assert all(s.name.split()[0] in ("INSERT", "UPDATE", "DELETE") for s in writes)
+    assert any(turn.span_id in _ancestors(s, by_id) for s in writes)  # the turn's history
