@@ -554,8 +554,11 @@ def observability_cost(rounds: int, window: str, root: Path) -> list[Row]:
             hub(llm, hub_home(root, "hub-traced"), settings=traced) as (traced_url, _),
         ):
             urls = {"default": default_url, "metrics off": bare_url, "tracing on": traced_url}
-            for _ in range(rounds):
-                for name, url in urls.items():
+            for round_ in range(rounds):
+                order = list(urls.items())
+                if round_ % 2:  # no hub always first
+                    order.reverse()
+                for name, url in order:
                     summary = load(
                         f"{url}/a2a/socrates/", "--mode", "send", "-c", "16", "-d", window
                     )
