@@ -120,6 +120,9 @@ def serve(
     With no LLM configured, personas answer through the embedded local model
     (offline, no key; docs/local-model.md). Set PERSONA_AGENT_LLM_BASE_URL (and
     PERSONA_AGENT_LLM_API_KEY) to use any OpenAI-compatible server instead.
+
+    Prometheus metrics are at /metrics; OpenTelemetry traces go wherever
+    OTEL_EXPORTER_OTLP_ENDPOINT says (off without it; docs/observability.md).
     """
     settings = _settings(host=host, port=port, personas_dir=personas_dir, log_level=log_level)
     try:

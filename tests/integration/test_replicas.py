@@ -19,6 +19,7 @@ from a2a.types.a2a_pb2 import (
     TaskPushNotificationConfig,
     TaskState,
 )
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -194,6 +195,19 @@ async def test_readyz_reports_the_database(pair: tuple[Hub, Hub]) -> None:
     ready_b = (await b.http.get("/readyz")).json()
     assert ready_a["status"] == ready_b["status"] == "ready"
     assert ready_a["replica"] != ready_b["replica"]
+
+
+async def test_each_replica_names_itself_in_its_metrics(pair: tuple[Hub, Hub]) -> None:
+    for hub in pair:
+        replica = (await hub.http.get("/readyz")).json()["replica"]
+        metrics = await hub.http.get("/metrics")
+        (info,) = [
+            sample
+            for family in text_string_to_metric_families(metrics.text)
+            for sample in family.samples
+            if sample.name == "persona_agent_info"
+        ]
+        assert info.labels["replica"] == replica
 
 
 async def test_a_replica_that_starts_leaves_the_others_tasks_alone(
