@@ -171,6 +171,8 @@ class Answer:
     texts: list[str] = field(default_factory=list)
     events: int = 0
     text_chunks: int = 0
+    body_bytes: int = 0
+    """The bytes of the response body (for a stream: every SSE event, framing included)."""
     first_text: float = 0.0
     last_text: float = 0.0
 
@@ -230,6 +232,7 @@ async def stream_one(conn: Connection, data: bytes, expect: str) -> Answer:
     def on_chunk(chunk: bytes) -> None:
         nonlocal buffer
         now = time.monotonic()
+        answer.body_bytes += len(chunk)
         buffer = (buffer + chunk).replace(b"\r\n", b"\n")
         *events, buffer = buffer.split(b"\n\n")
         for event in events:
@@ -327,6 +330,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     latencies: list[float] = []
     ttfts: list[float] = []
     chunks: list[int] = []
+    body_bytes: list[int] = []
     events: list[int] = []
     errors: collections.Counter[str] = collections.Counter()
     samples: list[str] = []
@@ -374,6 +378,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     events.append(answer.events)
                     if stream:
                         chunks.append(answer.text_chunks)
+                        body_bytes.append(answer.body_bytes)
                         if answer.first_text:
                             ttfts.append(answer.first_text - sent)
                 if timing is not None and answer.first_text:
@@ -430,6 +435,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if stream:
         summary["ttft_ms"] = distribution_ms(ttfts)
         summary["text_chunks_per_answer"] = round(sum(chunks) / len(chunks), 2) if chunks else None
+        summary["bytes_per_answer"] = (
+            round(sum(body_bytes) / len(body_bytes)) if body_bytes else None
+        )
     for sample in samples:
         print("error sample:", sample, file=sys.stderr)
     return summary

@@ -136,10 +136,12 @@ def process(
 
 
 @contextmanager
-def fake_llm(token_delay_ms: float = 0, timing_file: Path | None = None) -> Iterator[str]:
+def fake_llm(
+    token_delay_ms: float = 0, timing_file: Path | None = None, tokens: int = 20
+) -> Iterator[str]:
     port = free_port()
     command = [PYTHON, "-m", "tests.fakes.fake_llm", "--port", str(port)]
-    command += ["--token-delay-ms", str(token_delay_ms)]
+    command += ["--token-delay-ms", str(token_delay_ms), "--tokens", str(tokens)]
     if timing_file is not None:
         command += ["--timing-file", str(timing_file)]
     with process(command, f"http://127.0.0.1:{port}/health", ENV):
@@ -362,12 +364,30 @@ def streaming(root: Path, count: int) -> list[Row]:
     ):
         first, last, chunks = token_lags(root, f"{url}/a2a/socrates/", "hub", count)
         bare_first, bare_last, _ = token_lags(root, f"{bare_url}/", "agent", count)
+    # A fast model: 500 tokens at 1 ms each. What a streaming client receives per answer.
+    with (
+        fake_llm(1, tokens=500) as fast_llm,
+        hub(fast_llm, hub_home(root, "hub-fast")) as (fast_url, _),
+    ):
+        fast = load(
+            f"{fast_url}/a2a/socrates/",
+            *("--mode", "stream", "-c", "1", "--max-requests", str(count), "-d", "600"),
+        )
+    events, size = fast["events_per_answer"], fast["bytes_per_answer"]
     return [
         Row("stream c=1, first text after LLM's first token", first, "ms", "<= 10", first <= 10),
         Row("stream c=1, agent: first text after LLM's first", bare_first, "ms"),
         Row("stream c=1, text chunks per 20-token answer", chunks, "", ">= 10", chunks >= 10),
         Row("stream c=1, last text after LLM's last token", last, "ms", "<= 10", last <= 10),
         Row("stream c=1, agent: last text after LLM's last", bare_last, "ms"),
+        Row(
+            "stream c=1, 500 tokens at 1 ms: SSE events per answer",
+            events,
+            "",
+            "<= 100",
+            events <= 100,
+        ),
+        Row("stream c=1, 500 tokens at 1 ms: bytes per answer", size, "B"),
     ]
 
 

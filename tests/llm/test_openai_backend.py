@@ -70,11 +70,22 @@ def closed_port() -> int:
 async def test_streams_text_deltas_then_the_end_with_usage(
     fake: FakeLLM, backend: OpenAIBackend
 ) -> None:
-    fake.script(Reply("The radium glows faintly tonight.", usage=(12, 5), token_delay=0.02))
+    fake.script(Reply("The radium glows faintly tonight.", usage=(12, 5), token_delay=0.06))
     deltas, end = split(await collect(backend))
-    assert len(deltas) == 5  # one per token, as they come
+    assert len(deltas) == 5  # one per token, as they come (slower than TEXT_INTERVAL)
     assert "".join(deltas) == "The radium glows faintly tonight."
     assert end == StreamEnd(tool_calls=[], usage=Usage(12, 5), finish_reason="stop")
+
+
+async def test_a_fast_stream_is_given_out_in_few_pieces_the_first_at_once(
+    fake: FakeLLM, backend: OpenAIBackend
+) -> None:
+    text = " ".join(f"word{i}" for i in range(300))
+    fake.script(Reply(text, token_delay=0.001))  # ~0.3 s of tokens, a thousand a second
+    deltas, _ = split(await collect(backend))
+    assert "".join(deltas) == text  # nothing lost, nothing reordered
+    assert len(deltas[0].split()) <= 2  # the first text is not held back
+    assert len(deltas) <= 40  # about one piece per TEXT_INTERVAL, not one per token
 
 
 async def test_sends_the_model_and_only_the_options_that_are_set(

@@ -2,21 +2,57 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from persona_agent.personas.model import Persona
 
 __all__ = [
+    "TEXT_INTERVAL",
     "ChatRequest",
     "LLMBackend",
     "StreamEnd",
     "TextDelta",
     "ToolCall",
     "Usage",
+    "next_batch",
 ]
+
+T = TypeVar("T")
+
+TEXT_INTERVAL = 0.02
+"""A backend gives out text at most every 20 ms (the first text at once): what arrives
+meanwhile goes out as one piece, so a fast model's 500 tokens are not 500 events to every
+client, and a token is never held longer than this."""
+MAX_BATCH = 256
+"""Pieces taken into one batch at most, however fast they come."""
+
+
+async def next_batch(
+    queue: asyncio.Queue[T], deadline: float, final: Callable[[T], bool]
+) -> list[T]:
+    """The queue's next item (waited for as long as it takes), then every item that arrives
+    before ``deadline`` (``time.monotonic()``; passed: only those already there), up to
+    :data:`MAX_BATCH`. A ``final`` item ends the batch at once."""
+    batch = [await queue.get()]
+    while not final(batch[-1]) and len(batch) < MAX_BATCH:
+        if not queue.empty():
+            batch.append(queue.get_nowait())
+            continue
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        try:
+            async with asyncio.timeout(remaining):
+                batch.append(await queue.get())
+        except TimeoutError:
+            break
+    return batch
+
 
 Message = dict[str, Any]
 """A chat message in the OpenAI format: ``{"role": ..., "content": ..., ...}``."""

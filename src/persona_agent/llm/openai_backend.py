@@ -10,6 +10,7 @@ streams ``/chat/completions`` in the OpenAI format. One shared ``AsyncOpenAI`` (
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,16 @@ from openai.types.chat.completion_create_params import CompletionCreateParamsStr
 
 from persona_agent import __version__
 from persona_agent.errors import ConfigError, LLMError
-from persona_agent.llm.base import ChatRequest, LLMBackend, StreamEnd, TextDelta, ToolCall, Usage
+from persona_agent.llm.base import (
+    TEXT_INTERVAL,
+    ChatRequest,
+    LLMBackend,
+    StreamEnd,
+    TextDelta,
+    ToolCall,
+    Usage,
+    next_batch,
+)
 from persona_agent.tracing import active as tracing_active
 from persona_agent.tracing import trace_headers
 
@@ -129,9 +139,10 @@ class OpenAIBackend(LLMBackend):
     async def stream(self, request: ChatRequest) -> AsyncGenerator[TextDelta | StreamEnd, None]:
         """Yield the answer's text as it comes, then one :class:`StreamEnd`.
 
-        Text that arrives while the consumer is busy goes on as one piece: no
-        added latency, and a fast server's tokens do not each become an A2A
-        event. The HTTP response is closed as soon as the consumer stops
+        Text that arrives while the consumer is busy, or within :data:`TEXT_INTERVAL` of
+        the text before it, goes on as one piece: the first text at once, and a fast
+        server's tokens do not each become an A2A event. The HTTP response is closed as
+        soon as the consumer stops
         (``aclose()`` or cancellation): no further tokens are read.
         ``CancelledError`` is never caught.
         """
@@ -143,10 +154,9 @@ class OpenAIBackend(LLMBackend):
         try:
             ended = False
             failure: BaseException | None = None
+            given = -TEXT_INTERVAL  # when text last went on
             while not ended:
-                batch = [await chunks.get()]
-                while not chunks.empty():
-                    batch.append(chunks.get_nowait())
+                batch = await next_batch(chunks, given + TEXT_INTERVAL, _ends_stream)
                 text = ""
                 for chunk in batch:
                     if chunk is None or isinstance(chunk, BaseException):
@@ -176,6 +186,7 @@ class OpenAIBackend(LLMBackend):
                             finish = str(choice.finish_reason)
                 if text:
                     yield TextDelta(text)  # what came before a failure is given out first
+                    given = time.monotonic()
             if failure is not None:
                 raise failure
         finally:
@@ -268,6 +279,11 @@ class OpenAIBackend(LLMBackend):
         if len(text) > _DETAIL_LIMIT:
             text = text[: _DETAIL_LIMIT - 1] + "…"
         return text
+
+
+def _ends_stream(chunk: ChatCompletionChunk | BaseException | None) -> bool:
+    """The end of the stream (None) or its failure."""
+    return chunk is None or isinstance(chunk, BaseException)
 
 
 def _refused(exc: BaseException) -> bool:

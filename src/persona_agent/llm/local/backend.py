@@ -15,6 +15,7 @@ import concurrent.futures
 import logging
 import os
 import threading
+import time
 import zlib
 from collections.abc import AsyncGenerator
 from contextlib import closing
@@ -23,7 +24,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from persona_agent.errors import LLMError
-from persona_agent.llm.base import ChatRequest, LLMBackend, StreamEnd, TextDelta, Usage
+from persona_agent.llm.base import (
+    TEXT_INTERVAL,
+    ChatRequest,
+    LLMBackend,
+    StreamEnd,
+    TextDelta,
+    Usage,
+    next_batch,
+)
 from persona_agent.llm.local.answer import AnswerFilter, has_words
 from persona_agent.llm.local.prompt import PersonaSketch, build_prompt, sketch_of
 from persona_agent.llm.local.states import PrefixStates
@@ -59,6 +68,10 @@ class _Failed:
 
 
 _Item = str | _Finished | _Failed
+
+
+def _ends(item: _Item) -> bool:
+    return not isinstance(item, str)
 
 
 @dataclass(eq=False)  # hashed by identity: kept in a set while it runs
@@ -206,14 +219,18 @@ class LocalBackend(LLMBackend):
             self._jobs.add(job)
             running = self._executor.submit(self._run, job)
             try:
+                given = -TEXT_INTERVAL  # when text last went on (see TEXT_INTERVAL)
                 while True:
-                    item = await job.queue.get()
-                    if isinstance(item, str):
-                        yield TextDelta(item)
-                    elif isinstance(item, _Finished):
+                    batch = await next_batch(job.queue, given + TEXT_INTERVAL, _ends)
+                    text = "".join(item for item in batch if isinstance(item, str))
+                    if text:
+                        yield TextDelta(text)
+                        given = time.monotonic()
+                    item = batch[-1]
+                    if isinstance(item, _Finished):
                         yield StreamEnd(usage=item.usage, finish_reason=item.finish_reason)
                         return
-                    else:
+                    if isinstance(item, _Failed):
                         if isinstance(item.error, LLMError):
                             raise item.error
                         raise LLMError(
