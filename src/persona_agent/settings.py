@@ -177,6 +177,10 @@ class Settings(BaseSettings):
     metrics: bool = True
     """Prometheus metrics at ``/metrics`` (docs/observability.md); ``false``: not counted,
     and ``/metrics`` answers 404. Traces follow the standard ``OTEL_*`` environment."""
+    console: bool = True
+    """The web console at ``/console`` (docs/console.md): browse, chat with, edit and import
+    personas in a browser, through the same A2A and REST endpoints as any client (so with
+    the same credentials); ``false``: not served, and ``/`` is a page of links instead."""
 
     @field_validator("public_base_url")
     @classmethod

@@ -35,6 +35,7 @@ from persona_agent.a2a.services import HubServices
 from persona_agent.a2a.task_store import SqlTaskStore, persona_owner
 from persona_agent.api.deps import UPLOAD_HEADER, ApiAuth, Reader, is_loopback
 from persona_agent.api.limits import BodyLimit
+from persona_agent.api.pages import add_pages
 from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.api.routes import personas as personas_routes
 from persona_agent.audit import AuditLog
@@ -316,6 +317,8 @@ def create_app(settings: Settings) -> FastAPI:
         version=__version__,
         description="A multi-persona A2A hub.",
         lifespan=lifespan,
+        docs_url=None,  # /docs and /redoc: add_pages, with files served by the hub
+        redoc_url=None,
     )
     app.add_middleware(BodyLimit, limits=persona_limits(settings))
     app.state.settings = settings
@@ -421,6 +424,7 @@ def create_app(settings: Settings) -> FastAPI:
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     app.include_router(personas_routes.router, prefix="/api/v1")
+    add_pages(app, registry, console=settings.console)
     for error_type, code in (
         (PersonaNotFoundError, 404),
         (PersonaExistsError, 409),

@@ -32,7 +32,14 @@ from persona_agent.audit import AuditLog, request_id_of
 from persona_agent.chat.usage import UsageLog
 from persona_agent.errors import PersonaAgentError, PersonaFileError, PersonaNotFoundError
 from persona_agent.personas.cards import CardSpec, card_png, persona_to_card
-from persona_agent.personas.loader import MAX_PROBLEMS, PERSONA_SUFFIXES, PersonaFile, read_persona
+from persona_agent.personas.loader import (
+    MAX_PROBLEMS,
+    PERSONA_SUFFIXES,
+    PersonaFile,
+    dump_persona_yaml,
+    persona_to_data,
+    read_persona,
+)
 from persona_agent.personas.model import Persona
 from persona_agent.personas.parsing import Limits
 from persona_agent.personas.store import PersonaStore
@@ -129,6 +136,30 @@ async def get_persona(
 ) -> dict[str, Any]:
     """One persona; its ``ETag`` is the version to send back in ``If-Match``."""
     return _send(response, request, await store.get(persona_id))
+
+
+@router.get(
+    "/{persona_id}/file",
+    dependencies=[Reader],
+    response_class=Response,
+    responses={
+        **_errors(404),
+        200: {
+            "description": "The persona file, YAML; its ETag is the persona's version",
+            "content": {"application/yaml": {}},
+        },
+    },
+)
+async def get_persona_file(persona_id: str, store: Store) -> Response:
+    """One persona as the YAML file the hub writes (what a person edits: no id, no
+    version, no field at its default). Its ``ETag`` is the persona's version, for
+    ``If-Match`` on the ``PUT`` that saves the edited file's content."""
+    persona = await store.get(persona_id)
+    return Response(
+        dump_persona_yaml(persona),
+        media_type="application/yaml",
+        headers={"ETag": _etag(persona)},
+    )
 
 
 def audited(action: str) -> Callable[[_Route], _Route]:
@@ -267,27 +298,11 @@ async def upload_persona(
 ) -> dict[str, Any]:
     """Create (or with ``replace=true`` replace) a persona from a file or character card.
     A PNG card's picture becomes the persona's avatar."""
-    name = PurePath(file.filename or "").name
-    fmt = PERSONA_SUFFIXES.get(PurePath(name).suffix.lower())
-    if fmt is None:
-        expected = ", ".join(PERSONA_SUFFIXES)
-        raise _upload_error(f"file name '{name}' must end with {expected}")
-    limits: Limits = request.app.state.persona_limits
-    limit = limits.max_image_bytes if fmt == "png" else limits.max_bytes
-    raw = await file.read(limit + 1)  # the whole body is bounded (api/limits.py)
-
-    def parse() -> PersonaFile:
-        return read_persona(persona_id, raw, source=name, fmt=fmt, limits=limits)
-
-    try:
-        loaded = await asyncio.to_thread(parse)  # up to a second for a 1 MiB file
-    except PersonaFileError as error:
+    loaded = await _read_upload(request, file, persona_id)
+    if not isinstance(loaded, PersonaFile):
         raise RequestValidationError(
-            [
-                {"loc": ("body", "file"), "msg": f"{name}: {problem}", "type": "value_error"}
-                for problem in error.problems
-            ]
-        ) from None
+            [{"loc": ("body", "file"), "msg": problem, "type": "value_error"} for problem in loaded]
+        )
     persona = loaded.persona
     await _deleted_data_gone(request, persona.id)
     if replace:
@@ -299,6 +314,62 @@ async def upload_persona(
         stored = await _stored(store.create(persona, image=loaded.image))
     response.headers["Location"] = f"{request.url.path.rsplit('/', 1)[0]}/{stored.id}"
     return _send(response, request, stored)
+
+
+@router.post("/validate", dependencies=[Reader])
+async def validate_persona(
+    request: Request,
+    store: Store,
+    file: Annotated[
+        UploadFile,
+        File(
+            description="A persona file (.yaml, .yml, .json) or a character card "
+            "(V2/V3, .json or .png), as for upload"
+        ),
+    ],
+    persona_id: Annotated[
+        str | None,
+        Query(alias="id", description="The persona's id, as for upload"),
+    ] = None,
+) -> dict[str, Any]:
+    """Check a file as upload would, and save nothing: ``valid``, the ``problems`` (each
+    naming the file, the field and the reason), and for a valid file the ``persona`` as a
+    body for ``POST /api/v1/personas`` or ``PUT``, and whether its id ``exists`` already.
+    An editor calls it as its user types."""
+    loaded = await _read_upload(request, file, persona_id)
+    if not isinstance(loaded, PersonaFile):
+        return {"valid": False, "problems": loaded}
+    persona = loaded.persona
+    return {
+        "valid": True,
+        "problems": [],
+        "id": persona.id,
+        "exists": await _exists(store, persona.id),
+        "persona": {"id": persona.id, **persona_to_data(persona)},
+    }
+
+
+async def _read_upload(
+    request: Request, file: UploadFile, persona_id: str | None
+) -> PersonaFile | list[str]:
+    """The persona in an uploaded file, or its problems (each a message naming the file):
+    bounds, format and every field checked, as for a file in the persona directory."""
+    name = PurePath(file.filename or "").name
+    fmt = PERSONA_SUFFIXES.get(PurePath(name).suffix.lower())
+    if fmt is None:
+        expected = ", ".join(PERSONA_SUFFIXES)
+        return [f"file name '{name}' must end with {expected}"]
+    limits: Limits = request.app.state.persona_limits
+    limit = limits.max_image_bytes if fmt == "png" else limits.max_bytes
+    raw = await file.read(limit + 1)  # the whole body is bounded (api/limits.py)
+
+    def parse() -> PersonaFile:
+        return read_persona(persona_id, raw, source=name, fmt=fmt, limits=limits)
+
+    try:
+        return await asyncio.to_thread(parse)  # up to a second for a 1 MiB file
+    except PersonaFileError as error:
+        return [f"{name}: {problem}" for problem in error.problems]
 
 
 @router.get(
@@ -358,12 +429,6 @@ async def _deleted_data_gone(request: Request, persona_id: str) -> None:
     """Wait until the tasks and history of a deleted persona with this id are gone."""
     persona_data: DeletedPersonaData = request.app.state.persona_data
     await persona_data.settled(persona_id)
-
-
-def _upload_error(message: str) -> RequestValidationError:
-    return RequestValidationError(
-        [{"loc": ("body", "file"), "msg": message, "type": "value_error"}]
-    )
 
 
 @router.get("/{persona_id}/usage", dependencies=[Reader], responses=_errors(404))

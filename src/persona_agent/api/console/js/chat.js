@@ -1,0 +1,283 @@
+// A conversation with one persona, streamed through its A2A HTTP+JSON endpoint.
+//
+// #/chat/{id} starts a new conversation; #/chat/{id}/{contextId} resumes one: its turns
+// are read back from the hub (ListTasks of that context) and the next message is sent
+// with the same contextId, which the hub continues with the conversation's history.
+
+import {
+  cancelTask,
+  card,
+  conversationTasks,
+  costOf,
+  greetingOf,
+  stateName,
+  streamMessage,
+  textOf,
+} from "./a2a.js";
+import { hubUrl } from "./api.js";
+import { conversation, conversationsOf, forget, recordTurn } from "./conversations.js";
+import { avatar, el, errorBox } from "./ui.js";
+
+const TERMINAL = new Set(["TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"]);
+
+function chatHref(personaId, contextId) {
+  const base = `#/chat/${encodeURIComponent(personaId)}`;
+  return contextId ? `${base}/${encodeURIComponent(contextId)}` : base;
+}
+
+function describeCost(cost) {
+  if (!cost) return "";
+  const parts = [];
+  if (cost.usage && cost.usage.totalTokens) parts.push(`${cost.usage.totalTokens} tokens`);
+  if (cost.durationMs) parts.push(`${(cost.durationMs / 1000).toFixed(1)} s`);
+  if (typeof cost.costUsd === "number") parts.push(`$${cost.costUsd.toFixed(4)}`);
+  return parts.join(" · ");
+}
+
+// One bubble of the transcript; set(text, state, detail) changes it as events come.
+function bubble(role, text, state = "") {
+  const body = el("div", { class: "text" }, text);
+  const meta = el("div", { class: "meta" });
+  const item = el("li", { class: `turn ${role}`, dataset: { state } }, body, meta);
+  item.set = (newText, newState, detail = "") => {
+    if (newText !== null) body.textContent = newText;
+    if (newState !== null) item.dataset.state = newState;
+    const shownState = role === "agent" && newState && newState !== "completed" ? newState : "";
+    meta.textContent = [shownState, detail].filter(Boolean).join(" · ");
+  };
+  if (state && role === "agent") item.set(null, state);
+  return item;
+}
+
+export async function showChat(root, personaId, contextId) {
+  const transcript = el("ol", { id: "transcript", class: "transcript" });
+  const note = el("p", { id: "transcript-note", class: "note" });
+  const input = el("textarea", {
+    id: "message-input",
+    rows: 3,
+    placeholder: "Write a message (Enter sends, Shift+Enter starts a new line)",
+  });
+  const send = el("button", { type: "submit", id: "send", class: "primary" }, "Send");
+  const cancel = el("button", { type: "button", id: "cancel", class: "danger", hidden: true }, "Cancel");
+  const list = el("ul", { id: "conversation-list", class: "conversation-list" });
+  const head = el("div", { class: "persona-head" });
+  const composer = el("form", { id: "composer", class: "composer" }, input, el("div", { class: "buttons" }, send, cancel));
+  root.append(
+    el(
+      "section",
+      { class: "chat", dataset: { personaId } },
+      el(
+        "aside",
+        { class: "sidebar" },
+        head,
+        el("a", { class: "button primary", id: "new-conversation", href: chatHref(personaId) }, "New conversation"),
+        el("h2", {}, "Conversations"),
+        list,
+      ),
+      el("div", { class: "thread" }, transcript, note, composer),
+    ),
+  );
+
+  let current = contextId || "";
+  let running = null; // {taskId, controller} while an answer streams
+  let greeting = "";
+
+  const renderList = () => {
+    const conversations = conversationsOf(personaId);
+    list.replaceChildren(
+      ...conversations.map((c) =>
+        el(
+          "li",
+          { class: c.contextId === current ? "current" : "", dataset: { contextId: c.contextId } },
+          el("a", { href: chatHref(personaId, c.contextId), title: c.contextId }, c.title || c.contextId),
+          el(
+            "button",
+            {
+              type: "button",
+              class: "forget",
+              title: "Forget this conversation in this browser",
+              "aria-label": "Forget",
+              on: {
+                click: () => {
+                  forget(personaId, c.contextId);
+                  if (c.contextId === current) location.hash = chatHref(personaId);
+                  else renderList();
+                },
+              },
+            },
+            "×",
+          ),
+        ),
+      ),
+    );
+    if (!conversations.length) list.append(el("li", { class: "empty" }, "None yet"));
+  };
+
+  const setRunning = (value) => {
+    running = value;
+    send.disabled = Boolean(value);
+    cancel.hidden = !value;
+    cancel.disabled = !(value && value.taskId);
+  };
+
+  const showTurns = (turns) => {
+    transcript.replaceChildren();
+    if (greeting) transcript.append(bubble("agent greeting", greeting, "completed"));
+    for (const turn of turns) {
+      transcript.append(bubble("user", turn.user));
+      const answer = bubble("agent", turn.answer, turn.state);
+      if (turn.detail) answer.set(null, turn.state, turn.detail);
+      transcript.append(answer);
+    }
+    transcript.scrollTop = transcript.scrollHeight;
+  };
+
+  // A resumed conversation's turns: the hub's tasks of the context, else this browser's copy.
+  const loadTurns = async () => {
+    const local = conversation(personaId, current);
+    try {
+      const tasks = await conversationTasks(personaId, current);
+      if (tasks.length) {
+        showTurns(
+          tasks.map((task) => {
+            const user = (task.history || []).find((m) => m.role === "ROLE_USER");
+            const answer = (task.artifacts || []).filter((a) => a.name === "answer").map((a) => textOf(a.parts)).join("");
+            const status = task.status || {};
+            const said = textOf(status.message && status.message.parts);
+            const completed = status.state === "TASK_STATE_COMPLETED";
+            return {
+              user: user ? textOf(user.parts) : "",
+              answer: answer || (completed ? said : ""),
+              state: stateName(status.state),
+              detail: completed ? describeCost(costOf(status.message)) : said,
+            };
+          }),
+        );
+        note.textContent = "";
+        return;
+      }
+    } catch (error) {
+      note.textContent = `The hub did not list this conversation's turns (${error.message}).`;
+    }
+    if (local && local.turns.length) {
+      showTurns(local.turns);
+      note.textContent = `${note.textContent} The turns shown are this browser's copy.`.trim();
+    } else {
+      showTurns([]);
+    }
+  };
+
+  const ask = async (text) => {
+    const user = bubble("user", text);
+    const agent = bubble("agent", "", "submitted");
+    transcript.append(user, agent);
+    transcript.scrollTop = transcript.scrollHeight;
+    const controller = new AbortController();
+    setRunning({ taskId: "", controller });
+    let answer = "";
+    let state = "submitted";
+    let taskId = "";
+    let detail = "";
+    const started = !current;
+    try {
+      for await (const event of streamMessage(personaId, text, current, controller.signal)) {
+        if (event.task) {
+          taskId = event.task.id;
+          state = stateName(event.task.status && event.task.status.state) || state;
+          if (!current) {
+            current = event.task.contextId;
+            // The address names the conversation (reload resumes it) without a new render.
+            history.replaceState(null, "", chatHref(personaId, current));
+          }
+          setRunning({ taskId, controller });
+        } else if (event.artifactUpdate) {
+          const update = event.artifactUpdate;
+          const piece = textOf(update.artifact && update.artifact.parts);
+          answer = update.append ? answer + piece : piece;
+        } else if (event.statusUpdate) {
+          const status = event.statusUpdate.status || {};
+          state = stateName(status.state);
+          if (TERMINAL.has(status.state)) {
+            const said = textOf(status.message && status.message.parts);
+            if (status.state === "TASK_STATE_COMPLETED") {
+              answer = answer || said;
+              detail = describeCost(costOf(status.message));
+            } else if (said) {
+              detail = said; // why it failed, or that it was canceled
+            }
+          }
+        } else if (event.message) {
+          answer = textOf(event.message.parts);
+          state = "completed";
+        } else if (event.error) {
+          state = "failed";
+          detail = event.error.message || "error";
+        }
+        agent.set(answer, state, detail);
+        transcript.scrollTop = transcript.scrollHeight;
+      }
+    } catch (error) {
+      if (error.name !== "AbortError") {
+        state = "failed";
+        detail = error.message;
+        agent.set(answer, state, detail);
+      }
+    } finally {
+      setRunning(null);
+    }
+    if (current) {
+      recordTurn(personaId, current, { taskId, user: text, answer, state, detail });
+      if (started) renderList();
+    }
+  };
+
+  composer.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const text = input.value.trim();
+    if (!text || running) return;
+    input.value = "";
+    ask(text);
+  });
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      composer.requestSubmit();
+    }
+  });
+  cancel.addEventListener("click", async () => {
+    if (!running || !running.taskId) return;
+    cancel.disabled = true;
+    try {
+      // The stream then ends with the task's canceled status.
+      await cancelTask(personaId, running.taskId);
+    } catch (error) {
+      note.replaceChildren(errorBox(error));
+    }
+  });
+
+  try {
+    const agentCard = await card(personaId);
+    greeting = greetingOf(agentCard);
+    head.replaceChildren(
+      avatar(personaId, agentCard.name, agentCard, hubUrl),
+      el(
+        "div",
+        {},
+        el("h1", { class: "persona-name" }, agentCard.name),
+        el("a", { href: `#/edit/${encodeURIComponent(personaId)}` }, "Edit persona"),
+      ),
+    );
+  } catch (error) {
+    root.querySelector(".thread").prepend(errorBox(error));
+  }
+  renderList();
+  if (current) await loadTurns();
+  else showTurns([]);
+  input.focus();
+
+  return {
+    // Leaving the page stops reading the stream; the hub finishes the answer, which
+    // resuming the conversation shows.
+    leave: () => running && running.controller.abort(),
+  };
+}

@@ -1,0 +1,229 @@
+// The persona editor: the persona's YAML file, checked as it is typed by the hub's own
+// validator (POST /api/v1/personas/validate), saved through the REST API with the
+// version it was read at (If-Match), so two editors never overwrite each other.
+
+import { HttpError, request } from "./api.js";
+import { forgetPersona } from "./conversations.js";
+import { confirmDialog, el, errorBox, toast } from "./ui.js";
+
+const CHECK_DELAY_MS = 300;
+
+const TEMPLATE = `name: Grace Hopper
+description: Computer scientist and US Navy rear admiral who pioneered compilers.
+personal_background: |
+  Born in New York in 1906, she earned a PhD in mathematics at Yale and joined the
+  Navy in 1943, where she programmed the Harvard Mark I.
+language_style:
+  tone: brisk, witty, practical
+  characteristics:
+    - uses anecdotes
+knowledge_domains:
+  Programming languages:
+    - compilers
+    - COBOL
+interaction_samples:
+  - user: Why compilers?
+    assistant: Because people should be able to write programs in English.
+`;
+
+function personaPath(personaId) {
+  return `api/v1/personas/${encodeURIComponent(personaId)}`;
+}
+
+// The hub's verdict on the text as the file "{id}.yaml": {valid, problems, persona, exists}.
+async function check(personaId, text) {
+  const name = `${personaId || "new-persona"}.yaml`;
+  const form = new FormData();
+  form.append("file", new File([text], name, { type: "application/yaml" }));
+  const query = personaId ? `?id=${encodeURIComponent(personaId)}` : "";
+  const response = await request(`api/v1/personas/validate${query}`, { method: "POST", body: form });
+  const result = await response.json();
+  // Each problem names the file; in the editor the file is the text area.
+  result.problems = (result.problems || []).map((problem) =>
+    problem.startsWith(`${name}: `) ? problem.slice(name.length + 2) : problem,
+  );
+  return result;
+}
+
+export async function showEditor(root, personaId) {
+  const creating = !personaId;
+  const idInput = el("input", {
+    id: "persona-id",
+    placeholder: "grace-hopper",
+    spellcheck: "false",
+    autocomplete: "off",
+    "aria-describedby": "id-help",
+  });
+  const text = el("textarea", { id: "persona-yaml", spellcheck: "false", "aria-label": "Persona file (YAML)" });
+  const status = el("p", { id: "validation-status", class: "validation-status" });
+  const problems = el("ul", { id: "problems", class: "problems" });
+  const panel = el("aside", { id: "validation", class: "validation", dataset: { state: "checking" } }, el("h2", {}, "Checks"), status, problems);
+  const save = el("button", { type: "button", id: "save", class: "primary" }, creating ? "Create" : "Save");
+  const remove = el("button", { type: "button", id: "delete", class: "danger", hidden: creating }, "Delete");
+  const reload = el("button", { type: "button", id: "reload", hidden: true }, "Reload");
+  const saveStatus = el("span", { id: "save-status", class: "save-status", "aria-live": "polite" });
+  const title = el("h1", {}, creating ? "New persona" : `Edit ${personaId}`);
+  const links = creating
+    ? el(
+        "label",
+        { class: "id-field" },
+        "Id ",
+        idInput,
+        el("small", { id: "id-help" }, " lower-case letters, digits and dashes; it names the persona's endpoint"),
+      )
+    : el("a", { href: `#/chat/${encodeURIComponent(personaId)}` }, "Chat with this persona");
+  root.append(
+    el(
+      "section",
+      { class: "editor", dataset: { personaId: personaId || "" } },
+      el("div", { class: "toolbar" }, title, links),
+      el("div", { class: "editor-body" }, text, panel),
+      el("div", { class: "editor-actions" }, save, remove, reload, saveStatus),
+    ),
+  );
+
+  let etag = "";
+  let checking = 0; // the latest check; an older answer is ignored
+  let timer = 0;
+  let last = null; // the latest check's result
+
+  const currentId = () => (creating ? idInput.value.trim() : personaId);
+
+  const showCheck = (result, extra = []) => {
+    const all = [...extra, ...result.problems];
+    if (creating && result.valid && result.exists) {
+      all.push(`id: a persona '${result.id}' exists already`);
+    }
+    problems.replaceChildren(...all.map((problem) => el("li", {}, problem)));
+    const ok = all.length === 0;
+    panel.dataset.state = ok ? "valid" : "invalid";
+    status.textContent = ok ? "Valid: ready to save." : `${all.length} problem(s):`;
+    save.disabled = !ok;
+    return ok;
+  };
+
+  const runCheck = async () => {
+    const ticket = ++checking;
+    panel.dataset.state = "checking";
+    status.textContent = "Checking…";
+    try {
+      const result = await check(currentId(), text.value);
+      if (ticket !== checking) return null;
+      last = result;
+      const extra = creating && !currentId() ? ["id: required"] : [];
+      return showCheck(result, extra) ? result : null;
+    } catch (error) {
+      if (ticket === checking) {
+        panel.dataset.state = "error";
+        status.replaceChildren(errorBox(error));
+        problems.replaceChildren();
+      }
+      return null;
+    }
+  };
+
+  const scheduleCheck = () => {
+    clearTimeout(timer);
+    saveStatus.textContent = creating ? "" : "Unsaved changes";
+    timer = setTimeout(runCheck, CHECK_DELAY_MS);
+  };
+
+  const load = async () => {
+    if (creating) {
+      text.value = TEMPLATE;
+      return;
+    }
+    const response = await request(`${personaPath(personaId)}/file`, { headers: { Accept: "application/yaml" } });
+    etag = response.headers.get("ETag") || "";
+    text.value = await response.text();
+    saveStatus.textContent = "";
+    reload.hidden = true;
+  };
+
+  const saveNow = async () => {
+    clearTimeout(timer);
+    save.disabled = true;
+    saveStatus.textContent = "Saving…";
+    const result = await runCheck();
+    if (!result) {
+      saveStatus.textContent = "Not saved: see the problems.";
+      return;
+    }
+    try {
+      const body = JSON.stringify(result.persona);
+      const headers = { "Content-Type": "application/json" };
+      if (creating) {
+        await request("api/v1/personas", { method: "POST", headers, body });
+        toast(`Created ${result.persona.name}`);
+        location.hash = `#/edit/${encodeURIComponent(result.id)}`;
+        return;
+      }
+      if (etag) headers["If-Match"] = etag;
+      const response = await request(personaPath(personaId), { method: "PUT", headers, body });
+      etag = response.headers.get("ETag") || "";
+      const saved = await response.json();
+      saveStatus.textContent = `Saved (version ${saved.version}).`;
+      toast(`Saved ${saved.name}`);
+    } catch (error) {
+      if (error instanceof HttpError && error.status === 412) {
+        saveStatus.textContent =
+          "Not saved: someone changed this persona since you opened it. Reload to see their version (your text is lost), or copy your text first.";
+        reload.hidden = false;
+      } else {
+        saveStatus.replaceChildren(errorBox(error));
+      }
+    } finally {
+      save.disabled = !(last && last.valid);
+    }
+  };
+
+  const deleteNow = async () => {
+    const sure = await confirmDialog(
+      `Delete the persona '${personaId}'? Its tasks and conversations are deleted with it.`,
+      "Delete",
+    );
+    if (!sure) return;
+    try {
+      await request(personaPath(personaId), { method: "DELETE", headers: etag ? { "If-Match": etag } : {} });
+      forgetPersona(personaId);
+      toast(`Deleted ${personaId}`);
+      location.hash = "#/";
+    } catch (error) {
+      if (error instanceof HttpError && error.status === 412) {
+        saveStatus.textContent = "Not deleted: someone changed this persona since you opened it. Reload first.";
+        reload.hidden = false;
+      } else {
+        saveStatus.replaceChildren(errorBox(error));
+      }
+    }
+  };
+
+  text.addEventListener("input", scheduleCheck);
+  idInput.addEventListener("input", scheduleCheck);
+  text.addEventListener("keydown", (event) => {
+    // Tab indents (YAML is indented with spaces) instead of leaving the text area.
+    if (event.key === "Tab" && !event.shiftKey && !event.ctrlKey && !event.altKey) {
+      event.preventDefault();
+      text.setRangeText("  ", text.selectionStart, text.selectionEnd, "end");
+      scheduleCheck();
+    }
+  });
+  save.addEventListener("click", saveNow);
+  remove.addEventListener("click", deleteNow);
+  reload.addEventListener("click", async () => {
+    await load();
+    await runCheck();
+  });
+
+  try {
+    await load();
+  } catch (error) {
+    root.querySelector(".editor-body").replaceChildren(errorBox(error));
+    save.disabled = true;
+    remove.disabled = true;
+    return {};
+  }
+  await runCheck();
+  (creating ? idInput : text).focus();
+  return { leave: () => clearTimeout(timer) };
+}

@@ -1,0 +1,263 @@
+"""The console's gallery and chat in Chromium: personas with their cards, an answer streamed
+through the persona's A2A HTTP+JSON endpoint, cancel, and conversations resumed."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+
+from tests.console.conftest import (
+    ConsoleHub,
+    ConsoleHubFactory,
+    browse,
+    find,
+    go,
+    open_console,
+    screenshot,
+    severe_browser_errors,
+    wait,
+)
+from tests.fakes.fake_llm import FakeLLM, Reply
+from tests.personas.cards import ORLA_V3, card_png, picture
+
+VIRTUE = (
+    "Let us examine it together, my friend. When you say virtue, do you mean one thing or "
+    "many? For if it is one thing, we should be able to say what it is; and if it is many, "
+    "what they share."
+)
+TAUGHT = (
+    "If virtue is knowledge, it can be taught. Yet where are its teachers? Name me one, "
+    "and we shall go and ask him together."
+)
+LONG = " ".join(f"word{n}" for n in range(80))
+
+
+def agent_bubbles(driver: webdriver.Chrome) -> list[tuple[str, str]]:
+    """Each answer of the transcript (not the greeting): its text and its state."""
+    return [
+        (
+            bubble.find_element(By.CSS_SELECTOR, ".text").text,
+            bubble.get_attribute("data-state") or "",
+        )
+        for bubble in driver.find_elements(
+            By.CSS_SELECTOR, "#transcript .turn.agent:not(.greeting)"
+        )
+    ]
+
+
+def user_bubbles(driver: webdriver.Chrome) -> list[str]:
+    return [b.text for b in driver.find_elements(By.CSS_SELECTOR, "#transcript .turn.user")]
+
+
+def last_answer(driver: webdriver.Chrome) -> tuple[str, str]:
+    bubbles = agent_bubbles(driver)
+    return bubbles[-1] if bubbles else ("", "")
+
+
+def partial_answer(driver: webdriver.Chrome) -> str | None:
+    """The answer's text while it is still coming."""
+    text, state = last_answer(driver)
+    return text if text and state == "working" else None
+
+
+def canceled_answer(driver: webdriver.Chrome) -> str | None:
+    """The answer's text once it is canceled."""
+    text, state = last_answer(driver)
+    return text if state == "canceled" else None
+
+
+def send_message(driver: webdriver.Chrome, text: str) -> None:
+    find(driver, "#message-input").send_keys(text)
+    find(driver, "#send").click()
+
+
+def context_of(driver: webdriver.Chrome) -> str:
+    """The conversation's contextId, from the address (#/chat/{id}/{contextId})."""
+    parts = str(driver.execute_script("return location.hash")).split("/")
+    return parts[3] if len(parts) > 3 else ""
+
+
+async def test_the_gallery_shows_every_persona_with_its_card(
+    hub: ConsoleHub, browser: webdriver.Chrome, tmp_path: Path
+) -> None:
+    # One persona with a picture (a PNG character card), the others without.
+    upload = await hub.http.post(
+        "/api/v1/personas/upload",
+        headers={"X-Requested-With": "tests"},
+        files={"file": ("orla.png", card_png(ORLA_V3, picture((64, 64))))},
+        params={"id": "orla"},
+    )
+    assert upload.status_code == 201, upload.text
+    personas = (await hub.http.get("/a2a/personas")).json()
+
+    def scenario() -> None:
+        browser.get(f"{hub.url}/")  # the hub's root sends a browser to the console
+        find(browser, "#persona-grid[data-loaded]")
+        assert browser.current_url == f"{hub.url}/console/"
+        tiles = browser.find_elements(By.CSS_SELECTOR, "#persona-grid .persona")
+        assert [t.get_attribute("data-persona-id") for t in tiles] == [p["id"] for p in personas]
+        for persona in personas:  # each tile shows its card (its version says which)
+            card = hub.card(persona["id"])
+            assert card is not None
+            tile = find(browser, f'.persona[data-persona-id="{persona["id"]}"][data-card-version]')
+            assert tile.get_attribute("data-card-version") == card["version"]
+            assert tile.find_element(By.CSS_SELECTOR, ".name").text == persona["name"]
+            description = tile.find_element(By.CSS_SELECTOR, ".description")
+            assert description.get_attribute("textContent") == card["description"]
+        orla = find(browser, '.persona[data-persona-id="orla"] img.avatar')
+        assert "/a2a/orla/avatar" in (orla.get_attribute("src") or "")
+        wait(
+            browser,
+            "Orla's picture",
+            lambda: browser.execute_script("return arguments[0].naturalWidth", orla),
+        )
+        assert find(browser, '.persona[data-persona-id="socrates"] .avatar.placeholder').text == "S"
+
+        find(browser, "#persona-filter").send_keys("lighthouse")
+        wait(
+            browser,
+            "only Orla",
+            lambda: len(browser.find_elements(By.CSS_SELECTOR, "#persona-grid .persona")) == 1,
+        )
+        assert severe_browser_errors(browser) == []
+        # The picture for the docs: the bundled personas.
+        hub.blocking.delete("/api/v1/personas/orla")
+        go(browser, "chat/socrates")
+        go(browser, "")
+        find(browser, '.persona[data-persona-id="socrates"][data-card-version]')
+        screenshot(browser, tmp_path, "console-gallery")
+
+    await browse(scenario)
+
+
+async def test_a_chat_streams_the_answer_as_it_comes(
+    hub: ConsoleHub, browser: webdriver.Chrome, llm: FakeLLM
+) -> None:
+    llm.script(Reply(VIRTUE, token_delay=0.08))
+
+    def scenario() -> None:
+        open_console(browser, hub, "chat/socrates")
+        assert find(browser, ".persona-name").text == "Socrates"
+        send_message(browser, "What is virtue?")
+        # Part of the answer is on the page while the rest is still coming.
+        partial = wait(browser, "a partial answer", lambda: partial_answer(browser))
+        assert VIRTUE.startswith(partial)
+        assert len(partial) < len(VIRTUE)
+        wait(browser, "the whole answer", lambda: last_answer(browser) == (VIRTUE, "completed"))
+        assert "tokens" in find(browser, "#transcript .turn.agent .meta").text
+        # The conversation is listed, and named in the address.
+        context = wait(browser, "the contextId in the address", lambda: context_of(browser))
+        listed = find(browser, f'#conversation-list li[data-context-id="{context}"]')
+        assert listed.text.startswith("What is virtue?")
+        assert severe_browser_errors(browser) == []
+
+    await browse(scenario)
+    assert llm.requests[-1]["messages"][-1] == {"role": "user", "content": "What is virtue?"}
+
+
+async def test_cancel_stops_a_slow_answer(
+    hub: ConsoleHub, browser: webdriver.Chrome, llm: FakeLLM
+) -> None:
+    llm.script(Reply(LONG, token_delay=0.3))  # some 24 s
+
+    def scenario() -> str:
+        open_console(browser, hub, "chat/socrates")
+        send_message(browser, "Tell me everything.")
+        wait(browser, "a partial answer", lambda: partial_answer(browser))
+        cancel = find(browser, "#cancel")
+        wait(browser, "the cancel button", cancel.is_enabled)
+        cancel.click()
+        text = wait(browser, "the answer canceled", lambda: canceled_answer(browser))
+        assert LONG.startswith(text)
+        assert 0 < len(text) < len(LONG)
+        assert not find(browser, "#cancel").is_displayed()
+        assert find(browser, "#send").is_enabled()
+        return context_of(browser)
+
+    context = await browse(scenario)
+    await asyncio.to_thread(llm.wait_disconnect)  # the model's stream was closed
+    listed = await hub.http.get(
+        "/a2a/socrates/tasks", params={"contextId": context}, headers={"A2A-Version": "1.0"}
+    )
+    assert [task["status"]["state"] for task in listed.json()["tasks"]] == ["TASK_STATE_CANCELED"]
+
+
+async def test_a_conversation_is_resumed_with_its_turns(
+    hub: ConsoleHub, browser: webdriver.Chrome, llm: FakeLLM, tmp_path: Path
+) -> None:
+    llm.script(Reply(VIRTUE), Reply(TAUGHT))
+
+    def scenario() -> str:
+        open_console(browser, hub, "chat/socrates")
+        send_message(browser, "What is virtue?")
+        wait(browser, "the answer", lambda: last_answer(browser) == (VIRTUE, "completed"))
+        context = context_of(browser)
+        go(browser, "")
+        go(browser, "chat/socrates")  # a new conversation, the other one listed
+        assert agent_bubbles(browser) == []
+        find(browser, f'#conversation-list li[data-context-id="{context}"] a').click()
+        wait(browser, "the earlier turn", lambda: agent_bubbles(browser) == [(VIRTUE, "completed")])
+        assert user_bubbles(browser) == ["What is virtue?"]
+        send_message(browser, "Then can virtue be taught?")
+        wait(
+            browser,
+            "the second answer",
+            lambda: agent_bubbles(browser) == [(VIRTUE, "completed"), (TAUGHT, "completed")],
+        )
+        assert context_of(browser) == context
+        screenshot(browser, tmp_path, "console-chat")
+        # Another browser (none of this one's storage) resumes from the address alone:
+        # the turns come from the hub (ListTasks of the context).
+        browser.execute_script("localStorage.clear()")
+        browser.refresh()
+        find(browser, "#view > .page[data-ready]")
+        assert agent_bubbles(browser) == [(VIRTUE, "completed"), (TAUGHT, "completed")]
+        assert user_bubbles(browser) == ["What is virtue?", "Then can virtue be taught?"]
+        assert find(browser, "#transcript-note").get_attribute("textContent") == ""
+        assert severe_browser_errors(browser) == []
+        return context
+
+    await browse(scenario)
+    history = llm.requests[-1]["messages"]  # the hub continued the conversation
+    assert {"role": "user", "content": "What is virtue?"} in history
+    assert {"role": "assistant", "content": VIRTUE} in history
+
+
+async def test_without_task_listing_the_browser_keeps_the_transcript(
+    console_hub: ConsoleHubFactory, browser: webdriver.Chrome, llm: FakeLLM
+) -> None:
+    llm.script(Reply(VIRTUE))
+    async with console_hub(task_listing="off") as hub:
+
+        def scenario() -> None:
+            open_console(browser, hub, "chat/socrates")
+            send_message(browser, "What is virtue?")
+            wait(browser, "the answer", lambda: last_answer(browser) == (VIRTUE, "completed"))
+            browser.refresh()
+            find(browser, "#view > .page[data-ready]")
+            assert agent_bubbles(browser) == [(VIRTUE, "completed")]
+            assert "this browser's copy" in find(browser, "#transcript-note").text
+
+        await browse(scenario)
+
+
+async def test_a_greeting_opens_the_conversation(
+    hub: ConsoleHub, browser: webdriver.Chrome
+) -> None:
+    upload = await hub.http.post(
+        "/api/v1/personas/upload",
+        headers={"X-Requested-With": "tests"},
+        files={"file": ("orla.png", card_png(ORLA_V3, picture()))},
+        params={"id": "orla"},
+    )
+    assert upload.status_code == 201, upload.text
+
+    def scenario() -> None:
+        open_console(browser, hub, "chat/orla")
+        greeting = find(browser, "#transcript .turn.greeting").text
+        assert greeting.startswith("Mind the steps")
+
+    await browse(scenario)
