@@ -21,6 +21,7 @@ from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part
 from a2a.utils.errors import UnsupportedOperationError
+from google.protobuf.struct_pb2 import Value
 from starlette.applications import Starlette
 
 
@@ -29,7 +30,9 @@ class _Echo(AgentExecutor):
         assert context.message is not None
         await event_queue.enqueue_event(new_task_from_user_message(context.message))
         updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
-        await updater.complete(updater.new_agent_message([Part(text="done")]))
+        counted = Value()
+        counted.struct_value.update({"calls": 12})
+        await updater.complete(updater.new_agent_message([Part(text="done"), Part(data=counted)]))
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         raise NotImplementedError
@@ -132,3 +135,45 @@ async def test_sdk_v03_rest_starts_a_stream_for_a_finished_task(sdk: httpx.Async
     # the app instead of becoming an answer.
     with pytest.raises(UnsupportedOperationError, match="terminal state"):
         await sdk.post(f"/v1/tasks/{task_id}:subscribe")
+
+
+V10 = {"A2A-Version": "1.0"}
+
+
+def v10_send(message: object) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+
+
+async def test_sdk_version_error_does_not_name_the_header(sdk: httpx.AsyncClient) -> None:
+    """Fix: sdk_fixes/hints.py (a 1.0 call without ``A2A-Version`` is told to add it)."""
+    message = {"role": "ROLE_USER", "messageId": "m3", "parts": [{"text": "hi"}]}
+    error = (await sdk.post("/", json=v10_send(message))).json()["error"]
+    assert error["code"] == -32009
+    assert "'0.3' is not supported" in error["message"]
+    assert "A2A-Version" not in error["message"]
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+async def test_sdk_calls_an_unknown_role_missing(sdk: httpx.AsyncClient, binding: str) -> None:
+    """Fix: sdk_fixes/hints.py (a 1.0 message's unknown role is named, with the roles)."""
+    message = {"role": "user", "messageId": "m4", "parts": [{"text": "hi"}]}
+    headers = {"A2A-Version": "1.0"}
+    if binding == "JSONRPC":
+        error = (await sdk.post("/", json=v10_send(message), headers=headers)).json()["error"]
+        assert error["code"] == -32602
+    else:
+        reply = await sdk.post("/message:send", json={"message": message}, headers=headers)
+        assert reply.status_code == 400
+        error = reply.json()["error"]
+    assert "message.role" in str(error)
+    assert "Field is required." in str(error)
+    assert "ROLE_USER" not in str(error)
+
+
+async def test_sdk_writes_a_data_parts_whole_numbers_as_floats(sdk: httpx.AsyncClient) -> None:
+    """Fix: sdk_fixes/numbers.py (the cost-v1 counts are JSON integers on the wire)."""
+    message = {"role": "ROLE_USER", "messageId": "m5", "parts": [{"text": "hi"}]}
+    reply = await sdk.post("/message:send", json={"message": message}, headers=V10)
+    assert '"calls":12.0' in reply.text.replace(" ", ""), reply.text
+    jsonrpc = await sdk.post("/", json=v10_send({**message, "messageId": "m6"}), headers=V10)
+    assert '"calls":12.0' in jsonrpc.text.replace(" ", ""), jsonrpc.text

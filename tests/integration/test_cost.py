@@ -4,6 +4,7 @@ apart, every model call of a turn counted."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from google.protobuf.json_format import MessageToDict
 
 from tests.fakes.fake_llm import FakeLLM, Reply, ToolCalls
 from tests.integration.a2a_helpers import send
-from tests.integration.conftest import HubFactory
+from tests.integration.conftest import Hub, HubFactory
 
 
 def _cost_data(task: Any) -> dict[str, Any]:
@@ -127,3 +128,94 @@ async def test_a_deleted_personas_usage_goes_with_it(hub_factory: HubFactory, ll
         assert (await hub.http.delete("/api/v1/personas/tally")).status_code == 204
         assert (await hub.http.post("/api/v1/personas", json=persona)).status_code == 201
         assert (await hub.http.get(report)).json()["answers"] == 0
+
+
+COUNTS = ("durationMs", "llmCalls", "toolCalls")
+USAGE = ("promptTokens", "completionTokens", "totalTokens", "cachedPromptTokens")
+
+
+def _cost_on_the_wire(text: str) -> dict[str, Any]:
+    """The cost-v1 object of a JSON answer (1.0 or v0.3), as a JSON client reads it."""
+    found: list[dict[str, Any]] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            if value.get("kind") == "cost-v1":
+                found.append(value)
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(json.loads(text))
+    assert found, text
+    return found[0]
+
+
+def _assert_integers(cost: dict[str, Any]) -> None:
+    for fields, names in ((cost, COUNTS), (cost["usage"], USAGE)):
+        for name in names:
+            assert type(fields[name]) is int, (name, fields[name])
+
+
+V10 = {"A2A-Version": "1.0"}
+MESSAGE = {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "Hi"}]}
+V03_MESSAGE = {"kind": "message", "role": "user", "messageId": "m1"}
+
+
+def _rpc(method: str, message: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"message": message}}
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "headers"),
+    [
+        pytest.param("", _rpc("SendMessage", MESSAGE), V10, id="JSONRPC-1.0"),
+        pytest.param(
+            "",
+            _rpc("message/send", {**V03_MESSAGE, "parts": [{"kind": "text", "text": "Hi"}]}),
+            {},
+            id="JSONRPC-0.3",
+        ),
+        pytest.param("message:send", {"message": MESSAGE}, V10, id="HTTP+JSON-1.0"),
+        pytest.param(
+            "v1/message:send",
+            {"message": {"role": "ROLE_USER", "messageId": "m1", "content": [{"text": "Hi"}]}},
+            {},
+            id="HTTP+JSON-0.3",
+        ),
+    ],
+)
+async def test_the_counts_are_integers_on_the_wire(
+    hub: Hub, llm: FakeLLM, path: str, body: dict[str, Any], headers: dict[str, str]
+) -> None:
+    """A protobuf Struct holds doubles only; a JSON client still reads ``1500``, not
+    ``1500.0``."""
+    llm.script(Reply("Hello.", usage=(1_200, 300), cached_tokens=200))
+    reply = await hub.http.post(f"/a2a/socrates/{path}", json=body, headers=headers)
+    assert reply.status_code == 200, reply.text
+    assert int(reply.headers["content-length"]) == len(reply.content)
+    cost = _cost_on_the_wire(reply.text)
+    _assert_integers(cost)
+    assert cost["usage"]["totalTokens"] == 1_500
+    assert '"totalTokens":1500' in reply.text.replace(" ", "")
+
+
+async def test_the_counts_are_integers_in_a_stream_and_a_read_task(hub: Hub, llm: FakeLLM) -> None:
+    llm.script(Reply("Hello there.", usage=(700, 20), cached_tokens=100))
+    events: list[str] = []
+    request = _rpc("SendStreamingMessage", MESSAGE)
+    async with hub.http.stream("POST", "/a2a/socrates/", json=request, headers=V10) as response:
+        async for line in response.aiter_lines():
+            if line.startswith("data:"):
+                events.append(line[5:].strip())
+    last = [event for event in events if "cost-v1" in event]
+    assert len(last) == 1
+    cost = _cost_on_the_wire(last[0])
+    _assert_integers(cost)
+    task_id = json.loads(last[0])["result"]["statusUpdate"]["taskId"]
+
+    got = await hub.http.get(f"/a2a/socrates/tasks/{task_id}", headers=V10)
+    _assert_integers(_cost_on_the_wire(got.text))
+    assert _cost_on_the_wire(got.text) == cost

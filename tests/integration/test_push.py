@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -55,6 +56,20 @@ def completed(webhook: Webhook) -> list[Received]:
         count = len(received) + 1
 
 
+def _parts(value: object) -> list[dict[str, Any]]:
+    """Every message part in a notification's body (1.0 ``parts``, v0.3 ``content``)."""
+    found: list[dict[str, Any]] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in ("parts", "content") and isinstance(item, list):
+                found += [part for part in item if isinstance(part, dict)]
+            found += _parts(item)
+    elif isinstance(value, list):
+        for item in value:
+            found += _parts(item)
+    return found
+
+
 def states(received: list[Received]) -> list[str]:
     found = []
     for request in received:
@@ -89,6 +104,16 @@ async def test_configs_and_notifications_on_every_binding(
         assert first.path == "/hook/c1"
         assert first.headers["x-a2a-notification-token"] == "tok-123"
         assert first.headers["authorization"] == "Bearer hook-secret"
+        # The answer's cost-v1 counts are JSON integers (a2a/sdk_fixes/numbers.py).
+        costs = [
+            part["data"]
+            for r in received
+            for part in _parts(r.body)
+            if isinstance(part.get("data"), dict) and part["data"].get("kind") == "cost-v1"
+        ]
+        assert costs, [r.body for r in received]
+        assert all(type(cost["llmCalls"]) is int for cost in costs), costs
+        assert all(type(cost["usage"]["totalTokens"]) is int for cost in costs), costs
 
         second = await client.create_task_push_notification_config(config(webhook, task_id, "c2"))
         assert second.id == "c2"

@@ -10,10 +10,12 @@ from persona_agent.chat.events import Done
 
 __all__ = [
     "COST_EXTENSION_URI",
+    "COST_KIND",
     "GREETING_EXTENSION_URI",
     "cost_extension",
     "cost_payload",
     "greeting_extension",
+    "integral_counts",
 ]
 
 COST_EXTENSION_URI = "urn:persona-agent:extension:cost:v1"
@@ -22,8 +24,12 @@ COST_EXTENSION_URI = "urn:persona-agent:extension:cost:v1"
 ``{"kind": "cost-v1", "usage": {"promptTokens", "completionTokens", "totalTokens"},
 "durationMs", "model", "llmCalls", "toolCalls"}``, plus ``usage.cachedPromptTokens`` when
 the model server read prompt tokens from its cache and ``costUsd`` when the model has a
-price (:mod:`persona_agent.pricing`).
+price (:mod:`persona_agent.pricing`). Every field but ``model`` and ``costUsd`` is an
+integer (on the JSON wire too: ``a2a/sdk_fixes/numbers.py``).
 """
+COST_KIND = "cost-v1"
+_COUNTS = ("durationMs", "llmCalls", "toolCalls")
+_USAGE_COUNTS = ("promptTokens", "completionTokens", "totalTokens", "cachedPromptTokens")
 
 
 def cost_extension() -> AgentExtension:
@@ -59,7 +65,7 @@ def greeting_extension(greeting: str, alternates: list[str]) -> AgentExtension:
 
 def cost_payload(done: Done) -> dict[str, Any]:
     payload: dict[str, Any] = {
-        "kind": "cost-v1",
+        "kind": COST_KIND,
         "usage": {
             "promptTokens": done.usage.prompt_tokens,
             "completionTokens": done.usage.completion_tokens,
@@ -75,3 +81,19 @@ def cost_payload(done: Done) -> dict[str, Any]:
     if done.cost_usd is not None:
         payload["costUsd"] = round(done.cost_usd, 10)
     return payload
+
+
+def integral_counts(payload: dict[str, Any]) -> bool:
+    """Make, in place, the counts of a cost-v1 payload that a protobuf ``Struct`` turned
+    into floats (``12.0``) integers again; whether any changed."""
+    changed = False
+    usage = payload.get("usage")
+    for fields, names in ((payload, _COUNTS), (usage, _USAGE_COUNTS)):
+        if not isinstance(fields, dict):
+            continue
+        for name in names:
+            value = fields.get(name)
+            if isinstance(value, float) and value.is_integer():
+                fields[name] = int(value)
+                changed = True
+    return changed

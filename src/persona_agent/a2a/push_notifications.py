@@ -44,6 +44,8 @@ from a2a.utils.push_url_validator import validate_push_notification_url
 from google.protobuf.json_format import MessageToDict
 from sqlalchemy import select
 
+from persona_agent.a2a.sdk_fixes.numbers import counts_as_integers
+
 __all__ = [
     "MAX_URL_LENGTH",
     "IndexedConfigStore",
@@ -219,8 +221,10 @@ class RetryingPushSender(BasePushNotificationSender):
             return  # most tasks: no webhook, nothing to build
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._deliver_all(), name="push-notifications")
+        body = MessageToDict(to_stream_response(event))
+        counts_as_integers(body)
         try:
-            self._queue.put_nowait((task_id, MessageToDict(to_stream_response(event))))
+            self._queue.put_nowait((task_id, body))
         except asyncio.QueueFull:
             logger.warning("Push notification for task %s dropped: the queue is full", task_id)
 

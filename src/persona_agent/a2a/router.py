@@ -50,6 +50,7 @@ from persona_agent.a2a.sdk_fixes.jsonrpc_body import (
     read_body,
     replay,
 )
+from persona_agent.a2a.sdk_fixes.numbers import whole_counts
 from persona_agent.a2a.sdk_fixes.routes import jsonrpc_dispatcher, rest_routes
 from persona_agent.a2a.services import HubServices
 from persona_agent.audit import request_id_of
@@ -339,8 +340,10 @@ class A2ARouter:
     async def _served(
         self, kind: str | None, serve: Callable[[Send], Awaitable[None]], send: Send
     ) -> None:
-        """Serve the call; a stream that has sent nothing but keep-alive pings for
-        ``stream_idle_seconds`` is ended (the task goes on: resubscribe to follow it)."""
+        """Serve the call (the cost-v1 counts of its answer written as integers); a stream
+        that has sent nothing but keep-alive pings for ``stream_idle_seconds`` is ended (the
+        task goes on: resubscribe to follow it)."""
+        send = whole_counts(send)
         idle = self.stream_idle_seconds
         if kind not in ("stream", "subscribe") or idle <= 0:
             await serve(send)

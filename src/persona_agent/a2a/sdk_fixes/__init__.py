@@ -16,4 +16,7 @@ day the SDK stops behaving so: then the fix can go.
   answers ``-32603`` for UTF-16 bytes or nesting too deep).
 - :mod:`.subscription`: a subscription does not repeat the events its first task
   snapshot holds.
+- :mod:`.hints`: a 1.0 JSON-RPC call without the ``A2A-Version`` header is told to add
+  it; a 1.0 message's unknown role is named, with the roles (the SDK says it is missing).
+- :mod:`.numbers`: the cost-v1 counts are JSON integers (the SDK writes ``12.0``).
 """

@@ -17,6 +17,8 @@ fails here):
   (the SDK base64-encodes them twice).
 - ListTasks (1.0, both bindings): an unknown ``status`` is Invalid params
   (the SDK parses with ``ignore_unknown_fields``, which turns it into "any").
+- 1.0: a message's unknown ``role``, and (JSON-RPC) a 1.0 method called without the
+  ``A2A-Version`` header, get messages that say what to do (:mod:`.hints`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 from a2a.compat.v0_3.context_builders import V03ServerCallContextBuilder
@@ -56,10 +58,11 @@ from a2a.utils.version_validator import validate_version
 from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Route, request_response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from persona_agent.a2a.keys import TERMINAL_STATES
+from persona_agent.a2a.sdk_fixes.hints import role_error, version_error
 from persona_agent.a2a.sdk_fixes.jsonrpc_body import replay
 
 __all__ = ["check_status_filter", "jsonrpc_dispatcher", "rest_routes"]
@@ -74,6 +77,9 @@ V03_SUBSCRIBE = "/v1/tasks/{id}:subscribe"
 V03_PUSH_CONFIG = "/v1/tasks/{id}/pushNotificationConfigs/{push_id}"
 V03_WITH_MESSAGES = (V03_SEND, V03_STREAM, V03_SUBSCRIBE, "/v1/tasks/{id}", "/v1/tasks/{id}:cancel")
 """The v0.3 HTTP+JSON routes whose answers carry messages (so, maybe, a client's files)."""
+SENDS = ("/message:send", "/message:stream")
+"""The 1.0 HTTP+JSON routes that take a message."""
+_JSONRPC_SENDS = frozenset({"SendMessage", "SendStreamingMessage"})
 
 
 def check_status_filter(raw: object) -> None:
@@ -122,7 +128,8 @@ class _JsonRpc03Adapter(JSONRPC03Adapter):
 
 
 class _JsonRpcDispatcher(JsonRpcDispatcher):
-    """The SDK's dispatcher, on the corrected v0.3 adapter."""
+    """The SDK's dispatcher, on the corrected v0.3 adapter, with errors that say what to
+    do (:mod:`.hints`)."""
 
     def __init__(
         self,
@@ -141,6 +148,43 @@ class _JsonRpcDispatcher(JsonRpcDispatcher):
             context_builder=context_builder,
             shutdown_grace_period=shutdown_grace_period,
         )
+
+    async def handle_requests(self, request: Request) -> Response:
+        body = await request.json()  # parsed by the router already (or cached here)
+        if (
+            isinstance(body, dict)
+            and body.get("jsonrpc") == "2.0"
+            and body.get("method") in _JSONRPC_SENDS
+        ):
+            error = role_error(body.get("params"))
+            request_id = body.get("id")
+            # An id of another type: the SDK refuses the envelope.
+            valid_id = isinstance(request_id, str | int | None) and not isinstance(request_id, bool)
+            if error is not None and valid_id:
+                return self._generate_error_response(request_id, error)
+        return await super().handle_requests(request)
+
+    async def _process_non_streaming_request(
+        self, request_obj: Any, context: ServerCallContext
+    ) -> dict[str, Any] | None:
+        try:
+            result: dict[str, Any] | None = await super()._process_non_streaming_request(
+                request_obj, context
+            )
+        except VersionNotSupportedError as error:
+            raise version_error(error, context) from None
+        return result
+
+    async def _process_streaming_request(
+        self, request_id: str | int | None, request_obj: Any, context: ServerCallContext
+    ) -> AsyncGenerator[dict[str, Any]]:
+        try:
+            stream: AsyncGenerator[dict[str, Any]] = await super()._process_streaming_request(
+                request_id, request_obj, context
+            )
+        except VersionNotSupportedError as error:
+            raise version_error(error, context) from None
+        return stream
 
 
 def jsonrpc_dispatcher(
@@ -181,8 +225,29 @@ def rest_routes(
             route = Route(route.path, subscribe, methods=route.methods)
         if isinstance(route, Route) and route.path in V03_WITH_MESSAGES:
             route.app = _v03_file_bytes_out(route.app)
+        if isinstance(route, Route) and route.path in SENDS:
+            # Changed in place: the SDK's /{tenant} mount serves the same route objects.
+            route.app = request_response(_checked_role(route.endpoint))
         routes.append(route)
     return routes
+
+
+def _checked_role(sdk_endpoint: Callable[..., Any]) -> Endpoint:
+    """``sdk_endpoint`` (1.0 send or stream), refusing an unknown role by name first."""
+
+    @rest_error_handler
+    async def endpoint(request: Request) -> Response:
+        try:
+            document = json.loads(await request.body())
+        except (ValueError, RecursionError):
+            document = None  # the SDK answers what is wrong with it
+        error = role_error(document)
+        if error is not None:
+            raise error
+        response: Response = await sdk_endpoint(request)
+        return response
+
+    return endpoint
 
 
 def _v03_delete_push_config(
