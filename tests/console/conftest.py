@@ -29,6 +29,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.command import Command
 from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.wait import WebDriverWait
 
 from persona_agent.api.app import create_app
@@ -187,15 +188,20 @@ def find(driver: webdriver.Chrome, css: str) -> WebElement:
 
 
 def open_console(driver: webdriver.Chrome, hub: ConsoleHub, route: str = "") -> None:
-    """Open the console (at ``#/route``) and wait until its page is ready."""
+    """Load the console afresh (at ``#/route``) and wait until its page is ready."""
+    driver.get("about:blank")  # else a new hash alone would not load the page again
     driver.get(f"{hub.url}/console/#/{route}")
     find(driver, "#view > .page[data-ready]")
 
 
-def go(driver: webdriver.Chrome, route: str) -> None:
-    """Go to another page of the open console, as a link would."""
+def go(driver: webdriver.Chrome, route: str, *, ready: bool = True) -> None:
+    """Go to another page of the open console, as a link would, and wait until it is shown
+    (and ``ready``: loaded)."""
+    shown = find(driver, "#view > .page")
     driver.execute_script("location.hash = arguments[0]", f"#/{route}")
-    find(driver, "#view > .page[data-ready]")
+    WebDriverWait(driver, WAIT).until(staleness_of(shown), message=f"no page {route}")
+    if ready:
+        find(driver, "#view > .page[data-ready]")
 
 
 def screenshot(driver: webdriver.Chrome, directory: Path, name: str) -> None:

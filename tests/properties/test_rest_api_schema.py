@@ -21,6 +21,8 @@ OPERATIONS = [
     ("GET", "/api/v1/personas"),
     ("POST", "/api/v1/personas"),
     ("POST", "/api/v1/personas/upload"),
+    ("POST", "/api/v1/personas/validate"),
+    ("GET", "/api/v1/personas/{persona_id}/file"),
     ("GET", "/api/v1/personas/{persona_id}"),
     ("PUT", "/api/v1/personas/{persona_id}"),
     ("DELETE", "/api/v1/personas/{persona_id}"),

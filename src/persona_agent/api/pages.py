@@ -56,6 +56,16 @@ CONSOLE_HEADERS = [
 ]
 
 
+DOCS_POLICY = (
+    # Swagger UI starts from an inline script; both put styles inline; ReDoc searches in a
+    # worker made from a blob. Nothing is fetched from another host: ReDoc's sidebar shows
+    # Redocly's logo from its CDN, which this keeps the browser from requesting.
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; font-src 'self' data:; worker-src 'self' blob:; "
+    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+)
+
+
 class _WithHeaders:
     """ASGI middleware: these headers on every response of the app it wraps."""
 
@@ -80,15 +90,17 @@ def add_pages(app: FastAPI, registry: A2ARegistry, *, console: bool) -> None:
     @app.get(DOCS_PATH, include_in_schema=False)
     async def swagger_ui(request: Request) -> HTMLResponse:
         root = _root_path(request)
-        return get_swagger_ui_html(
-            openapi_url=root + openapi_path,
-            title=f"{app.title} - Swagger UI",
-            swagger_js_url=f"{root}{DOCS_STATIC_PATH}/swagger-ui-bundle.js",
-            swagger_css_url=f"{root}{DOCS_STATIC_PATH}/swagger-ui.css",
-            swagger_favicon_url=f"{root}{DOCS_STATIC_PATH}/favicon.png",
-            oauth2_redirect_url=f"{root}{DOCS_PATH}/oauth2-redirect",
-            # No badge of swagger.io's online validator (an image from its host).
-            swagger_ui_parameters={"validatorUrl": None},
+        return _docs_page(
+            get_swagger_ui_html(
+                openapi_url=root + openapi_path,
+                title=f"{app.title} - Swagger UI",
+                swagger_js_url=f"{root}{DOCS_STATIC_PATH}/swagger-ui-bundle.js",
+                swagger_css_url=f"{root}{DOCS_STATIC_PATH}/swagger-ui.css",
+                swagger_favicon_url=f"{root}{DOCS_STATIC_PATH}/favicon.png",
+                oauth2_redirect_url=f"{root}{DOCS_PATH}/oauth2-redirect",
+                # No badge of swagger.io's online validator (an image from its host).
+                swagger_ui_parameters={"validatorUrl": None},
+            )
         )
 
     @app.get(f"{DOCS_PATH}/oauth2-redirect", include_in_schema=False)
@@ -98,12 +110,14 @@ def add_pages(app: FastAPI, registry: A2ARegistry, *, console: bool) -> None:
     @app.get("/redoc", include_in_schema=False)
     async def redoc(request: Request) -> HTMLResponse:
         root = _root_path(request)
-        return get_redoc_html(
-            openapi_url=root + openapi_path,
-            title=f"{app.title} - ReDoc",
-            redoc_js_url=f"{root}{DOCS_STATIC_PATH}/redoc.standalone.js",
-            redoc_favicon_url=f"{root}{DOCS_STATIC_PATH}/favicon.png",
-            with_google_fonts=False,
+        return _docs_page(
+            get_redoc_html(
+                openapi_url=root + openapi_path,
+                title=f"{app.title} - ReDoc",
+                redoc_js_url=f"{root}{DOCS_STATIC_PATH}/redoc.standalone.js",
+                redoc_favicon_url=f"{root}{DOCS_STATIC_PATH}/favicon.png",
+                with_google_fonts=False,
+            )
         )
 
     app.router.routes.append(
@@ -124,6 +138,11 @@ def add_pages(app: FastAPI, registry: A2ARegistry, *, console: bool) -> None:
         if console:
             return RedirectResponse(f"{prefix}{CONSOLE_PATH}/", status_code=307)
         return HTMLResponse(_links_page(prefix, app.title, openapi_path, registry))
+
+
+def _docs_page(page: HTMLResponse) -> HTMLResponse:
+    page.headers["Content-Security-Policy"] = DOCS_POLICY
+    return page
 
 
 def _root_path(request: Request) -> str:

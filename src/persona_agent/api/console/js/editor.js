@@ -54,7 +54,12 @@ export async function showEditor(root, personaId) {
     autocomplete: "off",
     "aria-describedby": "id-help",
   });
-  const text = el("textarea", { id: "persona-yaml", spellcheck: "false", "aria-label": "Persona file (YAML)" });
+  const text = el("textarea", {
+    id: "persona-yaml",
+    spellcheck: "false",
+    wrap: "off", // YAML's lines are its structure
+    "aria-label": "Persona file (YAML)",
+  });
   const status = el("p", { id: "validation-status", class: "validation-status" });
   const problems = el("ul", { id: "problems", class: "problems" });
   const panel = el("aside", { id: "validation", class: "validation", dataset: { state: "checking" } }, el("h2", {}, "Checks"), status, problems);
@@ -124,6 +129,10 @@ export async function showEditor(root, personaId) {
 
   const scheduleCheck = () => {
     clearTimeout(timer);
+    checking += 1; // an answer to an earlier check is stale now
+    panel.dataset.state = "checking";
+    status.textContent = "Checking…";
+    save.disabled = true;
     saveStatus.textContent = creating ? "" : "Unsaved changes";
     timer = setTimeout(runCheck, CHECK_DELAY_MS);
   };
@@ -136,6 +145,7 @@ export async function showEditor(root, personaId) {
     const response = await request(`${personaPath(personaId)}/file`, { headers: { Accept: "application/yaml" } });
     etag = response.headers.get("ETag") || "";
     text.value = await response.text();
+    text.setSelectionRange(0, 0); // the top of the file, where focus() scrolls to
     saveStatus.textContent = "";
     reload.hidden = true;
   };

@@ -46,10 +46,8 @@ function setUpKeyForm() {
     input.value = "";
     render();
   });
-  document.getElementById("key-forget").addEventListener("click", () => {
-    setApiKey("");
-    render();
-  });
+  // The page stays as it is; the next request that needs a key asks for one.
+  document.getElementById("key-forget").addEventListener("click", () => setApiKey(""));
   window.addEventListener("apikeychange", showKeyState);
   showKeyState();
 }
