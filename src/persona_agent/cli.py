@@ -223,18 +223,22 @@ def agent_card(
     """Print agent card(s) as JSON, without starting a server."""
     from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 
-    from persona_agent.a2a.agent_card import build_agent_card
+    from persona_agent.a2a.agent_card import build_agent_card, provider
 
     settings = _settings(personas_dir=personas_dir, public_base_url=base_url)
     personas = _load_all(settings)
+    by = provider(settings.provider_organization, settings.provider_url or settings.base_url)
+
+    def card_of(persona: Persona) -> dict[str, Any]:
+        return agent_card_to_dict(build_agent_card(persona, settings.base_url, provided_by=by))
+
     if persona_id is not None:
         if persona_id not in personas:
             typer.secho(f"No persona with id '{persona_id}'", err=True, fg="red")
             raise typer.Exit(1)
-        card = agent_card_to_dict(build_agent_card(personas[persona_id], settings.base_url))
-        typer.echo(json.dumps(card, indent=2, ensure_ascii=False))
+        typer.echo(json.dumps(card_of(personas[persona_id]), indent=2, ensure_ascii=False))
         return
-    cards = [agent_card_to_dict(build_agent_card(p, settings.base_url)) for p in personas.values()]
+    cards = [card_of(p) for p in personas.values()]
     typer.echo(json.dumps(cards, indent=2, ensure_ascii=False))
 
 

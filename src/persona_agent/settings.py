@@ -28,6 +28,10 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=0, le=65535)
     public_base_url: str | None = None
     """Base URL that clients use to reach the hub (e.g. behind a proxy); cards are built from it."""
+    provider_organization: str = "persona-agent"
+    """Who runs the hub, as every agent card's ``provider`` says."""
+    provider_url: str | None = None
+    """The provider's web site on every card (default: the hub's base URL)."""
     personas_dir: Path = Path("./personas")
     data_dir: Path = Path("./data")
     database_url: str | None = None
@@ -182,7 +186,7 @@ class Settings(BaseSettings):
     personas in a browser, through the same A2A and REST endpoints as any client (so with
     the same credentials); ``false``: not served, and ``/`` is a page of links instead."""
 
-    @field_validator("public_base_url")
+    @field_validator("public_base_url", "provider_url")
     @classmethod
     def _strip_slash(cls, value: str | None) -> str | None:
         if value is None or not value.strip():

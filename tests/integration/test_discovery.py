@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from persona_agent.personas.directory import load_persona_dir
-from tests.integration.conftest import BUNDLED, Hub
+from tests.integration.conftest import BUNDLED, Hub, HubFactory
 
 BUNDLED_PERSONAS, _ = load_persona_dir(BUNDLED)
 
@@ -146,3 +146,16 @@ async def test_readyz_names_the_database_personas_and_model(hub: Hub) -> None:
     assert body["database"] == "ok"
     assert body["personas"] == len((await hub.http.get("/a2a/personas")).json())
     assert body["llm"] == {"backend": "openai", "model": hub.settings.llm_model}
+
+
+async def test_cards_name_the_provider_the_settings_give(hub_factory: HubFactory) -> None:
+    async with hub_factory() as hub:
+        card = (await hub.http.get("/a2a/socrates/.well-known/agent-card.json")).json()
+        # By default the hub itself, never a project of the same name elsewhere.
+        assert card["provider"] == {"organization": "persona-agent", "url": hub.settings.base_url}
+    settings = {"provider_organization": "Acme Personas", "provider_url": "https://acme.example"}
+    async with hub_factory(**settings) as hub:
+        card = (await hub.http.get("/a2a/socrates/.well-known/agent-card.json")).json()
+        hub_card = (await hub.http.get("/.well-known/agent-card.json")).json()
+    expected = {"organization": "Acme Personas", "url": "https://acme.example"}
+    assert card["provider"] == hub_card["provider"] == expected

@@ -36,6 +36,7 @@ __all__ = [
     "build_extended_card",
     "build_hub_card",
     "persona_url",
+    "provider",
 ]
 
 A2A_PREFIX = "/a2a"
@@ -44,9 +45,12 @@ AVATAR_PATH = "/avatar"
 """Below a persona's endpoint: its avatar image, when it has one."""
 INPUT_MODES = list(READABLE_FILE_TYPES)
 OUTPUT_MODES = ["text/plain", "application/json"]
-PROVIDER = AgentProvider(
-    organization="persona-agent", url="https://pypi.org/project/persona-agent/"
-)
+
+
+def provider(organization: str, url: str) -> AgentProvider:
+    """Who runs the hub, as every card says (``PERSONA_AGENT_PROVIDER_ORGANIZATION`` and
+    ``PERSONA_AGENT_PROVIDER_URL``; by default "persona-agent" at the hub's own URL)."""
+    return AgentProvider(organization=organization, url=url)
 
 
 def persona_url(base_url: str, persona_id: str) -> str:
@@ -72,14 +76,20 @@ def _interfaces(url: str) -> list[AgentInterface]:
 
 
 def build_agent_card(
-    persona: Persona, base_url: str, auth: Authenticator | None = None, *, push: bool = False
+    persona: Persona,
+    base_url: str,
+    auth: Authenticator | None = None,
+    *,
+    push: bool = False,
+    provided_by: AgentProvider | None = None,
 ) -> AgentCard:
     """The persona's card: a ``conversation`` skill plus one skill per knowledge domain.
 
     Skill ids are stable (``{id}-conversation``, ``{id}-{domain slug}``), and the
     interface URLs are built from ``base_url`` (the public base URL when set). With
     ``auth``, the card declares how to authenticate, whether the persona requires it, and
-    the extended card that authenticated callers get.
+    the extended card that authenticated callers get. ``provided_by``: the card's
+    provider (default: "persona-agent" at ``base_url``).
     """
     skills = [
         AgentSkill(
@@ -126,7 +136,7 @@ def build_agent_card(
         name=persona.name,
         description=persona.description,
         version=persona.version or __version__,
-        provider=PROVIDER,
+        provider=provided_by or provider("persona-agent", base_url),
         supported_interfaces=_interfaces(url),
         capabilities=AgentCapabilities(
             streaming=True,
@@ -207,7 +217,9 @@ def _declare_security(card: AgentCard, auth: Authenticator, access: Access) -> N
             )
 
 
-def build_hub_card(personas: list[Persona], base_url: str) -> AgentCard:
+def build_hub_card(
+    personas: list[Persona], base_url: str, provided_by: AgentProvider | None = None
+) -> AgentCard:
     """The hub's own card: what it is and which personas it serves (as skills).
 
     The hub itself answers no messages; each persona is an agent of its own, whose
@@ -221,7 +233,7 @@ def build_hub_card(personas: list[Persona], base_url: str) -> AgentCard:
             f"{base_url}{A2A_PREFIX}/{{persona_id}}{CARD_PATH}."
         ),
         version=__version__,
-        provider=PROVIDER,
+        provider=provided_by or provider("persona-agent", base_url),
         supported_interfaces=[],
         capabilities=AgentCapabilities(streaming=False, push_notifications=False),
         default_input_modes=INPUT_MODES,

@@ -66,7 +66,11 @@ class PersonaApp:
     def card(self) -> AgentCard:
         services = self._services
         card = build_agent_card(
-            self.persona, self._base_url, services.authenticator, push=services.push is not None
+            self.persona,
+            self._base_url,
+            services.authenticator,
+            push=services.push is not None,
+            provided_by=services.provider,
         )
         return services.signer.sign(card) if services.signer is not None else card
 

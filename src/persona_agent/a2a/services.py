@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from a2a.server.cluster import TaskEventStream
+from a2a.types.a2a_pb2 import AgentProvider
 
 from persona_agent.a2a.card_signing import CardSigner
 from persona_agent.a2a.push_notifications import PushParts
@@ -48,6 +49,8 @@ class HubServices:
     """JSON logs: each A2A request's log lines carry its request id and persona."""
     metrics: HubMetrics | None = None
     """What the A2A side counts for ``/metrics`` (requests, refusals, streams, tasks)."""
+    provider: AgentProvider | None = None
+    """Who runs the hub, on every card (None: "persona-agent" at the hub's URL)."""
 
     @property
     def auth(self) -> Authenticator | None:

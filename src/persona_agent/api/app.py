@@ -21,7 +21,13 @@ from starlette.routing import Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from persona_agent import __version__
-from persona_agent.a2a.agent_card import A2A_PREFIX, CARD_PATH, build_hub_card, persona_url
+from persona_agent.a2a.agent_card import (
+    A2A_PREFIX,
+    CARD_PATH,
+    build_hub_card,
+    persona_url,
+    provider,
+)
 from persona_agent.a2a.card_signing import JWKS_PATH, CardSigner
 from persona_agent.a2a.push_notifications import (
     IndexedConfigStore,
@@ -240,6 +246,9 @@ def create_app(settings: Settings) -> FastAPI:
         avatars=store.avatar,
         stream_idle_seconds=settings.stream_idle_seconds,
         log_fields=settings.log_format == "json",
+        provider=provider(
+            settings.provider_organization, settings.provider_url or settings.base_url
+        ),
         event_stream=cluster.events if cluster is not None else None,
         metrics=metrics,
     )
@@ -342,14 +351,15 @@ def create_app(settings: Settings) -> FastAPI:
         """Every persona's agent card, with the hub's own card."""
         base = registry.base_url
         return {
-            "hub": agent_card_to_dict(build_hub_card(registry.personas(), base)),
+            "hub": agent_card_to_dict(build_hub_card(registry.personas(), base, services.provider)),
             "agents": [app_.card_dict for app_ in registry.apps()],
         }
 
     @app.get(CARD_PATH, tags=["discovery"])
     async def hub_card() -> dict[str, Any]:
         """The hub's own card."""
-        return agent_card_to_dict(build_hub_card(registry.personas(), registry.base_url))
+        card = build_hub_card(registry.personas(), registry.base_url, services.provider)
+        return agent_card_to_dict(card)
 
     @app.get(f"{A2A_PREFIX}/personas", tags=["discovery"])
     async def list_personas() -> list[dict[str, str]]:
