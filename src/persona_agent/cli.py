@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import shutil
+import socket
 import sys
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
@@ -52,17 +54,34 @@ PersonasDir = Annotated[
 
 
 def _settings(**overrides: Any) -> Settings:
+    """The settings, with the commands' options (``overrides``) over the environment;
+    a bad one exits 2, naming each problem's option or environment variable."""
     values = {key: value for key, value in overrides.items() if value is not None}
     try:
         return Settings(**values)
     except ValidationError as error:
         # Without a traceback, and without the values given: one may be a secret.
         problems = [
-            f"  PERSONA_AGENT_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}"
+            f"  {_setting_name(e['loc'], values)}: {e['msg'].removeprefix('Value error, ')}"
             for e in error.errors(include_url=False, include_input=False)
         ]
         typer.secho("Invalid settings:\n" + "\n".join(problems), err=True, fg=typer.colors.RED)
         raise typer.Exit(2) from error
+
+
+_OPTION_NAMES = {"public_base_url": "--base-url"}
+"""The options not named after the setting they set."""
+
+
+def _setting_name(loc: tuple[int | str, ...], options: Mapping[str, Any]) -> str:
+    """What a user set a setting with: the command's option, or the environment variable
+    (also a ``.env`` line's name), never pydantic's field name."""
+    field = str(loc[0]) if loc else ""
+    if field in options:
+        return _OPTION_NAMES.get(field, "--" + field.replace("_", "-"))
+    if field.isupper():  # a setting read under another name (OPENAI_API_KEY): that name
+        return field
+    return "PERSONA_AGENT_" + "_".join(map(str, loc)).upper()
 
 
 def _read_dir(settings: Settings) -> tuple[dict[str, Persona], list[PersonaFileError]]:
@@ -125,6 +144,10 @@ def serve(
     OTEL_EXPORTER_OTLP_ENDPOINT says (off without it; docs/observability.md).
     """
     settings = _settings(host=host, port=port, personas_dir=personas_dir, log_level=log_level)
+    busy = _listen_problem(settings.host, settings.port)
+    if busy is not None:  # said now, not after the model and the database are loaded
+        typer.secho(f"Cannot start: {busy}", err=True, fg="red")
+        raise typer.Exit(1)
     try:
         configure_logging(
             settings.log_level, configured_secrets(settings, os.environ), settings.log_format
@@ -155,6 +178,36 @@ def serve(
         ),
         timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_seconds)),
     )
+
+
+def _listen_problem(host: str, port: int) -> str | None:
+    """Why ``serve`` could not listen on ``host:port`` (the port in use, an address not of
+    this machine), or None. Bound and let go at once the way uvicorn's server will bind
+    (every address of ``host``, ``SO_REUSEADDR``, IPv6 alone), so the answer is the same."""
+    if port == 0:
+        return None
+    try:
+        addresses = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror:
+        return None  # uvicorn says what is wrong with the host
+    for family, kind, protocol, _, address in addresses:
+        with socket.socket(family, kind, protocol) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                probe.bind(address)
+            except OSError as error:
+                if error.errno == errno.EADDRINUSE:
+                    return (
+                        f"port {port} is already in use on {host} (another persona-agent "
+                        f"serve?): stop what listens there, or serve on another port with "
+                        f"--port, e.g. --port {port + 1 if port < 65535 else 8001}"
+                    )
+                return f"cannot listen on {host}:{port}: {error.strerror}"
+    return None
 
 
 _SECRET_NAME = re.compile(r"(?i)key|token|secret|passw|credential|auth|cookie")
