@@ -42,15 +42,26 @@ IfMatch = Annotated[
 DEFAULT_URL = "http://127.0.0.1:8000"
 
 
+API_PATH = "/api/v1"
+
+
 def _call(method: str, url: str, path: str, api_key: str | None, **kwargs: Any) -> httpx.Response:
     import httpx  # here, not at the top: `serve` need not wait for it (cli.py)
 
+    base = url.rstrip("/")
+    if base.endswith(API_PATH):  # the REST API's URL: the hub's would answer 404
+        typer.secho(
+            f"--url is the hub's base URL, without {API_PATH}: --url {base.removesuffix(API_PATH)}",
+            err=True,
+            fg="red",
+        )
+        raise typer.Exit(2)
     headers = dict(kwargs.pop("headers", {}))
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     try:
         response = httpx.request(
-            method, f"{url.rstrip('/')}/api/v1{path}", headers=headers, timeout=30, **kwargs
+            method, f"{base}{API_PATH}{path}", headers=headers, timeout=30, **kwargs
         )
     except httpx.HTTPError as error:
         typer.secho(f"Cannot reach the hub at {url}: {error}", err=True, fg="red")
@@ -67,11 +78,14 @@ def _detail(response: httpx.Response) -> str:
     except ValueError:
         return response.text
     if isinstance(detail, list):
-        return "; ".join(
-            ".".join(str(p) for p in item.get("loc", [])[1:]) + f": {item.get('msg')}"
-            for item in detail
-        )
+        return "; ".join(_problem(item) for item in detail if isinstance(item, dict))
     return str(detail)
+
+
+def _problem(item: dict[str, Any]) -> str:
+    """One problem of a 422: the field it is in (below ``body``), if any, then why."""
+    where = ".".join(str(part) for part in item.get("loc", [])[1:])
+    return f"{where}: {item.get('msg')}" if where else str(item.get("msg"))
 
 
 def _print(response: httpx.Response) -> None:

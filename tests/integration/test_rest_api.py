@@ -346,6 +346,43 @@ async def test_personas_cli_against_a_running_hub(hub: Hub, tmp_path: Path) -> N
     assert "404" in missing.output
 
 
+async def test_the_personas_cli_says_what_is_wrong_as_a_user_would_read_it(
+    hub: Hub, tmp_path: Path
+) -> None:
+    runner = CliRunner()
+    base = str(hub.http.base_url).rstrip("/")
+
+    def run(*args: str, url: str = base) -> Any:
+        return runner.invoke(cli_app, ["personas", *args, "--url", url])
+
+    # The REST API's URL for the hub's: told the hub's, not a 404.
+    for url in (f"{base}/api/v1", f"{base}/api/v1/"):
+        listed = await asyncio.to_thread(run, "list", url=url)
+        assert listed.exit_code == 2
+        assert f"--url is the hub's base URL, without /api/v1: --url {base}\n" in listed.output
+
+    # An upload's problems name the file, once, as the message starts.
+    bad = tmp_path / "galileo.yaml"
+    bad.write_text(yaml.safe_dump({"name": "Galileo Galilei"}), encoding="utf-8")
+    reply = await hub.http.post(
+        f"{API}/upload",
+        files={"file": (bad.name, bad.read_bytes())},
+        headers={"X-Requested-With": "test"},
+    )
+    assert reply.status_code == 422
+    problems = reply.json()["detail"]
+    assert all(problem["msg"].startswith("galileo.yaml: ") for problem in problems), problems
+    assert "galileo.yaml: description: Field required" in [p["msg"] for p in problems]
+    created = await asyncio.to_thread(run, "create", str(bad))
+    assert created.exit_code == 1
+    assert created.output.startswith("422: galileo.yaml: "), created.output
+    assert "file:" not in created.output
+    text = tmp_path / "galileo.txt"
+    text.write_text("name: Galileo\n", encoding="utf-8")
+    wrong_type = await asyncio.to_thread(run, "create", str(text))
+    assert wrong_type.output.startswith("422: file name 'galileo.txt' must end with .yaml")
+
+
 async def test_a_running_task_finishes_on_the_definition_it_started_with(
     hub: Hub, llm: FakeLLM
 ) -> None:

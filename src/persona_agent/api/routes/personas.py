@@ -300,8 +300,10 @@ async def upload_persona(
     A PNG card's picture becomes the persona's avatar."""
     loaded = await _read_upload(request, file, persona_id)
     if not isinstance(loaded, PersonaFile):
+        # Each problem names the uploaded file ("grace.yaml: ..."); the form field's name
+        # ("file") in the location would only be shown before it ("file: grace.yaml: ...").
         raise RequestValidationError(
-            [{"loc": ("body", "file"), "msg": problem, "type": "value_error"} for problem in loaded]
+            [{"loc": ("body",), "msg": problem, "type": "value_error"} for problem in loaded]
         )
     persona = loaded.persona
     await _deleted_data_gone(request, persona.id)
