@@ -123,8 +123,9 @@ async def test_the_gallery_shows_every_persona_with_its_card(
             lambda: len(browser.find_elements(By.CSS_SELECTOR, "#persona-grid .persona")) == 1,
         )
         assert severe_browser_errors(browser) == []
-        # The picture for the docs: the bundled personas.
-        hub.blocking.delete("/api/v1/personas/orla")
+        # The picture for the docs: the bundled personas, and Orla with her picture.
+        for test_persona in ("hermit", "toolsmith"):
+            hub.blocking.delete(f"/api/v1/personas/{test_persona}")
         go(browser, "chat/socrates")
         go(browser, "")
         find(browser, '.persona[data-persona-id="socrates"][data-card-version]')
