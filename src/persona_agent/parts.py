@@ -7,7 +7,7 @@ arguments; the packages below it never read them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, TypeGuard
 
 from persona_agent.auth import ApiKeys, Authenticator, OidcVerifier
@@ -27,9 +27,14 @@ __all__ = [
     "open_persona_store",
     "persona_limits",
     "prepare_llm_backend",
+    "warn_unknown_tool_servers",
 ]
 
 logger = logging.getLogger(__name__)
+
+TOOL_SEPARATOR = "__"
+"""Between a server's name and its tool's in an allow-list entry (``mcp/tools.py``'s
+``SEPARATOR``, not imported: the MCP SDK it imports is not loaded without servers)."""
 
 
 def open_persona_store(settings: Settings) -> PersonaStore:
@@ -139,6 +144,27 @@ async def prepare_llm_backend(
                     persona.id,
                     llm.name,
                 )
+
+
+def warn_unknown_tool_servers(personas: Iterable[Persona], servers: Collection[str]) -> None:
+    """Start-up: warn of each persona whose ``tools.allow`` names an MCP server that is not
+    among ``servers`` (the configured ones): a typo, or a server left out of the MCP
+    config. The persona is served, without those tools."""
+    configured = (
+        f"configured: {', '.join(sorted(servers))}"
+        if servers
+        else "PERSONA_AGENT_MCP_CONFIG configures none"
+    )
+    for persona in personas:
+        named = {entry.partition(TOOL_SEPARATOR)[0] for entry in persona.tools.allow or ()}
+        for server in sorted(named.difference(servers)):
+            logger.warning(
+                "Persona %s: tools.allow names the MCP server '%s', which is not configured "
+                "(%s); the persona is served without its tools (docs/tools.md)",
+                persona.id,
+                server,
+                configured,
+            )
 
 
 def _is_local(llm: LLMBackend) -> TypeGuard[LocalBackend]:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
 import pytest
+import yaml
 from a2a.types.a2a_pb2 import TaskState
 
 from tests.fakes.fake_llm import FakeLLM, Reply, ToolCalls
 from tests.integration.a2a_helpers import answer_text, send, stream
-from tests.integration.conftest import TRANSPORTS, Hub
+from tests.integration.conftest import TOOLSMITH, TRANSPORTS, Hub, HubFactory
 
 
 def tool_messages(request: dict[str, object]) -> list[dict[str, object]]:
@@ -101,3 +105,24 @@ async def test_malformed_tool_arguments_go_back_to_the_model(hub: Hub, llm: Fake
     result = tool_messages(llm.requests[-1])[0]["content"]
     assert isinstance(result, str)
     assert "not valid JSON" in result
+
+
+@pytest.mark.parametrize("configured", [True, False])
+async def test_an_allow_list_naming_an_unknown_server_is_warned_of_at_start(
+    hub_factory: HubFactory, personas_dir: Path, caplog: pytest.LogCaptureFixture, configured: bool
+) -> None:
+    allow = ["local__add", "serach", "weather__forecast"]  # two servers no config declares
+    typo = {**TOOLSMITH, "name": "Tyler Typo", "tools": {"allow": allow}}
+    (personas_dir / "typo.yaml").write_text(yaml.safe_dump(typo), encoding="utf-8")
+    overrides = {} if configured else {"mcp_config": None}
+    with caplog.at_level(logging.WARNING, logger="persona_agent"):
+        async with hub_factory(**overrides) as hub:
+            assert (await hub.http.get("/a2a/typo/.well-known/agent-card.json")).is_success
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    about = sorted(w for w in warnings if "tools.allow" in w)
+    known = "configured: local, remote" if configured else "PERSONA_AGENT_MCP_CONFIG"
+    for server in ["serach", "weather"]:
+        named = f"Persona typo: tools.allow names the MCP server '{server}'"
+        assert [w for w in about if named in w and known in w], about
+    if configured:  # the test's own persona names only configured servers
+        assert len(about) == 2, about

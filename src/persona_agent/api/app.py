@@ -64,6 +64,7 @@ from persona_agent.parts import (
     open_persona_store,
     persona_limits,
     prepare_llm_backend,
+    warn_unknown_tool_servers,
 )
 from persona_agent.personas.store import FilePersonaStore, PersonaStore
 from persona_agent.personas.watcher import watch_personas
@@ -282,6 +283,7 @@ def create_app(settings: Settings) -> FastAPI:
         personas = await store.list()
         for persona in personas:
             registry.put(persona)
+        warn_unknown_tool_servers(personas, list(toolbox.servers) if toolbox is not None else [])
         await prepare_llm_backend(llm, personas, preload=settings.local_preload)
         app.state.personas_loaded = True
         unsubscribe = store.subscribe(registry.apply)
