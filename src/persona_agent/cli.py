@@ -24,7 +24,7 @@ from persona_agent.parts import persona_limits
 from persona_agent.personas.cards import CardSpec
 from persona_agent.personas.directory import load_persona_dir
 from persona_agent.personas.loader import PERSONA_SUFFIXES, load_persona_file, read_persona
-from persona_agent.personas.model import Persona
+from persona_agent.personas.model import PERSONA_ID_PATTERN, Persona, is_valid_persona_id
 from persona_agent.personas.parsing import image_too_large, too_large
 from persona_agent.settings import Settings
 
@@ -401,6 +401,51 @@ def import_persona(
         if other != target:
             other.unlink()
     typer.echo(f"Imported '{persona.id}' ({persona.name}) into {target}")
+
+
+@app.command("new")
+def new_persona(
+    name: Annotated[str, typer.Argument(help="The persona's name, e.g. 'Grace Hopper'")],
+    personas_dir: PersonasDir = None,
+    persona_id: Annotated[
+        str | None,
+        typer.Option("--id", help="The persona's id [default: the name as a slug]"),
+    ] = None,
+) -> None:
+    """Write a new persona file into the persona directory: every section with a short
+    placeholder to replace, valid as it is (checked by the hub's own loader before it is
+    written). An existing persona is never overwritten."""
+    from persona_agent.personas.template import persona_template, template_id
+
+    settings = _settings(personas_dir=personas_dir)
+    name = " ".join(name.split())
+    persona_id = persona_id or template_id(name)
+    if not name or not is_valid_persona_id(persona_id):
+        _fail(f"'{name}' makes no persona id ({PERSONA_ID_PATTERN}): give one with --id")
+    directory = settings.personas_dir
+    existing = [p for p in (directory / f"{persona_id}{s}" for s in PERSONA_SUFFIXES) if p.exists()]
+    if existing:
+        _fail(f"Persona '{persona_id}' already exists ({existing[0]}): not overwritten")
+    target = directory / f"{persona_id}.yaml"
+    text = persona_template(name, persona_id, str(target))
+    try:
+        limits = persona_limits(settings)
+        read_persona(persona_id, text.encode(), source=str(target), fmt="yaml", limits=limits)
+    except PersonaFileError as error:
+        _fail(str(error))
+    directory.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.new")  # hidden: a watching hub skips it
+    temporary.write_text(text, encoding="utf-8")
+    try:
+        os.link(temporary, target)  # whole, and never over a file that appeared meanwhile
+    except FileExistsError:
+        _fail(f"{target} already exists: not overwritten")
+    finally:
+        temporary.unlink()
+    typer.echo(
+        f"Wrote {target}: replace its placeholders, then check it with "
+        f"`persona-agent validate {target}` (a running hub serves it as it is saved)"
+    )
 
 
 @app.command("export-persona")

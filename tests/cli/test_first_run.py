@@ -1,5 +1,5 @@
-"""What a new user's first mistakes at the command line are told: a bad setting, a port in
-use."""
+"""A new user at the command line: a bad setting and a port in use are said plainly, and
+``persona-agent new`` starts a persona file."""
 
 from __future__ import annotations
 
@@ -13,8 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
+from typer.testing import CliRunner
+
+from persona_agent.cli import app
+from persona_agent.personas.loader import load_persona_file
 
 REPO = Path(__file__).resolve().parents[2]
+runner = CliRunner()
 
 
 @pytest.fixture
@@ -100,3 +106,61 @@ def test_a_port_in_use_is_reported_before_anything_loads(
     assert f"--port {port_in_use + 1}" in result.stderr
     assert not data.exists()  # no database opened, no model file assembled
     assert time.monotonic() - started < 30
+
+
+def test_new_writes_a_valid_persona_with_every_section(tmp_path: Path) -> None:
+    directory = tmp_path / "personas"
+    written = runner.invoke(app, ["new", "Grace Hopper", "-d", str(directory)])
+    assert written.exit_code == 0, written.output
+    path = directory / "grace-hopper.yaml"
+    assert f"Wrote {path}" in written.output
+    persona = load_persona_file(path)  # the loader `serve` uses
+    assert (persona.id, persona.name) == ("grace-hopper", "Grace Hopper")
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    sections = {"name", "description", "personal_background", "language_style"}
+    sections |= {"knowledge_domains", "interaction_samples", "card", "model", "tools"}
+    assert set(data) == sections
+    assert persona.language_style is not None
+    assert persona.language_style.sample_phrases
+    assert persona.interaction_samples
+    assert persona.card.examples
+    assert sorted(p.name for p in directory.iterdir()) == ["grace-hopper.yaml"]  # no temp left
+    checked = runner.invoke(app, ["validate", "-d", str(directory)])
+    assert "1 valid, 0 invalid" in checked.output
+
+    # Never over an existing persona, whatever its file's suffix.
+    path.write_text(path.read_text(encoding="utf-8") + "# edited\n", encoding="utf-8")
+    again = runner.invoke(app, ["new", "Grace Hopper", "-d", str(directory)])
+    assert again.exit_code == 1
+    assert "already exists" in again.output
+    assert path.read_text(encoding="utf-8").endswith("# edited\n")
+    shutil.copy(REPO / "examples" / "grace-hopper.yaml", directory / "amazing-grace.json")
+    taken = runner.invoke(app, ["new", "Amazing Grace", "-d", str(directory)])
+    assert taken.exit_code == 1
+    assert "amazing-grace.json" in taken.output
+    assert not (directory / "amazing-grace.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "persona_id"),
+    [
+        ('Dr. Who: the "Doctor" #1 - {Time} Lord', "dr-who-the-doctor-1-time-lord"),
+        ("  Ada\n Lovelace ", "ada-lovelace"),
+        ("Émilie du Châtelet", "emilie-du-chatelet"),
+    ],
+)
+def test_new_takes_any_name(tmp_path: Path, name: str, persona_id: str) -> None:
+    written = runner.invoke(app, ["new", name, "-d", str(tmp_path)])
+    assert written.exit_code == 0, written.output
+    persona = load_persona_file(tmp_path / f"{persona_id}.yaml")
+    assert persona.name == " ".join(name.split())
+
+
+def test_new_asks_for_an_id_when_the_name_makes_none(tmp_path: Path) -> None:
+    refused = runner.invoke(app, ["new", "!!!", "-d", str(tmp_path)])
+    assert refused.exit_code == 1
+    assert "--id" in refused.output
+    assert list(tmp_path.iterdir()) == []
+    given = runner.invoke(app, ["new", "!!!", "--id", "bang", "-d", str(tmp_path)])
+    assert given.exit_code == 0, given.output
+    assert load_persona_file(tmp_path / "bang.yaml").name == "!!!"
