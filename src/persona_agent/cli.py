@@ -17,6 +17,7 @@ import typer
 from pydantic import ValidationError
 
 from persona_agent import __version__
+from persona_agent.cli_chat import chat
 from persona_agent.cli_personas import personas_app
 from persona_agent.errors import ConfigError, PersonaFileError
 from persona_agent.logs import configure_logging, url_passwords
@@ -41,6 +42,7 @@ app = typer.Typer(
 )
 
 app.add_typer(personas_app)
+app.command("chat")(chat)
 
 PersonasDir = Annotated[
     Path | None,

@@ -174,7 +174,9 @@ def create_engine(url: str, *, pool_size: int = 10, max_overflow: int = 20) -> A
         )
     except ModuleNotFoundError as error:
         extra = (
-            ": for PostgreSQL, use postgresql+asyncpg:// and pip install 'persona-agent[postgres]'"
+            # Not `pip install persona-agent`: that name on PyPI is another project's.
+            ": for PostgreSQL, use postgresql+asyncpg:// and install the driver with "
+            "`uv sync --extra postgres`"
             if parsed.get_backend_name() == "postgresql"
             else ""
         )

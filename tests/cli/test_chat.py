@@ -1,0 +1,462 @@
+"""``persona-agent chat`` driven in a real pty (pexpect), its screen read back (pyte).
+
+The chat runs as a process of its own, with the hub in it (the default) or against a hub
+running as another process (``--url``, tests/servers/hub_process.py), or against an A2A
+agent built from a2a-sdk alone (``--agent``). The model is the scripted LLM server of
+tests/fakes, never the embedded one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pexpect  # type: ignore[import-untyped]
+import pyte
+import pytest
+import yaml
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore
+from a2a.types.a2a_pb2 import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    Message,
+    Part,
+    Role,
+)
+from starlette.applications import Starlette
+from typer.testing import CliRunner
+
+from persona_agent.cli import app
+from tests.fakes.fake_llm import Fail, FakeLLM, Reply
+from tests.servers.hub_process import hub_process
+from tests.servers.threaded import ThreadedServer
+
+REPO = Path(__file__).resolve().parents[2]
+ROWS, COLUMNS = 200, 240
+"""The terminal: tall and wide, so that nothing a test reads scrolls away or wraps."""
+GREETING = "Well met, traveller. Sit by the fire and say what brings you."
+GREETER = {
+    "name": "Gwen the Greeter",
+    "description": "A test persona who opens every conversation with a greeting.",
+    "personal_background": "Gwen keeps an inn.",
+    "language_style": {"tone": "warm"},
+    "knowledge_domains": {"Hospitality": ["welcomes"]},
+    "greeting": GREETING,
+}
+
+
+@pytest.fixture(scope="module")
+def fake_llm() -> Iterator[FakeLLM]:
+    with FakeLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def llm(fake_llm: FakeLLM) -> FakeLLM:
+    fake_llm.reset()
+    return fake_llm
+
+
+def _personas(directory: Path) -> Path:
+    shutil.copytree(REPO / "personas", directory)
+    (directory / "greeter.yaml").write_text(yaml.safe_dump(GREETER), encoding="utf-8")
+    return directory
+
+
+@pytest.fixture
+def personas_dir(tmp_path: Path) -> Path:
+    return _personas(tmp_path / "personas")
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture(scope="module")
+def hub(fake_llm: FakeLLM, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``persona-agent serve`` as a process, on the scripted LLM: its URL."""
+    root = tmp_path_factory.mktemp("hub")
+    personas = _personas(root / "personas")
+    llm = {"LLM_BASE_URL": fake_llm.base_url, "LLM_API_KEY": "test-key", "LLM_MAX_RETRIES": "0"}
+    with hub_process(personas, root / "data", **llm) as (url, _process):
+        yield url
+
+
+class Chat:
+    """``persona-agent chat ARGS`` in a pty; what it draws is kept on a pyte screen."""
+
+    def __init__(self, args: list[str], env: dict[str, str], cwd: Path) -> None:
+        self.screen = pyte.Screen(COLUMNS, ROWS)
+        self._stream = pyte.Stream(self.screen)
+        self.child = pexpect.spawn(
+            sys.executable,
+            ["-m", "persona_agent.cli", "chat", *args],
+            env=env,
+            cwd=str(cwd),
+            encoding="utf-8",
+            dimensions=(ROWS, COLUMNS),
+            timeout=15,
+        )
+        self.child.logfile_read = self  # pexpect writes what it reads here: to the screen
+
+    def write(self, data: str) -> None:
+        self._stream.feed(data)
+
+    def flush(self) -> None:
+        pass
+
+    def expect(self, text: str, timeout: float = 15) -> None:
+        self.child.expect_exact(text, timeout=timeout)
+
+    def prompt(self) -> None:
+        self.expect("you> ")
+
+    def say(self, line: str) -> None:
+        """Send a line, wait for the answer to end (the next prompt)."""
+        self.child.sendline(line)
+        self.prompt()
+
+    @property
+    def text(self) -> str:
+        """The screen, as lines of text."""
+        return "\n".join(line.rstrip() for line in self.screen.display).strip()
+
+    def quit(self) -> int:
+        """Leave with Ctrl-D at the prompt; the exit status."""
+        self.child.sendeof()
+        self.child.expect(pexpect.EOF, timeout=15)
+        self.child.close()
+        return int(self.child.exitstatus)
+
+    def ended(self) -> int:
+        """Wait for the chat to end by itself; the exit status."""
+        self.child.expect(pexpect.EOF, timeout=15)
+        self.child.close()
+        return int(self.child.exitstatus)
+
+
+StartChat = Callable[..., Chat]
+
+
+@pytest.fixture
+def chat(llm: FakeLLM, data_dir: Path, personas_dir: Path, tmp_path: Path) -> Iterator[StartChat]:
+    """``chat(*args)`` starts ``persona-agent chat ARGS`` on the scripted LLM, the test's data
+    directory and its copy of the personas."""
+    started: list[Chat] = []
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PERSONA_AGENT_", "OPENAI_"))}
+    base.update(
+        TERM="xterm",
+        PERSONA_AGENT_LLM_BASE_URL=llm.base_url,
+        PERSONA_AGENT_LLM_API_KEY="test-key",
+        PERSONA_AGENT_LLM_MAX_RETRIES="0",
+        PERSONA_AGENT_DATA_DIR=str(data_dir),
+        PERSONA_AGENT_PERSONAS_DIR=str(personas_dir),
+        PERSONA_AGENT_WATCH_PERSONAS="false",
+    )
+
+    def start(*args: str) -> Chat:
+        session = Chat(list(args), base, tmp_path)
+        started.append(session)
+        return session
+
+    yield start
+    for session in started:
+        if session.child.isalive():
+            session.child.terminate(force=True)
+
+
+def said(request: dict[str, Any]) -> list[str]:
+    """What the model was sent as the user's, in order."""
+    return [m["content"] for m in request["messages"] if m["role"] == "user"]
+
+
+def remembered(data_dir: Path) -> dict[str, dict[str, str]]:
+    data: dict[str, dict[str, str]] = json.loads(
+        (data_dir / "chat-contexts.json").read_text(encoding="utf-8")
+    )
+    return data
+
+
+def test_an_answer_streams_in_pieces_and_the_next_turn_continues_the_conversation(
+    chat: StartChat, llm: FakeLLM
+) -> None:
+    llm.script(Reply("one two three four five six", token_delay=0.5), Reply("Seven."))
+    session = chat("socrates")
+    session.expect("starting the hub...")
+    session.prompt()
+    assert "Talking with Socrates (socrates)" in session.text
+
+    session.child.sendline("Count for me")
+    session.expect("three")
+    assert "Socrates: one two three" in session.text
+    assert "six" not in session.text  # the rest is still on its way
+    session.prompt()
+    assert "Socrates: one two three four five six" in session.text
+
+    session.say("And then?")
+    assert "Socrates: Seven." in session.text
+    # One conversation: the model's second request holds the first turn.
+    first, second = llm.requests
+    assert said(first) == ["Count for me"]
+    assert said(second) == ["Count for me", "And then?"]
+    assert {"role": "assistant", "content": "one two three four five six"} in second["messages"]
+    assert session.quit() == 0
+
+
+def test_the_conversation_goes_on_in_the_next_run(
+    chat: StartChat, llm: FakeLLM, data_dir: Path, personas_dir: Path
+) -> None:
+    first = chat("ada-lovelace", "-d", str(personas_dir))
+    first.prompt()
+    first.say("My name is Zed.")
+    first.child.sendline("/quit")
+    assert first.ended() == 0
+    context = remembered(data_dir)["embedded"]["ada-lovelace"]
+
+    again = chat("ada-lovelace")
+    again.expect(f"Continuing conversation {context}")
+    again.prompt()
+    again.say("What is my name?")
+    assert said(llm.requests[-1]) == ["My name is Zed.", "What is my name?"]
+    assert again.quit() == 0
+
+
+def test_new_starts_a_conversation_and_context_continues_one(
+    chat: StartChat, llm: FakeLLM, hub: str, data_dir: Path
+) -> None:
+    first = chat("albert-einstein", "--url", hub, "--new")
+    first.prompt()
+    first.say("Remember the number 42.")
+    assert first.quit() == 0
+    context = remembered(data_dir)[hub]["albert-einstein"]  # remembered per hub URL
+
+    fresh = chat("albert-einstein", "--url", hub, "--new")
+    fresh.prompt()
+    assert "Continuing" not in fresh.text
+    fresh.say("Which number?")
+    assert said(llm.requests[-1]) == ["Which number?"]
+    fresh.child.sendline("/quit")
+    assert fresh.ended() == 0
+    assert remembered(data_dir)[hub]["albert-einstein"] != context
+
+    chosen = chat("albert-einstein", "--url", hub, "--context", context)
+    chosen.expect(f"Continuing conversation {context}")
+    chosen.prompt()
+    chosen.say("Which number, then?")
+    assert said(llm.requests[-1]) == ["Remember the number 42.", "Which number, then?"]
+    assert chosen.quit() == 0
+    assert remembered(data_dir)[hub]["albert-einstein"] == context
+
+
+def test_the_greeting_opens_a_new_conversation(chat: StartChat, llm: FakeLLM, hub: str) -> None:
+    session = chat("greeter", "--url", hub, "--new")
+    session.prompt()
+    assert f"Gwen the Greeter: {GREETING}" in session.text
+    session.say("Hello, Gwen.")
+    # The hub gives the model the greeting as the persona's first turn.
+    assert {"role": "assistant", "content": GREETING} in llm.requests[-1]["messages"]
+    assert session.quit() == 0
+
+    again = chat("greeter", "--url", hub)  # the same conversation: no greeting
+    again.prompt()
+    assert GREETING not in again.text
+    again.say("/new")
+    assert f"Gwen the Greeter: {GREETING}" in again.text
+    assert again.quit() == 0
+
+
+def test_new_and_persona_commands(chat: StartChat, llm: FakeLLM) -> None:
+    session = chat("socrates")
+    session.prompt()
+    session.say("First question.")
+    session.say("/new")
+    assert "A new conversation." in session.text
+    session.say("Second question.")
+    assert said(llm.requests[-1]) == ["Second question."]
+
+    session.say("/persona marie-curie")
+    assert "Talking with Marie Curie (marie-curie)" in session.text
+    llm.script(Reply("Radium glows."))
+    session.say("What glows?")
+    assert "Marie Curie: Radium glows." in session.text
+    assert "Marie Curie" in llm.requests[-1]["messages"][0]["content"]  # her system prompt
+    assert said(llm.requests[-1]) == ["What glows?"]
+
+    session.say("/persona nobody")
+    assert "No persona 'nobody'" in session.text
+    assert "marie-curie, socrates" in session.text  # the hub's personas, named
+    session.say("/persona")
+    assert "/persona ID: which persona?" in session.text
+    session.say("/nonsense")
+    assert "Unknown command /nonsense" in session.text
+    session.say("/help")
+    assert "/persona ID" in session.text
+    session.say("//etc is a path")  # sent, without the first /
+    assert said(llm.requests[-1])[-1] == "/etc is a path"
+    assert "Marie Curie: Hello from the fake LLM." in session.text  # still her
+    session.child.sendline("/quit")
+    assert session.ended() == 0
+
+
+def test_a_failed_answer_says_why_and_the_chat_goes_on(chat: StartChat, llm: FakeLLM) -> None:
+    llm.script(Fail(500, "the model is on fire"), Reply("Better now."))
+    session = chat("socrates")
+    session.prompt()
+    session.say("Hello?")
+    assert "The answer failed: " in session.text
+    session.say("Hello again?")
+    assert "Socrates: Better now." in session.text
+    session.child.sendintr()  # Ctrl-C at the prompt leaves
+    assert session.ended() == 0
+
+
+def test_ctrl_c_cancels_the_answer_on_the_hub_and_the_chat_goes_on(
+    chat: StartChat, llm: FakeLLM, hub: str, data_dir: Path
+) -> None:
+    llm.script(Reply(" ".join(f"word{i}" for i in range(200)), token_delay=0.05))
+    session = chat("socrates", "--url", hub)
+    session.prompt()
+    assert f"Talking with Socrates (socrates) on {hub}" in session.text
+    session.child.sendline("Talk for a long time.")
+    session.expect("word5")
+    session.child.sendintr()
+    session.expect("(answer canceled)")
+    session.prompt()
+    llm.wait_disconnect(5)  # the hub closed the model's stream
+    assert "word150" not in session.text
+
+    # The task ended canceled on the hub: ListTasks in the conversation the chat remembered.
+    context = remembered(data_dir)[hub]["socrates"]
+    request = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {"contextId": context}}
+    listed = httpx.post(f"{hub}/a2a/socrates/", json=request, headers={"A2A-Version": "1.0"})
+    states = [task["status"]["state"] for task in listed.json()["result"]["tasks"]]
+    assert states == ["TASK_STATE_CANCELED"]
+
+    llm.script(Reply("Still here."))
+    session.say("Are you there?")
+    assert "Socrates: Still here." in session.text
+    assert session.quit() == 0
+
+
+def test_an_unknown_persona_or_an_absent_hub_is_named(chat: StartChat, hub: str) -> None:
+    unknown = chat("nobody", "--url", hub)
+    assert unknown.ended() == 1
+    assert f"No persona 'nobody' on the hub at {hub}" in unknown.text
+    assert "ada-lovelace, albert-einstein, charles-darwin, greeter, marie-curie, socrates" in (
+        unknown.text
+    )
+
+    absent = chat("socrates", "--url", "http://127.0.0.1:9")
+    assert absent.ended() == 1
+    assert "Cannot reach the hub at http://127.0.0.1:9" in absent.text
+
+
+def test_agent_takes_a_persona_card_url(chat: StartChat, llm: FakeLLM, hub: str) -> None:
+    card = f"{hub}/a2a/charles-darwin/.well-known/agent-card.json"
+    session = chat("--agent", card)
+    session.prompt()
+    assert f"Talking with Charles Darwin at {card}" in session.text
+    llm.script(Reply("Finches vary."))
+    session.say("What varies?")
+    assert "Charles Darwin: Finches vary." in session.text
+    session.say("/persona socrates")
+    assert "/persona needs a persona-agent hub" in session.text
+    assert session.quit() == 0
+
+
+class _Echo(AgentExecutor):
+    """An agent of a2a-sdk alone that answers with a message (no task), naming its turn."""
+
+    def __init__(self) -> None:
+        self.contexts: list[str] = []
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        assert context.message is not None
+        assert context.context_id
+        self.contexts.append(context.context_id)
+        text = "".join(part.text for part in context.message.parts)
+        answer = Message(
+            role=Role.ROLE_AGENT,
+            message_id=f"m{len(self.contexts)}",
+            context_id=context.context_id,
+            parts=[Part(text=f"echo {len(self.contexts)}: {text}")],
+        )
+        await event_queue.enqueue_event(answer)
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        raise NotImplementedError
+
+
+@pytest.fixture
+def echo_agent() -> Iterator[tuple[str, _Echo]]:
+    """Any A2A agent: the SDK's own routes, JSON-RPC only, no streaming, no greeting."""
+    executor = _Echo()
+    app = Starlette()  # its routes once the port, which the card names, is known
+    server = ThreadedServer(app, "echo agent")
+    url = f"http://127.0.0.1:{server.start()}"
+    card = AgentCard(
+        name="Echo",
+        description="Says it back.",
+        version="1",
+        capabilities=AgentCapabilities(streaming=False),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[AgentSkill(id="echo", name="echo", description="Echoes.", tags=["echo"])],
+        supported_interfaces=[
+            AgentInterface(url=f"{url}/", protocol_binding="JSONRPC", protocol_version="1.0")
+        ],
+    )
+    handler = DefaultRequestHandler(
+        agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card
+    )
+    app.router.routes.extend(
+        [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url="/")]
+    )
+    try:
+        yield url, executor
+    finally:
+        server.stop()
+
+
+def test_agent_talks_with_any_a2a_agent(chat: StartChat, echo_agent: tuple[str, _Echo]) -> None:
+    url, executor = echo_agent
+    session = chat("--agent", url)
+    session.prompt()
+    assert f"Talking with Echo at {url}/.well-known/agent-card.json" in session.text
+    session.say("hello")
+    session.say("again")
+    assert "Echo: echo 1: hello" in session.text
+    assert "Echo: echo 2: again" in session.text
+    first, second = executor.contexts
+    assert first == second  # the second message went in the context the agent gave
+    assert session.quit() == 0
+
+
+def test_help_tells_how_to_choose_the_agent() -> None:
+    result = CliRunner().invoke(app, ["chat", "--help"], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    for option in ("--url", "--agent", "--context", "--new", "--personas-dir", "--api-key"):
+        assert option in result.output
+    assert "/persona ID" in result.output
+
+
+def test_contradicting_options_are_refused(chat: StartChat) -> None:
+    both = chat("socrates", "--agent", "http://127.0.0.1:9")
+    assert both.ended() == 2
+    assert "--agent names the agent" in both.text
+    neither = chat()
+    assert neither.ended() == 2
+    assert "name a persona" in neither.text
