@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from selenium import webdriver
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from tests.console.conftest import (
     ConsoleHubFactory,
@@ -34,8 +35,7 @@ def answer_key_prompt(driver: webdriver.Chrome, asked: str, key: str | None) -> 
     if key is None:
         find(driver, "#key-dialog-cancel").click()
     else:
-        find(driver, "#key-dialog-input").send_keys(key)
-        find(driver, "#key-dialog-ok").click()
+        find(driver, "#key-dialog-input").send_keys(key, Keys.ENTER)  # Enter: use it
 
 
 def stored_key(driver: webdriver.Chrome) -> tuple[str | None, str | None]:

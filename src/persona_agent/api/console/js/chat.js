@@ -18,7 +18,8 @@ import { hubUrl } from "./api.js";
 import { conversation, conversationsOf, forget, recordTurn } from "./conversations.js";
 import { avatar, el, errorBox } from "./ui.js";
 
-const TERMINAL = new Set(["TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"]);
+// The states after which a stream has nothing more to say about its task.
+const FINAL = new Set(["completed", "failed", "canceled", "rejected", "input required", "auth required"]);
 
 function chatHref(personaId, contextId) {
   const base = `#/chat/${encodeURIComponent(personaId)}`;
@@ -196,15 +197,13 @@ export async function showChat(root, personaId, contextId) {
           answer = update.append ? answer + piece : piece;
         } else if (event.statusUpdate) {
           const status = event.statusUpdate.status || {};
+          const said = textOf(status.message && status.message.parts);
           state = stateName(status.state);
-          if (TERMINAL.has(status.state)) {
-            const said = textOf(status.message && status.message.parts);
-            if (status.state === "TASK_STATE_COMPLETED") {
-              answer = answer || said;
-              detail = describeCost(costOf(status.message));
-            } else if (said) {
-              detail = said; // why it failed, or that it was canceled
-            }
+          if (status.state === "TASK_STATE_COMPLETED") {
+            answer = answer || said;
+            detail = describeCost(costOf(status.message));
+          } else if (said) {
+            detail = said; // a tool being called, why it failed, that it was canceled
           }
         } else if (event.message) {
           answer = textOf(event.message.parts);
@@ -215,6 +214,10 @@ export async function showChat(root, personaId, contextId) {
         }
         agent.set(answer, state, detail);
         transcript.scrollTop = transcript.scrollHeight;
+      }
+      if (!FINAL.has(state)) {
+        detail = "The stream ended before the answer did: open the conversation again to see it.";
+        agent.set(answer, state, detail);
       }
     } catch (error) {
       if (error.name !== "AbortError") {

@@ -29,6 +29,11 @@ export function toast(message, kind = "info") {
 // One key prompt at a time: requests refused together wait for the same answer.
 let keyPrompt = null;
 
+// Its Cancel is no submit button, so that Enter in the key's field means "use this key".
+document
+  .getElementById("key-dialog-cancel")
+  .addEventListener("click", () => document.getElementById("key-dialog").close("cancel"));
+
 // Ask for an API key; resolves to the key given, or "" if none was.
 export function askForKey(message, hadKey) {
   if (keyPrompt) return keyPrompt;
