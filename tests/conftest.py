@@ -21,9 +21,10 @@ LOCAL_POSTGRES_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests see none of the developer's or CI's LLM settings."""
+    """Tests see none of the developer's or CI's LLM or telemetry settings, nor the SDK
+    tracing switch that an in-process ``serve`` (a CLI test) leaves in ``os.environ``."""
     for name in list(os.environ):
-        if name.startswith(("PERSONA_AGENT_", "OPENAI_", "AZURE_OPENAI_")):
+        if name.startswith(("PERSONA_AGENT_", "OPENAI_", "AZURE_OPENAI_", "OTEL_")):
             monkeypatch.delenv(name)
 
 
