@@ -49,6 +49,8 @@ SCREENSHOTS = os.environ.get(SCREENSHOTS_VARIABLE, "")
 """Read at import, before the environment is cleaned for each test."""
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
+BROWSER_REQUIRED = os.environ.get("PERSONA_AGENT_TEST_BROWSER_REQUIRED", "") == "1"
+"""As in CI (.ci/run): the browser tests fail, rather than skip, without a browser."""
 WAIT = 15.0
 """Seconds any one thing the browser should show may take."""
 
@@ -125,10 +127,13 @@ async def hub(console_hub: ConsoleHubFactory) -> AsyncIterator[ConsoleHub]:
 def chromium() -> Iterator[webdriver.Chrome]:
     """One headless Chromium for the session (each test's hub is another origin)."""
     if CHROMIUM is None or CHROMEDRIVER is None:
-        pytest.skip(
+        why = (
             "the console tests need chromium and chromedriver (apt-get install "
             "chromium chromium-driver; .ci/run installs them)"
         )
+        if BROWSER_REQUIRED:  # CI: a missing browser fails the run, never skips it
+            pytest.fail(why)
+        pytest.skip(why)
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for argument in (
