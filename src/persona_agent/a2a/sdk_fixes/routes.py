@@ -150,7 +150,10 @@ class _JsonRpcDispatcher(JsonRpcDispatcher):
         )
 
     async def handle_requests(self, request: Request) -> Response:
-        body = await request.json()  # parsed by the router already (or cached here)
+        try:
+            body = await request.json()  # the router's parse (a request caches its own)
+        except (ValueError, RecursionError):
+            body = None  # not JSON: the SDK answers so
         if (
             isinstance(body, dict)
             and body.get("jsonrpc") == "2.0"
