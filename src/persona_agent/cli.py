@@ -411,7 +411,7 @@ def new_persona(
     personas_dir: PersonasDir = None,
     persona_id: Annotated[
         str | None,
-        typer.Option("--id", help="The persona's id [default: the name as a slug]"),
+        typer.Option("--id", help="The persona's id (default: the name as a slug)"),
     ] = None,
 ) -> None:
     """Write a new persona file into the persona directory: every section with a short
