@@ -113,6 +113,26 @@ class HubMetrics:
             ["server", "tool", "outcome"],
             registry=registry,
         )
+        self.remote_calls = Counter(
+            "persona_agent_remote_agent_calls",
+            "Calls to outside agents (agent__* tools), by agent and outcome (ok; "
+            "input_required: it asked the user; refused: 4xx, rejected; error; timeout; "
+            "breaker_open: refused at once by its circuit breaker; canceled)",
+            ["agent", "outcome"],
+            registry=registry,
+        )
+        self.remote_retries = Counter(
+            "persona_agent_remote_agent_retries",
+            "Attempts at an outside agent made again after a transient failure, by agent",
+            ["agent"],
+            registry=registry,
+        )
+        self.remote_breaker = Gauge(
+            "persona_agent_remote_agent_breaker_state",
+            "The circuit breaker of each outside agent: 0 closed, 1 half-open, 2 open",
+            ["agent"],
+            registry=registry,
+        )
         self.personas = Gauge(
             "persona_agent_personas", "Personas this replica serves", registry=registry
         )

@@ -27,6 +27,7 @@ __all__ = [
     "open_persona_store",
     "persona_limits",
     "prepare_llm_backend",
+    "warn_unknown_agents",
     "warn_unknown_tool_servers",
 ]
 
@@ -163,6 +164,26 @@ def warn_unknown_tool_servers(personas: Iterable[Persona], servers: Collection[s
                 "(%s); the persona is served without its tools (docs/tools.md)",
                 persona.id,
                 server,
+                configured,
+            )
+
+
+def warn_unknown_agents(personas: Iterable[Persona], agents: Collection[str]) -> None:
+    """Start-up: warn of each persona whose ``agents`` names an outside agent that is not in
+    the agents file (``agents``: the names there). The persona is served, without that
+    agent's tool."""
+    configured = (
+        f"configured: {', '.join(sorted(agents))}"
+        if agents
+        else "PERSONA_AGENT_AGENTS_FILE configures none"
+    )
+    for persona in personas:
+        for name in sorted(set(persona.agents).difference(agents)):
+            logger.warning(
+                "Persona %s: agents names the outside agent '%s', which is not configured "
+                "(%s); the persona is served without it (docs/collaboration.md)",
+                persona.id,
+                name,
                 configured,
             )
 

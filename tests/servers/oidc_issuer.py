@@ -4,14 +4,20 @@
     with OidcIssuer() as issuer:
         token = issuer.token("alice", scopes=["a2a"])
         issuer.rotate()  # a new key: the hub must fetch the key set again
+
+It is an OAuth 2 token endpoint too (``POST /token``, the client credentials grant, the
+client authenticated by HTTP Basic or in the form): :attr:`OidcIssuer.clients` holds the
+clients (id → secret); a token's subject is the client id.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import uuid
 from typing import Any
+from urllib.parse import parse_qs, unquote_plus
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -33,6 +39,9 @@ class OidcIssuer(ServedInThread):
     def __init__(self) -> None:
         self._keys: list[tuple[str, rsa.RSAPrivateKey]] = []
         self.jwks_requests = 0
+        self.clients: dict[str, str] = {}
+        """OAuth 2 clients of the token endpoint: id → secret."""
+        self.token_requests = 0
         self.rotate()
 
     @property
@@ -94,15 +103,46 @@ class OidcIssuer(ServedInThread):
         elif path == "/jwks.json":
             self.jwks_requests += 1
             body = {"keys": [self._public_jwk(kid, key) for kid, key in self._keys]}
+        elif path == "/token" and scope["method"] == "POST":
+            status, body = self._client_credentials(scope, await _body(receive))
+            await _send(send, status, body)
+            return
         else:
             await _send(send, 404, {"error": "not found"})
             return
         await _send(send, 200, body)
 
+    def _client_credentials(self, scope: Scope, body: bytes) -> tuple[int, dict[str, Any]]:
+        """The client credentials grant (RFC 6749, 4.4)."""
+        self.token_requests += 1
+        form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        client_id, secret = form.get("client_id"), form.get("client_secret")
+        basic = headers.get("authorization", "")
+        if basic.startswith("Basic "):
+            pair = base64.b64decode(basic.removeprefix("Basic ")).decode()
+            client_id, _, secret = (unquote_plus(part) for part in pair.partition(":"))
+        if form.get("grant_type") != "client_credentials":
+            return 400, {"error": "unsupported_grant_type"}
+        if client_id is None or self.clients.get(client_id) != secret:
+            return 401, {"error": "invalid_client", "error_description": "unknown client"}
+        scopes = form.get("scope", "").split()
+        token = self.token(client_id, scopes=scopes, audience=form.get("audience", AUDIENCE))
+        return 200, {"access_token": token, "token_type": "Bearer", "expires_in": 300}
+
     @staticmethod
     def _public_jwk(kid: str, key: rsa.RSAPrivateKey) -> dict[str, Any]:
         jwk: dict[str, Any] = RSAAlgorithm.to_jwk(key.public_key(), as_dict=True)
         return {**jwk, "kid": kid, "use": "sig", "alg": "RS256"}
+
+
+async def _body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
 
 
 async def _send(send: Send, status: int, body: dict[str, Any]) -> None:

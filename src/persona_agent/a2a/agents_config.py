@@ -1,0 +1,231 @@
+"""The agents file: A2A agents outside the hub that personas may call as tools.
+
+A YAML or JSON file (``PERSONA_AGENT_AGENTS_FILE``, see docs/collaboration.md)::
+
+    agents:
+      scholar:
+        card_url: https://agents.example.com/scholar/.well-known/agent-card.json
+        auth:
+          api_key: "${SCHOLAR_KEY}"        # or bearer: ..., or oauth2: {...}
+        timeout: 60
+        retries: 2
+        breaker: {threshold: 5, cool_down: 30}
+
+A persona names the agents it may call (``agents: [scholar]``); the model sees a tool
+``agent__{name}`` for each. ``${NAME}`` and ``${NAME:-default}`` in any string value are
+replaced from the environment given to :func:`load_agents_config` (``$${`` is a literal
+``${``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from persona_agent.errors import ConfigError
+
+__all__ = [
+    "AGENT_NAME",
+    "AgentAuth",
+    "AgentConfig",
+    "AgentsConfig",
+    "BreakerConfig",
+    "OAuth2ClientCredentials",
+    "load_agents_config",
+    "parse_agents_config",
+]
+
+AGENT_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,57}$")
+"""An agent's name: its tool is ``agent__{name}``, 64 characters at most."""
+
+_VARIABLE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _http_url(value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError("must start with http:// or https://")
+    return value
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class OAuth2ClientCredentials(_Section):
+    """OAuth 2 client credentials (RFC 6749, section 4.4): the hub asks ``token_url`` for an
+    access token and sends it as ``Authorization: Bearer``, until it expires."""
+
+    token_url: str
+    client_id: str = Field(min_length=1)
+    client_secret: SecretStr
+    scopes: list[str] = []
+    audience: str | None = None
+    """Sent as ``audience`` when the token endpoint wants one (Auth0, some others)."""
+    client_auth: Literal["basic", "post"] = "basic"
+    """How the client authenticates: HTTP Basic (``client_secret_basic``, the default) or
+    in the form (``client_secret_post``)."""
+
+    @field_validator("token_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return _http_url(value)
+
+
+class AgentAuth(_Section):
+    """One credential: ``api_key`` (with its ``header``), ``bearer``, or ``oauth2``."""
+
+    api_key: SecretStr | None = None
+    header: str | None = Field(default=None, min_length=1)
+    """The API key's header; by default the one the agent's card names for its API-key
+    scheme, else ``X-API-Key``."""
+    bearer: SecretStr | None = None
+    """A token sent as ``Authorization: Bearer``."""
+    oauth2: OAuth2ClientCredentials | None = None
+
+    @model_validator(mode="after")
+    def _one_credential(self) -> AgentAuth:
+        given = [n for n in ("api_key", "bearer", "oauth2") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of api_key, bearer or oauth2")
+        if self.header is not None and self.api_key is None:
+            raise ValueError("header applies to an api_key")
+        return self
+
+
+class BreakerConfig(_Section):
+    """When the hub stops calling a failing agent, and when it tries again."""
+
+    threshold: int = Field(default=5, ge=1)
+    """Consecutive failed attempts that open the breaker."""
+    cool_down: float = Field(default=30.0, ge=0)
+    """Seconds the breaker stays open before one trial call goes through."""
+
+
+class AgentConfig(_Section):
+    """One remote A2A agent."""
+
+    card_url: str
+    """Where its agent card is (e.g. ``https://host/.well-known/agent-card.json``)."""
+    description: str | None = Field(default=None, min_length=1, max_length=1000)
+    """What the model is told the agent does; by default, built from its card."""
+    auth: AgentAuth | None = None
+    timeout: float = Field(default=60.0, gt=0)
+    """Seconds an attempt may take, from the request to the agent's last word."""
+    connect_timeout: float = Field(default=5.0, gt=0)
+    retries: int = Field(default=2, ge=0, le=10)
+    """Further attempts after a transient failure (no connection, 429, 502, 503, 504)."""
+    backoff: float = Field(default=0.5, ge=0)
+    """Seconds before the first retry; doubled for each next one (with jitter)."""
+    max_backoff: float = Field(default=10.0, ge=0)
+    breaker: BreakerConfig = BreakerConfig()
+    card_refresh: float = Field(default=300.0, ge=0)
+    """Seconds a fetched card is used before it is checked again (``If-None-Match``)."""
+
+    @field_validator("card_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return _http_url(value)
+
+
+class AgentsConfig(_Section):
+    """Every remote agent, by name (``^[a-zA-Z0-9_-]{1,57}$``, without ``__``)."""
+
+    agents: dict[str, AgentConfig] = {}
+
+    @field_validator("agents")
+    @classmethod
+    def _names(cls, agents: dict[str, AgentConfig]) -> dict[str, AgentConfig]:
+        for name in agents:
+            if not AGENT_NAME.match(name) or "__" in name:
+                raise ValueError(
+                    f"agent name {name!r} must match ^[a-zA-Z0-9_-]{{1,57}}$ and not contain '__'"
+                )
+        return agents
+
+
+def load_agents_config(path: Path, environ: Mapping[str, str]) -> AgentsConfig:
+    """Read the agents file at ``path`` (``.json``: JSON, else YAML), expanding ``${NAME}``.
+
+    Raises:
+        ConfigError: the file cannot be read or parsed, a variable is unset, or a field is
+            invalid; the message names the file, the agent and the field.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(
+            f"{path}: cannot read the agents file: {error.strerror or error}"
+        ) from None
+    is_json = path.suffix.lower() == ".json"
+    try:
+        data = json.loads(text) if is_json else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ConfigError(f"{path}: not valid {'JSON' if is_json else 'YAML'}: {reason}") from None
+    return parse_agents_config({} if data is None else data, environ, source=str(path))
+
+
+def parse_agents_config(
+    data: object, environ: Mapping[str, str], *, source: str = "agents file"
+) -> AgentsConfig:
+    """Validate already-parsed ``data``, expanding ``${NAME}`` from ``environ`` first.
+
+    Raises:
+        ConfigError: as :func:`load_agents_config`, naming ``source``.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: must be a mapping with an 'agents' key")
+    expanded = _expand(data, environ, (), source)
+    try:
+        return AgentsConfig.model_validate(expanded)
+    except ValidationError as error:
+        problems = [
+            f"{_where(e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in error.errors()
+        ]
+        raise ConfigError(f"{source}: " + "; ".join(problems)) from None
+
+
+def _expand(value: Any, environ: Mapping[str, str], loc: tuple[str, ...], source: str) -> Any:
+    if isinstance(value, str):
+        return _expand_string(value, environ, loc, source)
+    if isinstance(value, dict):
+        return {k: _expand(v, environ, (*loc, str(k)), source) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v, environ, (*loc, str(i)), source) for i, v in enumerate(value)]
+    return value
+
+
+def _expand_string(text: str, environ: Mapping[str, str], loc: tuple[str, ...], source: str) -> str:
+    def replace(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name is None:  # the escape "$${"
+            return "${"
+        value = environ.get(name)
+        if value is not None and (value or default is None):
+            return value
+        if default is not None:
+            return default
+        raise ConfigError(f"{source}: {_where(loc)}: environment variable {name} is not set")
+
+    return _VARIABLE.sub(replace, text)
+
+
+def _where(loc: tuple[str | int, ...]) -> str:
+    """``agent 'scholar', field auth.api_key`` for a location under ``agents``."""
+    if len(loc) > 2 and loc[0] == "agents":
+        return f"agent {loc[1]!r}, field {'.'.join(str(p) for p in loc[2:])}"
+    return ".".join(str(part) for part in loc) or "(top level)"
