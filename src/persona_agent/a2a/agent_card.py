@@ -30,11 +30,13 @@ __all__ = [
     "A2A_PREFIX",
     "AVATAR_PATH",
     "CARD_PATH",
+    "DIRECTORY_SKILL_ID",
     "INPUT_MODES",
     "OUTPUT_MODES",
     "build_agent_card",
     "build_extended_card",
     "build_hub_card",
+    "hub_url",
     "persona_url",
     "provider",
 ]
@@ -217,36 +219,74 @@ def _declare_security(card: AgentCard, auth: Authenticator, access: Access) -> N
             )
 
 
-def build_hub_card(
-    personas: list[Persona], base_url: str, provided_by: AgentProvider | None = None
-) -> AgentCard:
-    """The hub's own card: what it is and which personas it serves (as skills).
+DIRECTORY_SKILL_ID = "directory"
+"""The one skill of the hub's own agent, the directory of its personas."""
+NAMED_PERSONAS = 50
+"""Personas named in the directory skill's description; the others are counted."""
+NAMED_EXAMPLES = 3
+"""Personas named in the directory skill's examples."""
 
-    The hub itself answers no messages; each persona is an agent of its own, whose
-    card is at ``{base}/a2a/{id}/.well-known/agent-card.json``.
+
+def hub_url(base_url: str) -> str:
+    """The hub's own agent (its persona directory): JSON-RPC here, HTTP+JSON below it."""
+    return f"{base_url}{A2A_PREFIX}/"
+
+
+def build_hub_card(
+    personas: list[Persona],
+    base_url: str,
+    provided_by: AgentProvider | None = None,
+    *,
+    auth: Authenticator | None = None,
+) -> AgentCard:
+    """The hub's own card: a small agent, the directory of the personas it serves.
+
+    It answers any message with the personas (id, name, description, card URL;
+    :mod:`persona_agent.a2a.directory`), at ``{base}/a2a/`` on the same bindings and
+    protocol versions as a persona. Its one skill, ``directory``, names the personas. With
+    ``auth``, it declares the hub's schemes and, under the hub's default access
+    ``authenticated``, requires them, as for a persona without ``access:`` of its own.
     """
-    return AgentCard(
+    names = [f"{persona.name} ({persona.id})" for persona in personas[:NAMED_PERSONAS]]
+    more = len(personas) - len(names)
+    listing = f"{base_url}{A2A_PREFIX}/personas"
+    if not personas:
+        served = "It serves no personas yet."
+    else:
+        served = "It serves: " + "; ".join(names) + (f"; and {more} more." if more else ".")
+    examples = ["Which personas are here?"] + [
+        f"Where do I talk to {persona.name}?" for persona in personas[:NAMED_EXAMPLES]
+    ]
+    card = AgentCard(
         name="persona-agent hub",
         description=(
-            "A hub of AI personas, each an independent A2A agent. "
-            f"List them at {base_url}{A2A_PREFIX}/personas; each persona's card is at "
-            f"{base_url}{A2A_PREFIX}/{{persona_id}}{CARD_PATH}."
+            "A hub of AI personas, each an independent A2A agent with a card of its own at "
+            f"{base_url}{A2A_PREFIX}/{{persona_id}}{CARD_PATH}. This agent is the hub's "
+            "directory: send it any message and it answers with the personas and their card "
+            f"URLs (also listed at {listing})."
         ),
         version=__version__,
         provider=provided_by or provider("persona-agent", base_url),
-        supported_interfaces=[],
-        capabilities=AgentCapabilities(streaming=False, push_notifications=False),
+        supported_interfaces=_interfaces(hub_url(base_url)),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
         default_input_modes=INPUT_MODES,
         default_output_modes=OUTPUT_MODES,
         skills=[
             AgentSkill(
-                id=f"persona-{persona.id}",
-                name=persona.name,
-                description=f"{persona.description} Endpoint: {persona_url(base_url, persona.id)}",
-                tags=["persona"],
+                id=DIRECTORY_SKILL_ID,
+                name="Persona directory",
+                description=(
+                    "Names the personas of this hub, each with its id, description and the "
+                    f"URL of its agent card, to talk with it there. {served}"
+                ),
+                tags=["directory", "personas"],
+                examples=examples,
                 input_modes=INPUT_MODES,
                 output_modes=OUTPUT_MODES,
             )
-            for persona in personas
         ],
     )
+    if auth is not None and auth.enabled:
+        _declare_security(card, auth, auth.default_access)
+        card.capabilities.extended_agent_card = False  # the directory has no other card
+    return card

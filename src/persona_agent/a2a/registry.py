@@ -24,6 +24,7 @@ from a2a.types.a2a_pb2 import AgentCard, CancelTaskRequest
 from starlette.types import Receive, Scope, Send
 
 from persona_agent.a2a.agent_card import build_agent_card, build_extended_card
+from persona_agent.a2a.directory import HubDirectory
 from persona_agent.a2a.executor import PersonaAgentExecutor
 from persona_agent.a2a.keys import TERMINAL_STATES
 from persona_agent.a2a.router import A2ARouter
@@ -144,6 +145,8 @@ class A2ARegistry:
         self._apps: dict[str, PersonaApp] = {}
         self._retired: dict[str, list[PersonaApp]] = {}
         """Replaced apps whose tasks still run: cancel and subscribe must reach them."""
+        self.directory = HubDirectory(self.personas, base_url, self.services)
+        """The hub's own agent, at ``/a2a/`` itself: where the personas are."""
         self.router = A2ARouter(
             self.app_for,
             max_message_bytes=max_message_bytes,
@@ -151,6 +154,7 @@ class A2ARegistry:
             task_listing=task_listing,
             max_id_length=max_id_length,
             services=self.services,
+            directory=self.directory,
         )
         """The ASGI side: what ``/a2a`` is mounted on."""
 
@@ -250,7 +254,9 @@ class A2ARegistry:
             except Exception:
                 logger.exception("Could not cancel task %s at shutdown", task_id)
         await asyncio.gather(
-            *(app.handler.aclose() for app in apps if app.started), return_exceptions=True
+            *(app.handler.aclose() for app in apps if app.started),
+            self.directory.aclose(),
+            return_exceptions=True,
         )
 
     async def _is_terminal(self, task_id: str, call_context: ServerCallContext) -> bool:

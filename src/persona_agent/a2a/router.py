@@ -4,7 +4,8 @@ It dispatches by the first path segment with a dict lookup, so ten thousand
 personas route as fast as one; checks what the SDK leaves to the server before a
 body reaches it (JSON label: 415, size: 413, unparseable JSON-RPC: -32700); and
 serves every persona through one shared set of SDK routes (DESIGN.md: a few KiB a
-persona instead of a Starlette app each).
+persona instead of a Starlette app each). ``/a2a/`` itself is the hub's directory
+agent (:mod:`persona_agent.a2a.directory`), with SDK routes of its own.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
 from a2a.server.request_handlers import RequestHandler
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from opentelemetry import context as otel_context
 from starlette.applications import Starlette
 from starlette.authentication import AuthCredentials
@@ -27,6 +29,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
 from persona_agent.a2a.agent_card import AVATAR_PATH, CARD_PATH
+from persona_agent.a2a.directory import HubDirectory
 from persona_agent.a2a.keys import (
     BINDING_KEY,
     CALLER_KEY,
@@ -65,6 +68,7 @@ __all__ = [
     "CARD_CACHE_CONTROL",
     "A2ARouter",
     "ServedPersona",
+    "card_response",
     "not_found_response",
 ]
 
@@ -173,6 +177,39 @@ def not_found_response(persona_id: str) -> JSONResponse:
     )
 
 
+def card_response(request: Request, card: dict[str, Any], etag: str) -> Response:
+    """An agent card, with its ``ETag`` and ``Cache-Control``; ``304`` when the request's
+    ``If-None-Match`` names it."""
+    headers = {"ETag": etag, "Cache-Control": CARD_CACHE_CONTROL}
+    if_none_match = request.headers.get("if-none-match", "")
+    tags = [tag.strip().removeprefix("W/") for tag in if_none_match.split(",")]
+    if "*" in tags or etag.removeprefix("W/") in tags:
+        return Response(status_code=304, headers=headers)
+    return JSONResponse(card, headers=headers)
+
+
+class _RouteSet:
+    """One set of SDK routes: the JSON-RPC dispatcher (called directly) and the rest."""
+
+    __slots__ = ("app", "jsonrpc")
+
+    def __init__(self, jsonrpc: JsonRpcDispatcher, app: Starlette) -> None:
+        self.jsonrpc = jsonrpc
+        self.app = app
+
+
+def _first_segments(routes: list[BaseRoute]) -> frozenset[str]:
+    """The first path segments of ``routes`` (``message:send``, ``tasks``, ``v1`` ...),
+    without parameters (the SDK's ``/{tenant}`` mount)."""
+    return frozenset(
+        segment
+        for route in routes
+        if isinstance(route, Route)
+        for segment in [route.path.split("/")[1]]
+        if "{" not in segment
+    )
+
+
 class _ParsedRequest(Request):
     """A request whose JSON body the registry has already read and parsed."""
 
@@ -189,6 +226,11 @@ class A2ARouter:
 
     ``lookup(persona_id, task_id)`` gives the app serving a persona (for a task
     still running on a replaced definition, the app running it), or None.
+
+    With a ``directory``, ``/a2a/`` itself is the hub's directory agent: its JSON-RPC
+    endpoint, its card at ``.well-known/agent-card.json`` and its HTTP+JSON paths
+    (``message:send``, ``tasks/...``, ``v1/...``). A persona comes first: one whose id is
+    such a path's first segment (``tasks``, ``v1``) hides that path of the directory.
     """
 
     def __init__(
@@ -200,9 +242,11 @@ class A2ARouter:
         task_listing: TaskListing = "context",
         max_id_length: int = MAX_ID_LENGTH,
         services: HubServices | None = None,
+        directory: HubDirectory | None = None,
     ) -> None:
         """``task_listing``, ``max_id_length``: see :class:`PersonaRequestHandler`;
-        ``services``: who may call, limits, audit, avatars, idle streams."""
+        ``services``: who may call, limits, audit, avatars, idle streams; ``directory``:
+        the agent served at ``/a2a/`` itself (none: a 404 there)."""
         services = services or HubServices()
         audit = services.audit
         self._audit = audit if audit is not None and audit.enabled else None
@@ -217,23 +261,37 @@ class A2ARouter:
         handler = PersonaRequestHandler(
             lookup, task_listing=task_listing, max_id_length=max_id_length, metrics=self._metrics
         )
-        builder = PersonaContextBuilder()
-        self._jsonrpc = jsonrpc_dispatcher(
-            handler, context_builder=builder, shutdown_grace_period=shutdown_grace_period
-        )
-        """Serves every JSON-RPC call (a POST to ``{persona_id}/``), called directly."""
-        routes: list[BaseRoute] = [
+        self._builder = PersonaContextBuilder()
+        self._grace = shutdown_grace_period
+        self._routes = self._route_set(
+            handler,
             Route(CARD_PATH, self._card_endpoint, methods=["GET"]),
             Route(AVATAR_PATH, self._avatar_endpoint, methods=["GET"]),
+        )
+        """Serves every persona: the JSON-RPC dispatcher is called directly."""
+        self._directory = directory
+        self._directory_routes: _RouteSet | None = None
+        self._directory_segments: frozenset[str] = frozenset()
+        if directory is not None:
+            self._directory_routes = self._route_set(
+                directory.handler, Route(CARD_PATH, self._directory_card, methods=["GET"])
+            )
+            self._directory_segments = _first_segments(self._directory_routes.app.routes)
+
+    def _route_set(self, handler: RequestHandler, *first: BaseRoute) -> _RouteSet:
+        """The SDK's JSON-RPC and HTTP+JSON routes (corrected: :mod:`.sdk_fixes.routes`)
+        for ``handler``, after the routes ``first`` (the card route goes before the REST
+        routes, whose ``/{tenant}`` mount would take it)."""
+        dispatcher = jsonrpc_dispatcher(
+            handler, context_builder=self._builder, shutdown_grace_period=self._grace
+        )
+        routes: list[BaseRoute] = [
+            *first,
             # Reached only by other methods than POST (405), see __call__.
-            Route("/", self._jsonrpc.handle_requests, methods=["POST"]),
-            *rest_routes(
-                handler,
-                context_builder=builder,
-                shutdown_grace_period=shutdown_grace_period,
-            ),
+            Route("/", dispatcher.handle_requests, methods=["POST"]),
+            *rest_routes(handler, context_builder=self._builder, shutdown_grace_period=self._grace),
         ]
-        self._routes_app = Starlette(routes=routes)
+        return _RouteSet(dispatcher, Starlette(routes=routes))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve ``{persona_id}/...`` below the mount point; an unknown id is a JSON 404."""
@@ -242,7 +300,12 @@ class A2ARouter:
         relative = (path[len(root) :] if path.startswith(root) else path).lstrip("/")
         persona_id, _, rest = relative.partition("/")
         served = self._lookup(persona_id, None)
-        if served is None:
+        persona: Persona | None
+        if served is not None:
+            persona, routes = served.persona, self._routes
+        elif self._directory_routes is not None and persona_id in self._directory_segments:
+            persona, routes, persona_id, rest = None, self._directory_routes, "", relative
+        else:
             await not_found_response(persona_id)(scope, receive, send)
             return
         inner = dict(scope)
@@ -253,7 +316,7 @@ class A2ARouter:
         # Traced: the caller's W3C trace context is the parent of the request's spans.
         parent = remote_context(scope["headers"]) if tracing_active() else None
         if not self._log_fields and parent is None:
-            await self._serve(served, persona_id, rest, scope, inner, receive, send)
+            await self._serve(persona, persona_id, rest, routes, scope, inner, receive, send)
             return
         fields = (
             bind_log_fields(request_id=inner[REQUEST_ID_KEY], persona=persona_id)
@@ -262,7 +325,7 @@ class A2ARouter:
         )
         traced = otel_context.attach(parent) if parent is not None else None
         try:
-            await self._serve(served, persona_id, rest, scope, inner, receive, send)
+            await self._serve(persona, persona_id, rest, routes, scope, inner, receive, send)
         finally:
             if traced is not None:
                 otel_context.detach(traced)
@@ -271,21 +334,23 @@ class A2ARouter:
 
     async def _serve(
         self,
-        served: ServedPersona,
+        persona: Persona | None,
         persona_id: str,
         rest: str,
+        routes: _RouteSet,
         scope: Scope,
         inner: dict[str, Any],
         receive: Receive,
         send: Send,
     ) -> None:
+        """Serve a call to ``persona`` (``None``: the directory, at the root itself)."""
         root: str = scope.get("root_path", "")
         if rest not in PUBLIC_PATHS:
-            refusal = await self._admit(served.persona, rest, scope, inner)
+            refusal = await self._admit(persona, rest, scope, inner)
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
-        persona_root = f"{root}/{persona_id}"
+        persona_root = f"{root}/{persona_id}" if persona_id else root
         inner["root_path"] = persona_root
         inner["path"] = f"{persona_root}/{rest}"
         inner[PERSONA_SCOPE_KEY] = persona_id
@@ -312,7 +377,7 @@ class A2ARouter:
                     return
                 inner[RPC_BODY_SCOPE_KEY] = parsed
                 method = parsed.get("method") if isinstance(parsed, dict) else None
-                async with self._counted(served.persona, rest, method, inner) as refusal:
+                async with self._counted(persona, rest, method, inner) as refusal:
                     if refusal is not None:
                         await refusal(scope, receive, send)
                         return
@@ -322,18 +387,18 @@ class A2ARouter:
                         # minus Starlette's routing and middleware (~4 % of a call's CPU)
                         # and a second parse of the body.
                         request = _ParsedRequest(inner, receive, send, parsed)
-                        response = await self._jsonrpc.handle_requests(request)
+                        response = await routes.jsonrpc.handle_requests(request)
                         await response(inner, receive, send)
 
                     await self._served(call_kind(rest, method), json_rpc, send)
                 return
-        async with self._counted(served.persona, rest, None, inner) as refusal:
+        async with self._counted(persona, rest, None, inner) as refusal:
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
 
             async def rest_call(send: Send) -> None:
-                await self._routes_app(inner, receive, send)
+                await routes.app(inner, receive, send)
 
             await self._served(call_kind(rest, None), rest_call, send)
 
@@ -382,20 +447,30 @@ class A2ARouter:
                     await call
 
     async def _admit(
-        self, persona: Persona, rest: str, scope: Scope, inner: dict[str, Any]
+        self, persona: Persona | None, rest: str, scope: Scope, inner: dict[str, Any]
     ) -> Response | None:
-        """Who calls (into ``inner``), and whether it may: a refusal, or ``None``."""
+        """Who calls (into ``inner``), and whether it may: a refusal, or ``None``.
+
+        The directory (``persona`` None) is admitted as a persona without ``access:`` or
+        ``limits:`` of its own: under the hub's default access and limits; any principal
+        with the A2A scope may use it, whichever personas its key names.
+        """
         client = scope.get("client")
         inner[CALLER_KEY] = f"ip:{client[0]}" if client else "ip:unknown"
+        persona_id = persona.id if persona is not None else ""
         if self._auth is not None:
-            access = persona.access or self._auth.default_access
+            auth = self._auth
+            if persona is None:  # the directory: not one of the personas a key may name
+                access, named = auth.default_access, None
+            else:
+                access, named = persona.access or auth.default_access, persona.id
             try:
-                principal = await self._auth.caller(
-                    scope["headers"], access=access, scope=SCOPE_A2A, persona_id=persona.id
+                principal = await auth.caller(
+                    scope["headers"], access=access, scope=SCOPE_A2A, persona_id=named
                 )
             except AuthError as error:
-                self._record("auth.refused", persona.id, inner, str(error.status), error.message)
-                self._refusal(persona.id, "unauthenticated" if error.status == 401 else "forbidden")
+                self._record("auth.refused", persona_id, inner, str(error.status), error.message)
+                self._refusal(persona_id, "unauthenticated" if error.status == 401 else "forbidden")
                 return self._refused(rest, error)
             if principal is not None:  # the SDK's context builder reads the Starlette user
                 inner["user"] = principal
@@ -405,17 +480,18 @@ class A2ARouter:
             caller = inner[CALLER_KEY]
             try:
                 self._quotas.check_rate(caller, self._quotas.limits.requests_per_minute)
-                persona_rate = persona.limits.requests_per_minute or 0
-                self._quotas.check_rate(caller, persona_rate, scope=persona.id)
+                if persona is not None:
+                    persona_rate = persona.limits.requests_per_minute or 0
+                    self._quotas.check_rate(caller, persona_rate, scope=persona_id)
             except RateLimited as error:
-                self._record("rate.refused", persona.id, inner, "429", error.message)
-                self._refusal(persona.id, "rate_limited")
+                self._record("rate.refused", persona_id, inner, "429", error.message)
+                self._refusal(persona_id, "rate_limited")
                 return self._rate_limited(rest, error)
         return None
 
     @asynccontextmanager
     async def _counted(
-        self, persona: Persona, rest: str, method: Any, inner: dict[str, Any]
+        self, persona: Persona | None, rest: str, method: Any, inner: dict[str, Any]
     ) -> AsyncIterator[Response | None]:
         """Hold a stream's place in the caller's open streams while it is served; refuse a
         send or stream over the caller's (or the persona's) running tasks."""
@@ -424,16 +500,18 @@ class A2ARouter:
             yield None
             return
         caller = inner[CALLER_KEY]
+        persona_id = persona.id if persona is not None else ""
         try:
-            if kind in ("send", "stream"):
-                self._quotas.check_start(caller, persona.id, persona.limits.running_tasks or 0)
+            # The directory's answers are no tasks: only its streams count.
+            if kind in ("send", "stream") and persona is not None:
+                self._quotas.check_start(caller, persona_id, persona.limits.running_tasks or 0)
             if kind in ("stream", "subscribe"):
                 with self._quotas.stream(caller):
                     yield None
                 return
         except RateLimited as error:
-            self._record("rate.refused", persona.id, inner, "429", error.message)
-            self._refusal(persona.id, "rate_limited")
+            self._record("rate.refused", persona_id, inner, "429", error.message)
+            self._refusal(persona_id, "rate_limited")
             yield self._rate_limited(rest, error)
             return
         yield None
@@ -540,9 +618,8 @@ class A2ARouter:
         app = self._lookup(request.scope.get(PERSONA_SCOPE_KEY, ""), None)
         if app is None:
             return not_found_response(request.scope.get(PERSONA_SCOPE_KEY, ""))
-        headers = {"ETag": app.card_etag, "Cache-Control": CARD_CACHE_CONTROL}
-        if_none_match = request.headers.get("if-none-match", "")
-        tags = [tag.strip().removeprefix("W/") for tag in if_none_match.split(",")]
-        if "*" in tags or app.card_etag.removeprefix("W/") in tags:
-            return Response(status_code=304, headers=headers)
-        return JSONResponse(app.card_dict, headers=headers)
+        return card_response(request, app.card_dict, app.card_etag)
+
+    async def _directory_card(self, request: Request) -> Response:
+        assert self._directory is not None
+        return card_response(request, self._directory.card_dict, self._directory.card_etag)

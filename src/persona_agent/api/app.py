@@ -11,7 +11,6 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import httpx
-from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.tasks import DatabasePushNotificationConfigStore
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
@@ -24,8 +23,6 @@ from persona_agent import __version__
 from persona_agent.a2a.agent_card import (
     A2A_PREFIX,
     CARD_PATH,
-    build_hub_card,
-    persona_url,
     provider,
 )
 from persona_agent.a2a.card_signing import JWKS_PATH, CardSigner
@@ -37,6 +34,7 @@ from persona_agent.a2a.push_notifications import (
 )
 from persona_agent.a2a.quotas import QuotaLimits, Quotas
 from persona_agent.a2a.registry import A2ARegistry
+from persona_agent.a2a.router import card_response
 from persona_agent.a2a.services import HubServices
 from persona_agent.a2a.task_store import SqlTaskStore, persona_owner
 from persona_agent.api.deps import UPLOAD_HEADER, ApiAuth, Reader, is_loopback
@@ -350,33 +348,23 @@ def create_app(settings: Settings) -> FastAPI:
 
     @app.get("/.well-known/agent.json", tags=["discovery"])
     async def aggregate_card() -> dict[str, Any]:
-        """Every persona's agent card, with the hub's own card."""
-        base = registry.base_url
+        """Every persona's agent card, with the hub's own card (its directory agent's)."""
         return {
-            "hub": agent_card_to_dict(build_hub_card(registry.personas(), base, services.provider)),
+            "hub": registry.directory.card_dict,
             "agents": [app_.card_dict for app_ in registry.apps()],
         }
 
     @app.get(CARD_PATH, tags=["discovery"])
-    async def hub_card() -> dict[str, Any]:
-        """The hub's own card."""
-        card = build_hub_card(registry.personas(), registry.base_url, services.provider)
-        return agent_card_to_dict(card)
+    async def hub_card(request: Request) -> Response:
+        """The hub's own card: its directory agent, at ``/a2a/``, which answers any message
+        with the personas and their card URLs (docs/a2a.md#the-hubs-own-agent)."""
+        directory = registry.directory
+        return card_response(request, directory.card_dict, directory.card_etag)
 
     @app.get(f"{A2A_PREFIX}/personas", tags=["discovery"])
     async def list_personas() -> list[dict[str, str]]:
         """Every persona served: id, name, description, endpoint and card URL."""
-        base = registry.base_url
-        return [
-            {
-                "id": p.id,
-                "name": p.name,
-                "description": p.description,
-                "url": persona_url(base, p.id),
-                "cardUrl": persona_url(base, p.id).rstrip("/") + CARD_PATH,
-            }
-            for p in registry.personas()
-        ]
+        return registry.directory.entries()
 
     @app.get(JWKS_PATH, tags=["discovery"])
     async def card_keys() -> JSONResponse:
