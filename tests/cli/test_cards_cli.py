@@ -23,7 +23,8 @@ def test_validate_and_agent_card_take_the_original_format(tmp_path: Path) -> Non
     (directory / "donald-trump.yaml").write_text(TRUMP, encoding="utf-8")
     result = runner.invoke(app, ["validate", "--personas-dir", str(directory)])
     assert result.exit_code == 0, result.output
-    assert "6 valid, 0 invalid" in result.output
+    bundled = len(list((REPO / "personas").glob("*.yaml")))  # five personas and a panel
+    assert f"{bundled + 1} valid, 0 invalid" in result.output
     result = runner.invoke(app, ["validate", str(directory / "donald-trump.yaml")])
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["agent-card", "donald-trump", "--personas-dir", str(directory)])

@@ -297,7 +297,7 @@ def test_new_and_persona_commands(chat: StartChat, llm: FakeLLM) -> None:
 
     session.say("/persona nobody")
     assert "No persona 'nobody'" in session.text
-    assert "marie-curie, socrates" in session.text  # the hub's personas, named
+    assert "marie-curie, science-panel, socrates" in session.text  # the hub's personas, named
     session.say("/persona")
     assert "/persona ID: which persona?" in session.text
     session.say("/nonsense")
@@ -355,9 +355,8 @@ def test_an_unknown_persona_or_an_absent_hub_is_named(chat: StartChat, hub: str)
     unknown = chat("nobody", "--url", hub)
     assert unknown.ended() == 1
     assert f"No persona 'nobody' on the hub at {hub}" in unknown.text
-    assert "ada-lovelace, albert-einstein, charles-darwin, greeter, marie-curie, socrates" in (
-        unknown.text
-    )
+    named = "ada-lovelace, albert-einstein, charles-darwin, greeter, marie-curie, science-panel"
+    assert f"{named}, socrates" in unknown.text  # the bundled panel is a persona too
 
     absent = chat("socrates", "--url", "http://127.0.0.1:9")
     assert absent.ended() == 1

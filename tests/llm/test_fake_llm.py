@@ -131,6 +131,27 @@ def test_models_and_unknown_routes(http: httpx.Client) -> None:
     assert http.get("/nothing").status_code == 404
 
 
+def test_script_for_answers_by_the_system_prompt_before_the_common_script(
+    fake: FakeLLM, http: httpx.Client
+) -> None:
+    def ask(system: str) -> str:
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": "Hi"}]
+        body = http.post("/chat/completions", json={"model": "m", "messages": messages}).json()
+        return str(body["choices"][0]["message"]["content"])
+
+    fake.script(Reply("common 1"), Reply("common 2"))
+    fake.script_for("You are Ada.", Reply("Ada 1"), Reply("Ada 2"))
+    fake.script_for("You are Bob.", Reply("Bob 1"))
+    assert ask("You are Bob. Speak as Bob.") == "Bob 1"
+    assert ask("You are Ada. Speak as Ada.") == "Ada 1"
+    assert ask("You are Bob. Speak as Bob.") == "common 1"  # Bob's script is used up
+    assert ask("You are Ada.") == "Ada 2"
+    assert ask("No one in particular.") == "common 2"
+    fake.script_for("You are Ada.", Reply("forgotten"))
+    fake.reset()
+    assert ask("You are Ada.").startswith("Hello from the fake LLM.")
+
+
 def test_reset_forgets_the_script_and_counters(fake: FakeLLM, http: httpx.Client) -> None:
     fake.script(Reply("scripted"))
     http.post("/chat/completions", json=ASK)

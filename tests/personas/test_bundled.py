@@ -15,6 +15,9 @@ from tests.personas import BUNDLED
 
 REQUIRED = {"albert-einstein", "ada-lovelace", "socrates", "marie-curie"}
 PATHS = sorted(BUNDLED.glob("*.yaml"))
+PANELS = [p for p in PATHS if "panel" in yaml.safe_load(p.read_text(encoding="utf-8"))]
+PERSONAS = [p for p in PATHS if p not in PANELS]
+"""Panels speak through their members: a background, a style and samples are theirs."""
 
 
 def test_the_required_personas_are_bundled_and_the_directory_is_clean() -> None:
@@ -42,7 +45,7 @@ def test_bundled_persona_loads_and_renders(tmp_path: Path, path: Path) -> None:
         assert f"{persona.name}: {sample.assistant.strip()}" in prompt
 
 
-@pytest.mark.parametrize("path", PATHS, ids=lambda path: path.stem)
+@pytest.mark.parametrize("path", PERSONAS, ids=lambda path: path.stem)
 def test_bundled_persona_is_rich(path: Path) -> None:
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     assert "version" not in raw
@@ -65,3 +68,16 @@ def test_bundled_persona_is_rich(path: Path) -> None:
         sentences = re.findall(r"[.!?](\s|$)", sample.assistant.strip())
         assert 2 <= len(sentences) <= 5, sample.assistant
     assert len(persona.card.examples) == 3
+
+
+def test_a_panel_is_bundled_whose_members_are_the_bundled_personas() -> None:
+    assert PANELS, "docs/collaboration.md runs its examples on a bundled panel"
+    personas, _ = load_persona_dir(BUNDLED)
+    for path in PANELS:
+        panel = personas[path.stem].panel
+        assert panel is not None
+        assert panel.mode == "broadcast"
+        for member in panel.members:
+            assert member in personas, member
+            assert personas[member].panel is None
+        assert len(personas[path.stem].card.examples) == 3
