@@ -253,6 +253,10 @@ interaction_samples:
 """A generated persona: about 600 bytes of YAML (the bundled ones are 5-8 KB)."""
 
 
+BUNDLED_COUNT = len(list((REPO / "personas").glob("*.yaml")))
+"""The bundled personas (a panel among them), what a hub with no others serves."""
+
+
 def make_personas(directory: Path, count: int) -> None:
     """``count`` small valid personas, ``p00000`` ... (the bundled ones when count is 0)."""
     directory.mkdir(parents=True)
@@ -394,7 +398,7 @@ def streaming(root: Path, count: int) -> list[Row]:
 def persona_count(root: Path, count: int, rounds: int, window: str) -> list[Row]:
     few, many = hub_home(root, "hub-few"), hub_home(root, "hub-many", count)
     with fake_llm() as llm:
-        # References for the start-up figures: the same start with the five bundled
+        # References for the start-up figures: the same start with the bundled
         # personas, and the agent's (the SDK's and openai's imports and uvicorn alone).
         started = time.monotonic()
         with bare_agent(llm, root):
@@ -408,7 +412,7 @@ def persona_count(root: Path, count: int, rounds: int, window: str) -> list[Row]
         with hub(llm, many) as (url, big):  # the first start: every file read, a new database
             first_start = time.monotonic() - started
             time.sleep(1)
-            per_persona = (rss_kib(big.pid) - small_rss) * 1024 / (count - 5) / 1000
+            per_persona = (rss_kib(big.pid) - small_rss) * 1024 / (count - BUNDLED_COUNT) / 1000
             # The last persona added, through the REST API as an operator would.
             added = httpx.post(
                 f"{url}/api/v1/personas",
@@ -429,7 +433,7 @@ def persona_count(root: Path, count: int, rounds: int, window: str) -> list[Row]
     drift = abs(median_ratio(pairs) - 1) * 100
     return [
         Row("start-up to ready: agent", bare_start, "s"),
-        Row("start-up to ready: hub, 5 bundled personas", few_start, "s"),
+        Row(f"start-up to ready: hub, {BUNDLED_COUNT} bundled personas", few_start, "s"),
         Row(f"{count:,} personas: first start-up", first_start, "s", "< 6", first_start < 6),
         Row(
             f"{count:,} personas: memory per persona", per_persona, "KB", "<= 10", per_persona <= 10
@@ -601,6 +605,27 @@ def observability_cost(rounds: int, window: str, root: Path) -> list[Row]:
 NO_METRICS = {"PERSONA_AGENT_METRICS": "false"}
 
 
+def panels(rounds: int, root: Path, quick: bool) -> list[Row]:
+    """The panel figure: bench/panels.py (which imports this file as ``run``)."""
+    import panels as part
+    import run as twin
+
+    rows = part.panels(rounds, root, quick)
+    CHECKED[0] += twin.CHECKED[0]
+    LOGS.extend(twin.LOGS)
+    return rows
+
+
+def consult(rounds: int, root: Path, quick: bool) -> list[Row]:
+    """The consultation figure: bench/consult.py (which imports this file as ``run``)."""
+    import consult as part
+    import run as twin
+
+    rows = part.consult(rounds, root, quick)
+    LOGS.extend(twin.LOGS)
+    return rows
+
+
 def replicas(rounds: int, window: str, root: Path, quick: bool) -> list[Row]:
     """The replica figures: bench/replicas.py (which imports this file as ``run``: its
     answers checked are added here)."""
@@ -633,7 +658,7 @@ def main() -> int:
         "--part",
         action="append",
         help="run only this part (repeatable): throughput and tail, instructions, streaming, "
-        "persona count, authentication, observability, memory, replicas",
+        "persona count, authentication, observability, memory, replicas, panels, consult",
     )
     args = parser.parse_args()
     rounds, window = (1, "5") if args.quick else (args.rounds, "10")
@@ -648,6 +673,8 @@ def main() -> int:
         ("observability", lambda root: observability_cost(rounds, window, root)),
         ("memory", lambda root: memory(root, first, total)),
         ("replicas", lambda root: replicas(rounds, window, root, args.quick)),
+        ("panels", lambda root: panels(rounds, root, args.quick)),
+        ("consult", lambda root: consult(rounds, root, args.quick)),
     ]
     if args.part:
         parts = [(name, part) for name, part in parts if name in args.part]

@@ -34,6 +34,7 @@ from a2a.types.a2a_pb2 import (
     TaskState,
 )
 from a2a.utils.errors import A2AError, TaskNotCancelableError
+from google.protobuf.json_format import MessageToDict
 
 from persona_agent.a2a.agent_card import A2A_PREFIX, CARD_PATH, persona_url
 from persona_agent.a2a.extensions import GREETING_EXTENSION_URI
@@ -165,6 +166,8 @@ class _Answer:
     at_line_start: bool = True
     state: TaskState = TaskState.TASK_STATE_UNSPECIFIED
     status_text: str = ""
+    progress_of: str = ""
+    """The tool whose progress (a consulted persona's answer) is being printed."""
 
     def show(self, event: StreamResponse) -> None:
         if event.HasField("artifact_update"):
@@ -189,6 +192,15 @@ class _Answer:
     def status(self, state: TaskState, message: Message) -> None:
         self.state = state
         self.status_text = _text(message)
+        progress = _progress_of(message)
+        if progress:  # a consulted persona's answer, streamed: dim, inline
+            if progress != self.progress_of:
+                self.aside(f"[{progress}:]", fg=None, dim=True)
+                self.progress_of = progress
+            _echo(self.status_text, dim=True)
+            self.at_line_start = self.status_text.endswith("\n")
+            return
+        self.progress_of = ""
         if state == TaskState.TASK_STATE_WORKING and self.status_text:
             self.aside(f"[{self.status_text}]", fg=None, dim=True)  # a tool call, say
 
@@ -229,6 +241,16 @@ class _Answer:
             self.aside("(the agent needs authorization to go on)", fg=typer.colors.YELLOW)
         elif state not in _ENDED:
             self.aside("(the answer's stream ended before the answer did)", fg="yellow")
+
+
+def _progress_of(message: Message) -> str:
+    """Whose progress a status message carries (this hub's ``tool-progress`` data), or ''."""
+    for part in message.parts:
+        if part.HasField("data"):
+            data = MessageToDict(part.data)
+            if isinstance(data, dict) and data.get("kind") == "tool-progress":
+                return str(data.get("persona") or data.get("tool") or "tool")
+    return ""
 
 
 def _text(message: Message) -> str:

@@ -84,6 +84,7 @@ class LLMError(PersonaAgentError):
 
 
 class ToolError(PersonaAgentError):
-    """An MCP tool call failed (unknown tool, not allowed, timeout, server error)."""
+    """A tool call failed (unknown tool, not allowed, timeout, server error, a consultation
+    refused or failed)."""
 
     message = "Tool call failed"

@@ -92,6 +92,10 @@ class Settings(BaseSettings):
     """YAML or JSON file declaring the MCP servers (see docs/tools.md)."""
     tool_timeout: float = Field(default=30.0, gt=0)
     max_tool_iterations: int = Field(default=10, ge=0)
+    consult_depth: int = Field(default=2, ge=0, le=8)
+    """How deep personas may consult each other (A → B → C is 2); 0 turns consulting off."""
+    agents_file: Path | None = None
+    """YAML file of A2A agents outside the hub that personas may call (docs/collaboration.md)."""
     history_cache_size: int = Field(default=200, ge=1)
     """Conversations kept in memory; older ones are read back from the database."""
     history_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=1024 * 1024)

@@ -7,7 +7,9 @@ format: ``POST /v1/chat/completions`` answers JSON, or SSE chunks when
 ``stream_options.include_usage`` is set, then ``data: [DONE]``), and
 ``GET /v1/models`` lists one model, ``fake-llm``.
 
-Each chat request pops the next scripted answer (FIFO, see :meth:`FakeLLM.script`):
+Each chat request pops the next scripted answer (FIFO, see :meth:`FakeLLM.script`), or
+the next of a script kept for requests whose system prompt holds a given text (see
+:meth:`FakeLLM.script_for`: one script per persona, for personas asked in parallel):
 
 - :class:`Reply`: a text answer, streamed in several chunks;
 - :class:`ToolCalls`: the model asks for tool calls, streamed the way OpenAI
@@ -41,7 +43,9 @@ where every answer is the first ``--tokens`` words of :data:`BENCH_SENTENCE`, no
 request is kept (only counted), and with
 ``--timing-file``, an answer whose last user message holds ``[[bench:ID]]`` appends
 ``ID<TAB>first<TAB>last<TAB>tokens``: ``time.monotonic()`` (one clock for every
-process of the machine) just before its first and last tokens were written.
+process of the machine) just before its first and last tokens were written. An answer
+whose last user message holds ``[[consult:ID]]``, with tools offered, is a call of the
+tool ``consult__ID`` instead (the consultation benchmark).
 
 A *disconnect* is a chat request the client abandoned (closed its connection)
 before the server finished answering: a stream closed early, or a
@@ -79,6 +83,7 @@ _WORDS = re.compile(r"\s*\S+|\s+$")
 _ARGUMENT_FRAGMENT = 8  # characters of tool-call arguments per streamed delta
 _DROP_MESSAGE = "ASGI callable returned without completing response."
 _MARKER = re.compile(r"\[\[bench:([A-Za-z0-9_.-]+)\]\]")
+_CONSULT_MARKER = re.compile(r"\[\[consult:([a-z0-9-]+)\]\]")
 BENCH_SENTENCE = (
     "Hello from the fake LLM. This is a deterministic reply used to measure the overhead of "
     "the agent hub, not the quality of any model."
@@ -172,7 +177,7 @@ class FakeLLM:
     def __init__(
         self,
         *,
-        default: Callable[[dict[str, Any]], Reply] | None = None,
+        default: Callable[[dict[str, Any]], Scripted] | None = None,
         timing: IO[str] | None = None,
         port: int = 0,
         record: bool = True,
@@ -183,6 +188,7 @@ class FakeLLM:
         self._record = record
         self._changed = threading.Condition()
         self._queue: deque[Scripted] = deque()
+        self._for: dict[str, deque[Scripted]] = {}
         self._requests: list[dict[str, Any]] = []
         self._seen: list[Seen] = []
         self._received = 0
@@ -291,11 +297,21 @@ class FakeLLM:
         with self._changed:
             self._queue.extend(responses)
 
+    def script_for(self, system_text: str, *responses: Scripted) -> None:
+        """Queue answers for the chat requests whose system message(s) contain
+        ``system_text`` (say ``"You are Socrates."``): such a request pops the next of these
+        (FIFO) before the common script of :meth:`script`; once they are used up, it takes
+        from the common script again. With several such texts in one system prompt, the
+        first one scripted wins."""
+        with self._changed:
+            self._for.setdefault(system_text, deque()).extend(responses)
+
     def reset(self) -> None:
-        """Clear the queue, the recorded requests and the counters."""
+        """Clear the queues, the recorded requests and the counters."""
         with self._changed:
             self._generation += 1
             self._queue.clear()
+            self._for.clear()
             self._requests.clear()
             self._seen.clear()
             self._held_off.clear()
@@ -431,7 +447,7 @@ class FakeLLM:
             else:
                 self._held_off.pop(key, None)
                 self._active += 1
-                item = self._queue.popleft() if self._queue else None
+                item = self._next_for(body)
             self._changed.notify_all()
         if wait > 0:
             headers = {"retry-after-ms": f"{wait * 1000:.0f}"}
@@ -455,6 +471,16 @@ class FakeLLM:
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
             self._count(generation, active=-1)
+
+    def _next_for(self, body: dict[str, Any]) -> Scripted | None:
+        """The next scripted answer for ``body`` (under the lock): from the first script of
+        :meth:`script_for` whose text its system prompt holds, else from the common one."""
+        if self._for:
+            system = _system_text(body)
+            for text, queue in self._for.items():
+                if queue and text in system:
+                    return queue.popleft()
+        return self._queue.popleft() if self._queue else None
 
     def hold_off(self, body: dict[str, Any], seconds: float) -> None:
         """Refuse ``body`` again for ``seconds`` from now (see :attr:`too_early`)."""
@@ -737,6 +763,16 @@ def _text(content: Any) -> str:
     return ""
 
 
+def _system_text(body: dict[str, Any]) -> str:
+    """The text of a request's system messages."""
+    messages = body.get("messages")
+    return "\n".join(
+        _text(m.get("content"))
+        for m in (messages if isinstance(messages, list) else [])
+        if isinstance(m, dict) and m.get("role") == "system"
+    )
+
+
 def _last_user_text(body: dict[str, Any]) -> str:
     messages = body.get("messages")
     users: Iterator[Any] = (
@@ -777,12 +813,26 @@ async def _send_error(
     await _send_json(send, status, {"error": error}, headers)
 
 
-def bench_reply(tokens: int, token_delay: float) -> Callable[[dict[str, Any]], Reply]:
-    """Every answer: the first ``tokens`` words of :data:`BENCH_SENTENCE`, cycling."""
+def bench_reply(tokens: int, token_delay: float) -> Callable[[dict[str, Any]], Scripted]:
+    """Every answer: the first ``tokens`` words of :data:`BENCH_SENTENCE`, cycling; but a
+    request whose last message is the user's, holding ``[[consult:ID]]``, with tools
+    offered, gets a call of the tool ``consult__ID`` (the question: the rest of the text)."""
     words = itertools.islice(itertools.cycle(BENCH_SENTENCE.split()), tokens)
     pieces = [word if index == 0 else " " + word for index, word in enumerate(words)]
     reply = Reply("".join(pieces), chunks=pieces, token_delay=token_delay)
-    return lambda _body: reply
+
+    def answer(body: dict[str, Any]) -> Scripted:
+        messages = body.get("messages") or [{}]
+        last = messages[-1] if isinstance(messages[-1], dict) else {}
+        if body.get("tools") and last.get("role") == "user":
+            text = _text(last.get("content"))
+            found = _CONSULT_MARKER.search(text)
+            if found is not None:
+                question = _CONSULT_MARKER.sub("", text).strip() or "What do you think?"
+                return ToolCalls([(f"consult__{found.group(1)}", {"question": question})])
+        return reply
+
+    return answer
 
 
 def main() -> None:

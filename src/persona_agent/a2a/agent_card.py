@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from a2a.types.a2a_pb2 import (
@@ -22,6 +23,7 @@ from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, Tran
 from persona_agent import __version__
 from persona_agent.a2a.extensions import cost_extension, greeting_extension
 from persona_agent.a2a.input import READABLE_FILE_TYPES
+from persona_agent.a2a.panel_text import card_description, card_tags
 from persona_agent.auth import SCOPE_A2A, Access, Authenticator
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import apply_macros, render_greeting
@@ -77,6 +79,23 @@ def _interfaces(url: str) -> list[AgentInterface]:
     ]
 
 
+def _collaboration(persona: Persona) -> str:
+    """Whom the persona works with, for orchestrators reading its card."""
+    said = ""
+    if persona.consult == "*":
+        said += " It may consult every other persona of this hub."
+    elif persona.consult:
+        said += " It may consult these personas of this hub: " + ", ".join(persona.consult) + "."
+    if persona.agents:
+        said += " It may call these agents outside the hub: " + ", ".join(persona.agents) + "."
+    return said
+
+
+def _collaboration_tags(persona: Persona) -> list[str]:
+    consults = ["*"] if persona.consult == "*" else persona.consult
+    return [f"consults:{i}" for i in consults] + [f"calls-agent:{a}" for a in persona.agents]
+
+
 def build_agent_card(
     persona: Persona,
     base_url: str,
@@ -84,6 +103,7 @@ def build_agent_card(
     *,
     push: bool = False,
     provided_by: AgentProvider | None = None,
+    member_names: Mapping[str, str] | None = None,
 ) -> AgentCard:
     """The persona's card: a ``conversation`` skill plus one skill per knowledge domain.
 
@@ -91,14 +111,24 @@ def build_agent_card(
     interface URLs are built from ``base_url`` (the public base URL when set). With
     ``auth``, the card declares how to authenticate, whether the persona requires it, and
     the extended card that authenticated callers get. ``provided_by``: the card's
-    provider (default: "persona-agent" at ``base_url``).
+    provider (default: "persona-agent" at ``base_url``). A panel's conversation skill
+    says its mode and lists its members (``member_names``: id → name) and tags them.
     """
     skills = [
         AgentSkill(
             id=f"{persona.id}-conversation",
             name=f"Conversation with {persona.name}",
-            description=persona.description,
-            tags=["conversation", "persona", *persona.knowledge_domains, *persona.tags],
+            description=persona.description
+            + _collaboration(persona)
+            + card_description(persona, member_names or {}),
+            tags=[
+                "conversation",
+                "persona",
+                *persona.knowledge_domains,
+                *persona.tags,
+                *_collaboration_tags(persona),
+                *card_tags(persona),
+            ],
             examples=list(persona.card.examples),
             input_modes=INPUT_MODES,
             output_modes=OUTPUT_MODES,

@@ -22,6 +22,7 @@ from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload
 from persona_agent.a2a.input import message_to_text
 from persona_agent.a2a.keys import (
     CALLER_KEY,
+    CONSULT_CHAIN_KEY,
     PARTS_METADATA_KEY,
     REQUEST_ID_KEY,
     WHOLE_ANSWER_STATE_KEY,
@@ -29,7 +30,8 @@ from persona_agent.a2a.keys import (
 from persona_agent.a2a.quotas import Quotas
 from persona_agent.audit import AuditLog
 from persona_agent.chat.engine import ChatEngine
-from persona_agent.chat.events import Done, Token, ToolEnd, ToolStart
+from persona_agent.chat.events import Done, Token, ToolEnd, ToolOutput, ToolStart
+from persona_agent.chat.tools import Turn
 from persona_agent.errors import PersonaAgentError
 from persona_agent.logs import LOG_FIELDS, bind_log_fields
 from persona_agent.metrics import HubMetrics
@@ -51,8 +53,9 @@ class PersonaAgentExecutor(AgentExecutor):
     end; the whole answer in one event when nobody watches it grow:
     :data:`WHOLE_ANSWER_STATE_KEY`), reports each tool call as a ``working``
     status update, and ends with ``completed`` (the answer as the status
-    message, plus a cost-v1 DataPart) or ``failed`` (a short message, never a
-    stack trace).
+    message, plus a cost-v1 DataPart), ``input-required`` (a tool's question for the
+    user, an outside agent's, as the status message: the task's next message is the
+    answer) or ``failed`` (a short message, never a stack trace).
 
     ``cancel()`` stops the task's events at once and emits ``canceled``; the
     SDK then cancels ``execute()``, which closes the LLM stream and abandons any
@@ -128,12 +131,20 @@ class PersonaAgentExecutor(AgentExecutor):
             owner = user.user_name if user.is_authenticated else ""
             conversation = conversation_key(owner, context_id)
             caller = context.call_context.state.get(CALLER_KEY)
+            chain = context.call_context.state.get(CONSULT_CHAIN_KEY, ())
+            turn = Turn(
+                persona_id=self.persona.id,
+                conversation=conversation,
+                task_id=task_id,
+                context_id=context_id,
+                chain=(*chain, self.persona.id),
+                origin=context.call_context,
+            )
             if self.quotas is not None and caller:
                 with self.quotas.running(caller, self.persona.id):
-                    await self._answer(message, task_id, conversation, updater, whole, started)
+                    state = await self._answer(message, turn, updater, whole, started)
             else:
-                await self._answer(message, task_id, conversation, updater, whole, started)
-            state = "completed"
+                state = await self._answer(message, turn, updater, whole, started)
         except PersonaAgentError as error:
             reference = uuid.uuid4().hex[:12]
             logger.warning(
@@ -177,23 +188,25 @@ class PersonaAgentExecutor(AgentExecutor):
     async def _answer(
         self,
         message: Message,
-        task_id: str,
-        conversation: str,
+        turn: Turn,
         updater: TaskUpdater,
         whole: bool,
         started: float,
-    ) -> None:
+    ) -> str:
         """Answer: ``whole``, in one artifact event at the end; ``started``: when the task
-        started (for the time to the first text)."""
+        started (for the time to the first text). The state the task ends in:
+        ``completed``, or ``input-required`` when a tool's question waits for the user."""
+        task_id = turn.task_id
         text = message_to_text(message)
         chunks = _AnswerChunks(updater)
         first_text = (
             self.metrics.first_text_seconds.labels(self.persona.id) if self.metrics else None
         )
-        async with aclosing(self.engine.stream(self.persona, conversation, text)) as events:
+        answer = self.engine.stream(self.persona, turn.conversation, text, turn=turn)
+        async with aclosing(answer) as events:
             async for event in events:
                 if task_id in self._cancelled:
-                    return
+                    return "canceled"
                 if isinstance(event, Token):
                     if first_text is not None:
                         first_text.observe(time.monotonic() - started)
@@ -210,6 +223,9 @@ class PersonaAgentExecutor(AgentExecutor):
                     await _tool_status(
                         updater, f"Calling tool {event.name}", event.call_id, payload
                     )
+                elif isinstance(event, ToolOutput):
+                    progress = {"kind": "tool-progress", "tool": event.name, **event.data}
+                    await _tool_status(updater, event.text, event.call_id, progress)
                 elif isinstance(event, ToolEnd):
                     outcome = "failed" if event.is_error else "returned"
                     result: dict[str, Any] = {
@@ -217,18 +233,26 @@ class PersonaAgentExecutor(AgentExecutor):
                         "tool": event.name,
                         "isError": event.is_error,
                         "result": event.result[:2000],
+                        **event.data,
                     }
                     await _tool_status(
                         updater, f"Tool {event.name} {outcome}", event.call_id, result
                     )
                 elif isinstance(event, Done):
-                    await chunks.add(event.text if whole else "", last=True)
+                    if event.question is None or event.text:  # a question alone is no answer
+                        await chunks.add(event.text if whole else "", last=True)
+                    said = event.text if event.question is None else event.question
                     final = updater.new_agent_message(
-                        [Part(text=event.text), Part(data=_value(cost_payload(event)))]
+                        [Part(text=said), Part(data=_value(cost_payload(event)))]
                     )
                     final.extensions.append(COST_EXTENSION_URI)
-                    if task_id not in self._cancelled:
-                        await updater.complete(final)
+                    if task_id in self._cancelled:
+                        return "canceled"
+                    if event.question is not None:
+                        await updater.requires_input(final)
+                        return "input-required"
+                    await updater.complete(final)
+        return "completed"
 
     async def _finish_failed(self, updater: TaskUpdater, task_id: str, reason: str) -> None:
         if task_id in self._cancelled:

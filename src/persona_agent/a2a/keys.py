@@ -8,9 +8,11 @@ from a2a.types.a2a_pb2 import TaskState
 __all__ = [
     "BINDING_KEY",
     "CALLER_KEY",
+    "CONSULT_CHAIN_KEY",
     "PARTS_METADATA_KEY",
     "PERSONA_SCOPE_KEY",
     "PERSONA_STATE_KEY",
+    "PRINCIPAL_STATE_KEY",
     "RAW_STATUS_STATE_KEY",
     "REQUEST_ID_KEY",
     "RPC_BODY_SCOPE_KEY",
@@ -35,6 +37,12 @@ REQUEST_ID_KEY = "persona_agent.request_id"
 CALLER_KEY = "persona_agent.caller"
 """Who calls, for per-caller limits (its principal, or ``ip:{address}``), in the ASGI
 scope and ``ServerCallContext.state``."""
+CONSULT_CHAIN_KEY = "persona_agent.consult_chain"
+"""In ``ServerCallContext.state`` of a consultation: the personas that consulted each other
+down to the one called, outermost first (for the depth limit and cycle detection)."""
+PRINCIPAL_STATE_KEY = "persona_agent.principal"
+"""The caller's :class:`~persona_agent.auth.principal.Principal` (absent: anonymous), in
+``ServerCallContext.state``: what the calls the hub makes for it are checked against."""
 BINDING_KEY = "persona_agent.binding"
 """The binding a call came by (``jsonrpc`` or ``http+json``), in the ASGI scope and
 ``ServerCallContext.state``, for the request metrics."""

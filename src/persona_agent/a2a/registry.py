@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
@@ -27,8 +28,10 @@ from persona_agent.a2a.agent_card import build_agent_card, build_extended_card
 from persona_agent.a2a.directory import HubDirectory
 from persona_agent.a2a.executor import PersonaAgentExecutor
 from persona_agent.a2a.keys import TERMINAL_STATES
+from persona_agent.a2a.local_calls import LocalCalls
+from persona_agent.a2a.panel import PanelExecutor
 from persona_agent.a2a.router import A2ARouter
-from persona_agent.a2a.routing import MAX_ID_LENGTH, TaskListing
+from persona_agent.a2a.routing import MAX_ID_LENGTH, PersonaRequestHandler, TaskListing
 from persona_agent.a2a.services import HubServices
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.personas.model import Persona
@@ -53,15 +56,33 @@ class PersonaApp:
         engine: ChatEngine,
         task_store: TaskStore | VersionedTaskStore,
         services: HubServices | None = None,
+        members: tuple[LocalCalls, Callable[[str], Persona | None]] | None = None,
     ) -> None:
+        """``members``: how a panel asks its members (the registry's local calls and
+        persona lookup); a persona with ``panel:`` needs it."""
         self.persona = persona
         self._services = services = services or HubServices()
-        self.executor = PersonaAgentExecutor(
-            persona, engine, services.audit, services.quotas, services.metrics
-        )
+        self.executor: PersonaAgentExecutor | PanelExecutor
+        if persona.panel is not None:
+            if members is None:
+                raise ValueError(f"the panel {persona.id} needs its members' calls")
+            auth = services.auth
+            self.executor = PanelExecutor(
+                persona,
+                *members,
+                default_access=auth.default_access if auth is not None else "public",
+                audit=services.audit,
+                quotas=services.quotas,
+                metrics=services.metrics,
+            )
+        else:
+            self.executor = PersonaAgentExecutor(
+                persona, engine, services.audit, services.quotas, services.metrics
+            )
         self._base_url = base_url
         self._task_store = task_store
         self._engine = engine
+        self._lookup = members[1] if members is not None else None
 
     @cached_property
     def card(self) -> AgentCard:
@@ -72,16 +93,27 @@ class PersonaApp:
             services.authenticator,
             push=services.push is not None,
             provided_by=services.provider,
+            member_names=self._member_names(),
         )
         return services.signer.sign(card) if services.signer is not None else card
+
+    def _member_names(self) -> dict[str, str]:
+        """A panel's members and moderator served now, by id, with their names."""
+        panel, lookup = self.persona.panel, self._lookup
+        if panel is None or lookup is None:
+            return {}
+        moderator = [panel.moderator] if panel.moderator is not None else []
+        found = (lookup(i) for i in (*panel.members, *moderator))
+        return {p.id: p.name for p in found if p is not None}
 
     @cached_property
     def extended_card(self) -> AgentCard | None:
         """For authenticated callers, when anyone can authenticate."""
         if self._services.auth is None:
             return None
-        toolbox = self._engine.toolbox
-        tools = toolbox.tool_specs(self.persona.tools.allow) if toolbox is not None else []
+        sources = self._engine.tools
+        panel = self.persona.panel is not None  # its members' tools are theirs
+        tools = sources.specs(self.persona) if sources is not None and not panel else []
         extended = build_extended_card(self.card, tools)
         signer = self._services.signer
         if signer is not None:  # its own signature: the public card's would not verify
@@ -157,6 +189,16 @@ class A2ARegistry:
             directory=self.directory,
         )
         """The ASGI side: what ``/a2a`` is mounted on."""
+        self.local_calls = LocalCalls(
+            PersonaRequestHandler(
+                self.app_for,
+                task_listing=task_listing,
+                max_id_length=max_id_length,
+                metrics=self.services.metrics,
+            )
+        )
+        """Messages to the served personas from within the hub (consultations, panels),
+        through the same forwarding handler as the router's."""
 
     # -- the registry -------------------------------------------------------
 
@@ -168,6 +210,11 @@ class A2ARegistry:
 
     def get(self, persona_id: str) -> PersonaApp | None:
         return self._apps.get(persona_id)
+
+    def persona(self, persona_id: str) -> Persona | None:
+        """The persona served under ``persona_id``, if any."""
+        app = self._apps.get(persona_id)
+        return app.persona if app is not None else None
 
     def personas(self) -> list[Persona]:
         return [app.persona for app in sorted(self._apps.values(), key=lambda a: a.persona.id)]
@@ -218,7 +265,14 @@ class A2ARegistry:
             self.remove(change.persona_id)
 
     def _build(self, persona: Persona) -> PersonaApp:
-        return PersonaApp(persona, self.base_url, self._engine, self._task_store, self.services)
+        return PersonaApp(
+            persona,
+            self.base_url,
+            self._engine,
+            self._task_store,
+            self.services,
+            members=(self.local_calls, self.persona),
+        )
 
     async def aclose(self) -> None:
         """Stop serving: let running tasks finish, cancel the rest, close every handler.

@@ -48,6 +48,7 @@ from persona_agent.a2a.keys import (
     PARTS_METADATA_KEY,
     PERSONA_SCOPE_KEY,
     PERSONA_STATE_KEY,
+    PRINCIPAL_STATE_KEY,
     RAW_STATUS_STATE_KEY,
     REQUEST_ID_KEY,
     RPC_BODY_SCOPE_KEY,
@@ -55,6 +56,7 @@ from persona_agent.a2a.keys import (
 )
 from persona_agent.a2a.sdk_fixes.routes import check_status_filter
 from persona_agent.a2a.sdk_fixes.subscription import without_replayed
+from persona_agent.auth.principal import Principal
 from persona_agent.metrics import HubMetrics
 
 T = TypeVar("T")
@@ -93,6 +95,9 @@ class PersonaContextBuilder(DefaultServerCallContextBuilder):
         context.state[REQUEST_ID_KEY] = scope.get(REQUEST_ID_KEY)
         context.state[CALLER_KEY] = scope.get(CALLER_KEY)
         context.state[BINDING_KEY] = scope.get(BINDING_KEY, "")
+        user = scope.get("user")
+        if isinstance(user, Principal):
+            context.state[PRINCIPAL_STATE_KEY] = user
         body = scope.get(RPC_BODY_SCOPE_KEY)
         if isinstance(body, dict):
             params = body.get("params")

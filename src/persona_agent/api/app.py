@@ -26,6 +26,8 @@ from persona_agent.a2a.agent_card import (
     provider,
 )
 from persona_agent.a2a.card_signing import JWKS_PATH, CardSigner
+from persona_agent.a2a.consult import Consultations
+from persona_agent.a2a.panel_text import panel_listing, warn_panel_problems, with_panels
 from persona_agent.a2a.push_notifications import (
     IndexedConfigStore,
     PushParts,
@@ -45,6 +47,7 @@ from persona_agent.api.routes import personas as personas_routes
 from persona_agent.audit import AuditLog
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.history import ConversationHistory
+from persona_agent.chat.tools import MCPTools, ToolSource, ToolSources
 from persona_agent.chat.usage import UsageLog
 from persona_agent.db import GroupCommitWriter, create_engine, prepare_db
 from persona_agent.errors import (
@@ -62,6 +65,7 @@ from persona_agent.parts import (
     open_persona_store,
     persona_limits,
     prepare_llm_backend,
+    warn_unknown_agents,
     warn_unknown_tool_servers,
 )
 from persona_agent.personas.store import FilePersonaStore, PersonaStore
@@ -72,6 +76,7 @@ from persona_agent.settings import Settings
 from persona_agent.tracing import start_tracing
 
 if TYPE_CHECKING:
+    from persona_agent.a2a.remote_agents import RemoteAgents
     from persona_agent.cluster import Cluster
     from persona_agent.cluster.notify import Listener
     from persona_agent.cluster.tasks import ClusterTaskStore
@@ -170,10 +175,26 @@ def create_app(settings: Settings) -> FastAPI:
         max_messages=settings.history_max_messages,
         shared=cluster is not None,
     )
+    remote_agents: RemoteAgents | None = None
+    if settings.agents_file is not None:
+        # Imported only when configured, as the MCP toolbox is.
+        from persona_agent.a2a.agents_config import load_agents_config
+        from persona_agent.a2a.remote_agents import RemoteAgents
+
+        agents_config = load_agents_config(settings.agents_file, os.environ)
+        remote_agents = RemoteAgents(agents_config, metrics=metrics)
+    # What a model may call: other personas (the registry's, below), outside agents, then
+    # MCP tools (last: the toolbox takes every name left).
+    sources: list[ToolSource] = []
+    if remote_agents is not None:
+        sources.append(remote_agents)
+    if toolbox is not None:
+        sources.append(MCPTools(toolbox))
+    tools = ToolSources(sources)
     engine = ChatEngine(
         llm,
         history,
-        toolbox,
+        tools,
         max_tool_iterations=settings.max_tool_iterations,
         locks=cluster.locks if cluster is not None else None,
         prices=load_prices(settings.llm_prices),
@@ -263,6 +284,14 @@ def create_app(settings: Settings) -> FastAPI:
     )
     if metrics is not None:
         metrics.count_personas(lambda: len(registry))
+    consultations = Consultations(
+        registry.local_calls,
+        registry.persona,
+        registry.personas,
+        max_depth=settings.consult_depth,
+        authenticator=authenticator,
+    )
+    tools.sources.insert(0, consultations)  # before MCP: it takes every other name
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -278,10 +307,14 @@ def create_app(settings: Settings) -> FastAPI:
                 logger.warning("Marked %d unfinished task(s) from an earlier run as failed", marked)
         if toolbox is not None:
             await toolbox.start()
+        if remote_agents is not None:
+            await remote_agents.start()
         personas = await store.list()
         for persona in personas:
             registry.put(persona)
         warn_unknown_tool_servers(personas, list(toolbox.servers) if toolbox is not None else [])
+        warn_unknown_agents(personas, remote_agents.names() if remote_agents is not None else [])
+        warn_panel_problems(personas)
         await prepare_llm_backend(llm, personas, preload=settings.local_preload)
         app.state.personas_loaded = True
         unsubscribe = store.subscribe(registry.apply)
@@ -312,6 +345,8 @@ def create_app(settings: Settings) -> FastAPI:
             await writer.aclose()
             if toolbox is not None:
                 await toolbox.aclose()
+            if remote_agents is not None:
+                await remote_agents.aclose()
             await llm.aclose()
             if push is not None and push_http is not None:
                 await push.sender.aclose()
@@ -352,6 +387,11 @@ def create_app(settings: Settings) -> FastAPI:
         return {
             "hub": registry.directory.card_dict,
             "agents": [app_.card_dict for app_ in registry.apps()],
+            "panels": [
+                {"id": persona.id, **panel}
+                for persona in registry.personas()
+                if (panel := panel_listing(persona)) is not None
+            ],
         }
 
     @app.get(CARD_PATH, tags=["discovery"])
@@ -362,9 +402,10 @@ def create_app(settings: Settings) -> FastAPI:
         return card_response(request, directory.card_dict, directory.card_etag)
 
     @app.get(f"{A2A_PREFIX}/personas", tags=["discovery"])
-    async def list_personas() -> list[dict[str, str]]:
-        """Every persona served: id, name, description, endpoint and card URL."""
-        return registry.directory.entries()
+    async def list_personas() -> list[dict[str, Any]]:
+        """Every persona served: id, name, description, endpoint and card URL; a panel's
+        mode, members and moderator too (``panel``)."""
+        return with_panels(registry.directory.entries(), registry.persona)
 
     @app.get(JWKS_PATH, tags=["discovery"])
     async def card_keys() -> JSONResponse:

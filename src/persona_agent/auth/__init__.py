@@ -126,3 +126,16 @@ class Authenticator:
             return None
         principal.require(scope, persona_id)
         return principal
+
+    def refusal(self, principal: Principal | None, persona_id: str, access: Access | None) -> str:
+        """Why a caller may not use a persona over A2A, or '' if it may: for the calls the
+        hub makes for a caller (a consultation), which no request of its own admits.
+        ``access``: the persona's own (``None``: the hub's default)."""
+        if principal is None:
+            needed = (access or self.default_access) == "authenticated" and self.enabled
+            return f"persona '{persona_id}' needs an authenticated caller" if needed else ""
+        try:
+            principal.require(SCOPE_A2A, persona_id)
+        except AuthError as error:
+            return error.message
+        return ""

@@ -9,15 +9,18 @@ import asyncio
 import json
 import logging
 import time
+import uuid
+from collections import OrderedDict
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import Any, Protocol
+from typing import Any
 
 from opentelemetry.trace import SpanKind
 
-from persona_agent.chat.events import ChatEvent, Done, Token, ToolEnd, ToolStart
+from persona_agent.chat.events import ChatEvent, Done, Token, ToolEnd, ToolOutput, ToolStart
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.locks import KeyedLocks
+from persona_agent.chat.tools import ToolQuestion, ToolResult, ToolSource, ToolUpdate, Turn
 from persona_agent.chat.usage import UsageLog
 from persona_agent.errors import LLMError, ToolError
 from persona_agent.llm.base import (
@@ -36,21 +39,13 @@ from persona_agent.personas.prompt import apply_macros, render_greeting, render_
 from persona_agent.pricing import PriceTable
 from persona_agent.tracing import TRACER
 
-__all__ = ["ChatEngine", "Toolbox"]
+__all__ = ["ChatEngine"]
 
 logger = logging.getLogger(__name__)
 
 MAX_TOOL_RESULT_CHARS = 20_000
-
-
-class Toolbox(Protocol):
-    """What the engine needs of the MCP toolbox."""
-
-    def tool_specs(self, allow: list[str] | None) -> list[dict[str, Any]]: ...
-
-    async def call(
-        self, name: str, arguments: dict[str, Any], *, allow: list[str] | None
-    ) -> str: ...
+MAX_WAITING = 1024
+"""Tasks waiting for the user's answer to a tool's question, remembered at most."""
 
 
 class ChatEngine:
@@ -70,7 +65,7 @@ class ChatEngine:
         self,
         llm: LLMBackend,
         history: ConversationHistory,
-        toolbox: Toolbox | None = None,
+        tools: ToolSource | None = None,
         *,
         max_tool_iterations: int = 10,
         locks: KeyedLocks | None = None,
@@ -81,18 +76,27 @@ class ChatEngine:
         """``locks``: how turns of one conversation are kept apart (this process's locks;
         replicas pass :class:`~persona_agent.cluster.locks.AdvisoryLocks`); ``prices``:
         what tokens cost, for :attr:`Done.cost_usd`; ``usage``: where each completed answer's
-        tokens and cost are recorded."""
+        tokens and cost are recorded; ``tools``: what the model may call (MCP servers,
+        other personas, outside agents: :class:`~persona_agent.chat.tools.ToolSources`)."""
         self.prices = prices if prices is not None else PriceTable()
         self.usage = usage
         self.metrics = metrics
         self.llm = llm
         self.history = history
-        self.toolbox = toolbox
+        self.tools = tools
         self.max_tool_iterations = max_tool_iterations
         self._locks = locks if locks is not None else KeyedLocks()
+        self._waiting: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()
+        """(conversation, task id) → the tool that asked the user a question in that task,
+        and the argument its answer goes in (kept in this process only)."""
 
     async def stream(
-        self, persona: Persona, context_id: str, user_message: str
+        self,
+        persona: Persona,
+        context_id: str,
+        user_message: str,
+        *,
+        turn: Turn | None = None,
     ) -> AsyncGenerator[ChatEvent, None]:
         """Answer ``user_message`` in the conversation ``context_id`` of ``persona`` (the
         executor's :func:`~persona_agent.a2a.executor.conversation_key`: the caller's).
@@ -100,34 +104,46 @@ class ChatEngine:
         Yields :class:`Token` as text arrives, :class:`ToolStart`/:class:`ToolEnd`
         around each tool call, and a final :class:`Done`. Raises
         :class:`LLMError` when the model fails. Close the iterator (or cancel its
-        consumer) to stop: the LLM stream is closed at once.
+        consumer) to stop: the LLM stream is closed at once, a tool call abandoned.
+
+        ``turn``: who asks and where, for the tools (the executor's; by default the
+        conversation alone). A tool's progress is yielded as :class:`ToolOutput`.
+
+        A tool that asks the user a question (:class:`~persona_agent.chat.tools.ToolQuestion`)
+        ends the turn: :class:`Done` carries the ``question``. The next message of the same
+        task (``turn.task_id``) is the answer: it goes to that tool first, as a tool call of
+        its own, and the model goes on with the tool's result.
         """
         conversation = f"{persona.id}:{context_id}"
+        if turn is None:
+            turn = Turn(persona_id=persona.id, conversation=context_id)
         async with self._locks.hold(conversation):
             started = time.monotonic()
             past = await self.history.load(conversation)
-            turn: list[Message] = []
+            said: list[Message] = []
             greeting = None if past else render_greeting(persona)
             if greeting is not None:  # a new conversation opens with the persona's greeting
-                turn.append({"role": "assistant", "content": greeting})
-            turn.append({"role": "user", "content": user_message})
+                said.append({"role": "assistant", "content": greeting})
+            said.append({"role": "user", "content": user_message})
             messages: list[Message] = [
-                {"role": "system", "content": _system_prompt(persona, [*past, *turn])},
+                {"role": "system", "content": _system_prompt(persona, [*past, *said])},
                 *past,
-                *turn,
+                *said,
             ]
             if persona.post_history_instructions is not None:
                 after = apply_macros(persona.post_history_instructions, persona.name.strip())
                 messages.append({"role": "system", "content": after})
-            allow = persona.tools.allow
             tools = (
-                self.toolbox.tool_specs(allow)
-                if self.toolbox is not None and self.llm.supports_tools
+                self.tools.specs(persona)
+                if self.tools is not None and self.llm.supports_tools
                 else []
             )
             usage = Usage()
             answer: list[str] = []
             llm_calls = tool_calls = 0
+            # The answer to a tool's question goes to that tool, before the model is asked.
+            answering = self._waiting.pop((conversation, turn.task_id), None)
+            asked: ToolQuestion | None = None
             model = persona.model.name or self.llm.default_model
             for iteration in range(self.max_tool_iterations + 1):
                 last_call = iteration == self.max_tool_iterations
@@ -142,8 +158,15 @@ class ChatEngine:
                 )
                 text: list[str] = []
                 end = StreamEnd()
-                llm_calls += 1
-                async with aclosing(self._model_call(request, model)) as chunks:
+                if answering is not None:
+                    tool, argument = answering
+                    answer_call = ToolCall(_call_id(), tool, json.dumps({argument: user_message}))
+                    model_stream = _answer_with(answer_call)
+                    answering = None
+                else:
+                    llm_calls += 1
+                    model_stream = self._model_call(request, model)
+                async with aclosing(model_stream) as chunks:
                     async for chunk in chunks:
                         if isinstance(chunk, StreamEnd):
                             end = chunk
@@ -159,7 +182,7 @@ class ChatEngine:
                             persona.id,
                         )
                     final: Message = {"role": "assistant", "content": "".join(text)}
-                    turn.append(final)
+                    said.append(final)
                     break
                 call_message: Message = {
                     "role": "assistant",
@@ -174,35 +197,47 @@ class ChatEngine:
                     ],
                 }
                 messages.append(call_message)
-                turn.append(call_message)
+                said.append(call_message)
                 for call in end.tool_calls:
                     tool_calls += 1
                     arguments, problem = _parse_arguments(call)
                     yield ToolStart(call.id, call.name, arguments)
-                    if problem is not None:
-                        result, is_error = problem, True
-                    else:
-                        result, is_error = await self._call_tool(call.name, arguments, allow)
-                    yield ToolEnd(call.id, call.name, result, is_error)
+                    result = ToolResult(problem or "", is_error=True)
+                    if problem is None:
+                        async with aclosing(
+                            self._call_tool(persona, call.name, arguments, turn)
+                        ) as updates:
+                            async for update in updates:
+                                if isinstance(update, ToolResult):
+                                    result = update
+                                elif isinstance(update, ToolQuestion):
+                                    result = self._ask(conversation, turn, call, update, asked)
+                                    asked = asked or update
+                                else:
+                                    yield ToolOutput(call.id, call.name, update.text, update.data)
+                    yield ToolEnd(call.id, call.name, result.text, result.is_error, result.data)
                     result_message: Message = {
                         "role": "tool",
                         "tool_call_id": call.id,
-                        "content": result[:MAX_TOOL_RESULT_CHARS],
+                        "content": result.text[:MAX_TOOL_RESULT_CHARS],
                     }
                     messages.append(result_message)
-                    turn.append(result_message)
+                    said.append(result_message)
+                if asked is not None:  # the turn ends with the question, for the user
+                    said.append({"role": "assistant", "content": asked.text})
+                    break
 
             text_answer = "".join(answer)
-            if not text_answer.strip():
+            if not text_answer.strip() and asked is None:
                 raise LLMError("The language model returned an empty answer")
             cost = self.prices.cost(model, usage)
             if cost is not None and self.metrics is not None:
                 self.metrics.cost.labels(persona.id, model).inc(cost)
             if self.usage is None:
-                await self.history.append(conversation, turn)
+                await self.history.append(conversation, said)
             else:  # both in one group commit
                 await asyncio.gather(
-                    self.history.append(conversation, turn),
+                    self.history.append(conversation, said),
                     self.usage.record(persona.id, model, usage, cost),
                 )
             yield Done(
@@ -213,7 +248,34 @@ class ChatEngine:
                 llm_calls=llm_calls,
                 tool_calls=tool_calls,
                 cost_usd=cost,
+                question=asked.text if asked is not None else None,
             )
+
+    def _ask(
+        self,
+        conversation: str,
+        turn: Turn,
+        call: ToolCall,
+        question: ToolQuestion,
+        asked: ToolQuestion | None,
+    ) -> ToolResult:
+        """Keep the question's tool for the answer; what the model reads meanwhile. One
+        question a turn: ``asked``, one already asked in it."""
+        if not turn.task_id or asked is not None:  # no task for the answer, or a question
+            return ToolResult(  # already waits for it
+                f"Error: {call.name} asks a question that cannot be passed on now: {question.text}",
+                is_error=True,
+            )
+        key = (conversation, turn.task_id)
+        self._waiting[key] = (call.name, question.answer_argument)
+        self._waiting.move_to_end(key)
+        while len(self._waiting) > MAX_WAITING:
+            self._waiting.popitem(last=False)
+        return ToolResult(
+            f"{call.name} asks the user: {question.text}\nThe question is passed on to the "
+            "user; their answer goes to it with their next message.",
+            data=question.data,
+        )
 
     async def _model_call(
         self, request: ChatRequest, model: str
@@ -261,15 +323,28 @@ class ChatEngine:
                 )
 
     async def _call_tool(
-        self, name: str, arguments: dict[str, Any], allow: list[str] | None
-    ) -> tuple[str, bool]:
-        if self.toolbox is None:
-            return f"Error: no tool named {name!r} is available", True
+        self, persona: Persona, name: str, arguments: dict[str, Any], turn: Turn
+    ) -> AsyncGenerator[ToolUpdate, None]:
+        """The tool's progress, then its result; a failure is a result the model reads."""
+        if self.tools is None:
+            yield ToolResult(f"Error: no tool named {name!r} is available", is_error=True)
+            return
         try:
-            return await self.toolbox.call(name, arguments, allow=allow), False
+            async with aclosing(self.tools.call(persona, name, arguments, turn)) as updates:
+                async for update in updates:
+                    yield update
         except ToolError as error:
             logger.warning("tool %s failed: %s", name, error.message)
-            return f"Error: {error.message}", True
+            yield ToolResult(f"Error: {error.message}", is_error=True)
+
+
+def _call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+async def _answer_with(call: ToolCall) -> AsyncGenerator[TextDelta | StreamEnd, None]:
+    """In place of the model: the call that gives the user's answer to the tool that asked."""
+    yield StreamEnd(tool_calls=[call])
 
 
 def _system_prompt(persona: Persona, conversation: list[Message]) -> str:

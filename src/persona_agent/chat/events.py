@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from persona_agent.llm.base import Usage
 
-__all__ = ["ChatEvent", "Done", "Token", "ToolEnd", "ToolStart"]
+__all__ = ["ChatEvent", "Done", "Token", "ToolEnd", "ToolOutput", "ToolStart"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,11 +25,24 @@ class ToolStart:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """What a running tool streams before its result (a consulted persona's answer as it
+    grows); ``data``: where it comes from."""
+
+    call_id: str
+    name: str
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class ToolEnd:
     call_id: str
     name: str
     result: str
     is_error: bool
+    data: dict[str, Any] = field(default_factory=dict)
+    """Facts about the call for the client (e.g. the consulted task's id)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +58,9 @@ class Done:
     cost_usd: float | None = None
     """What the turn cost in US dollars, when its model has a price
     (:mod:`persona_agent.pricing`)."""
+    question: str | None = None
+    """The turn waits for the user's answer to this question of a tool (the A2A task is
+    ``input-required``); ``text`` is what the model said before it, if anything."""
 
 
-ChatEvent = Token | ToolStart | ToolEnd | Done
+ChatEvent = Token | ToolStart | ToolOutput | ToolEnd | Done

@@ -33,6 +33,8 @@ __all__ = ["MCPConfig", "ServerConfig", "load_mcp_config", "parse_mcp_config"]
 
 SERVER_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
 """A server name: it prefixes its tool names as ``server__tool``."""
+RESERVED_NAMES = frozenset({"consult", "agent"})
+"""Prefixes of the hub's own tools (other personas, outside agents)."""
 
 _VARIABLE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -91,6 +93,11 @@ class MCPConfig(BaseModel):
             if not SERVER_NAME.match(name) or "__" in name:
                 raise ValueError(
                     f"server name {name!r} must match ^[a-zA-Z0-9_-]+$ and not contain '__'"
+                )
+            if name in RESERVED_NAMES:
+                raise ValueError(
+                    f"server name {name!r} is taken by the hub's own tools "
+                    f"({name}__...: docs/collaboration.md); choose another"
                 )
         return servers
 

@@ -45,6 +45,7 @@ __all__ = [
     "InteractionSample",
     "LanguageStyle",
     "ModelSettings",
+    "PanelSettings",
     "Persona",
     "PersonaLimits",
     "ToolSettings",
@@ -290,6 +291,44 @@ class PersonaLimits(_Section):
     """Tasks this persona answers at once, all callers together."""
 
 
+def _persona_id(value: str) -> str:
+    if not is_valid_persona_id(value):
+        raise PydanticCustomError(
+            "persona_id",
+            "'{value}' is not a valid persona id (expected {pattern})",
+            {"value": value, "pattern": PERSONA_ID_PATTERN},
+        )
+    return value
+
+
+PersonaId = Annotated[str, AfterValidator(_persona_id)]
+"""The id of another persona of the hub."""
+
+PanelMode = Literal["broadcast", "round-table", "moderated"]
+
+
+class PanelSettings(_Section):
+    """A panel: several personas answering one message together (docs/collaboration.md)."""
+
+    mode: PanelMode = "broadcast"
+    """``broadcast``: every member answers in parallel; ``round-table``: members speak in
+    order, each seeing the previous answers, for ``rounds`` rounds; ``moderated``: the
+    ``moderator`` picks who speaks next and writes the synthesis."""
+    members: list[PersonaId] = Field(min_length=1, max_length=16)
+    rounds: int = Field(default=1, ge=1, le=10)
+    """Rounds of a round-table; turns of a moderated panel (at most ``rounds`` × members)."""
+    moderator: PersonaId | None = None
+    """The persona moderating a ``moderated`` panel (required there)."""
+
+    @model_validator(mode="after")
+    def _moderated_has_moderator(self) -> Self:
+        if self.mode == "moderated" and self.moderator is None:
+            raise PydanticCustomError("panel_moderator", "a moderated panel needs a moderator")
+        if len(set(self.members)) != len(self.members):
+            raise PydanticCustomError("panel_members", "a member is listed twice")
+        return self
+
+
 _NO_LIMITS = PersonaLimits()
 _NO_MODEL_SETTINGS = ModelSettings()
 _NO_TOOL_SETTINGS = ToolSettings()
@@ -335,6 +374,12 @@ class Persona(BaseModel):
     tools: ToolSettings = Field(default_factory=lambda: _NO_TOOL_SETTINGS)
     card: CardSettings = Field(default_factory=lambda: _NO_CARD_SETTINGS)
     limits: PersonaLimits = Field(default_factory=lambda: _NO_LIMITS)
+    consult: list[PersonaId] | Literal["*"] = Field(default_factory=list)
+    """Personas of the hub this one may consult (a tool each), or ``"*"``: every other."""
+    agents: list[Text] = Field(default_factory=list)
+    """Agents outside the hub this one may call (names from ``PERSONA_AGENT_AGENTS_FILE``)."""
+    panel: PanelSettings | None = None
+    """Makes this persona a panel of others (docs/collaboration.md)."""
     extensions: FreeKeys = Field(default_factory=dict)
     """Free keys: what other tools keep here (a character card's fields that have no place
     in the persona, under ``character_card``) is kept and written back."""
@@ -414,6 +459,20 @@ class Persona(BaseModel):
         if isinstance(info.context, dict) and _AUTHORED in info.context:
             raise PydanticCustomError(
                 "version_not_allowed", "must not be given: it is computed from the content"
+            )
+        return value
+
+    @field_validator("panel")
+    @classmethod
+    def _panel_is_not_its_own_member(
+        cls, value: PanelSettings | None, info: ValidationInfo
+    ) -> PanelSettings | None:
+        persona_id = info.data.get("id")
+        if value is not None and persona_id in (*value.members, value.moderator):
+            raise PydanticCustomError(
+                "panel_itself",
+                "a panel cannot sit on itself: '{id}' is its own member or moderator",
+                {"id": persona_id},
             )
         return value
 
