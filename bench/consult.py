@@ -5,9 +5,10 @@ Run by ``bench/run.py`` (part ``consult``; ``--part consult`` runs it alone). Th
 its defaults with the bundled personas and one more that may consult Socrates; the fake LLM
 answers at once (20 tokens), and calls ``consult__socrates`` when the message holds
 ``[[consult:socrates]]``. Each sample times a blocking SendMessage to Socrates (his own
-answer, over HTTP), then streams a message to the asking persona and times its consultation
-from the client's side: from the ``Calling tool consult__socrates`` status update to the
-``Tool consult__socrates returned`` one. The figure is the median of the differences.
+answer, over HTTP: the client's time), then sends a message to the asking persona and reads
+how long its consultation took as the asking persona saw it (the ``durationMs`` of the
+``tool-result`` status update: the consulted task from its creation to its end, its
+streamed progress relayed). The figure is the difference of the medians.
 """
 
 from __future__ import annotations
@@ -58,30 +59,28 @@ def answer_alone(http: httpx.Client, url: str, text: str) -> float:
 
 
 def consultation(http: httpx.Client, url: str, text: str) -> float:
-    """Seconds from the consultation's start to its result, as the client sees them."""
-    began = ended = 0.0
-    last_state = ""
+    """Seconds the consultation took, as the asking persona reports it."""
     body = rpc("SendStreamingMessage", text)
+    took: float | None = None
+    last_state = ""
     with http.stream("POST", url, json=body, headers={"A2A-Version": "1.0"}) as response:
         response.raise_for_status()
         for line in response.iter_lines():
             if not line.startswith("data:"):
                 continue
-            result = json.loads(line[5:])["result"]
-            update = result.get("statusUpdate")
+            update = json.loads(line[5:])["result"].get("statusUpdate")
             if update is None:
                 continue
             last_state = update["status"]["state"]
-            said = "".join(
-                p.get("text", "") for p in update["status"].get("message", {}).get("parts", [])
-            )
-            if said == "Calling tool consult__socrates":
-                began = time.monotonic()
-            elif said == "Tool consult__socrates returned":
-                ended = time.monotonic()
-    if last_state != "TASK_STATE_COMPLETED" or not began or not ended:
+            for part in update["status"].get("message", {}).get("parts", []):
+                data = part.get("data", {})
+                if data.get("kind") == "tool-result" and data.get("tool") == "consult__socrates":
+                    if data.get("isError"):
+                        raise RuntimeError(f"the consultation failed: {data.get('result')}")
+                    took = data["durationMs"] / 1000
+    if last_state != "TASK_STATE_COMPLETED" or took is None:
         raise RuntimeError(f"the consultation did not complete (last state {last_state})")
-    return ended - began
+    return took
 
 
 def consult(rounds: int, root: Path, quick: bool) -> list[Row]:

@@ -249,7 +249,7 @@ def _progress_of(message: Message) -> str:
         if part.HasField("data"):
             data = MessageToDict(part.data)
             if isinstance(data, dict) and data.get("kind") == "tool-progress":
-                return str(data.get("persona") or data.get("tool") or "tool")
+                return str(data.get("persona") or data.get("agent") or data.get("tool") or "tool")
     return ""
 
 

@@ -97,6 +97,7 @@ async def test_a_consultation_is_a_task_of_its_own_streamed_back_to_the_caller(
     (result,) = data_parts(events, "tool-result")
     assert result["taskId"] == beta_task_id
     assert result["isError"] is False
+    assert result["durationMs"] > 0
     # The consultation is Beta's own task, for the same caller, linked to the asking task.
     # (Read over 1.0: the SDK's HTTP+JSON 0.3 binding drops referenceTaskIds from tasks.)
     beta = await hub.client("beta")

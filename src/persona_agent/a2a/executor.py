@@ -233,6 +233,7 @@ class PersonaAgentExecutor(AgentExecutor):
                         "tool": event.name,
                         "isError": event.is_error,
                         "result": event.result[:2000],
+                        "durationMs": round(event.duration_ms, 3),
                         **event.data,
                     }
                     await _tool_status(

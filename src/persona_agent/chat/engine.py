@@ -203,6 +203,7 @@ class ChatEngine:
                     arguments, problem = _parse_arguments(call)
                     yield ToolStart(call.id, call.name, arguments)
                     result = ToolResult(problem or "", is_error=True)
+                    called = time.monotonic()
                     if problem is None:
                         async with aclosing(
                             self._call_tool(persona, call.name, arguments, turn)
@@ -215,7 +216,10 @@ class ChatEngine:
                                     asked = asked or update
                                 else:
                                     yield ToolOutput(call.id, call.name, update.text, update.data)
-                    yield ToolEnd(call.id, call.name, result.text, result.is_error, result.data)
+                    took = (time.monotonic() - called) * 1000
+                    yield ToolEnd(
+                        call.id, call.name, result.text, result.is_error, result.data, took
+                    )
                     result_message: Message = {
                         "role": "tool",
                         "tool_call_id": call.id,

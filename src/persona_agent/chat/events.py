@@ -43,6 +43,8 @@ class ToolEnd:
     is_error: bool
     data: dict[str, Any] = field(default_factory=dict)
     """Facts about the call for the client (e.g. the consulted task's id)."""
+    duration_ms: float = 0.0
+    """How long the call took, its progress included."""
 
 
 @dataclass(frozen=True, slots=True)
