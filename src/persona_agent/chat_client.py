@@ -168,12 +168,23 @@ class _Answer:
     status_text: str = ""
     progress_of: str = ""
     """The tool whose progress (a consulted persona's answer) is being printed."""
+    held: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Artifacts named otherwise than ``answer`` (a panel member's), by id: their name and
+    text so far, printed whole under the name once complete (members answer at once)."""
 
     def show(self, event: StreamResponse) -> None:
         if event.HasField("artifact_update"):
             update = event.artifact_update
-            self.streamed.add(update.artifact.artifact_id)
-            self.text("".join(p.text for p in update.artifact.parts if p.HasField("text")))
+            artifact = update.artifact
+            self.streamed.add(artifact.artifact_id)
+            piece = "".join(p.text for p in artifact.parts if p.HasField("text"))
+            if artifact.name and artifact.name != "answer":
+                name, text = self.held.get(artifact.artifact_id, (artifact.name, ""))
+                self.held[artifact.artifact_id] = (name, text + piece if update.append else piece)
+                if update.last_chunk:
+                    self.named(*self.held.pop(artifact.artifact_id))
+            else:
+                self.text(piece)
         elif event.HasField("status_update"):
             self.status(event.status_update.status.state, event.status_update.status.message)
         elif event.HasField("task"):
@@ -186,8 +197,19 @@ class _Answer:
         for artifact in task.artifacts:
             if artifact.artifact_id not in self.streamed:
                 self.streamed.add(artifact.artifact_id)
-                self.text("".join(p.text for p in artifact.parts if p.HasField("text")))
+                text = "".join(p.text for p in artifact.parts if p.HasField("text"))
+                if artifact.name and artifact.name != "answer":
+                    self.named(artifact.name, text)
+                else:
+                    self.text(text)
         self.status(task.status.state, task.status.message)
+
+    def named(self, name: str, text: str) -> None:
+        """A whole answer of a panel's member, under its name."""
+        if text:
+            self.aside(f"== {name}", fg=typer.colors.CYAN)
+            _echo(text.rstrip("\n") + "\n")
+            self.text_shown = True
 
     def status(self, state: TaskState, message: Message) -> None:
         self.state = state
@@ -223,6 +245,9 @@ class _Answer:
 
     def finish(self) -> None:
         """Print how the turn ended, after its last event."""
+        for name, text in self.held.values():  # members cut short (a failure, a cancel)
+            self.named(name, text)
+        self.held.clear()
         state = self.state
         if state == TaskState.TASK_STATE_COMPLETED and not self.text_shown:
             self.text(self.status_text or "(an empty answer)")

@@ -459,3 +459,20 @@ def test_contradicting_options_are_refused(chat: StartChat) -> None:
     neither = chat()
     assert neither.ended() == 2
     assert "name a persona" in neither.text
+
+
+def test_a_panel_prints_each_members_answer_whole_under_its_name(
+    chat: StartChat, llm: FakeLLM
+) -> None:
+    members = ("Albert Einstein", "Marie Curie", "Charles Darwin")
+    for name in members:  # the three answer at once, word by word
+        words = " ".join(f"{name.split()[0].lower()}{n}" for n in range(6))
+        llm.script_for(f"You are {name}.", Reply(words, token_delay=0.05))
+    session = chat("science-panel")
+    session.prompt()
+    session.say("What makes a good experiment?")
+    for name in members:  # not interleaved: each answer whole, after its name
+        words = " ".join(f"{name.split()[0].lower()}{n}" for n in range(6))
+        assert f"== {name}\n{words}\n" in session.text
+    assert "The answer failed" not in session.text
+    assert session.quit() == 0

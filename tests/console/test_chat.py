@@ -262,3 +262,27 @@ async def test_a_greeting_opens_the_conversation(
         assert greeting.startswith("Mind the steps")
 
     await browse(scenario)
+
+
+async def test_a_panel_shows_each_members_answer_under_its_name(
+    hub: ConsoleHub, browser: webdriver.Chrome, llm: FakeLLM
+) -> None:
+    members = ("Albert Einstein", "Marie Curie", "Charles Darwin")
+    for name in members:
+        llm.script_for(f"You are {name}.", Reply(f"{name} answers, slowly.", token_delay=0.05))
+
+    def answered(text: str) -> bool:
+        return all(f"{name}\n{name} answers, slowly." in text for name in members)
+
+    def scenario() -> None:
+        open_console(browser, hub, "chat/science-panel")
+        send_message(browser, "What makes a good experiment?")
+        wait(browser, "three answers", lambda: answered(last_answer(browser)[0]))
+        wait(browser, "the panel done", lambda: last_answer(browser)[1] == "completed")
+        context = context_of(browser)
+        go(browser, "")
+        go(browser, f"chat/science-panel/{context}")  # resumed: the hub's copy of the turn
+        wait(browser, "the turn resumed", lambda: answered(last_answer(browser)[0]))
+        assert severe_browser_errors(browser) == []
+
+    await browse(scenario)

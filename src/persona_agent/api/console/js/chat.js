@@ -21,6 +21,14 @@ import { avatar, el, errorBox } from "./ui.js";
 // The states after which a stream has nothing more to say about its task.
 const FINAL = new Set(["completed", "failed", "canceled", "rejected", "input required", "auth required"]);
 
+// The text of a turn's artifacts: a persona's one "answer" as it is; a panel's answers (one
+// artifact per member's turn, named after the member) each under its name.
+function artifactsText(artifacts) {
+  const shown = artifacts.filter((a) => a.text);
+  if (shown.length === 1 && shown[0].name === "answer") return shown[0].text;
+  return shown.map((a) => (a.name && a.name !== "answer" ? `${a.name}\n${a.text}` : a.text)).join("\n\n");
+}
+
 function chatHref(personaId, contextId) {
   const base = `#/chat/${encodeURIComponent(personaId)}`;
   return contextId ? `${base}/${encodeURIComponent(contextId)}` : base;
@@ -142,7 +150,7 @@ export async function showChat(root, personaId, contextId) {
         showTurns(
           tasks.map((task) => {
             const user = (task.history || []).find((m) => m.role === "ROLE_USER");
-            const answer = (task.artifacts || []).filter((a) => a.name === "answer").map((a) => textOf(a.parts)).join("");
+            const answer = artifactsText((task.artifacts || []).map((a) => ({ name: a.name, text: textOf(a.parts) })));
             const status = task.status || {};
             const said = textOf(status.message && status.message.parts);
             const completed = status.state === "TASK_STATE_COMPLETED";
@@ -176,6 +184,7 @@ export async function showChat(root, personaId, contextId) {
     const controller = new AbortController();
     setRunning({ taskId: "", controller });
     let answer = "";
+    const artifacts = new Map(); // artifact id -> {name, text}, in the order they came
     let state = "submitted";
     let taskId = "";
     let detail = "";
@@ -193,8 +202,12 @@ export async function showChat(root, personaId, contextId) {
           setRunning({ taskId, controller });
         } else if (event.artifactUpdate) {
           const update = event.artifactUpdate;
-          const piece = textOf(update.artifact && update.artifact.parts);
-          answer = update.append ? answer + piece : piece;
+          const artifact = update.artifact || {};
+          const piece = textOf(artifact.parts);
+          const known = artifacts.get(artifact.artifactId);
+          const text = update.append && known ? known.text + piece : piece;
+          artifacts.set(artifact.artifactId, { name: artifact.name || (known && known.name), text });
+          answer = artifactsText([...artifacts.values()]);
         } else if (event.statusUpdate) {
           const status = event.statusUpdate.status || {};
           const said = textOf(status.message && status.message.parts);
