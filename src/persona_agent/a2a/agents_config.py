@@ -19,13 +19,11 @@ replaced from the environment given to :func:`load_agents_config` (``$${`` is a 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -36,6 +34,7 @@ from pydantic import (
     model_validator,
 )
 
+from persona_agent.config_files import expand_variables, read_config_file
 from persona_agent.errors import ConfigError
 
 __all__ = [
@@ -51,8 +50,6 @@ __all__ = [
 
 AGENT_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,57}$")
 """An agent's name: its tool is ``agent__{name}``, 64 characters at most."""
-
-_VARIABLE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 def _http_url(value: str) -> str:
@@ -164,19 +161,8 @@ def load_agents_config(path: Path, environ: Mapping[str, str]) -> AgentsConfig:
         ConfigError: the file cannot be read or parsed, a variable is unset, or a field is
             invalid; the message names the file, the agent and the field.
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(
-            f"{path}: cannot read the agents file: {error.strerror or error}"
-        ) from None
-    is_json = path.suffix.lower() == ".json"
-    try:
-        data = json.loads(text) if is_json else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ConfigError(f"{path}: not valid {'JSON' if is_json else 'YAML'}: {reason}") from None
-    return parse_agents_config({} if data is None else data, environ, source=str(path))
+    data = read_config_file(path, "the agents file")
+    return parse_agents_config(data, environ, source=str(path))
 
 
 def parse_agents_config(
@@ -189,7 +175,7 @@ def parse_agents_config(
     """
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: must be a mapping with an 'agents' key")
-    expanded = _expand(data, environ, (), source)
+    expanded = expand_variables(data, environ, source, _where)
     try:
         return AgentsConfig.model_validate(expanded)
     except ValidationError as error:
@@ -197,31 +183,6 @@ def parse_agents_config(
             f"{_where(e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in error.errors()
         ]
         raise ConfigError(f"{source}: " + "; ".join(problems)) from None
-
-
-def _expand(value: Any, environ: Mapping[str, str], loc: tuple[str, ...], source: str) -> Any:
-    if isinstance(value, str):
-        return _expand_string(value, environ, loc, source)
-    if isinstance(value, dict):
-        return {k: _expand(v, environ, (*loc, str(k)), source) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_expand(v, environ, (*loc, str(i)), source) for i, v in enumerate(value)]
-    return value
-
-
-def _expand_string(text: str, environ: Mapping[str, str], loc: tuple[str, ...], source: str) -> str:
-    def replace(match: re.Match[str]) -> str:
-        name, default = match.group(1), match.group(2)
-        if name is None:  # the escape "$${"
-            return "${"
-        value = environ.get(name)
-        if value is not None and (value or default is None):
-            return value
-        if default is not None:
-            return default
-        raise ConfigError(f"{source}: {_where(loc)}: environment variable {name} is not set")
-
-    return _VARIABLE.sub(replace, text)
 
 
 def _where(loc: tuple[str | int, ...]) -> str:

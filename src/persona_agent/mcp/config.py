@@ -18,15 +18,14 @@ environment given to :func:`load_mcp_config` (``$${`` is a literal ``${``).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from persona_agent.config_files import expand_variables, read_config_file
 from persona_agent.errors import ConfigError
 
 __all__ = ["MCPConfig", "ServerConfig", "load_mcp_config", "parse_mcp_config"]
@@ -35,8 +34,6 @@ SERVER_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
 """A server name: it prefixes its tool names as ``server__tool``."""
 RESERVED_NAMES = frozenset({"consult", "agent"})
 """Prefixes of the hub's own tools (other personas, outside agents)."""
-
-_VARIABLE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 class ServerConfig(BaseModel):
@@ -109,18 +106,8 @@ def load_mcp_config(path: Path, environ: Mapping[str, str]) -> MCPConfig:
         ConfigError: the file cannot be read or parsed, a variable is unset, or a
             field is invalid; the message names the file and the field.
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(
-            f"{path}: cannot read the MCP config: {error.strerror or error}"
-        ) from None
-    try:
-        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ConfigError(f"{path}: not valid {_format(path)}: {reason}") from None
-    return parse_mcp_config({} if data is None else data, environ, source=str(path))
+    data = read_config_file(path, "the MCP config")
+    return parse_mcp_config(data, environ, source=str(path))
 
 
 def parse_mcp_config(
@@ -133,7 +120,7 @@ def parse_mcp_config(
     """
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: must be a mapping with a 'servers' key")
-    expanded = _expand(data, environ, (), source)
+    expanded = expand_variables(data, environ, source, _where)
     try:
         return MCPConfig.model_validate(expanded)
     except ValidationError as error:
@@ -141,35 +128,12 @@ def parse_mcp_config(
         raise ConfigError(f"{source}: " + "; ".join(problems)) from None
 
 
-def _expand(value: Any, environ: Mapping[str, str], loc: tuple[str, ...], source: str) -> Any:
-    if isinstance(value, str):
-        return _expand_string(value, environ, loc, source)
-    if isinstance(value, dict):
-        return {k: _expand(v, environ, (*loc, str(k)), source) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_expand(v, environ, (*loc, str(i)), source) for i, v in enumerate(value)]
-    return value
-
-
-def _expand_string(text: str, environ: Mapping[str, str], loc: tuple[str, ...], source: str) -> str:
-    def replace(match: re.Match[str]) -> str:
-        name, default = match.group(1), match.group(2)
-        if name is None:  # the escape "$${"
-            return "${"
-        value = environ.get(name)
-        if value is not None and (value or default is None):
-            return value
-        if default is not None:
-            return default
-        where = f"server {loc[1]!r}, field {_location(loc[2:])}" if len(loc) > 2 else _location(loc)
-        raise ConfigError(f"{source}: {where}: environment variable {name} is not set")
-
-    return _VARIABLE.sub(replace, text)
+def _where(loc: tuple[str | int, ...]) -> str:
+    """``server 'x', field env.TOKEN`` for a location under ``servers``."""
+    if len(loc) > 2:
+        return f"server {loc[1]!r}, field {_location(loc[2:])}"
+    return _location(loc)
 
 
 def _location(loc: tuple[str | int, ...]) -> str:
     return ".".join(str(part) for part in loc) or "(top level)"
-
-
-def _format(path: Path) -> str:
-    return "JSON" if path.suffix.lower() == ".json" else "YAML"
