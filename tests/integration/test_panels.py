@@ -13,6 +13,7 @@ import yaml
 from a2a.types.a2a_pb2 import Artifact, CancelTaskRequest, StreamResponse, Task, TaskState
 from google.protobuf.json_format import MessageToDict
 
+from persona_agent.a2a.extensions import COST_EXTENSION_URI
 from tests.fakes.fake_llm import Fail, FakeLLM, Hang, Reply
 from tests.integration.a2a_helpers import (
     get_task,
@@ -208,7 +209,12 @@ async def test_a_round_table_speaks_in_order_each_member_seeing_the_answers_befo
     write_panel(
         personas_dir, "table", mode="round-table", members=["socrates", "ada-lovelace"], rounds=2
     )
-    llm.script(Reply("Socrates one."), Reply("Ada one."), Reply("Socrates two."), Reply("Ada two."))
+    llm.script(
+        *(
+            Reply(text, usage=(10, 2))
+            for text in ("Socrates one.", "Ada one.", "Socrates two.", "Ada two.")
+        )
+    )
     async with hub_factory() as hub:
         client = await hub.client("table", streaming=True)
         async with asyncio.timeout(30):
@@ -239,6 +245,16 @@ async def test_a_round_table_speaks_in_order_each_member_seeing_the_answers_befo
         "Socrates:\nSocrates one.\n\nAda Lovelace:\nAda one.\n\n"
         "Socrates:\nSocrates two.\n\nAda Lovelace:\nAda two."
     )
+    # What the four turns used, added up (cost-v1, as a persona's answer reports it).
+    assert COST_EXTENSION_URI in task.status.message.extensions
+    (cost,) = [
+        data
+        for part in task.status.message.parts
+        if part.HasField("data") and (data := MessageToDict(part.data))["kind"] == "cost-v1"
+    ]
+    assert cost["usage"] == {"promptTokens": 40, "completionTokens": 8, "totalTokens": 48}
+    assert (cost["llmCalls"], cost["toolCalls"]) == (4, 0)
+    assert cost["durationMs"] >= 0
 
 
 async def test_a_moderated_panel_gives_the_floor_then_writes_the_synthesis(

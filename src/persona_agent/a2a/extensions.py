@@ -16,6 +16,7 @@ __all__ = [
     "cost_payload",
     "greeting_extension",
     "integral_counts",
+    "total_cost",
 ]
 
 COST_EXTENSION_URI = "urn:persona-agent:extension:cost:v1"
@@ -81,6 +82,39 @@ def cost_payload(done: Done) -> dict[str, Any]:
     if done.cost_usd is not None:
         payload["costUsd"] = round(done.cost_usd, 10)
     return payload
+
+
+def total_cost(payloads: list[dict[str, Any]], duration_ms: int) -> dict[str, Any]:
+    """One cost-v1 payload for several answers (a panel's turns): their tokens, model and
+    tool calls added up, their price when every one has a price; ``duration_ms``: the
+    whole's. ``model``: theirs when they share one, else ``mixed``."""
+    usage = {"promptTokens": 0, "completionTokens": 0, "totalTokens": 0}
+    cached = 0
+    calls = {"llmCalls": 0, "toolCalls": 0}
+    models: set[str] = set()
+    prices: list[float] = []
+    for payload in payloads:
+        counts = payload.get("usage") or {}
+        for name in usage:
+            usage[name] += int(counts.get(name, 0))
+        cached += int(counts.get("cachedPromptTokens", 0))
+        for name in calls:
+            calls[name] += int(payload.get(name, 0))
+        models.add(str(payload.get("model", "")))
+        if isinstance(payload.get("costUsd"), int | float):
+            prices.append(float(payload["costUsd"]))
+    if cached:
+        usage["cachedPromptTokens"] = cached
+    total: dict[str, Any] = {
+        "kind": COST_KIND,
+        "usage": usage,
+        "durationMs": duration_ms,
+        "model": models.pop() if len(models) == 1 else "mixed",
+        **calls,
+    }
+    if payloads and len(prices) == len(payloads):
+        total["costUsd"] = round(sum(prices), 10)
+    return total
 
 
 def integral_counts(payload: dict[str, Any]) -> bool:

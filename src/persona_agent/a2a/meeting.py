@@ -74,6 +74,8 @@ class Meeting:
         self.default_access = default_access
         self.stopped = stopped
         self.said: list[Said] = []
+        self.costs: list[dict[str, Any]] = []
+        """The cost-v1 payloads of every answer asked for (turns, picks, synthesis)."""
 
     def context_for(self, persona_id: str, purpose: str = "") -> str:
         """The member's (or moderator's) own conversation within this panel conversation."""
@@ -122,6 +124,8 @@ class Meeting:
                         said.pieces.append(event.text)
                         await chunks.add(event.text)
                     elif isinstance(event, LocalEnd):
+                        if event.cost is not None:
+                            self.costs.append(event.cost)
                         said.state = event.state
                         said.text = event.text if event.ok else event.text or "no reason given"
         except Exception as error:  # the member went away mid-turn, say
@@ -156,8 +160,10 @@ class Meeting:
                 async for event in events:
                     if isinstance(event, LocalStart):
                         task_id = event.task_id
-                    elif isinstance(event, LocalEnd) and event.ok:
-                        answer = event.text
+                    elif isinstance(event, LocalEnd):
+                        if event.cost is not None:
+                            self.costs.append(event.cost)
+                        answer = event.text if event.ok else ""
         except Exception as error:
             logger.warning("panel %s: its moderator failed: %r", self.panel.id, error)
         return answer, task_id

@@ -25,6 +25,7 @@ from google.protobuf.struct_pb2 import Value
 from opentelemetry.trace import StatusCode
 
 from persona_agent.a2a.executor import conversation_key
+from persona_agent.a2a.extensions import COST_EXTENSION_URI, total_cost
 from persona_agent.a2a.input import message_to_text
 from persona_agent.a2a.keys import (
     CALLER_KEY,
@@ -155,6 +156,7 @@ class PanelExecutor(AgentExecutor):
 
     async def _meet(self, context: RequestContext, updater: TaskUpdater, question: str) -> str:
         """The panel's turns, then its final status; the task's state."""
+        started = time.monotonic()
         panel, settings = self.persona, self.persona.panel
         assert settings is not None
         call = context.call_context
@@ -203,9 +205,12 @@ class PanelExecutor(AgentExecutor):
             await updater.failed(updater.new_agent_message(parts))
             return "failed"
         text = synthesis.text if synthesis is not None else transcript(turns)
-        await updater.complete(
-            updater.new_agent_message([Part(text=text), Part(data=_value(data))])
+        cost = total_cost(meeting.costs, int((time.monotonic() - started) * 1000))
+        final = updater.new_agent_message(
+            [Part(text=text), Part(data=_value(data)), Part(data=_value(cost))]
         )
+        final.extensions.append(COST_EXTENSION_URI)
+        await updater.complete(final)
         return "completed"
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
