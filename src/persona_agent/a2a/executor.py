@@ -38,7 +38,7 @@ from persona_agent.metrics import HubMetrics
 from persona_agent.personas.model import Persona
 from persona_agent.tracing import TRACER
 
-__all__ = ["ANSWER_ARTIFACT_NAME", "PersonaAgentExecutor", "conversation_key"]
+__all__ = ["ANSWER_ARTIFACT_NAME", "PersonaAgentExecutor", "conversation_key", "data_value"]
 
 logger = logging.getLogger(__name__)
 
@@ -244,7 +244,7 @@ class PersonaAgentExecutor(AgentExecutor):
                         await chunks.add(event.text if whole else "", last=True)
                     said = event.text if event.question is None else event.question
                     final = updater.new_agent_message(
-                        [Part(text=said), Part(data=_value(cost_payload(event)))]
+                        [Part(text=said), Part(data=data_value(cost_payload(event)))]
                     )
                     final.extensions.append(COST_EXTENSION_URI)
                     if task_id in self._cancelled:
@@ -335,7 +335,7 @@ async def _tool_status(
 ) -> None:
     """A ``working`` status update telling of a tool call: a text part and a data part."""
     message = updater.new_agent_message(
-        [Part(text=text), Part(data=_value({**payload, "id": call_id}))]
+        [Part(text=text), Part(data=data_value({**payload, "id": call_id}))]
     )
     await updater.update_status(TaskState.TASK_STATE_WORKING, message)
 
@@ -351,7 +351,8 @@ def conversation_key(owner: str, context_id: str) -> str:
     return f"@{quote(owner, safe='')}:{context_id}"
 
 
-def _value(data: dict[str, Any]) -> Value:
+def data_value(data: dict[str, Any]) -> Value:
+    """``data`` as the value of a data part (a protobuf ``Struct``)."""
     value = Value()
     value.struct_value.update(data)
     return value

@@ -19,8 +19,8 @@ from typing import Any
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import Artifact, Part, TaskArtifactUpdateEvent, TaskState
-from google.protobuf.struct_pb2 import Value
 
+from persona_agent.a2a.executor import data_value
 from persona_agent.a2a.keys import PARTS_METADATA_KEY
 from persona_agent.a2a.local_calls import LocalCalls, LocalEnd, LocalStart, LocalText
 from persona_agent.a2a.panel_text import (
@@ -273,7 +273,7 @@ class Meeting:
         if self.stopped():
             return
         updater = self.updater
-        message = updater.new_agent_message([Part(text=text), Part(data=_value(data))])
+        message = updater.new_agent_message([Part(text=text), Part(data=data_value(data))])
         await updater.update_status(TaskState.TASK_STATE_WORKING, message)
 
 
@@ -315,9 +315,3 @@ class _Chunks:
         )
         event.metadata.update({PARTS_METADATA_KEY: self._parts})
         await self._updater.event_queue.enqueue_event(event)
-
-
-def _value(data: dict[str, Any]) -> Value:
-    value = Value()
-    value.struct_value.update(data)
-    return value

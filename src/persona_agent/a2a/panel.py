@@ -21,10 +21,9 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import Part
-from google.protobuf.struct_pb2 import Value
 from opentelemetry.trace import StatusCode
 
-from persona_agent.a2a.executor import conversation_key
+from persona_agent.a2a.executor import conversation_key, data_value
 from persona_agent.a2a.extensions import COST_EXTENSION_URI, total_cost
 from persona_agent.a2a.input import message_to_text
 from persona_agent.a2a.keys import (
@@ -201,13 +200,13 @@ class PanelExecutor(AgentExecutor):
         if synthesis is not None:
             data["synthesis"] = synthesis.summary()
         if failed:
-            parts = [Part(text=_failure(failed, turns)), Part(data=_value(data))]
+            parts = [Part(text=_failure(failed, turns)), Part(data=data_value(data))]
             await updater.failed(updater.new_agent_message(parts))
             return "failed"
         text = synthesis.text if synthesis is not None else transcript(turns)
         cost = total_cost(meeting.costs, int((time.monotonic() - started) * 1000))
         final = updater.new_agent_message(
-            [Part(text=text), Part(data=_value(data)), Part(data=_value(cost))]
+            [Part(text=text), Part(data=data_value(data)), Part(data=data_value(cost))]
         )
         final.extensions.append(COST_EXTENSION_URI)
         await updater.complete(final)
@@ -260,9 +259,3 @@ def _turn_name(said: Said) -> str:
     if said.round == 0:
         return f"{name}, writing the synthesis,"
     return f"{name}, in round {said.round}," if said.round > 1 else name
-
-
-def _value(data: dict[str, Any]) -> Value:
-    value = Value()
-    value.struct_value.update(data)
-    return value
