@@ -17,11 +17,7 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from typing import Any
 
-from a2a.server.context import ServerCallContext
-
-from persona_agent.a2a.keys import PRINCIPAL_STATE_KEY
 from persona_agent.a2a.local_calls import LocalCalls, LocalEnd, LocalStart, LocalText
-from persona_agent.auth import Authenticator
 from persona_agent.chat.tools import ToolProgress, ToolResult, ToolUpdate, Turn
 from persona_agent.errors import ToolError
 from persona_agent.personas.model import Persona
@@ -67,9 +63,10 @@ class Consultations:
     """The ``consult__*`` tools, as a :class:`~persona_agent.chat.tools.ToolSource`.
 
     ``lookup(id)`` gives a served persona, ``personas()`` all of them (the registry's).
-    A consultation is made for the asking task's caller: with ``authenticator``, a caller
-    who could not call the persona consulted directly (its key names other personas, or
-    the persona needs an authenticated caller) is refused it too.
+    A consultation is made for the asking task's caller: a caller who could not call the
+    persona consulted directly (its key names other personas, or the persona needs an
+    authenticated caller) is refused it too, by the personas' request handler that every
+    call passes (a ``rejected`` end, a tool error here).
     """
 
     def __init__(
@@ -79,9 +76,7 @@ class Consultations:
         personas: Callable[[], list[Persona]],
         *,
         max_depth: int = 2,
-        authenticator: Authenticator | None = None,
     ) -> None:
-        self.authenticator = authenticator
         self.calls = calls
         self.lookup = lookup
         self.personas = personas
@@ -111,16 +106,6 @@ class Consultations:
                 f"Consultations may go {self.max_depth} deep "
                 f"({' → '.join(chain)}): answer without consulting {target.id}"
             )
-        if self.authenticator is not None and self.authenticator.enabled:
-            origin = turn.origin
-            principal = (
-                origin.state.get(PRINCIPAL_STATE_KEY)
-                if isinstance(origin, ServerCallContext)
-                else None
-            )
-            refused = self.authenticator.refusal(principal, target.id, target.access)
-            if refused:
-                raise ToolError(f"The caller may not consult {target.id}: {refused}")
         # One conversation per (asking conversation, persona asked): a persona consulted
         # twice in a conversation remembers the first question.
         context_id = str(uuid.uuid5(_CONTEXTS, f"{persona.id}/{turn.conversation}/{target.id}"))
@@ -142,6 +127,8 @@ class Consultations:
                     answer.append(event.text)
                     yield ToolProgress(event.text, about)
                 elif isinstance(event, LocalEnd):
+                    if event.state == "rejected" and not event.task_id:  # never asked
+                        raise ToolError(f"The caller may not consult {target.id}: {event.text}")
                     if not event.ok:
                         why = event.text or "no reason given"
                         raise ToolError(f"{target.name} could not answer ({event.state}): {why}")

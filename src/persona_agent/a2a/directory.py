@@ -29,7 +29,9 @@ from a2a.types.a2a_pb2 import AgentCard, ListTasksRequest, ListTasksResponse, Me
 from a2a.utils.errors import TaskNotCancelableError, UnsupportedOperationError
 
 from persona_agent.a2a.agent_card import A2A_PREFIX, CARD_PATH, build_hub_card, persona_url
+from persona_agent.a2a.keys import PRINCIPAL_STATE_KEY
 from persona_agent.a2a.services import HubServices
+from persona_agent.auth import Principal
 from persona_agent.personas.model import Persona
 
 __all__ = ["DIRECTORY_DATA_KIND", "HubDirectory", "persona_entry"]
@@ -112,14 +114,20 @@ class HubDirectory:
     def card_etag(self) -> str:
         return self._card_parts().etag
 
-    def entries(self) -> list[dict[str, str]]:
-        """Every persona served, as :func:`persona_entry` gives it."""
-        return [persona_entry(persona, self.base_url) for persona in self._personas()]
+    def entries(self, principal: Principal | None = None) -> list[dict[str, str]]:
+        """Every persona served, as :func:`persona_entry` gives it; with ``principal``,
+        those its key lets it use."""
+        personas = self._personas()
+        if principal is not None:
+            shown = set(self._services.authorization.visible(principal, [p.id for p in personas]))
+            personas = [persona for persona in personas if persona.id in shown]
+        return [persona_entry(persona, self.base_url) for persona in personas]
 
-    def answer(self, context_id: str | None = None) -> Message:
-        """The directory's answer to any message: the personas as text lines and as a data
-        part ``{"kind": "persona-directory", "personas": [...], "personasUrl": ...}``."""
-        entries = self.entries()
+    def answer(self, context_id: str | None = None, principal: Principal | None = None) -> Message:
+        """The directory's answer to any message: the personas (those ``principal`` may
+        use) as text lines and as a data part ``{"kind": "persona-directory", "personas":
+        [...], "personasUrl": ...}``."""
+        entries = self.entries(principal)
         listing = f"{self.base_url}{A2A_PREFIX}/personas"
         if entries:
             lines = [
@@ -165,7 +173,11 @@ class _DirectoryExecutor(AgentExecutor):
         self._directory = directory
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        await event_queue.enqueue_event(self._directory.answer(context.context_id))
+        principal = context.call_context.state.get(PRINCIPAL_STATE_KEY)
+        answer = self._directory.answer(
+            context.context_id, principal if isinstance(principal, Principal) else None
+        )
+        await event_queue.enqueue_event(answer)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         raise TaskNotCancelableError(message="The directory's answers are not tasks")

@@ -29,6 +29,7 @@ from a2a.types.a2a_pb2 import (
     TaskState,
     TaskStatusUpdateEvent,
 )
+from a2a.utils.errors import InvalidRequestError
 from google.protobuf.json_format import MessageToDict
 
 from persona_agent.a2a.extensions import COST_KIND
@@ -114,9 +115,11 @@ class LocalCalls:
         :class:`LocalEnd`. ``origin``: the call context of the turn asking (its caller owns
         the new task); ``chain``: the personas asking, outermost first.
 
-        Closing the iterator (or cancelling its consumer) before the end cancels the task,
-        within :data:`CANCEL_TIMEOUT` seconds. ``whole``: the answer comes as one
-        :class:`LocalText` at the end (fewer events, for a caller that waits for it anyway).
+        A call the caller may not make (the handler's authorization) ends at once,
+        ``rejected``, with the reason and no task. Closing the iterator (or cancelling its
+        consumer) before the end cancels the task, within :data:`CANCEL_TIMEOUT` seconds.
+        ``whole``: the answer comes as one :class:`LocalText` at the end (fewer events, for
+        a caller that waits for it anyway).
         """
         context = self._context(persona_id, origin, chain)
         context.state[WHOLE_ANSWER_STATE_KEY] = whole
@@ -131,8 +134,8 @@ class LocalCalls:
         ended = False
         events = self.handler.on_message_send_stream(SendMessageRequest(message=message), context)
         try:
-            async with aclosing(events):
-                async for event in events:
+            async with aclosing(events), aclosing(_refusals_ended(events)) as stream:
+                async for event in stream:
                     if isinstance(event, Task):
                         if not task_id:
                             task_id = event.id
@@ -154,6 +157,10 @@ class LocalCalls:
                     elif isinstance(event, Message):  # an agent that answers with a message
                         ended = True
                         yield LocalEnd(task_id, "completed", text_of(event))
+                        return
+                    elif isinstance(event, LocalEnd):  # refused: no task was made
+                        ended = True
+                        yield event
                         return
         finally:
             if task_id and not ended:
@@ -182,6 +189,21 @@ class LocalCalls:
                 requested_extensions=set(origin.requested_extensions),
             )
         return ServerCallContext(state=state)
+
+
+async def _refusals_ended(
+    events: AsyncGenerator[Any, None],
+) -> AsyncGenerator[Any, None]:
+    """``events``; a refusal of the call (the handler's authorization: Invalid request with
+    an HTTP status of 401 or 403) becomes a ``rejected`` end."""
+    try:
+        async for event in events:
+            yield event
+    except InvalidRequestError as error:
+        status = (error.data or {}).get("httpStatus")
+        if status not in (401, 403):
+            raise
+        yield LocalEnd("", "rejected", error.message)
 
 
 def text_of(message: Message) -> str:

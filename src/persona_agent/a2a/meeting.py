@@ -32,7 +32,6 @@ from persona_agent.a2a.panel_text import (
     synthesis_prompt,
     turn_prompt,
 )
-from persona_agent.auth import SCOPE_A2A, Access, AuthError, Principal
 from persona_agent.personas.model import Persona
 
 __all__ = ["PANEL_METADATA_KEY", "SYNTHESIS_ARTIFACT_NAME", "Meeting"]
@@ -60,7 +59,6 @@ class Meeting:
         conversation: str,
         chain: tuple[str, ...],
         whole: bool,
-        default_access: Access,
         stopped: Callable[[], bool],
     ) -> None:
         self.panel = panel
@@ -71,7 +69,6 @@ class Meeting:
         self.conversation = conversation
         self.chain = chain
         self.whole = whole
-        self.default_access = default_access
         self.stopped = stopped
         self.said: list[Said] = []
         self.costs: list[dict[str, Any]] = []
@@ -254,20 +251,10 @@ class Meeting:
         return prompt
 
     def _problem(self, persona_id: str, persona: Persona | None) -> str | None:
-        """Why the caller cannot have ``persona_id`` take part, if it cannot."""
-        problem = role_problem(self.panel, persona_id, persona)
-        if problem is not None or persona is None:
-            return problem
-        user = self.origin.user
-        access = persona.access or self.default_access
-        if access == "authenticated" and not user.is_authenticated:
-            return f"'{persona_id}' answers authenticated callers only"
-        if isinstance(user, Principal):
-            try:
-                user.require(SCOPE_A2A, persona_id)
-            except AuthError as error:
-                return error.message
-        return None
+        """Why ``persona_id`` cannot take part in this panel, if it cannot (whether the
+        caller may call it is decided where every call is: the personas' request handler,
+        whose refusal ends the turn ``rejected``)."""
+        return role_problem(self.panel, persona_id, persona)
 
     async def _status(self, text: str, **data: Any) -> None:
         if self.stopped():

@@ -37,7 +37,6 @@ from persona_agent.a2a.meeting import Meeting
 from persona_agent.a2a.panel_text import Said, transcript
 from persona_agent.a2a.quotas import Quotas
 from persona_agent.audit import AuditLog
-from persona_agent.auth import Access
 from persona_agent.logs import LOG_FIELDS, bind_log_fields
 from persona_agent.metrics import HubMetrics
 from persona_agent.personas.model import Persona
@@ -73,7 +72,6 @@ class PanelExecutor(AgentExecutor):
         calls: LocalCalls,
         lookup: Callable[[str], Persona | None],
         *,
-        default_access: Access = "public",
         audit: AuditLog | None = None,
         quotas: Quotas | None = None,
         metrics: HubMetrics | None = None,
@@ -83,7 +81,6 @@ class PanelExecutor(AgentExecutor):
         self.persona = persona
         self.calls = calls
         self.lookup = lookup
-        self.default_access: Access = default_access
         self.audit = audit
         self.quotas = quotas
         self.metrics = metrics
@@ -176,7 +173,6 @@ class PanelExecutor(AgentExecutor):
             conversation=conversation_key(owner, updater.context_id),
             chain=(*chain, panel.id),
             whole=bool(call.state.get(WHOLE_ANSWER_STATE_KEY)),
-            default_access=self.default_access,
             stopped=lambda: task_id in self._cancelled,
         )
         synthesis: Said | None = None

@@ -66,11 +66,9 @@ class PersonaApp:
         if persona.panel is not None:
             if members is None:
                 raise ValueError(f"the panel {persona.id} needs its members' calls")
-            auth = services.auth
             self.executor = PanelExecutor(
                 persona,
                 *members,
-                default_access=auth.default_access if auth is not None else "public",
                 audit=services.audit,
                 quotas=services.quotas,
                 metrics=services.metrics,
@@ -195,6 +193,7 @@ class A2ARegistry:
                 task_listing=task_listing,
                 max_id_length=max_id_length,
                 metrics=self.services.metrics,
+                authorization=self.services.authorization,
             )
         )
         """Messages to the served personas from within the hub (consultations, panels),

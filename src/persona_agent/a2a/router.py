@@ -57,7 +57,7 @@ from persona_agent.a2a.sdk_fixes.numbers import whole_counts
 from persona_agent.a2a.sdk_fixes.routes import jsonrpc_dispatcher, rest_routes
 from persona_agent.a2a.services import HubServices
 from persona_agent.audit import request_id_of
-from persona_agent.auth import SCOPE_A2A, AuthError, Principal
+from persona_agent.auth import Action, AuthError, Principal
 from persona_agent.logs import LOG_FIELDS, bind_log_fields
 from persona_agent.personas.model import Persona
 from persona_agent.tracing import active as tracing_active
@@ -259,7 +259,11 @@ class A2ARouter:
         self._auth = services.auth
         self.max_message_bytes = max_message_bytes
         handler = PersonaRequestHandler(
-            lookup, task_listing=task_listing, max_id_length=max_id_length, metrics=self._metrics
+            lookup,
+            task_listing=task_listing,
+            max_id_length=max_id_length,
+            metrics=self._metrics,
+            authorization=services.authorization,
         )
         self._builder = PersonaContextBuilder()
         self._grace = shutdown_grace_period
@@ -451,7 +455,8 @@ class A2ARouter:
     ) -> Response | None:
         """Who calls (into ``inner``), and whether it may: a refusal, or ``None``.
 
-        The directory (``persona`` None) is admitted as a persona without ``access:`` or
+        The decision is :class:`~persona_agent.security.authorization.Authorization`'s. The
+        directory (``persona`` None) is admitted as a persona without ``access:`` or
         ``limits:`` of its own: under the hub's default access and limits; any principal
         with the A2A scope may use it, whichever personas its key names.
         """
@@ -461,13 +466,12 @@ class A2ARouter:
         if self._auth is not None:
             auth = self._auth
             if persona is None:  # the directory: not one of the personas a key may name
-                access, named = auth.default_access, None
+                action, access = Action.DIRECTORY, None
             else:
-                access, named = persona.access or auth.default_access, persona.id
+                action, access = Action.CALL, persona.access
             try:
-                principal = await auth.caller(
-                    scope["headers"], access=access, scope=SCOPE_A2A, persona_id=named
-                )
+                principal = await auth.principal(scope["headers"])
+                auth.authorization.check(principal, action, persona_id, access=access)
             except AuthError as error:
                 self._record("auth.refused", persona_id, inner, str(error.status), error.message)
                 self._refusal(persona_id, "unauthenticated" if error.status == 401 else "forbidden")

@@ -58,12 +58,17 @@ from persona_agent.a2a.sdk_fixes.routes import check_status_filter
 from persona_agent.a2a.sdk_fixes.subscription import without_replayed
 from persona_agent.auth.principal import Principal
 from persona_agent.metrics import HubMetrics
+from persona_agent.personas.model import Persona
+from persona_agent.security.authorization import Action, Authorization
 
 T = TypeVar("T")
 
 
 class HandlerOwner(Protocol):
     """What the lookup gives: a persona's app (``registry.PersonaApp``), with its handler."""
+
+    @property
+    def persona(self) -> Persona: ...
 
     @property
     def handler(self) -> RequestHandler: ...
@@ -137,7 +142,13 @@ class PersonaRequestHandler(RequestHandler):
       the context builder authenticated (with a user name) needs no contextId under
       ``context``: the task store keeps each user's tasks apart (``persona:user``);
     - ids a client sends are at most ``max_id_length`` characters (Invalid params),
-      so none is stored or looked up.
+      so none is stored or looked up;
+    - ``authorization``: every call is one the caller may make
+      (:class:`~persona_agent.security.authorization.Authorization`, ``CALL`` on the
+      persona), else Invalid request with ``data.httpStatus`` 401 or 403. The router
+      refuses a direct call before it gets here; this check is the one the calls the hub
+      makes for a caller (consultations, panel turns: :class:`.local_calls.LocalCalls`)
+      pass too, with the caller's principal from the call context.
 
     With ``metrics``, it counts every call by persona, method, binding and outcome, and
     the streams open now.
@@ -150,8 +161,10 @@ class PersonaRequestHandler(RequestHandler):
         task_listing: TaskListing = "context",
         max_id_length: int = MAX_ID_LENGTH,
         metrics: HubMetrics | None = None,
+        authorization: Authorization | None = None,
     ) -> None:
         self._lookup = lookup
+        self._authorization = authorization or Authorization()
         self._task_listing = task_listing
         self._max_id_length = max_id_length
         self._metrics = metrics
@@ -223,6 +236,15 @@ class PersonaRequestHandler(RequestHandler):
         if app is None:
             # The router answers 404 before this; a persona removed mid-request lands here.
             raise InvalidRequestError(message=f"No persona with id '{persona_id}'")
+        principal = context.state.get(PRINCIPAL_STATE_KEY)
+        refused = self._authorization.refusal(
+            principal if isinstance(principal, Principal) else None,
+            Action.CALL,
+            persona_id,
+            access=app.persona.access,
+        )
+        if refused is not None:
+            raise InvalidRequestError(message=refused.message, data={"httpStatus": refused.status})
         return app.handler
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:

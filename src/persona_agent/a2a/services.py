@@ -15,7 +15,7 @@ from persona_agent.a2a.card_signing import CardSigner
 from persona_agent.a2a.push_notifications import PushParts
 from persona_agent.a2a.quotas import Quotas
 from persona_agent.audit import AuditLog
-from persona_agent.auth import Authenticator
+from persona_agent.auth import Authenticator, Authorization
 from persona_agent.metrics import HubMetrics
 from persona_agent.personas.png import CleanImage
 
@@ -57,3 +57,12 @@ class HubServices:
         """The authenticator, if anyone can authenticate at all."""
         auth = self.authenticator
         return auth if auth is not None and auth.enabled else None
+
+    @property
+    def authorization(self) -> Authorization:
+        """Who may do what (everyone everything, when nobody can authenticate)."""
+        auth = self.authenticator
+        return auth.authorization if auth is not None else _OPEN
+
+
+_OPEN = Authorization()

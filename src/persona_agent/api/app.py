@@ -39,7 +39,7 @@ from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.a2a.router import card_response
 from persona_agent.a2a.services import HubServices
 from persona_agent.a2a.task_store import SqlTaskStore, persona_owner
-from persona_agent.api.deps import UPLOAD_HEADER, ApiAuth, Reader, is_loopback
+from persona_agent.api.deps import UPLOAD_HEADER, ApiAuth, HubReader, is_loopback
 from persona_agent.api.limits import BodyLimit
 from persona_agent.api.pages import add_pages
 from persona_agent.api.persona_data import DeletedPersonaData
@@ -289,7 +289,6 @@ def create_app(settings: Settings) -> FastAPI:
         registry.persona,
         registry.personas,
         max_depth=settings.consult_depth,
-        authenticator=authenticator,
     )
     tools.sources.insert(0, consultations)  # before MCP: it takes every other name
 
@@ -454,10 +453,10 @@ def create_app(settings: Settings) -> FastAPI:
             )
         return JSONResponse({**body, "status": "ready", "notReady": []})
 
-    @app.get("/metrics", tags=["operations"], dependencies=[Reader])
+    @app.get("/metrics", tags=["operations"], dependencies=[HubReader])
     async def prometheus_metrics() -> Response:
-        """Prometheus metrics, in the text format (``personas:read`` when credentials are
-        configured; 404 with ``PERSONA_AGENT_METRICS=false``)."""
+        """Prometheus metrics, in the text format (``personas:read`` for every persona when
+        credentials are configured; 404 with ``PERSONA_AGENT_METRICS=false``)."""
         if metrics is None:
             return JSONResponse(
                 {"detail": "Metrics are off (PERSONA_AGENT_METRICS=false)"}, status_code=404

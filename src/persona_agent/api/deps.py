@@ -8,10 +8,22 @@ from typing import Annotated, NoReturn
 from fastapi import Depends, HTTPException, Request, status
 
 from persona_agent.audit import AuditLog, request_id_of
-from persona_agent.auth import SCOPE_READ, SCOPE_WRITE, Authenticator, AuthError, Principal
+from persona_agent.auth import Action, Authenticator, AuthError, Principal
 from persona_agent.personas.store import PersonaStore
 
-__all__ = ["UPLOAD_HEADER", "ApiAuth", "Reader", "Store", "Writer", "is_loopback"]
+__all__ = [
+    "UPLOAD_HEADER",
+    "ApiAuth",
+    "Auth",
+    "FileChecker",
+    "HubReader",
+    "PersonaReader",
+    "PersonaWriter",
+    "Reader",
+    "Store",
+    "Writer",
+    "is_loopback",
+]
 
 UPLOAD_HEADER = "X-Requested-With"
 """What a keyless upload must carry (any value), unless it comes from the hub's own origin:
@@ -95,16 +107,47 @@ class ApiAuth:
                 self._check_keyless_write(request)
             return None
         try:
-            return await self._auth.caller(
-                request.scope["headers"],
-                access="authenticated",
-                scope=SCOPE_WRITE if write else SCOPE_READ,
-            )
+            principal = await self._auth.principal(request.scope["headers"])
+            self._auth.authorization.check(principal, Action.WRITE if write else Action.READ)
         except AuthError as error:
-            headers = {"WWW-Authenticate": self._auth.challenge(error)}
-            raise HTTPException(
-                error.status, error.message, headers=headers if error.status == 401 else None
-            ) from None
+            raise self._http_error(error) from None
+        return principal
+
+    def authorize(
+        self, request: Request, action: Action, persona_id: str | None = None
+    ) -> Principal | None:
+        """The request's principal (:meth:`check` found it), if it may do ``action`` on
+        ``persona_id``; else a 403 (recorded in the audit log).
+
+        Raises:
+            HTTPException: 401 or 403.
+        """
+        principal: Principal | None = getattr(request.state, "principal", None)
+        refused = self._auth.authorization.refusal(principal, action, persona_id)
+        if refused is None:
+            return principal
+        if self._audit is not None:
+            self._audit.record(
+                "auth.refused",
+                principal=principal.name if principal is not None else None,
+                persona=persona_id,
+                outcome=str(refused.status),
+                request_id=request_id_of(dict(request.headers)),
+                path=request.url.path,
+                reason=refused.message,
+            )
+        raise self._http_error(refused)
+
+    def visible(self, request: Request, persona_ids: list[str]) -> list[str]:
+        """Those of ``persona_ids`` the request's principal may read."""
+        principal: Principal | None = getattr(request.state, "principal", None)
+        return self._auth.authorization.visible(principal, persona_ids)
+
+    def _http_error(self, error: AuthError) -> HTTPException:
+        headers = {"WWW-Authenticate": self._auth.challenge(error)}
+        return HTTPException(
+            error.status, error.message, headers=headers if error.status == 401 else None
+        )
 
     def _check_keyless_write(self, request: Request) -> None:
         if not self._listens_on_loopback:
@@ -131,7 +174,7 @@ class ApiAuth:
             )
         if request.method not in ("POST", "PUT", "PATCH"):
             return
-        if request.url.path.endswith("/upload"):
+        if request.url.path.endswith(_FILE_PATHS):
             # A multipart upload is what a form sends: it needs what a form cannot send.
             if origin is None and not request.headers.get(UPLOAD_HEADER):
                 _forbid(
@@ -146,6 +189,10 @@ class ApiAuth:
                     status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
                     "The body must be JSON, labelled Content-Type: application/json",
                 )
+
+
+_FILE_PATHS = ("/upload", "/validate")
+"""Routes that take a file as a form sends it (multipart)."""
 
 
 def _forbid(message: str) -> NoReturn:
@@ -168,17 +215,43 @@ def is_loopback(host: str | None) -> bool:
         return host.lower() == "localhost"
 
 
-def _auth(request: Request) -> ApiAuth:
+def api_auth(request: Request) -> ApiAuth:
     auth: ApiAuth = request.app.state.api_auth
     return auth
 
 
 async def require_read(request: Request) -> None:
-    request.state.principal = await _auth(request).check(request, write=False)
+    request.state.principal = await api_auth(request).check(request, write=False)
 
 
 async def require_write(request: Request) -> None:
-    request.state.principal = await _auth(request).check(request, write=True)
+    request.state.principal = await api_auth(request).check(request, write=True)
+
+
+async def require_file_check(request: Request) -> None:
+    """A file checked and not stored (``/validate``): a read where callers authenticate,
+    else (anyone may call) as a write, from this machine only, since reading a file or an
+    image costs what an upload costs."""
+    auth = api_auth(request)
+    request.state.principal = await auth.check(request, write=not auth.enabled)
+
+
+async def require_persona_read(request: Request, persona_id: str) -> None:
+    """A read of the persona in the path: the caller may read it (else 401/403)."""
+    await require_read(request)
+    api_auth(request).authorize(request, Action.READ, persona_id)
+
+
+async def require_persona_write(request: Request, persona_id: str) -> None:
+    """A write of the persona in the path: the caller may write it (else 401/403)."""
+    await require_write(request)
+    api_auth(request).authorize(request, Action.WRITE, persona_id)
+
+
+async def require_hub_read(request: Request) -> None:
+    """A read of what is about every persona (``/metrics``)."""
+    await require_read(request)
+    api_auth(request).authorize(request, Action.HUB_READ)
 
 
 def get_store(request: Request) -> PersonaStore:
@@ -187,5 +260,12 @@ def get_store(request: Request) -> PersonaStore:
 
 
 Store = Annotated[PersonaStore, Depends(get_store)]
+Auth = Annotated[ApiAuth, Depends(api_auth)]
 Reader = Depends(require_read)
 Writer = Depends(require_write)
+PersonaReader = Depends(require_persona_read)
+"""Routes on one persona (``{persona_id}`` in the path) that read it."""
+PersonaWriter = Depends(require_persona_write)
+"""Routes on one persona (``{persona_id}`` in the path) that change it."""
+HubReader = Depends(require_hub_read)
+FileChecker = Depends(require_file_check)

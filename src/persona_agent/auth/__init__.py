@@ -10,7 +10,6 @@ whose name owns its tasks and conversations.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal
 
 from persona_agent.auth.keys import ApiKeys, hash_key
 from persona_agent.auth.oidc import OidcVerifier
@@ -19,9 +18,11 @@ from persona_agent.auth.principal import (
     SCOPE_READ,
     SCOPE_WRITE,
     SCOPES,
+    Access,
     AuthError,
     Principal,
 )
+from persona_agent.security.authorization import Action, Authorization
 
 __all__ = [
     "SCOPES",
@@ -29,17 +30,16 @@ __all__ = [
     "SCOPE_READ",
     "SCOPE_WRITE",
     "Access",
+    "Action",
     "ApiKeys",
     "AuthError",
     "Authenticator",
+    "Authorization",
     "OidcVerifier",
     "Principal",
     "credential_of",
     "hash_key",
 ]
-
-Access = Literal["public", "authenticated"]
-"""Who may talk to a persona over A2A: anyone, or authenticated callers only."""
 
 
 def credential_of(headers: Iterable[tuple[bytes, bytes]]) -> tuple[str, str] | None:
@@ -72,6 +72,8 @@ class Authenticator:
         self.keys = keys or ApiKeys()
         self.oidc = oidc
         self.default_access: Access = default_access
+        self.authorization = Authorization(enabled=self.enabled, default_access=default_access)
+        """What the callers it authenticates may do."""
 
     @property
     def enabled(self) -> bool:
@@ -101,41 +103,3 @@ class Authenticator:
         if principal is None:
             raise AuthError(401, "The credential is not valid (an unknown API key or token)")
         return principal
-
-    async def caller(
-        self,
-        headers: Iterable[tuple[bytes, bytes]],
-        *,
-        access: Access,
-        scope: str,
-        persona_id: str | None = None,
-    ) -> Principal | None:
-        """The caller of a request that needs ``scope``: ``None`` (anonymous) where access
-        is public and no credential is given.
-
-        Raises:
-            AuthError: 401 (no valid credential where one is needed, or an invalid one),
-                403 (a principal without the scope or the persona).
-        """
-        principal = await self.principal(headers)
-        if principal is None:
-            if access == "authenticated":
-                raise AuthError(
-                    401, "Authentication required (Authorization: Bearer ..., or X-API-Key)"
-                )
-            return None
-        principal.require(scope, persona_id)
-        return principal
-
-    def refusal(self, principal: Principal | None, persona_id: str, access: Access | None) -> str:
-        """Why a caller may not use a persona over A2A, or '' if it may: for the calls the
-        hub makes for a caller (a consultation), which no request of its own admits.
-        ``access``: the persona's own (``None``: the hub's default)."""
-        if principal is None:
-            needed = (access or self.default_access) == "authenticated" and self.enabled
-            return f"persona '{persona_id}' needs an authenticated caller" if needed else ""
-        try:
-            principal.require(SCOPE_A2A, persona_id)
-        except AuthError as error:
-            return error.message
-        return ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from starlette.authentication import BaseUser
 
@@ -12,9 +13,13 @@ __all__ = [
     "SCOPE_A2A",
     "SCOPE_READ",
     "SCOPE_WRITE",
+    "Access",
     "AuthError",
     "Principal",
 ]
+
+Access = Literal["public", "authenticated"]
+"""Who may talk to a persona over A2A: anyone, or authenticated callers only."""
 
 SCOPE_A2A = "a2a"
 """Talk to personas over A2A (send messages; get, list, cancel, subscribe to own tasks)."""
@@ -63,14 +68,6 @@ class Principal(BaseUser):
     @property
     def identity(self) -> str:
         return self.name
-
-    def require(self, scope: str, persona_id: str | None = None) -> None:
-        """Raise :class:`AuthError` (403) unless this principal has ``scope`` and, when a
-        persona is named, may use it."""
-        if scope not in self.scopes:
-            raise AuthError(403, f"'{self.name}' lacks the scope '{scope}'")
-        if persona_id is not None and self.personas is not None and persona_id not in self.personas:
-            raise AuthError(403, f"'{self.name}' may not use persona '{persona_id}'")
 
 
 def scope_set(scopes: Iterable[str] | str | None) -> frozenset[str]:

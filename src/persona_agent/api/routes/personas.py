@@ -26,9 +26,18 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
 from persona_agent.a2a.agent_card import CARD_PATH, persona_url
-from persona_agent.api.deps import Reader, Store, Writer
+from persona_agent.api.deps import (
+    Auth,
+    FileChecker,
+    PersonaReader,
+    PersonaWriter,
+    Reader,
+    Store,
+    Writer,
+)
 from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.audit import AuditLog, request_id_of
+from persona_agent.auth import Action
 from persona_agent.chat.usage import UsageLog
 from persona_agent.errors import PersonaAgentError, PersonaFileError, PersonaNotFoundError
 from persona_agent.personas.cards import CardSpec, card_png, persona_to_card
@@ -116,11 +125,14 @@ def _send(response: Response, request: Request, persona: Persona) -> dict[str, A
 async def list_personas(
     request: Request,
     store: Store,
+    auth: Auth,
     offset: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> dict[str, Any]:
-    """Personas by id, a page at a time."""
-    personas = await store.list()
+    """Personas by id, a page at a time: those the caller's key lets it use."""
+    every = await store.list()
+    shown = set(auth.visible(request, [persona.id for persona in every]))
+    personas = [persona for persona in every if persona.id in shown]
     page = personas[offset : offset + limit]
     return {
         "items": [_resource(request, p) for p in page],
@@ -130,7 +142,7 @@ async def list_personas(
     }
 
 
-@router.get("/{persona_id}", dependencies=[Reader], responses=_errors(404))
+@router.get("/{persona_id}", dependencies=[PersonaReader], responses=_errors(404))
 async def get_persona(
     persona_id: str, request: Request, response: Response, store: Store
 ) -> dict[str, Any]:
@@ -140,7 +152,7 @@ async def get_persona(
 
 @router.get(
     "/{persona_id}/file",
-    dependencies=[Reader],
+    dependencies=[PersonaReader],
     response_class=Response,
     responses={
         **_errors(404),
@@ -208,6 +220,7 @@ async def create_persona(
     request: Request,
     response: Response,
     store: Store,
+    auth: Auth,
     body: Annotated[dict[str, Any], Body(examples=[PERSONA_EXAMPLE])],
 ) -> dict[str, Any]:
     """Create a persona (``id`` in the body); it answers over A2A as soon as this returns."""
@@ -217,6 +230,7 @@ async def create_persona(
         raise RequestValidationError(
             [{"loc": ("body", "id"), "msg": "Field required (a string)", "type": "missing"}]
         )
+    auth.authorize(request, Action.WRITE, persona_id)
     persona = _validated(persona_id, data)
     await _deleted_data_gone(request, persona.id)
     stored = await _stored(store.create(persona))
@@ -224,7 +238,7 @@ async def create_persona(
     return _send(response, request, stored)
 
 
-@router.put("/{persona_id}", dependencies=[Writer], responses=_errors(404, 412))
+@router.put("/{persona_id}", dependencies=[PersonaWriter], responses=_errors(404, 412))
 @audited("persona.update")
 async def update_persona(
     persona_id: str,
@@ -251,7 +265,7 @@ async def update_persona(
 @router.delete(
     "/{persona_id}",
     status_code=status.HTTP_204_NO_CONTENT,
-    dependencies=[Writer],
+    dependencies=[PersonaWriter],
     responses=_errors(404, 412),
 )
 @audited("persona.delete")
@@ -279,6 +293,7 @@ async def upload_persona(
     request: Request,
     response: Response,
     store: Store,
+    auth: Auth,
     file: Annotated[
         UploadFile,
         File(
@@ -306,6 +321,7 @@ async def upload_persona(
             [{"loc": ("body",), "msg": problem, "type": "value_error"} for problem in loaded]
         )
     persona = loaded.persona
+    auth.authorize(request, Action.WRITE, persona.id)
     await _deleted_data_gone(request, persona.id)
     if replace:
         existed = await _exists(store, persona.id)
@@ -318,10 +334,11 @@ async def upload_persona(
     return _send(response, request, stored)
 
 
-@router.post("/validate", dependencies=[Reader])
+@router.post("/validate", dependencies=[FileChecker])
 async def validate_persona(
     request: Request,
     store: Store,
+    auth: Auth,
     file: Annotated[
         UploadFile,
         File(
@@ -336,8 +353,11 @@ async def validate_persona(
 ) -> dict[str, Any]:
     """Check a file as upload would, and save nothing: ``valid``, the ``problems`` (each
     naming the file, the field and the reason), and for a valid file the ``persona`` as a
-    body for ``POST /api/v1/personas`` or ``PUT``, and whether its id ``exists`` already.
-    An editor calls it as its user types."""
+    body for ``POST /api/v1/personas`` or ``PUT``, and whether its id ``exists`` already
+    (``null`` for an id the caller's key does not let it use). An editor calls it as its
+    user types. Where nobody authenticates, it is accepted as a write is (from this
+    machine, with the upload's header or the hub's own Origin): reading a file costs what
+    an upload costs."""
     loaded = await _read_upload(request, file, persona_id)
     if not isinstance(loaded, PersonaFile):
         return {"valid": False, "problems": loaded}
@@ -346,7 +366,9 @@ async def validate_persona(
         "valid": True,
         "problems": [],
         "id": persona.id,
-        "exists": await _exists(store, persona.id),
+        "exists": (
+            await _exists(store, persona.id) if auth.visible(request, [persona.id]) else None
+        ),
         "persona": {"id": persona.id, **persona_to_data(persona)},
     }
 
@@ -376,7 +398,7 @@ async def _read_upload(
 
 @router.get(
     "/{persona_id}/card",
-    dependencies=[Reader],
+    dependencies=[PersonaReader],
     responses={
         **_errors(404),
         200: {
@@ -433,7 +455,7 @@ async def _deleted_data_gone(request: Request, persona_id: str) -> None:
     await persona_data.settled(persona_id)
 
 
-@router.get("/{persona_id}/usage", dependencies=[Reader], responses=_errors(404))
+@router.get("/{persona_id}/usage", dependencies=[PersonaReader], responses=_errors(404))
 async def persona_usage(
     persona_id: str,
     request: Request,

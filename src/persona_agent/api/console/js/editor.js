@@ -36,7 +36,12 @@ async function check(personaId, text) {
   const form = new FormData();
   form.append("file", new File([text], name, { type: "application/yaml" }));
   const query = personaId ? `?id=${encodeURIComponent(personaId)}` : "";
-  const response = await request(`api/v1/personas/validate${query}`, { method: "POST", body: form });
+  // A keyless hub takes a file to check as it takes an upload: with this header.
+  const response = await request(`api/v1/personas/validate${query}`, {
+    method: "POST",
+    headers: { "X-Requested-With": "persona-agent-console" },
+    body: form,
+  });
   const result = await response.json();
   // Each problem names the file; in the editor the file is the text area.
   result.problems = (result.problems || []).map((problem) =>
