@@ -2,15 +2,10 @@
 
 A client gives a webhook URL (``CreateTaskPushNotificationConfig``, or with a message);
 the hub then POSTs every change of the task to it. The URL is the client's choice, so it
-is checked when the config is created (the SDK's handler takes :class:`PushUrlGuard` as
-its ``push_url_validator``) and again before every delivery attempt (a name's DNS answer
-may change): the SDK's ``validate_push_notification_url`` resolves the host and refuses
-loopback, private, link-local, shared, multicast, reserved and unspecified addresses (an
-IPv4-mapped IPv6 address as the IPv4 in it; decimal, octal and hex forms resolve to what
-they stand for); this guard also refuses credentials in the URL, over-long URLs, and lets
-through the hosts of ``PERSONA_AGENT_PUSH_ALLOWED_HOSTS`` (local development: loopback is
-refused unless listed). The HTTP client follows no redirect: a 3xx is a failure, so no
-webhook can bounce a notification to an address the guard refused.
+is checked when the config is created (the SDK's handler takes :class:`PushUrlGuard`, of
+:mod:`persona_agent.a2a.push.guard`, as its ``push_url_validator``) and again before every
+delivery attempt (a name's DNS answer may change). The HTTP client follows no redirect: a
+3xx is a failure, so no webhook can bounce a notification to an address the guard refused.
 
 :class:`RetryingPushSender` is the SDK's ``BasePushNotificationSender`` with delivery moved
 off the task: ``send_notification`` queues the event and returns; a background worker
@@ -25,8 +20,7 @@ import asyncio
 import contextlib
 import logging
 import random
-import urllib.parse
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,10 +34,10 @@ from a2a.server.tasks import (
 from a2a.server.tasks.push_notification_sender import PushNotificationEvent
 from a2a.types.a2a_pb2 import TaskPushNotificationConfig
 from a2a.utils.proto_utils import to_stream_response
-from a2a.utils.push_url_validator import validate_push_notification_url
 from google.protobuf.json_format import MessageToDict
 from sqlalchemy import select
 
+from persona_agent.a2a.push.guard import MAX_URL_LENGTH, PushUrlGuard, destination
 from persona_agent.a2a.sdk_fixes.numbers import counts_as_integers
 
 __all__ = [
@@ -55,53 +49,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-MAX_URL_LENGTH = 2048
-
-
-def _where(url: str) -> str:
-    """``scheme://host:port`` of a URL, for logs: never its path, query or credentials."""
-    try:
-        parsed = urllib.parse.urlsplit(url)
-        host = parsed.hostname or ""
-        host = f"[{host}]" if ":" in host else host
-        return f"{parsed.scheme}://{host}{f':{parsed.port}' if parsed.port else ''}"
-    except ValueError:
-        return "(unparseable URL)"
-
-
-class PushUrlGuard:
-    """Whether a webhook URL may be called (an async ``push_url_validator``)."""
-
-    def __init__(self, allowed_hosts: Iterable[str] = ()) -> None:
-        self.allowed = {host.strip().lower().strip("[]") for host in allowed_hosts if host.strip()}
-
-    async def __call__(self, url: str) -> bool:
-        try:
-            parsed = urllib.parse.urlsplit(url)
-            port = parsed.port
-        except ValueError:
-            logger.warning("Push URL refused: it cannot be parsed")
-            return False
-        if any(c.isspace() or ord(c) < 32 or c == "\\" for c in url):
-            # parsers disagree on such URLs: the one checked might not be the one called
-            logger.warning("Push URL refused: whitespace, a control character or a backslash")
-            return False
-        if len(url) > MAX_URL_LENGTH or parsed.scheme not in ("http", "https"):
-            logger.warning("Push URL refused: not http(s), or too long (%s)", _where(url))
-            return False
-        host = (parsed.hostname or "").lower()
-        if not host or parsed.username is not None or parsed.password is not None:
-            logger.warning("Push URL refused: no host, or credentials in it (%s)", _where(url))
-            return False
-        if host in self.allowed or (port is not None and f"{host}:{port}" in self.allowed):
-            return True
-        # The SDK's validator logs the URL it is given: give it no path or query (a token
-        # may be in them); it needs only the scheme, host and port.
-        if not await validate_push_notification_url(f"{_where(url)}/"):
-            logger.warning("Push URL refused: %s is not a public address", _where(url))
-            return False
-        return True
 
 
 class IndexedConfigStore(PushNotificationConfigStore):
@@ -264,7 +211,7 @@ class RetryingPushSender(BasePushNotificationSender):
                 logger.warning(
                     "Push notification for task %s to %s failed (attempt %d/%d): %s%s",
                     task_id,
-                    _where(config.url),
+                    destination(config.url),
                     attempt,
                     self.attempts,
                     failure.reason,
