@@ -32,7 +32,7 @@ from persona_agent.db import (
 from persona_agent.errors import ConfigError
 from tests.conftest import empty_postgres
 
-HEAD = "0003"
+HEAD = "0004"
 NOT_OURS = {"alembic_version", "push_notification_configs"}  # Alembic's, and the SDK's
 
 

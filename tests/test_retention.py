@@ -1,15 +1,26 @@
 """Retention on real databases (a SQLite file and PostgreSQL): the oldest tasks and
-messages over a limit are deleted, running tasks never, and the loop sweeps until stopped."""
+messages over a limit are deleted, running tasks never, push configs with their tasks, and
+the loop sweeps until stopped."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 
-from a2a.types.a2a_pb2 import Artifact, Part, Task, TaskState, TaskStatus
+from a2a.server.tasks import DatabasePushNotificationConfigStore
+from a2a.types.a2a_pb2 import (
+    Artifact,
+    Part,
+    Task,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatus,
+)
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from persona_agent.a2a.task_store import SqlTaskStore
+from persona_agent.a2a.push import ConfigLimits, IndexedConfigStore
+from persona_agent.a2a.task_store import SqlTaskStore, persona_owner
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.db import GroupCommitWriter
 from persona_agent.retention import Retention, RetentionLimits
@@ -106,3 +117,23 @@ async def test_the_loop_sweeps_at_once_and_stops_when_asked(
     stop.set()
     async with asyncio.timeout(10):
         await running  # ends without waiting out the hour
+
+
+async def test_push_configs_go_with_their_tasks(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    store = SqlTaskStore(writer)
+    old, new = str(uuid.uuid4()), str(uuid.uuid4())  # the SDK's table outlives test databases
+    for task_id, days in [(old, 40), (new, 1)]:
+        await store.save(task(task_id, DONE, days), ctx("ada"))
+    configs = IndexedConfigStore(
+        DatabasePushNotificationConfigStore(engine, owner_resolver=persona_owner),
+        limits=ConfigLimits(unstored_seconds=0),
+    )
+    for task_id in (old, new):
+        hook = TaskPushNotificationConfig(task_id=task_id, id="h", url="https://example.org/h")
+        await configs.set_info(task_id, hook, ctx("ada"))
+    limits = RetentionLimits(task_max_age_days=30, task_max_count=0, task_max_bytes=0)
+    await Retention(writer, limits, prune=[configs.prune]).sweep()
+    assert await configs.get_info_for_dispatch(old) == []
+    assert [c.id for c in await configs.get_info_for_dispatch(new)] == ["h"]

@@ -52,6 +52,7 @@ __all__ = [
     "metadata",
     "personas_table",
     "prepare_db",
+    "push_callers_table",
     "replicas_table",
     "task_events_table",
     "tasks_table",
@@ -144,6 +145,20 @@ personas_table = Table(
 (:class:`persona_agent.personas.sql_store.SqlPersonaStore`)."""
 
 
+push_callers_table = Table(
+    "pa_push_callers",
+    metadata,
+    Column("task_id", String(200), primary_key=True),
+    Column("config_id", String(255), primary_key=True),
+    Column("owner", String(200), nullable=False),  # the task's owner, as in pa_tasks
+    Column("caller", String(300), nullable=False),  # a principal, or ip:{address}
+    Column("created_ms", BigInteger, nullable=False),  # ms since the epoch
+    Index("ix_pa_push_callers_caller", "caller"),
+)
+"""Who created each push-notification config (the SDK's table does not say), for the cap
+per caller (:class:`persona_agent.a2a.push.configs.IndexedConfigStore`)."""
+
+
 def create_engine(url: str, *, pool_size: int = 10, max_overflow: int = 20) -> AsyncEngine:
     """An engine for ``url``; for SQLite, the parent directory is created and WAL is on.
     ``pool_size`` and ``max_overflow``: the connection pool of another database.
@@ -201,7 +216,7 @@ def create_engine(url: str, *, pool_size: int = 10, max_overflow: int = 20) -> A
     return engine
 
 
-SCHEMA_REVISION = "0003"
+SCHEMA_REVISION = "0004"
 """The newest revision of ``persona_agent/migrations/versions`` (a test keeps it so)."""
 
 

@@ -133,6 +133,14 @@ class HubMetrics:
             ["agent"],
             registry=registry,
         )
+        self.push_notifications = Counter(
+            "persona_agent_push_notifications",
+            "Push notifications to webhooks, by outcome (delivered; failed: a 4xx, a "
+            "redirect, or every retry spent; refused: the URL guard refused the webhook "
+            "at delivery; dropped: a delivery queue was full)",
+            ["outcome"],
+            registry=registry,
+        )
         self.personas = Gauge(
             "persona_agent_personas", "Personas this replica serves", registry=registry
         )

@@ -5,7 +5,8 @@ Limits (each 0 for none; docs/security.md): a task's age, and for tasks and for
 conversation messages, how many are kept and how many bytes of them. The oldest go
 first. Tasks still ``submitted`` or ``working`` are never deleted (a restart marks
 those of a stopped hub failed, and then they age like the rest). Each sweep is a few
-``DELETE`` statements in the database's group commit, one per limit.
+``DELETE`` statements in the database's group commit, one per limit, then the ``prune``
+callables (push-notification configs of the tasks deleted go with them).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,9 +48,16 @@ class RetentionLimits:
 class Retention:
     """Deletes what is over the limits: :meth:`sweep` once, :meth:`run` every ``interval``."""
 
-    def __init__(self, writer: GroupCommitWriter, limits: RetentionLimits) -> None:
+    def __init__(
+        self,
+        writer: GroupCommitWriter,
+        limits: RetentionLimits,
+        *,
+        prune: Sequence[Callable[[], Awaitable[object]]] = (),
+    ) -> None:
         self._db = writer
         self.limits = limits
+        self._prune = prune
 
     async def sweep(self) -> None:
         """Delete the tasks and messages over the limits (the oldest first)."""
@@ -72,6 +81,8 @@ class Retention:
             statements.append((smallest, {"n": limits.message_max_bytes}))
         for statement, parameters in statements:
             await self._db.write(statement, [parameters])
+        for prune in self._prune:
+            await prune()
 
     async def run(self, stop: asyncio.Event, interval: float) -> None:
         """Sweep now and every ``interval`` seconds until ``stop`` is set; a failed sweep is

@@ -160,6 +160,20 @@ class Settings(BaseSettings):
     push_allowed_hosts: str = ""
     """Comma-separated hosts (``host`` or ``host:port``) a webhook may be on even though
     they are not public addresses, for local development (loopback is refused unless here)."""
+    push_max_configs_per_task: int = Field(default=10, ge=1, le=1000)
+    """Push-notification configs one task may have; one more is refused (InvalidParams)."""
+    push_max_configs_per_caller: int = Field(default=100, ge=1)
+    """Push-notification configs one caller (principal, or client address without keys) may
+    have on tasks not yet finished; one more is refused (InvalidParams)."""
+    push_queue_per_destination: int = Field(default=100, ge=1)
+    """Notifications waiting for one webhook destination (``scheme://host:port``); more
+    are dropped."""
+    push_max_destinations: int = Field(default=64, ge=1, le=10_000)
+    """Webhook destinations delivered to at once, each by a worker of its own; a
+    notification for one more is dropped while they are all busy."""
+    push_queue_bytes: int = Field(default=32 * 1024 * 1024, ge=64 * 1024)
+    """Bytes of notifications waiting for delivery, all destinations together; more are
+    dropped."""
     audit_log: str | None = None
     """Where the audit log's JSON lines go: a file path (appended to), or ``-`` (stdout)."""
     cors_origins: str = ""

@@ -1,11 +1,15 @@
 """Push notifications end to end: configs through the real SDK client on both bindings and
 both protocol versions, kept in the database across a restart; every state change POSTed
 to a real webhook with its token and Authorization; slow and failing webhooks retried
-without slowing the task; webhook URLs that reach the hub's own network refused."""
+without slowing the task, nor another webhook; configs capped per task and per caller;
+webhook URLs that reach the hub's own network refused."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +19,7 @@ import pytest
 from a2a.client import A2AClientError
 from a2a.types.a2a_pb2 import (
     AuthenticationInfo,
+    CancelTaskRequest,
     DeleteTaskPushNotificationConfigRequest,
     GetTaskPushNotificationConfigRequest,
     ListTaskPushNotificationConfigsRequest,
@@ -25,8 +30,15 @@ from a2a.utils.errors import A2AError
 from cryptography.fernet import Fernet
 
 from tests.fakes.fake_llm import FakeLLM, Hang, Reply
-from tests.integration.a2a_helpers import get_task, send, user_message, wait_for_state
+from tests.integration.a2a_helpers import (
+    get_task,
+    send,
+    submit,
+    user_message,
+    wait_for_state,
+)
 from tests.integration.conftest import TRANSPORTS, HubFactory
+from tests.integration.test_metrics import scrape, value
 from tests.servers.webhook import Received, Webhook
 
 
@@ -46,11 +58,12 @@ def config(webhook: Webhook, task_id: str = "", name: str = "c1") -> TaskPushNot
     )
 
 
-def completed(webhook: Webhook) -> list[Received]:
+def completed(webhook: Webhook, timeout: float = 15.0) -> list[Received]:
     """The requests up to the one that says the task completed (blocks: use a thread)."""
+    deadline = time.monotonic() + timeout
     count = 1
     while True:
-        received = webhook.wait_for(count)
+        received = webhook.wait_for(count, max(0.0, deadline - time.monotonic()))
         if "TASK_STATE_COMPLETED" in states(received):
             return received
         count = len(received) + 1
@@ -267,3 +280,164 @@ async def test_configs_are_encrypted_in_the_database_with_a_key(
     stored = b"".join(p.read_bytes() for p in (tmp_path / "data").glob("persona-agent.db*"))
     assert (b"hook-secret" in stored) is not encrypted
     assert (b"tok-123" in stored) is not encrypted
+
+
+REFUSED = (A2AError, A2AClientError)
+
+
+async def test_a_failing_webhook_never_delays_another_destination(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    with Webhook() as failing, Webhook() as healthy:
+        failing.answers = [503] * 50
+        failing.retry_after = "60"  # the hub waits before its next try (30 s at most)
+        async with hub_factory(push_allowed_hosts="127.0.0.1") as hub:
+            first = await hub.client("socrates")
+            request = user_message("Tell my failing webhook.")
+            request.configuration.task_push_notification_config.CopyFrom(config(failing))
+            llm.script(Reply("For the first."))
+            _ = [r async for r in first.send_message(request)]
+            await asyncio.to_thread(failing.wait_for, 1)  # answered 503, Retry-After: 60
+
+            second = await hub.client("socrates")  # another client, another task
+            request = user_message("Tell my webhook.")
+            request.configuration.task_push_notification_config.CopyFrom(config(healthy))
+            llm.script(Reply("For the second."))
+            _ = [r async for r in second.send_message(request)]
+            # Its notifications come at once, not after the other webhook's wait.
+            received = await asyncio.to_thread(completed, healthy, 5.0)
+            assert "TASK_STATE_COMPLETED" in states(received)
+            assert len(failing.received) == 1  # still waiting for its Retry-After
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_configs_per_task_are_capped(
+    hub_factory: HubFactory, llm: FakeLLM, webhook: Webhook, transport: tuple[str, str]
+) -> None:
+    async with hub_factory(push_allowed_hosts="127.0.0.1") as hub:
+        client = await hub.client("socrates", transport)
+        llm.script(Hang())
+        request = user_message("Hold on.")
+        request.configuration.return_immediately = True
+        # A config given with the message counts as one of the task's.
+        request.configuration.task_push_notification_config.CopyFrom(config(webhook, name="c0"))
+        responses = [r async for r in client.send_message(request)]
+        task_id = responses[0].task.id
+
+        refused_at, refusal = 0, ""
+        for n in range(1, 2000):
+            try:
+                await client.create_task_push_notification_config(config(webhook, task_id, f"c{n}"))
+            except REFUSED as error:
+                refused_at, refusal = n, str(error)
+                break
+        assert refused_at == 10, "the 11th config of a task must be refused"
+        rest_03 = transport == ("HTTP+JSON", "0.3")
+        if rest_03:  # the SDK's 0.3 REST client drops the answer's body: read it raw
+            refusal = await create_as_v03_rest(hub.settings.base_url, webhook, task_id, "c10")
+        assert "PERSONA_AGENT_PUSH_MAX_CONFIGS_PER_TASK=10" in refusal, refusal
+        # Replacing a config (the same id) adds none.
+        again = await client.create_task_push_notification_config(config(webhook, task_id, "c3"))
+        assert again.id == "c3"
+        # One more with a message to the task: refused as well, before the message is taken.
+        follow_up = user_message("And tell this one.")
+        follow_up.message.task_id = task_id
+        follow_up.configuration.task_push_notification_config.CopyFrom(config(webhook, name="x"))
+        named = None if rest_03 else "PERSONA_AGENT_PUSH_MAX_CONFIGS_PER_TASK"
+        with pytest.raises(REFUSED, match=named):
+            _ = [r async for r in client.send_message(follow_up)]
+        await client.cancel_task(CancelTaskRequest(id=task_id))
+        await wait_for_state(client, task_id, TaskState.TASK_STATE_CANCELED)
+    # The hub has stopped, its queues delivered: each event went to 10 webhooks at most,
+    # the cancellation to each of the 10.
+    received = webhook.received
+    per_event = Counter(json.dumps(r.body, sort_keys=True) for r in received)
+    assert max(per_event.values()) <= 10, max(per_event.values())
+    canceled = {r.path for r in received if "TASK_STATE_CANCELED" in states([r])}
+    assert canceled == {f"/hook/c{n}" for n in range(10)}
+
+
+async def create_as_v03_rest(base_url: str, webhook: Webhook, task_id: str, name: str) -> str:
+    """The answer to a v0.3 HTTP+JSON CreateTaskPushNotificationConfig, which must be 400."""
+    body = {
+        "parent": f"tasks/{task_id}",
+        "config_id": name,
+        "config": {"push_notification_config": {"id": name, "url": f"{webhook.url}/hook/{name}"}},
+    }
+    path = f"/a2a/socrates/v1/tasks/{task_id}/pushNotificationConfigs"
+    async with httpx.AsyncClient(base_url=base_url, headers={"A2A-Version": "0.3"}) as raw:
+        response = await raw.post(path, json=body)
+    assert response.status_code == 400, response.text
+    return response.text
+
+
+ALICE = "alice-key-0123456789abcdef"
+BOB = "bob-key-0123456789abcdef00"
+
+
+async def test_configs_per_caller_are_capped_across_their_tasks(
+    hub_factory: HubFactory, llm: FakeLLM, webhook: Webhook
+) -> None:
+    async with (
+        hub_factory(
+            push_allowed_hosts="127.0.0.1",
+            api_keys=f"{ALICE},{BOB}",
+            push_max_configs_per_caller=3,
+        ) as hub,
+        httpx.AsyncClient(
+            base_url=hub.settings.base_url, headers={"Authorization": f"Bearer {ALICE}"}
+        ) as alice_http,
+        httpx.AsyncClient(
+            base_url=hub.settings.base_url, headers={"Authorization": f"Bearer {BOB}"}
+        ) as bob_http,
+    ):
+        alice = await hub.client("socrates", http=alice_http)
+        bob = await hub.client("socrates", http=bob_http)
+        llm.script(*[Hang() for _ in range(5)])
+        tasks = [await submit(alice, f"Task {n}.") for n in range(4)]
+        for n, task_id in enumerate(tasks[:3]):
+            await alice.create_task_push_notification_config(config(webhook, task_id, f"a{n}"))
+        with pytest.raises(REFUSED, match="PERSONA_AGENT_PUSH_MAX_CONFIGS_PER_CALLER=3"):
+            await alice.create_task_push_notification_config(config(webhook, tasks[3], "a3"))
+        # A config with a message counts the same: refused, and no task is started.
+        request = user_message("Notify me.")
+        request.configuration.task_push_notification_config.CopyFrom(config(webhook))
+        with pytest.raises(REFUSED, match="PERSONA_AGENT_PUSH_MAX_CONFIGS_PER_CALLER"):
+            _ = [r async for r in alice.send_message(request)]
+        # Another caller has places of its own.
+        bob_task = await submit(bob, "Bob's task.")
+        await bob.create_task_push_notification_config(config(webhook, bob_task, "b0"))
+        # A finished task's configs count no more (once its end is stored).
+        await alice.cancel_task(CancelTaskRequest(id=tasks[0]))
+        async with asyncio.timeout(10):
+            while True:
+                try:
+                    await alice.create_task_push_notification_config(
+                        config(webhook, tasks[3], "a3")
+                    )
+                    break
+                except REFUSED:
+                    await asyncio.sleep(0.05)
+        for task_id in [*tasks[1:], bob_task]:
+            client = bob if task_id == bob_task else alice
+            await client.cancel_task(CancelTaskRequest(id=task_id))
+
+
+async def test_a_full_destination_queue_drops_and_counts(
+    hub_factory: HubFactory, llm: FakeLLM, webhook: Webhook, caplog: pytest.LogCaptureFixture
+) -> None:
+    webhook.delay = 1.0  # each notification takes a second to be answered
+    async with hub_factory(push_allowed_hosts="127.0.0.1", push_queue_per_destination=1) as hub:
+        client = await hub.client("socrates")
+        request = user_message("Many events, one slow webhook.")
+        request.configuration.task_push_notification_config.CopyFrom(config(webhook))
+        llm.script(Reply("Done."))
+        _ = [r async for r in client.send_message(request)]
+        # The first is being delivered, the next waits: the others are dropped.
+        async with asyncio.timeout(10):  # as a monitoring system would see it: /metrics
+            while not value(await scrape(hub), DELIVERIES, outcome="dropped"):  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+        assert "PERSONA_AGENT_PUSH_QUEUE_PER_DESTINATION" in caplog.text
+
+
+DELIVERIES = "persona_agent_push_notifications_total"

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 
 import pytest
+from a2a.client import A2AClientError
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     ListTasksRequest,
@@ -19,6 +20,7 @@ from a2a.types.a2a_pb2 import (
     TaskPushNotificationConfig,
     TaskState,
 )
+from a2a.utils.errors import A2AError
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select, text
 from sqlalchemy.engine import make_url
@@ -37,6 +39,8 @@ from tests.integration.a2a_helpers import (
 from tests.integration.conftest import Hub, HubFactory
 from tests.integration.test_push import completed, states
 from tests.servers.webhook import Webhook
+
+REFUSED = (A2AError, A2AClientError)
 
 
 @pytest.fixture
@@ -274,6 +278,36 @@ async def test_a_push_config_set_through_one_replica_is_served_by_the_one_runnin
             received = await asyncio.to_thread(completed, webhook)
     assert all(r.headers.get("x-a2a-notification-token") == "tok" for r in received)
     assert states(received)[-1] == "TASK_STATE_COMPLETED"
+
+
+async def test_push_config_caps_count_every_replicas_configs(
+    hub_factory: HubFactory, pg_url: str, llm: FakeLLM
+) -> None:
+    caps = {"push_max_configs_per_task": 2, "push_max_configs_per_caller": 3}
+    with Webhook() as webhook:
+        async with (
+            hub_factory(database_url=pg_url, push_allowed_hosts="127.0.0.1", **caps) as a,
+            hub_factory(database_url=pg_url, push_allowed_hosts="127.0.0.1", **caps) as b,
+        ):
+            on_a, on_b = await a.client("socrates"), await b.client("socrates")
+            llm.script(Hang(), Hang())
+            first, second = [await submit(on_a, f"Task {n}.") for n in range(2)]
+
+            def hook(task_id: str, name: str) -> TaskPushNotificationConfig:
+                return TaskPushNotificationConfig(
+                    task_id=task_id, id=name, url=f"{webhook.url}/{name}"
+                )
+
+            await on_a.create_task_push_notification_config(hook(first, "a"))
+            await on_b.create_task_push_notification_config(hook(first, "b"))
+            with pytest.raises(REFUSED, match="PERSONA_AGENT_PUSH_MAX_CONFIGS_PER_TASK=2"):
+                await on_a.create_task_push_notification_config(hook(first, "c"))
+            await on_a.create_task_push_notification_config(hook(second, "c"))
+            # The caller (this machine's address) has three, through both replicas.
+            with pytest.raises(REFUSED, match="PERSONA_AGENT_PUSH_MAX_CONFIGS_PER_CALLER=3"):
+                await on_b.create_task_push_notification_config(hook(second, "d"))
+            for task_id in (first, second):
+                await on_a.cancel_task(CancelTaskRequest(id=task_id))
 
 
 async def test_readyz_says_unavailable_when_the_database_is_gone(

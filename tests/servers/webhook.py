@@ -25,8 +25,9 @@ class Received:
 
 
 class Webhook(ServedInThread):
-    """Records POSTs; :attr:`answers` (status codes, popped one per request; then 200)
-    and :attr:`delay` (seconds before answering) script it."""
+    """Records POSTs; :attr:`answers` (status codes, popped one per request; then 200),
+    :attr:`delay` (seconds before answering) and :attr:`retry_after` (the header of a
+    429 or 5xx answer) script it."""
 
     label = "webhook"
 
@@ -34,6 +35,7 @@ class Webhook(ServedInThread):
         self.received: list[Received] = []
         self.answers: list[int] = []
         self.delay = 0.0
+        self.retry_after = ""
         self._lock = threading.Lock()
 
     @property
@@ -70,5 +72,7 @@ class Webhook(ServedInThread):
         if self.delay:
             await asyncio.sleep(self.delay)
         extra = [(b"location", b"http://127.0.0.1:9/elsewhere")] if 300 <= status < 400 else []
+        if self.retry_after and (status == 429 or status >= 500):
+            extra.append((b"retry-after", self.retry_after.encode()))
         await send({"type": "http.response.start", "status": status, "headers": extra})
         await send({"type": "http.response.body", "body": b""})

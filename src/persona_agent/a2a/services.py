@@ -12,7 +12,7 @@ from a2a.server.cluster import TaskEventStream
 from a2a.types.a2a_pb2 import AgentProvider
 
 from persona_agent.a2a.card_signing import CardSigner
-from persona_agent.a2a.push_notifications import PushParts
+from persona_agent.a2a.push import PushParts
 from persona_agent.a2a.quotas import Quotas
 from persona_agent.audit import AuditLog
 from persona_agent.auth import Authenticator, Authorization

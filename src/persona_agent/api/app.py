@@ -10,8 +10,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-import httpx
-from a2a.server.tasks import DatabasePushNotificationConfigStore
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from sqlalchemy import literal, select
@@ -28,22 +26,17 @@ from persona_agent.a2a.agent_card import (
 from persona_agent.a2a.card_signing import JWKS_PATH, CardSigner
 from persona_agent.a2a.consult import Consultations
 from persona_agent.a2a.panel_text import panel_listing, warn_panel_problems, with_panels
-from persona_agent.a2a.push_notifications import (
-    IndexedConfigStore,
-    PushParts,
-    PushUrlGuard,
-    RetryingPushSender,
-)
 from persona_agent.a2a.quotas import QuotaLimits, Quotas
 from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.a2a.router import card_response
 from persona_agent.a2a.services import HubServices
-from persona_agent.a2a.task_store import SqlTaskStore, persona_owner
+from persona_agent.a2a.task_store import SqlTaskStore
 from persona_agent.api.deps import UPLOAD_HEADER, ApiAuth, HubReader, is_loopback
 from persona_agent.api.limits import BodyLimit
 from persona_agent.api.pages import add_pages
 from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.api.routes import personas as personas_routes
+from persona_agent.api.webhooks import build_push
 from persona_agent.audit import AuditLog
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.history import ConversationHistory
@@ -206,16 +199,6 @@ def create_app(settings: Settings) -> FastAPI:
         cluster.tasks if cluster is not None else lean_store
     )
     persona_data = DeletedPersonaData(lean_store, history, usage)
-    retention = Retention(
-        writer,
-        RetentionLimits(
-            task_max_age_days=settings.retention_task_days,
-            task_max_count=settings.retention_task_count,
-            task_max_bytes=settings.retention_task_bytes,
-            message_max_count=settings.retention_message_count,
-            message_max_bytes=settings.retention_message_bytes,
-        ),
-    )
     store: PersonaStore
     sql_store: SqlPersonaStore | None = None
     if cluster is not None:
@@ -240,23 +223,29 @@ def create_app(settings: Settings) -> FastAPI:
             open_streams=settings.max_streams,
         )
     )
-    push: PushParts | None = None
-    push_http: httpx.AsyncClient | None = None
-    if settings.push_notifications:
-        # Configs in the hub's database (durable), owned as tasks are; webhooks called by
-        # a client of their own that follows no redirect.
-        push_store = IndexedConfigStore(
-            DatabasePushNotificationConfigStore(
-                db, owner_resolver=persona_owner, encryption_key=settings.push_config_key
-            ),
+    push = (
+        build_push(
+            settings,
+            db,
             announce=(
                 functools.partial(cluster.announce, PUSH_CHANNEL) if cluster is not None else None
             ),
+            metrics=metrics,
         )
-        push_http = httpx.AsyncClient(timeout=10, follow_redirects=False)
-        guard = PushUrlGuard(settings.push_allowed_host_list)
-        sender = RetryingPushSender(push_http, push_store, push_url_validator=guard)
-        push = PushParts(push_store, sender, guard)
+        if settings.push_notifications
+        else None
+    )
+    retention = Retention(
+        writer,
+        RetentionLimits(
+            task_max_age_days=settings.retention_task_days,
+            task_max_count=settings.retention_task_count,
+            task_max_bytes=settings.retention_task_bytes,
+            message_max_count=settings.retention_message_count,
+            message_max_bytes=settings.retention_message_bytes,
+        ),
+        prune=[push.store.prune] if push is not None else [],
+    )
     services = HubServices(
         authenticator=authenticator,
         quotas=quotas,
@@ -347,9 +336,8 @@ def create_app(settings: Settings) -> FastAPI:
             if remote_agents is not None:
                 await remote_agents.aclose()
             await llm.aclose()
-            if push is not None and push_http is not None:
-                await push.sender.aclose()
-                await push_http.aclose()
+            if push is not None:
+                await push.aclose()
             audit.close()
             await db.dispose()
             if tracer_provider is not None:  # the spans not yet sent go now
