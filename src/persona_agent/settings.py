@@ -126,6 +126,11 @@ class Settings(BaseSettings):
     """Seconds a client may take to send a request's head (method, path, headers)."""
     request_body_timeout: float = Field(default=30.0, gt=0)
     """Seconds a client may take to send a request's body, once its head has come."""
+    max_head_bytes: int = Field(default=64 * 1024, ge=4096, le=16 * 1024 * 1024)
+    """Largest request head (request line and headers), in bytes; a larger one is refused
+    with 431 and the connection closed."""
+    max_headers: int = Field(default=100, ge=16, le=10_000)
+    """Most header fields a request may have; more are refused with 431."""
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)
     """On SIGTERM, how long running tasks may take to finish before they are canceled."""
 
