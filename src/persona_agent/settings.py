@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -170,6 +171,11 @@ class Settings(BaseSettings):
     cors_origins: str = ""
     """Comma-separated origins (``https://app.example.org``) whose web pages may call the
     hub (CORS); none by default."""
+    allowed_hosts: str = ""
+    """Comma-separated names (``hub.lan``; ``.example.org`` for it and every name under
+    it) that a hub listening on loopback without API keys answers to, besides 127.0.0.1,
+    [::1], localhost and the public base URL's host; other ``Host`` headers get 403 (DNS
+    rebinding). ``*``: any name."""
     card_signing_key: Path | None = None
     """A PEM private key (RSA, EC or Ed25519): every persona's agent card is signed with it."""
     card_signing_key_id: str = "persona-agent-card"
@@ -228,6 +234,14 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite+aiosqlite:///{(self.data_dir / 'persona-agent.db').resolve()}"
+
+    @property
+    def allowed_host_list(self) -> list[str]:
+        """``allowed_hosts``, and the public base URL's host."""
+        hosts = [host.strip() for host in self.allowed_hosts.split(",") if host.strip()]
+        if self.public_base_url:
+            hosts.append(urlsplit(self.public_base_url).hostname or "")
+        return hosts
 
     @property
     def base_url(self) -> str:
