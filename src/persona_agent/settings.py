@@ -149,15 +149,19 @@ class Settings(BaseSettings):
     """The ``aud`` a token must carry (required with an issuer)."""
     oidc_jwks_url: str | None = None
     """The issuer's key set; default: its discovery document's ``jwks_uri``."""
-    rate_limit: int = Field(default=0, ge=0)
+    rate_limit: int = Field(default=600, ge=0)
     """A2A requests a minute per caller (principal, or client address); 0: no limit."""
-    max_running_tasks: int = Field(default=0, ge=0)
+    max_running_tasks: int = Field(default=32, ge=0)
     """A caller's tasks being answered at once; 0: no limit."""
+    limit_loopback: bool = False
+    """Hold anonymous callers on this machine (a loopback client address: the console
+    opened here, the terminal chat, scripts, benchmarks) to ``rate_limit`` and
+    ``max_running_tasks`` too; by default they are not."""
     max_streams: int = Field(default=256, ge=0)
+    """A caller's open streams (SendStreamingMessage, SubscribeToTask); 0: no limit."""
     stream_idle_seconds: float = Field(default=300.0, ge=0)
     """A stream (SendStreamingMessage, SubscribeToTask) with nothing to say this long is
     ended (the task goes on); 0: never."""
-    """A caller's open streams (SendStreamingMessage, SubscribeToTask); 0: no limit."""
     push_notifications: bool = True
     """Declare and serve push notifications (webhooks of clients, guarded against SSRF)."""
     push_config_key: str | None = Field(default=None, repr=False)

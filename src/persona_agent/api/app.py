@@ -239,6 +239,7 @@ def create_app(settings: Settings) -> FastAPI:
             requests_per_minute=settings.rate_limit,
             running_tasks=settings.max_running_tasks,
             open_streams=settings.max_streams,
+            loopback_exempt=not settings.limit_loopback,
         )
     )
     push: PushParts | None = None
