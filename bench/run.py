@@ -532,7 +532,14 @@ def auth_cost(rounds: int, window: str, root: Path) -> list[Row]:
     ``authenticated``, each request with its key) against the hub at its defaults, rounds
     interleaved."""
     pairs: list[tuple[float, float]] = []
-    keyed = {"PERSONA_AGENT_API_KEYS": BENCH_KEY, "PERSONA_AGENT_A2A_ACCESS": "authenticated"}
+    keyed = {
+        "PERSONA_AGENT_API_KEYS": BENCH_KEY,
+        "PERSONA_AGENT_A2A_ACCESS": "authenticated",
+        # A principal is held to the per-caller limits wherever it connects from (the open
+        # hub's anonymous loopback client is not): off, so that both measure the same work.
+        "PERSONA_AGENT_RATE_LIMIT": "0",
+        "PERSONA_AGENT_MAX_RUNNING_TASKS": "0",
+    }
     with (
         fake_llm() as llm,
         hub(llm, hub_home(root, "hub-open")) as (open_url, _),

@@ -162,6 +162,7 @@ def serve(
         import uvicorn
 
         from persona_agent.api.app import create_app
+        from persona_agent.api.request_heads import bounded_head_protocol
         from persona_agent.api.slow_clients import slow_client_protocol
 
         application = create_app(settings)
@@ -177,6 +178,9 @@ def serve(
         http=slow_client_protocol(
             head_timeout=settings.request_head_timeout,
             body_timeout=settings.request_body_timeout,
+            base=bounded_head_protocol(
+                max_bytes=settings.max_head_bytes, max_headers=settings.max_headers
+            ),
         ),
         timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_seconds)),
     )

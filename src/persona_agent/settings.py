@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -126,6 +127,11 @@ class Settings(BaseSettings):
     """Seconds a client may take to send a request's head (method, path, headers)."""
     request_body_timeout: float = Field(default=30.0, gt=0)
     """Seconds a client may take to send a request's body, once its head has come."""
+    max_head_bytes: int = Field(default=64 * 1024, ge=4096, le=16 * 1024 * 1024)
+    """Largest request head (request line and headers), in bytes; a larger one is refused
+    with 431 and the connection closed."""
+    max_headers: int = Field(default=100, ge=16, le=10_000)
+    """Most header fields a request may have; more are refused with 431."""
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)
     """On SIGTERM, how long running tasks may take to finish before they are canceled."""
 
@@ -143,15 +149,19 @@ class Settings(BaseSettings):
     """The ``aud`` a token must carry (required with an issuer)."""
     oidc_jwks_url: str | None = None
     """The issuer's key set; default: its discovery document's ``jwks_uri``."""
-    rate_limit: int = Field(default=0, ge=0)
+    rate_limit: int = Field(default=600, ge=0)
     """A2A requests a minute per caller (principal, or client address); 0: no limit."""
-    max_running_tasks: int = Field(default=0, ge=0)
+    max_running_tasks: int = Field(default=32, ge=0)
     """A caller's tasks being answered at once; 0: no limit."""
+    limit_loopback: bool = False
+    """Hold anonymous callers on this machine (a loopback client address: the console
+    opened here, the terminal chat, scripts, benchmarks) to ``rate_limit`` and
+    ``max_running_tasks`` too; by default they are not."""
     max_streams: int = Field(default=256, ge=0)
+    """A caller's open streams (SendStreamingMessage, SubscribeToTask); 0: no limit."""
     stream_idle_seconds: float = Field(default=300.0, ge=0)
     """A stream (SendStreamingMessage, SubscribeToTask) with nothing to say this long is
     ended (the task goes on); 0: never."""
-    """A caller's open streams (SendStreamingMessage, SubscribeToTask); 0: no limit."""
     push_notifications: bool = True
     """Declare and serve push notifications (webhooks of clients, guarded against SSRF)."""
     push_config_key: str | None = Field(default=None, repr=False)
@@ -179,6 +189,11 @@ class Settings(BaseSettings):
     cors_origins: str = ""
     """Comma-separated origins (``https://app.example.org``) whose web pages may call the
     hub (CORS); none by default."""
+    allowed_hosts: str = ""
+    """Comma-separated names (``hub.lan``; ``.example.org`` for it and every name under
+    it) that a hub listening on loopback without API keys answers to, besides 127.0.0.1,
+    [::1], localhost and the public base URL's host; other ``Host`` headers get 403 (DNS
+    rebinding). ``*``: any name."""
     card_signing_key: Path | None = None
     """A PEM private key (RSA, EC or Ed25519): every persona's agent card is signed with it."""
     card_signing_key_id: str = "persona-agent-card"
@@ -237,6 +252,14 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite+aiosqlite:///{(self.data_dir / 'persona-agent.db').resolve()}"
+
+    @property
+    def allowed_host_list(self) -> list[str]:
+        """``allowed_hosts``, and the public base URL's host."""
+        hosts = [host.strip() for host in self.allowed_hosts.split(",") if host.strip()]
+        if self.public_base_url:
+            hosts.append(urlsplit(self.public_base_url).hostname or "")
+        return hosts
 
     @property
     def base_url(self) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from selenium import webdriver
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.expected_conditions import staleness_of
 
 from tests.console.conftest import (
     ConsoleHub,
@@ -214,6 +215,9 @@ async def test_a_conversation_is_resumed_with_its_turns(
         # the turns come from the hub (ListTasks of the context).
         browser.execute_script("localStorage.clear()")
         browser.refresh()
+        find(browser, "#confirm-dialog[open]")  # once the user agrees to join it
+        assert context in find(browser, "#confirm-message").text
+        find(browser, "#confirm-dialog[open] #confirm-ok").click()
         find(browser, "#view > .page[data-ready]")
         assert agent_bubbles(browser) == [(VIRTUE, "completed"), (TAUGHT, "completed")]
         assert user_bubbles(browser) == ["What is virtue?", "Then can virtue be taught?"]
@@ -225,6 +229,58 @@ async def test_a_conversation_is_resumed_with_its_turns(
     history = llm.requests[-1]["messages"]  # the hub continued the conversation
     assert {"role": "user", "content": "What is virtue?"} in history
     assert {"role": "assistant", "content": VIRTUE} in history
+
+
+async def test_a_link_to_a_conversation_started_elsewhere_asks_before_joining(
+    hub: ConsoleHub, browser: webdriver.Chrome, llm: FakeLLM
+) -> None:
+    # Someone else's conversation, whose contextId they put in a link.
+    llm.script(Reply("The plan is on."))
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "Plan?"}]}
+        },
+    }
+    sent = await hub.http.post("/a2a/socrates/", json=body, headers={"A2A-Version": "1.0"})
+    context = sent.json()["result"]["task"]["contextId"]
+    llm.script(Reply("A fresh start."), Reply(VIRTUE))
+
+    def scenario() -> None:
+        open_console(browser, hub, "")
+        go(browser, f"chat/socrates/{context}", ready=False)
+        find(browser, "#confirm-dialog[open]")
+        message = find(browser, "#confirm-message").text
+        assert context in message
+        assert "Socrates" in message
+        assert user_bubbles(browser) == []  # nothing of it is read meanwhile
+        assert find(browser, "#send").get_attribute("disabled") is not None
+        asked = find(browser, "#view > .page")
+        find(browser, "#confirm-cancel").click()  # a new conversation instead
+        wait(browser, "a new conversation", lambda: staleness_of(asked)(browser))
+        find(browser, "#view > .page[data-ready]")
+        assert context_of(browser) == ""
+        assert user_bubbles(browser) == []
+        send_message(browser, "Who are you?")
+        wait(browser, "the answer", lambda: last_answer(browser) == ("A fresh start.", "completed"))
+        assert context_of(browser) not in ("", context)
+
+        go(browser, f"chat/socrates/{context}", ready=False)  # asked again: not joined
+        find(browser, "#confirm-dialog[open] #confirm-ok").click()
+        wait(browser, "its turn", lambda: user_bubbles(browser) == ["Plan?"])
+        send_message(browser, "What is virtue?")
+        wait(browser, "the answer", lambda: last_answer(browser) == (VIRTUE, "completed"))
+        assert context_of(browser) == context
+        browser.refresh()  # joined: this browser knows it now
+        find(browser, "#view > .page[data-ready]")
+        assert user_bubbles(browser) == ["Plan?", "What is virtue?"]
+        assert not browser.find_elements(By.CSS_SELECTOR, "#confirm-dialog[open]")
+
+    await browse(scenario)
+    assert "The plan is on." not in str(llm.requests[1]["messages"])  # the new conversation
+    assert "The plan is on." in str(llm.requests[2]["messages"])  # the joined one
 
 
 async def test_without_task_listing_the_browser_keeps_the_transcript(

@@ -241,7 +241,7 @@ async def test_unsupported_methods_get_the_specs_codes_on_the_wire(hub: Hub) -> 
 
 async def test_the_directory_answers_behind_a_proxy_root_path(hub: Hub) -> None:
     transport = httpx.ASGITransport(app=hub.app, root_path="/proxy")
-    async with httpx.AsyncClient(transport=transport, base_url="http://hub") as http:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
         body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage"}
         body["params"] = {
             "message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "?"}]}

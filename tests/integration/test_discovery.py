@@ -123,7 +123,7 @@ async def test_a2a_answers_the_same_behind_a_proxy_root_path(hub: Hub) -> None:
     """A2A requests skip FastAPI's stack; behind a root path they go through its mount."""
     for root in ("", "/proxy"):
         transport = httpx.ASGITransport(app=hub.app, root_path=root)
-        async with httpx.AsyncClient(transport=transport, base_url="http://hub") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             card = await http.get(f"{root}/a2a/socrates/.well-known/agent-card.json")
             assert card.status_code == 200
             assert card.json()["name"] == "Socrates"

@@ -30,15 +30,18 @@ def message(text: str = "Hi") -> dict[str, Any]:
     return {"message": {"messageId": f"m-{text}", "role": "ROLE_USER", "parts": [{"text": text}]}}
 
 
-async def get_task(hub: Hub, headers: dict[str, str]) -> httpx.Response:
-    return await hub.http.post(
+async def get_task(
+    hub: Hub, headers: dict[str, str], http: httpx.AsyncClient | None = None
+) -> httpx.Response:
+    return await (http or hub.http).post(
         "/a2a/socrates/", json=rpc("GetTask", {"id": "none"}), headers=headers
     )
 
 
 async def test_requests_a_minute_per_caller(hub_factory: HubFactory, tmp_path: Path) -> None:
     log = tmp_path / "audit.jsonl"
-    async with hub_factory(api_keys=KEYS, rate_limit=3, audit_log=str(log)) as hub:
+    overrides = {"rate_limit": 3, "limit_loopback": True, "audit_log": str(log)}
+    async with hub_factory(api_keys=KEYS, **overrides) as hub:
         for _ in range(3):
             assert (await get_task(hub, ALICE)).status_code == 200
         refused = await get_task(hub, ALICE)
@@ -49,7 +52,8 @@ async def test_requests_a_minute_per_caller(hub_factory: HubFactory, tmp_path: P
         assert rest.status_code == 429
         assert rest.json()["error"]["status"] == "RESOURCE_EXHAUSTED"
         assert (await get_task(hub, BOB)).status_code == 200  # another caller's own budget
-        # Anonymous callers are counted by address; cards are never limited.
+        # Anonymous callers are counted by address (this machine's too, with
+        # PERSONA_AGENT_LIMIT_LOOPBACK); cards are never limited.
         for _ in range(3):
             await get_task(hub, V1)
         assert (await get_task(hub, V1)).status_code == 429
@@ -144,6 +148,100 @@ async def test_open_streams_per_caller(hub_factory: HubFactory, llm: FakeLLM) ->
                     if again.status_code == 200:
                         break
                     await asyncio.sleep(0.05)
+
+
+REMOTE = ("203.0.113.7", 40000)
+"""An anonymous client on another machine."""
+
+
+def send_later(text: str) -> dict[str, Any]:
+    """A SendMessage that answers at once, the task going on."""
+    return rpc("SendMessage", {**message(text), "configuration": {"returnImmediately": True}})
+
+
+async def test_by_default_a_flood_from_one_anonymous_client_is_refused(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    async with hub_factory() as hub:  # the defaults: 600 requests a minute, 32 tasks
+        transport = httpx.ASGITransport(app=hub.app, client=REMOTE)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1", headers=V1
+        ) as flood:
+            llm.script(*[Hang() for _ in range(33)])
+            for n in range(32):
+                started = await flood.post("/a2a/socrates/", json=send_later(f"t{n}"))
+                assert started.status_code == 200, started.text
+            await asyncio.to_thread(llm.wait_requests, 32, 10.0)
+            refused = await flood.post("/a2a/socrates/", json=send_later("t32"))
+            assert refused.status_code == 429
+            text = refused.json()["error"]["message"]
+            assert "at most 32 at once (PERSONA_AGENT_MAX_RUNNING_TASKS)" in text
+            # 33 requests so far: the rest of a minute's 600 (and the few that come back
+            # meanwhile, one every 0.1 s), then 429.
+            accepted = 0
+            while (limited := await get_task(hub, V1, flood)).status_code == 200:
+                accepted += 1
+                assert accepted < 1000, "a flood of requests is not limited"
+            assert accepted >= 600 - 33
+            assert limited.status_code == 429
+            assert "at most 600 a minute (PERSONA_AGENT_RATE_LIMIT)" in refusal(limited)
+        # Another client is not held back by the flood.
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=hub.app, client=("198.51.100.9", 1)),
+            base_url="http://127.0.0.1",
+            headers=V1,
+        ) as other:
+            assert (await get_task(hub, V1, other)).status_code == 200
+
+
+def refusal(response: httpx.Response) -> str:
+    return str(response.json()["error"]["message"])
+
+
+async def test_by_default_a_normal_session_and_this_machine_are_not_limited(
+    hub_factory: HubFactory, llm: FakeLLM, personas_dir: Path
+) -> None:
+    forum = {
+        "name": "Forum",
+        "description": "A moderated panel.",
+        "panel": {
+            "mode": "moderated",
+            "members": ["albert-einstein", "charles-darwin", "marie-curie", "ada-lovelace"],
+            "moderator": "socrates",
+            "rounds": 4,
+        },
+    }
+    (personas_dir / "forum.yaml").write_text(yaml.safe_dump(forum), encoding="utf-8")
+    async with hub_factory() as hub:
+        # A conversation of an anonymous user elsewhere, a panel's answer included.
+        transport = httpx.ASGITransport(app=hub.app, client=REMOTE)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1", headers=V1, timeout=30
+        ) as user:
+            context = None
+            for n in range(10):
+                llm.script(Reply(f"Answer {n}."))
+                body = message(f"q{n}")
+                if context is not None:
+                    body["message"]["contextId"] = context
+                answer = await user.post("/a2a/socrates/", json=rpc("SendMessage", body))
+                assert answer.status_code == 200, answer.text
+                context = answer.json()["result"]["task"]["contextId"]
+            llm.reset()  # every member and the moderator answer with the default reply
+            for panel_id in ("science-panel", "forum"):
+                panel = await user.post(
+                    f"/a2a/{panel_id}/", json=rpc("SendMessage", message("A panel?"))
+                )
+                assert panel.status_code == 200, panel.text
+                state = panel.json()["result"]["task"]["status"]["state"]
+                assert state == "TASK_STATE_COMPLETED"
+        # This machine (the console, the terminal chat, a benchmark): 64 tasks at once.
+        llm.script(*[Hang() for _ in range(64)])
+        sends = [
+            hub.http.post("/a2a/socrates/", json=send_later(f"b{n}"), headers=V1) for n in range(64)
+        ]
+        answers = await asyncio.gather(*sends)
+        assert [a.status_code for a in answers] == [200] * 64
 
 
 @pytest.mark.parametrize("setting", ["rate_limit", "max_running_tasks", "max_streams"])

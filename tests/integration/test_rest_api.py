@@ -204,7 +204,7 @@ async def test_without_keys_writes_only_from_loopback(hub: Hub) -> None:
     assert (await hub.http.post(API, json=persona_body("newton"))).status_code == 201
     remote = httpx.AsyncClient(
         transport=httpx.ASGITransport(app=hub.app, client=("203.0.113.7", 40000)),
-        base_url="http://hub.example",
+        base_url="http://127.0.0.1",
     )
     async with remote:
         assert (await remote.get(API)).status_code == 200

@@ -7,23 +7,31 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import httpx
 
 
-@contextmanager
 def hub_process(
     personas_dir: Path, data_dir: Path, **settings: str
-) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+) -> AbstractContextManager[tuple[str, subprocess.Popen[str]]]:
     """Start the hub on a free 127.0.0.1 port; yield its URL and process.
 
     ``settings`` are ``PERSONA_AGENT_*`` variables without the prefix (``LLM_BASE_URL=...``);
     the caller's own ``PERSONA_AGENT_*`` and ``OPENAI_*`` variables are not passed on.
     The process is killed on exit if it still runs, and its pipe closed.
     """
+    return hub_process_with(personas_dir, data_dir, {}, **settings)
+
+
+@contextmanager
+def hub_process_with(
+    personas_dir: Path, data_dir: Path, environ: Mapping[str, str], /, **settings: str
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """:func:`hub_process`, with ``environ``: other variables of the process
+    (``PYTHONPATH``, say)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -31,6 +39,7 @@ def hub_process(
     env["PERSONA_AGENT_DATA_DIR"] = str(data_dir)
     env["PERSONA_AGENT_WATCH_PERSONAS"] = "false"
     env.update({f"PERSONA_AGENT_{name.upper()}": value for name, value in settings.items()})
+    env.update(environ)
     command = [sys.executable, "-m", "persona_agent.cli", "serve", "--port", str(port)]
     process = subprocess.Popen(
         [*command, "-d", str(personas_dir)],

@@ -7,6 +7,12 @@ client address (``ip:203.0.113.7``). The hub's limits are settings
 caller's requests a minute to it, its running tasks in all). A call over a limit is
 refused with 429 and ``Retry-After``, before the SDK sees it.
 
+An anonymous caller on this machine (a loopback address: the console opened here, the
+terminal chat, a script, a benchmark) is not held to the hub's request rate and running
+tasks unless ``loopback_exempt`` is false (``PERSONA_AGENT_LIMIT_LOOPBACK``): it is the
+machine's own user, and no web page can call as it (:mod:`persona_agent.api.host_guard`).
+A persona's own limits hold it as any caller.
+
 Requests are counted with a token bucket per caller (a minute's worth of requests may
 come at once, then one every ``60 / rate`` seconds). Running tasks are counted by the
 executor while it answers; the check before a send reads that count, so a burst of
@@ -15,6 +21,7 @@ concurrent sends may pass a limit by the few that were checked together.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import time
 from collections import OrderedDict
@@ -37,6 +44,9 @@ class QuotaLimits:
     """A caller's tasks being answered at once."""
     open_streams: int = 0
     """A caller's streams (SendStreamingMessage, SubscribeToTask) open at once."""
+    loopback_exempt: bool = False
+    """Anonymous callers from a loopback address are not held to ``requests_per_minute``
+    and ``running_tasks``."""
 
     @property
     def any(self) -> bool:
@@ -77,7 +87,7 @@ class Quotas:
         Raises:
             RateLimited: the bucket is empty; ``retry_after`` says when one is back.
         """
-        if rate <= 0:
+        if rate <= 0 or (not scope and self.exempt(caller)):
             return
         key = f"{scope}|{caller}"
         now = time.monotonic()
@@ -93,7 +103,10 @@ class Quotas:
         if bucket.tokens < 1:
             wait = math.ceil((1 - bucket.tokens) * 60 / rate)
             where = f" to {scope}" if scope else ""
-            raise RateLimited(f"Too many requests{where}: at most {rate} a minute", wait)
+            setting = "the persona's limits.requests_per_minute" if scope else _RATE_SETTING
+            raise RateLimited(
+                f"Too many requests{where}: at most {rate} a minute ({setting})", wait
+            )
         bucket.tokens -= 1
 
     def check_start(self, caller: str, persona_id: str, persona_limit: int = 0) -> None:
@@ -103,8 +116,10 @@ class Quotas:
             RateLimited: it has its limit of running tasks, or the persona has its own.
         """
         limit = self.limits.running_tasks
-        if limit and self._running.get(caller, 0) >= limit:
-            raise RateLimited(f"Too many running tasks: at most {limit} at once", 1)
+        if limit and self._running.get(caller, 0) >= limit and not self.exempt(caller):
+            raise RateLimited(
+                f"Too many running tasks: at most {limit} at once ({_RUNNING_SETTING})", 1
+            )
         if persona_limit and self._running_persona.get(persona_id, 0) >= persona_limit:
             raise RateLimited(
                 f"Persona '{persona_id}' is answering {persona_limit} tasks already", 1
@@ -139,6 +154,20 @@ class Quotas:
 
     def running_tasks(self, caller: str) -> int:
         return self._running.get(caller, 0)
+
+    def exempt(self, caller: str) -> bool:
+        """Whether ``caller`` is spared the hub's request rate and running tasks: an
+        anonymous one on a loopback address, unless the limits hold those too."""
+        if not self.limits.loopback_exempt or not caller.startswith("ip:"):
+            return False
+        try:
+            return ipaddress.ip_address(caller[3:]).is_loopback
+        except ValueError:
+            return False
+
+
+_RATE_SETTING = "PERSONA_AGENT_RATE_LIMIT"
+_RUNNING_SETTING = "PERSONA_AGENT_MAX_RUNNING_TASKS"
 
 
 def _down(counts: dict[str, int], key: str) -> None:

@@ -32,6 +32,7 @@ from persona_agent.a2a.router import card_response
 from persona_agent.a2a.services import HubServices
 from persona_agent.a2a.task_store import SqlTaskStore
 from persona_agent.api.deps import UPLOAD_HEADER, ApiAuth, HubReader, is_loopback
+from persona_agent.api.host_guard import HostGuard
 from persona_agent.api.limits import BodyLimit
 from persona_agent.api.pages import add_pages
 from persona_agent.api.persona_data import DeletedPersonaData
@@ -221,6 +222,7 @@ def create_app(settings: Settings) -> FastAPI:
             requests_per_minute=settings.rate_limit,
             running_tasks=settings.max_running_tasks,
             open_streams=settings.max_streams,
+            loopback_exempt=not settings.limit_loopback,
         )
     )
     push = (
@@ -467,6 +469,15 @@ def create_app(settings: Settings) -> FastAPI:
     app.router.routes.append(Mount(A2A_PREFIX, app=a2a))
     app.registry = registry
     app.a2a = a2a
+    app.guarded = HostGuard(
+        app.serve,
+        check_host=is_loopback(settings.host) and not authenticator.enabled,
+        listen_host=settings.host,
+        allowed_hosts=settings.allowed_host_list,
+        own_origins=[settings.public_base_url or ""],
+        cors_origins=origins,
+        audit=audit,
+    )
     return app
 
 
@@ -481,8 +492,14 @@ class HubApp(FastAPI):
     registry: A2ARegistry | None = None
     a2a: ASGIApp | None = None
     """The registry, behind CORS when origins are allowed."""
+    guarded: ASGIApp | None = None
+    """:meth:`serve` behind the Host and Origin rules (:mod:`.host_guard`)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await (self.guarded or self.serve)(scope, receive, send)
+
+    async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Every route: A2A straight to the registry, the rest through FastAPI."""
         a2a = self.a2a
         # Behind a proxy's root path, the mount takes it (it knows how to strip it).
         if a2a is not None and scope["type"] == "http" and not scope.get("root_path"):

@@ -18,26 +18,23 @@ import asyncio
 import logging
 from typing import Any
 
-from uvicorn.protocols.http.h11_impl import H11Protocol
-
-try:  # uvicorn[standard]'s faster parser, which uvicorn picks when it is installed
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-
-    _UvicornProtocol: type[Any] = HttpToolsProtocol
-except ImportError:  # pragma: no cover - httptools is a dependency of uvicorn[standard]
-    _UvicornProtocol = H11Protocol
+from persona_agent.api.request_heads import uvicorn_protocol
 
 __all__ = ["slow_client_protocol"]
 
 logger = logging.getLogger(__name__)
 
 
-def slow_client_protocol(*, head_timeout: float, body_timeout: float) -> type[asyncio.Protocol]:
-    """uvicorn's HTTP protocol (``uvicorn.Config(http=...)``), disconnecting a client whose
-    request head takes more than ``head_timeout`` seconds or whose body takes more than
-    ``body_timeout`` seconds to arrive."""
+def slow_client_protocol(
+    *, head_timeout: float, body_timeout: float, base: type[asyncio.Protocol] | None = None
+) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol (``uvicorn.Config(http=...)``; ``base``, by default the one
+    uvicorn picks: :func:`~persona_agent.api.request_heads.uvicorn_protocol`),
+    disconnecting a client whose request head takes more than ``head_timeout`` seconds or
+    whose body takes more than ``body_timeout`` seconds to arrive."""
+    parent: type[Any] = base if base is not None else uvicorn_protocol()
 
-    class SlowClientProtocol(_UvicornProtocol):  # type: ignore[misc]
+    class SlowClientProtocol(parent):  # type: ignore[misc]
         _deadline: asyncio.TimerHandle | None = None
         _waiting_for: Any = None  # the request cycle whose successor's head is awaited
 

@@ -3,6 +3,8 @@
 // #/chat/{id} starts a new conversation; #/chat/{id}/{contextId} resumes one: its turns
 // are read back from the hub (ListTasks of that context) and the next message is sent
 // with the same contextId, which the hub continues with the conversation's history.
+// A contextId this browser does not know (a link from someone else) is joined only once
+// the user says so: without keys, whoever knows a contextId reads the conversation.
 
 import {
   cancelTask,
@@ -16,7 +18,7 @@ import {
 } from "./a2a.js";
 import { hubUrl } from "./api.js";
 import { conversation, conversationsOf, forget, recordTurn } from "./conversations.js";
-import { avatar, el, errorBox } from "./ui.js";
+import { avatar, confirmDialog, el, errorBox } from "./ui.js";
 
 // The states after which a stream has nothing more to say about its task.
 const FINAL = new Set(["completed", "failed", "canceled", "rejected", "input required", "auth required"]);
@@ -90,6 +92,10 @@ export async function showChat(root, personaId, contextId) {
   let current = contextId || "";
   let running = null; // {taskId, controller} while an answer streams
   let greeting = "";
+  // Nothing is read from or sent to a conversation this browser did not start or join
+  // until the user agrees to join it.
+  let joined = !current || Boolean(conversation(personaId, current));
+  send.disabled = !joined;
 
   const renderList = () => {
     const conversations = conversationsOf(personaId);
@@ -250,7 +256,7 @@ export async function showChat(root, personaId, contextId) {
   composer.addEventListener("submit", (event) => {
     event.preventDefault();
     const text = input.value.trim();
-    if (!text || running) return;
+    if (!text || running || !joined) return;
     input.value = "";
     ask(text);
   });
@@ -271,8 +277,10 @@ export async function showChat(root, personaId, contextId) {
     }
   });
 
+  let personaName = personaId;
   try {
     const agentCard = await card(personaId);
+    personaName = agentCard.name || personaId;
     greeting = greetingOf(agentCard);
     head.replaceChildren(
       avatar(personaId, agentCard.name, agentCard, hubUrl),
@@ -287,6 +295,18 @@ export async function showChat(root, personaId, contextId) {
     root.querySelector(".thread").prepend(errorBox(error));
   }
   renderList();
+  if (!joined) {
+    joined = await confirmDialog(
+      `Join the conversation ${current} with ${personaName}? This browser did not start ` +
+        "it: it comes from a link, and whoever made the link may read what is said in it.",
+      "Join",
+    );
+    if (!joined) {
+      if (root.isConnected) location.hash = chatHref(personaId); // a new conversation
+      return null;
+    }
+    send.disabled = false;
+  }
   if (current) await loadTurns();
   else showTurns([]);
   input.focus();
