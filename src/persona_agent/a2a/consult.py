@@ -111,6 +111,9 @@ class Consultations:
                 f"Consultations may go {self.max_depth} deep "
                 f"({' → '.join(chain)}): answer without consulting {target.id}"
             )
+        spent = turn.budget.model_call_refusal() if turn.budget is not None else None
+        if spent is not None:  # the persona consulted could not say a word
+            raise ToolError(f"{spent}: answer without consulting {target.id}")
         if self.authenticator is not None and self.authenticator.enabled:
             origin = turn.origin
             principal = (
