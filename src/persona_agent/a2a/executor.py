@@ -160,9 +160,9 @@ class PersonaAgentExecutor(AgentExecutor):
                 budget=budget,
             )
             # A task started inside the hub for a request (a consultation) is part of it:
-            # the request's own task counts for the caller, once.
-            if self.quotas is not None and caller and not nested:
-                with self.quotas.running(caller, self.persona.id):
+            # the request's own task counts for the caller, once (each for its persona).
+            if self.quotas is not None and caller:
+                with self.quotas.running(None if nested else caller, self.persona.id):
                     state = await self._answer(message, turn, budget, updater, whole, started)
             else:
                 state = await self._answer(message, turn, budget, updater, whole, started)

@@ -133,8 +133,8 @@ class PanelExecutor(AgentExecutor):
                 budget, nested = task_budget(context.call_context, panel, self.budget)
                 question = message_to_text(message)
                 # Members' tasks are part of this request: it counts for the caller, once.
-                if self.quotas is not None and caller and not nested:
-                    with self.quotas.running(caller, panel.id):
+                if self.quotas is not None and caller:
+                    with self.quotas.running(None if nested else caller, panel.id):
                         state = await self._meet(context, updater, question, budget)
                 else:
                     state = await self._meet(context, updater, question, budget)
