@@ -27,6 +27,8 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert settings.base_url == "http://127.0.0.1:8000"
     assert settings.resolved_database_url.endswith("/data/persona-agent.db")
     assert settings.resolved_database_url.startswith("sqlite+aiosqlite:///")
+    assert settings.request_budget_model_calls == 100
+    assert settings.request_budget_tool_calls == 100
 
 
 def test_openai_variables_are_fallbacks(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,6 +8,7 @@ task failures; the REST API maps them to HTTP statuses.
 from __future__ import annotations
 
 __all__ = [
+    "BudgetSpentError",
     "ConfigError",
     "LLMError",
     "PersonaAgentError",
@@ -81,6 +82,13 @@ class LLMError(PersonaAgentError):
     def __str__(self) -> str:
         """The message and, for the log, the server's own words."""
         return f"{self.message}: {self.detail}" if self.detail else self.message
+
+
+class BudgetSpentError(PersonaAgentError):
+    """A request's budget of model calls is spent (:mod:`persona_agent.chat.budget`): a
+    turn of its tree cannot start."""
+
+    message = "The budget of model calls for this request is spent"
 
 
 class ToolError(PersonaAgentError):

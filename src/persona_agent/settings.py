@@ -95,6 +95,12 @@ class Settings(BaseSettings):
     max_tool_iterations: int = Field(default=10, ge=0)
     consult_depth: int = Field(default=2, ge=0, le=8)
     """How deep personas may consult each other (A → B → C is 2); 0 turns consulting off."""
+    request_budget_model_calls: int = Field(default=100, ge=0)
+    """Model calls one A2A request may make, its whole tree together (the tool loop,
+    consultations, a panel's members, picks and synthesis); 0: no limit."""
+    request_budget_tool_calls: int = Field(default=100, ge=0)
+    """Tool calls (MCP, outside agents, consultations) one A2A request may make, its whole
+    tree together; 0: no limit."""
     agents_file: Path | None = None
     """YAML file of A2A agents outside the hub that personas may call (docs/collaboration.md)."""
     history_cache_size: int = Field(default=200, ge=1)

@@ -106,6 +106,9 @@ class Consultations:
                 f"Consultations may go {self.max_depth} deep "
                 f"({' → '.join(chain)}): answer without consulting {target.id}"
             )
+        spent = turn.budget.model_call_refusal() if turn.budget is not None else None
+        if spent is not None:  # the persona consulted could not say a word
+            raise ToolError(f"{spent}: answer without consulting {target.id}")
         # One conversation per (asking conversation, persona asked): a persona consulted
         # twice in a conversation remembers the first question.
         context_id = str(uuid.uuid5(_CONTEXTS, f"{persona.id}/{turn.conversation}/{target.id}"))

@@ -21,6 +21,7 @@ from opentelemetry.trace import Span, StatusCode
 from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload
 from persona_agent.a2a.input import message_to_text
 from persona_agent.a2a.keys import (
+    BUDGET_STATE_KEY,
     CALLER_KEY,
     CONSULT_CHAIN_KEY,
     PARTS_METADATA_KEY,
@@ -29,6 +30,7 @@ from persona_agent.a2a.keys import (
 )
 from persona_agent.a2a.quotas import Quotas
 from persona_agent.audit import AuditLog
+from persona_agent.chat.budget import BudgetLimits, CallBudget
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.events import Done, Token, ToolEnd, ToolOutput, ToolStart
 from persona_agent.chat.tools import Turn
@@ -38,7 +40,13 @@ from persona_agent.metrics import HubMetrics
 from persona_agent.personas.model import Persona
 from persona_agent.tracing import TRACER
 
-__all__ = ["ANSWER_ARTIFACT_NAME", "PersonaAgentExecutor", "conversation_key", "data_value"]
+__all__ = [
+    "ANSWER_ARTIFACT_NAME",
+    "PersonaAgentExecutor",
+    "conversation_key",
+    "data_value",
+    "task_budget",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +69,11 @@ class PersonaAgentExecutor(AgentExecutor):
     SDK then cancels ``execute()``, which closes the LLM stream and abandons any
     tool call at its current await.
 
+    Each task has its node of the request's call budget (:func:`task_budget`), and its
+    cost-v1 covers that node's whole tree (its consultations' calls too). Only a task
+    asked for from outside counts as the caller's running task: one started inside the
+    hub for it (a consultation) is part of the same request.
+
     Each task is a span (``invoke_agent {persona id}``, with the task, context and
     persona ids), parent of the engine's model, tool and database spans; with
     ``metrics``, tasks running, finished by state, their duration and their time to
@@ -74,12 +87,16 @@ class PersonaAgentExecutor(AgentExecutor):
         audit: AuditLog | None = None,
         quotas: Quotas | None = None,
         metrics: HubMetrics | None = None,
+        *,
+        budget: BudgetLimits | None = None,
     ) -> None:
+        """``budget``: the calls one request may make (:func:`task_budget`)."""
         self.persona = persona
         self.engine = engine
         self.audit = audit
         self.quotas = quotas
         self.metrics = metrics
+        self.budget = budget if budget is not None else BudgetLimits()
         self._cancelled: set[str] = set()
         self.running: dict[str, ServerCallContext] = {}
         """Tasks being answered now, with the call context that started each."""
@@ -132,6 +149,7 @@ class PersonaAgentExecutor(AgentExecutor):
             conversation = conversation_key(owner, context_id)
             caller = context.call_context.state.get(CALLER_KEY)
             chain = context.call_context.state.get(CONSULT_CHAIN_KEY, ())
+            budget, nested = task_budget(context.call_context, self.persona, self.budget)
             turn = Turn(
                 persona_id=self.persona.id,
                 conversation=conversation,
@@ -139,12 +157,15 @@ class PersonaAgentExecutor(AgentExecutor):
                 context_id=context_id,
                 chain=(*chain, self.persona.id),
                 origin=context.call_context,
+                budget=budget,
             )
+            # A task started inside the hub for a request (a consultation) is part of it:
+            # the request's own task counts for the caller, once (each for its persona).
             if self.quotas is not None and caller:
-                with self.quotas.running(caller, self.persona.id):
-                    state = await self._answer(message, turn, updater, whole, started)
+                with self.quotas.running(None if nested else caller, self.persona.id):
+                    state = await self._answer(message, turn, budget, updater, whole, started)
             else:
-                state = await self._answer(message, turn, updater, whole, started)
+                state = await self._answer(message, turn, budget, updater, whole, started)
         except PersonaAgentError as error:
             reference = uuid.uuid4().hex[:12]
             logger.warning(
@@ -189,13 +210,15 @@ class PersonaAgentExecutor(AgentExecutor):
         self,
         message: Message,
         turn: Turn,
+        budget: CallBudget,
         updater: TaskUpdater,
         whole: bool,
         started: float,
     ) -> str:
         """Answer: ``whole``, in one artifact event at the end; ``started``: when the task
-        started (for the time to the first text). The state the task ends in:
-        ``completed``, or ``input-required`` when a tool's question waits for the user."""
+        started (for the time to the first text); ``budget``: the task's node (its cost).
+        The state the task ends in: ``completed``, or ``input-required`` when a tool's
+        question waits for the user."""
         task_id = turn.task_id
         text = message_to_text(message)
         chunks = _AnswerChunks(updater)
@@ -243,8 +266,9 @@ class PersonaAgentExecutor(AgentExecutor):
                     if event.question is None or event.text:  # a question alone is no answer
                         await chunks.add(event.text if whole else "", last=True)
                     said = event.text if event.question is None else event.question
+                    cost = cost_payload(event, budget)
                     final = updater.new_agent_message(
-                        [Part(text=said), Part(data=data_value(cost_payload(event)))]
+                        [Part(text=said), Part(data=data_value(cost))]
                     )
                     final.extensions.append(COST_EXTENSION_URI)
                     if task_id in self._cancelled:
@@ -301,6 +325,29 @@ class PersonaAgentExecutor(AgentExecutor):
             taskId=details.pop("task_id"),
             **details,
         )
+
+
+def task_budget(
+    call: ServerCallContext, persona: Persona, limits: BudgetLimits
+) -> tuple[CallBudget, bool]:
+    """The budget node of a task of ``persona`` started with ``call``, put in the call's
+    state for the calls the task makes; and whether the task was started inside the hub
+    for a request already counted (its call carried the asking task's node).
+
+    A request from outside gets a root node: ``limits`` (the hub's), lowered by the
+    persona's own. A task under another's hangs its node under that one, bounded by the
+    persona's own limits only: it can lower what its part of the tree spends, never raise
+    what the request may.
+    """
+    own = persona.limits
+    mine = (own.model_calls_per_request, own.tool_calls_per_request)
+    parent = call.state.get(BUDGET_STATE_KEY)
+    if isinstance(parent, CallBudget):
+        node, nested = parent.child(BudgetLimits().lowered(*mine)), True
+    else:
+        node, nested = CallBudget(limits.lowered(*mine)), False
+    call.state[BUDGET_STATE_KEY] = node
+    return node, nested
 
 
 class _AnswerChunks:

@@ -6,7 +6,9 @@ from typing import Any
 
 from a2a.types.a2a_pb2 import AgentExtension
 
+from persona_agent.chat.budget import CallBudget
 from persona_agent.chat.events import Done
+from persona_agent.llm.base import Usage
 
 __all__ = [
     "COST_EXTENSION_URI",
@@ -16,7 +18,7 @@ __all__ = [
     "cost_payload",
     "greeting_extension",
     "integral_counts",
-    "total_cost",
+    "tree_cost",
 ]
 
 COST_EXTENSION_URI = "urn:persona-agent:extension:cost:v1"
@@ -25,7 +27,9 @@ COST_EXTENSION_URI = "urn:persona-agent:extension:cost:v1"
 ``{"kind": "cost-v1", "usage": {"promptTokens", "completionTokens", "totalTokens"},
 "durationMs", "model", "llmCalls", "toolCalls"}``, plus ``usage.cachedPromptTokens`` when
 the model server read prompt tokens from its cache and ``costUsd`` when the model has a
-price (:mod:`persona_agent.pricing`). Every field but ``model`` and ``costUsd`` is an
+price (:mod:`persona_agent.pricing`). The tokens, calls and price are the task's whole
+tree's: its own model calls and those of every task started for it (consultations, a
+panel's members), :func:`tree_cost`. Every field but ``model`` and ``costUsd`` is an
 integer (on the JSON wire too: ``a2a/sdk_fixes/numbers.py``).
 """
 COST_KIND = "cost-v1"
@@ -64,57 +68,44 @@ def greeting_extension(greeting: str, alternates: list[str]) -> AgentExtension:
     )
 
 
-def cost_payload(done: Done) -> dict[str, Any]:
-    payload: dict[str, Any] = {
-        "kind": COST_KIND,
-        "usage": {
-            "promptTokens": done.usage.prompt_tokens,
-            "completionTokens": done.usage.completion_tokens,
-            "totalTokens": done.usage.total_tokens,
-        },
-        "durationMs": done.duration_ms,
-        "model": done.model,
-        "llmCalls": done.llm_calls,
-        "toolCalls": done.tool_calls,
-    }
-    if done.usage.cached_prompt_tokens:
-        payload["usage"]["cachedPromptTokens"] = done.usage.cached_prompt_tokens
-    if done.cost_usd is not None:
-        payload["costUsd"] = round(done.cost_usd, 10)
+def cost_payload(done: Done, tree: CallBudget) -> dict[str, Any]:
+    """The cost-v1 payload of an answer; ``tree``: its task's budget node, whose counts,
+    tokens and price cover every call made for the task (its consultations' too)."""
+    payload = tree_cost(tree, done.duration_ms, model=done.model)
+    if done.cost_usd is None:  # the answer's own model has no price
+        payload.pop("costUsd", None)
     return payload
 
 
-def total_cost(payloads: list[dict[str, Any]], duration_ms: int) -> dict[str, Any]:
-    """One cost-v1 payload for several answers (a panel's turns): their tokens, model and
-    tool calls added up, their price when every one has a price; ``duration_ms``: the
-    whole's. ``model``: theirs when they share one, else ``mixed``."""
-    usage = {"promptTokens": 0, "completionTokens": 0, "totalTokens": 0}
-    cached = 0
-    calls = {"llmCalls": 0, "toolCalls": 0}
-    models: set[str] = set()
-    prices: list[float] = []
-    for payload in payloads:
-        counts = payload.get("usage") or {}
-        for name in usage:
-            usage[name] += int(counts.get(name, 0))
-        cached += int(counts.get("cachedPromptTokens", 0))
-        for name in calls:
-            calls[name] += int(payload.get(name, 0))
-        models.add(str(payload.get("model", "")))
-        if isinstance(payload.get("costUsd"), int | float):
-            prices.append(float(payload["costUsd"]))
-    if cached:
-        usage["cachedPromptTokens"] = cached
-    total: dict[str, Any] = {
+def tree_cost(tree: CallBudget, duration_ms: int, *, model: str = "") -> dict[str, Any]:
+    """The cost-v1 payload of a task's whole tree (its budget node): every model call's
+    tokens and price, and the model and tool calls, of the task and of every task started
+    for it (consultations; a panel's turns, picks and synthesis). ``model``: the tree's
+    when all its calls used one, ``mixed`` when they used several (``model`` if none was
+    made); ``costUsd`` when every call's model has a price."""
+    models = sorted(tree.models)
+    payload: dict[str, Any] = {
         "kind": COST_KIND,
-        "usage": usage,
+        "usage": _usage(tree.usage),
         "durationMs": duration_ms,
-        "model": models.pop() if len(models) == 1 else "mixed",
-        **calls,
+        "model": models[0] if len(models) == 1 else "mixed" if models else model,
+        "llmCalls": tree.model_calls,
+        "toolCalls": tree.tool_calls,
     }
-    if payloads and len(prices) == len(payloads):
-        total["costUsd"] = round(sum(prices), 10)
-    return total
+    if tree.cost_usd is not None:
+        payload["costUsd"] = round(tree.cost_usd, 10)
+    return payload
+
+
+def _usage(usage: Usage) -> dict[str, int]:
+    counts = {
+        "promptTokens": usage.prompt_tokens,
+        "completionTokens": usage.completion_tokens,
+        "totalTokens": usage.total_tokens,
+    }
+    if usage.cached_prompt_tokens:
+        counts["cachedPromptTokens"] = usage.cached_prompt_tokens
+    return counts
 
 
 def integral_counts(payload: dict[str, Any]) -> bool:

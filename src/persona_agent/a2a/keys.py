@@ -7,6 +7,7 @@ from a2a.types.a2a_pb2 import TaskState
 
 __all__ = [
     "BINDING_KEY",
+    "BUDGET_STATE_KEY",
     "CALLER_KEY",
     "CONSULT_CHAIN_KEY",
     "PARTS_METADATA_KEY",
@@ -40,6 +41,12 @@ scope and ``ServerCallContext.state``."""
 CONSULT_CHAIN_KEY = "persona_agent.consult_chain"
 """In ``ServerCallContext.state`` of a consultation: the personas that consulted each other
 down to the one called, outermost first (for the depth limit and cycle detection)."""
+BUDGET_STATE_KEY = "persona_agent.budget"
+"""The request's :class:`~persona_agent.chat.budget.CallBudget` node of the task being
+answered, in ``ServerCallContext.state``: set by the executor (the root's, made from the
+limits, for a request from outside); a local call passes the same object on (shared, never
+copied), and the task it starts hangs its own node under it. Its presence when a task
+starts marks a task started inside the hub for a request already counted."""
 PRINCIPAL_STATE_KEY = "persona_agent.principal"
 """The caller's :class:`~persona_agent.auth.principal.Principal` (absent: anonymous), in
 ``ServerCallContext.state``: what the calls the hub makes for it are checked against."""

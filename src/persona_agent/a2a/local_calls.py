@@ -34,6 +34,7 @@ from google.protobuf.json_format import MessageToDict
 
 from persona_agent.a2a.extensions import COST_KIND
 from persona_agent.a2a.keys import (
+    BUDGET_STATE_KEY,
     CALLER_KEY,
     CONSULT_CHAIN_KEY,
     PERSONA_STATE_KEY,
@@ -123,6 +124,9 @@ class LocalCalls:
         """
         context = self._context(persona_id, origin, chain)
         context.state[WHOLE_ANSWER_STATE_KEY] = whole
+        if isinstance(origin, ServerCallContext) and BUDGET_STATE_KEY in origin.state:
+            # The asking task's budget itself (not a copy): the whole tree spends one.
+            context.state[BUDGET_STATE_KEY] = origin.state[BUDGET_STATE_KEY]
         message = Message(
             message_id=str(uuid.uuid4()),
             role=Role.ROLE_USER,

@@ -32,6 +32,7 @@ from persona_agent.a2a.panel_text import (
     synthesis_prompt,
     turn_prompt,
 )
+from persona_agent.chat.budget import CallBudget
 from persona_agent.personas.model import Persona
 
 __all__ = ["PANEL_METADATA_KEY", "SYNTHESIS_ARTIFACT_NAME", "Meeting"]
@@ -60,7 +61,10 @@ class Meeting:
         chain: tuple[str, ...],
         whole: bool,
         stopped: Callable[[], bool],
+        budget: CallBudget | None = None,
     ) -> None:
+        """``budget``: the panel task's node of the request's budget; the panel gives no
+        turn the budget cannot pay for, and says why (:attr:`halted`)."""
         self.panel = panel
         self.calls = calls
         self.lookup = lookup
@@ -70,9 +74,10 @@ class Meeting:
         self.chain = chain
         self.whole = whole
         self.stopped = stopped
+        self.budget = budget
         self.said: list[Said] = []
-        self.costs: list[dict[str, Any]] = []
-        """The cost-v1 payloads of every answer asked for (turns, picks, synthesis)."""
+        self.halted = ""
+        """Why the panel stopped giving turns before its end (the budget was spent)."""
 
     def context_for(self, persona_id: str, purpose: str = "") -> str:
         """The member's (or moderator's) own conversation within this panel conversation."""
@@ -121,8 +126,6 @@ class Meeting:
                         said.pieces.append(event.text)
                         await chunks.add(event.text)
                     elif isinstance(event, LocalEnd):
-                        if event.cost is not None:
-                            self.costs.append(event.cost)
                         said.state = event.state
                         said.text = event.text if event.ok else event.text or "no reason given"
         except Exception as error:  # the member went away mid-turn, say
@@ -158,8 +161,6 @@ class Meeting:
                     if isinstance(event, LocalStart):
                         task_id = event.task_id
                     elif isinstance(event, LocalEnd):
-                        if event.cost is not None:
-                            self.costs.append(event.cost)
                         answer = event.text if event.ok else ""
         except Exception as error:
             logger.warning("panel %s: its moderator failed: %r", self.panel.id, error)
@@ -170,6 +171,8 @@ class Meeting:
     async def broadcast(self, question: str) -> None:
         """Every member answers ``question`` at once."""
         assert self.panel.panel is not None
+        if self._out_of_calls(len(self.panel.panel.members)):
+            return
         async with asyncio.TaskGroup() as group:
             for member_id in self.panel.panel.members:
                 group.create_task(self.speak(member_id, lambda _m: question, 1))
@@ -180,7 +183,7 @@ class Meeting:
         assert settings is not None
         for round_ in range(1, settings.rounds + 1):
             for member_id in settings.members:
-                if self.stopped():
+                if self.stopped() or self._out_of_calls(1):
                     return
                 await self.speak(
                     member_id, self._turn(question, member_id, round_, settings.rounds), round_
@@ -195,9 +198,12 @@ class Meeting:
         moderator, ids = settings.moderator, settings.members
         members = [m for m in map(self.lookup, ids) if m is not None]
         turns = settings.rounds * len(ids)
+        if self.budget is not None and not self.budget.take_model_call():  # the synthesis's
+            self._out_of_calls(1)
+            return None
         for turn in range(turns):
-            if self.stopped():
-                return None
+            if self.stopped() or self._out_of_calls(2):  # a pick and a turn
+                break
             text, pick_task = await self.ask_moderator(
                 moderator, pick_prompt(self.panel, members, question, self.said, turns - turn), turn
             )
@@ -214,7 +220,11 @@ class Meeting:
                 taskId=pick_task,
                 fallback=fallback,
             )
+            if self._out_of_calls(1):  # the pick spent more than its call
+                break
             await self.speak(chosen, self._turn(question, chosen, turn + 1, turns), turn + 1)
+        if self.budget is not None:
+            self.budget.give_back_model_call()  # kept for the synthesis: its turn takes it
         if self.stopped():
             return None
         said = self.said[:]
@@ -227,6 +237,22 @@ class Meeting:
         )
         self.said.remove(synthesis)
         return synthesis
+
+    def _out_of_calls(self, needed: int) -> bool:
+        """Whether the request's budget has fewer than ``needed`` model calls left for
+        the next turn; if so, :attr:`halted` says why the panel gives no more."""
+        budget = self.budget
+        left = budget.model_calls_left() if budget is not None else None
+        if budget is None or left is None or left >= needed:
+            return False
+        limit = budget.limit("model")
+        turns = sum(1 for said in self.said if said.round > 0)
+        spent = "is spent" if left == 0 else f"has {left} left, too few for another turn"
+        self.halted = (
+            f"The budget of {limit} model calls for this request {spent}: "
+            f"the panel stopped after {turns} turn{'' if turns == 1 else 's'}"
+        )
+        return True
 
     def _next_in_order(self, ids: list[str]) -> str:
         """The fallback when the moderator names nobody: the member who has spoken least,

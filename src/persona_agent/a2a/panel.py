@@ -23,8 +23,8 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import Part
 from opentelemetry.trace import StatusCode
 
-from persona_agent.a2a.executor import conversation_key, data_value
-from persona_agent.a2a.extensions import COST_EXTENSION_URI, total_cost
+from persona_agent.a2a.executor import conversation_key, data_value, task_budget
+from persona_agent.a2a.extensions import COST_EXTENSION_URI, tree_cost
 from persona_agent.a2a.input import message_to_text
 from persona_agent.a2a.keys import (
     CALLER_KEY,
@@ -37,6 +37,7 @@ from persona_agent.a2a.meeting import Meeting
 from persona_agent.a2a.panel_text import Said, transcript
 from persona_agent.a2a.quotas import Quotas
 from persona_agent.audit import AuditLog
+from persona_agent.chat.budget import BudgetLimits, CallBudget
 from persona_agent.logs import LOG_FIELDS, bind_log_fields
 from persona_agent.metrics import HubMetrics
 from persona_agent.personas.model import Persona
@@ -75,7 +76,10 @@ class PanelExecutor(AgentExecutor):
         audit: AuditLog | None = None,
         quotas: Quotas | None = None,
         metrics: HubMetrics | None = None,
+        budget: BudgetLimits | None = None,
     ) -> None:
+        """``budget``: the calls one request may make, the members' included
+        (:func:`~persona_agent.a2a.executor.task_budget`)."""
         if persona.panel is None:
             raise ValueError(f"persona {persona.id} is not a panel")
         self.persona = persona
@@ -84,6 +88,7 @@ class PanelExecutor(AgentExecutor):
         self.audit = audit
         self.quotas = quotas
         self.metrics = metrics
+        self.budget = budget if budget is not None else BudgetLimits()
         self.running: dict[str, ServerCallContext] = {}
         """Tasks being answered now, with the call context that started each."""
         self._cancelled: set[str] = set()
@@ -122,11 +127,14 @@ class PanelExecutor(AgentExecutor):
             try:
                 await updater.start_work()
                 caller = context.call_context.state.get(CALLER_KEY)
+                budget, nested = task_budget(context.call_context, panel, self.budget)
+                question = message_to_text(message)
+                # Members' tasks are part of this request: it counts for the caller, once.
                 if self.quotas is not None and caller:
-                    with self.quotas.running(caller, panel.id):
-                        state = await self._meet(context, updater, message_to_text(message))
+                    with self.quotas.running(None if nested else caller, panel.id):
+                        state = await self._meet(context, updater, question, budget)
                 else:
-                    state = await self._meet(context, updater, message_to_text(message))
+                    state = await self._meet(context, updater, question, budget)
             except Exception as error:
                 reference = uuid.uuid4().hex[:12]
                 logger.exception("panel %s, task %s (reference %s)", panel.id, task_id, reference)
@@ -150,7 +158,9 @@ class PanelExecutor(AgentExecutor):
                 self._updaters.pop(task_id, None)
                 LOG_FIELDS.reset(log_fields)
 
-    async def _meet(self, context: RequestContext, updater: TaskUpdater, question: str) -> str:
+    async def _meet(
+        self, context: RequestContext, updater: TaskUpdater, question: str, budget: CallBudget
+    ) -> str:
         """The panel's turns, then its final status; the task's state."""
         started = time.monotonic()
         panel, settings = self.persona, self.persona.panel
@@ -174,6 +184,7 @@ class PanelExecutor(AgentExecutor):
             chain=(*chain, panel.id),
             whole=bool(call.state.get(WHOLE_ANSWER_STATE_KEY)),
             stopped=lambda: task_id in self._cancelled,
+            budget=budget,
         )
         synthesis: Said | None = None
         if settings.mode == "broadcast":
@@ -195,12 +206,18 @@ class PanelExecutor(AgentExecutor):
         }
         if synthesis is not None:
             data["synthesis"] = synthesis.summary()
-        if failed:
-            parts = [Part(text=_failure(failed, turns)), Part(data=data_value(data))]
+        halted = meeting.halted
+        if halted:
+            data["halted"] = halted
+        if failed or (halted and not any(said.ok for said in turns)):
+            reason = "\n".join(line for line in (_failure(failed, turns), halted) if line)
+            parts = [Part(text=reason), Part(data=data_value(data))]
             await updater.failed(updater.new_agent_message(parts))
             return "failed"
         text = synthesis.text if synthesis is not None else transcript(turns)
-        cost = total_cost(meeting.costs, int((time.monotonic() - started) * 1000))
+        if halted:
+            text = f"{text}\n\n({halted}.)"
+        cost = tree_cost(budget, int((time.monotonic() - started) * 1000))
         final = updater.new_agent_message(
             [Part(text=text), Part(data=data_value(data)), Part(data=data_value(cost))]
         )

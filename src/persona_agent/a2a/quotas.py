@@ -126,14 +126,18 @@ class Quotas:
             )
 
     @contextmanager
-    def running(self, caller: str, persona_id: str) -> Iterator[None]:
-        """Count a task of ``caller`` as running while the block runs."""
-        self._running[caller] = self._running.get(caller, 0) + 1
+    def running(self, caller: str | None, persona_id: str) -> Iterator[None]:
+        """Count a task of ``caller`` as running while the block runs; ``None``: a task
+        the hub started for a request of a caller's already counted (a consultation, a
+        panel member's turn), which counts for the persona only."""
+        if caller is not None:
+            self._running[caller] = self._running.get(caller, 0) + 1
         self._running_persona[persona_id] = self._running_persona.get(persona_id, 0) + 1
         try:
             yield
         finally:
-            _down(self._running, caller)
+            if caller is not None:
+                _down(self._running, caller)
             _down(self._running_persona, persona_id)
 
     @contextmanager

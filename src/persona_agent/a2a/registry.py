@@ -72,10 +72,16 @@ class PersonaApp:
                 audit=services.audit,
                 quotas=services.quotas,
                 metrics=services.metrics,
+                budget=services.budget,
             )
         else:
             self.executor = PersonaAgentExecutor(
-                persona, engine, services.audit, services.quotas, services.metrics
+                persona,
+                engine,
+                services.audit,
+                services.quotas,
+                services.metrics,
+                budget=services.budget,
             )
         self._base_url = base_url
         self._task_store = task_store

@@ -6,7 +6,7 @@ each persona's app."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from a2a.server.cluster import TaskEventStream
 from a2a.types.a2a_pb2 import AgentProvider
@@ -16,6 +16,7 @@ from persona_agent.a2a.push import PushParts
 from persona_agent.a2a.quotas import Quotas
 from persona_agent.audit import AuditLog
 from persona_agent.auth import Authenticator, Authorization
+from persona_agent.chat.budget import BudgetLimits
 from persona_agent.metrics import HubMetrics
 from persona_agent.personas.png import CleanImage
 
@@ -51,6 +52,8 @@ class HubServices:
     """What the A2A side counts for ``/metrics`` (requests, refusals, streams, tasks)."""
     provider: AgentProvider | None = None
     """Who runs the hub, on every card (None: "persona-agent" at the hub's URL)."""
+    budget: BudgetLimits = field(default_factory=BudgetLimits)
+    """Calls one request may make, its whole tree together (none: no limit)."""
 
     @property
     def auth(self) -> Authenticator | None:

@@ -39,6 +39,7 @@ from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.api.routes import personas as personas_routes
 from persona_agent.api.webhooks import build_push
 from persona_agent.audit import AuditLog
+from persona_agent.chat.budget import BudgetLimits
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.tools import MCPTools, ToolSource, ToolSources
@@ -262,6 +263,10 @@ def create_app(settings: Settings) -> FastAPI:
         ),
         event_stream=cluster.events if cluster is not None else None,
         metrics=metrics,
+        budget=BudgetLimits(
+            model_calls=settings.request_budget_model_calls,
+            tool_calls=settings.request_budget_tool_calls,
+        ),
     )
     registry = A2ARegistry(
         engine=engine,

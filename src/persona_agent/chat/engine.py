@@ -17,6 +17,7 @@ from typing import Any
 
 from opentelemetry.trace import SpanKind
 
+from persona_agent.chat.budget import TurnCalls
 from persona_agent.chat.events import ChatEvent, Done, Token, ToolEnd, ToolOutput, ToolStart
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.locks import KeyedLocks
@@ -109,6 +110,13 @@ class ChatEngine:
         ``turn``: who asks and where, for the tools (the executor's; by default the
         conversation alone). A tool's progress is yielded as :class:`ToolOutput`.
 
+        ``turn.budget``: the request's calls (:mod:`persona_agent.chat.budget`). The turn
+        keeps one model call for its last answer; when the budget has no other left (or
+        no tool call), that call is made without tools, as at the tool cap, and a tool
+        call past the budget is an error the model reads. Raises
+        :class:`~persona_agent.errors.BudgetSpentError` when not even that one call is
+        left.
+
         A tool that asks the user a question (:class:`~persona_agent.chat.tools.ToolQuestion`)
         ends the turn: :class:`Done` carries the ``question``. The next message of the same
         task (``turn.task_id``) is the answer: it goes to that tool first, as a tool call of
@@ -117,7 +125,7 @@ class ChatEngine:
         conversation = f"{persona.id}:{context_id}"
         if turn is None:
             turn = Turn(persona_id=persona.id, conversation=context_id)
-        async with self._locks.hold(conversation):
+        async with self._locks.hold(conversation), TurnCalls(turn.budget) as calls:
             started = time.monotonic()
             past = await self.history.load(conversation)
             said: list[Message] = []
@@ -147,6 +155,9 @@ class ChatEngine:
             model = persona.model.name or self.llm.default_model
             for iteration in range(self.max_tool_iterations + 1):
                 last_call = iteration == self.max_tool_iterations
+                from_model = answering is None
+                if from_model:  # the request's budget may make it the last call
+                    last_call = calls.is_last(last_call)
                 request = ChatRequest(
                     messages=messages,
                     model=model,
@@ -174,6 +185,8 @@ class ChatEngine:
                             text.append(chunk.text)
                             yield Token(chunk.text)
                 usage += end.usage
+                if from_model:
+                    calls.record(model, end.usage, self.prices.cost(model, end.usage))
                 answer.extend(text)
                 if not end.tool_calls or last_call:
                     if end.tool_calls:
@@ -201,6 +214,8 @@ class ChatEngine:
                 for call in end.tool_calls:
                     tool_calls += 1
                     arguments, problem = _parse_arguments(call)
+                    if problem is None and (spent := calls.take_tool()) is not None:
+                        problem = f"Error: {spent}: answer with what you have"
                     yield ToolStart(call.id, call.name, arguments)
                     result = ToolResult(problem or "", is_error=True)
                     called = time.monotonic()

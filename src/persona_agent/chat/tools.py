@@ -12,6 +12,7 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from persona_agent.chat.budget import CallBudget
 from persona_agent.errors import ToolError
 from persona_agent.personas.model import Persona
 
@@ -67,7 +68,8 @@ class Turn:
     """The turn a tool is called in: the persona answering, its conversation, and what the
     protocol layer passes through (``origin``: the A2A call context the turn runs under;
     ``task_id``: the A2A task answering; ``chain``: the personas that consulted each other
-    down to this one, outermost first)."""
+    down to this one, outermost first; ``budget``: the request's calls, which this turn's
+    model and tool calls count against, see :mod:`persona_agent.chat.budget`)."""
 
     persona_id: str
     conversation: str
@@ -75,6 +77,7 @@ class Turn:
     context_id: str = ""
     chain: tuple[str, ...] = ()
     origin: Any = None
+    budget: CallBudget | None = None
 
 
 class ToolSource(Protocol):

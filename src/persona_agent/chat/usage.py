@@ -3,8 +3,8 @@
 One row per completed answer (tokens in, out and from the server's cache, and the cost
 when the model has a price), written in the database's group commit with the rest of the
 turn. :meth:`UsageLog.totals` sums a persona's rows over a time window, by model: the
-numbers ``GET /api/v1/personas/{id}/usage`` reports, which agree with the sum of the
-tasks' cost-v1 data.
+numbers ``GET /api/v1/personas/{id}/usage`` reports: the persona's own model calls (a
+task's cost-v1 adds its consultations', which are recorded under the persona consulted).
 """
 
 from __future__ import annotations

@@ -289,6 +289,13 @@ class PersonaLimits(_Section):
     """Requests a minute one caller may make to this persona."""
     running_tasks: int | None = Field(default=None, ge=1)
     """Tasks this persona answers at once, all callers together."""
+    model_calls_per_request: int | None = Field(default=None, ge=1)
+    """Model calls one request to this persona may make, its consultations (or a panel's
+    members) included; lowers the hub's ``PERSONA_AGENT_REQUEST_BUDGET_MODEL_CALLS``,
+    never raises it. Consulted (or on a panel), the persona bounds its own part of the
+    asking request's budget by it."""
+    tool_calls_per_request: int | None = Field(default=None, ge=1)
+    """Tool calls (MCP, outside agents, consultations) of one request, likewise."""
 
 
 def _persona_id(value: str) -> str:
