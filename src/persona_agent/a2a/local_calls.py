@@ -30,9 +30,7 @@ from a2a.types.a2a_pb2 import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import InvalidRequestError
-from google.protobuf.json_format import MessageToDict
 
-from persona_agent.a2a.extensions import COST_KIND
 from persona_agent.a2a.keys import (
     BUDGET_STATE_KEY,
     CALLER_KEY,
@@ -43,7 +41,7 @@ from persona_agent.a2a.keys import (
     WHOLE_ANSWER_STATE_KEY,
 )
 
-__all__ = ["LocalCalls", "LocalEnd", "LocalEvent", "LocalStart", "LocalText", "cost_of", "text_of"]
+__all__ = ["LocalCalls", "LocalEnd", "LocalEvent", "LocalStart", "LocalText", "text_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +72,6 @@ class LocalEnd:
     task_id: str
     state: str
     text: str
-    cost: dict[str, Any] | None = None
-    """The cost-v1 payload of the final message (what the answer used), when it has one."""
 
     @property
     def ok(self) -> bool:
@@ -216,14 +212,4 @@ def text_of(message: Message) -> str:
 
 
 def _end(task_id: str, state: TaskState, message: Message) -> LocalEnd:
-    return LocalEnd(task_id, _STATE_NAMES[state], text_of(message), cost_of(message))
-
-
-def cost_of(message: Message) -> dict[str, Any] | None:
-    """The cost-v1 data part of an agent's message, if it has one."""
-    for part in message.parts:
-        if part.HasField("data"):
-            data = MessageToDict(part.data)
-            if isinstance(data, dict) and data.get("kind") == COST_KIND:
-                return data
-    return None
+    return LocalEnd(task_id, _STATE_NAMES[state], text_of(message))
