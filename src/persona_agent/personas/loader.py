@@ -201,7 +201,9 @@ def _read_png(persona_id: str | None, raw: bytes, source: str, limits: Limits) -
     if len(raw) > limits.max_image_bytes:
         raise PersonaFileError(source, [str(image_too_large(len(raw), limits))])
     try:
-        found = png_card_text(raw)
+        # The card's base64 may be 4/3 of the largest card; a chunk that inflates past
+        # that is refused before it is held whole.
+        found = png_card_text(raw, max_chars=limits.max_bytes * 4 // 3 + 4)
         if found is None:
             raise NoCardError(
                 source, ["the PNG has no character card in it (no 'ccv3' or 'chara' text chunk)"]
