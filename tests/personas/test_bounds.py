@@ -8,8 +8,10 @@ import time
 from typing import Any
 
 import pytest
+from google.protobuf.json_format import MessageToJson
 from pydantic import ValidationError
 
+from persona_agent.a2a.agent_card import build_agent_card
 from persona_agent.errors import PersonaFileError
 from persona_agent.personas.bounds import NAME_REPEATS, OPENING_CHARS, rendered_chars
 from persona_agent.personas.loader import read_persona
@@ -176,3 +178,24 @@ def test_a_long_written_conversation_is_read_in_linear_time() -> None:
         ("user", "a\nb"),
         ("persona", "c"),
     ]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"greeting": "{{char}}" * 230, "alternate_greetings": ["<BOT>" * 200] * 3},
+        {"knowledge_domains": {f"Domain {n}": ["topic"] for n in range(220)}},
+        {"interaction_samples": [{"content": "A: {{char}}\n" * 200}]},
+    ],
+)
+def test_the_agent_card_and_the_prompt_stay_within_a_few_times_the_limit(
+    fields: dict[str, Any],
+) -> None:
+    # A name of 400 characters, as many macros and repeats as the limit takes.
+    limits = Limits(max_bytes=400_000)
+    persona = Persona.from_data("p", persona_data(name="N" * 400, **fields), limits=limits)
+    checked = sum(chars for _, chars in rendered_chars(persona))
+    assert checked > 80_000  # the case is a large one
+    card = json.dumps(json.loads(MessageToJson(build_agent_card(persona, "http://hub"))))
+    assert len(card) <= 3 * limits.max_bytes
+    assert len(render_system_prompt(persona)) <= 2 * limits.max_bytes
