@@ -84,6 +84,7 @@ def persona_limits(settings: Settings) -> Limits:
         max_bytes=settings.max_persona_bytes,
         max_depth=settings.max_persona_depth,
         max_image_bytes=settings.max_image_bytes,
+        max_lore_entries=settings.max_lore_entries,
     )
 
 

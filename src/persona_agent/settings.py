@@ -207,11 +207,17 @@ class Settings(BaseSettings):
     watch_personas: bool = True
     """Watch the persona directory: files added, edited or removed go live at once."""
     max_persona_bytes: int = Field(default=1024 * 1024, ge=1024)
-    """Largest persona file (and REST body, upload, or content with YAML aliases expanded)."""
+    """Largest persona file (and REST body, upload, or content with YAML aliases expanded),
+    and largest persona text once its macros are expanded (docs/security.md)."""
     max_persona_depth: int = Field(default=32, ge=4, le=256)
     """Deepest nesting of lists and mappings in a persona file or REST body."""
     max_image_bytes: int = Field(default=16 * 1024 * 1024, ge=64 * 1024)
     """Largest PNG character card or avatar image (file or upload)."""
+    max_lore_entries: int = Field(default=5000, ge=1)
+    """Most entries in a persona's lorebook (a card's ``character_book``)."""
+    card_png_cache_bytes: int = Field(default=32 * 1024 * 1024, ge=0)
+    """Memory kept for exported PNG cards (``GET .../card?as=png``), by persona version;
+    ``0``: none kept (each export encodes its image again)."""
 
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"

@@ -177,3 +177,41 @@ async def test_sdk_writes_a_data_parts_whole_numbers_as_floats(sdk: httpx.AsyncC
     assert '"calls":12.0' in reply.text.replace(" ", ""), reply.text
     jsonrpc = await sdk.post("/", json=v10_send({**message, "messageId": "m6"}), headers=V10)
     assert '"calls":12.0' in jsonrpc.text.replace(" ", ""), jsonrpc.text
+
+
+def test_sdk_checks_required_fields_in_every_value_of_a_data_part(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fix: sdk_fixes/validation.py (the SDK walks each value of a data part in Python to
+    check required fields that no value can have: seconds of the event loop per message)."""
+    from a2a.types.a2a_pb2 import Message, Role, SendMessageRequest
+    from a2a.utils import proto_utils
+
+    checked = 0
+    check = proto_utils._validate_proto_required_fields_internal
+
+    def counted(message: object) -> object:
+        nonlocal checked
+        checked += 1
+        return check(message)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(proto_utils, "_validate_proto_required_fields_internal", counted)
+    numbers = Value()
+    numbers.list_value.values.extend(Value(number_value=n) for n in range(1000))
+    message = Message(message_id="m", role=Role.ROLE_USER, parts=[Part(data=numbers)])
+    proto_utils.validate_proto_required_fields(SendMessageRequest(message=message))
+    assert checked > 1000
+    # And the handler's methods check through a decorator the fix steps past.
+    for method in (
+        DefaultRequestHandler.on_message_send,
+        DefaultRequestHandler.on_message_send_stream,
+    ):
+        layers = []
+        layer: object = method
+        while layer is not None:
+            layers.append(getattr(layer, "__code__", None))
+            layer = getattr(layer, "__wrapped__", None)
+        assert any(
+            code is not None and code.co_qualname.startswith("validate_request_params.")
+            for code in layers
+        )

@@ -196,6 +196,12 @@ ERROR_FILES: list[dict[str, bytes]] = [
     {"tess.yaml": b"name: Tess\ndescription: Caf\xe9\n"},
     {"Bad Name.yaml": VALID.encode()},
     {"tess.yaml": VALID.encode(), "tess.yml": VALID.encode()},
+    {
+        "tess.yaml": VALID.encode()
+        + b"lore:\n  entries:\n    - keys: [echo, '/(\\w+) \\1/']\n      comment: Echoes\n"
+        b"      content: Said twice.\n"
+    },
+    {"tess.yaml": VALID.encode() + b"greeting: '" + b"{{user}}" * 20_000 + b"'\n"},
 ]
 """For each line of the docs' list of errors, in order, the persona directory that makes it."""
 

@@ -18,6 +18,7 @@ from persona_agent.personas.loader import (
     load_persona_file,
     read_persona,
 )
+from persona_agent.personas.lore_keys import regex_problem
 from persona_agent.personas.model import Persona
 from persona_agent.personas.parsing import Limits
 from persona_agent.personas.prompt import render_system_prompt
@@ -283,8 +284,10 @@ def test_an_image_of_too_many_pixels_is_refused_before_it_is_decoded() -> None:
 
 _text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
 _name = st.text(st.characters(min_codepoint=0x41, max_codepoint=0x7A), min_size=1, max_size=20)
+_key = _text.filter(lambda key: regex_problem(key, use_regex=True, sensitive=False) is None)
+"""A key RE2 takes, should its entry be ``use_regex``: a card with another is refused."""
 _entry = st.fixed_dictionaries(
-    {"keys": st.lists(_text, max_size=3), "content": _text, "extensions": st.just({})},
+    {"keys": st.lists(_key, max_size=3), "content": _text, "extensions": st.just({})},
     optional={
         "enabled": st.booleans(),
         "insertion_order": st.integers(-100, 100),
@@ -294,7 +297,7 @@ _entry = st.fixed_dictionaries(
         "id": st.integers(0, 100),
         "comment": _text,
         "selective": st.booleans(),
-        "secondary_keys": st.lists(_text, max_size=2),
+        "secondary_keys": st.lists(_key, max_size=2),
         "constant": st.booleans(),
         "position": st.sampled_from(["before_char", "after_char"]),
         "use_regex": st.booleans(),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import time
 from typing import Any
 
 import pytest
@@ -10,9 +12,9 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from persona_agent.personas.lore import (
-    MAX_KEY_CHARS,
     Lorebook,
     LoreEntry,
+    LoreIndex,
     LoreSelection,
     estimate_tokens,
     select_lore,
@@ -124,19 +126,105 @@ def test_use_regex_keys_may_be_slashed_too() -> None:
     assert chosen(sensitive, "a Wick") == ["Oil."]
 
 
-def test_too_long_keys_never_match() -> None:
-    long_key = "x" * MAX_KEY_CHARS
+def test_long_keys_match_as_any_other() -> None:
+    long_key = "x" * 5000
     assert chosen(book({"keys": [long_key], "content": "yes"}), long_key) == ["yes"]
-    too_long = long_key + "x"
-    assert chosen(book({"keys": [too_long], "content": "yes"}), too_long) == []
-    as_regex = book({"keys": [too_long], "content": "yes", "use_regex": True})
-    assert chosen(as_regex, too_long) == []
+    as_regex = book({"keys": [long_key], "content": "yes", "use_regex": True})
+    assert chosen(as_regex, long_key) == ["yes"]
 
 
-@pytest.mark.parametrize("key", ["/(unclosed/", "([", "/a{2,1}/", "a{99999999999}"])
-def test_a_key_that_does_not_compile_never_matches_and_never_raises(key: str) -> None:
-    lore = book({"keys": [key], "content": "Never.", "use_regex": True})
-    assert chosen(lore, f"text with {key} in it") == []
+@pytest.mark.parametrize(
+    ("key", "reason"),
+    [
+        ("/(unclosed/", "missing )"),
+        ("([", "missing ]"),
+        ("/a{2,1}/", "invalid repetition size: {2,1}"),
+        (r"/(a)\1/", r"invalid escape sequence: \1"),  # a backreference
+        ("(?=a)b", "invalid perl operator: (?="),  # lookahead
+        ("(?<=a)b", "invalid perl operator: (?<="),  # lookbehind
+        ("/a++/", "bad repetition operator: ++"),  # possessive
+        ("/a{1001}/", "invalid repetition size"),
+        (r"/\pL{1000}/", "pattern too large"),  # over the program's memory
+    ],
+)
+def test_a_key_re2_cannot_take_is_refused_naming_the_entry_and_the_reason(
+    key: str, reason: str
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        book(
+            {"keys": ["fine"], "content": "First."},
+            {"keys": ["ok", key], "content": "Never.", "use_regex": True, "comment": "Dragons"},
+        )
+    (error,) = caught.value.errors()
+    assert error["loc"] == ("entries", 1)
+    assert f"keys[1] '{key}' of the entry 'Dragons' is a regular expression RE2" in error["msg"]
+    assert reason in error["msg"]
+    assert "docs/personas.md#lorebooks" in error["msg"]
+
+
+def test_secondary_keys_are_checked_and_an_entry_is_named_by_its_name_too() -> None:
+    with pytest.raises(ValidationError) as caught:
+        book({"keys": ["a"], "secondary_keys": ["/(?!x)/"], "content": "c", "name": "Lamp"})
+    assert "secondary_keys[0] '/(?!x)/' of the entry 'Lamp'" in caught.value.errors()[0]["msg"]
+    with pytest.raises(ValidationError) as untitled:
+        book({"keys": ["/(?!x)/"], "content": "c", "comment": "  "})
+    assert "keys[0] '/(?!x)/' is a regular" in untitled.value.errors()[0]["msg"]
+
+
+def test_a_key_that_is_not_a_regex_is_plain_text_whatever_re2_would_say_of_it() -> None:
+    lore = book({"keys": ["(?=a)", r"a\1"], "content": "Plain."})
+    assert chosen(lore, "x (?=A) y") == ["Plain."]
+    assert chosen(lore, r"A\1") == ["Plain."]
+
+
+def test_nested_quantifiers_match_in_linear_time() -> None:
+    # Python's re takes 2^n steps on such a key and text: 40 characters would be days.
+    lore = book({"keys": ["/(a+)+$/", "/(x|x)*y/"], "content": "Never."})
+    hostile = "a" * 100_000 + "!" + "x" * 100_000
+    started = time.monotonic()
+    assert chosen(lore, hostile) == []
+    assert time.monotonic() - started < 1.0
+    assert chosen(lore, "a" * 1000) == ["Never."]
+
+
+def test_regex_keys_read_the_text_as_unicode() -> None:
+    lore = book({"keys": [r"/^[\pL ]+ é$/", "/ÉTÉ/i"], "content": "Yes."})
+    assert chosen(lore, "Ça va é") == ["Yes."]
+    assert chosen(lore, "un été") == ["Yes."]
+    assert chosen(lore, "12 é") == []
+
+
+def test_an_index_compiles_once_and_scans_many_times() -> None:
+    lore = book(
+        {"keys": ["Dragon", "/wyrm(s)?/"], "content": "D.", "case_sensitive": True},
+        {"keys": ["ship"], "secondary_keys": ["/sea/"], "selective": True, "content": "S."},
+        {"keys": ["off"], "content": "O.", "enabled": False},
+    )
+    index = LoreIndex(lore)
+    assert index.keys == 4  # the disabled entry is not scanned for
+    assert list(index.select(["a Dragon"]).before) == ["D."]
+    assert list(index.select(["a dragon"]).before) == []
+    assert list(index.select(["wyrms at sea, a ship"]).before) == ["D.", "S."]
+    assert index.select(["a ship"]) == LoreSelection()
+
+
+def test_recursion_scans_each_round_once_and_keeps_partial_matches() -> None:
+    # The primary key in the messages, the secondary one only in a matched content.
+    lore = book(
+        {"keys": ["castle"], "content": "The castle has a moat."},
+        {"keys": ["duke"], "secondary_keys": ["moat"], "selective": True, "content": "Duke."},
+        recursive_scanning=True,
+    )
+    assert chosen(lore, "the duke's castle") == ["The castle has a moat.", "Duke."]
+    # A chain of 500 entries, each found in the one before: each content scanned once, not
+    # everything again in each of 500 rounds (which took more than ten seconds).
+    chain = book(
+        *({"keys": [f"<{n}>"], "content": f"<{n + 1}> " + "x" * 50} for n in range(500)),
+        recursive_scanning=True,
+    )
+    started = time.monotonic()
+    assert len(chosen(chain, "<0>")) == 500
+    assert time.monotonic() - started < 2.0
 
 
 def test_recursive_scanning() -> None:
@@ -409,7 +497,7 @@ def test_a_bad_book_names_the_field(data: dict[str, Any], where: tuple[Any, ...]
     assert any(error["loc"][: len(where)] == where for error in caught.value.errors())
 
 
-_word = st.sampled_from(["alpha", "beta", "gamma", "delta", "/gam+a/i", "([", "", " "])
+_word = st.sampled_from(["alpha", "beta", "gamma", "delta", "/gam+a/i", "(al|be)", "", " "])
 _number = st.one_of(st.integers(-5, 5), st.floats(-5, 5, allow_nan=False))
 _content = st.one_of(
     st.text(max_size=60),
@@ -473,3 +561,90 @@ def test_any_selection_keeps_to_the_budget_and_to_enabled_entries(
         "scan_depth": depth,
         "recursive_scanning": recursive,
     }
+
+
+def _old_select(book: Lorebook, recent: list[str]) -> LoreSelection:
+    """The selection as it was made before each text was scanned once (every round
+    rescanned everything, Python's re): what the index must still give for keys that do
+    not span two texts."""
+    depth = 2 if book.scan_depth is None else book.scan_depth
+    scanned = "\n".join(recent[-depth:]) if depth else ""
+
+    def found(entry: LoreEntry, keys: list[str], text: str) -> bool:
+        sensitive = bool(entry.case_sensitive)
+        for key in keys:
+            if not key.strip():
+                continue
+            slashed = re.fullmatch(r"/(.+)/([gimsuy]*)", key, re.DOTALL)
+            if slashed is None and not entry.use_regex:
+                if (key if sensitive else key.casefold()) in (
+                    text if sensitive else text.casefold()
+                ):
+                    return True
+                continue
+            source, flags = (slashed.group(1), slashed.group(2)) if slashed else (key, "")
+            flag = 0 if sensitive and "i" not in flags else re.IGNORECASE
+            if re.search(source, text, flag):
+                return True
+        return False
+
+    def matches(entry: LoreEntry, text: str) -> bool:
+        if entry.constant:
+            return True
+        if not text or not found(entry, entry.keys or [], text):
+            return False
+        return not (entry.selective and entry.secondary_keys) or found(
+            entry, entry.secondary_keys, text
+        )
+
+    candidates = [
+        (i, e, t) for i, e in enumerate(book.entries) if e.enabled is not False and (t := e.text())
+    ]
+    matched: dict[int, tuple[LoreEntry, str]] = {}
+    while True:
+        new = {i: (e, t) for i, e, t in candidates if i not in matched and matches(e, scanned)}
+        matched.update(new)
+        if not new or not book.recursive_scanning:
+            break
+        scanned += "".join("\n" + text for _, text in new.values())
+    kept: list[tuple[int, LoreEntry, str]] = []
+    seen: set[str] = set()
+    used = 0
+
+    def importance(entry: LoreEntry) -> float:
+        value = entry.priority if entry.priority is not None else entry.insertion_order
+        return float(value or 0)
+
+    order = sorted(matched.items(), key=lambda item: (-importance(item[1][0]), item[0]))
+    for index, (entry, text) in order:
+        if not text.strip() or text in seen:
+            continue
+        cost = estimate_tokens(text)
+        if book.token_budget is not None and used + cost > book.token_budget:
+            break
+        kept.append((index, entry, text))
+        seen.add(text)
+        used += cost
+    kept.sort(key=lambda item: (item[1].insertion_order or 0, item[0]))
+    after = tuple(t for _, e, t in kept if e.position == "after_char")
+    before = tuple(t for _, e, t in kept if e.position != "after_char")
+    return LoreSelection(before, after, used)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    entries=_entries,
+    budget=st.one_of(st.none(), st.integers(0, 40)),
+    depth=st.one_of(st.none(), st.integers(0, 5)),
+    recursive=st.booleans(),
+    messages=st.lists(st.text(alphabet="alphbetgmd ALPHA([\n", max_size=30), max_size=4),
+)
+def test_scanning_each_text_once_selects_what_rescanning_everything_did(
+    entries: list[dict[str, Any]],
+    budget: int | None,
+    depth: int | None,
+    recursive: bool,
+    messages: list[str],
+) -> None:
+    lore = book(*entries, token_budget=budget, scan_depth=depth, recursive_scanning=recursive)
+    assert select_lore(lore, messages) == _old_select(lore, messages)

@@ -19,7 +19,7 @@ from google.protobuf.struct_pb2 import Value
 from opentelemetry.trace import Span, StatusCode
 
 from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload
-from persona_agent.a2a.input import message_to_text
+from persona_agent.a2a.input import message_text
 from persona_agent.a2a.keys import (
     BUDGET_STATE_KEY,
     CALLER_KEY,
@@ -220,7 +220,7 @@ class PersonaAgentExecutor(AgentExecutor):
         The state the task ends in: ``completed``, or ``input-required`` when a tool's
         question waits for the user."""
         task_id = turn.task_id
-        text = message_to_text(message)
+        text = await message_text(message)
         chunks = _AnswerChunks(updater)
         first_text = (
             self.metrics.first_text_seconds.labels(self.persona.id) if self.metrics else None

@@ -3,6 +3,7 @@ text for the model."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from a2a.types.a2a_pb2 import Message
@@ -11,7 +12,16 @@ from google.protobuf.json_format import MessageToDict
 
 from persona_agent.errors import PersonaAgentError
 
-__all__ = ["READABLE_FILE_TYPES", "InputError", "check_parts", "message_to_text"]
+__all__ = [
+    "DATA_PART_CHARS",
+    "INLINE_MESSAGE_BYTES",
+    "READABLE_FILE_TYPES",
+    "InputError",
+    "check_parts",
+    "data_as_text",
+    "message_text",
+    "message_to_text",
+]
 
 READABLE_FILE_TYPES = (
     "text/plain",
@@ -22,6 +32,15 @@ READABLE_FILE_TYPES = (
     "application/xml",
 )
 """Media types of inline file parts that are read as text (the card declares them)."""
+
+INLINE_MESSAGE_BYTES = 64 * 1024
+"""The largest message read on the event loop; a larger one (a data part of many values:
+each is converted in Python) is read in a worker thread."""
+
+DATA_PART_CHARS = 1024 * 1024
+"""The most of a data part's JSON the model is shown (characters); the rest is cut, and a
+note says how much. A message is at most ``PERSONA_AGENT_MAX_MESSAGE_BYTES`` (1 MiB by
+default), but its JSON can be longer: numbers are doubles (``1`` reads back as ``1.0``)."""
 
 
 class InputError(PersonaAgentError):
@@ -46,6 +65,18 @@ def check_parts(message: Message) -> None:
         )
 
 
+async def message_text(message: Message) -> str:
+    """:func:`message_to_text`, in a worker thread for a message over
+    :data:`INLINE_MESSAGE_BYTES`.
+
+    Raises:
+        InputError: as :func:`message_to_text`.
+    """
+    if message.ByteSize() <= INLINE_MESSAGE_BYTES:
+        return message_to_text(message)
+    return await asyncio.to_thread(message_to_text, message)
+
+
 def message_to_text(message: Message) -> str:
     """The user's message as text for the model.
 
@@ -59,8 +90,7 @@ def message_to_text(message: Message) -> str:
         if kind == "text":
             pieces.append(part.text)
         elif kind == "data":
-            data = MessageToDict(part.data)
-            pieces.append("```json\n" + json.dumps(data, ensure_ascii=False, indent=2) + "\n```")
+            pieces.append(data_as_text(MessageToDict(part.data), index))
         elif kind == "raw" and part.media_type in READABLE_FILE_TYPES:
             try:
                 text = part.raw.decode("utf-8")
@@ -80,3 +110,19 @@ def message_to_text(message: Message) -> str:
     if not text:
         raise InputError()
     return text
+
+
+def data_as_text(data: object, index: int, limit: int = DATA_PART_CHARS) -> str:
+    """A data part for the model: compact JSON in a fenced block, at most ``limit``
+    characters of it, with a note saying what was cut. Linear in the data: indented JSON of
+    a deeply nested part was 30 times its size (a 1 MB part nested 45 deep became 31 MB,
+    and 16 seconds of the event loop)."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    note = ""
+    if len(text) > limit:
+        note = (
+            f"\n[data part {index}: cut here, after {limit:,} of its {len(text):,} characters "
+            "of JSON]"
+        )
+        text = text[:limit]
+    return "```json\n" + text + "\n```" + note

@@ -25,7 +25,7 @@ from opentelemetry.trace import StatusCode
 
 from persona_agent.a2a.executor import conversation_key, data_value, task_budget
 from persona_agent.a2a.extensions import COST_EXTENSION_URI, tree_cost
-from persona_agent.a2a.input import message_to_text
+from persona_agent.a2a.input import message_text
 from persona_agent.a2a.keys import (
     CALLER_KEY,
     CONSULT_CHAIN_KEY,
@@ -128,7 +128,7 @@ class PanelExecutor(AgentExecutor):
                 await updater.start_work()
                 caller = context.call_context.state.get(CALLER_KEY)
                 budget, nested = task_budget(context.call_context, panel, self.budget)
-                question = message_to_text(message)
+                question = await message_text(message)
                 # Members' tasks are part of this request: it counts for the caller, once.
                 if self.quotas is not None and caller:
                     with self.quotas.running(None if nested else caller, panel.id):

@@ -32,6 +32,7 @@ from persona_agent.a2a.local_calls import LocalCalls
 from persona_agent.a2a.panel import PanelExecutor
 from persona_agent.a2a.router import A2ARouter
 from persona_agent.a2a.routing import MAX_ID_LENGTH, PersonaRequestHandler, TaskListing
+from persona_agent.a2a.sdk_fixes.validation import LeanValidationHandler
 from persona_agent.a2a.services import HubServices
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.personas.model import Persona
@@ -137,7 +138,7 @@ class PersonaApp:
     @cached_property
     def handler(self) -> DefaultRequestHandler:
         push = self._services.push
-        return DefaultRequestHandler(
+        return LeanValidationHandler(
             agent_executor=self.executor,
             task_store=self._task_store,
             agent_card=self.card,

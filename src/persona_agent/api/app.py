@@ -63,6 +63,7 @@ from persona_agent.parts import (
     warn_unknown_agents,
     warn_unknown_tool_servers,
 )
+from persona_agent.personas.card_pngs import CardPngs
 from persona_agent.personas.store import FilePersonaStore, PersonaStore
 from persona_agent.personas.watcher import watch_personas
 from persona_agent.pricing import load_prices
@@ -361,6 +362,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(BodyLimit, limits=persona_limits(settings))
     app.state.settings = settings
     app.state.persona_limits = persona_limits(settings)
+    app.state.card_pngs = CardPngs(settings.card_png_cache_bytes)
     app.state.api_auth = ApiAuth(
         authenticator,
         listen_host=settings.host,

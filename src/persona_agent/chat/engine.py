@@ -34,7 +34,7 @@ from persona_agent.llm.base import (
     Usage,
 )
 from persona_agent.metrics import HubMetrics
-from persona_agent.personas.lore import select_lore
+from persona_agent.personas.lore_prompt import lore_system_prompt
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import apply_macros, render_greeting, render_system_prompt
 from persona_agent.pricing import PriceTable
@@ -134,7 +134,7 @@ class ChatEngine:
                 said.append({"role": "assistant", "content": greeting})
             said.append({"role": "user", "content": user_message})
             messages: list[Message] = [
-                {"role": "system", "content": _system_prompt(persona, [*past, *said])},
+                {"role": "system", "content": await _system_prompt(persona, [*past, *said])},
                 *past,
                 *said,
             ]
@@ -366,8 +366,9 @@ async def _answer_with(call: ToolCall) -> AsyncGenerator[TextDelta | StreamEnd, 
     yield StreamEnd(tool_calls=[call])
 
 
-def _system_prompt(persona: Persona, conversation: list[Message]) -> str:
-    """The persona's system prompt, with the lore entries the conversation brings up."""
+async def _system_prompt(persona: Persona, conversation: list[Message]) -> str:
+    """The persona's system prompt, with the lore entries the conversation brings up (a
+    large scan in a worker thread)."""
     if persona.lore is None:
         return render_system_prompt(persona)
     texts = [
@@ -375,7 +376,7 @@ def _system_prompt(persona: Persona, conversation: list[Message]) -> str:
         for message in conversation
         if message.get("role") in ("user", "assistant") and isinstance(message.get("content"), str)
     ]
-    return render_system_prompt(persona, select_lore(persona.lore, texts))
+    return await lore_system_prompt(persona, texts)
 
 
 def _parse_arguments(call: ToolCall) -> tuple[dict[str, Any], str | None]:

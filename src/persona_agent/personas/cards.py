@@ -34,6 +34,7 @@ from persona_agent.personas.model import (
     slugify,
     validation_problems,
 )
+from persona_agent.personas.parsing import DEFAULT_LIMITS, Limits
 from persona_agent.personas.png import CleanImage, placeholder_image, png_with_chunks
 from persona_agent.personas.prompt import render_profile
 
@@ -137,12 +138,15 @@ def card_spec(card: dict[str, Any]) -> CardSpec:
     )
 
 
-def card_to_persona(persona_id: str, card: dict[str, Any]) -> Persona:
+def card_to_persona(
+    persona_id: str, card: dict[str, Any], *, limits: Limits = DEFAULT_LIMITS
+) -> Persona:
     """The persona a V2 or V3 card describes (without its avatar: that is the PNG's).
 
     Raises:
         CardError: the card is not V2 or V3, a field has the wrong type, it has no name,
-            or its lorebook is invalid; problems name the card's fields (``data.name``).
+            its lorebook is invalid, or it is over ``limits``; problems name the card's
+            fields (``data.name``).
     """
     spec = card_spec(card)
     placed, kept_data = _split(card["data"])
@@ -152,14 +156,16 @@ def card_to_persona(persona_id: str, card: dict[str, Any]) -> Persona:
     kept = {key: value for key, value in card.items() if key != "data"}
     for candidate in _from_native(placed, kept, kept_data):
         try:
-            persona = Persona.from_data(persona_id, candidate)
+            persona = Persona.from_data(persona_id, candidate, limits=limits)
         except ValidationError:
             continue
         if persona_to_card(persona, spec) == card:
             return persona
     try:
         return Persona.from_data(
-            persona_id, {**placed, "extensions": {KEPT: {**kept, "data": kept_data}}}
+            persona_id,
+            {**placed, "extensions": {KEPT: {**kept, "data": kept_data}}},
+            limits=limits,
         )
     except ValidationError as error:
         raise CardError(_card_problems(error)) from None

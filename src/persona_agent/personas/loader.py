@@ -155,7 +155,7 @@ def parse_persona_text(
     if not is_valid_persona_id(persona_id):
         problem = f"'{persona_id}' is not a valid persona id (expected {PERSONA_ID_PATTERN})"
         raise PersonaFileError(source, [problem])
-    return _validate(source, persona_id, _parse(text, fmt, source, limits))
+    return _validate(source, persona_id, _parse(text, fmt, source, limits), limits)
 
 
 def read_persona(
@@ -185,7 +185,7 @@ def read_persona(
         return _read_png(persona_id, raw, source, limits)
     data = _parse(decode_persona_bytes(raw, source, limits), fmt, source, limits)
     if fmt == "json" and looks_like_card(data):
-        return PersonaFile(_from_card(persona_id, data, source))
+        return PersonaFile(_from_card(persona_id, data, source, limits))
     if persona_id is None:
         persona_id = os.path.splitext(os.path.basename(source))[0]
         if not is_valid_persona_id(persona_id):
@@ -194,14 +194,16 @@ def read_persona(
                 f"(expected {PERSONA_ID_PATTERN}); rename the file or give the id"
             )
             raise PersonaFileError(source, [problem])
-    return PersonaFile(_validate(source, persona_id, data))
+    return PersonaFile(_validate(source, persona_id, data, limits))
 
 
 def _read_png(persona_id: str | None, raw: bytes, source: str, limits: Limits) -> PersonaFile:
     if len(raw) > limits.max_image_bytes:
         raise PersonaFileError(source, [str(image_too_large(len(raw), limits))])
     try:
-        found = png_card_text(raw)
+        # The card's base64 may be 4/3 of the largest card; a chunk that inflates past
+        # that is refused before it is held whole.
+        found = png_card_text(raw, max_chars=limits.max_bytes * 4 // 3 + 4)
         if found is None:
             raise NoCardError(
                 source, ["the PNG has no character card in it (no 'ccv3' or 'chara' text chunk)"]
@@ -217,12 +219,14 @@ def _read_png(persona_id: str | None, raw: bytes, source: str, limits: Limits) -
         raise PersonaFileError(source, [str(error)]) from None
     if not looks_like_card(data):
         raise PersonaFileError(source, [f"the '{chunk}' chunk is not a character card"])
-    return PersonaFile(_from_card(persona_id, data, source), image)
+    return PersonaFile(_from_card(persona_id, data, source, limits), image)
 
 
-def _from_card(persona_id: str | None, data: dict[str, Any], source: str) -> Persona:
+def _from_card(
+    persona_id: str | None, data: dict[str, Any], source: str, limits: Limits
+) -> Persona:
     try:
-        return card_to_persona(persona_id or card_id(data), data)
+        return card_to_persona(persona_id or card_id(data), data, limits=limits)
     except CardError as error:
         raise PersonaFileError(source, error.problems) from None
 
@@ -272,9 +276,9 @@ def _check_name(source: str, stem: str, suffix: str) -> Format:
     return fmt
 
 
-def _validate(source: str, persona_id: str, data: dict[str, Any]) -> Persona:
+def _validate(source: str, persona_id: str, data: dict[str, Any], limits: Limits) -> Persona:
     try:
-        return Persona.from_data(persona_id, data)
+        return Persona.from_data(persona_id, data, limits=limits)
     except ValidationError as error:
         raise PersonaFileError(source, validation_problems(error)) from None
 

@@ -11,11 +11,12 @@ own ``lore:`` has the same shape. Before each answer, :func:`select_lore` scans 
   with ``selective`` and a non-empty ``secondary_keys``, one of those too);
 - keys are plain text, matched case-insensitively unless ``case_sensitive``; a key written
   ``/pattern/flags`` (SillyTavern's convention, flags among ``gimsuy``) or any key of a
-  ``use_regex`` entry is a Python regular expression; one that does not compile never
-  matches. Python's ``re`` has no timeout, so keys longer than :data:`MAX_KEY_CHARS` never
-  match: a bound on the patterns a book can bring, not a guarantee against every slow one;
-- with ``recursive_scanning``, matched contents (``macros`` applied) are scanned for the
-  other entries' keys, until no new entry matches;
+  ``use_regex`` entry is a regular expression in RE2's syntax, matched in linear time
+  (:mod:`persona_agent.personas.lore_keys`); a key RE2 cannot take makes the entry invalid;
+- with ``recursive_scanning``, the contents matched in one round (``macros`` applied) are
+  scanned for the other entries' keys in the next, until no new entry matches. Each text
+  is scanned once: a round scans only the contents it adds (a key is found within the
+  messages, or within one round's contents, not across the two);
 - the matched entries are kept, most important first (``priority``, else
   ``insertion_order``), until the next one would overflow ``token_budget`` (tokens are
   estimated, :func:`estimate_tokens`); they go into the prompt in ``insertion_order`` at
@@ -31,12 +32,11 @@ with ``model_dump(mode="json", exclude_defaults=True)``.
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 from pydantic import (
     BaseModel,
@@ -49,12 +49,16 @@ from pydantic import (
     StrictInt,
     StrictStr,
     model_serializer,
+    model_validator,
 )
+from pydantic_core import PydanticCustomError
+
+from persona_agent.personas.lore_keys import KeySet, ScanText, regex_problem
 
 __all__ = [
     "DEFAULT_SCAN_DEPTH",
-    "MAX_KEY_CHARS",
     "LoreEntry",
+    "LoreIndex",
     "LoreSelection",
     "Lorebook",
     "estimate_tokens",
@@ -65,14 +69,9 @@ DEFAULT_SCAN_DEPTH = 2
 """Messages scanned when the book does not say (SillyTavern's default): the new message
 and the answer before it."""
 
-MAX_KEY_CHARS = 1000
-"""A longer key never matches (Python's ``re`` has no timeout; this bounds a pattern)."""
-
 Number = StrictInt | Annotated[StrictFloat, Field(allow_inf_nan=False)]
 """A JSON number, not a boolean; NaN and infinities have no JSON form and no order."""
 
-_SLASHED = re.compile(r"/(.+)/([gimsuy]*)", re.DOTALL)
-"""A key written ``/pattern/flags``; matched with ``fullmatch``."""
 _DECORATOR = re.compile(r"\A(?:[ \t]*@@[^\n]*(?:\n|\Z))+\s*")
 """The V3 decorator lines (``@@depth 4``) at the top of a content, and the blank lines
 after them."""
@@ -131,6 +130,32 @@ class LoreEntry(_AsGiven):
         """The content without V3 decorator lines (``@@depth 4``) at its top, stripped."""
         return _DECORATOR.sub("", self.content, count=1).strip()
 
+    def title(self) -> str | None:
+        """What people call the entry: its ``comment`` (SillyTavern's title) or ``name``."""
+        for title in (self.comment, self.name):
+            if title is not None and title.strip():
+                return title.strip()
+        return None
+
+    @model_validator(mode="after")
+    def _keys_compile(self) -> Self:
+        sensitive = bool(self.case_sensitive)
+        for field in ("keys", "secondary_keys"):
+            for index, key in enumerate(getattr(self, field) or ()):
+                reason = regex_problem(key, bool(self.use_regex), sensitive)
+                if reason is None:
+                    continue
+                title = self.title()
+                shown = key if len(key) <= 100 else key[:100] + "..."
+                of_entry = f" of the entry {title!r}" if title else ""
+                raise PydanticCustomError(  # no context: the key's braces stay as they are
+                    "lore_regex",
+                    f"{field}[{index}] '{shown}'{of_entry} is a regular expression RE2 cannot "
+                    f"take: {reason} (lore keys are matched in linear time with RE2 syntax: "
+                    "no backreferences, lookahead or lookbehind; docs/personas.md#lorebooks)",
+                )
+        return self
+
 
 class Lorebook(_AsGiven):
     """A lorebook: a card's ``character_book``, or a persona's ``lore:``."""
@@ -170,31 +195,108 @@ def select_lore(
 ) -> LoreSelection:
     """The entries of ``book`` that ``recent`` (the conversation's messages, oldest first,
     ending with the new one) brings up, within the book's token budget, with ``macros``
-    applied to their contents."""
-    if isinstance(recent, str):
-        raise TypeError("recent is a sequence of messages, not one string")
-    depth = DEFAULT_SCAN_DEPTH if book.scan_depth is None else book.scan_depth
-    scanned = "\n".join(recent[-depth:]) if depth else ""
-    candidates = [
-        (index, entry, text)
-        for index, entry in enumerate(book.entries)
-        if entry.enabled is not False and (text := entry.text())
-    ]
+    applied to their contents. Compiles the book's keys each call: for many calls, keep a
+    :class:`LoreIndex`."""
+    return LoreIndex(book).select(recent, macros=macros)
 
-    # Matching: the messages, then (recursive_scanning) the contents matched so far.
-    matched: dict[int, tuple[LoreEntry, str]] = {}
-    while True:
-        found = {
-            index: (entry, macros(text))
-            for index, entry, text in candidates
-            if index not in matched and _matches(entry, scanned)
-        }
-        matched.update(found)
-        if not found or not book.recursive_scanning:
-            break
-        scanned += "".join("\n" + text for _, text in found.values())
 
-    # The budget: the most important first, until one does not fit.
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """An entry that may be brought up: enabled, with a content."""
+
+    index: int
+    entry: LoreEntry
+    text: str
+    keys: KeySet
+    secondary: KeySet | None
+    """``None`` unless the entry is ``selective`` with secondary keys."""
+
+
+class LoreIndex:
+    """A lorebook ready to scan: each key casefolded or compiled once, when the index is
+    made; a scan is then linear in the scanned text times the number of keys.
+
+    Raises:
+        re2.error: a regular expression RE2 cannot take (a validated book has none).
+    """
+
+    def __init__(self, book: Lorebook) -> None:
+        self.book = book
+        self.candidates: tuple[_Candidate, ...] = tuple(
+            _candidate(index, entry, text)
+            for index, entry in enumerate(book.entries)
+            if entry.enabled is not False and (text := entry.text())
+        )
+        self.keys = sum(
+            len(c.keys) + (len(c.secondary) if c.secondary is not None else 0)
+            for c in self.candidates
+        )
+        """How many keys a scan looks for."""
+        self.content_chars = sum(len(c.text) for c in self.candidates)
+        """The length of every content that may be brought up (what recursion may scan)."""
+
+    def scanned(self, recent: Sequence[str]) -> str:
+        """The text of ``recent`` a scan looks at: the last ``scan_depth`` messages."""
+        if isinstance(recent, str):
+            raise TypeError("recent is a sequence of messages, not one string")
+        depth = DEFAULT_SCAN_DEPTH if self.book.scan_depth is None else self.book.scan_depth
+        return "\n".join(recent[-depth:]) if depth else ""
+
+    def select(
+        self, recent: Sequence[str], *, macros: Callable[[str], str] = lambda text: text
+    ) -> LoreSelection:
+        """As :func:`select_lore`."""
+        matched = self._match(ScanText(self.scanned(recent)), macros)
+        return _within_budget(self.book, matched)
+
+    def _match(
+        self, scan: ScanText, macros: Callable[[str], str]
+    ) -> dict[int, tuple[LoreEntry, str]]:
+        """The messages, then (recursive_scanning) each round's new contents, each scanned
+        once; an entry's keys and secondary keys may be found in different texts."""
+        recursive = bool(self.book.recursive_scanning)
+        # Each entry not yet matched, with the key lists still to be found (None: found).
+        waiting: list[tuple[_Candidate, KeySet | None, KeySet | None]] = [
+            (c, None, None) if c.entry.constant else (c, c.keys, c.secondary)
+            for c in self.candidates
+        ]
+        matched: dict[int, tuple[LoreEntry, str]] = {}
+        while True:
+            found: dict[int, tuple[LoreEntry, str]] = {}
+            still: list[tuple[_Candidate, KeySet | None, KeySet | None]] = []
+            for candidate, keys, secondary in waiting:
+                if keys is not None and keys.found_in(scan):
+                    keys = None
+                if (
+                    secondary is not None
+                    and (keys is None or recursive)  # else it cannot match this time
+                    and secondary.found_in(scan)
+                ):
+                    secondary = None
+                if keys is None and secondary is None:
+                    found[candidate.index] = (candidate.entry, macros(candidate.text))
+                else:
+                    still.append((candidate, keys, secondary))
+            matched.update(found)
+            if not found or not recursive:
+                return matched
+            waiting = still
+            scan = ScanText("\n".join(text for _, text in found.values()))
+
+
+def _candidate(index: int, entry: LoreEntry, text: str) -> _Candidate:
+    sensitive = bool(entry.case_sensitive)
+    regex = bool(entry.use_regex)
+    keys = KeySet.of(entry.keys or (), use_regex=regex, sensitive=sensitive)
+    secondary = None
+    if entry.selective and entry.secondary_keys:
+        secondary = KeySet.of(entry.secondary_keys, use_regex=regex, sensitive=sensitive)
+    return _Candidate(index, entry, text, keys, secondary)
+
+
+def _within_budget(book: Lorebook, matched: dict[int, tuple[LoreEntry, str]]) -> LoreSelection:
+    """The matched entries, the most important first, until one does not fit the budget;
+    in insertion order at their position."""
     kept: list[tuple[int, LoreEntry, str]] = []
     seen: set[str] = set()
     used = 0
@@ -219,56 +321,3 @@ def select_lore(
 def _importance(entry: LoreEntry) -> float:
     value = entry.priority if entry.priority is not None else entry.insertion_order
     return float(value or 0)
-
-
-def _matches(entry: LoreEntry, text: str) -> bool:
-    if entry.constant:
-        return True
-    if not text or not _any_key(entry, entry.keys or [], text):
-        return False
-    if entry.selective and entry.secondary_keys:
-        return _any_key(entry, entry.secondary_keys, text)
-    return True
-
-
-def _any_key(entry: LoreEntry, keys: list[str], text: str) -> bool:
-    sensitive = bool(entry.case_sensitive)
-    folded = text if sensitive else text.casefold()
-    for key in keys:
-        if not key.strip() or len(key) > MAX_KEY_CHARS:
-            continue
-        pattern = _pattern(key, bool(entry.use_regex), sensitive)
-        if pattern is None:
-            if (key if sensitive else key.casefold()) in folded:
-                return True
-        elif pattern is not _INVALID and pattern.search(text):
-            return True
-    return False
-
-
-_INVALID = re.compile(r"(?!)")
-"""Stands for a key that does not compile: it never matches."""
-
-
-@functools.lru_cache(maxsize=1024)
-def _pattern(key: str, use_regex: bool, sensitive: bool) -> re.Pattern[str] | None:
-    """The key's regular expression, :data:`_INVALID`, or ``None`` for plain text.
-
-    ``/pattern/flags`` is a regular expression in any entry (flags ``i``, ``m``, ``s``
-    count; ``g``, ``u``, ``y`` mean nothing for a search), as in SillyTavern and in
-    RisuAI's ``use_regex`` entries; another key only in a ``use_regex`` entry."""
-    flags = 0 if sensitive else re.IGNORECASE
-    slashed = _SLASHED.fullmatch(key)
-    if slashed is not None:
-        source = slashed.group(1)
-        for letter, flag in (("i", re.IGNORECASE), ("m", re.MULTILINE), ("s", re.DOTALL)):
-            if letter in slashed.group(2):
-                flags |= flag
-    elif use_regex:
-        source = key
-    else:
-        return None
-    try:
-        return re.compile(source, flags)
-    except (re.error, RecursionError, OverflowError):
-        return _INVALID

@@ -33,7 +33,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from persona_agent.personas.bounds import check_bounds
 from persona_agent.personas.lore import Lorebook
+from persona_agent.personas.parsing import DEFAULT_LIMITS, Limits
 
 __all__ = [
     "AVATAR_PATTERN",
@@ -393,18 +395,23 @@ class Persona(BaseModel):
     version: str = ""
 
     @classmethod
-    def from_data(cls, persona_id: str, data: Mapping[str, Any]) -> Self:
+    def from_data(
+        cls, persona_id: str, data: Mapping[str, Any], *, limits: Limits = DEFAULT_LIMITS
+    ) -> Self:
         """A persona from authored data (a parsed file or upload) and its id.
 
         ``data`` must not contain ``version``; it may contain ``id`` only if it
-        equals ``persona_id``.
+        equals ``persona_id``. ``limits``: how large its rendered text and its lorebook
+        may be (:func:`~persona_agent.personas.bounds.check_bounds`).
 
         Raises:
             pydantic.ValidationError: a field is missing or invalid, including a
-                bad ``persona_id`` (reported on the field ``id``).
+                bad ``persona_id`` (reported on the field ``id``), or over ``limits``.
         """
         values = {**data, "id": data.get("id", persona_id)}
-        return cls.model_validate(values, context={_AUTHORED: persona_id})
+        persona = cls.model_validate(values, context={_AUTHORED: persona_id})
+        check_bounds(persona, limits)
+        return persona
 
     def domain_slug(self, domain: str) -> str:
         """The slug of a domain name, as used in skill ids ``f"{id}-{slug}"``."""

@@ -37,15 +37,19 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class Limits:
     """How large a persona file may be. Settings: ``PERSONA_AGENT_MAX_PERSONA_BYTES``,
-    ``PERSONA_AGENT_MAX_PERSONA_DEPTH``, ``PERSONA_AGENT_MAX_IMAGE_BYTES`` (docs/security.md)."""
+    ``PERSONA_AGENT_MAX_PERSONA_DEPTH``, ``PERSONA_AGENT_MAX_IMAGE_BYTES``,
+    ``PERSONA_AGENT_MAX_LORE_ENTRIES`` (docs/security.md)."""
 
     max_bytes: int = 1024 * 1024
-    """The file's size, and the size of its content once YAML aliases are expanded."""
+    """The file's size, the size of its content once YAML aliases are expanded, and the
+    size of its text once macros are (:mod:`persona_agent.personas.bounds`)."""
     max_depth: int = 32
     """Lists and mappings nested in one another (a persona needs 4)."""
     max_image_bytes: int = 16 * 1024 * 1024
     """A PNG character card or an avatar image (``PERSONA_AGENT_MAX_IMAGE_BYTES``); the card
     in it is text, held to ``max_bytes``."""
+    max_lore_entries: int = 5000
+    """Entries in a persona's lorebook (``PERSONA_AGENT_MAX_LORE_ENTRIES``)."""
 
 
 DEFAULT_LIMITS = Limits()

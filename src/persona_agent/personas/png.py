@@ -2,9 +2,12 @@
 
 A card travels in a PNG ``tEXt`` chunk, base64 of its UTF-8 JSON: ``chara`` for V2,
 ``ccv3`` for V3 (a V3 file usually has both; ``ccv3`` wins). The image is the
-character's avatar. Images are untrusted input: their size is checked from the header
-before any pixel is decoded, and an avatar is re-encoded without text chunks, so what
-is served as an avatar never carries the card (the persona's prompt) along with it.
+character's avatar. Images are untrusted input: the card is read from the file's chunks
+without decoding a pixel (:mod:`persona_agent.personas.png_chunks`), an image's size is
+checked from its header before it is decoded, and an avatar is re-encoded without text
+chunks, so what is served as an avatar never carries the card (the persona's prompt)
+along with it, and scaled down to :data:`AVATAR_MAX_SIDE`, so what is stored, served and
+exported stays small whatever was uploaded.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from persona_agent.personas.png_chunks import ChunkError, read_png_text
+
 if TYPE_CHECKING:
     from PIL import Image
 
@@ -24,6 +29,7 @@ if TYPE_CHECKING:
 # the hub (and of every CLI command) would pay for personas that are mostly not cards.
 
 __all__ = [
+    "AVATAR_MAX_SIDE",
     "CARD_CHUNKS",
     "MAX_IMAGE_PIXELS",
     "CleanImage",
@@ -37,11 +43,14 @@ __all__ = [
 CARD_CHUNKS = ("ccv3", "chara")
 """The text chunks a card may be in, the preferred one first."""
 
-MAX_IMAGE_PIXELS = 40_000_000
-"""The largest image taken (width × height), about 6300 × 6300: far above any avatar,
-far below what would take the memory of a small server to decode."""
+MAX_IMAGE_PIXELS = 4096 * 4096
+"""The largest image taken (width × height), 4096 × 4096: far above any avatar; decoding it
+takes at most 64 MiB (four bytes a pixel), checked from the header before decoding."""
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+AVATAR_MAX_SIDE = 1024
+"""An avatar is scaled down (its proportions kept) to at most this many pixels on its
+longer side when it is taken in: what is stored, served and exported is at most about
+4 MiB decoded, whatever was uploaded."""
 
 
 class ImageError(ValueError):
@@ -68,12 +77,15 @@ def _open(raw: bytes) -> Image.Image:
         raise ImageError("not an image (PNG, JPEG, WebP or GIF) that can be read") from None
     except (OSError, ValueError, SyntaxError) as error:
         raise ImageError(f"the image is damaged ({error})") from None
-    width, height = image.size
+    _check_pixels(*image.size)
+    return image
+
+
+def _check_pixels(width: int, height: int) -> None:
     if width * height > MAX_IMAGE_PIXELS:
         raise ImageError(
             f"the image is {width} × {height} pixels, more than {MAX_IMAGE_PIXELS:,} in all"
         )
-    return image
 
 
 def _load(image: Image.Image) -> None:
@@ -87,19 +99,20 @@ def _load(image: Image.Image) -> None:
         raise ImageError(f"the image is damaged ({error})") from None
 
 
-def png_card_text(raw: bytes) -> tuple[str, str] | None:
+def png_card_text(raw: bytes, *, max_chars: int = 64 * 1024 * 1024) -> tuple[str, str] | None:
     """The card in a PNG: ``(chunk name, JSON text)``, or ``None`` when the PNG carries
-    no card chunk (a plain image).
+    no card chunk (a plain image). Read from the file's chunks: no pixel is decoded.
 
     Raises:
-        ImageError: not a PNG, a damaged one, or a card chunk that is not base64 of
-            UTF-8 text.
+        ImageError: not a PNG, a damaged one, one of too many pixels, or a card chunk that
+            is not base64 of UTF-8 text or inflates to more than ``max_chars``.
     """
-    if not raw.startswith(PNG_SIGNATURE):
-        raise ImageError("not a PNG file (a card image must be PNG)")
-    image = _open(raw)
-    _load(image)  # text chunks after the image data are read with it
-    texts = {**image.info, **getattr(image, "text", {})}
+    try:
+        found = read_png_text(raw, CARD_CHUNKS, max_chars=max_chars)
+    except ChunkError as error:
+        raise ImageError(str(error)) from None
+    _check_pixels(found.width, found.height)
+    texts = found.texts
     for name in CARD_CHUNKS:
         value = texts.get(name)
         if value is None:
@@ -117,16 +130,26 @@ def png_card_text(raw: bytes) -> tuple[str, str] | None:
     return None
 
 
-def clean_image(raw: bytes) -> CleanImage:
-    """The image re-encoded as PNG with no text chunks (its pixels, size and mode kept).
+def clean_image(raw: bytes, max_side: int = AVATAR_MAX_SIDE) -> CleanImage:
+    """The image re-encoded as PNG with no text chunks, its mode kept: its pixels as they
+    are, or scaled down to ``max_side`` on its longer side (proportions kept) if larger.
+    A JPEG is decoded at the smallest scale that is still large enough.
 
     Raises:
         ImageError: not an image, damaged, or too large.
     """
+    from PIL import Image
+
     image = _open(raw)
+    image.draft(None, (max_side, max_side))  # JPEG: decode at 1/2, 1/4 or 1/8 (others: no-op)
     _load(image)
     if getattr(image, "n_frames", 1) > 1:
         image.seek(0)  # an animation: its first frame
+    if max(image.size) > max_side:
+        try:
+            image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+        except (OSError, ValueError) as error:
+            raise ImageError(f"the image cannot be scaled down ({error})") from None
     output = io.BytesIO()
     params = {}
     if "transparency" in image.info:

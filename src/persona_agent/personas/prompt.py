@@ -12,10 +12,12 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from persona_agent.personas.lore import LoreSelection
+from persona_agent.personas.macros import ORIGINAL, USER_NAME, apply_macros
 from persona_agent.personas.model import InteractionSample, Persona
+from persona_agent.personas.samples import conversation_turns, is_conversation
 
 __all__ = [
     "PROMPT_CACHE_SIZE",
@@ -31,27 +33,6 @@ __all__ = [
 
 PROMPT_CACHE_SIZE = 512
 """How many rendered prompts are kept (least recently used are dropped)."""
-
-USER_NAME = "User"
-"""What ``{{user}}`` becomes: the hub does not know the caller's name."""
-
-_MACRO = re.compile(r"\{\{\s*(char|user)\s*\}\}|<(bot|char|user)>", re.IGNORECASE)
-_ORIGINAL = re.compile(r"\{\{\s*original\s*\}\}", re.IGNORECASE)
-_SPEAKER = re.compile(r"^\s*([^:\n]{1,60}?)\s*:\s?(.*)$")
-_START = re.compile(r"^\s*<start>\s*$", re.IGNORECASE)
-
-
-def apply_macros(text: str, char: str, user: str = USER_NAME) -> str:
-    """``text`` with ``{{char}}``/``<BOT>``/``<CHAR>`` as ``char`` and ``{{user}}``/``<USER>``
-    as ``user`` (any letter case)."""
-    if "{" not in text and "<" not in text:
-        return text
-
-    def name(match: re.Match[str]) -> str:
-        word = (match.group(1) or match.group(2)).lower()
-        return user if word == "user" else char
-
-    return _MACRO.sub(name, text)
 
 
 def render_system_prompt(persona: Persona, lore: LoreSelection | None = None) -> str:
@@ -88,39 +69,6 @@ def render_greeting(persona: Persona) -> str | None:
     return apply_macros(persona.greeting, persona.name.strip())
 
 
-def conversation_turns(content: str, name: str) -> list[tuple[Literal["user", "persona"], str]]:
-    """The turns of a written conversation: lines ``Q:``/``A:``, ``User:``/``<name>:``,
-    ``{{user}}:``/``{{char}}:`` start a turn, other lines continue it; ``<START>`` lines
-    separate conversations. Text before any speaker is the persona's."""
-    turns: list[tuple[Literal["user", "persona"], str]] = []
-    own_name = name.strip().lower()
-    for line in content.splitlines():
-        if _START.match(line):
-            continue
-        match = _SPEAKER.match(line)
-        speaker = _speaker(match.group(1), own_name) if match else None
-        if match and speaker is not None:
-            turns.append((speaker, match.group(2).strip()))
-        elif turns:
-            turns[-1] = (turns[-1][0], f"{turns[-1][1]}\n{line.strip()}".strip())
-        elif line.strip():
-            turns.append(("persona", line.strip()))
-    return [(speaker, text) for speaker, text in turns if text]
-
-
-_USER_LABELS = frozenset({"q", "user", "{{user}}", "<user>"})
-_PERSONA_LABELS = frozenset({"a", "{{char}}", "<bot>", "<char>"})
-
-
-def _speaker(label: str, own_name: str) -> Literal["user", "persona"] | None:
-    key = re.sub(r"\s+", "", label).lower()
-    if key in _USER_LABELS:
-        return "user"
-    if key in _PERSONA_LABELS or label.strip().lower() == own_name:
-        return "persona"
-    return None
-
-
 def sample_exchanges(persona: Persona) -> list[tuple[str, str]]:
     """The interaction samples as (question, answer) pairs, macros replaced: an exchange as
     it is, a conversation's turns paired up, a quote or other sample as an answer to
@@ -132,7 +80,7 @@ def sample_exchanges(persona: Persona) -> list[tuple[str, str]]:
             pairs.append((apply_macros(sample.user, name), apply_macros(sample.assistant, name)))
             continue
         content = sample.content or ""
-        if _is_conversation(sample):
+        if is_conversation(sample):
             question = ""
             for speaker, text in conversation_turns(content, name):
                 if speaker == "user":
@@ -162,7 +110,7 @@ def _render_cached(persona: Persona) -> _Parts:
     )
     if persona.system_prompt is not None:
         own = apply_macros(persona.system_prompt.strip(), name)
-        opening = _ORIGINAL.sub(lambda _: opening, own)
+        opening = ORIGINAL.sub(lambda _: opening, own)
     character = "\n\n".join("\n".join(lines) for lines in _character(persona, name))
     rules = "\n".join(
         [
@@ -239,10 +187,6 @@ def _profile(persona: Persona, name: str) -> list[list[str]]:
     return sections
 
 
-def _is_conversation(sample: InteractionSample) -> bool:
-    return (sample.type or "conversation").strip().lower() in {"conversation", "dialogue", "chat"}
-
-
 def _sample_lines(sample: InteractionSample, name: str) -> list[str]:
     if sample.user is not None and sample.assistant is not None:
         return [
@@ -255,7 +199,7 @@ def _sample_lines(sample: InteractionSample, name: str) -> list[str]:
     )
     heading = _label(sample.type) if sample.type is not None else "Example"
     heading += f" ({details})" if details else ""
-    turns = conversation_turns(content, name) if _is_conversation(sample) else []
+    turns = conversation_turns(content, name) if is_conversation(sample) else []
     if turns:
         lines = [f"{heading}:"] if sample.type is None or details else []
         for speaker, said in turns:

@@ -19,4 +19,6 @@ day the SDK stops behaving so: then the fix can go.
 - :mod:`.hints`: a 1.0 JSON-RPC call without the ``A2A-Version`` header is told to add
   it; a 1.0 message's unknown role is named, with the roles (the SDK says it is missing).
 - :mod:`.numbers`: the cost-v1 counts are JSON integers (the SDK writes ``12.0``).
+- :mod:`.validation`: a message's required fields are checked without walking every value
+  of its data parts in Python (seconds of the event loop for a large one).
 """

@@ -40,7 +40,8 @@ from persona_agent.audit import AuditLog, request_id_of
 from persona_agent.auth import Action
 from persona_agent.chat.usage import UsageLog
 from persona_agent.errors import PersonaAgentError, PersonaFileError, PersonaNotFoundError
-from persona_agent.personas.cards import CardSpec, card_png, persona_to_card
+from persona_agent.personas.card_pngs import CardPngs
+from persona_agent.personas.cards import CardSpec, persona_to_card
 from persona_agent.personas.loader import (
     MAX_PROBLEMS,
     PERSONA_SUFFIXES,
@@ -409,6 +410,7 @@ async def _read_upload(
 )
 async def export_card(
     persona_id: str,
+    request: Request,
     store: Store,
     spec: Annotated[CardSpec, Query(alias="format", description="Character card V2 or V3")] = "v3",
     container: Annotated[
@@ -424,7 +426,8 @@ async def export_card(
     if container == "json":
         return JSONResponse(persona_to_card(persona, spec), headers=headers)
     image = await store.avatar(persona.id)
-    png = await asyncio.to_thread(card_png, persona, spec, image)
+    card_pngs: CardPngs = request.app.state.card_pngs  # kept; encoded in a worker thread
+    png = await card_pngs.get(persona, spec, image)
     return Response(png, media_type="image/png", headers=headers)
 
 
