@@ -229,6 +229,12 @@ async def test_a_lorebook_over_the_entry_limit_is_refused(hub_factory: HubFactor
             "library.json: lore.entries: the lorebook has 101 entries, more than the limit of "
             "100 (PERSONA_AGENT_MAX_LORE_ENTRIES)"
         )
+        # The REST JSON body is held to the hub's limits too, not the defaults.
+        body = {"id": "library", **persona_data(lore={"entries": entries})}
+        created = await hub.http.post(API, json=body)
+        assert created.status_code == 422
+        (problem,) = created.json()["detail"]
+        assert "more than the limit of 100 (PERSONA_AGENT_MAX_LORE_ENTRIES)" in problem["msg"]
 
 
 async def test_required_fields_are_still_checked_when_a_message_carries_data(hub: Hub) -> None:

@@ -104,10 +104,11 @@ def _etag(persona: Persona) -> str:
     return f'"{persona.version}"'
 
 
-def _validated(persona_id: str, data: dict[str, Any]) -> Persona:
-    """The persona, or a 422 whose errors name each bad field."""
+def _validated(request: Request, persona_id: str, data: dict[str, Any]) -> Persona:
+    """The persona, within the hub's limits, or a 422 whose errors name each bad field."""
+    limits: Limits = request.app.state.persona_limits
     try:
-        return Persona.from_data(persona_id, data)
+        return Persona.from_data(persona_id, data, limits=limits)
     except ValidationError as error:
         details = error.errors(include_url=False, include_input=False)  # not echoed back
         shown: list[Any] = [{**e, "loc": ("body", *e["loc"])} for e in details[:MAX_PROBLEMS]]
@@ -232,7 +233,7 @@ async def create_persona(
             [{"loc": ("body", "id"), "msg": "Field required (a string)", "type": "missing"}]
         )
     auth.authorize(request, Action.WRITE, persona_id)
-    persona = _validated(persona_id, data)
+    persona = _validated(request, persona_id, data)
     await _deleted_data_gone(request, persona.id)
     stored = await _stored(store.create(persona))
     response.headers["Location"] = f"{request.url.path}/{stored.id}"
@@ -258,7 +259,7 @@ async def update_persona(
     data.pop("id", None)
     data.pop("version", None)
     data.pop("links", None)
-    persona = _validated(persona_id, data)
+    persona = _validated(request, persona_id, data)
     stored = await _stored(store.replace(persona, if_match=if_match))
     return _send(response, request, stored)
 
