@@ -31,7 +31,9 @@ from a2a.utils.errors import InvalidParamsError
 
 from persona_agent.a2a.keys import PARTS_METADATA_KEY, PERSONA_STATE_KEY
 from persona_agent.a2a.routing import PersonaRequestHandler
+from persona_agent.personas.model import Persona
 from tests.a2a.test_task_store import NamedUser
+from tests.integration.conftest import HERMIT
 
 
 def chunk(text: str, parts: int) -> TaskArtifactUpdateEvent:
@@ -67,6 +69,7 @@ class SdkStandIn:
 class App:
     def __init__(self, handler: SdkStandIn) -> None:
         self.handler = handler
+        self.persona = Persona.from_data("p", HERMIT)
 
 
 async def subscribe(events: list[Event]) -> list[Event]:
