@@ -20,9 +20,9 @@ from pathlib import Path
 
 from persona_agent.llm.base import ChatRequest, StreamEnd, TextDelta
 from persona_agent.llm.local.backend import LocalBackend
-from persona_agent.personas.directory import load_persona_dir
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import render_system_prompt
+from persona_agent.personas.scan import load_persona_dir
 
 REPO = Path(__file__).resolve().parents[1]
 QUESTIONS = [

@@ -88,9 +88,9 @@ async def _event_lags(url: str, count: int) -> list[float]:
     from a2a.server.context import ServerCallContext
     from a2a.types.a2a_pb2 import Artifact, Part, Task, TaskArtifactUpdateEvent, TaskStatus
 
-    from persona_agent.a2a.keys import PERSONA_STATE_KEY
-    from persona_agent.cluster.events import PgTaskEventStream
+    from persona_agent.a2a.context_keys import PERSONA_STATE_KEY
     from persona_agent.cluster.notify import Listener
+    from persona_agent.cluster.task_events import PgTaskEventStream
     from persona_agent.cluster.tasks import ClusterTaskStore
     from persona_agent.db import GroupCommitWriter, create_engine, prepare_db
 

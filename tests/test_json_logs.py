@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from persona_agent.logs import LOG_FIELDS, REDACTED, JsonFormatter, bind_log_fields
+from persona_agent.observe.logs import LOG_FIELDS, REDACTED, JsonFormatter, bind_log_fields
 from tests.fakes.fake_llm import Fail, FakeLLM, Reply
 from tests.personas import BUNDLED
 from tests.servers.hub_process import hub_process

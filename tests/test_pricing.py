@@ -9,7 +9,7 @@ import pytest
 from persona_agent.errors import ConfigError
 from persona_agent.llm.base import Usage
 from persona_agent.llm.local.weights import LOCAL_MODEL_NAME
-from persona_agent.pricing import load_prices
+from persona_agent.observe.pricing import load_prices
 
 
 def _file(tmp_path: Path, text: str, name: str = "prices.yaml") -> Path:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from persona_agent.errors import ConfigError
-from persona_agent.tracing import remote_context, requested_exporters, start_tracing
+from persona_agent.observe.tracing import remote_context, requested_exporters, start_tracing
 
 ENDPOINT = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
 

@@ -39,7 +39,7 @@ from sqlalchemy.sql import ClauseElement, Executable
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from persona_agent.errors import ConfigError
-from persona_agent.tracing import TRACER
+from persona_agent.observe.tracing import TRACER
 
 __all__ = [
     "MIGRATION_LOCK_KEY",
@@ -119,7 +119,7 @@ task_events_table = Table(
     Index("ix_pa_task_events_task", "task_id", "version"),
 )
 """Replicas (PostgreSQL): each event of a task, in order, for subscribers on other replicas
-(:mod:`persona_agent.cluster.events`)."""
+(:mod:`persona_agent.cluster.task_events`)."""
 
 replicas_table = Table(
     "pa_replicas",

@@ -74,7 +74,7 @@ class Settings(BaseSettings):
     llm_prices: Path | None = None
     """A YAML or JSON file of model prices (USD per million tokens: ``input``, ``output``,
     ``cached_input``), so each answer's cost-v1 data carries ``costUsd``
-    (:mod:`persona_agent.pricing`). The embedded model costs nothing."""
+    (:mod:`persona_agent.observe.pricing`). The embedded model costs nothing."""
     llm_timeout: float = Field(default=60.0, gt=0)
     llm_max_retries: int = Field(default=2, ge=0)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from persona_agent.a2a.agents_config import (
+from persona_agent.collab.agents_file import (
     AgentAuth,
     AgentConfig,
     BreakerConfig,

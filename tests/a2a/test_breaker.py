@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from persona_agent.a2a.breaker import BreakerOpenError, BreakerState, CircuitBreaker
+from persona_agent.collab.breaker import BreakerOpenError, BreakerState, CircuitBreaker
 
 
 class Clock:

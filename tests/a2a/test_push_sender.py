@@ -29,7 +29,7 @@ from persona_agent.a2a.push import (
     Retries,
     RetryingPushSender,
 )
-from persona_agent.metrics import HubMetrics
+from persona_agent.observe.metrics import HubMetrics
 from tests.servers.webhook import Received, Webhook
 
 CONTEXT = ServerCallContext(user=UnauthenticatedUser())

@@ -19,7 +19,7 @@ from a2a.utils.errors import InvalidParamsError
 from sqlalchemy import event, insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from persona_agent.a2a.keys import CALLER_KEY, PERSONA_STATE_KEY
+from persona_agent.a2a.context_keys import CALLER_KEY, PERSONA_STATE_KEY
 from persona_agent.a2a.push import ConfigLimits, IndexedConfigStore
 from persona_agent.a2a.task_store import persona_owner
 from persona_agent.db import tasks_table

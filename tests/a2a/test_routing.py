@@ -29,8 +29,8 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import InvalidParamsError
 
-from persona_agent.a2a.keys import PARTS_METADATA_KEY, PERSONA_STATE_KEY
-from persona_agent.a2a.routing import PersonaRequestHandler
+from persona_agent.a2a.context_keys import PARTS_METADATA_KEY, PERSONA_STATE_KEY
+from persona_agent.a2a.forwarding import PersonaRequestHandler
 from persona_agent.personas.model import Persona
 from tests.a2a.test_task_store import NamedUser
 from tests.integration.conftest import HERMIT

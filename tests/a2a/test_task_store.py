@@ -20,7 +20,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import InvalidParamsError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from persona_agent.a2a.keys import PERSONA_STATE_KEY
+from persona_agent.a2a.context_keys import PERSONA_STATE_KEY
 from persona_agent.a2a.task_store import SqlTaskStore
 from persona_agent.db import GroupCommitWriter, create_engine, init_db
 

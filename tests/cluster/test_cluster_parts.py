@@ -25,11 +25,11 @@ from a2a.types.a2a_pb2 import (
 from sqlalchemy import insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from persona_agent.a2a.keys import PERSONA_STATE_KEY
-from persona_agent.cluster.events import PgTaskEventStream
+from persona_agent.a2a.context_keys import PERSONA_STATE_KEY
+from persona_agent.cluster.advisory_locks import AdvisoryLocks
 from persona_agent.cluster.leases import ReplicaLease
-from persona_agent.cluster.locks import AdvisoryLocks
 from persona_agent.cluster.notify import Listener
+from persona_agent.cluster.task_events import PgTaskEventStream
 from persona_agent.cluster.tasks import REPLICA_LOST, ClusterTaskStore
 from persona_agent.db import GroupCommitWriter, create_engine, replicas_table
 

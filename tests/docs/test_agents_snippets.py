@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from persona_agent.a2a.agents_config import load_agents_config
+from persona_agent.collab.agents_file import load_agents_config
 from persona_agent.personas.loader import load_persona_file
 from tests.docs.sandbox import DOC_URL, Sandbox, rewrite
 from tests.docs.snippets import REPO, claim, expect

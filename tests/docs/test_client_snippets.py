@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
+from persona_agent.personas.formats.png import placeholder_image, png_card_text, png_with_chunks
 from persona_agent.personas.loader import load_persona_file
-from persona_agent.personas.png import placeholder_image, png_card_text, png_with_chunks
 from tests.docs.sandbox import DOC_URL, Ran, Sandbox, rewrite
 from tests.docs.snippets import REPO, Snippet, claim, expect, find
 from tests.fakes.fake_llm import FakeLLM, Reply

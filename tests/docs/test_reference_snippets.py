@@ -17,13 +17,13 @@ from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from PIL import Image, PngImagePlugin
 from typer.main import get_command
 
-from persona_agent.a2a.agent_card import build_agent_card
+from persona_agent.a2a.cards import build_agent_card
 from persona_agent.cli import app
 from persona_agent.errors import PersonaFileError
-from persona_agent.personas.directory import load_persona_dir
 from persona_agent.personas.loader import load_persona_file
 from persona_agent.personas.model import PERSONA_ID_PATTERN, Persona
 from persona_agent.personas.prompt import render_system_prompt
+from persona_agent.personas.scan import load_persona_dir
 from tests.docs.snippets import REPO, claim
 
 SYNOPSIS = claim("README.md", "persona-agent serve [--host H]")
@@ -298,7 +298,7 @@ def test_the_system_prompt_has_the_layout_the_docs_show() -> None:
             },
         },
     )
-    from persona_agent.personas.lore import select_lore
+    from persona_agent.personas.formats.lorebook import select_lore
 
     assert persona.lore is not None
     prompt = render_system_prompt(persona, select_lore(persona.lore, []))

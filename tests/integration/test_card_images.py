@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 from PIL import Image
 
-from persona_agent.personas.card_pngs import CardPngs
+from persona_agent.personas.formats.card_pngs import CardPngs
 from tests.integration.conftest import Hub
 from tests.personas.cards import ORLA_V3, card_png, decoded_chunk
 

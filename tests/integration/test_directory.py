@@ -30,7 +30,7 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 
-from persona_agent.personas.directory import load_persona_dir
+from persona_agent.personas.scan import load_persona_dir
 from tests.fakes.fake_llm import FakeLLM
 from tests.integration.a2a_helpers import user_message
 from tests.integration.conftest import BINDINGS, BUNDLED, HERMIT, TRANSPORTS, Hub, HubFactory

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from persona_agent.personas.directory import load_persona_dir
+from persona_agent.personas.scan import load_persona_dir
 from tests.integration.conftest import BUNDLED, Hub, HubFactory
 
 BUNDLED_PERSONAS, _ = load_persona_dir(BUNDLED)

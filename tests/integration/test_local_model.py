@@ -18,7 +18,7 @@ from google.protobuf.json_format import MessageToDict
 
 from persona_agent.llm.local.backend import LocalBackend
 from persona_agent.llm.local.weights import LOCAL_MODEL_NAME
-from persona_agent.personas.directory import load_persona_dir
+from persona_agent.personas.scan import load_persona_dir
 from tests.integration.a2a_helpers import answer_text, get_task, send, user_message
 from tests.integration.conftest import BUNDLED, Hub, HubFactory
 from tests.quality import assert_reads_as_the_persona

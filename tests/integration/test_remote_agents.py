@@ -29,12 +29,12 @@ from a2a.types.a2a_pb2 import (
 )
 from google.protobuf.json_format import MessageToDict
 
-from persona_agent.a2a.agents_config import parse_agents_config
-from persona_agent.a2a.remote_agents import RemoteAgents
 from persona_agent.api.app import create_app
 from persona_agent.chat.tools import ToolResult, ToolUpdate, Turn
+from persona_agent.collab.agent_tools import RemoteAgents
+from persona_agent.collab.agents_file import parse_agents_config
 from persona_agent.errors import ConfigError, ToolError
-from persona_agent.metrics import HubMetrics
+from persona_agent.observe.metrics import HubMetrics
 from persona_agent.personas.model import Persona
 from persona_agent.settings import Settings
 from tests.fakes.fake_llm import FakeLLM, Reply, ToolCalls
@@ -256,7 +256,7 @@ async def test_an_agent_failing_then_recovering_opens_and_half_opens_its_breaker
     agent.fail_next = 3
     config = {"retries": 1, "backoff": 0, "breaker": {"threshold": 2, "cool_down": 0}}
     agents = {"echo": {"card_url": agent.card_url, **config}}
-    caplog.set_level(logging.INFO, logger="persona_agent.a2a.remote_agents")
+    caplog.set_level(logging.INFO, logger="persona_agent.collab.agent_tools")
     async with caller_hub(hub_factory, tmp_path, agents) as hub:
         client = await hub.client("caller")
         llm.script(ToolCalls([("agent__echo", {"message": "one"})]), Reply("Echo is down."))

@@ -28,7 +28,7 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import A2AError
 
-from persona_agent.a2a.keys import PARTS_METADATA_KEY, TERMINAL_STATES
+from persona_agent.a2a.context_keys import PARTS_METADATA_KEY, TERMINAL_STATES
 from tests.fakes.fake_llm import FakeLLM, Hang, Reply
 from tests.integration.a2a_helpers import (
     answer_text,

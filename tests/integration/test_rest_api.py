@@ -16,7 +16,7 @@ from a2a.types.a2a_pb2 import CancelTaskRequest, TaskState
 from typer.testing import CliRunner
 
 from persona_agent.cli import app as cli_app
-from persona_agent.personas.directory import load_persona_dir
+from persona_agent.personas.scan import load_persona_dir
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.a2a_helpers import answer_text, send, submit, user_message, wait_for_state
 from tests.integration.conftest import HERMIT, TRANSPORTS, Hub, HubFactory

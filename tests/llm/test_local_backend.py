@@ -13,9 +13,9 @@ from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm.base import ChatRequest, StreamEnd, TextDelta
 from persona_agent.llm.local.backend import LocalBackend
 from persona_agent.parts import build_llm_backend, prepare_llm_backend
-from persona_agent.personas.directory import load_persona_dir
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import render_system_prompt
+from persona_agent.personas.scan import load_persona_dir
 from persona_agent.settings import Settings
 from tests.quality import assert_reads_as_the_persona
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from persona_agent.llm.local.prompt import USER_LABEL, PersonaSketch, build_prompt, sketch_of
-from persona_agent.personas.directory import load_persona_dir
+from persona_agent.llm.local.transcript import USER_LABEL, PersonaSketch, build_prompt, sketch_of
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import render_system_prompt
+from persona_agent.personas.scan import load_persona_dir
 
 BUNDLED = Path(__file__).resolve().parents[2] / "personas"
 PERSONAS, _ = load_persona_dir(BUNDLED)

@@ -17,8 +17,8 @@ import pytest
 
 from persona_agent.errors import ToolError
 from persona_agent.mcp.config import MCPConfig
+from persona_agent.mcp.tool_specs import ToolInfo
 from persona_agent.mcp.toolbox import MCPToolbox
-from persona_agent.mcp.tools import ToolInfo
 from tests.servers.mcp_servers import SERVER_SCRIPT, running_http_server, stdio_server_config
 
 TRANSPORTS = [pytest.param("local", id="stdio"), pytest.param("remote", id="http")]

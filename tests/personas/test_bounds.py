@@ -11,14 +11,14 @@ import pytest
 from google.protobuf.json_format import MessageToJson
 from pydantic import ValidationError
 
-from persona_agent.a2a.agent_card import build_agent_card
+from persona_agent.a2a.cards import build_agent_card
 from persona_agent.errors import PersonaFileError
 from persona_agent.personas.bounds import NAME_REPEATS, OPENING_CHARS, rendered_chars
+from persona_agent.personas.formats.bounded import Limits
+from persona_agent.personas.formats.lorebook import LoreSelection
 from persona_agent.personas.loader import read_persona
-from persona_agent.personas.lore import LoreSelection
 from persona_agent.personas.macros import MAX_USER_NAME_CHARS, apply_macros, expanded_length
 from persona_agent.personas.model import Persona
-from persona_agent.personas.parsing import Limits
 from persona_agent.personas.prompt import conversation_turns, render_system_prompt
 from tests.personas import persona_data
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from persona_agent.personas.directory import load_persona_dir
 from persona_agent.personas.loader import load_persona_file
 from persona_agent.personas.prompt import render_system_prompt
+from persona_agent.personas.scan import load_persona_dir
 from tests.personas import BUNDLED
 
 REQUIRED = {"albert-einstein", "ada-lovelace", "socrates", "marie-curie"}

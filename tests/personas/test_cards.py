@@ -11,16 +11,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from persona_agent.errors import PersonaFileError
-from persona_agent.personas.cards import CardSpec, card_png, card_to_persona, persona_to_card
+from persona_agent.personas.formats.bounded import Limits
+from persona_agent.personas.formats.lore_keys import regex_problem
+from persona_agent.personas.formats.tavern import (
+    CardSpec,
+    card_png,
+    card_to_persona,
+    persona_to_card,
+)
 from persona_agent.personas.loader import (
     NoCardError,
     dump_persona_yaml,
     load_persona_file,
     read_persona,
 )
-from persona_agent.personas.lore_keys import regex_problem
 from persona_agent.personas.model import Persona
-from persona_agent.personas.parsing import Limits
 from persona_agent.personas.prompt import render_system_prompt
 from tests.personas import persona_data
 from tests.personas.cards import (

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from persona_agent.personas.lore import (
+from persona_agent.personas.formats.lorebook import (
     Lorebook,
     LoreEntry,
     LoreIndex,

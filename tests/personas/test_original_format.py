@@ -11,7 +11,7 @@ import yaml
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from pydantic import ValidationError
 
-from persona_agent.a2a.agent_card import build_agent_card
+from persona_agent.a2a.cards import build_agent_card
 from persona_agent.personas.loader import dump_persona_yaml, load_persona_file
 from persona_agent.personas.model import Persona, validation_problems
 from persona_agent.personas.prompt import render_system_prompt, sample_exchanges

@@ -12,14 +12,14 @@ import zlib
 import pytest
 from PIL import Image, PngImagePlugin
 
-from persona_agent.personas.png import (
+from persona_agent.personas.formats.png import (
     AVATAR_MAX_SIDE,
     MAX_IMAGE_PIXELS,
     ImageError,
     clean_image,
     png_card_text,
 )
-from persona_agent.personas.png_chunks import PNG_SIGNATURE
+from persona_agent.personas.formats.png_chunks import PNG_SIGNATURE
 from tests.personas.cards import MIRA_V2, card_png, encoded, picture, pixels
 
 

@@ -24,9 +24,9 @@ from persona_agent.errors import (
     PersonaNotFoundError,
     PreconditionFailedError,
 )
+from persona_agent.personas.formats.png import CleanImage, clean_image
 from persona_agent.personas.loader import dump_persona_yaml
 from persona_agent.personas.model import Persona
-from persona_agent.personas.png import CleanImage, clean_image
 from persona_agent.personas.sql_store import CHANNEL, SqlPersonaStore
 from persona_agent.personas.store import PersonaChange
 from tests.conftest import LOCAL_POSTGRES_URL, POSTGRES_REQUIRED, POSTGRES_URL

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from persona_agent.errors import PersonaNotFoundError
+from persona_agent.personas.formats.png import CleanImage
 from persona_agent.personas.loader import load_persona_file
 from persona_agent.personas.model import Persona
-from persona_agent.personas.png import CleanImage
 from persona_agent.personas.store import FilePersonaStore, PersonaChange
 from tests.personas import persona_data, write_yaml
 

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from persona_agent.errors import PersonaFileError
+from persona_agent.personas.formats.bounded import StrictLoader, load_yaml
 from persona_agent.personas.loader import dump_persona_yaml, load_persona_file
 from persona_agent.personas.model import CONVERSATION_SKILL, slugify
-from persona_agent.personas.parsing import StrictLoader, load_yaml
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

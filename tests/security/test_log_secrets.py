@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from persona_agent.cli import app
-from persona_agent.logs import REDACTED, redact, url_passwords
+from persona_agent.observe.logs import REDACTED, redact, url_passwords
 from tests.fakes.fake_llm import Fail, FakeLLM, Reply
 from tests.personas import BUNDLED
 from tests.servers.hub_process import hub_process

@@ -28,11 +28,11 @@ from a2a.server.tasks import InMemoryTaskStore
 from a2a.types.a2a_pb2 import AgentCard, ListTasksRequest, ListTasksResponse, Message
 from a2a.utils.errors import TaskNotCancelableError, UnsupportedOperationError
 
-from persona_agent.a2a.agent_card import A2A_PREFIX, CARD_PATH, build_hub_card, persona_url
-from persona_agent.a2a.keys import PRINCIPAL_STATE_KEY
+from persona_agent.a2a.cards import A2A_PREFIX, CARD_PATH, build_hub_card, persona_url
+from persona_agent.a2a.context_keys import PRINCIPAL_STATE_KEY
 from persona_agent.a2a.services import HubServices
-from persona_agent.auth import Principal
 from persona_agent.personas.model import Persona
+from persona_agent.security.authentication import Principal
 
 __all__ = ["DIRECTORY_DATA_KIND", "HubDirectory", "persona_entry"]
 

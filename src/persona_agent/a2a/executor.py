@@ -18,9 +18,7 @@ from a2a.types.a2a_pb2 import Artifact, Message, Part, TaskArtifactUpdateEvent, 
 from google.protobuf.struct_pb2 import Value
 from opentelemetry.trace import Span, StatusCode
 
-from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload
-from persona_agent.a2a.input import message_text
-from persona_agent.a2a.keys import (
+from persona_agent.a2a.context_keys import (
     BUDGET_STATE_KEY,
     CALLER_KEY,
     CONSULT_CHAIN_KEY,
@@ -28,17 +26,19 @@ from persona_agent.a2a.keys import (
     REQUEST_ID_KEY,
     WHOLE_ANSWER_STATE_KEY,
 )
-from persona_agent.a2a.quotas import Quotas
-from persona_agent.audit import AuditLog
+from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload
+from persona_agent.a2a.input import message_text
 from persona_agent.chat.budget import BudgetLimits, CallBudget
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.events import Done, Token, ToolEnd, ToolOutput, ToolStart
 from persona_agent.chat.tools import Turn
 from persona_agent.errors import PersonaAgentError
-from persona_agent.logs import LOG_FIELDS, bind_log_fields
-from persona_agent.metrics import HubMetrics
+from persona_agent.observe.logs import LOG_FIELDS, bind_log_fields
+from persona_agent.observe.metrics import HubMetrics
+from persona_agent.observe.tracing import TRACER
 from persona_agent.personas.model import Persona
-from persona_agent.tracing import TRACER
+from persona_agent.security.audit import AuditLog
+from persona_agent.security.quotas import Quotas
 
 __all__ = [
     "ANSWER_ARTIFACT_NAME",

@@ -27,7 +27,7 @@ COST_EXTENSION_URI = "urn:persona-agent:extension:cost:v1"
 ``{"kind": "cost-v1", "usage": {"promptTokens", "completionTokens", "totalTokens"},
 "durationMs", "model", "llmCalls", "toolCalls"}``, plus ``usage.cachedPromptTokens`` when
 the model server read prompt tokens from its cache and ``costUsd`` when the model has a
-price (:mod:`persona_agent.pricing`). The tokens, calls and price are the task's whole
+price (:mod:`persona_agent.observe.pricing`). The tokens, calls and price are the task's whole
 tree's: its own model calls and those of every task started for it (consultations, a
 panel's members), :func:`tree_cost`. Every field but ``model`` and ``costUsd`` is an
 integer (on the JSON wire too: ``a2a/sdk_fixes/numbers.py``).

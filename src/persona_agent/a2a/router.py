@@ -28,17 +28,16 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
-from persona_agent.a2a.agent_card import AVATAR_PATH, CARD_PATH
-from persona_agent.a2a.directory import HubDirectory
-from persona_agent.a2a.keys import (
+from persona_agent.a2a.cards import AVATAR_PATH, CARD_PATH
+from persona_agent.a2a.context_keys import (
     BINDING_KEY,
     CALLER_KEY,
     PERSONA_SCOPE_KEY,
     REQUEST_ID_KEY,
     RPC_BODY_SCOPE_KEY,
 )
-from persona_agent.a2a.quotas import RateLimited
-from persona_agent.a2a.routing import (
+from persona_agent.a2a.directory import HubDirectory
+from persona_agent.a2a.forwarding import (
     MAX_ID_LENGTH,
     PersonaContextBuilder,
     PersonaRequestHandler,
@@ -56,12 +55,13 @@ from persona_agent.a2a.sdk_fixes.jsonrpc_body import (
 from persona_agent.a2a.sdk_fixes.numbers import whole_counts
 from persona_agent.a2a.sdk_fixes.routes import jsonrpc_dispatcher, rest_routes
 from persona_agent.a2a.services import HubServices
-from persona_agent.audit import request_id_of
-from persona_agent.auth import Action, AuthError, Principal
-from persona_agent.logs import LOG_FIELDS, bind_log_fields
+from persona_agent.observe.logs import LOG_FIELDS, bind_log_fields
+from persona_agent.observe.tracing import active as tracing_active
+from persona_agent.observe.tracing import remote_context
 from persona_agent.personas.model import Persona
-from persona_agent.tracing import active as tracing_active
-from persona_agent.tracing import remote_context
+from persona_agent.security.audit import request_id_of
+from persona_agent.security.authentication import Action, AuthError, Principal
+from persona_agent.security.quotas import RateLimited
 
 __all__ = [
     "AVATAR_PATH",

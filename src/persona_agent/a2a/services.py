@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 from a2a.server.cluster import TaskEventStream
 from a2a.types.a2a_pb2 import AgentProvider
 
-from persona_agent.a2a.card_signing import CardSigner
 from persona_agent.a2a.push import PushParts
-from persona_agent.a2a.quotas import Quotas
-from persona_agent.audit import AuditLog
-from persona_agent.auth import Authenticator, Authorization
 from persona_agent.chat.budget import BudgetLimits
-from persona_agent.metrics import HubMetrics
-from persona_agent.personas.png import CleanImage
+from persona_agent.observe.metrics import HubMetrics
+from persona_agent.personas.formats.png import CleanImage
+from persona_agent.security.audit import AuditLog
+from persona_agent.security.authentication import Authenticator, Authorization
+from persona_agent.security.card_signing import CardSigner
+from persona_agent.security.quotas import Quotas
 
 __all__ = ["Avatars", "HubServices"]
 

@@ -44,7 +44,7 @@ from a2a.utils.task import (
 from sqlalchemy import and_, bindparam, delete, func, or_, select, update
 from sqlalchemy.sql import ColumnElement
 
-from persona_agent.a2a.keys import PERSONA_STATE_KEY, TERMINAL_STATES
+from persona_agent.a2a.context_keys import PERSONA_STATE_KEY, TERMINAL_STATES
 from persona_agent.db import GroupCommitWriter, tasks_table
 
 if TYPE_CHECKING:

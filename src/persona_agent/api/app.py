@@ -18,32 +18,27 @@ from starlette.routing import Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from persona_agent import __version__
-from persona_agent.a2a.agent_card import (
+from persona_agent.a2a.cards import (
     A2A_PREFIX,
     CARD_PATH,
     provider,
 )
-from persona_agent.a2a.card_signing import JWKS_PATH, CardSigner
-from persona_agent.a2a.consult import Consultations
-from persona_agent.a2a.panel_text import panel_listing, warn_panel_problems, with_panels
-from persona_agent.a2a.quotas import QuotaLimits, Quotas
 from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.a2a.router import card_response
 from persona_agent.a2a.services import HubServices
 from persona_agent.a2a.task_store import SqlTaskStore
 from persona_agent.api.deps import UPLOAD_HEADER, ApiAuth, HubReader, is_loopback
-from persona_agent.api.host_guard import HostGuard
-from persona_agent.api.limits import BodyLimit
 from persona_agent.api.pages import add_pages
 from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.api.routes import personas as personas_routes
 from persona_agent.api.webhooks import build_push
-from persona_agent.audit import AuditLog
 from persona_agent.chat.budget import BudgetLimits
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.tools import MCPTools, ToolSource, ToolSources
 from persona_agent.chat.usage import UsageLog
+from persona_agent.collab.consultation import Consultations
+from persona_agent.collab.panel_prompts import panel_listing, warn_panel_problems, with_panels
 from persona_agent.db import GroupCommitWriter, create_engine, prepare_db
 from persona_agent.errors import (
     ConfigError,
@@ -53,7 +48,9 @@ from persona_agent.errors import (
     PreconditionFailedError,
 )
 from persona_agent.llm.base import LLMBackend
-from persona_agent.metrics import CONTENT_TYPE_LATEST, HubMetrics
+from persona_agent.observe.metrics import CONTENT_TYPE_LATEST, HubMetrics
+from persona_agent.observe.pricing import load_prices
+from persona_agent.observe.tracing import start_tracing
 from persona_agent.parts import (
     build_authenticator,
     build_llm_backend,
@@ -63,19 +60,22 @@ from persona_agent.parts import (
     warn_unknown_agents,
     warn_unknown_tool_servers,
 )
-from persona_agent.personas.card_pngs import CardPngs
+from persona_agent.personas.formats.card_pngs import CardPngs
 from persona_agent.personas.store import FilePersonaStore, PersonaStore
 from persona_agent.personas.watcher import watch_personas
-from persona_agent.pricing import load_prices
 from persona_agent.retention import Retention, RetentionLimits
+from persona_agent.security.audit import AuditLog
+from persona_agent.security.body_limits import BodyLimit
+from persona_agent.security.card_signing import JWKS_PATH, CardSigner
+from persona_agent.security.host_guard import HostGuard
+from persona_agent.security.quotas import QuotaLimits, Quotas
 from persona_agent.settings import Settings
-from persona_agent.tracing import start_tracing
 
 if TYPE_CHECKING:
-    from persona_agent.a2a.remote_agents import RemoteAgents
     from persona_agent.cluster import Cluster
     from persona_agent.cluster.notify import Listener
     from persona_agent.cluster.tasks import ClusterTaskStore
+    from persona_agent.collab.agent_tools import RemoteAgents
     from persona_agent.mcp.toolbox import MCPToolbox
     from persona_agent.personas.sql_store import SqlPersonaStore
 
@@ -174,8 +174,8 @@ def create_app(settings: Settings) -> FastAPI:
     remote_agents: RemoteAgents | None = None
     if settings.agents_file is not None:
         # Imported only when configured, as the MCP toolbox is.
-        from persona_agent.a2a.agents_config import load_agents_config
-        from persona_agent.a2a.remote_agents import RemoteAgents
+        from persona_agent.collab.agent_tools import RemoteAgents
+        from persona_agent.collab.agents_file import load_agents_config
 
         agents_config = load_agents_config(settings.agents_file, os.environ)
         remote_agents = RemoteAgents(agents_config, metrics=metrics)

@@ -7,9 +7,9 @@ from typing import Annotated, NoReturn
 
 from fastapi import Depends, HTTPException, Request, status
 
-from persona_agent.audit import AuditLog, request_id_of
-from persona_agent.auth import Action, Authenticator, AuthError, Principal
 from persona_agent.personas.store import PersonaStore
+from persona_agent.security.audit import AuditLog, request_id_of
+from persona_agent.security.authentication import Action, Authenticator, AuthError, Principal
 
 __all__ = [
     "UPLOAD_HEADER",

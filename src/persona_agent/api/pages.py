@@ -27,7 +27,7 @@ from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from persona_agent.a2a.agent_card import A2A_PREFIX, CARD_PATH
+from persona_agent.a2a.cards import A2A_PREFIX, CARD_PATH
 from persona_agent.a2a.registry import A2ARegistry
 
 __all__ = ["CONSOLE_FILES", "CONSOLE_PATH", "DOCS_FILES", "add_pages"]

@@ -17,7 +17,7 @@ from persona_agent.a2a.push import (
     RetryingPushSender,
 )
 from persona_agent.a2a.task_store import persona_owner
-from persona_agent.metrics import HubMetrics
+from persona_agent.observe.metrics import HubMetrics
 from persona_agent.settings import Settings
 
 __all__ = ["build_push"]

@@ -18,9 +18,9 @@ from typing import Any
 from opentelemetry.trace import SpanKind
 
 from persona_agent.chat.budget import TurnCalls
+from persona_agent.chat.conversation_locks import KeyedLocks
 from persona_agent.chat.events import ChatEvent, Done, Token, ToolEnd, ToolOutput, ToolStart
 from persona_agent.chat.history import ConversationHistory
-from persona_agent.chat.locks import KeyedLocks
 from persona_agent.chat.tools import ToolQuestion, ToolResult, ToolSource, ToolUpdate, Turn
 from persona_agent.chat.usage import UsageLog
 from persona_agent.errors import LLMError, ToolError
@@ -33,12 +33,12 @@ from persona_agent.llm.base import (
     ToolCall,
     Usage,
 )
-from persona_agent.metrics import HubMetrics
-from persona_agent.personas.lore_prompt import lore_system_prompt
+from persona_agent.observe.metrics import HubMetrics
+from persona_agent.observe.pricing import PriceTable
+from persona_agent.observe.tracing import TRACER
+from persona_agent.personas.formats.lore_scan import lore_system_prompt
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import apply_macros, render_greeting, render_system_prompt
-from persona_agent.pricing import PriceTable
-from persona_agent.tracing import TRACER
 
 __all__ = ["ChatEngine"]
 
@@ -75,7 +75,7 @@ class ChatEngine:
         metrics: HubMetrics | None = None,
     ) -> None:
         """``locks``: how turns of one conversation are kept apart (this process's locks;
-        replicas pass :class:`~persona_agent.cluster.locks.AdvisoryLocks`); ``prices``:
+        replicas pass :class:`~persona_agent.cluster.advisory_locks.AdvisoryLocks`); ``prices``:
         what tokens cost, for :attr:`Done.cost_usd`; ``usage``: where each completed answer's
         tokens and cost are recorded; ``tools``: what the model may call (MCP servers,
         other personas, outside agents: :class:`~persona_agent.chat.tools.ToolSources`)."""

@@ -59,7 +59,7 @@ class Done:
     tool_calls: int
     cost_usd: float | None = None
     """What the turn cost in US dollars, when its model has a price
-    (:mod:`persona_agent.pricing`)."""
+    (:mod:`persona_agent.observe.pricing`)."""
     question: str | None = None
     """The turn waits for the user's answer to this question of a tool (the A2A task is
     ``input-required``); ``text`` is what the model said before it, if anything."""

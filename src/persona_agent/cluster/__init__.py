@@ -18,10 +18,10 @@ from typing import Any
 
 from sqlalchemy import text
 
-from persona_agent.cluster.events import PgTaskEventStream
+from persona_agent.cluster.advisory_locks import AdvisoryLocks
 from persona_agent.cluster.leases import ReplicaLease, new_replica_id
-from persona_agent.cluster.locks import AdvisoryLocks
 from persona_agent.cluster.notify import NOTIFY, Listener
+from persona_agent.cluster.task_events import PgTaskEventStream
 from persona_agent.cluster.tasks import CANCEL_CHANNEL, ClusterTaskStore
 from persona_agent.db import GroupCommitWriter
 

@@ -5,7 +5,7 @@ Every write of a task is a compare-and-swap on its ``version`` column (the SDK's
 task was canceled elsewhere finds out at its next write. The event that produced
 the write goes into ``pa_task_events`` in the same transaction, with the new
 version, and ``pg_notify`` tells every replica; subscribers on other replicas read
-events by version from there (:class:`~persona_agent.cluster.events.PgTaskEventStream`),
+events by version from there (:class:`~persona_agent.cluster.task_events.PgTaskEventStream`),
 so nothing is lost between a task snapshot and the live stream.
 
 Each write also records the replica that made it: the lease of that replica
@@ -45,11 +45,11 @@ from a2a.utils.proto_utils import to_stream_response
 from opentelemetry.trace import SpanKind
 from sqlalchemy import delete, func, or_, select
 
-from persona_agent.a2a.keys import TERMINAL_STATES
+from persona_agent.a2a.context_keys import TERMINAL_STATES
 from persona_agent.a2a.task_store import SqlTaskStore, persona_owner, sort_timestamp
 from persona_agent.cluster.notify import asyncpg_dsn
 from persona_agent.db import GroupCommitWriter, replicas_table, task_events_table, tasks_table
-from persona_agent.tracing import TRACER
+from persona_agent.observe.tracing import TRACER
 
 if TYPE_CHECKING:
     import asyncpg  # type: ignore[import-untyped]

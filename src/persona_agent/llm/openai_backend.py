@@ -32,8 +32,8 @@ from persona_agent.llm.base import (
     Usage,
     next_batch,
 )
-from persona_agent.tracing import active as tracing_active
-from persona_agent.tracing import trace_headers
+from persona_agent.observe.tracing import active as tracing_active
+from persona_agent.observe.tracing import trace_headers
 
 __all__ = ["OPENAI_BASE_URL", "OpenAIBackend"]
 

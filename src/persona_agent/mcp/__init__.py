@@ -1,8 +1,8 @@
 """MCP tools: servers from configuration, namespaced tools, per-persona allow-lists."""
 
 from persona_agent.mcp.config import MCPConfig, ServerConfig, load_mcp_config, parse_mcp_config
+from persona_agent.mcp.tool_specs import ToolInfo, render_result
 from persona_agent.mcp.toolbox import MCPToolbox
-from persona_agent.mcp.tools import ToolInfo, render_result
 
 __all__ = [
     "MCPConfig",

@@ -43,8 +43,8 @@ from mcp.shared.message import SessionMessage
 from persona_agent import __version__
 from persona_agent.errors import ToolError
 from persona_agent.mcp.config import ServerConfig
-from persona_agent.mcp.tools import MAX_TOOL_NAME, SEPARATOR, ToolInfo
-from persona_agent.tracing import active as tracing_active
+from persona_agent.mcp.tool_specs import MAX_TOOL_NAME, SEPARATOR, ToolInfo
+from persona_agent.observe.tracing import active as tracing_active
 
 __all__ = ["Supervisor"]
 

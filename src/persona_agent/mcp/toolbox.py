@@ -17,9 +17,9 @@ from opentelemetry.trace import StatusCode
 from persona_agent.errors import ToolError
 from persona_agent.mcp.config import MCPConfig
 from persona_agent.mcp.supervisor import Supervisor
-from persona_agent.mcp.tools import SEPARATOR, ToolInfo, render_result
-from persona_agent.metrics import HubMetrics
-from persona_agent.tracing import TRACER
+from persona_agent.mcp.tool_specs import SEPARATOR, ToolInfo, render_result
+from persona_agent.observe.metrics import HubMetrics
+from persona_agent.observe.tracing import TRACER
 
 __all__ = ["MCPToolbox"]
 

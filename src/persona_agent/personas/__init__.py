@@ -1,6 +1,6 @@
 """Personas: the model, loading and validation of persona files, the system prompt, stores."""
 
-from persona_agent.personas.directory import load_persona_dir
+from persona_agent.personas.formats.bounded import Limits
 from persona_agent.personas.loader import (
     PERSONA_SUFFIXES,
     dump_persona_yaml,
@@ -22,8 +22,8 @@ from persona_agent.personas.model import (
     is_valid_persona_id,
     slugify,
 )
-from persona_agent.personas.parsing import Limits
 from persona_agent.personas.prompt import render_system_prompt
+from persona_agent.personas.scan import load_persona_dir
 from persona_agent.personas.store import FilePersonaStore, PersonaChange, PersonaStore
 
 __all__ = [

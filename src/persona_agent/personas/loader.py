@@ -17,15 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from persona_agent.errors import PersonaFileError
-from persona_agent.personas.cards import CardError, card_id, card_to_persona, looks_like_card
-from persona_agent.personas.model import (
-    MAX_PROBLEMS,
-    PERSONA_ID_PATTERN,
-    Persona,
-    is_valid_persona_id,
-    validation_problems,
-)
-from persona_agent.personas.parsing import (
+from persona_agent.personas.formats.bounded import (
     DEFAULT_LIMITS,
     LimitExceeded,
     Limits,
@@ -34,7 +26,20 @@ from persona_agent.personas.parsing import (
     load_yaml,
     too_large,
 )
-from persona_agent.personas.png import CleanImage, ImageError, clean_image, png_card_text
+from persona_agent.personas.formats.png import CleanImage, ImageError, clean_image, png_card_text
+from persona_agent.personas.formats.tavern import (
+    CardError,
+    card_id,
+    card_to_persona,
+    looks_like_card,
+)
+from persona_agent.personas.model import (
+    MAX_PROBLEMS,
+    PERSONA_ID_PATTERN,
+    Persona,
+    is_valid_persona_id,
+    validation_problems,
+)
 
 __all__ = [
     "MAX_PROBLEMS",

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from persona_agent.personas.lore import LoreSelection
+from persona_agent.personas.formats.lorebook import LoreSelection
 from persona_agent.personas.macros import ORIGINAL, USER_NAME, apply_macros
 from persona_agent.personas.model import InteractionSample, Persona
 from persona_agent.personas.samples import conversation_turns, is_conversation

@@ -38,11 +38,11 @@ from persona_agent.errors import (
     PersonaNotFoundError,
     PreconditionFailedError,
 )
-from persona_agent.personas.directory import load_persona_dir
+from persona_agent.personas.formats.bounded import DEFAULT_LIMITS, Limits, image_too_large
+from persona_agent.personas.formats.png import CleanImage, ImageError, clean_image
 from persona_agent.personas.loader import dump_persona_yaml, parse_persona_text
 from persona_agent.personas.model import Persona, is_valid_persona_id
-from persona_agent.personas.parsing import DEFAULT_LIMITS, Limits, image_too_large
-from persona_agent.personas.png import CleanImage, ImageError, clean_image
+from persona_agent.personas.scan import load_persona_dir
 from persona_agent.personas.store import AVATAR_SUFFIX, HeldPersonaStore, PersonaChange
 
 if TYPE_CHECKING:

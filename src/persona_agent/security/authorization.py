@@ -4,9 +4,9 @@ Every door that runs or shows a persona for a caller asks :meth:`Authorization.r
 (or :meth:`Authorization.check`): the A2A router for direct calls, the personas' request
 handler for every A2A method (direct, and the calls the hub makes for a caller:
 consultations, panel members, a moderator's picks and synthesis), the REST API for each
-persona it reads or writes, ``/metrics``, and the directory agent's answer. Authentication
-(who the caller is) happens before, at the edge (:class:`persona_agent.auth.Authenticator`);
-this module only decides.
+persona it reads or writes, ``/metrics``, and the directory agent's answer.
+Authentication (who the caller is) happens before, at the edge
+(:class:`~persona_agent.security.authentication.Authenticator`); this module only decides.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
-from persona_agent.auth.principal import (
+from persona_agent.security.principal import (
     SCOPE_A2A,
     SCOPE_READ,
     SCOPE_WRITE,

@@ -22,8 +22,8 @@ import httpx
 
 from persona_agent.a2a.push.configs import ConfigLimits, IndexedConfigStore
 from persona_agent.a2a.push.delivery import Retries
-from persona_agent.a2a.push.guard import MAX_URL_LENGTH, PushUrlGuard, embedded_ipv4
 from persona_agent.a2a.push.sender import DeliveryLimits, RetryingPushSender
+from persona_agent.security.push_urls import MAX_URL_LENGTH, PushUrlGuard, embedded_ipv4
 
 __all__ = [
     "MAX_URL_LENGTH",

@@ -39,7 +39,7 @@ from a2a.utils.errors import InvalidParamsError
 from sqlalchemy import and_, delete, exists, func, insert, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from persona_agent.a2a.keys import CALLER_KEY, TERMINAL_STATES
+from persona_agent.a2a.context_keys import CALLER_KEY, TERMINAL_STATES
 from persona_agent.db import push_callers_table, tasks_table
 
 __all__ = ["ConfigLimits", "IndexedConfigStore"]

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import httpx
 from a2a.types.a2a_pb2 import TaskPushNotificationConfig
 
-from persona_agent.a2a.push.guard import PushUrlGuard, destination
-from persona_agent.metrics import HubMetrics
+from persona_agent.observe.metrics import HubMetrics
+from persona_agent.security.push_urls import PushUrlGuard, destination
 
 __all__ = ["Delivery", "Retries", "deliver"]
 

@@ -30,9 +30,9 @@ from google.protobuf.json_format import MessageToDict
 
 from persona_agent.a2a.push.configs import IndexedConfigStore
 from persona_agent.a2a.push.delivery import Delivery, Retries, deliver
-from persona_agent.a2a.push.guard import PushUrlGuard, destination
 from persona_agent.a2a.sdk_fixes.numbers import counts_as_integers
-from persona_agent.metrics import HubMetrics
+from persona_agent.observe.metrics import HubMetrics
+from persona_agent.security.push_urls import PushUrlGuard, destination
 
 __all__ = ["DeliveryLimits", "RetryingPushSender"]
 

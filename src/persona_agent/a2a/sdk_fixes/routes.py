@@ -61,7 +61,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, request_response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from persona_agent.a2a.keys import TERMINAL_STATES
+from persona_agent.a2a.context_keys import TERMINAL_STATES
 from persona_agent.a2a.sdk_fixes.hints import role_error, version_error
 from persona_agent.a2a.sdk_fixes.jsonrpc_body import replay
 

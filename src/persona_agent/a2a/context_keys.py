@@ -1,0 +1,64 @@
+"""The names the A2A modules share: ASGI scope and call-context keys, metadata keys, and the
+terminal task states. A leaf: every module of ``a2a/`` may import it, it imports none."""
+
+from __future__ import annotations
+
+from a2a.types.a2a_pb2 import TaskState
+
+__all__ = [
+    "BINDING_KEY",
+    "BUDGET_STATE_KEY",
+    "CALLER_KEY",
+    "CONSULT_CHAIN_KEY",
+    "PARTS_METADATA_KEY",
+    "PERSONA_SCOPE_KEY",
+    "PERSONA_STATE_KEY",
+    "PRINCIPAL_STATE_KEY",
+    "RAW_STATUS_STATE_KEY",
+    "REQUEST_ID_KEY",
+    "RPC_BODY_SCOPE_KEY",
+    "TERMINAL_STATES",
+    "WHOLE_ANSWER_STATE_KEY",
+]
+
+PERSONA_SCOPE_KEY = "persona_agent.persona_id"
+"""Key of the persona id in the ASGI scope, set by the A2A router."""
+RPC_BODY_SCOPE_KEY = "persona_agent.jsonrpc_body"
+"""Key of the parsed JSON-RPC body in the ASGI scope, set by the A2A router."""
+PERSONA_STATE_KEY = "persona_id"
+"""Key of the persona id in ``ServerCallContext.state``, set by the context builder."""
+WHOLE_ANSWER_STATE_KEY = "persona_agent.whole_answer"
+"""Set in ``ServerCallContext.state`` for a call whose client sees only the finished
+task (a blocking, non-streaming send): the answer is then one artifact event, not a
+chunk per piece of text (fewer events through the SDK; the same final task)."""
+RAW_STATUS_STATE_KEY = "persona_agent.list_tasks_status"
+"""The ListTasks ``status`` as the client wrote it, in ``ServerCallContext.state``."""
+REQUEST_ID_KEY = "persona_agent.request_id"
+"""The request's id (for the audit log), in the ASGI scope and ``ServerCallContext.state``."""
+CALLER_KEY = "persona_agent.caller"
+"""Who calls, for per-caller limits (its principal, or ``ip:{address}``), in the ASGI
+scope and ``ServerCallContext.state``."""
+CONSULT_CHAIN_KEY = "persona_agent.consult_chain"
+"""In ``ServerCallContext.state`` of a consultation: the personas that consulted each other
+down to the one called, outermost first (for the depth limit and cycle detection)."""
+BUDGET_STATE_KEY = "persona_agent.budget"
+"""The request's :class:`~persona_agent.chat.budget.CallBudget` node of the task being
+answered, in ``ServerCallContext.state``: set by the executor (the root's, made from the
+limits, for a request from outside); a local call passes the same object on (shared, never
+copied), and the task it starts hangs its own node under it. Its presence when a task
+starts marks a task started inside the hub for a request already counted."""
+PRINCIPAL_STATE_KEY = "persona_agent.principal"
+"""The caller's :class:`~persona_agent.security.principal.Principal` (absent: anonymous), in
+``ServerCallContext.state``: what the calls the hub makes for it are checked against."""
+BINDING_KEY = "persona_agent.binding"
+"""The binding a call came by (``jsonrpc`` or ``http+json``), in the ASGI scope and
+``ServerCallContext.state``, for the request metrics."""
+PARTS_METADATA_KEY = "persona-agent/parts"
+"""Metadata of an answer chunk event: how many parts the answer artifact has with it."""
+
+TERMINAL_STATES = (
+    TaskState.TASK_STATE_COMPLETED,
+    TaskState.TASK_STATE_FAILED,
+    TaskState.TASK_STATE_CANCELED,
+    TaskState.TASK_STATE_REJECTED,
+)

@@ -1,0 +1,433 @@
+"""One terminal conversation with an A2A agent: its card, a context, streamed answers, cancel.
+
+The chat is a plain A2A client (the official a2a-sdk client, over JSON-RPC or HTTP+JSON as
+the card offers), so it talks to any A2A agent the same way. What it knows of a
+persona-agent hub is only where the hub serves a persona's card (``/a2a/{id}/``) and its
+list of personas (``/a2a/personas``, for the error that names an unknown persona), and the
+greeting extension on the card.
+
+This module imports the SDK and httpx, so :mod:`persona_agent.cli.chat` imports it only
+when the command runs: ``persona-agent --help`` need not wait for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import httpx
+import typer
+from a2a.client import A2ACardResolver, AgentCardResolutionError, ClientConfig, ClientFactory
+from a2a.client.client import Client
+from a2a.types.a2a_pb2 import (
+    AgentCard,
+    CancelTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    Task,
+    TaskState,
+)
+from a2a.utils.errors import A2AError, TaskNotCancelableError
+from google.protobuf.json_format import MessageToDict
+
+from persona_agent.a2a.cards import A2A_PREFIX, CARD_PATH, persona_url
+from persona_agent.a2a.extensions import GREETING_EXTENSION_URI
+
+__all__ = [
+    "CANCEL_WAIT",
+    "TIMEOUT",
+    "ChatError",
+    "ChatSession",
+    "Target",
+    "greeting",
+    "resolve_card",
+]
+
+BINDINGS = ["JSONRPC", "HTTP+JSON"]
+"""What the chat speaks, in the order it prefers when the card leaves the choice."""
+TIMEOUT = httpx.Timeout(30.0, read=600.0)
+"""A read may wait long: a small model on a CPU can think for minutes before its first
+token, and Ctrl-C cancels any answer."""
+CANCEL_WAIT = 10.0
+"""How long a cancel waits for the agent to name the running answer's task."""
+
+_ENDED = {
+    TaskState.TASK_STATE_COMPLETED,
+    TaskState.TASK_STATE_FAILED,
+    TaskState.TASK_STATE_CANCELED,
+    TaskState.TASK_STATE_REJECTED,
+    TaskState.TASK_STATE_INPUT_REQUIRED,
+    TaskState.TASK_STATE_AUTH_REQUIRED,
+}
+"""The states a turn ends in: terminal, or waiting for the user."""
+
+
+class ChatError(Exception):
+    """A problem to tell the user in one line; the chat goes on, or exits before it began."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the agent's card is, and, for a persona of a hub, the hub and the persona.
+
+    ``key`` names the target in the remembered contexts: the hub's URL (or ``hub_key``:
+    the hub started in this process, whose port changes every run) with the persona's
+    id, or the agent's card URL.
+    """
+
+    card_url: str
+    hub_url: str | None = None
+    persona_id: str | None = None
+    hub_key: str | None = None
+
+    @classmethod
+    def hub_persona(cls, hub_url: str, persona_id: str, hub_key: str | None = None) -> Target:
+        base = hub_url.rstrip("/")
+        card = persona_url(base, persona_id).rstrip("/") + CARD_PATH
+        return cls(card, base, persona_id, hub_key)
+
+    @classmethod
+    def agent(cls, url: str) -> Target:
+        """Any A2A agent: ``url`` is its card when its path ends in ``.json``, else the
+        agent's base URL, whose card is at ``{url}/.well-known/agent-card.json``."""
+        if urlsplit(url).path.endswith(".json"):
+            return cls(url)
+        return cls(url.rstrip("/") + CARD_PATH)
+
+    def switched(self, persona_id: str) -> Target:
+        """Another persona of the same hub."""
+        if self.hub_url is None:
+            raise ChatError("/persona needs a persona-agent hub: this chat is with one agent")
+        return Target.hub_persona(self.hub_url, persona_id, self.hub_key)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        if self.hub_url is None or self.persona_id is None:
+            return self.card_url, ""
+        return self.hub_key or self.hub_url, self.persona_id
+
+
+async def resolve_card(http: httpx.AsyncClient, target: Target) -> AgentCard:
+    """The target's agent card; a :class:`ChatError` that says what is wrong otherwise
+    (a hub's unknown persona is named, with the personas the hub has)."""
+    resolver = A2ACardResolver(http, target.card_url, agent_card_path="")
+    where = target.hub_url or target.card_url
+    try:
+        return await resolver.get_agent_card()
+    except AgentCardResolutionError as error:
+        if isinstance(error.__cause__, httpx.RequestError):
+            what = "hub" if target.hub_url else "agent"
+            raise ChatError(f"Cannot reach the {what} at {where}: {error.__cause__}") from error
+        if error.status_code == 404 and target.hub_url is not None:
+            raise ChatError(await _unknown_persona(http, target)) from error
+        raise ChatError(f"No agent card at {target.card_url}: {error.message}") from error
+
+
+async def _unknown_persona(http: httpx.AsyncClient, target: Target) -> str:
+    told = f"No persona '{target.persona_id}' on the hub at {target.hub_url}"
+    try:
+        response = await http.get(f"{target.hub_url}{A2A_PREFIX}/personas")
+        response.raise_for_status()
+        ids = sorted(str(item["id"]) for item in response.json())
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return f"{told} (and its list of personas, {A2A_PREFIX}/personas, did not answer)"
+    return f"{told}. Its personas: {', '.join(ids) or 'none'}"
+
+
+def greeting(card: AgentCard) -> str | None:
+    """The greeting the card's greeting extension declares, if any."""
+    for extension in card.capabilities.extensions:
+        if extension.uri == GREETING_EXTENSION_URI and "greeting" in extension.params.fields:
+            text = extension.params.fields["greeting"].string_value
+            return text or None
+    return None
+
+
+@dataclass
+class _Answer:
+    """Prints one turn as it comes: the answer's text chunks as they stream, a tool call on
+    a line of its own, and how the turn ended.
+
+    An answer may come as streamed artifact chunks (this hub), as a task holding its
+    artifacts (an agent that does not stream), as the final status's message, or as a
+    message instead of a task: each is printed once.
+    """
+
+    name: str
+    streamed: set[str] = field(default_factory=set)
+    """The artifacts already printed, chunk by chunk or whole."""
+    text_shown: bool = False
+    at_line_start: bool = True
+    state: TaskState = TaskState.TASK_STATE_UNSPECIFIED
+    status_text: str = ""
+    progress_of: str = ""
+    """The tool whose progress (a consulted persona's answer) is being printed."""
+    held: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Artifacts named otherwise than ``answer`` (a panel member's), by id: their name and
+    text so far, printed whole under the name once complete (members answer at once)."""
+
+    def show(self, event: StreamResponse) -> None:
+        if event.HasField("artifact_update"):
+            update = event.artifact_update
+            artifact = update.artifact
+            self.streamed.add(artifact.artifact_id)
+            piece = "".join(p.text for p in artifact.parts if p.HasField("text"))
+            if artifact.name and artifact.name != "answer":
+                name, text = self.held.get(artifact.artifact_id, (artifact.name, ""))
+                self.held[artifact.artifact_id] = (name, text + piece if update.append else piece)
+                if update.last_chunk:
+                    self.named(*self.held.pop(artifact.artifact_id))
+            else:
+                self.text(piece)
+        elif event.HasField("status_update"):
+            self.status(event.status_update.status.state, event.status_update.status.message)
+        elif event.HasField("task"):
+            self.task(event.task)
+        elif event.HasField("message"):
+            self.text(_text(event.message))
+            self.state = TaskState.TASK_STATE_COMPLETED
+
+    def task(self, task: Task) -> None:
+        for artifact in task.artifacts:
+            if artifact.artifact_id not in self.streamed:
+                self.streamed.add(artifact.artifact_id)
+                text = "".join(p.text for p in artifact.parts if p.HasField("text"))
+                if artifact.name and artifact.name != "answer":
+                    self.named(artifact.name, text)
+                else:
+                    self.text(text)
+        self.status(task.status.state, task.status.message)
+
+    def named(self, name: str, text: str) -> None:
+        """A whole answer of a panel's member, under its name."""
+        if text:
+            self.aside(f"== {name}", fg=typer.colors.CYAN)
+            _echo(text.rstrip("\n") + "\n")
+            self.text_shown = True
+
+    def status(self, state: TaskState, message: Message) -> None:
+        self.state = state
+        self.status_text = _text(message)
+        progress = _progress_of(message)
+        if progress:  # a consulted persona's answer, streamed: dim, inline
+            if progress != self.progress_of:
+                self.aside(f"[{progress}:]", fg=None, dim=True)
+                self.progress_of = progress
+            _echo(self.status_text, dim=True)
+            self.at_line_start = self.status_text.endswith("\n")
+            return
+        self.progress_of = ""
+        if state == TaskState.TASK_STATE_WORKING and self.status_text:
+            self.aside(f"[{self.status_text}]", fg=None, dim=True)  # a tool call, say
+
+    def text(self, text: str) -> None:
+        if not text:
+            return
+        if self.at_line_start:
+            _echo(f"{self.name}: ", fg=typer.colors.CYAN, bold=True)
+        _echo(text)
+        self.text_shown = True
+        self.at_line_start = text.endswith("\n")
+
+    def aside(self, text: str, fg: str | None, dim: bool = False) -> None:
+        """A line of its own, not part of the answer."""
+        if not self.at_line_start:
+            _echo("\n")
+        _echo(text, fg=fg, dim=dim)
+        _echo("\n")
+        self.at_line_start = True
+
+    def finish(self) -> None:
+        """Print how the turn ended, after its last event."""
+        for name, text in self.held.values():  # members cut short (a failure, a cancel)
+            self.named(name, text)
+        self.held.clear()
+        state = self.state
+        if state == TaskState.TASK_STATE_COMPLETED and not self.text_shown:
+            self.text(self.status_text or "(an empty answer)")
+        if state in (TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED):
+            self.text(self.status_text)
+        if not self.at_line_start:
+            _echo("\n")
+            self.at_line_start = True
+        if state in (TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_REJECTED):
+            word = "failed" if state == TaskState.TASK_STATE_FAILED else "was rejected"
+            reason = f": {self.status_text}" if self.status_text else ""
+            self.aside(f"The answer {word}{reason}", fg=typer.colors.RED)
+        elif state == TaskState.TASK_STATE_CANCELED:
+            self.aside("(answer canceled)", fg=typer.colors.YELLOW)
+        elif state == TaskState.TASK_STATE_AUTH_REQUIRED:
+            self.aside("(the agent needs authorization to go on)", fg=typer.colors.YELLOW)
+        elif state not in _ENDED:
+            self.aside("(the answer's stream ended before the answer did)", fg="yellow")
+
+
+def _progress_of(message: Message) -> str:
+    """Whose progress a status message carries (this hub's ``tool-progress`` data), or ''."""
+    for part in message.parts:
+        if part.HasField("data"):
+            data = MessageToDict(part.data)
+            if isinstance(data, dict) and data.get("kind") == "tool-progress":
+                return str(data.get("persona") or data.get("agent") or data.get("tool") or "tool")
+    return ""
+
+
+def _text(message: Message) -> str:
+    return "".join(part.text for part in message.parts if part.HasField("text"))
+
+
+def _echo(text: str, fg: str | None = None, *, bold: bool = False, dim: bool = False) -> None:
+    """Write at once (click flushes); styles only on a terminal (click strips them else)."""
+    styled = typer.style(text, fg=fg, bold=bold, dim=dim) if fg or bold or dim else text
+    typer.echo(styled, nl=False)
+
+
+class ChatSession:
+    """The agent being talked to, its client and the conversation (A2A context) under way.
+
+    Its coroutines run on one event loop; :meth:`cancel` runs while :meth:`send` streams,
+    and asks the agent to cancel the task that turn started (CancelTask), after which the
+    agent ends that stream with ``canceled``. ``on_context`` is told each new context id
+    the agent gives, for the chat to continue it next time.
+    """
+
+    def __init__(self, http: httpx.AsyncClient, on_context: Callable[[Target, str], None]) -> None:
+        self._http = http
+        self._on_context = on_context
+        self._factory = ClientFactory(
+            ClientConfig(streaming=True, httpx_client=http, supported_protocol_bindings=BINDINGS)
+        )
+        self._client: Client | None = None
+        self._target: Target | None = None
+        self.card = AgentCard()
+        self.context_id: str | None = None
+        self._input_task: str | None = None  # a task waiting for the user's input
+        self._task_id: str | None = None
+        self._task_named = asyncio.Event()
+        self._answer: _Answer | None = None  # the one being printed
+
+    async def connect(self, target: Target) -> None:
+        """Talk to ``target`` from now on; on a :class:`ChatError`, the agent so far stays."""
+        card = await resolve_card(self._http, target)
+        try:
+            client = self._factory.create(card)
+        except ValueError as error:
+            raise ChatError(
+                f"The agent at {target.card_url} offers neither JSON-RPC nor HTTP+JSON: {error}"
+            ) from error
+        if self._client is not None:
+            await self._client.close()
+        self._client, self._target, self.card = client, target, card
+        self.context_id = self._input_task = None
+
+    @property
+    def target(self) -> Target:
+        """The agent talked to; once :meth:`connect` succeeded."""
+        if self._target is None:
+            raise ChatError("not connected to an agent")
+        return self._target
+
+    @property
+    def name(self) -> str:
+        return self.card.name or "agent"
+
+    def use_context(self, context_id: str | None) -> None:
+        """Continue this conversation, or (``None``) start a new one with the next message."""
+        self.context_id = context_id
+        self._input_task = None
+
+    async def send(self, text: str) -> None:
+        """One turn: send ``text`` in the conversation and print the answer as it streams."""
+        if self._client is None:
+            raise ChatError("not connected to an agent")
+        message = Message(
+            role=Role.ROLE_USER, message_id=str(uuid.uuid4()), parts=[Part(text=text)]
+        )
+        if self.context_id:
+            message.context_id = self.context_id
+        if self._input_task:
+            message.task_id = self._input_task
+        self._task_id, self._task_named = None, asyncio.Event()
+        answer = self._answer = _Answer(self.name)
+        task_id = None
+        try:
+            async for event in self._client.send_message(SendMessageRequest(message=message)):
+                self._note_ids(event)
+                task_id = self._task_id
+                answer.show(event)
+        except (A2AError, httpx.HTTPError) as error:
+            answer.aside(self._failure(error), fg="red")
+            return
+        finally:
+            self._task_id = self._answer = None  # nothing left to cancel
+            self._task_named.set()
+        answer.finish()
+        # An agent that asks for more input expects the answer in the same task.
+        waiting = answer.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        self._input_task = task_id if waiting else None
+
+    def _failure(self, error: A2AError | httpx.HTTPError) -> str:
+        unreachable = error if isinstance(error, httpx.RequestError) else error.__cause__
+        if isinstance(unreachable, httpx.RequestError):
+            what = "hub" if self.target.hub_url else "agent"
+            where = self.target.hub_url or self.target.card_url
+            return f"Cannot reach the {what} at {where}: {unreachable}"
+        return f"The agent answered with an error: {_reason(error)}"
+
+    def _note_ids(self, event: StreamResponse) -> None:
+        source: Task | Message | None = None
+        if event.HasField("task"):
+            source = event.task
+        elif event.HasField("message"):
+            source = event.message
+        task_id = source.id if isinstance(source, Task) else ""
+        context_id = source.context_id if source is not None else ""
+        for update in (event.status_update, event.artifact_update):
+            if update.task_id:
+                task_id, context_id = update.task_id, update.context_id
+        if task_id and self._task_id is None:
+            self._task_id = task_id
+            self._task_named.set()
+        if context_id and context_id != self.context_id:
+            self.context_id = context_id
+            self._on_context(self.target, context_id)
+
+    async def cancel(self) -> None:
+        """Ask the agent to cancel the answer :meth:`send` is streaming (CancelTask).
+
+        Waits a moment for the agent to name the answer's task if it has not yet. Nothing
+        to do once the answer ended; a :class:`ChatError` if the agent refused.
+        """
+        if self._answer is not None:  # printed here, where the answer's line is known
+            self._answer.at_line_start = False  # the terminal wrote ^C after the prompt
+            self._answer.aside("(canceling the answer...)", fg=None, dim=True)
+        try:
+            async with asyncio.timeout(CANCEL_WAIT):
+                await self._task_named.wait()
+        except TimeoutError:
+            raise ChatError("the agent did not say which task the answer is") from None
+        task_id = self._task_id
+        if task_id is None or self._client is None:
+            return
+        try:
+            await self._client.cancel_task(CancelTaskRequest(id=task_id))
+        except TaskNotCancelableError:
+            return  # it ended meanwhile
+        except A2AError as error:
+            raise ChatError(f"The agent did not cancel the answer: {_reason(error)}") from error
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+
+def _reason(error: A2AError | httpx.HTTPError) -> str:
+    message = error.message if isinstance(error, A2AError) else str(error)
+    return message or type(error).__name__

@@ -1,0 +1,476 @@
+"""``persona-agent chat``: talk with a persona, or with any A2A agent, in the terminal.
+
+The terminal belongs to the main thread: it reads each line with ``input()`` (line
+editing, and Ctrl-C as ``KeyboardInterrupt`` wherever it waits). Everything that talks
+runs on an event loop in a thread of its own (:class:`_Loop`): the A2A client, and the
+hub itself when the chat starts one in this process, so the hub keeps serving while the
+prompt waits. An answer is a coroutine the main thread waits for; Ctrl-C while it waits
+asks the agent to cancel it (:mod:`persona_agent.cli.a2a_chat`).
+
+The SDK, httpx, uvicorn and the hub are imported when the command runs, not with this
+module: ``cli.py`` imports it, and ``persona-agent --help`` need not wait for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import logging
+import os
+import socket
+import threading
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+
+import typer
+from pydantic import ValidationError
+
+from persona_agent.settings import Settings
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from persona_agent.cli.a2a_chat import ChatSession
+
+__all__ = ["ContextMemory", "chat"]
+
+T = TypeVar("T")
+
+CONTEXTS_FILE = "chat-contexts.json"
+"""In the data directory: the last conversation with each persona of each hub."""
+HUB_LOG_FILE = "chat-hub.log"
+"""In the data directory: the log of the hub a chat starts in its process."""
+EMBEDDED = "embedded"
+"""The remembered contexts' name for the hub started in this process (its port changes)."""
+
+HELP = """\
+Commands:
+  /help         this help
+  /new          start a new conversation
+  /persona ID   talk with another persona of the same hub
+  /quit         leave (Ctrl-D too)
+Ctrl-C cancels an answer while it is written; at the prompt it leaves.
+A line starting with // is sent as a message, without its first /."""
+
+
+class ContextMemory:
+    """The last conversation (A2A context id) with each agent, in a small JSON file, for
+    the next ``chat`` to continue it: ``{target: {persona id: context id}}``.
+
+    A file that cannot be read is taken as empty and one that cannot be written is left
+    alone: remembering is a convenience, never a reason for the chat to fail.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _read(self) -> dict[str, dict[str, str]]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {k: v for k, v in data.items() if isinstance(v, dict)}
+
+    def get(self, key: tuple[str, str]) -> str | None:
+        value = self._read().get(key[0], {}).get(key[1])
+        return value if isinstance(value, str) and value else None
+
+    def put(self, key: tuple[str, str], context_id: str | None) -> None:
+        """Remember ``context_id`` for ``key``; ``None`` forgets it."""
+        data = self._read()
+        contexts = data.setdefault(key[0], {})
+        if context_id is None:
+            contexts.pop(key[1], None)
+        else:
+            contexts[key[1]] = context_id
+        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            temporary.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+            temporary.replace(self.path)  # another chat never reads half a file
+        except OSError:
+            temporary.unlink(missing_ok=True)
+
+
+class _Loop:
+    """An event loop running on a thread of its own while the chat lasts."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="chat", daemon=True)
+        self._thread.start()
+
+    def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+
+    def run(self, coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run ``coroutine`` on the loop and wait for it; Ctrl-C interrupts the wait."""
+        return self.submit(coroutine).result(timeout)
+
+    def close(self) -> None:
+        """Cancel what still runs (an abandoned answer), then stop the loop and its thread."""
+        with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
+            self.run(_cancel_others(), timeout=5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+
+async def _cancel_others() -> None:
+    others = asyncio.all_tasks() - {asyncio.current_task()}
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)
+    await asyncio.get_running_loop().shutdown_asyncgens()
+
+
+@contextlib.contextmanager
+def _running_loop() -> Iterator[_Loop]:
+    loop = _Loop()
+    try:
+        yield loop
+    finally:
+        loop.close()
+
+
+class _EmbeddedHub:
+    """The hub on the settings of ``serve``, served on a free loopback port of this
+    process while the chat lasts; its log goes to a file in the data directory, not
+    between the lines of the chat."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.log_file = settings.data_dir / HUB_LOG_FILE
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, loop: _Loop) -> str:
+        """Start the hub; its base URL. Exits, saying why, if it cannot start."""
+        _dim(f"starting the hub... (its log: {self.log_file})")
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        settings = self.settings.model_copy(
+            update={"host": "127.0.0.1", "port": sock.getsockname()[1], "public_base_url": url}
+        )
+        self._log_to_file(settings)
+        import uvicorn
+
+        from persona_agent.api.app import create_app
+        from persona_agent.errors import ConfigError, PersonaFileError
+
+        try:
+            application = create_app(settings)
+        except (ConfigError, PersonaFileError) as error:
+            sock.close()
+            _fail(f"Cannot start the hub: {error}")
+        config = uvicorn.Config(
+            application,
+            lifespan="on",
+            log_config=None,  # the hub's redacting logging, to the file
+            timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_seconds)),
+        )
+        self._server = uvicorn.Server(config)
+        if not loop.run(self._serve(self._server, sock)):
+            _fail(f"The hub did not start: see its log, {self.log_file}")
+        return url
+
+    async def _serve(self, server: uvicorn.Server, sock: socket.socket) -> bool:
+        """Whether the server started (its start-up, the lifespan, may have failed)."""
+        self._task = asyncio.create_task(server.serve(sockets=[sock]))
+        while not server.started:
+            if self._task.done():
+                if (error := self._task.exception()) is not None:
+                    logging.getLogger(__name__).error("The hub stopped", exc_info=error)
+                return False
+            await asyncio.sleep(0.02)
+        return True
+
+    async def stop(self) -> None:
+        """Stop the hub, its lifespan's shutdown included."""
+        if self._server is None or self._task is None or self._task.done():
+            return
+        self._server.should_exit = True
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            async with asyncio.timeout(self.settings.shutdown_grace_seconds + 5):
+                await self._task
+
+    def _log_to_file(self, settings: Settings) -> None:
+        from persona_agent.cli.commands import configured_secrets
+        from persona_agent.observe.logs import configure_logging
+
+        root = logging.getLogger()
+        try:
+            configure_logging(
+                settings.log_level, configured_secrets(settings, os.environ), settings.log_format
+            )
+            self.log_file.parent.mkdir(parents=True, exist_ok=True)
+            to_file = logging.FileHandler(self.log_file, encoding="utf-8")
+        except (ValueError, OSError) as error:
+            _fail(f"Cannot start the hub: its log: {error}")
+        for handler in list(root.handlers):  # the one configure_logging set, to stderr
+            to_file.setFormatter(handler.formatter)
+            root.removeHandler(handler)
+        root.addHandler(to_file)
+
+
+def _settings(**values: Any) -> Settings:
+    """The settings, the options given over the environment; bad ones exit with each
+    setting's problem (as the other commands do, in cli.py, which imports this module)."""
+    try:
+        return Settings(**{k: v for k, v in values.items() if v is not None})
+    except ValidationError as error:
+        # Without the values given: one may be a secret.
+        problems = [
+            f"  PERSONA_AGENT_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}"
+            for e in error.errors(include_url=False, include_input=False)
+        ]
+        typer.secho("Invalid settings:\n" + "\n".join(problems), err=True, fg="red")
+        raise typer.Exit(2) from error
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    typer.secho(f"error: {message}", err=True, fg="red")
+    raise typer.Exit(code)
+
+
+def _dim(text: str) -> None:
+    typer.secho(text, dim=True)
+
+
+def chat(
+    persona_id: Annotated[
+        str | None,
+        typer.Argument(help="The persona to talk with (omit it with --agent)", show_default=False),
+    ] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url",
+            envvar="PERSONA_AGENT_URL",
+            show_envvar=True,
+            help="Base URL of a running hub (http://host:port); without it, the chat "
+            "starts a hub in its own process",
+            show_default=False,
+        ),
+    ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent",
+            help="Any A2A agent instead of a persona: the URL of its agent card, or its base "
+            "URL (card at /.well-known/agent-card.json)",
+            show_default=False,
+        ),
+    ] = None,
+    context: Annotated[
+        str | None,
+        typer.Option(
+            "--context", help="Continue this conversation (its A2A contextId)", show_default=False
+        ),
+    ] = None,
+    new: Annotated[
+        bool, typer.Option("--new", help="Start a new conversation, not the last one")
+    ] = False,
+    personas_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--personas-dir",
+            "-d",
+            help="Persona directory of the hub the chat starts (without --url); "
+            "default: PERSONA_AGENT_PERSONAS_DIR or ./personas",
+            show_default=False,
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            envvar="PERSONA_AGENT_API_KEY",
+            show_envvar=True,
+            help="API key (sent as a Bearer token), if the hub or agent requires one",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Chat with a persona in the terminal, over A2A; answers stream as they are written.
+
+    chat ID: the persona of a hub started in this process, on the settings of serve (with
+    no LLM configured, the embedded model; its log goes to chat-hub.log in the data
+    directory).
+
+    chat ID --url http://host:port: the persona of a hub that is running.
+
+    chat --agent URL: any A2A agent, by the URL of its agent card or its base URL.
+
+    The conversation goes on across runs: the last one with each persona of each hub is
+    remembered in the data directory (PERSONA_AGENT_DATA_DIR, chat-contexts.json). --new
+    starts a new one; --context ID continues any.
+
+    In the chat: /help, /new, /persona ID, /quit. Ctrl-C cancels an answer while it is
+    written; at the prompt, Ctrl-C or Ctrl-D leaves. See docs/chat.md.
+    """
+    if agent is not None and (persona_id is not None or url is not None):
+        _fail("--agent names the agent to talk with: give it without a persona id or --url", 2)
+    if agent is None and persona_id is None:
+        _fail("name a persona (persona-agent chat socrates) or an agent (--agent URL)", 2)
+    if context is not None and new:
+        _fail("--context continues a conversation and --new starts one: give only one", 2)
+    settings = _settings(personas_dir=personas_dir)
+    memory = ContextMemory(settings.data_dir / CONTEXTS_FILE)
+    with _running_loop() as loop:
+        try:
+            _chat(loop, settings, memory, persona_id, url, agent, context, new, api_key)
+        except KeyboardInterrupt:  # while starting; at the prompt, the chat ends by itself
+            typer.echo()
+            raise typer.Exit(130) from None
+
+
+def _chat(
+    loop: _Loop,
+    settings: Settings,
+    memory: ContextMemory,
+    persona_id: str | None,
+    url: str | None,
+    agent: str | None,
+    context: str | None,
+    new: bool,
+    api_key: str | None,
+) -> None:
+    import httpx
+
+    from persona_agent.cli.a2a_chat import TIMEOUT, ChatError, ChatSession, Target
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    http = httpx.AsyncClient(timeout=TIMEOUT, headers=headers)
+    session = ChatSession(http, lambda t, context_id: memory.put(t.key, context_id))
+    hub = None
+    try:
+        if agent is not None:
+            target = Target.agent(agent)
+        elif url is not None:
+            target = Target.hub_persona(url, persona_id or "")
+        else:
+            hub = _EmbeddedHub(settings)
+            target = Target.hub_persona(hub.start(loop), persona_id or "", hub_key=EMBEDDED)
+        try:
+            loop.run(session.connect(target))
+        except ChatError as error:
+            _fail(str(error))
+        _introduce(session)
+        if context is None and not new:
+            context = memory.get(target.key)
+        _begin(session, memory, context)
+        _repl(loop, session, memory)
+    finally:
+        for closing in (session.close(), http.aclose()):
+            with contextlib.suppress(Exception):  # leaving: nothing left to tell
+                loop.run(closing, timeout=5)
+        if hub is not None:
+            loop.run(hub.stop())
+
+
+def _introduce(session: ChatSession) -> None:
+    target = session.target
+    if target.persona_id is not None and target.hub_url is not None:
+        where = f"({target.persona_id}) on {target.hub_url}"
+    else:
+        where = f"at {target.card_url}"
+    _dim(f"Talking with {session.name} {where}. /help lists the commands.")
+
+
+def _begin(session: ChatSession, memory: ContextMemory, context_id: str | None) -> None:
+    """Continue a conversation, or start a new one with the persona's greeting."""
+    from persona_agent.cli.a2a_chat import greeting
+
+    session.use_context(context_id)
+    if context_id is not None:
+        memory.put(session.target.key, context_id)
+        _dim(f"Continuing conversation {context_id} (/new starts a new one).")
+        return
+    text = greeting(session.card)
+    if text:
+        typer.echo(typer.style(f"{session.name}: ", fg="cyan", bold=True) + text)
+
+
+def _repl(loop: _Loop, session: ChatSession, memory: ContextMemory) -> None:
+    with contextlib.suppress(ImportError):
+        import readline  # noqa: F401  (line editing and history at the prompt)
+    while True:
+        try:
+            line = input("you> ").strip()
+        except (EOFError, KeyboardInterrupt):
+            typer.echo()
+            return
+        if line.startswith("/") and not line.startswith("//"):
+            if not _command(loop, session, memory, line):
+                return
+        elif line:
+            _turn(loop, session, line.removeprefix("/"))
+
+
+def _command(loop: _Loop, session: ChatSession, memory: ContextMemory, line: str) -> bool:
+    """Carry out a slash command; ``False`` to leave."""
+    from persona_agent.cli.a2a_chat import ChatError
+
+    name, _, argument = line.partition(" ")
+    argument = argument.strip()
+    target = session.target
+    if name in ("/quit", "/exit"):
+        return False
+    if name == "/help":
+        typer.echo(HELP)
+    elif name == "/new":
+        memory.put(target.key, None)
+        _dim("A new conversation.")
+        _begin(session, memory, None)
+    elif name == "/persona" and argument:
+        try:
+            loop.run(session.connect(target.switched(argument)))
+        except ChatError as error:
+            typer.secho(str(error), fg="red")
+            return True
+        _introduce(session)
+        _begin(session, memory, memory.get(session.target.key))
+    elif name == "/persona":
+        typer.echo("/persona ID: which persona?")
+    else:
+        typer.echo(f"Unknown command {name}: /help lists them.")
+    return True
+
+
+def _turn(loop: _Loop, session: ChatSession, text: str) -> None:
+    """One message and its answer; Ctrl-C while it is written cancels it."""
+    from persona_agent.cli.a2a_chat import ChatError
+
+    answer = loop.submit(session.send(text))
+    try:
+        answer.result()
+    except KeyboardInterrupt:
+        _cancel(loop, session, answer)
+    except ChatError as error:
+        typer.secho(str(error), fg="red")
+
+
+def _cancel(loop: _Loop, session: ChatSession, answer: concurrent.futures.Future[None]) -> None:
+    """Ask the agent to cancel the answer (CancelTask); it then ends the answer's stream as
+    canceled, which the answer prints. An agent that does not (or a second Ctrl-C) is left
+    to itself: the chat stops reading the answer."""
+    from persona_agent.cli.a2a_chat import CANCEL_WAIT, ChatError
+
+    try:
+        loop.run(session.cancel())
+        answer.result(timeout=CANCEL_WAIT)
+        return
+    except ChatError as error:
+        typer.secho(str(error), fg="red")
+    except (concurrent.futures.TimeoutError, KeyboardInterrupt):
+        pass
+    answer.cancel()
+    typer.secho("(stopped reading the answer)", fg="yellow")

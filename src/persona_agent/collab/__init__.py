@@ -1,0 +1,2 @@
+"""Collaboration: personas consulting each other, panels, and agents outside the hub,
+as tool sources and executors."""

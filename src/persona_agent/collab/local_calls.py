@@ -1,0 +1,215 @@
+"""Messages to the hub's own personas, in process: consultations and panels.
+
+Each call is a real A2A task of the persona called, made through the hub's request handler
+(the one the router serves, with the same checks and counts) without an HTTP hop: it is
+stored, listed and cancelable like any task, owned by the same caller, and its message
+names the task that asked for it (``referenceTaskIds``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers import RequestHandler
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatusUpdateEvent,
+)
+from a2a.utils.errors import InvalidRequestError
+
+from persona_agent.a2a.context_keys import (
+    BUDGET_STATE_KEY,
+    CALLER_KEY,
+    CONSULT_CHAIN_KEY,
+    PERSONA_STATE_KEY,
+    PRINCIPAL_STATE_KEY,
+    REQUEST_ID_KEY,
+    WHOLE_ANSWER_STATE_KEY,
+)
+
+__all__ = ["LocalCalls", "LocalEnd", "LocalEvent", "LocalStart", "LocalText", "text_of"]
+
+logger = logging.getLogger(__name__)
+
+CANCEL_TIMEOUT = 1.0
+"""Seconds an abandoned call's cancel may take."""
+
+
+@dataclass(frozen=True, slots=True)
+class LocalStart:
+    """The task answering the call exists."""
+
+    task_id: str
+    context_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class LocalText:
+    """A piece of the answer, as it streams."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class LocalEnd:
+    """The task ended: ``state`` (``completed``, ``failed``, ``canceled``, ``rejected``, or
+    ``input-required``/``auth-required`` when it waits), with its final message's text."""
+
+    task_id: str
+    state: str
+    text: str
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "completed"
+
+
+LocalEvent = LocalStart | LocalText | LocalEnd
+
+_STATE_NAMES = {
+    TaskState.TASK_STATE_COMPLETED: "completed",
+    TaskState.TASK_STATE_FAILED: "failed",
+    TaskState.TASK_STATE_CANCELED: "canceled",
+    TaskState.TASK_STATE_REJECTED: "rejected",
+    TaskState.TASK_STATE_INPUT_REQUIRED: "input-required",
+    TaskState.TASK_STATE_AUTH_REQUIRED: "auth-required",
+}
+
+
+class LocalCalls:
+    """Sends messages to the hub's personas through ``handler`` (a
+    :class:`~persona_agent.a2a.forwarding.PersonaRequestHandler`)."""
+
+    def __init__(self, handler: RequestHandler) -> None:
+        self.handler = handler
+
+    async def stream(
+        self,
+        persona_id: str,
+        text: str,
+        *,
+        origin: Any = None,
+        chain: tuple[str, ...] = (),
+        context_id: str = "",
+        reference_task_ids: tuple[str, ...] = (),
+        whole: bool = False,
+    ) -> AsyncGenerator[LocalEvent, None]:
+        """Ask ``persona_id``: :class:`LocalStart`, the answer as :class:`LocalText`, then
+        :class:`LocalEnd`. ``origin``: the call context of the turn asking (its caller owns
+        the new task); ``chain``: the personas asking, outermost first.
+
+        A call the caller may not make (the handler's authorization) ends at once,
+        ``rejected``, with the reason and no task. Closing the iterator (or cancelling its
+        consumer) before the end cancels the task, within :data:`CANCEL_TIMEOUT` seconds.
+        ``whole``: the answer comes as one :class:`LocalText` at the end (fewer events, for
+        a caller that waits for it anyway).
+        """
+        context = self._context(persona_id, origin, chain)
+        context.state[WHOLE_ANSWER_STATE_KEY] = whole
+        if isinstance(origin, ServerCallContext) and BUDGET_STATE_KEY in origin.state:
+            # The asking task's budget itself (not a copy): the whole tree spends one.
+            context.state[BUDGET_STATE_KEY] = origin.state[BUDGET_STATE_KEY]
+        message = Message(
+            message_id=str(uuid.uuid4()),
+            role=Role.ROLE_USER,
+            parts=[Part(text=text)],
+            context_id=context_id,
+            reference_task_ids=list(reference_task_ids),
+        )
+        task_id = ""
+        ended = False
+        events = self.handler.on_message_send_stream(SendMessageRequest(message=message), context)
+        try:
+            async with aclosing(events), aclosing(_refusals_ended(events)) as stream:
+                async for event in stream:
+                    if isinstance(event, Task):
+                        if not task_id:
+                            task_id = event.id
+                            yield LocalStart(event.id, event.context_id)
+                        if event.status.state in _STATE_NAMES:  # ended before streaming
+                            ended = True
+                            yield _end(event.id, event.status.state, event.status.message)
+                            return
+                    elif isinstance(event, TaskArtifactUpdateEvent):
+                        chunk = "".join(part.text for part in event.artifact.parts)
+                        if chunk:
+                            yield LocalText(chunk)
+                    elif isinstance(event, TaskStatusUpdateEvent):
+                        state = event.status.state
+                        if state in _STATE_NAMES:
+                            ended = True
+                            yield _end(event.task_id, state, event.status.message)
+                            return
+                    elif isinstance(event, Message):  # an agent that answers with a message
+                        ended = True
+                        yield LocalEnd(task_id, "completed", text_of(event))
+                        return
+                    elif isinstance(event, LocalEnd):  # refused: no task was made
+                        ended = True
+                        yield event
+                        return
+        finally:
+            if task_id and not ended:
+                await self._cancel(task_id, context)
+
+    async def _cancel(self, task_id: str, context: ServerCallContext) -> None:
+        try:
+            async with asyncio.timeout(CANCEL_TIMEOUT):
+                await asyncio.shield(
+                    self.handler.on_cancel_task(CancelTaskRequest(id=task_id), context)
+                )
+        except Exception as error:  # it ended meanwhile, or the hub is closing
+            logger.debug("cancel of the local task %s: %r", task_id, error)
+
+    @staticmethod
+    def _context(persona_id: str, origin: Any, chain: tuple[str, ...]) -> ServerCallContext:
+        state: dict[str, Any] = {PERSONA_STATE_KEY: persona_id, CONSULT_CHAIN_KEY: chain}
+        if isinstance(origin, ServerCallContext):
+            for key in (CALLER_KEY, REQUEST_ID_KEY, PRINCIPAL_STATE_KEY):
+                if key in origin.state:
+                    state[key] = origin.state[key]
+            return ServerCallContext(
+                user=origin.user,
+                tenant=origin.tenant,
+                state=state,
+                requested_extensions=set(origin.requested_extensions),
+            )
+        return ServerCallContext(state=state)
+
+
+async def _refusals_ended(
+    events: AsyncGenerator[Any, None],
+) -> AsyncGenerator[Any, None]:
+    """``events``; a refusal of the call (the handler's authorization: Invalid request with
+    an HTTP status of 401 or 403) becomes a ``rejected`` end."""
+    try:
+        async for event in events:
+            yield event
+    except InvalidRequestError as error:
+        status = (error.data or {}).get("httpStatus")
+        if status not in (401, 403):
+            raise
+        yield LocalEnd("", "rejected", error.message)
+
+
+def text_of(message: Message) -> str:
+    """The text parts of an agent's message (its data parts, such as the cost, left out)."""
+    return "\n".join(part.text for part in message.parts if part.text)
+
+
+def _end(task_id: str, state: TaskState, message: Message) -> LocalEnd:
+    return LocalEnd(task_id, _STATE_NAMES[state], text_of(message))

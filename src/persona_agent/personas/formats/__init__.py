@@ -1,0 +1,1 @@
+"""Persona formats: bounded YAML and JSON, Tavern character cards, PNG, lorebooks."""
