@@ -47,8 +47,12 @@ def test_a_dated_model_name_takes_the_longest_matching_price(tmp_path: Path) -> 
 
 
 def test_the_local_model_is_free_unless_priced(tmp_path: Path) -> None:
-    assert load_prices(None).cost(LOCAL_MODEL_NAME, Usage(500, 100)) == 0
-    priced = load_prices(_file(tmp_path, f"{LOCAL_MODEL_NAME}: {{input: 1, output: 1}}\n"))
+    free = (LOCAL_MODEL_NAME,)  # as the hub loads its prices
+    assert load_prices(None, free=free).cost(LOCAL_MODEL_NAME, Usage(500, 100)) == 0
+    assert load_prices(None).cost(LOCAL_MODEL_NAME, Usage(500, 100)) is None
+    priced = load_prices(
+        _file(tmp_path, f"{LOCAL_MODEL_NAME}: {{input: 1, output: 1}}\n"), free=free
+    )
     assert priced.cost(LOCAL_MODEL_NAME, Usage(500, 100)) == pytest.approx(600 / 1_000_000)
 
 

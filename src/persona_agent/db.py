@@ -31,6 +31,7 @@ from sqlalchemy import (
     Text,
     event,
     func,
+    text,
 )
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, InvalidRequestError, NoSuchModuleError
@@ -59,6 +60,10 @@ __all__ = [
     "upgrade_db",
     "usage_table",
 ]
+
+NOTIFY = text("SELECT pg_notify(:channel, :payload)")
+"""PostgreSQL: notify ``channel`` with ``payload`` (at most 8000 bytes) when the transaction
+commits (replicas listen: :mod:`persona_agent.cluster.notify`)."""
 
 metadata = MetaData()
 

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, TypeGuard
 
 from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm.base import LLMBackend
-from persona_agent.personas.formats.bounded import Limits
 from persona_agent.personas.model import Persona
 from persona_agent.personas.store import FilePersonaStore, PersonaStore
 from persona_agent.security.authentication import ApiKeys, Authenticator, OidcVerifier
+from persona_agent.security.limits import Limits
 from persona_agent.settings import Settings
 
 if TYPE_CHECKING:

@@ -12,7 +12,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from persona_agent.cli.commands import app, configured_secrets
+from persona_agent.cli.commands import app
+from persona_agent.cli.secrets import configured_secrets
 from persona_agent.settings import Settings
 from tests.quality import assert_reads_as_the_persona
 from tests.servers.hub_process import hub_process

@@ -14,12 +14,12 @@ from pydantic import ValidationError
 from persona_agent.a2a.cards import build_agent_card
 from persona_agent.errors import PersonaFileError
 from persona_agent.personas.bounds import NAME_REPEATS, OPENING_CHARS, rendered_chars
-from persona_agent.personas.formats.bounded import Limits
 from persona_agent.personas.formats.lorebook import LoreSelection
 from persona_agent.personas.loader import read_persona
 from persona_agent.personas.macros import MAX_USER_NAME_CHARS, apply_macros, expanded_length
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import conversation_turns, render_system_prompt
+from persona_agent.security.limits import Limits
 from tests.personas import persona_data
 
 LIMIT = "(PERSONA_AGENT_MAX_PERSONA_BYTES)"

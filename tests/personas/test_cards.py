@@ -11,7 +11,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from persona_agent.errors import PersonaFileError
-from persona_agent.personas.formats.bounded import Limits
 from persona_agent.personas.formats.lore_keys import regex_problem
 from persona_agent.personas.formats.tavern import (
     CardSpec,
@@ -27,6 +26,7 @@ from persona_agent.personas.loader import (
 )
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import render_system_prompt
+from persona_agent.security.limits import Limits
 from tests.personas import persona_data
 from tests.personas.cards import (
     MIRA_V2,

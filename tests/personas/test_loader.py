@@ -11,13 +11,7 @@ import pytest
 import yaml
 
 from persona_agent.errors import PersonaFileError
-from persona_agent.personas.formats.bounded import (
-    LimitExceeded,
-    Limits,
-    StrictLoader,
-    load_json,
-    load_yaml,
-)
+from persona_agent.personas.formats.bounded import StrictLoader, load_json, load_yaml
 from persona_agent.personas.loader import (
     dump_persona_yaml,
     load_persona_file,
@@ -25,6 +19,7 @@ from persona_agent.personas.loader import (
     persona_to_data,
 )
 from persona_agent.personas.model import Persona
+from persona_agent.security.limits import LimitExceeded, Limits
 from tests.personas import BUNDLED, persona_data, write_yaml
 
 

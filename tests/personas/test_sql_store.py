@@ -16,8 +16,8 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from persona_agent.cluster.notify import NOTIFY, Listener
-from persona_agent.db import create_engine, metadata, personas_table
+from persona_agent.cluster.notify import Listener
+from persona_agent.db import NOTIFY, create_engine, metadata, personas_table
 from persona_agent.errors import (
     PersonaExistsError,
     PersonaFileError,

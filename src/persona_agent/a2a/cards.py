@@ -23,8 +23,8 @@ from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, Tran
 from persona_agent import __version__
 from persona_agent.a2a.extensions import cost_extension, greeting_extension
 from persona_agent.a2a.input import READABLE_FILE_TYPES
-from persona_agent.collab.panel_prompts import card_description, card_tags
 from persona_agent.personas.model import Persona
+from persona_agent.personas.panel_listing import card_description, card_tags
 from persona_agent.personas.prompt import apply_macros, render_greeting
 from persona_agent.security.authentication import SCOPE_A2A, Access, Authenticator
 

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 from a2a.helpers.proto_helpers import new_task_from_user_message
-from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.agent_execution import RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
@@ -28,6 +28,7 @@ from persona_agent.a2a.context_keys import (
 )
 from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload
 from persona_agent.a2a.input import message_text
+from persona_agent.a2a.lifecycle import TaskExecutor
 from persona_agent.chat.budget import BudgetLimits, CallBudget
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.events import Done, Token, ToolEnd, ToolOutput, ToolStart
@@ -53,7 +54,7 @@ logger = logging.getLogger(__name__)
 ANSWER_ARTIFACT_NAME = "answer"
 
 
-class PersonaAgentExecutor(AgentExecutor):
+class PersonaAgentExecutor(TaskExecutor):
     """Runs one persona's answers as A2A tasks.
 
     ``execute()`` emits ``working``, streams the answer as artifact-update chunks

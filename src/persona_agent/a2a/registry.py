@@ -29,18 +29,22 @@ from persona_agent.a2a.context_keys import TERMINAL_STATES
 from persona_agent.a2a.directory import HubDirectory
 from persona_agent.a2a.executor import PersonaAgentExecutor
 from persona_agent.a2a.forwarding import MAX_ID_LENGTH, PersonaRequestHandler, TaskListing
+from persona_agent.a2a.lifecycle import TaskExecutor
 from persona_agent.a2a.router import A2ARouter
 from persona_agent.a2a.sdk_fixes.validation import LeanValidationHandler
 from persona_agent.a2a.services import HubServices
 from persona_agent.chat.engine import ChatEngine
-from persona_agent.collab.local_calls import LocalCalls
-from persona_agent.collab.panel_executor import PanelExecutor
 from persona_agent.personas.model import Persona
 from persona_agent.personas.store import PersonaChange
 
-__all__ = ["A2ARegistry", "PersonaApp"]
+__all__ = ["A2ARegistry", "PanelExecutors", "PersonaApp", "TaskExecutor"]
 
 logger = logging.getLogger(__name__)
+
+
+PanelExecutors = Callable[[Persona], TaskExecutor]
+"""Builds a panel's executor (the collaboration package's, given by ``create_app``: the
+protocol edge does not know how panels meet)."""
 
 
 class PersonaApp:
@@ -57,37 +61,26 @@ class PersonaApp:
         engine: ChatEngine,
         task_store: TaskStore | VersionedTaskStore,
         services: HubServices | None = None,
-        members: tuple[LocalCalls, Callable[[str], Persona | None]] | None = None,
+        *,
+        executor: TaskExecutor | None = None,
+        lookup: Callable[[str], Persona | None] | None = None,
     ) -> None:
-        """``members``: how a panel asks its members (the registry's local calls and
-        persona lookup); a persona with ``panel:`` needs it."""
+        """``executor``: what answers its tasks (default: the persona's chat executor; a
+        panel's is given); ``lookup``: the hub's personas, for a panel's members' names."""
         self.persona = persona
         self._services = services = services or HubServices()
-        self.executor: PersonaAgentExecutor | PanelExecutor
-        if persona.panel is not None:
-            if members is None:
-                raise ValueError(f"the panel {persona.id} needs its members' calls")
-            self.executor = PanelExecutor(
-                persona,
-                *members,
-                audit=services.audit,
-                quotas=services.quotas,
-                metrics=services.metrics,
-                budget=services.budget,
-            )
-        else:
-            self.executor = PersonaAgentExecutor(
-                persona,
-                engine,
-                services.audit,
-                services.quotas,
-                services.metrics,
-                budget=services.budget,
-            )
+        self.executor: TaskExecutor = executor or PersonaAgentExecutor(
+            persona,
+            engine,
+            services.audit,
+            services.quotas,
+            services.metrics,
+            budget=services.budget,
+        )
         self._base_url = base_url
         self._task_store = task_store
         self._engine = engine
-        self._lookup = members[1] if members is not None else None
+        self._lookup = lookup
 
     @cached_property
     def card(self) -> AgentCard:
@@ -170,11 +163,14 @@ class A2ARegistry:
         task_listing: TaskListing = "context",
         max_id_length: int = MAX_ID_LENGTH,
         services: HubServices | None = None,
+        panel_executors: PanelExecutors | None = None,
     ) -> None:
         """``task_listing``, ``max_id_length``: see :class:`PersonaRequestHandler`;
         ``services``: authentication, limits, audit, push notifications, avatars, card
-        signatures (none: a hub that serves everyone, as it ships)."""
+        signatures (none: a hub that serves everyone, as it ships); ``panel_executors``:
+        how a panel answers (none: a persona with ``panel:`` is refused)."""
         self._engine = engine
+        self._panel_executors = panel_executors
         self.shutdown_grace_period = shutdown_grace_period
         self._task_store = task_store
         self.base_url = base_url
@@ -194,17 +190,15 @@ class A2ARegistry:
             directory=self.directory,
         )
         """The ASGI side: what ``/a2a`` is mounted on."""
-        self.local_calls = LocalCalls(
-            PersonaRequestHandler(
-                self.app_for,
-                task_listing=task_listing,
-                max_id_length=max_id_length,
-                metrics=self.services.metrics,
-                authorization=self.services.authorization,
-            )
+        self.local_handler = PersonaRequestHandler(
+            self.app_for,
+            task_listing=task_listing,
+            max_id_length=max_id_length,
+            metrics=self.services.metrics,
+            authorization=self.services.authorization,
         )
-        """Messages to the served personas from within the hub (consultations, panels),
-        through the same forwarding handler as the router's."""
+        """For messages to the served personas from within the hub (consultations,
+        panels): the same forwarding handler as the router's, and the same checks."""
 
     # -- the registry -------------------------------------------------------
 
@@ -271,13 +265,19 @@ class A2ARegistry:
             self.remove(change.persona_id)
 
     def _build(self, persona: Persona) -> PersonaApp:
+        executor: TaskExecutor | None = None
+        if persona.panel is not None:
+            if self._panel_executors is None:
+                raise ValueError(f"the panel {persona.id} cannot be served: no panels here")
+            executor = self._panel_executors(persona)
         return PersonaApp(
             persona,
             self.base_url,
             self._engine,
             self._task_store,
             self.services,
-            members=(self.local_calls, self.persona),
+            executor=executor,
+            lookup=self.persona,
         )
 
     async def aclose(self) -> None:

@@ -38,7 +38,9 @@ from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.tools import MCPTools, ToolSource, ToolSources
 from persona_agent.chat.usage import UsageLog
 from persona_agent.collab.consultation import Consultations
-from persona_agent.collab.panel_prompts import panel_listing, warn_panel_problems, with_panels
+from persona_agent.collab.local_calls import LocalCalls
+from persona_agent.collab.panel_executor import PanelExecutor
+from persona_agent.collab.panel_prompts import warn_panel_problems
 from persona_agent.db import GroupCommitWriter, create_engine, prepare_db
 from persona_agent.errors import (
     ConfigError,
@@ -48,6 +50,7 @@ from persona_agent.errors import (
     PreconditionFailedError,
 )
 from persona_agent.llm.base import LLMBackend
+from persona_agent.llm.local.weights import LOCAL_MODEL_NAME
 from persona_agent.observe.metrics import CONTENT_TYPE_LATEST, HubMetrics
 from persona_agent.observe.pricing import load_prices
 from persona_agent.observe.tracing import start_tracing
@@ -61,6 +64,8 @@ from persona_agent.parts import (
     warn_unknown_tool_servers,
 )
 from persona_agent.personas.formats.card_pngs import CardPngs
+from persona_agent.personas.model import Persona
+from persona_agent.personas.panel_listing import panel_listing, with_panels
 from persona_agent.personas.store import FilePersonaStore, PersonaStore
 from persona_agent.personas.watcher import watch_personas
 from persona_agent.retention import Retention, RetentionLimits
@@ -193,7 +198,7 @@ def create_app(settings: Settings) -> FastAPI:
         tools,
         max_tool_iterations=settings.max_tool_iterations,
         locks=cluster.locks if cluster is not None else None,
-        prices=load_prices(settings.llm_prices),
+        prices=load_prices(settings.llm_prices, free=(LOCAL_MODEL_NAME,)),
         usage=usage,
         metrics=metrics,
     )
@@ -269,6 +274,18 @@ def create_app(settings: Settings) -> FastAPI:
             tool_calls=settings.request_budget_tool_calls,
         ),
     )
+
+    def panel_executor(persona: Persona) -> PanelExecutor:
+        return PanelExecutor(
+            persona,
+            local_calls,
+            registry.persona,
+            audit=services.audit,
+            quotas=services.quotas,
+            metrics=services.metrics,
+            budget=services.budget,
+        )
+
     registry = A2ARegistry(
         engine=engine,
         task_store=task_store,
@@ -278,11 +295,14 @@ def create_app(settings: Settings) -> FastAPI:
         task_listing=settings.task_listing,
         max_id_length=settings.max_id_length,
         services=services,
+        panel_executors=panel_executor,
     )
+    # Messages to the hub's own personas from within it (consultations, panels).
+    local_calls = LocalCalls(registry.local_handler)
     if metrics is not None:
         metrics.count_personas(lambda: len(registry))
     consultations = Consultations(
-        registry.local_calls,
+        local_calls,
         registry.persona,
         registry.personas,
         max_depth=settings.consult_depth,
@@ -484,6 +504,7 @@ def create_app(settings: Settings) -> FastAPI:
         own_origins=[settings.public_base_url or ""],
         cors_origins=origins,
         audit=audit,
+        a2a_prefix=A2A_PREFIX,
     )
     return app
 

@@ -202,7 +202,7 @@ class _EmbeddedHub:
                 await self._task
 
     def _log_to_file(self, settings: Settings) -> None:
-        from persona_agent.cli.commands import configured_secrets
+        from persona_agent.cli.secrets import configured_secrets
         from persona_agent.observe.logs import configure_logging
 
         root = logging.getLogger()

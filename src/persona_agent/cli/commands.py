@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import re
 import shutil
 import socket
 import sys
@@ -19,14 +18,15 @@ from pydantic import ValidationError
 from persona_agent import __version__
 from persona_agent.cli.chat import chat
 from persona_agent.cli.personas import personas_app
+from persona_agent.cli.secrets import configured_secrets
 from persona_agent.errors import ConfigError, PersonaFileError
-from persona_agent.observe.logs import configure_logging, url_passwords
+from persona_agent.observe.logs import configure_logging
 from persona_agent.parts import persona_limits
-from persona_agent.personas.formats.bounded import image_too_large, too_large
 from persona_agent.personas.formats.tavern import CardSpec
 from persona_agent.personas.loader import PERSONA_SUFFIXES, load_persona_file, read_persona
 from persona_agent.personas.model import PERSONA_ID_PATTERN, Persona, is_valid_persona_id
 from persona_agent.personas.scan import load_persona_dir
+from persona_agent.security.limits import image_too_large, too_large
 from persona_agent.settings import Settings
 
 # The server's modules (a2a-sdk, FastAPI, uvicorn: about a second on two cores) are
@@ -214,39 +214,6 @@ def _listen_problem(host: str, port: int) -> str | None:
                     )
                 return f"cannot listen on {host}:{port}: {error.strerror}"
     return None
-
-
-_SECRET_NAME = re.compile(r"(?i)key|token|secret|passw|credential|auth|cookie")
-"""An MCP server's header or environment variable whose value is a secret."""
-
-
-def configured_secrets(settings: Settings, environ: Mapping[str, str]) -> list[str]:
-    """Every secret the hub is configured with, for the log to redact wherever it shows:
-    the API keys, the LLM key, the passwords of the database and LLM URLs, and the MCP
-    servers' credentials (headers and environment variables named like one, the token of a
-    ``Bearer TOKEN`` alone too, passwords in their URLs)."""
-    from persona_agent.security.api_keys import keys_in_clear
-
-    found = [
-        *keys_in_clear(settings.api_keys, settings.api_keys_file),
-        settings.llm_api_key or "",
-        settings.push_config_key or "",
-        *url_passwords(settings.database_url, settings.llm_base_url),
-    ]
-    if settings.mcp_config is None:
-        return found
-    from persona_agent.mcp.config import load_mcp_config
-
-    try:
-        mcp = load_mcp_config(settings.mcp_config, environ)
-    except ConfigError:
-        return found  # create_app refuses to start, naming the problem
-    for server in mcp.servers.values():
-        for name, value in (*server.headers.items(), *server.env.items()):
-            if _SECRET_NAME.search(name):
-                found += [value, value.partition(" ")[2]]
-        found += url_passwords(server.url)
-    return found
 
 
 TRACING_SWITCH = "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"

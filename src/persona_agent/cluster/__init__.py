@@ -20,10 +20,10 @@ from sqlalchemy import text
 
 from persona_agent.cluster.advisory_locks import AdvisoryLocks
 from persona_agent.cluster.leases import ReplicaLease, new_replica_id
-from persona_agent.cluster.notify import NOTIFY, Listener
+from persona_agent.cluster.notify import Listener
 from persona_agent.cluster.task_events import PgTaskEventStream
 from persona_agent.cluster.tasks import CANCEL_CHANNEL, ClusterTaskStore
-from persona_agent.db import GroupCommitWriter
+from persona_agent.db import NOTIFY, GroupCommitWriter
 
 __all__ = ["Cluster"]
 

@@ -19,8 +19,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import TextClause, text
+from sqlalchemy import TextClause
 from sqlalchemy.engine import URL
+
+from persona_agent.db import NOTIFY
 
 if TYPE_CHECKING:
     import asyncpg  # type: ignore[import-untyped]
@@ -28,9 +30,6 @@ if TYPE_CHECKING:
 __all__ = ["Listener", "asyncpg_dsn", "notify_statement"]
 
 logger = logging.getLogger(__name__)
-
-NOTIFY = text("SELECT pg_notify(:channel, :payload)")
-"""Notify ``channel`` with ``payload`` (at most 8000 bytes) when the transaction commits."""
 
 
 def asyncpg_dsn(url: URL) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from a2a.helpers.proto_helpers import new_task_from_user_message
-from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.agent_execution import RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
@@ -32,6 +32,7 @@ from persona_agent.a2a.context_keys import (
 from persona_agent.a2a.executor import conversation_key, data_value, task_budget
 from persona_agent.a2a.extensions import COST_EXTENSION_URI, tree_cost
 from persona_agent.a2a.input import message_text
+from persona_agent.a2a.lifecycle import TaskExecutor
 from persona_agent.chat.budget import BudgetLimits, CallBudget
 from persona_agent.collab.local_calls import LocalCalls
 from persona_agent.collab.meeting import Meeting
@@ -52,7 +53,7 @@ PANEL_DATA_KIND = "panel"
 _CANCELED = "Canceled at the client's request"
 
 
-class PanelExecutor(AgentExecutor):
+class PanelExecutor(TaskExecutor):
     """Runs a panel's answers as A2A tasks.
 
     ``execute()`` emits ``working``, a ``working`` status as each member's task starts

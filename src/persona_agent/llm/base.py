@@ -9,6 +9,7 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from persona_agent.observe.usage import Usage
 from persona_agent.personas.model import Persona
 
 __all__ = [
@@ -56,25 +57,6 @@ async def next_batch(
 
 Message = dict[str, Any]
 """A chat message in the OpenAI format: ``{"role": ..., "content": ..., ...}``."""
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_prompt_tokens: int = 0
-    """Of ``prompt_tokens``, those the server read from its prompt cache (priced apart)."""
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            self.prompt_tokens + other.prompt_tokens,
-            self.completion_tokens + other.completion_tokens,
-            self.cached_prompt_tokens + other.cached_prompt_tokens,
-        )
 
 
 @dataclass(frozen=True, slots=True)

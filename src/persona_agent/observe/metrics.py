@@ -23,7 +23,7 @@ from prometheus_client import (
 )
 
 from persona_agent import __version__
-from persona_agent.llm.base import Usage
+from persona_agent.observe.usage import Usage
 
 __all__ = ["CONTENT_TYPE_LATEST", "HubMetrics"]
 

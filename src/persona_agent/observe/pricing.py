@@ -8,7 +8,8 @@ in US dollars per million tokens::
 
 A model is found by its exact name, else by the longest name in the file that starts
 it (``gpt-4o-mini`` prices ``gpt-4o-mini-2024-07-18``, the dated name a server may
-answer with). The embedded local model costs nothing unless the file says otherwise.
+answer with). The models named free (the embedded local model) cost nothing unless the
+file says otherwise.
 Prompt tokens the server reports as read from its cache are priced at ``cached_input``
 (at ``input`` when the file gives none).
 """
@@ -21,8 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from persona_agent.errors import ConfigError
-from persona_agent.llm.base import Usage
-from persona_agent.llm.local.weights import LOCAL_MODEL_NAME
+from persona_agent.observe.usage import Usage
 
 __all__ = ["Price", "PriceTable", "load_prices"]
 
@@ -55,8 +55,10 @@ FREE = Price(input=0, output=0)
 class PriceTable:
     """Prices by model name (see the module docstring for how a name is found)."""
 
-    def __init__(self, prices: dict[str, Price] | None = None) -> None:
-        self._prices = {LOCAL_MODEL_NAME: FREE, **(prices or {})}
+    def __init__(
+        self, prices: dict[str, Price] | None = None, *, free: tuple[str, ...] = ()
+    ) -> None:
+        self._prices = {**dict.fromkeys(free, FREE), **(prices or {})}
         self._by_length = sorted(self._prices, key=len, reverse=True)
 
     def price(self, model: str) -> Price | None:
@@ -75,15 +77,16 @@ class PriceTable:
         return None if price is None else price.cost(usage)
 
 
-def load_prices(path: Path | None) -> PriceTable:
-    """The price table of the file at ``path`` (none: only the local model's, free).
+def load_prices(path: Path | None, *, free: tuple[str, ...] = ()) -> PriceTable:
+    """The price table of the file at ``path``, with the models ``free`` at no cost unless
+    the file prices them (no file: only those).
 
     Raises:
         ConfigError: the file cannot be read, is not YAML or JSON, or a model's prices
             are not numbers (the message names the file, the model and the field).
     """
     if path is None:
-        return PriceTable()
+        return PriceTable(free=free)
     try:
         if path.stat().st_size > _MAX_PRICE_FILE_BYTES:
             raise ConfigError(f"{path}: a price file is at most 1 MiB")
@@ -107,4 +110,4 @@ def load_prices(path: Path | None) -> PriceTable:
                 for e in error.errors()
             )
             raise ConfigError(f"{path}: model '{model}': {problems}") from None
-    return PriceTable(prices)
+    return PriceTable(prices, free=free)

@@ -1,6 +1,5 @@
 """Personas: the model, loading and validation of persona files, the system prompt, stores."""
 
-from persona_agent.personas.formats.bounded import Limits
 from persona_agent.personas.loader import (
     PERSONA_SUFFIXES,
     dump_persona_yaml,
@@ -25,6 +24,7 @@ from persona_agent.personas.model import (
 from persona_agent.personas.prompt import render_system_prompt
 from persona_agent.personas.scan import load_persona_dir
 from persona_agent.personas.store import FilePersonaStore, PersonaChange, PersonaStore
+from persona_agent.security.limits import Limits
 
 __all__ = [
     "CONVERSATION_SKILL",

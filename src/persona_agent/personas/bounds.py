@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from persona_agent.personas.formats.bounded import Limits
 from persona_agent.personas.macros import MAX_USER_NAME_CHARS, ORIGINAL, expanded_length
 from persona_agent.personas.samples import conversation_turns, is_conversation
+from persona_agent.security.limits import Limits
 
 if TYPE_CHECKING:
     from persona_agent.personas.model import Persona

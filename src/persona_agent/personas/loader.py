@@ -17,15 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from persona_agent.errors import PersonaFileError
-from persona_agent.personas.formats.bounded import (
-    DEFAULT_LIMITS,
-    LimitExceeded,
-    Limits,
-    image_too_large,
-    load_json,
-    load_yaml,
-    too_large,
-)
+from persona_agent.personas.formats.bounded import load_json, load_yaml
 from persona_agent.personas.formats.png import CleanImage, ImageError, clean_image, png_card_text
 from persona_agent.personas.formats.tavern import (
     CardError,
@@ -39,6 +31,13 @@ from persona_agent.personas.model import (
     Persona,
     is_valid_persona_id,
     validation_problems,
+)
+from persona_agent.security.limits import (
+    DEFAULT_LIMITS,
+    LimitExceeded,
+    Limits,
+    image_too_large,
+    too_large,
 )
 
 __all__ = [

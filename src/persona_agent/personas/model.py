@@ -34,8 +34,8 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from persona_agent.personas.bounds import check_bounds
-from persona_agent.personas.formats.bounded import DEFAULT_LIMITS, Limits
 from persona_agent.personas.formats.lorebook import Lorebook
+from persona_agent.security.limits import DEFAULT_LIMITS, Limits
 
 __all__ = [
     "AVATAR_PATTERN",

@@ -9,9 +9,9 @@ from pathlib import Path
 from stat import S_ISREG
 
 from persona_agent.errors import PersonaFileError
-from persona_agent.personas.formats.bounded import DEFAULT_LIMITS, Limits
 from persona_agent.personas.loader import PERSONA_SUFFIXES, NoCardError, load_persona_file
 from persona_agent.personas.model import Persona, is_valid_persona_id
+from persona_agent.security.limits import DEFAULT_LIMITS, Limits
 
 __all__ = ["TEMPORARY_FILE", "load_persona_dir", "remove_temporary_files"]
 

@@ -18,35 +18,41 @@ import contextlib
 import hashlib
 import logging
 from collections import OrderedDict
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.dml import ReturningInsert, ReturningUpdate
 
-from persona_agent.cluster.notify import NOTIFY
-from persona_agent.db import personas_table
+from persona_agent.db import NOTIFY, personas_table
 from persona_agent.errors import (
     PersonaExistsError,
     PersonaFileError,
     PersonaNotFoundError,
     PreconditionFailedError,
 )
-from persona_agent.personas.formats.bounded import DEFAULT_LIMITS, Limits, image_too_large
 from persona_agent.personas.formats.png import CleanImage, ImageError, clean_image
 from persona_agent.personas.loader import dump_persona_yaml, parse_persona_text
 from persona_agent.personas.model import Persona, is_valid_persona_id
 from persona_agent.personas.scan import load_persona_dir
 from persona_agent.personas.store import AVATAR_SUFFIX, HeldPersonaStore, PersonaChange
+from persona_agent.security.limits import DEFAULT_LIMITS, Limits, image_too_large
 
-if TYPE_CHECKING:
-    from persona_agent.cluster.notify import Listener
+
+class Listener(Protocol):
+    """Where notifications of other replicas' writes are heard
+    (:class:`persona_agent.cluster.notify.Listener`)."""
+
+    async def listen(self, channel: str, callback: Callable[[str], None]) -> None: ...
+
+    def on_reconnect(self, callback: Callable[[], Awaitable[None]]) -> None: ...
+
 
 __all__ = ["CHANNEL", "SqlPersonaStore"]
 

@@ -25,7 +25,6 @@ from persona_agent.errors import (
     PersonaNotFoundError,
     PreconditionFailedError,
 )
-from persona_agent.personas.formats.bounded import DEFAULT_LIMITS, Limits
 from persona_agent.personas.formats.png import CleanImage, ImageError, clean_image
 from persona_agent.personas.loader import (
     PERSONA_SUFFIXES,
@@ -35,6 +34,7 @@ from persona_agent.personas.loader import (
 )
 from persona_agent.personas.model import Persona, is_valid_persona_id
 from persona_agent.personas.scan import load_persona_dir, remove_temporary_files
+from persona_agent.security.limits import DEFAULT_LIMITS, Limits
 
 __all__ = [
     "AVATAR_SUFFIX",

@@ -14,7 +14,7 @@ import json
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from persona_agent.personas.formats.bounded import LimitExceeded, Limits, check_depth, too_deep
+from persona_agent.security.limits import LimitExceeded, Limits, check_depth, too_deep
 
 __all__ = ["MULTIPART_ALLOWANCE", "BodyLimit"]
 

@@ -30,7 +30,6 @@ from urllib.parse import urlsplit
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from persona_agent.a2a.cards import A2A_PREFIX
 from persona_agent.security.audit import AuditLog, request_id_of
 
 __all__ = ["OPEN_PATHS", "HostGuard"]
@@ -47,7 +46,8 @@ class HostGuard:
     ``allowed_hosts``: names a loopback hub also answers to: ``name`` (any port),
     ``.example.org`` (that name and every name under it), ``*`` (any: the Host rule off).
     ``own_origins``: the hub's origins besides ``scheme://{Host}`` (its public base URL's);
-    ``cors_origins``: other origins whose pages may call the hub.
+    ``cors_origins``: other origins whose pages may call the hub; ``a2a_prefix``: where the
+    A2A endpoints are (a refusal there has their error shape).
     """
 
     def __init__(
@@ -60,8 +60,10 @@ class HostGuard:
         own_origins: Iterable[str] = (),
         cors_origins: Iterable[str] = (),
         audit: AuditLog | None = None,
+        a2a_prefix: str = "/a2a",
     ) -> None:
         self.app = app
+        self.a2a_prefix = a2a_prefix
         self.check_host = check_host
         self.listen_host = listen_host
         self.allowed_hosts = frozenset(host.strip().lower() for host in allowed_hosts if host)
@@ -107,7 +109,9 @@ class HostGuard:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008, "reason": problem[:120]})
             return
-        await _refusal(path, scope.get("method", ""), problem)(scope, receive, send)
+        await _refusal(path, scope.get("method", ""), problem, self.a2a_prefix)(
+            scope, receive, send
+        )
 
     def host_allowed(self, host: str) -> bool:
         name = _hostname(host)
@@ -164,13 +168,13 @@ def _origin(value: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def _refusal(path: str, method: str, message: str) -> JSONResponse:
+def _refusal(path: str, method: str, message: str, prefix: str) -> JSONResponse:
     """403 in the shape of the endpoint: a JSON-RPC error on an A2A JSON-RPC endpoint
     (``POST /a2a/{id}/``, ``POST /a2a/``), an A2A HTTP+JSON error elsewhere under
     ``/a2a/``, FastAPI's ``{"detail": ...}`` anywhere else."""
-    if path.startswith(f"{A2A_PREFIX}/") and path != f"{A2A_PREFIX}/personas":
-        rest = path[len(A2A_PREFIX) + 1 :].partition("/")[2]
-        if method == "POST" and (path == f"{A2A_PREFIX}/" or rest == ""):
+    if path.startswith(f"{prefix}/") and path != f"{prefix}/personas":
+        rest = path[len(prefix) + 1 :].partition("/")[2]
+        if method == "POST" and (path == f"{prefix}/" or rest == ""):
             error = {"code": -32600, "message": message, "data": {"httpStatus": 403}}
             return JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status_code=403)
         body = {"error": {"code": 403, "status": "PERMISSION_DENIED", "message": message}}

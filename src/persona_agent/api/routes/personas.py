@@ -38,7 +38,6 @@ from persona_agent.api.deps import (
 from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.chat.usage import UsageLog
 from persona_agent.errors import PersonaAgentError, PersonaFileError, PersonaNotFoundError
-from persona_agent.personas.formats.bounded import Limits
 from persona_agent.personas.formats.card_pngs import CardPngs
 from persona_agent.personas.formats.tavern import CardSpec, persona_to_card
 from persona_agent.personas.loader import (
@@ -53,6 +52,7 @@ from persona_agent.personas.model import Persona
 from persona_agent.personas.store import PersonaStore
 from persona_agent.security.audit import AuditLog, request_id_of
 from persona_agent.security.authentication import Action
+from persona_agent.security.limits import Limits
 
 __all__ = ["router"]
 

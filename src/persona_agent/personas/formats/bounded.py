@@ -17,67 +17,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Hashable
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
-__all__ = [
-    "DEFAULT_LIMITS",
-    "LimitExceeded",
-    "Limits",
-    "image_too_large",
-    "load_json",
-    "load_yaml",
-    "too_deep",
-    "too_large",
-]
+from persona_agent.security.limits import (
+    DEFAULT_LIMITS,
+    LimitExceeded,
+    Limits,
+    check_depth,
+    too_deep,
+    too_large,
+)
 
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """How large a persona file may be. Settings: ``PERSONA_AGENT_MAX_PERSONA_BYTES``,
-    ``PERSONA_AGENT_MAX_PERSONA_DEPTH``, ``PERSONA_AGENT_MAX_IMAGE_BYTES``,
-    ``PERSONA_AGENT_MAX_LORE_ENTRIES`` (docs/security.md)."""
-
-    max_bytes: int = 1024 * 1024
-    """The file's size, the size of its content once YAML aliases are expanded, and the
-    size of its text once macros are (:mod:`persona_agent.personas.bounds`)."""
-    max_depth: int = 32
-    """Lists and mappings nested in one another (a persona needs 4)."""
-    max_image_bytes: int = 16 * 1024 * 1024
-    """A PNG character card or an avatar image (``PERSONA_AGENT_MAX_IMAGE_BYTES``); the card
-    in it is text, held to ``max_bytes``."""
-    max_lore_entries: int = 5000
-    """Entries in a persona's lorebook (``PERSONA_AGENT_MAX_LORE_ENTRIES``)."""
-
-
-DEFAULT_LIMITS = Limits()
-
-
-class LimitExceeded(ValueError):
-    """The text is over one of the :class:`Limits`; the message says which, and the setting."""
-
-
-def too_large(size: int, limits: Limits) -> LimitExceeded:
-    return LimitExceeded(
-        f"the file is {size} bytes, more than the limit of {limits.max_bytes} bytes "
-        "(PERSONA_AGENT_MAX_PERSONA_BYTES)"
-    )
-
-
-def image_too_large(size: int, limits: Limits) -> LimitExceeded:
-    return LimitExceeded(
-        f"the image is {size} bytes, more than the limit of {limits.max_image_bytes} bytes "
-        "(PERSONA_AGENT_MAX_IMAGE_BYTES)"
-    )
-
-
-def too_deep(limits: Limits) -> LimitExceeded:
-    return LimitExceeded(
-        f"lists and mappings are nested more than {limits.max_depth} deep "
-        "(PERSONA_AGENT_MAX_PERSONA_DEPTH)"
-    )
+__all__ = ["load_json", "load_yaml"]
 
 
 def _too_expanded(limits: Limits) -> LimitExceeded:
@@ -300,22 +253,6 @@ def load_json(text: str, limits: Limits = DEFAULT_LIMITS) -> Any:
         raise too_deep(limits) from None
     check_depth(data, limits)
     return data
-
-
-def check_depth(data: Any, limits: Limits) -> None:
-    """Raise :class:`LimitExceeded` if lists and mappings nest deeper than the limits."""
-    pending: list[tuple[Any, int]] = [(data, 0)]
-    while pending:
-        value, depth = pending.pop()
-        if isinstance(value, dict):
-            children: Any = value.values()
-        elif isinstance(value, list):
-            children = value
-        else:
-            continue
-        if depth >= limits.max_depth:
-            raise too_deep(limits)
-        pending.extend((child, depth + 1) for child in children)
 
 
 def _reject_constant(constant: str) -> None:

@@ -28,7 +28,6 @@ from typing import Any, Literal, TypeGuard
 
 from pydantic import ValidationError
 
-from persona_agent.personas.formats.bounded import DEFAULT_LIMITS, Limits
 from persona_agent.personas.formats.png import CleanImage, placeholder_image, png_with_chunks
 from persona_agent.personas.model import (
     Persona,
@@ -37,6 +36,7 @@ from persona_agent.personas.model import (
     validation_problems,
 )
 from persona_agent.personas.prompt import render_profile
+from persona_agent.security.limits import DEFAULT_LIMITS, Limits
 
 __all__ = [
     "CARD_SPECS",
