@@ -111,7 +111,7 @@ usage_table = Table(
     Column("cost_usd", Float, nullable=True),  # none: the model has no price
     Index("ix_pa_usage_persona_at", "persona_id", "at_ms"),
 )
-"""Each completed answer's tokens and cost (:class:`persona_agent.chat.usage.UsageLog`)."""
+"""Each completed answer's tokens and cost (:class:`persona_agent.chat.usage_log.UsageLog`)."""
 
 task_events_table = Table(
     "pa_task_events",

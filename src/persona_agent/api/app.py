@@ -36,7 +36,7 @@ from persona_agent.chat.budget import BudgetLimits
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.tools import MCPTools, ToolSource, ToolSources
-from persona_agent.chat.usage import UsageLog
+from persona_agent.chat.usage_log import UsageLog
 from persona_agent.collab.consultation import Consultations
 from persona_agent.collab.local_calls import LocalCalls
 from persona_agent.collab.panel_executor import PanelExecutor

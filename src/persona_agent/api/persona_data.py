@@ -14,7 +14,7 @@ import logging
 
 from persona_agent.a2a.task_store import SqlTaskStore
 from persona_agent.chat.history import ConversationHistory
-from persona_agent.chat.usage import UsageLog
+from persona_agent.chat.usage_log import UsageLog
 from persona_agent.personas.store import PersonaChange
 
 __all__ = ["DeletedPersonaData"]

@@ -22,7 +22,7 @@ from persona_agent.chat.conversation_locks import KeyedLocks
 from persona_agent.chat.events import ChatEvent, Done, Token, ToolEnd, ToolOutput, ToolStart
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.tools import ToolQuestion, ToolResult, ToolSource, ToolUpdate, Turn
-from persona_agent.chat.usage import UsageLog
+from persona_agent.chat.usage_log import UsageLog
 from persona_agent.errors import LLMError, ToolError
 from persona_agent.llm.base import (
     ChatRequest,

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from persona_agent import __version__
 from persona_agent.cli.chat import chat
-from persona_agent.cli.personas import personas_app
+from persona_agent.cli.rest_personas import personas_app
 from persona_agent.cli.secrets import configured_secrets
 from persona_agent.errors import ConfigError, PersonaFileError
 from persona_agent.observe.logs import configure_logging

@@ -36,7 +36,7 @@ from persona_agent.api.deps import (
     Writer,
 )
 from persona_agent.api.persona_data import DeletedPersonaData
-from persona_agent.chat.usage import UsageLog
+from persona_agent.chat.usage_log import UsageLog
 from persona_agent.errors import PersonaAgentError, PersonaFileError, PersonaNotFoundError
 from persona_agent.personas.formats.card_pngs import CardPngs
 from persona_agent.personas.formats.tavern import CardSpec, persona_to_card
