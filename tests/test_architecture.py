@@ -15,6 +15,8 @@ from pathlib import Path
 
 import grimp
 
+from tests import architecture_table
+
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src" / "persona_agent"
 MAX_MODULE_LINES = 500
@@ -104,3 +106,12 @@ def test_modules_and_functions_keep_their_size() -> None:
                         f"(at most {MAX_FUNCTION_LINES})"
                     )
     assert not too_long, "grown past the house's sizes:\n" + "\n".join(too_long)
+
+
+def test_the_architecture_page_lists_every_module_as_it_says_its_job() -> None:
+    """docs/architecture.md's module table is the one made from the modules' docstrings
+    (rewrite it with ``uv run python -m tests.architecture_table --write``)."""
+    assert architecture_table.current() == architecture_table.table(), (
+        "docs/architecture.md's module table is out of date: "
+        "uv run python -m tests.architecture_table --write"
+    )
