@@ -177,3 +177,20 @@ async def test_sdk_writes_a_data_parts_whole_numbers_as_floats(sdk: httpx.AsyncC
     assert '"calls":12.0' in reply.text.replace(" ", ""), reply.text
     jsonrpc = await sdk.post("/", json=v10_send({**message, "messageId": "m6"}), headers=V10)
     assert '"calls":12.0' in jsonrpc.text.replace(" ", ""), jsonrpc.text
+
+
+async def test_sdk_echoes_a_lone_surrogate_into_an_answer_it_cannot_write(
+    sdk: httpx.AsyncClient,
+) -> None:
+    """Fix: sdk_fixes/jsonrpc_body.py (a lone surrogate is not JSON text: -32700)."""
+    body = b'{"jsonrpc": "2.0", "id": "\\ud800", "method": "GetTask", "params": {"id": "t"}}'
+    # The SDK answers TaskNotFound with the id echoed: not UTF-8, so the app raises.
+    with pytest.raises(UnicodeEncodeError):
+        await sdk.post("/", content=body, headers={**V10, "Content-Type": "application/json"})
+
+
+async def test_sdk_takes_nan_for_a_json_number(sdk: httpx.AsyncClient) -> None:
+    """Fix: sdk_fixes/jsonrpc_body.py (``NaN`` is not JSON text: -32700)."""
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"historyLength": NaN}}'
+    reply = await sdk.post("/", content=body, headers={**V10, "Content-Type": "application/json"})
+    assert reply.json()["error"]["code"] != -32700, reply.text

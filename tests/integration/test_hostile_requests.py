@@ -1,0 +1,65 @@
+"""Requests the fuzzers (tests/fuzz) found answered with a 5xx or an internal error, each
+now refused with the specification's error, on both bindings and both versions."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from tests.integration.conftest import Hub
+
+V10 = {"A2A-Version": "1.0", "Content-Type": "application/json"}
+V03 = {"Content-Type": "application/json"}
+
+
+def _message_1_0(role: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"messageId": str(uuid.uuid4()), "role": role, "parts": parts}
+
+
+def _message_0_3(role: str, text: str) -> dict[str, Any]:
+    parts = [{"kind": "text", "text": text}]
+    return {"kind": "message", "messageId": str(uuid.uuid4()), "role": role, "parts": parts}
+
+
+def _rpc(method: str, params: Any, request_id: Any = 1) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+_SURROGATE_TEXT = _rpc("SendMessage", {"message": _message_1_0("ROLE_USER", [{"text": "\udc00"}])})
+NOT_JSON_TEXT = {
+    "an escaped lone surrogate": b'{"jsonrpc": "2.0", "id": "\\ud800", "method": "GetTask"}',
+    "the bytes of a surrogate": json.dumps(_SURROGATE_TEXT, ensure_ascii=False).encode(
+        "utf-8", "surrogatepass"
+    ),
+    "NaN": b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": NaN}}',
+    "a number past a double": b'{"jsonrpc": "2.0", "id": 1, "method": "ListTasks", '
+    b'"params": {"pageSize": 1e999}}',
+}
+"""JSON-RPC bodies Python's ``json`` reads and JSON has not; a lone surrogate went back
+into an answer that cannot be written as UTF-8 (a 500, or a stream cut short)."""
+
+
+async def test_a_body_that_is_not_json_text_is_a_parse_error(hub: Hub) -> None:
+    for name, body in NOT_JSON_TEXT.items():
+        for version in ("1.0", "0.3"):
+            headers = {"Content-Type": "application/json", "A2A-Version": version}
+            reply = await hub.http.post("/a2a/socrates/", content=body, headers=headers)
+            assert reply.status_code == 200, (name, reply.text)
+            answer = reply.json()
+            assert answer["id"] is None, (name, answer)
+            assert answer["error"]["code"] == -32700, (name, answer)
+            assert answer["error"]["message"].startswith("Parse error: "), answer
+    health = await hub.http.get("/healthz")
+    assert health.status_code == 200
+
+
+async def test_a_paired_surrogate_escape_is_the_character_it_stands_for(hub: Hub) -> None:
+    message = _message_1_0("ROLE_USER", [{"text": "PLACEHOLDER"}])
+    body = json.dumps(_rpc("SendMessage", {"message": message})).replace(
+        "PLACEHOLDER", "\\ud83d\\ude00 hi"
+    )
+    reply = await hub.http.post("/a2a/socrates/", content=body.encode(), headers=V10)
+    task = reply.json()["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", reply.text
+    assert "\U0001f600 hi" in json.dumps(task, ensure_ascii=False)
