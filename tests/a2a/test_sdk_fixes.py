@@ -194,3 +194,17 @@ async def test_sdk_takes_nan_for_a_json_number(sdk: httpx.AsyncClient) -> None:
     body = b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"historyLength": NaN}}'
     reply = await sdk.post("/", content=body, headers={**V10, "Content-Type": "application/json"})
     assert reply.json()["error"]["code"] != -32700, reply.text
+
+
+@pytest.mark.parametrize(
+    ("role", "part"), [("ROLE_USER", {"text": ""}), ("ROLE_AGENT", {"text": "hi"})]
+)
+async def test_sdk_fails_a_message_its_task_builder_refuses_as_internal(
+    sdk: httpx.AsyncClient, role: str, part: dict[str, str]
+) -> None:
+    """Fix: a2a/input.py check_parts (an empty text part, or a message that is not the
+    user's, is Invalid params before a task is made; ``new_task_from_user_message``
+    raises ``ValueError``: -32603)."""
+    message = {"role": role, "messageId": f"m-{role}", "parts": [part]}
+    reply = await sdk.post("/", json=v10_send(message), headers=V10)
+    assert reply.json()["error"]["code"] == -32603, reply.text

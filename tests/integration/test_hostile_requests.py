@@ -26,6 +26,49 @@ def _rpc(method: str, params: Any, request_id: Any = 1) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
 
 
+NO_TASK_FROM = [
+    ("ROLE_USER", [{"text": ""}], "Part 0 is an empty text part"),
+    ("ROLE_USER", [{"text": "hi"}, {"text": ""}], "Part 1 is an empty text part"),
+    ("ROLE_AGENT", [{"text": "hi"}], "message.role must be ROLE_USER"),
+]
+"""Messages the SDK's task builder refuses with ``ValueError`` (-32603, a 500 on HTTP+JSON)."""
+
+
+async def test_a_message_no_task_can_start_from_is_invalid_params(hub: Hub) -> None:
+    for role, parts, named in NO_TASK_FROM:
+        await _refused(hub, _message_1_0(role, parts), named)
+    for role, text in (("user", ""), ("agent", "hi")):
+        message = _message_0_3(role, text)
+        rpc = _rpc("message/send", {"message": message})
+        reply = await hub.http.post("/a2a/socrates/", json=rpc, headers=V03)
+        assert reply.json()["error"]["code"] == -32602, reply.text
+        content = [{"text": text}]
+        rest = {
+            "messageId": message["messageId"],
+            "role": f"ROLE_{role.upper()}",
+            "content": content,
+        }
+        reply = await hub.http.post(
+            "/a2a/socrates/v1/message:send", json={"message": rest}, headers=V03
+        )
+        assert reply.status_code == 400, reply.text
+
+
+async def _refused(hub: Hub, message: dict[str, Any], named: str) -> None:
+    for method in ("SendMessage", "SendStreamingMessage"):
+        reply = await hub.http.post(
+            "/a2a/socrates/", json=_rpc(method, {"message": message}), headers=V10
+        )
+        assert reply.status_code == 200, reply.text
+        error = reply.json()["error"]
+        assert error["code"] == -32602, reply.text
+        assert named in error["message"]
+    for path in ("message:send", "message:stream"):
+        reply = await hub.http.post(f"/a2a/socrates/{path}", json={"message": message}, headers=V10)
+        assert reply.status_code == 400, reply.text
+        assert named in reply.json()["error"]["message"]
+
+
 _SURROGATE_TEXT = _rpc("SendMessage", {"message": _message_1_0("ROLE_USER", [{"text": "\udc00"}])})
 NOT_JSON_TEXT = {
     "an escaped lone surrogate": b'{"jsonrpc": "2.0", "id": "\\ud800", "method": "GetTask"}',
