@@ -21,6 +21,7 @@ from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part
 from a2a.utils.errors import UnsupportedOperationError
+from google.protobuf.json_format import ParseError
 from google.protobuf.struct_pb2 import Value
 from starlette.applications import Starlette
 
@@ -208,3 +209,19 @@ async def test_sdk_fails_a_message_its_task_builder_refuses_as_internal(
     message = {"role": role, "messageId": f"m-{role}", "parts": [part]}
     reply = await sdk.post("/", json=v10_send(message), headers=V10)
     assert reply.json()["error"]["code"] == -32603, reply.text
+
+
+async def test_sdk_v03_rest_answers_a_bad_history_length_with_a_500(
+    sdk: httpx.AsyncClient,
+) -> None:
+    """Fix: sdk_fixes/v03_requests.py (a ``historyLength`` that is not a count is a 400)."""
+    reply = await sdk.get("/v1/tasks/t1", params={"historyLength": "x"})
+    assert reply.status_code == 500, reply.text
+
+
+async def test_sdk_v03_rest_cuts_a_stream_it_refuses(sdk: httpx.AsyncClient) -> None:
+    """Fix: sdk_fixes/v03_requests.py (a stream refused before its first event is a 4xx)."""
+    # The SDK answers 200 and starts the stream, then parsing fails inside it: the error
+    # escapes the app instead of becoming an answer.
+    with pytest.raises(ParseError):
+        await sdk.post("/v1/message:stream", json={"message": 5})

@@ -106,3 +106,29 @@ async def test_a_paired_surrogate_escape_is_the_character_it_stands_for(hub: Hub
     task = reply.json()["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", reply.text
     assert "\U0001f600 hi" in json.dumps(task, ensure_ascii=False)
+
+
+async def test_a_v03_history_length_that_is_not_a_count_is_a_400(hub: Hub) -> None:
+    message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "content": [{"text": "hi"}]}
+    sent = await hub.http.post(
+        "/a2a/socrates/v1/message:send", json={"message": message}, headers=V03
+    )
+    task_id = sent.json()["task"]["id"]
+    for history in ("x", "1.5", "99999999999"):
+        reply = await hub.http.get(
+            f"/a2a/socrates/v1/tasks/{task_id}", params={"historyLength": history}
+        )
+        assert reply.status_code == 400, reply.text
+        assert "historyLength" in reply.json()["error"]["message"]
+    good = await hub.http.get(f"/a2a/socrates/v1/tasks/{task_id}", params={"historyLength": "1"})
+    assert good.status_code == 200, good.text
+
+
+async def test_a_v03_stream_refused_before_it_starts_is_a_400_not_a_cut_stream(hub: Hub) -> None:
+    refused = ({"message": 5}, {"message": {"content": 5}}, {"metadata": [1]}, {"message": None})
+    for body in refused:
+        sent = await hub.http.post("/a2a/socrates/v1/message:send", json=body, headers=V03)
+        streamed = await hub.http.post("/a2a/socrates/v1/message:stream", json=body, headers=V03)
+        assert sent.status_code == 400, sent.text
+        assert streamed.status_code == 400, streamed.text
+        assert streamed.json()["error"]["message"] == sent.json()["error"]["message"]
