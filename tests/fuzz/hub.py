@@ -62,10 +62,7 @@ def running_hub(root: Path, llm_url: str, **overrides: Any) -> Iterator[FuzzHub]
     (personas_dir / f"{SENTINEL}.yaml").write_text(
         yaml.safe_dump(_SENTINEL_PERSONA), encoding="utf-8"
     )
-    with socket.socket() as sock, pytest.MonkeyPatch.context() as environment:
-        for name in list(os.environ):
-            if name.startswith(("PERSONA_AGENT_", "OPENAI_", "OTEL_")):
-                environment.delenv(name)
+    with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
@@ -81,6 +78,25 @@ def running_hub(root: Path, llm_url: str, **overrides: Any) -> Iterator[FuzzHub]
             "shutdown_grace_seconds": 2,
             **overrides,
         }
+        server, thread = _started(values, sock)
+        try:
+            yield FuzzHub(url, personas_dir)
+        finally:
+            server.should_exit = True
+            thread.join(timeout=30)
+            assert not thread.is_alive(), "the hub did not stop within 30 s"
+
+
+def _started(
+    values: dict[str, Any], sock: socket.socket
+) -> tuple[uvicorn.Server, threading.Thread]:
+    """The hub of these settings, serving on ``sock`` in a thread of its own; it is built
+    and started with the environment's settings out of the way (the session's are left
+    as they were once it runs)."""
+    with pytest.MonkeyPatch.context() as environment:
+        for name in list(os.environ):
+            if name.startswith(("PERSONA_AGENT_", "OPENAI_", "OTEL_")):
+                environment.delenv(name)
         settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]
         server = uvicorn.Server(
             uvicorn.Config(create_app(settings), log_level="warning", timeout_graceful_shutdown=5)
@@ -88,16 +104,11 @@ def running_hub(root: Path, llm_url: str, **overrides: Any) -> Iterator[FuzzHub]
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
         thread.start()
         deadline = time.monotonic() + 30
-        while not server.started:
+        while not server.started:  # lifespan (database, personas) done: it serves
             assert thread.is_alive(), "the hub stopped during start-up"
             assert time.monotonic() < deadline, "the hub did not start within 30 s"
             time.sleep(0.02)
-        try:
-            yield FuzzHub(url, personas_dir)
-        finally:
-            server.should_exit = True
-            thread.join(timeout=30)
-            assert not thread.is_alive(), "the hub did not stop within 30 s"
+    return server, thread
 
 
 def assert_healthy(url: str) -> None:

@@ -21,6 +21,7 @@ Examples per route: ``PERSONA_AGENT_FUZZ_EXAMPLES`` (default 20); seed
 from __future__ import annotations
 
 import json
+import urllib.parse
 from typing import Any
 
 import httpx
@@ -103,10 +104,11 @@ def _request(hub: FuzzHub, route: Route, drawn: dict[str, Any]) -> tuple[Any, bo
             headers["content-type"] = drawn["label"]
         labelled = drawn["label"] in JSON_LABELS
     url = f"{hub.url}/a2a/{drawn['persona']}/{path}"
+    if drawn["params"]:  # encoded here: a lone surrogate becomes its bytes, not an error
+        query = {k: str(v).encode("utf-8", "surrogatepass") for k, v in drawn["params"].items()}
+        url = f"{url}?{urllib.parse.urlencode(query)}"
     with httpx.Client() as client:
-        answer = send(
-            client, route.method, url, content=content, headers=headers, params=drawn["params"]
-        )
+        answer = send(client, route.method, url, content=content, headers=headers)
     return answer, labelled
 
 

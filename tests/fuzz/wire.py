@@ -44,7 +44,6 @@ def send(
     *,
     content: bytes | None = None,
     headers: dict[str, str] | None = None,
-    params: dict[str, str] | None = None,
     deadline: float = DEADLINE,
 ) -> Answer:
     """Send one request and read its whole answer (an event stream to its end).
@@ -62,7 +61,6 @@ def send(
             url,
             content=content,
             headers=headers,
-            params=params,
             timeout=httpx.Timeout(deadline),
         ) as response:
             for chunk in response.iter_bytes():
