@@ -5,11 +5,18 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import core as hypothesis_core
+from hypothesis.vendor import pretty
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from persona_agent.db import GroupCommitWriter, create_engine, init_db, metadata
 from tests.servers.replicas import fresh_database
+
+# Schemathesis's pytest plugin (loaded with pytest) swaps Hypothesis's printer for one that
+# prints nothing, for its own speed: every failing example of every Hypothesis test would be
+# shown with blank values ("a=,"). Hypothesis's own printer goes back.
+hypothesis_core.RepresentationPrinter = pretty.RepresentationPrinter  # type: ignore[attr-defined]
 
 POSTGRES_URL_VARIABLE = "PERSONA_AGENT_TEST_POSTGRES_URL"
 POSTGRES_URL = os.environ.get(POSTGRES_URL_VARIABLE, "")

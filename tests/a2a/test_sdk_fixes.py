@@ -21,6 +21,7 @@ from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part
 from a2a.utils.errors import UnsupportedOperationError
+from google.protobuf.json_format import ParseError
 from google.protobuf.struct_pb2 import Value
 from starlette.applications import Starlette
 
@@ -215,3 +216,50 @@ def test_sdk_checks_required_fields_in_every_value_of_a_data_part(
             code is not None and code.co_qualname.startswith("validate_request_params.")
             for code in layers
         )
+
+
+async def test_sdk_echoes_a_lone_surrogate_into_an_answer_it_cannot_write(
+    sdk: httpx.AsyncClient,
+) -> None:
+    """Fix: sdk_fixes/jsonrpc_body.py (a lone surrogate is not JSON text: -32700)."""
+    body = b'{"jsonrpc": "2.0", "id": "\\ud800", "method": "GetTask", "params": {"id": "t"}}'
+    # The SDK answers TaskNotFound with the id echoed: not UTF-8, so the app raises.
+    with pytest.raises(UnicodeEncodeError):
+        await sdk.post("/", content=body, headers={**V10, "Content-Type": "application/json"})
+
+
+async def test_sdk_takes_nan_for_a_json_number(sdk: httpx.AsyncClient) -> None:
+    """Fix: sdk_fixes/jsonrpc_body.py (``NaN`` is not JSON text: -32700)."""
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"historyLength": NaN}}'
+    reply = await sdk.post("/", content=body, headers={**V10, "Content-Type": "application/json"})
+    assert reply.json()["error"]["code"] != -32700, reply.text
+
+
+@pytest.mark.parametrize(
+    ("role", "part"), [("ROLE_USER", {"text": ""}), ("ROLE_AGENT", {"text": "hi"})]
+)
+async def test_sdk_fails_a_message_its_task_builder_refuses_as_internal(
+    sdk: httpx.AsyncClient, role: str, part: dict[str, str]
+) -> None:
+    """Fix: a2a/input.py check_parts (an empty text part, or a message that is not the
+    user's, is Invalid params before a task is made; ``new_task_from_user_message``
+    raises ``ValueError``: -32603)."""
+    message = {"role": role, "messageId": f"m-{role}", "parts": [part]}
+    reply = await sdk.post("/", json=v10_send(message), headers=V10)
+    assert reply.json()["error"]["code"] == -32603, reply.text
+
+
+async def test_sdk_v03_rest_answers_a_bad_history_length_with_a_500(
+    sdk: httpx.AsyncClient,
+) -> None:
+    """Fix: sdk_fixes/v03_requests.py (a ``historyLength`` that is not a count is a 400)."""
+    reply = await sdk.get("/v1/tasks/t1", params={"historyLength": "x"})
+    assert reply.status_code == 500, reply.text
+
+
+async def test_sdk_v03_rest_cuts_a_stream_it_refuses(sdk: httpx.AsyncClient) -> None:
+    """Fix: sdk_fixes/v03_requests.py (a stream refused before its first event is a 4xx)."""
+    # The SDK answers 200 and starts the stream, then parsing fails inside it: the error
+    # escapes the app instead of becoming an answer.
+    with pytest.raises(ParseError):
+        await sdk.post("/v1/message:stream", json={"message": 5})

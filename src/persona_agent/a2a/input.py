@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 
-from a2a.types.a2a_pb2 import Message
-from a2a.utils.errors import ContentTypeNotSupportedError
+from a2a.types.a2a_pb2 import Message, Role
+from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
 from google.protobuf.json_format import MessageToDict
 
 from persona_agent.errors import PersonaAgentError
@@ -48,14 +48,27 @@ class InputError(PersonaAgentError):
 
 
 def check_parts(message: Message) -> None:
-    """Refuse, before any task is made, a part the persona cannot read.
+    """Refuse, before any task is made, a message the persona cannot take: one that is
+    not the user's, or has a part the persona cannot read. (The SDK's task builder raised
+    ``ValueError`` for the first two below: an Internal error ``-32603``, a ``500`` on
+    HTTP+JSON.)
 
     Raises:
+        InvalidParamsError: the role is not ``ROLE_USER`` (a client sends the user's
+            turn), or a text part is empty.
         ContentTypeNotSupportedError: a file by URL, a file of another media type,
             or a part with no content.
     """
+    if message.role != Role.ROLE_USER:
+        raise InvalidParamsError(
+            message='message.role must be ROLE_USER (v0.3: "user"): a client sends the user\'s turn'
+        )
     for index, part in enumerate(message.parts):
         kind = part.WhichOneof("content")
+        if kind == "text" and not part.text:
+            raise InvalidParamsError(
+                message=f"Part {index} is an empty text part: send text, or leave the part out"
+            )
         if kind in ("text", "data") or (kind == "raw" and part.media_type in READABLE_FILE_TYPES):
             continue
         media = part.media_type or "no media type"

@@ -31,6 +31,7 @@ from persona_agent.api.deps import UPLOAD_HEADER, ApiAuth, HubReader, is_loopbac
 from persona_agent.api.pages import add_pages
 from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.api.routes import personas as personas_routes
+from persona_agent.api.routes.personas import ErrorDetail
 from persona_agent.api.webhooks import build_push
 from persona_agent.chat.budget import BudgetLimits
 from persona_agent.chat.engine import ChatEngine
@@ -423,7 +424,11 @@ def create_app(settings: Settings) -> FastAPI:
         mode, members and moderator too (``panel``)."""
         return with_panels(registry.directory.entries(), registry.persona)
 
-    @app.get(JWKS_PATH, tags=["discovery"])
+    @app.get(
+        JWKS_PATH,
+        tags=["discovery"],
+        responses={404: {"model": ErrorDetail, "description": "Agent cards are not signed"}},
+    )
     async def card_keys() -> JSONResponse:
         """The public key of the agent cards' signatures (404 when cards are not signed)."""
         if signer is None:
@@ -470,7 +475,24 @@ def create_app(settings: Settings) -> FastAPI:
             )
         return JSONResponse({**body, "status": "ready", "notReady": []})
 
-    @app.get("/metrics", tags=["operations"], dependencies=[HubReader])
+    @app.get(
+        "/metrics",
+        tags=["operations"],
+        dependencies=[HubReader],
+        response_class=Response,
+        responses={
+            200: {
+                "description": "The metrics, in Prometheus' text format",
+                "content": {CONTENT_TYPE_LATEST.split(";")[0]: {}},
+            },
+            401: {"model": ErrorDetail, "description": "No credential, or a wrong one"},
+            403: {
+                "model": ErrorDetail,
+                "description": "Not personas:read, or a key for some personas only",
+            },
+            404: {"model": ErrorDetail, "description": "Metrics are off"},
+        },
+    )
     async def prometheus_metrics() -> Response:
         """Prometheus metrics, in the text format (``personas:read`` for every persona when
         credentials are configured; 404 with ``PERSONA_AGENT_METRICS=false``)."""

@@ -13,7 +13,12 @@ day the SDK stops behaving so: then the fix can go.
   inline file bytes arrive and come back intact (the SDK decodes and encodes them
   twice); ListTasks: an unknown ``status`` is Invalid params (the SDK ignores it).
 - :mod:`.jsonrpc_body`: a body that cannot be parsed at all is ``-32700`` (the SDK
-  answers ``-32603`` for UTF-16 bytes or nesting too deep).
+  answers ``-32603`` for UTF-16 bytes or nesting too deep), and so is one that is not
+  JSON text although Python reads it: ``NaN``, ``Infinity``, a lone surrogate (which
+  the SDK echoed into an answer it could not write: a 500).
+- :mod:`.v03_requests`: v0.3 HTTP+JSON: a stream refused before its first event is a
+  ``4xx`` (the SDK cut it mid-stream); ``GET /v1/tasks/{id}`` with a ``historyLength``
+  that is not a count is a ``400`` (the SDK answered ``500``).
 - :mod:`.subscription`: a subscription does not repeat the events its first task
   snapshot holds.
 - :mod:`.hints`: a 1.0 JSON-RPC call without the ``A2A-Version`` header is told to add

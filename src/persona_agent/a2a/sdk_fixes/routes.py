@@ -14,7 +14,10 @@ fails here):
   UnsupportedOperation (the SDK started the event stream first, so the client
   saw a broken stream); inline file bytes arrive intact (the SDK base64-decodes
   them twice, which failed with a 5xx) and come back intact in a task's history
-  (the SDK base64-encodes them twice).
+  (the SDK base64-encodes them twice); a stream refused before its first event (a body
+  that does not parse, a message no task can start from) and ``GET /v1/tasks/{id}`` with
+  a ``historyLength`` that is not a count are a ``4xx`` (:mod:`.v03_requests`; the SDK
+  cut the stream, and answered ``500``).
 - ListTasks (1.0, both bindings): an unknown ``status`` is Invalid params
   (the SDK parses with ``ignore_unknown_fields``, which turns it into "any").
 - 1.0: a message's unknown ``role``, and (JSON-RPC) a 1.0 method called without the
@@ -64,6 +67,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from persona_agent.a2a.context_keys import TERMINAL_STATES
 from persona_agent.a2a.sdk_fixes.hints import role_error, version_error
 from persona_agent.a2a.sdk_fixes.jsonrpc_body import replay
+from persona_agent.a2a.sdk_fixes.v03_requests import (
+    V03_GET_TASK,
+    checked_history_length,
+    checked_stream_start,
+)
 
 __all__ = ["check_status_filter", "jsonrpc_dispatcher", "rest_routes"]
 
@@ -221,11 +229,16 @@ def rest_routes(
         Route(V03_PUSH_CONFIG, _v03_delete_push_config(handler, v03_context), methods=["DELETE"])
     ]
     for route in sdk_routes:
-        if isinstance(route, Route) and route.path in (V03_SEND, V03_STREAM):
+        if isinstance(route, Route) and route.path == V03_SEND:
             route = Route(route.path, _v03_file_bytes(route.endpoint), methods=route.methods)
+        elif isinstance(route, Route) and route.path == V03_STREAM:
+            stream = _v03_file_bytes(checked_stream_start(route.endpoint))
+            route = Route(route.path, stream, methods=route.methods)
         elif isinstance(route, Route) and route.path == V03_SUBSCRIBE:
             subscribe = _v03_subscribe(route.endpoint, handler, v03_context)
             route = Route(route.path, subscribe, methods=route.methods)
+        elif isinstance(route, Route) and route.path == V03_GET_TASK:
+            route = Route(route.path, checked_history_length(route.endpoint), methods=route.methods)
         if isinstance(route, Route) and route.path in V03_WITH_MESSAGES:
             route.app = _v03_file_bytes_out(route.app)
         if isinstance(route, Route) and route.path in SENDS:
