@@ -34,6 +34,9 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "a benchmark of the real model: minutes"
     ),
     ("docs/performance.md", "uv run python bench/run.py"): "the benchmarks: 10 to 30 minutes",
+    ("docs/performance.md", "uv run python bench/llm_stream.py"): (
+        "a benchmark: a minute of streams, figures that only a quiet machine makes meaningful"
+    ),
 }
 """Blocks no doc test runs: (file, text only that block holds) → why."""
 

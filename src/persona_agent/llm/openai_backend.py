@@ -5,6 +5,8 @@ OpenAI itself, Azure OpenAI, LiteLLM, vLLM, Ollama, llama.cpp's server: anything
 streams ``/chat/completions`` in the OpenAI format. One shared ``AsyncOpenAI`` (or
 ``AsyncAzureOpenAI``) on the client's aiohttp transport serves every call; retries,
 ``Retry-After``, timeouts, proxies and the organisation/project headers are the client's.
+The stream itself is read lean (the client's raw streaming response, each event parsed once
+with orjson: :mod:`persona_agent.llm.sse`), not as a pydantic model per chunk.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx2
 import openai
-from openai.types.chat import ChatCompletionChunk
+import orjson
 from openai.types.chat.completion_create_params import CompletionCreateParamsStreaming
 
 from persona_agent import __version__
@@ -32,6 +35,7 @@ from persona_agent.llm.base import (
     Usage,
     next_batch,
 )
+from persona_agent.llm.sse import events
 from persona_agent.observe.tracing import active as tracing_active
 from persona_agent.observe.tracing import trace_headers
 
@@ -41,7 +45,9 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 _NO_KEY = "not-needed"  # servers without auth still get a syntactically valid bearer header
 _DETAIL_LIMIT = 200
 
-_Chunks = asyncio.Queue[ChatCompletionChunk | BaseException | None]
+Chunk = dict[str, Any]
+"""One chunk of the stream, as the server's JSON has it."""
+_Chunks = asyncio.Queue[Chunk | BaseException | None]
 
 
 @dataclass
@@ -162,28 +168,10 @@ class OpenAIBackend(LLMBackend):
                     if chunk is None or isinstance(chunk, BaseException):
                         ended, failure = True, chunk
                         break
-                    if chunk.usage is not None:
-                        details = chunk.usage.prompt_tokens_details
-                        usage = Usage(
-                            chunk.usage.prompt_tokens or 0,
-                            chunk.usage.completion_tokens or 0,
-                            (details.cached_tokens or 0) if details is not None else 0,
-                        )
-                    for choice in chunk.choices:
-                        if choice.index:
-                            continue  # only one choice is ever asked for
-                        delta = choice.delta
-                        if delta is not None:
-                            text += delta.content or ""
-                            for part in delta.tool_calls or ():
-                                call = calls.setdefault(part.index, _PartialCall())
-                                # Some servers repeat the id and the name in every fragment.
-                                call.id = call.id or (part.id or "")
-                                if part.function is not None:
-                                    call.name = call.name or (part.function.name or "")
-                                    call.arguments += part.function.arguments or ""
-                        if choice.finish_reason is not None:
-                            finish = str(choice.finish_reason)
+                    usage = _usage(chunk) or usage
+                    piece, finished = _absorb(chunk, calls)
+                    text += piece
+                    finish = finished or finish
                 if text:
                     yield TextDelta(text)  # what came before a failure is given out first
                     given = time.monotonic()
@@ -228,12 +216,21 @@ class OpenAIBackend(LLMBackend):
         # Traced: the model server's request carries this call's span as its parent.
         headers = trace_headers() if tracing_active() else None
         try:
-            stream = await self._shared_client().chat.completions.create(
-                **params, extra_headers=headers
-            )
-            started = True
-            async with stream:
-                async for chunk in stream:
+            create = self._shared_client().chat.completions.with_streaming_response.create
+            async with create(**params, extra_headers=headers) as response:
+                started = True
+                done = False
+                async for event in events(response.iter_bytes()):
+                    if done:
+                        continue  # read to the end: the connection goes back to the pool
+                    if event.data.startswith(b"[DONE]"):
+                        done = True
+                        continue
+                    chunk = orjson.loads(event.data)
+                    if not isinstance(chunk, dict):
+                        raise ValueError(f"a stream event that is not an object: {chunk!r:.80}")
+                    if chunk.get("error"):
+                        raise _stream_error(chunk["error"])
                     chunks.put_nowait(chunk)
             chunks.put_nowait(None)
         except Exception as exc:  # every failure goes to the consumer
@@ -249,7 +246,7 @@ class OpenAIBackend(LLMBackend):
             # Before the timeout check: the aiohttp transport reports a refused connection
             # as a connect timeout.
             return LLMError(f"The language model server could not be reached ({self._where})")
-        if isinstance(exc, openai.APITimeoutError | TimeoutError):
+        if isinstance(exc, openai.APITimeoutError | TimeoutError | httpx2.TimeoutException):
             return LLMError(f"The language model timed out after {self._timeout:g}s")
         if isinstance(exc, openai.APIStatusError):
             detail = self._short(_body_message(exc.body) or exc.response.reason_phrase)
@@ -281,7 +278,68 @@ class OpenAIBackend(LLMBackend):
         return text
 
 
-def _ends_stream(chunk: ChatCompletionChunk | BaseException | None) -> bool:
+def _usage(chunk: Chunk) -> Usage | None:
+    """The usage a chunk reports (the last one, with ``include_usage``), if any."""
+    usage = chunk.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else 0
+    return Usage(
+        _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")), _count(cached)
+    )
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _absorb(chunk: Chunk, calls: dict[int, _PartialCall]) -> tuple[str, str | None]:
+    """The text of a chunk's first choice, its tool-call fragments added to ``calls``,
+    and its finish reason (a field of the wrong type counts as absent)."""
+    text, finish = "", None
+    for choice in chunk.get("choices") or ():
+        if not isinstance(choice, dict) or choice.get("index"):
+            continue  # only one choice is ever asked for
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            content = delta.get("content")
+            if isinstance(content, str):
+                text += content
+            for part in delta.get("tool_calls") or ():
+                if isinstance(part, dict):
+                    _add_fragment(calls, part)
+        reason = choice.get("finish_reason")
+        if reason is not None:
+            finish = str(reason)
+    return text, finish
+
+
+def _add_fragment(calls: dict[int, _PartialCall], part: dict[str, Any]) -> None:
+    """One streamed fragment of a tool call: its id and name (some servers repeat them in
+    every fragment: kept once), a piece of its arguments."""
+    index = part.get("index")
+    call = calls.setdefault(index if isinstance(index, int) else 0, _PartialCall())
+    call.id = call.id or _text(part.get("id"))
+    function = part.get("function")
+    if isinstance(function, dict):
+        call.name = call.name or _text(function.get("name"))
+        call.arguments += _text(function.get("arguments"))
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _stream_error(error: object) -> LLMError:
+    """An error the server sent inside its stream (``{"error": {"message": ...}}``)."""
+    message = _body_message({"error": error}) or "An error occurred during streaming"
+    return LLMError(
+        "The language model reported an error in its stream", detail=" ".join(message.split())
+    )
+
+
+def _ends_stream(chunk: Chunk | BaseException | None) -> bool:
     """The end of the stream (None) or its failure."""
     return chunk is None or isinstance(chunk, BaseException)
 
