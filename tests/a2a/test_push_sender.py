@@ -29,7 +29,7 @@ from persona_agent.a2a.push import (
     Retries,
     RetryingPushSender,
 )
-from persona_agent.observe.metrics import HubMetrics
+from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from tests.servers.webhook import Received, Webhook
 
 CONTEXT = ServerCallContext(user=UnauthenticatedUser())
@@ -51,7 +51,7 @@ async def sender_for(
     http: httpx.AsyncClient,
     hooks: dict[str, Webhook],
     limits: DeliveryLimits | None = None,
-    metrics: HubMetrics | None = None,
+    metrics: HubMetrics = NO_METRICS,
 ) -> RetryingPushSender:
     """A sender whose task ``{name}`` notifies webhook ``hooks[name]``."""
     store = InMemoryPushNotificationConfigStore()

@@ -56,7 +56,7 @@ from persona_agent.a2a.context_keys import (
 from persona_agent.a2a.input import check_parts
 from persona_agent.a2a.sdk_fixes.routes import check_status_filter
 from persona_agent.a2a.sdk_fixes.subscription import without_replayed
-from persona_agent.observe.metrics import HubMetrics
+from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.personas.model import Persona
 from persona_agent.security.authorization import Action, Authorization
 from persona_agent.security.principal import Principal
@@ -150,8 +150,8 @@ class PersonaRequestHandler(RequestHandler):
       makes for a caller (consultations, panel turns: :class:`.local_calls.LocalCalls`)
       pass too, with the caller's principal from the call context.
 
-    With ``metrics``, it counts every call by persona, method, binding and outcome, and
-    the streams open now.
+    ``metrics`` counts every call by persona, method, binding and outcome, and the
+    streams open now.
     """
 
     def __init__(
@@ -160,7 +160,7 @@ class PersonaRequestHandler(RequestHandler):
         *,
         task_listing: TaskListing = "context",
         max_id_length: int = MAX_ID_LENGTH,
-        metrics: HubMetrics | None = None,
+        metrics: HubMetrics = NO_METRICS,
         authorization: Authorization | None = None,
     ) -> None:
         self._lookup = lookup
@@ -173,8 +173,6 @@ class PersonaRequestHandler(RequestHandler):
         self, method: str, context: ServerCallContext, call: Callable[[], Awaitable[T]]
     ) -> T:
         """``call()``, counted in the request metrics as ``method``."""
-        if self._metrics is None:
-            return await call()
         outcome = "ok"
         try:
             return await call()
@@ -189,10 +187,6 @@ class PersonaRequestHandler(RequestHandler):
     ) -> AsyncGenerator[Event]:
         """``events``, counted in the request metrics as ``method`` and as an open stream
         while they last."""
-        if self._metrics is None:
-            async for event in events:
-                yield event
-            return
         persona = context.state.get(PERSONA_STATE_KEY, "")
         streams = self._metrics.open_streams.labels(persona)
         streams.inc()
@@ -208,7 +202,6 @@ class PersonaRequestHandler(RequestHandler):
             self._count(method, context, outcome)
 
     def _count(self, method: str, context: ServerCallContext, outcome: str) -> None:
-        assert self._metrics is not None
         state = context.state
         self._metrics.requests.labels(
             state.get(PERSONA_STATE_KEY, ""), method, state.get(BINDING_KEY, ""), outcome

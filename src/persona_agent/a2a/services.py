@@ -13,7 +13,7 @@ from a2a.types.a2a_pb2 import AgentProvider
 
 from persona_agent.a2a.push import PushParts
 from persona_agent.chat.budget import BudgetLimits
-from persona_agent.observe.metrics import HubMetrics
+from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.personas.formats.png import CleanImage
 from persona_agent.security.audit import AuditLog
 from persona_agent.security.authentication import Authenticator, Authorization
@@ -28,14 +28,16 @@ Avatars = Callable[[str], Awaitable[CleanImage | None]]
 
 @dataclass(frozen=True, slots=True)
 class HubServices:
-    """Each part is optional: none of them is a hub that serves everyone, as it ships."""
+    """Each part is optional: none of them is a hub that serves everyone, as it ships.
+    The limits, the audit log and the metrics are always there: by default, ones that
+    do nothing (no limit, no log, nothing counted)."""
 
     authenticator: Authenticator | None = None
     """Who calls; with no keys and no issuer, everyone is anonymous."""
-    quotas: Quotas | None = None
-    """Per-caller limits."""
-    audit: AuditLog | None = None
-    """Where writes, tasks and refusals are recorded."""
+    quotas: Quotas = field(default_factory=Quotas)
+    """Per-caller limits (by default none: running tasks are counted, nothing refused)."""
+    audit: AuditLog = field(default_factory=AuditLog)
+    """Where writes, tasks and refusals are recorded (by default nowhere)."""
     signer: CardSigner | None = None
     """Signs every persona's card."""
     push: PushParts | None = None
@@ -48,8 +50,9 @@ class HubServices:
     """Replicas: the events of tasks running on other replicas (the SDK's cluster mode)."""
     log_fields: bool = False
     """JSON logs: each A2A request's log lines carry its request id and persona."""
-    metrics: HubMetrics | None = None
-    """What the A2A side counts for ``/metrics`` (requests, refusals, streams, tasks)."""
+    metrics: HubMetrics = NO_METRICS
+    """What the A2A side counts for ``/metrics`` (requests, refusals, streams, tasks;
+    by default nothing)."""
     provider: AgentProvider | None = None
     """Who runs the hub, on every card (None: "persona-agent" at the hub's URL)."""
     budget: BudgetLimits = field(default_factory=BudgetLimits)

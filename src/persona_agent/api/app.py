@@ -137,7 +137,7 @@ async def _load_quietly(llm: LLMBackend) -> None:
 def create_app(settings: Settings) -> FastAPI:
     """The hub as an ASGI app. Start-up (its lifespan) opens the database and MCP servers."""
     tracer_provider = start_tracing(os.environ)  # off unless OTEL_* asks (docs/observability.md)
-    metrics = HubMetrics() if settings.metrics else None
+    metrics = HubMetrics() if settings.metrics else HubMetrics.disabled()
     toolbox: MCPToolbox | None = None
     if settings.mcp_config is not None:
         # Imported only when configured: the MCP SDK costs ~18 MB of memory.
@@ -152,9 +152,7 @@ def create_app(settings: Settings) -> FastAPI:
         max_overflow=settings.db_max_overflow,
     )
     # Every write of the hub, in shared transactions.
-    writer = GroupCommitWriter(
-        db, on_commit=metrics.db_commit_seconds.observe if metrics is not None else None
-    )
+    writer = GroupCommitWriter(db, on_commit=metrics.db_commit_seconds.observe)
     # On PostgreSQL this process is a replica: any number of them on one database are one
     # hub (docs/deployment.md). Imported only then: the cluster parts need asyncpg.
     cluster: Cluster | None = None
@@ -166,8 +164,7 @@ def create_app(settings: Settings) -> FastAPI:
             lease_seconds=settings.replica_lease_seconds,
             pool_size=settings.db_pool_size,
         )
-        if metrics is not None:
-            metrics.set_replica(cluster.replica)
+        metrics.set_replica(cluster.replica)
     llm = build_llm_backend(settings)
     usage = UsageLog(writer)
     history = ConversationHistory(
@@ -300,8 +297,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     # Messages to the hub's own personas from within it (consultations, panels).
     local_calls = LocalCalls(registry.local_handler)
-    if metrics is not None:
-        metrics.count_personas(lambda: len(registry))
+    metrics.count_personas(lambda: len(registry))
     consultations = Consultations(
         local_calls,
         registry.persona,
@@ -496,7 +492,7 @@ def create_app(settings: Settings) -> FastAPI:
     async def prometheus_metrics() -> Response:
         """Prometheus metrics, in the text format (``personas:read`` for every persona when
         credentials are configured; 404 with ``PERSONA_AGENT_METRICS=false``)."""
-        if metrics is None:
+        if not metrics.enabled:
             return JSONResponse(
                 {"detail": "Metrics are off (PERSONA_AGENT_METRICS=false)"}, status_code=404
             )

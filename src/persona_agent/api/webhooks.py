@@ -28,7 +28,7 @@ def build_push(
     db: AsyncEngine,
     *,
     announce: Callable[[str], Awaitable[None]] | None,
-    metrics: HubMetrics | None,
+    metrics: HubMetrics,
 ) -> PushParts:
     """Configs in the hub's database (durable, owned as tasks are, capped); webhooks
     guarded, and called per destination by a client of their own that follows no

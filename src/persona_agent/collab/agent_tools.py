@@ -33,7 +33,7 @@ from persona_agent.collab.agent_exchange import Exchange, Failure
 from persona_agent.collab.agents_file import AgentsConfig
 from persona_agent.collab.breaker import BreakerOpenError
 from persona_agent.errors import ToolError
-from persona_agent.observe.metrics import HubMetrics
+from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.personas.model import Persona
 
 __all__ = ["AGENT_PREFIX", "RemoteAgents", "agent_tool_name"]
@@ -70,7 +70,7 @@ class RemoteAgents:
         self,
         config: AgentsConfig,
         *,
-        metrics: HubMetrics | None = None,
+        metrics: HubMetrics = NO_METRICS,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
@@ -82,9 +82,8 @@ class RemoteAgents:
         }
         self._contexts: OrderedDict[tuple[str, str, str], str] = OrderedDict()
         self._waiting: OrderedDict[tuple[str, str], _RemoteTask] = OrderedDict()
-        if metrics is not None:
-            for name in self.agents:
-                metrics.remote_breaker.labels(name).set(0)
+        for name in self.agents:
+            metrics.remote_breaker.labels(name).set(0)
 
     def names(self) -> list[str]:
         """The configured agents' names."""
@@ -157,8 +156,7 @@ class RemoteAgents:
             outcome = error.outcome
             raise
         finally:
-            if self.metrics is not None:
-                self.metrics.remote_calls.labels(agent.name, outcome).inc()
+            self.metrics.remote_calls.labels(agent.name, outcome).inc()
 
     def _ending(
         self,
@@ -244,8 +242,7 @@ class RemoteAgents:
                     failure.message,
                     delay,
                 )
-                if self.metrics is not None:
-                    self.metrics.remote_retries.labels(agent.name).inc()
+                self.metrics.remote_retries.labels(agent.name).inc()
             finally:
                 if healthy is None:
                     agent.breaker.release()
@@ -276,8 +273,7 @@ class RemoteAgents:
             )
         else:
             logger.info("Outside agent %s: circuit breaker %s (was %s)", name, new, old)
-        if self.metrics is not None:
-            self.metrics.remote_breaker.labels(name).set(BREAKER_STATES[new])
+        self.metrics.remote_breaker.labels(name).set(BREAKER_STATES[new])
 
 
 class _CallError(ToolError):

@@ -18,7 +18,7 @@ from persona_agent.errors import ToolError
 from persona_agent.mcp.config import MCPConfig
 from persona_agent.mcp.supervisor import Supervisor
 from persona_agent.mcp.tool_specs import SEPARATOR, ToolInfo, render_result
-from persona_agent.observe.metrics import HubMetrics
+from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.observe.tracing import TRACER
 
 __all__ = ["MCPToolbox"]
@@ -45,7 +45,7 @@ class MCPToolbox:
         default_timeout: float = 30.0,
         connect_timeout: float = 30.0,
         on_tools_changed: Callable[[str], None] | None = None,
-        metrics: HubMetrics | None = None,
+        metrics: HubMetrics = NO_METRICS,
     ) -> None:
         """``default_timeout``: per-call timeout of servers that set none.
         ``connect_timeout``: bound on starting a server and listing its tools.
@@ -150,6 +150,5 @@ class MCPToolbox:
                 span.set_attribute("persona_agent.tool.outcome", outcome)
                 if outcome == "tool_error":
                     span.set_status(StatusCode.ERROR, "the tool returned an error")
-                if self.metrics is not None:
-                    self.metrics.mcp_calls.labels(tool.server, tool.remote_name, outcome).inc()
+                self.metrics.mcp_calls.labels(tool.server, tool.remote_name, outcome).inc()
             return render_result(result)

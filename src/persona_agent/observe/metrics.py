@@ -11,6 +11,7 @@ engine, the MCP toolbox, the database writer); nothing is computed per token.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final, Protocol
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -25,130 +26,254 @@ from prometheus_client import (
 from persona_agent import __version__
 from persona_agent.observe.usage import Usage
 
-__all__ = ["CONTENT_TYPE_LATEST", "HubMetrics"]
+__all__ = [
+    "CONTENT_TYPE_LATEST",
+    "NO_METRICS",
+    "CounterLike",
+    "GaugeLike",
+    "HistogramLike",
+    "HubMetrics",
+    "InfoLike",
+]
 
 _SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 """Task and first-text times: a fast model's answer to a long tool loop."""
 _COMMIT_SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)
 
 
-class HubMetrics:
-    """The hub's metrics, each with the labels its docstring names."""
+class CounterLike(Protocol):
+    """What the hub does with a counter (Prometheus's, or one of metrics that are off).
+    ``labels``: the instrument's label values, in order (it has at most four)."""
 
-    def __init__(self) -> None:
+    def labels(self, a: str = ..., b: str = ..., c: str = ..., d: str = ..., /) -> CounterLike: ...
+
+    def inc(self, amount: float = 1) -> None: ...
+
+
+class GaugeLike(Protocol):
+    """What the hub does with a gauge."""
+
+    def labels(self, a: str = ..., b: str = ..., c: str = ..., d: str = ..., /) -> GaugeLike: ...
+
+    def inc(self, amount: float = 1) -> None: ...
+
+    def dec(self, amount: float = 1) -> None: ...
+
+    def set(self, value: float) -> None: ...
+
+    def set_function(self, f: Callable[[], float]) -> None: ...
+
+
+class HistogramLike(Protocol):
+    """What the hub does with a histogram."""
+
+    def labels(
+        self, a: str = ..., b: str = ..., c: str = ..., d: str = ..., /
+    ) -> HistogramLike: ...
+
+    def observe(self, amount: float) -> None: ...
+
+
+class InfoLike(Protocol):
+    """What the hub does with an info metric."""
+
+    def info(self, val: dict[str, str]) -> None: ...
+
+
+class _Off:
+    """Every instrument of metrics that are off: each call does nothing, ``labels`` gives
+    the same instrument back. No allocation (fixed parameters: no tuple of arguments), no
+    lock; ``docs/performance.md`` has what a call costs."""
+
+    __slots__ = ()
+
+    def labels(self, a: str = "", b: str = "", c: str = "", d: str = "", /) -> _Off:
+        return self
+
+    def inc(self, amount: float = 1) -> None:
+        """Counts nothing."""
+
+    def dec(self, amount: float = 1) -> None:
+        """Counts nothing."""
+
+    def set(self, value: float) -> None:
+        """Keeps nothing."""
+
+    def set_function(self, f: Callable[[], float]) -> None:
+        """Keeps nothing (``f`` is never called)."""
+
+    def observe(self, amount: float) -> None:
+        """Keeps nothing."""
+
+    def info(self, val: dict[str, str]) -> None:
+        """Keeps nothing."""
+
+
+_OFF: Final = _Off()
+
+
+class _Instruments:
+    """Makes the instruments of one :class:`HubMetrics`: on its registry, or (``registry``
+    None: metrics are off) the one instrument that does nothing."""
+
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        self._registry = registry
+
+    def counter(self, name: str, about: str, labels: tuple[str, ...] = ()) -> CounterLike:
+        if self._registry is None:
+            return _OFF
+        return Counter(name, about, labels, registry=self._registry)
+
+    def gauge(self, name: str, about: str, labels: tuple[str, ...] = ()) -> GaugeLike:
+        if self._registry is None:
+            return _OFF
+        return Gauge(name, about, labels, registry=self._registry)
+
+    def histogram(
+        self, name: str, about: str, labels: tuple[str, ...], buckets: tuple[float, ...]
+    ) -> HistogramLike:
+        if self._registry is None:
+            return _OFF
+        return Histogram(name, about, labels, buckets=buckets, registry=self._registry)
+
+    def info(self, name: str, about: str) -> InfoLike:
+        if self._registry is None:
+            return _OFF
+        return Info(name, about, registry=self._registry)
+
+
+class HubMetrics:
+    """The hub's metrics, each with the labels its docstring names.
+
+    Always present: metrics that are off (:meth:`disabled`, ``PERSONA_AGENT_METRICS=false``)
+    have the same instruments, each doing nothing, so no part of the hub asks whether
+    they are on (only ``/metrics``, which answers 404 then: :attr:`enabled`).
+    """
+
+    def __init__(self, *, enabled: bool = True) -> None:
+        self.enabled = enabled
+        """Whether anything is counted."""
         self.registry = CollectorRegistry(auto_describe=False)
-        registry = self.registry
-        self.info = Info("persona_agent", "The hub: version and replica id", registry=registry)
+        make = _Instruments(self.registry if enabled else None)
+        self.info = make.info("persona_agent", "The hub: version and replica id")
         self.set_replica("")
-        self.requests = Counter(
+        self._a2a(make)
+        self._tasks(make)
+        self._model(make)
+        self._tools(make)
+        self._hub(make)
+
+    @classmethod
+    def disabled(cls) -> HubMetrics:
+        """Metrics that are off: every instrument does nothing."""
+        return cls(enabled=False)
+
+    def _a2a(self, make: _Instruments) -> None:
+        """What the A2A side counts: calls, refusals, open streams."""
+        self.requests = make.counter(
             "persona_agent_a2a_requests",
             "A2A calls handled, by persona, method (SendMessage, GetTask, ...), binding "
             "(jsonrpc, http+json) and outcome (ok, or the A2A error's name)",
-            ["persona", "method", "binding", "outcome"],
-            registry=registry,
+            ("persona", "method", "binding", "outcome"),
         )
-        self.refusals = Counter(
+        self.refusals = make.counter(
             "persona_agent_a2a_refusals",
             "A2A requests refused before a handler saw them, by persona and reason "
             "(unauthenticated, forbidden, rate_limited)",
-            ["persona", "reason"],
-            registry=registry,
+            ("persona", "reason"),
         )
-        self.open_streams = Gauge(
+        self.open_streams = make.gauge(
             "persona_agent_open_streams",
             "SSE streams open now (SendStreamingMessage, SubscribeToTask), by persona",
-            ["persona"],
-            registry=registry,
+            ("persona",),
         )
-        self.tasks_running = Gauge(
+
+    def _tasks(self, make: _Instruments) -> None:
+        """What the executors count: tasks running, finished, and how long they took."""
+        self.tasks_running = make.gauge(
             "persona_agent_tasks_running",
             "Tasks being answered by this replica now, by persona",
-            ["persona"],
-            registry=registry,
+            ("persona",),
         )
-        self.tasks = Counter(
+        self.tasks = make.counter(
             "persona_agent_tasks",
             "Tasks this replica finished answering, by persona and final state "
             "(completed, failed, canceled)",
-            ["persona", "state"],
-            registry=registry,
+            ("persona", "state"),
         )
-        self.task_seconds = Histogram(
+        self.task_seconds = make.histogram(
             "persona_agent_task_duration_seconds",
             "From a task's start to its final state, by persona and final state",
-            ["persona", "state"],
-            buckets=_SECONDS,
-            registry=registry,
+            ("persona", "state"),
+            _SECONDS,
         )
-        self.first_text_seconds = Histogram(
+        self.first_text_seconds = make.histogram(
             "persona_agent_time_to_first_text_seconds",
             "From a task's start to the first text of its answer, by persona",
-            ["persona"],
-            buckets=_SECONDS,
-            registry=registry,
+            ("persona",),
+            _SECONDS,
         )
-        self.llm_calls = Counter(
+
+    def _model(self, make: _Instruments) -> None:
+        """What the engine counts: model calls, tokens, cost."""
+        self.llm_calls = make.counter(
             "persona_agent_llm_calls",
             "Calls to the model backend, by model and outcome (ok, error)",
-            ["model", "outcome"],
-            registry=registry,
+            ("model", "outcome"),
         )
-        self.tokens = Counter(
+        self.tokens = make.counter(
             "persona_agent_llm_tokens",
             "Tokens the model backend reported, by model and kind (input, output, "
             "cached_input: the part of input read from the server's cache)",
-            ["model", "kind"],
-            registry=registry,
+            ("model", "kind"),
         )
-        self.cost = Counter(
+        self.cost = make.counter(
             "persona_agent_cost_usd",
             "What answers cost in US dollars (PERSONA_AGENT_LLM_PRICES), by persona and model",
-            ["persona", "model"],
-            registry=registry,
+            ("persona", "model"),
         )
-        self.mcp_calls = Counter(
+
+    def _tools(self, make: _Instruments) -> None:
+        """What tools count: MCP calls, outside agents' calls, retries and breakers."""
+        self.mcp_calls = make.counter(
             "persona_agent_mcp_calls",
             "MCP tool calls, by server, tool and outcome (ok; tool_error: the tool said it "
             "failed; error: it could not be called; canceled: its task was)",
-            ["server", "tool", "outcome"],
-            registry=registry,
+            ("server", "tool", "outcome"),
         )
-        self.remote_calls = Counter(
+        self.remote_calls = make.counter(
             "persona_agent_remote_agent_calls",
             "Calls to outside agents (agent__* tools), by agent and outcome (ok; "
             "input_required: it asked the user; refused: 4xx, rejected; error; timeout; "
             "breaker_open: refused at once by its circuit breaker; canceled)",
-            ["agent", "outcome"],
-            registry=registry,
+            ("agent", "outcome"),
         )
-        self.remote_retries = Counter(
+        self.remote_retries = make.counter(
             "persona_agent_remote_agent_retries",
             "Attempts at an outside agent made again after a transient failure, by agent",
-            ["agent"],
-            registry=registry,
+            ("agent",),
         )
-        self.remote_breaker = Gauge(
+        self.remote_breaker = make.gauge(
             "persona_agent_remote_agent_breaker_state",
             "The circuit breaker of each outside agent: 0 closed, 1 half-open, 2 open",
-            ["agent"],
-            registry=registry,
+            ("agent",),
         )
-        self.push_notifications = Counter(
+
+    def _hub(self, make: _Instruments) -> None:
+        """The rest of the hub: push notifications, personas served, database commits."""
+        self.push_notifications = make.counter(
             "persona_agent_push_notifications",
             "Push notifications to webhooks, by outcome (delivered; failed: a 4xx, a "
             "redirect, or every retry spent; refused: the URL guard refused the webhook "
             "at delivery; dropped: a delivery queue was full)",
-            ["outcome"],
-            registry=registry,
+            ("outcome",),
         )
-        self.personas = Gauge(
-            "persona_agent_personas", "Personas this replica serves", registry=registry
-        )
-        self.db_commit_seconds = Histogram(
+        self.personas = make.gauge("persona_agent_personas", "Personas this replica serves")
+        self.db_commit_seconds = make.histogram(
             "persona_agent_db_commit_seconds",
             "How long each database transaction of the hub's writes took to commit",
-            buckets=_COMMIT_SECONDS,
-            registry=registry,
+            (),
+            _COMMIT_SECONDS,
         )
 
     def set_replica(self, replica: str) -> None:
@@ -172,3 +297,8 @@ class HubMetrics:
     def exposition(self) -> bytes:
         """Every metric in the Prometheus text format."""
         return generate_latest(self.registry)
+
+
+NO_METRICS: Final = HubMetrics.disabled()
+"""Metrics that are off, for a part built without the hub's (a test, a tool): it counts
+nothing, and holds nothing, so every such part may share it."""

@@ -32,9 +32,10 @@ _logger.propagate = False  # the audit log is its own stream, not part of the se
 
 
 class AuditLog:
-    """Records events when a target is configured; does nothing otherwise."""
+    """Records events when a target is configured; does nothing otherwise (``AuditLog()``:
+    the log of a hub that keeps none, always there so that nobody asks whether it is)."""
 
-    def __init__(self, target: str | None) -> None:
+    def __init__(self, target: str | None = None) -> None:
         self._listener: logging.handlers.QueueListener | None = None
         self._handler: logging.Handler | None = None
         self._target: logging.Handler | None = None

@@ -68,7 +68,7 @@ class HostGuard:
         self.listen_host = listen_host
         self.allowed_hosts = frozenset(host.strip().lower() for host in allowed_hosts if host)
         self.origins = frozenset(_origin(o) for o in (*own_origins, *cors_origins) if o)
-        self._audit = audit
+        self._audit = audit if audit is not None else AuditLog()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -97,15 +97,14 @@ class HostGuard:
         if problem is None:
             await self.app(scope, receive, send)
             return
-        if self._audit is not None:
-            self._audit.record(
-                "auth.refused",
-                principal=None,
-                outcome="403",
-                request_id=request_id_of(scope["headers"]),
-                path=path,
-                reason=problem,
-            )
+        self._audit.record(
+            "auth.refused",
+            principal=None,
+            outcome="403",
+            request_id=request_id_of(scope["headers"]),
+            path=path,
+            reason=problem,
+        )
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008, "reason": problem[:120]})
             return

@@ -53,6 +53,9 @@ class QuotaLimits:
         return bool(self.requests_per_minute or self.running_tasks or self.open_streams)
 
 
+_NO_LIMITS = QuotaLimits()
+
+
 class RateLimited(Exception):
     """A call over a limit: 429, with the seconds to wait."""
 
@@ -71,9 +74,16 @@ class _Bucket:
 
 
 class Quotas:
-    """The counters behind the limits; one per hub."""
+    """The counters behind the limits; one per hub, always present (with no limits, each
+    check returns at once).
 
-    def __init__(self, limits: QuotaLimits, *, max_callers: int = MAX_CALLERS) -> None:
+    On the path of every A2A request: :meth:`check_rate` with no limit returns after one
+    comparison; :meth:`running` (each task with a caller) adds to two counts and takes
+    them back (``docs/performance.md`` has what each costs)."""
+
+    def __init__(self, limits: QuotaLimits = _NO_LIMITS, *, max_callers: int = MAX_CALLERS) -> None:
+        """``limits``: the hub's (by default none: every check passes, running tasks and
+        open streams are still counted)."""
         self.limits = limits
         self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
         self._running: dict[str, int] = {}
@@ -125,20 +135,11 @@ class Quotas:
                 f"Persona '{persona_id}' is answering {persona_limit} tasks already", 1
             )
 
-    @contextmanager
-    def running(self, caller: str | None, persona_id: str) -> Iterator[None]:
-        """Count a task of ``caller`` as running while the block runs; ``None``: a task
-        the hub started for a request of a caller's already counted (a consultation, a
-        panel member's turn), which counts for the persona only."""
-        if caller is not None:
-            self._running[caller] = self._running.get(caller, 0) + 1
-        self._running_persona[persona_id] = self._running_persona.get(persona_id, 0) + 1
-        try:
-            yield
-        finally:
-            if caller is not None:
-                _down(self._running, caller)
-            _down(self._running_persona, persona_id)
+    def running(self, caller: str | None, persona_id: str) -> _Running:
+        """Count a task of ``caller`` as running while the ``with`` block runs; ``None``: a
+        task the hub started for a request of a caller's already counted (a consultation,
+        a panel member's turn), which counts for the persona only."""
+        return _Running(self, caller, persona_id)
 
     @contextmanager
     def stream(self, caller: str) -> Iterator[None]:
@@ -168,6 +169,28 @@ class Quotas:
             return ipaddress.ip_address(caller[3:]).is_loopback
         except ValueError:
             return False
+
+
+class _Running:
+    """:meth:`Quotas.running`'s block: a class, not a generator, since every task with a
+    caller enters one (half the generator's cost)."""
+
+    __slots__ = ("_caller", "_persona_id", "_quotas")
+
+    def __init__(self, quotas: Quotas, caller: str | None, persona_id: str) -> None:
+        self._quotas, self._caller, self._persona_id = quotas, caller, persona_id
+
+    def __enter__(self) -> None:
+        quotas, caller, persona_id = self._quotas, self._caller, self._persona_id
+        if caller is not None:
+            quotas._running[caller] = quotas._running.get(caller, 0) + 1
+        quotas._running_persona[persona_id] = quotas._running_persona.get(persona_id, 0) + 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        quotas = self._quotas
+        if self._caller is not None:
+            _down(quotas._running, self._caller)
+        _down(quotas._running_persona, self._persona_id)
 
 
 _RATE_SETTING = "PERSONA_AGENT_RATE_LIMIT"

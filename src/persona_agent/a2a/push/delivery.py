@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import httpx
 from a2a.types.a2a_pb2 import TaskPushNotificationConfig
 
-from persona_agent.observe.metrics import HubMetrics
+from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.security.push_urls import PushUrlGuard, destination
 
 __all__ = ["Delivery", "Retries", "deliver"]
@@ -51,7 +51,7 @@ async def deliver(
     guard: PushUrlGuard,
     delivery: Delivery,
     retries: Retries,
-    metrics: HubMetrics | None = None,
+    metrics: HubMetrics = NO_METRICS,
 ) -> None:
     """POST ``delivery`` until it is accepted, refused, or the attempts are spent (the
     waits between attempts included: the caller's queue waits with it)."""
@@ -75,12 +75,10 @@ async def deliver(
                 await asyncio.sleep(min(retries.max_delay, wait) * random.uniform(0.9, 1.1))
                 delay = min(retries.max_delay, delay * 2)
                 continue
-            if metrics is not None:
-                refused = failure.reason == _REFUSED
-                metrics.push_notifications.labels("refused" if refused else "failed").inc()
+            refused = failure.reason == _REFUSED
+            metrics.push_notifications.labels("refused" if refused else "failed").inc()
             return
-        if metrics is not None:
-            metrics.push_notifications.labels("delivered").inc()
+        metrics.push_notifications.labels("delivered").inc()
         return
 
 

@@ -31,7 +31,7 @@ from google.protobuf.json_format import MessageToDict
 from persona_agent.a2a.push.configs import IndexedConfigStore
 from persona_agent.a2a.push.delivery import Delivery, Retries, deliver
 from persona_agent.a2a.sdk_fixes.numbers import counts_as_integers
-from persona_agent.observe.metrics import HubMetrics
+from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.security.push_urls import PushUrlGuard, destination
 
 __all__ = ["DeliveryLimits", "RetryingPushSender"]
@@ -72,7 +72,7 @@ class RetryingPushSender(BasePushNotificationSender):
         push_url_validator: PushUrlGuard,
         retries: Retries | None = None,
         limits: DeliveryLimits | None = None,
-        metrics: HubMetrics | None = None,
+        metrics: HubMetrics = NO_METRICS,
     ) -> None:
         super().__init__(httpx_client, config_store, push_url_validator=push_url_validator)
         self._guard = push_url_validator
@@ -190,8 +190,7 @@ class RetryingPushSender(BasePushNotificationSender):
 
     def _dropped(self, task_id: str, where: str, why: str) -> None:
         logger.warning("Push notification for task %s to %s dropped: %s", task_id, where, why)
-        if self._metrics is not None:
-            self._metrics.push_notifications.labels("dropped").inc()
+        self._metrics.push_notifications.labels("dropped").inc()
 
 
 _QUEUE_FULL = "its queue is full (PERSONA_AGENT_PUSH_QUEUE_PER_DESTINATION)"
