@@ -72,9 +72,9 @@ class PersonaApp:
         self.executor: TaskExecutor = executor or PersonaAgentExecutor(
             persona,
             engine,
-            services.audit,
-            services.quotas,
-            services.metrics,
+            audit=services.audit,
+            quotas=services.quotas,
+            metrics=services.metrics,
             budget=services.budget,
         )
         self._base_url = base_url
