@@ -22,6 +22,7 @@ from persona_agent.chat.conversation_locks import KeyedLocks
 from persona_agent.chat.events import ChatEvent, Done, Token, ToolEnd, ToolOutput, ToolStart
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.tools import ToolQuestion, ToolResult, ToolSource, ToolUpdate, Turn
+from persona_agent.chat.turn_state import TurnState
 from persona_agent.chat.usage_log import UsageLog
 from persona_agent.errors import LLMError, ToolError
 from persona_agent.llm.base import (
@@ -31,9 +32,8 @@ from persona_agent.llm.base import (
     StreamEnd,
     TextDelta,
     ToolCall,
-    Usage,
 )
-from persona_agent.observe.metrics import HubMetrics
+from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.observe.pricing import PriceTable
 from persona_agent.observe.tracing import TRACER
 from persona_agent.personas.formats.lore_scan import lore_system_prompt
@@ -59,7 +59,7 @@ class ChatEngine:
 
     Each model call is a span (``chat {model}``, with the GenAI conventions' attributes:
     tokens, finish reason, time to the first chunk); with ``metrics``, model calls,
-    tokens and cost are counted.
+    tokens and cost are counted (metrics that are off count nothing).
     """
 
     def __init__(
@@ -72,7 +72,7 @@ class ChatEngine:
         locks: KeyedLocks | None = None,
         prices: PriceTable | None = None,
         usage: UsageLog | None = None,
-        metrics: HubMetrics | None = None,
+        metrics: HubMetrics = NO_METRICS,
     ) -> None:
         """``locks``: how turns of one conversation are kept apart (this process's locks;
         replicas pass :class:`~persona_agent.cluster.advisory_locks.AdvisoryLocks`); ``prices``:
@@ -100,7 +100,7 @@ class ChatEngine:
         turn: Turn | None = None,
     ) -> AsyncGenerator[ChatEvent, None]:
         """Answer ``user_message`` in the conversation ``context_id`` of ``persona`` (the
-        executor's :func:`~persona_agent.a2a.executor.conversation_key`: the caller's).
+        executor's :func:`~persona_agent.a2a.lifecycle.conversation_key`: the caller's).
 
         Yields :class:`Token` as text arrives, :class:`ToolStart`/:class:`ToolEnd`
         around each tool call, and a final :class:`Done`. Raises
@@ -122,153 +122,205 @@ class ChatEngine:
         task (``turn.task_id``) is the answer: it goes to that tool first, as a tool call of
         its own, and the model goes on with the tool's result.
         """
-        conversation = f"{persona.id}:{context_id}"
+        key = f"{persona.id}:{context_id}"
         if turn is None:
             turn = Turn(persona_id=persona.id, conversation=context_id)
-        async with self._locks.hold(conversation), TurnCalls(turn.budget) as calls:
-            started = time.monotonic()
-            past = await self.history.load(conversation)
-            said: list[Message] = []
-            greeting = None if past else render_greeting(persona)
-            if greeting is not None:  # a new conversation opens with the persona's greeting
-                said.append({"role": "assistant", "content": greeting})
-            said.append({"role": "user", "content": user_message})
-            messages: list[Message] = [
-                {"role": "system", "content": await _system_prompt(persona, [*past, *said])},
-                *past,
-                *said,
-            ]
-            if persona.post_history_instructions is not None:
-                after = apply_macros(persona.post_history_instructions, persona.name.strip())
-                messages.append({"role": "system", "content": after})
-            tools = (
-                self.tools.specs(persona)
-                if self.tools is not None and self.llm.supports_tools
-                else []
-            )
-            usage = Usage()
-            answer: list[str] = []
-            llm_calls = tool_calls = 0
-            # The answer to a tool's question goes to that tool, before the model is asked.
-            answering = self._waiting.pop((conversation, turn.task_id), None)
-            asked: ToolQuestion | None = None
-            model = persona.model.name or self.llm.default_model
+        async with self._locks.hold(key), TurnCalls(turn.budget) as calls:
+            state = await self._assemble(persona, key, user_message, turn, calls)
             for iteration in range(self.max_tool_iterations + 1):
-                last_call = iteration == self.max_tool_iterations
-                from_model = answering is None
-                if from_model:  # the request's budget may make it the last call
-                    last_call = calls.is_last(last_call)
-                request = ChatRequest(
-                    messages=messages,
-                    model=model,
-                    temperature=persona.model.temperature,
-                    max_tokens=persona.model.max_tokens,
-                    tools=tools or None,
-                    tool_choice=("none" if last_call else "auto") if tools else None,
-                    persona=persona,
-                )
-                text: list[str] = []
-                end = StreamEnd()
-                if answering is not None:
-                    tool, argument = answering
-                    answer_call = ToolCall(_call_id(), tool, json.dumps({argument: user_message}))
-                    model_stream = _answer_with(answer_call)
-                    answering = None
-                else:
-                    llm_calls += 1
-                    model_stream = self._model_call(request, model)
-                async with aclosing(model_stream) as chunks:
-                    async for chunk in chunks:
-                        if isinstance(chunk, StreamEnd):
-                            end = chunk
-                        elif chunk.text:
-                            text.append(chunk.text)
-                            yield Token(chunk.text)
-                usage += end.usage
-                if from_model:
-                    calls.record(model, end.usage, self.prices.cost(model, end.usage))
-                answer.extend(text)
-                if not end.tool_calls or last_call:
-                    if end.tool_calls:
-                        logger.warning(
-                            "persona %s: the model asked for tools on its final call; ignored",
-                            persona.id,
-                        )
-                    final: Message = {"role": "assistant", "content": "".join(text)}
-                    said.append(final)
+                last_call = self._is_last_call(state, iteration)
+                async with aclosing(self._model_step(state, last_call)) as tokens:
+                    async for token in tokens:
+                        yield token
+                if not state.end.tool_calls or last_call:
+                    self._final_answer(state)
                     break
-                call_message: Message = {
-                    "role": "assistant",
-                    "content": "".join(text) or None,
-                    "tool_calls": [
-                        {
-                            "id": call.id,
-                            "type": "function",
-                            "function": {"name": call.name, "arguments": call.arguments},
-                        }
-                        for call in end.tool_calls
-                    ],
-                }
-                messages.append(call_message)
-                said.append(call_message)
-                for call in end.tool_calls:
-                    tool_calls += 1
-                    arguments, problem = _parse_arguments(call)
-                    if problem is None and (spent := calls.take_tool()) is not None:
-                        problem = f"Error: {spent}: answer with what you have"
-                    yield ToolStart(call.id, call.name, arguments)
-                    result = ToolResult(problem or "", is_error=True)
-                    called = time.monotonic()
-                    if problem is None:
-                        async with aclosing(
-                            self._call_tool(persona, call.name, arguments, turn)
-                        ) as updates:
-                            async for update in updates:
-                                if isinstance(update, ToolResult):
-                                    result = update
-                                elif isinstance(update, ToolQuestion):
-                                    result = self._ask(conversation, turn, call, update, asked)
-                                    asked = asked or update
-                                else:
-                                    yield ToolOutput(call.id, call.name, update.text, update.data)
-                    took = (time.monotonic() - called) * 1000
-                    yield ToolEnd(
-                        call.id, call.name, result.text, result.is_error, result.data, took
-                    )
-                    result_message: Message = {
-                        "role": "tool",
-                        "tool_call_id": call.id,
-                        "content": result.text[:MAX_TOOL_RESULT_CHARS],
-                    }
-                    messages.append(result_message)
-                    said.append(result_message)
-                if asked is not None:  # the turn ends with the question, for the user
-                    said.append({"role": "assistant", "content": asked.text})
+                async with aclosing(self._tool_round(state)) as events:
+                    async for event in events:
+                        yield event
+                if state.asked is not None:  # the turn ends with the question, for the user
+                    state.said.append({"role": "assistant", "content": state.asked.text})
                     break
+            yield await self._finish(state)
 
-            text_answer = "".join(answer)
-            if not text_answer.strip() and asked is None:
-                raise LLMError("The language model returned an empty answer")
-            cost = self.prices.cost(model, usage)
-            if cost is not None and self.metrics is not None:
-                self.metrics.cost.labels(persona.id, model).inc(cost)
-            if self.usage is None:
-                await self.history.append(conversation, said)
-            else:  # both in one group commit
-                await asyncio.gather(
-                    self.history.append(conversation, said),
-                    self.usage.record(persona.id, model, usage, cost),
-                )
-            yield Done(
-                text=text_answer,
-                usage=usage,
+    async def _assemble(
+        self, persona: Persona, key: str, user_message: str, turn: Turn, calls: TurnCalls
+    ) -> TurnState:
+        """The turn's prompt: the system prompt, the history, the greeting of a new
+        conversation, the user's message, the persona's post-history instructions."""
+        started = time.monotonic()
+        past = await self.history.load(key)
+        said: list[Message] = []
+        greeting = None if past else render_greeting(persona)
+        if greeting is not None:  # a new conversation opens with the persona's greeting
+            said.append({"role": "assistant", "content": greeting})
+        said.append({"role": "user", "content": user_message})
+        messages: list[Message] = [
+            {"role": "system", "content": await _system_prompt(persona, [*past, *said])},
+            *past,
+            *said,
+        ]
+        if persona.post_history_instructions is not None:
+            after = apply_macros(persona.post_history_instructions, persona.name.strip())
+            messages.append({"role": "system", "content": after})
+        tools = (
+            self.tools.specs(persona) if self.tools is not None and self.llm.supports_tools else []
+        )
+        return TurnState(
+            persona=persona,
+            key=key,
+            user_message=user_message,
+            turn=turn,
+            calls=calls,
+            model=persona.model.name or self.llm.default_model,
+            messages=messages,
+            said=said,
+            tools=tools,
+            started=started,
+            # The answer to a tool's question goes to that tool, before the model is asked.
+            answering=self._waiting.pop((key, turn.task_id), None),
+        )
+
+    def _is_last_call(self, state: TurnState, iteration: int) -> bool:
+        """Whether the next call is the turn's last, made without tools: at the tool cap,
+        or when the request's budget says so (a call to the model, not the answer to a
+        tool's question)."""
+        at_cap = iteration == self.max_tool_iterations
+        return at_cap if state.answering is not None else state.calls.is_last(at_cap)
+
+    async def _model_step(self, state: TurnState, last_call: bool) -> AsyncGenerator[Token, None]:
+        """One call to the model (or, in its place, the user's answer to the tool that
+        asked): its text as :class:`Token`, its end in ``state.end``."""
+        persona, model = state.persona, state.model
+        if state.answering is not None:
+            tool, argument = state.answering
+            state.answering = None
+            answer_call = ToolCall(_call_id(), tool, json.dumps({argument: state.user_message}))
+            source, from_model = _answer_with(answer_call), False
+        else:
+            tools = state.tools
+            request = ChatRequest(
+                messages=state.messages,
                 model=model,
-                duration_ms=int((time.monotonic() - started) * 1000),
-                llm_calls=llm_calls,
-                tool_calls=tool_calls,
-                cost_usd=cost,
-                question=asked.text if asked is not None else None,
+                temperature=persona.model.temperature,
+                max_tokens=persona.model.max_tokens,
+                tools=tools or None,
+                tool_choice=("none" if last_call else "auto") if tools else None,
+                persona=persona,
             )
+            state.llm_calls += 1
+            source, from_model = self._model_call(request, model), True
+        text: list[str] = []
+        end = StreamEnd()
+        async with aclosing(source) as chunks:
+            async for chunk in chunks:
+                if isinstance(chunk, StreamEnd):
+                    end = chunk
+                elif chunk.text:
+                    text.append(chunk.text)
+                    yield Token(chunk.text)
+        state.usage += end.usage
+        if from_model:
+            state.calls.record(model, end.usage, self.prices.cost(model, end.usage))
+        state.answer.extend(text)
+        state.end, state.text = end, "".join(text)
+
+    @staticmethod
+    def _final_answer(state: TurnState) -> None:
+        """The last call's text is the turn's answer (tools it asked for at the cap, or
+        past the budget, are ignored)."""
+        if state.end.tool_calls:
+            logger.warning(
+                "persona %s: the model asked for tools on its final call; ignored",
+                state.persona.id,
+            )
+        state.said.append({"role": "assistant", "content": state.text})
+
+    async def _tool_round(self, state: TurnState) -> AsyncGenerator[ChatEvent, None]:
+        """The tool calls the model asked for, one after the other, each result added to
+        the messages for its next call."""
+        calls = state.end.tool_calls
+        call_message: Message = {
+            "role": "assistant",
+            "content": state.text or None,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in calls
+            ],
+        }
+        state.messages.append(call_message)
+        state.said.append(call_message)
+        for call in calls:
+            async with aclosing(self._tool_call(state, call)) as events:
+                async for event in events:
+                    yield event
+
+    async def _tool_call(self, state: TurnState, call: ToolCall) -> AsyncGenerator[ChatEvent, None]:
+        """One tool call: :class:`ToolStart`, its progress, :class:`ToolEnd`; a call the
+        model got wrong, or past the budget, is an error the model reads."""
+        state.tool_calls += 1
+        arguments, problem = _parse_arguments(call)
+        if problem is None and (spent := state.calls.take_tool()) is not None:
+            problem = f"Error: {spent}: answer with what you have"
+        yield ToolStart(call.id, call.name, arguments)
+        result = ToolResult(problem or "", is_error=True)
+        called = time.monotonic()
+        if problem is None:
+            tool = self._call_tool(state.persona, call.name, arguments, state.turn)
+            async with aclosing(tool) as updates:
+                async for update in updates:
+                    if isinstance(update, ToolResult):
+                        result = update
+                    elif isinstance(update, ToolQuestion):
+                        result = self._ask(state.key, state.turn, call, update, state.asked)
+                        state.asked = state.asked or update
+                    else:
+                        yield ToolOutput(call.id, call.name, update.text, update.data)
+        took = (time.monotonic() - called) * 1000
+        yield ToolEnd(call.id, call.name, result.text, result.is_error, result.data, took)
+        result_message: Message = {
+            "role": "tool",
+            "tool_call_id": call.id,
+            "content": result.text[:MAX_TOOL_RESULT_CHARS],
+        }
+        state.messages.append(result_message)
+        state.said.append(result_message)
+
+    async def _finish(self, state: TurnState) -> Done:
+        """The turn's end: its history and usage written (in one group commit), and its
+        :class:`Done`.
+
+        Raises:
+            LLMError: the model gave no answer (and no tool asked the user a question).
+        """
+        persona, model, usage, asked = state.persona, state.model, state.usage, state.asked
+        text_answer = "".join(state.answer)
+        if not text_answer.strip() and asked is None:
+            raise LLMError("The language model returned an empty answer")
+        cost = self.prices.cost(model, usage)
+        if cost is not None:
+            self.metrics.cost.labels(persona.id, model).inc(cost)
+        if self.usage is None:
+            await self.history.append(state.key, state.said)
+        else:  # both in one group commit
+            await asyncio.gather(
+                self.history.append(state.key, state.said),
+                self.usage.record(persona.id, model, usage, cost),
+            )
+        return Done(
+            text=text_answer,
+            usage=usage,
+            model=model,
+            duration_ms=int((time.monotonic() - state.started) * 1000),
+            llm_calls=state.llm_calls,
+            tool_calls=state.tool_calls,
+            cost_usd=cost,
+            question=asked.text if asked is not None else None,
+        )
 
     def _ask(
         self,
@@ -326,11 +378,9 @@ class ChatEngine:
                             span.set_attribute("gen_ai.response.time_to_first_chunk", waited)
                         yield chunk
             except Exception:
-                if self.metrics is not None:
-                    self.metrics.llm_call(model, end.usage, failed=True)
+                self.metrics.llm_call(model, end.usage, failed=True)
                 raise
-            if self.metrics is not None:
-                self.metrics.llm_call(model, end.usage, failed=False)
+            self.metrics.llm_call(model, end.usage, failed=False)
             if span.is_recording():
                 span.set_attributes(
                     {

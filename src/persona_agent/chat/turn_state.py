@@ -1,0 +1,47 @@
+"""What one turn of the chat engine holds while it runs: the prompt as it grows, what the
+turn says, and what its calls used."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from persona_agent.chat.budget import TurnCalls
+from persona_agent.chat.tools import ToolQuestion, Turn
+from persona_agent.llm.base import Message, StreamEnd, Usage
+from persona_agent.personas.model import Persona
+
+__all__ = ["TurnState"]
+
+
+@dataclass(slots=True)
+class TurnState:
+    """One turn in progress: what the model is shown, what the turn says (for the
+    history), and what its calls used."""
+
+    persona: Persona
+    key: str
+    """The conversation's key in the history and the locks (persona and context)."""
+    user_message: str
+    turn: Turn
+    calls: TurnCalls
+    model: str
+    messages: list[Message]
+    """What the model is shown: the prompt, then each call's text and tool results."""
+    said: list[Message]
+    """What the turn adds to the history when it completes."""
+    tools: list[dict[str, Any]]
+    started: float
+    answering: tuple[str, str] | None
+    """The tool waiting for the user's answer, and the argument it goes in."""
+    usage: Usage = field(default_factory=Usage)
+    answer: list[str] = field(default_factory=list)
+    """The text of every call, the answer when the turn ends."""
+    llm_calls: int = 0
+    tool_calls: int = 0
+    asked: ToolQuestion | None = None
+    """The question a tool asked the user in this turn (one a turn)."""
+    end: StreamEnd = field(default_factory=StreamEnd)
+    """How the last call ended (its tool calls, usage)."""
+    text: str = ""
+    """The last call's text."""
