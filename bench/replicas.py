@@ -92,7 +92,8 @@ async def _event_lags(url: str, count: int) -> list[float]:
     from persona_agent.cluster.notify import Listener
     from persona_agent.cluster.task_events import PgTaskEventStream
     from persona_agent.cluster.tasks import ClusterTaskStore
-    from persona_agent.db import GroupCommitWriter, create_engine, prepare_db
+    from persona_agent.db import GroupCommitWriter, create_engine
+    from persona_agent.migrations import prepare_db
 
     context = ServerCallContext(state={PERSONA_STATE_KEY: "bench"})
     engines = [create_engine(url), create_engine(url)]

@@ -10,7 +10,8 @@ from hypothesis.vendor import pretty
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from persona_agent.db import GroupCommitWriter, create_engine, init_db, metadata
+from persona_agent.db import GroupCommitWriter, create_engine, metadata
+from persona_agent.migrations import init_db
 from tests.servers.replicas import fresh_database
 
 # Schemathesis's pytest plugin (loaded with pytest) swaps Hypothesis's printer for one that

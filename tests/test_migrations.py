@@ -18,18 +18,17 @@ from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from typer.testing import CliRunner
 
-from persona_agent import migrations
 from persona_agent.cli import app
-from persona_agent.db import (
+from persona_agent.db import create_engine, metadata
+from persona_agent.errors import ConfigError
+from persona_agent.migrations import (
     MIGRATION_LOCK_KEY,
     SCHEMA_REVISION,
-    create_engine,
     db_revision,
-    metadata,
     prepare_db,
+    revisions,
     upgrade_db,
 )
-from persona_agent.errors import ConfigError
 from tests.conftest import empty_postgres
 
 HEAD = "0004"
@@ -140,8 +139,8 @@ async def test_down_to_the_schema_before_replicas_and_up_again(empty: AsyncEngin
     await upgrade_db(empty, "0001")
     await save_old_task(empty)
     await upgrade_db(empty)
-    async with migrations.one_at_a_time(), empty.begin() as conn:
-        await conn.run_sync(migrations.downgrade, "0001")
+    async with revisions.one_at_a_time(), empty.begin() as conn:
+        await conn.run_sync(revisions.downgrade, "0001")
     assert await db_revision(empty) == ("0001", HEAD)
     await upgrade_db(empty)
     await assert_old_task_kept(empty)
@@ -276,4 +275,4 @@ def test_the_db_commands_name_a_database_that_does_not_answer(
 def test_the_revision_start_up_checks_first_is_the_newest() -> None:
     """``prepare_db`` skips Alembic when the database says SCHEMA_REVISION: it must be the
     head of ``versions/``, or a new revision would never run."""
-    assert migrations.head_revision() == SCHEMA_REVISION
+    assert revisions.head_revision() == SCHEMA_REVISION

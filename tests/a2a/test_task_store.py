@@ -22,7 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from persona_agent.a2a.context_keys import PERSONA_STATE_KEY
 from persona_agent.a2a.task_store import SqlTaskStore
-from persona_agent.db import GroupCommitWriter, create_engine, init_db
+from persona_agent.db import GroupCommitWriter, create_engine
+from persona_agent.migrations import init_db
 
 
 class NamedUser(User):

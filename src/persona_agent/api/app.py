@@ -42,7 +42,7 @@ from persona_agent.collab.consultation import Consultations
 from persona_agent.collab.local_calls import LocalCalls
 from persona_agent.collab.panel_executor import PanelExecutor
 from persona_agent.collab.panel_prompts import warn_panel_problems
-from persona_agent.db import GroupCommitWriter, create_engine, prepare_db
+from persona_agent.db import GroupCommitWriter, create_engine
 from persona_agent.errors import (
     ConfigError,
     PersonaAgentError,
@@ -52,6 +52,7 @@ from persona_agent.errors import (
 )
 from persona_agent.llm.base import LLMBackend
 from persona_agent.llm.local.weights import LOCAL_MODEL_NAME
+from persona_agent.migrations import prepare_db
 from persona_agent.observe.metrics import CONTENT_TYPE_LATEST, HubMetrics
 from persona_agent.observe.pricing import load_prices
 from persona_agent.observe.tracing import start_tracing

@@ -520,7 +520,8 @@ def _db_revisions(settings: Settings, *, upgrade: bool) -> tuple[str | None, str
 
     from sqlalchemy.exc import SQLAlchemyError
 
-    from persona_agent.db import create_engine, db_revision, upgrade_db
+    from persona_agent.db import create_engine
+    from persona_agent.migrations import db_revision, upgrade_db
 
     async def revisions() -> tuple[str | None, str | None, str]:
         engine = create_engine(settings.resolved_database_url)

@@ -1,102 +1,120 @@
-"""The database's schema migrations: Alembic revisions in ``versions/``, with no alembic.ini.
+"""The database's schema migrations: a hub's database brought to the newest schema, or checked.
 
-The hub runs them on its async engine (:func:`persona_agent.db.upgrade_db`): the engine's
-connection is handed to Alembic in ``config.attributes["connection"]``, and ``env.py`` runs
-the revisions on it. Each revision is written out in full (``op.create_table`` ...), never
-from :data:`persona_agent.db.metadata`, so that changing the tables later does not change
-old revisions; ``tests/test_migrations.py`` fails when ``metadata`` and the revisions differ.
-
-A new revision starts from ``script.py.mako``::
-
-    from alembic import command
-    from persona_agent.migrations import alembic_config
-
-    command.revision(alembic_config(), "what it changes", rev_id="0003")
-
-The push-notification configs' table belongs to the SDK, which creates it itself: no
-revision touches it.
+The revisions are Alembic's, in ``versions/``, run by :mod:`persona_agent.migrations.revisions`
+(with no alembic.ini). This module is what the hub and the ``persona-agent db`` commands call;
+it imports Alembic only when a migration, or the revision Alembic reads, is needed, so a
+start-up whose database is at :data:`SCHEMA_REVISION` already does without it.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy.engine import Connection
+from persona_agent.errors import ConfigError
 
 __all__ = [
-    "SCRIPT_LOCATION",
-    "alembic_config",
-    "current_revision",
-    "downgrade",
-    "head_revision",
-    "one_at_a_time",
-    "upgrade",
+    "MIGRATION_LOCK_KEY",
+    "SCHEMA_REVISION",
+    "db_revision",
+    "init_db",
+    "prepare_db",
+    "upgrade_db",
 ]
 
-SCRIPT_LOCATION = "persona_agent:migrations"
-
-_running = threading.Lock()
-
-
-def alembic_config(connection: Connection | None = None) -> Config:
-    """Alembic's configuration, built in code; ``env.py`` migrates ``connection``."""
-    config = Config()
-    config.set_main_option("script_location", SCRIPT_LOCATION)
-    config.set_main_option("path_separator", "os")
-    if connection is not None:
-        config.attributes["connection"] = connection
-    return config
+SCHEMA_REVISION = "0004"
+"""The newest revision of ``persona_agent/migrations/versions`` (a test keeps it so)."""
 
 
-def head_revision() -> str:
-    """The newest revision of ``versions/``."""
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    if head is None:
-        raise RuntimeError("persona_agent/migrations/versions holds no revision")
-    return head
-
-
-def current_revision(connection: Connection) -> str | None:
-    """The database's revision; ``None`` without ``alembic_version`` (empty, or made before
-    migrations by ``create_all``)."""
-    return MigrationContext.configure(connection).get_current_revision()
-
-
-def upgrade(connection: Connection, revision: str = "head") -> None:
-    """Migrate ``connection``'s database up to ``revision`` (for ``AsyncConnection.run_sync``).
-
-    Commits nothing itself when ``connection`` is already in a transaction: the caller
-    commits. Run inside :func:`one_at_a_time`.
-    """
-    command.upgrade(alembic_config(connection), revision)
-
-
-def downgrade(connection: Connection, revision: str) -> None:
-    """Migrate ``connection``'s database down to ``revision``, as :func:`upgrade`."""
-    command.downgrade(alembic_config(connection), revision)
-
-
-@asynccontextmanager
-async def one_at_a_time() -> AsyncIterator[None]:
-    """One Alembic run at a time in this process, whatever its event loop or thread.
-
-    Alembic keeps the running migration in module globals (``alembic.context``,
-    ``alembic.op``), and a migration on an async engine gives way to other tasks at every
-    statement: two at once, even on two databases, would run on each other's globals.
-    """
-    # A thread's lock, not the loop's: hubs in other threads (and loops) share the globals.
-    # It cannot be awaited, and acquiring it in a worker thread would leave it taken when the
-    # waiter is canceled; another migration is rare and short (start-up), so it is polled.
-    while not _running.acquire(blocking=False):  # noqa: ASYNC110
-        await asyncio.sleep(0.01)
+async def _at_revision(engine: AsyncEngine, revision: str) -> bool:
+    """Whether the database's ``alembic_version`` says ``revision`` (no such table: no)."""
     try:
-        yield
-    finally:
-        _running.release()
+        async with engine.connect() as conn:
+            found = (await conn.execute(text("SELECT version_num FROM alembic_version"))).all()
+    except DBAPIError:
+        return False
+    return [row[0] for row in found] == [revision]
+
+
+MIGRATION_LOCK_KEY = 0x7065_7273_6F6E_6121  # "persona!" in ASCII
+"""The PostgreSQL advisory lock a migrating hub holds (:func:`upgrade_db`)."""
+
+
+async def init_db(engine: AsyncEngine) -> None:
+    """Bring the database to the newest schema, as :func:`upgrade_db`."""
+    await upgrade_db(engine)
+
+
+async def upgrade_db(engine: AsyncEngine, revision: str = "head") -> None:
+    """Migrate the database up to ``revision`` (``persona_agent/migrations/versions``).
+
+    The tables of a database made before migrations (by ``create_all``, without
+    ``alembic_version``) are taken over as they are. Safe for many hubs starting at once
+    on one PostgreSQL database: the migrating connection holds the advisory lock
+    :data:`MIGRATION_LOCK_KEY` from before it reads the revision until the migration is
+    committed, so the others wait, then find the database migrated. On PostgreSQL the
+    revisions run in one transaction; on SQLite, one each.
+
+    Raises:
+        ConfigError: the database is at a revision this version does not know (a newer
+            persona-agent migrated it), or ``revision`` is not one.
+    """
+    from alembic.util import CommandError
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from persona_agent.migrations import revisions
+
+    async with engine.connect() as conn:
+        postgres = conn.dialect.name == "postgresql"
+        try:
+            if postgres:
+                await conn.execute(text(f"SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})"))
+            async with revisions.one_at_a_time():
+                await conn.run_sync(revisions.upgrade, revision)
+            await conn.commit()
+        except CommandError as error:
+            raise ConfigError(
+                f"Cannot migrate the database's schema: {error} (a revision unknown here "
+                "comes from a newer persona-agent)"
+            ) from None
+        finally:
+            if postgres:
+                try:
+                    await conn.rollback()  # what a failed migration left
+                    await conn.execute(text(f"SELECT pg_advisory_unlock({MIGRATION_LOCK_KEY})"))
+                    await conn.commit()
+                except (OSError, SQLAlchemyError):
+                    await conn.invalidate()  # its session ends, and the lock with it
+
+
+async def db_revision(engine: AsyncEngine) -> tuple[str | None, str]:
+    """The database's schema revision (``None``: none yet, empty or made before
+    migrations) and the newest revision this version of persona-agent has."""
+    from persona_agent.migrations import revisions
+
+    async with engine.connect() as conn:
+        current = await conn.run_sync(revisions.current_revision)
+    return current, revisions.head_revision()
+
+
+async def prepare_db(engine: AsyncEngine, *, auto_upgrade: bool) -> None:
+    """At start-up: migrate the database to the newest schema (``auto_upgrade``), or check
+    that it is there already (``PERSONA_AGENT_DB_AUTO_UPGRADE=false``).
+
+    Raises:
+        ConfigError: not ``auto_upgrade``, and the database is not at the newest revision
+            (the message names ``persona-agent db upgrade``); or as :func:`upgrade_db`.
+    """
+    if await _at_revision(engine, SCHEMA_REVISION):
+        return  # the usual start: nothing to do, and Alembic not even imported (~0.2 s)
+    if auto_upgrade:
+        await upgrade_db(engine)
+        return
+    current, head = await db_revision(engine)
+    if current != head:
+        raise ConfigError(
+            f"The database's schema is at revision {current or 'none'}, this persona-agent "
+            f"needs {head}: run `persona-agent db upgrade` first (or set "
+            "PERSONA_AGENT_DB_AUTO_UPGRADE=true to migrate at start-up)"
+        )

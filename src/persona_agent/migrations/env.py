@@ -1,6 +1,6 @@
 """Alembic's environment: the revisions run on the connection the hub hands over.
 
-:func:`persona_agent.db.upgrade_db` opens it on the hub's async engine and passes it in
+:func:`persona_agent.migrations.upgrade_db` opens it on the hub's async engine and passes it in
 ``config.attributes["connection"]``; no engine is made here, and there is no offline
 (``--sql``) mode.
 """
@@ -24,7 +24,7 @@ connection = context.config.attributes.get("connection")
 if context.is_offline_mode() or not isinstance(connection, Connection):
     raise RuntimeError(
         "persona-agent's migrations run on a connection: `persona-agent db upgrade`, "
-        "or persona_agent.db.upgrade_db(engine)"
+        "or persona_agent.migrations.upgrade_db(engine)"
     )
 context.configure(
     connection=connection,
