@@ -21,28 +21,21 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
-from enum import Enum
 from pathlib import Path
-from typing import Any, NoReturn, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import delete, func, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from sqlalchemy.sql.dml import ReturningInsert, ReturningUpdate
+from sqlalchemy import delete, select
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from persona_agent.db import NOTIFY, personas_table
-from persona_agent.errors import (
-    PersonaExistsError,
-    PersonaFileError,
-    PersonaNotFoundError,
-    PreconditionFailedError,
-)
-from persona_agent.personas.formats.png import CleanImage, ImageError, clean_image
+from persona_agent.errors import PersonaExistsError, PersonaFileError
+from persona_agent.personas.formats.png import CleanImage
 from persona_agent.personas.loader import dump_persona_yaml, parse_persona_text
 from persona_agent.personas.model import Persona, is_valid_persona_id
-from persona_agent.personas.scan import load_persona_dir
+from persona_agent.personas.sql_import import import_statement, read_directory
+from persona_agent.personas.sql_writes import Expect, entity_tags, refuse, write_statement
 from persona_agent.personas.store import AVATAR_SUFFIX, HeldPersonaStore, PersonaChange
-from persona_agent.security.limits import DEFAULT_LIMITS, Limits, image_too_large
+from persona_agent.security.limits import DEFAULT_LIMITS, Limits
 
 
 class Listener(Protocol):
@@ -68,11 +61,6 @@ _IMPORT_BATCH = 100
 _T = TypeVar("_T")
 
 
-class _Expect(Enum):
-    ABSENT = "absent"
-    """What :meth:`SqlPersonaStore.create` expects: no row of the id."""
-
-
 _t = personas_table.c
 
 
@@ -83,24 +71,6 @@ class _Stamp:
 
     version: str
     updated_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class _Imported:
-    persona: Persona
-    image: bytes | None
-    source_hash: str
-
-
-def _not_found(persona_id: str) -> PersonaNotFoundError:
-    return PersonaNotFoundError(f"No persona with id '{persona_id}'")
-
-
-def _entity_tags(if_match: str) -> builtins.list[str] | None:
-    """The versions an ``If-Match`` value names (as ``version_matches`` reads it);
-    ``None`` for ``*``."""
-    tags = [tag.strip().removeprefix("W/").strip('"') for tag in if_match.split(",")]
-    return None if "*" in tags else tags
 
 
 class SqlPersonaStore(HeldPersonaStore):
@@ -191,7 +161,7 @@ class SqlPersonaStore(HeldPersonaStore):
         return await self._complete(self._write(persona, image, None))
 
     async def create(self, persona: Persona, *, image: CleanImage | None = None) -> Persona:
-        return await self._complete(self._write(persona, image, _Expect.ABSENT))
+        return await self._complete(self._write(persona, image, Expect.ABSENT))
 
     async def replace(
         self, persona: Persona, *, if_match: str | None = None, image: CleanImage | None = None
@@ -244,14 +214,14 @@ class SqlPersonaStore(HeldPersonaStore):
         Raises:
             OSError: the directory cannot be listed.
         """
-        imported, errors = await asyncio.to_thread(self._read_directory, directory)
+        imported, errors = await asyncio.to_thread(read_directory, directory, self.limits)
         imported.sort(key=lambda item: item.persona.id)  # one lock order for every replica
         written: builtins.list[str] = []
         if imported:
             async with self._engine.begin() as conn:
                 for start in range(0, len(imported), _IMPORT_BATCH):
                     batch = imported[start : start + _IMPORT_BATCH]
-                    result = await conn.execute(_import_statement(batch))
+                    result = await conn.execute(import_statement(batch))
                     written += [str(persona_id) for persona_id in result.scalars()]
                 if written:
                     await conn.execute(
@@ -270,21 +240,21 @@ class SqlPersonaStore(HeldPersonaStore):
     # Writes
 
     async def _write(
-        self, persona: Persona, image: CleanImage | None, expect: str | _Expect | None
+        self, persona: Persona, image: CleanImage | None, expect: str | Expect | None
     ) -> Persona:
         """``expect``: None (create or replace), ABSENT, or an If-Match value."""
         if not is_valid_persona_id(persona.id):  # a model_construct()ed persona
             raise ValueError(f"'{persona.id}' is not a valid persona id")
         persona, data = self._own_avatar(persona, image)
         document = dump_persona_yaml(persona)
-        statement = _write_statement(persona.id, persona.version, document, data, expect)
+        statement = write_statement(persona.id, persona.version, document, data, expect)
         async with self._lock(persona.id):
             async with self._engine.begin() as conn:
                 row = (await conn.execute(statement)).first()
                 if row is None:
-                    if expect is _Expect.ABSENT:
+                    if expect is Expect.ABSENT:
                         raise PersonaExistsError(f"A persona with id '{persona.id}' already exists")
-                    await _refuse(conn, persona.id, expect or "*")
+                    await refuse(conn, persona.id, expect or "*")
                 if persona.avatar is not None and not row.has_image:
                     problem = f"avatar: the store has no image '{persona.avatar}'"
                     raise PersonaFileError(persona.id, [problem])  # rolls the write back
@@ -313,11 +283,11 @@ class SqlPersonaStore(HeldPersonaStore):
         async with self._lock(persona_id):
             async with self._engine.begin() as conn:
                 statement = delete(personas_table).where(_t.id == persona_id)
-                tags = _entity_tags(if_match)
+                tags = entity_tags(if_match)
                 if tags is not None:
                     statement = statement.where(_t.version.in_(tags))
                 if (await conn.execute(statement.returning(_t.id))).first() is None:
-                    await _refuse(conn, persona_id, if_match)
+                    await refuse(conn, persona_id, if_match)
                 await conn.execute(NOTIFY, {"channel": CHANNEL, "payload": persona_id})
             self._forget(persona_id)
 
@@ -418,40 +388,6 @@ class SqlPersonaStore(HeldPersonaStore):
                 )
         return personas, stamps
 
-    def _read_directory(
-        self, directory: Path
-    ) -> tuple[builtins.list[_Imported], builtins.list[PersonaFileError]]:
-        """In a thread: the directory's personas with their avatars, and its errors."""
-        personas, errors = load_persona_dir(directory, self.limits)
-        imported = []
-        for persona in personas.values():
-            try:
-                imported.append(self._with_avatar(directory, persona))
-            except PersonaFileError as error:
-                errors.append(error)
-        return imported, errors
-
-    def _with_avatar(self, directory: Path, persona: Persona) -> _Imported:
-        digest = hashlib.sha256(persona.version.encode("ascii"))
-        if persona.avatar is None:
-            return _Imported(persona, None, digest.hexdigest())
-        path = directory / persona.avatar
-        limit = self.limits.max_image_bytes
-        try:
-            with path.open("rb") as file:
-                raw = file.read(limit + 1)  # the file may grow meanwhile
-            if len(raw) > limit:
-                raise ImageError(str(image_too_large(len(raw), self.limits)))
-            image = clean_image(raw)
-        except OSError as error:
-            problem = f"avatar of '{persona.id}': cannot read the file: {error.strerror}"
-            raise PersonaFileError(str(path), [problem]) from None
-        except ImageError as error:
-            raise PersonaFileError(str(path), [f"avatar of '{persona.id}': {error}"]) from None
-        digest.update(b"\0" + raw)
-        own = persona.model_copy(update={"avatar": f"{persona.id}{AVATAR_SUFFIX}"})
-        return _Imported(own, image.data, digest.hexdigest())
-
     # Helpers
 
     async def _complete(self, change: Coroutine[Any, Any, _T]) -> _T:
@@ -464,66 +400,3 @@ class SqlPersonaStore(HeldPersonaStore):
 
     def _lock(self, persona_id: str) -> asyncio.Lock:
         return self._locks.setdefault(persona_id, asyncio.Lock())
-
-
-def _write_statement(
-    persona_id: str, version: str, document: str, image: bytes | None, expect: str | _Expect | None
-) -> ReturningInsert[Any] | ReturningUpdate[Any]:
-    """The write of a row, returning ``has_image`` and ``updated_at``, or no row when
-    ``expect`` is not met. ``image=None`` keeps the row's image."""
-    values: dict[str, Any] = {"version": version, "document": document, "updated_at": func.now()}
-    if image is not None:
-        values["image"] = image
-    returning = (_t.image.is_not(None).label("has_image"), _t.updated_at)
-    if expect is None or expect is _Expect.ABSENT:
-        insert = pg_insert(personas_table).values(id=persona_id, **values)
-        if expect is _Expect.ABSENT:
-            return insert.on_conflict_do_nothing(index_elements=[_t.id]).returning(*returning)
-        changes = {name: insert.excluded[name] for name in values}
-        return insert.on_conflict_do_update(index_elements=[_t.id], set_=changes).returning(
-            *returning
-        )
-    statement = update(personas_table).where(_t.id == persona_id).values(**values)
-    tags = _entity_tags(expect)
-    if tags is not None:
-        statement = statement.where(_t.version.in_(tags))
-    return statement.returning(*returning)
-
-
-def _import_statement(batch: builtins.list[_Imported]) -> ReturningInsert[Any]:
-    """Insert each persona, or replace a row whose ``source_hash`` differs (imported
-    from other content, or never imported: NULL); the ids of the rows written."""
-    insert = pg_insert(personas_table).values(
-        [
-            {
-                "id": item.persona.id,
-                "version": item.persona.version,
-                "document": dump_persona_yaml(item.persona),
-                "image": item.image,
-                "source_hash": item.source_hash,
-            }
-            for item in batch
-        ]
-    )
-    excluded = insert.excluded
-    return insert.on_conflict_do_update(
-        index_elements=[_t.id],
-        set_={
-            "version": excluded.version,
-            "document": excluded.document,
-            "image": excluded.image,
-            "source_hash": excluded.source_hash,
-            "updated_at": func.now(),
-        },
-        where=_t.source_hash.is_distinct_from(excluded.source_hash),
-    ).returning(_t.id)
-
-
-async def _refuse(conn: AsyncConnection, persona_id: str, if_match: str) -> NoReturn:
-    """Why a compare-and-swap wrote nothing: the row is absent, or at another version."""
-    current = (
-        await conn.execute(select(_t.version).where(_t.id == persona_id))
-    ).scalar_one_or_none()
-    if current is None:
-        raise _not_found(persona_id)
-    raise PreconditionFailedError(f"Persona '{persona_id}' is at version {current}, not {if_match}")
