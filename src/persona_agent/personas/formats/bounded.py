@@ -92,8 +92,123 @@ class _Frame:
         self.height = 1
 
 
-class _Unusual(Exception):
-    """Something this builder leaves to PyYAML's own loader."""
+class _Reading:
+    """One document read from libyaml's parser events: the bounds checked as they come, and
+    the document built from them while ``building`` (else PyYAML's loader reads it)."""
+
+    __slots__ = (
+        "anchors",
+        "building",
+        "constructor",
+        "documents",
+        "limits",
+        "result",
+        "stack",
+        "total",
+    )
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.stack: list[_Frame] = []
+        # An anchor's value, size and height; None while its collection is open.
+        self.anchors: dict[str, tuple[Any, int, int] | None] = {}
+        self.total = 0  # the expanded size of everything read
+        self.building = True
+        self.result: Any = None
+        self.documents = 0
+        self.constructor: StrictLoader | None = None
+
+    def add(self, value: Any, size: int, height: int) -> None:
+        """A value read whole (a scalar, a closed collection, an alias) into its parent."""
+        stack = self.stack
+        if not stack:
+            self.result = value
+            return
+        frame = stack[-1]
+        frame.size += size
+        frame.height = max(frame.height, height + 1)
+        if not self.building:
+            return
+        container = frame.value
+        if isinstance(container, list):
+            container.append(value)
+        elif container is None:
+            return
+        elif frame.key is None:
+            if type(value) is not str or value in container:
+                self.building = False  # a key that is not a string, or given twice: PyYAML says
+                return
+            frame.key = value
+        else:
+            container[frame.key] = value
+            frame.key = None
+
+    def scalar(self, event: Any) -> None:
+        size = len(event.value) + 1
+        self.total += size
+        if self.total > self.limits.max_bytes:
+            raise _too_expanded(self.limits)
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)  # type: ignore[no-untyped-call]
+        value: Any = event.value
+        if self.building and tag != _STR_TAG:
+            value = self._construct(tag, event)
+        if event.anchor is not None:
+            if event.anchor in self.anchors:
+                self.building = False  # PyYAML's loader refuses an anchor given twice
+            self.anchors[event.anchor] = (value, size, 1)
+        self.add(value, size, 1)
+
+    def _construct(self, tag: str, event: Any) -> Any:
+        """A scalar of another tag than a string's, as PyYAML's constructor makes it (or its
+        text, when PyYAML's own loader is left to read the document)."""
+        if tag not in _SCALAR_TAGS:
+            self.building = False  # a merge key, a collection's tag on a scalar, an unknown tag
+            return event.value
+        if self.constructor is None:
+            self.constructor = StrictLoader("")
+        try:
+            return self.constructor.construct_object(yaml.ScalarNode(tag, event.value))
+        except yaml.YAMLError:
+            self.building = False  # PyYAML's own loader says where
+            return event.value
+        except _CONSTRUCTOR_ERRORS as error:
+            raise _bad_value(tag, error, event.start_mark) from None
+
+    def start(self, event: Any, is_map: bool) -> None:
+        if len(self.stack) >= self.limits.max_depth:
+            raise too_deep(self.limits)
+        if event.tag is not None and event.tag not in ("!", _MAP_TAG if is_map else _SEQ_TAG):
+            self.building = False
+        if event.anchor is not None:
+            if event.anchor in self.anchors:
+                self.building = False
+            self.anchors[event.anchor] = None
+        self.stack.append(_Frame({} if is_map else [], event.anchor))
+        self.total += 1
+
+    def end(self) -> None:
+        frame = self.stack.pop()
+        if frame.anchor is not None:
+            self.anchors[frame.anchor] = (frame.value, frame.size, frame.height)
+        self.add(frame.value, frame.size, frame.height)
+
+    def alias(self, event: Any) -> None:
+        anchored = self.anchors.get(event.anchor)
+        if anchored is None:
+            # Unknown (PyYAML says so), or a node that contains itself.
+            if event.anchor in self.anchors:
+                raise LimitExceeded(f"alias *{event.anchor} refers to a node that contains it")
+            self.building = False
+            return
+        value, size, height = anchored
+        self.total += size
+        if self.total > self.limits.max_bytes:
+            raise _too_expanded(self.limits)
+        if len(self.stack) + height > self.limits.max_depth:
+            raise too_deep(self.limits)
+        self.add(value, size, height)
 
 
 def load_yaml(text: str, limits: Limits = DEFAULT_LIMITS) -> Any:
@@ -107,106 +222,32 @@ def load_yaml(text: str, limits: Limits = DEFAULT_LIMITS) -> Any:
     """
     if len(text) > limits.max_bytes:  # characters: at least as many bytes
         raise too_large(len(text.encode("utf-8", "surrogatepass")), limits)
-    stack: list[_Frame] = []
-    anchors: dict[str, tuple[Any, int, int] | None] = {}  # value, size, height; None: open
-    total = 0  # the expanded size of everything read
-    building = True
-    result: Any = None
-    documents = 0
-    constructor: StrictLoader | None = None
-
-    def add(value: Any, size: int, height: int) -> None:
-        nonlocal result, building
-        if not stack:
-            result = value
-            return
-        frame = stack[-1]
-        frame.size += size
-        frame.height = max(frame.height, height + 1)
-        if not building:
-            return
-        container = frame.value
-        if isinstance(container, list):
-            container.append(value)
-        elif container is None:
-            return
-        elif frame.key is None:
-            if type(value) is not str or value in container:
-                building = False  # a key that is not a string, or given twice: PyYAML says
-                return
-            frame.key = value
-        else:
-            container[frame.key] = value
-            frame.key = None
-
+    reading = _Reading(limits)
     event: Any
     for event in yaml.parse(text, Loader=_SafeLoader):
         kind = type(event)
         if kind is yaml.ScalarEvent:
-            size = len(event.value) + 1
-            total += size
-            if total > limits.max_bytes:
-                raise _too_expanded(limits)
-            tag = event.tag
-            if tag is None or tag == "!":
-                tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)  # type: ignore[no-untyped-call]
-            value: Any = event.value
-            if building and tag != _STR_TAG:
-                if tag not in _SCALAR_TAGS:
-                    building = False  # a merge key, a collection's tag on a scalar, an unknown tag
-                else:
-                    if constructor is None:
-                        constructor = StrictLoader("")
-                    try:
-                        value = constructor.construct_object(yaml.ScalarNode(tag, event.value))
-                    except yaml.YAMLError:
-                        building = False  # PyYAML's own loader says where
-                    except _CONSTRUCTOR_ERRORS as error:
-                        raise _bad_value(tag, error, event.start_mark) from None
-            if event.anchor is not None:
-                if event.anchor in anchors:
-                    building = False  # PyYAML's loader refuses an anchor given twice
-                anchors[event.anchor] = (value, size, 1)
-            add(value, size, 1)
-        elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
-            if len(stack) >= limits.max_depth:
-                raise too_deep(limits)
-            is_map = kind is yaml.MappingStartEvent
-            if event.tag is not None and event.tag not in ("!", _MAP_TAG if is_map else _SEQ_TAG):
-                building = False
-            if event.anchor is not None:
-                if event.anchor in anchors:
-                    building = False
-                anchors[event.anchor] = None
-            stack.append(_Frame({} if is_map else [], event.anchor))
-            total += 1
+            reading.scalar(event)
+        elif kind is yaml.MappingStartEvent:
+            reading.start(event, is_map=True)
+        elif kind is yaml.SequenceStartEvent:
+            reading.start(event, is_map=False)
         elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
-            frame = stack.pop()
-            if frame.anchor is not None:
-                anchors[frame.anchor] = (frame.value, frame.size, frame.height)
-            add(frame.value, frame.size, frame.height)
+            reading.end()
         elif kind is yaml.AliasEvent:
-            anchored = anchors.get(event.anchor)
-            if anchored is None:
-                # Unknown (PyYAML says so), or a node that contains itself.
-                if event.anchor in anchors:
-                    raise LimitExceeded(f"alias *{event.anchor} refers to a node that contains it")
-                building = False
-                continue
-            value, size, height = anchored
-            total += size
-            if total > limits.max_bytes:
-                raise _too_expanded(limits)
-            if len(stack) + height > limits.max_depth:
-                raise too_deep(limits)
-            add(value, size, height)
+            reading.alias(event)
         elif kind is yaml.DocumentStartEvent:
-            documents += 1
-            if documents > 1:
-                building = False  # PyYAML's loader says "expected a single document"
+            reading.documents += 1
+            if reading.documents > 1:
+                reading.building = False  # PyYAML's loader says "expected a single document"
                 break
-    if building:
-        return result
+    if reading.building:
+        return reading.result
+    return _load_strictly(text)
+
+
+def _load_strictly(text: str) -> Any:
+    """The document of ``text`` as PyYAML's strict loader reads it (known to be in bounds)."""
     loader = StrictLoader(text)
     try:
         return loader.get_single_data()
