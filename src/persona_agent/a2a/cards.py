@@ -8,6 +8,7 @@ from typing import Any
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
     AgentCard,
+    AgentExtension,
     AgentInterface,
     AgentProvider,
     AgentSkill,
@@ -96,31 +97,15 @@ def _collaboration_tags(persona: Persona) -> list[str]:
     return [f"consults:{i}" for i in consults] + [f"calls-agent:{a}" for a in persona.agents]
 
 
-def build_agent_card(
-    persona: Persona,
-    base_url: str,
-    auth: Authenticator | None = None,
-    *,
-    push: bool = False,
-    provided_by: AgentProvider | None = None,
-    member_names: Mapping[str, str] | None = None,
-) -> AgentCard:
-    """The persona's card: a ``conversation`` skill plus one skill per knowledge domain.
-
-    Skill ids are stable (``{id}-conversation``, ``{id}-{domain slug}``), and the
-    interface URLs are built from ``base_url`` (the public base URL when set). With
-    ``auth``, the card declares how to authenticate, whether the persona requires it, and
-    the extended card that authenticated callers get. ``provided_by``: the card's
-    provider (default: "persona-agent" at ``base_url``). A panel's conversation skill
-    says its mode and lists its members (``member_names``: id → name) and tags them.
-    """
+def _skills(persona: Persona, member_names: Mapping[str, str]) -> list[AgentSkill]:
+    """A persona's skills: its conversation, one per knowledge domain, and its card's own."""
     skills = [
         AgentSkill(
             id=f"{persona.id}-conversation",
             name=f"Conversation with {persona.name}",
             description=persona.description
             + _collaboration(persona)
-            + card_description(persona, member_names or {}),
+            + card_description(persona, member_names),
             tags=[
                 "conversation",
                 "persona",
@@ -157,13 +142,39 @@ def build_agent_card(
                 output_modes=OUTPUT_MODES,
             )
         )
-    url = persona_url(base_url, persona.id)
+    return skills
+
+
+def _extensions(persona: Persona) -> list[AgentExtension]:
+    """The card's extensions: cost always, the greeting when the persona has one."""
     extensions = [cost_extension()]
     greeting = render_greeting(persona)
     if greeting is not None:
         name = persona.name.strip()
         alternates = [apply_macros(text, name) for text in persona.alternate_greetings]
         extensions.append(greeting_extension(greeting, alternates))
+    return extensions
+
+
+def build_agent_card(
+    persona: Persona,
+    base_url: str,
+    auth: Authenticator | None = None,
+    *,
+    push: bool = False,
+    provided_by: AgentProvider | None = None,
+    member_names: Mapping[str, str] | None = None,
+) -> AgentCard:
+    """The persona's card: a ``conversation`` skill plus one skill per knowledge domain.
+
+    Skill ids are stable (``{id}-conversation``, ``{id}-{domain slug}``), and the
+    interface URLs are built from ``base_url`` (the public base URL when set). With
+    ``auth``, the card declares how to authenticate, whether the persona requires it, and
+    the extended card that authenticated callers get. ``provided_by``: the card's
+    provider (default: "persona-agent" at ``base_url``). A panel's conversation skill
+    says its mode and lists its members (``member_names``: id → name) and tags them.
+    """
+    url = persona_url(base_url, persona.id)
     card = AgentCard(
         name=persona.name,
         description=persona.description,
@@ -174,11 +185,11 @@ def build_agent_card(
             streaming=True,
             push_notifications=push,
             extended_agent_card=False,
-            extensions=extensions,
+            extensions=_extensions(persona),
         ),
         default_input_modes=INPUT_MODES,
         default_output_modes=OUTPUT_MODES,
-        skills=skills,
+        skills=_skills(persona, member_names or {}),
     )
     if persona.avatar is not None:  # an empty iconUrl would still be written out
         card.icon_url = url.rstrip("/") + AVATAR_PATH

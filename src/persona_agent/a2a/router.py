@@ -1,9 +1,10 @@
 """The ASGI router mounted at ``/a2a``: ``{persona_id}/...`` to that persona's app.
 
 It dispatches by the first path segment with a dict lookup, so ten thousand
-personas route as fast as one; checks what the SDK leaves to the server before a
-body reaches it (JSON label: 415, size: 413, unparseable JSON-RPC: -32700); and
-serves every persona through one shared set of SDK routes (DESIGN.md: a few KiB a
+personas route as fast as one; admits the caller (:mod:`persona_agent.a2a.admission`);
+checks what the SDK leaves to the server before a body reaches it (JSON label: 415,
+size: 413, unparseable JSON-RPC: -32700; the answers: :mod:`persona_agent.a2a.calls`);
+and serves every persona through one shared set of SDK routes (DESIGN.md: a few KiB a
 persona instead of a Starlette app each). ``/a2a/`` itself is the hub's directory
 agent (:mod:`persona_agent.a2a.directory`), with SDK routes of its own.
 """
@@ -14,24 +15,34 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from a2a.server.request_handlers import RequestHandler
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from opentelemetry import context as otel_context
 from starlette.applications import Starlette
-from starlette.authentication import AuthCredentials
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
+from persona_agent.a2a.admission import Admission
+from persona_agent.a2a.calls import (
+    CARD_CACHE_CONTROL,
+    PUBLIC_PATHS,
+    ParsedRequest,
+    call_kind,
+    card_response,
+    first_segments,
+    labelled_json,
+    not_found_response,
+    not_json_response,
+    too_large_response,
+)
 from persona_agent.a2a.cards import AVATAR_PATH, CARD_PATH
 from persona_agent.a2a.context_keys import (
     BINDING_KEY,
-    CALLER_KEY,
     PERSONA_SCOPE_KEY,
     REQUEST_ID_KEY,
     RPC_BODY_SCOPE_KEY,
@@ -44,7 +55,6 @@ from persona_agent.a2a.forwarding import (
     TaskListing,
 )
 from persona_agent.a2a.sdk_fixes.jsonrpc_body import (
-    INVALID_REQUEST,
     PARSE_ERROR,
     MessageTooLargeError,
     jsonrpc_error,
@@ -60,9 +70,9 @@ from persona_agent.observe.tracing import active as tracing_active
 from persona_agent.observe.tracing import remote_context
 from persona_agent.personas.model import Persona
 from persona_agent.security.audit import request_id_of
-from persona_agent.security.authentication import Action, AuthError, Principal
-from persona_agent.security.quotas import RateLimited
 
+# AVATAR_PATH, CARD_CACHE_CONTROL, card_response and not_found_response: :mod:`.calls`'s,
+# named here too for the modules that have them from here.
 __all__ = [
     "AVATAR_PATH",
     "CARD_CACHE_CONTROL",
@@ -73,52 +83,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-CARD_CACHE_CONTROL = "public, max-age=60, must-revalidate"
-
-_SENDS = frozenset({"SendMessage", "message/send"})
-_STREAMS = frozenset({"SendStreamingMessage", "message/stream"})
-_SUBSCRIBES = frozenset({"SubscribeToTask", "tasks/resubscribe"})
-
-
-def _http_error(
-    rest: str,
-    status: int,
-    name: str,
-    message: str,
-    headers: dict[str, str],
-    extra: dict[str, Any] | None = None,
-) -> Response:
-    """An error the HTTP status says (401, 403, 429), in the binding's shape: on the
-    JSON-RPC endpoint (``rest`` empty) a JSON-RPC error, on HTTP+JSON a Google-style one."""
-    if rest == "":
-        data = {"httpStatus": status, **(extra or {})}
-        error = {"code": INVALID_REQUEST, "message": message, "data": data}
-        body: dict[str, Any] = {"jsonrpc": "2.0", "id": None, "error": error}
-    else:
-        body = {"error": {"code": status, "status": name, "message": message}}
-    return JSONResponse(body, status_code=status, headers=headers)
-
-
-def call_kind(rest: str, method: Any) -> str | None:
-    """``send``, ``stream`` or ``subscribe`` for the calls that limits count; else None.
-    ``method``: a JSON-RPC call's; for HTTP+JSON the path says it."""
-    if rest == "":
-        if method in _SENDS:
-            return "send"
-        if method in _STREAMS:
-            return "stream"
-        return "subscribe" if method in _SUBSCRIBES else None
-    path = rest.removeprefix("v1/")
-    if path == "message:send":
-        return "send"
-    if path == "message:stream":
-        return "stream"
-    return "subscribe" if path.startswith("tasks/") and path.endswith(":subscribe") else None
-
-
-PUBLIC_PATHS = frozenset({CARD_PATH.lstrip("/"), AVATAR_PATH.lstrip("/")})
-"""Below a persona: what anyone may read, whatever its access (its card and picture)."""
 
 
 class ServedPersona(Protocol):
@@ -137,57 +101,6 @@ class ServedPersona(Protocol):
     def card_etag(self) -> str: ...
 
 
-def _labelled_json(scope: Scope) -> bool:
-    """Whether a request's body is labelled JSON (``application/json``, or a ``+json`` type
-    such as ``application/a2a+json``), or is empty (``tasks/{id}:cancel``): a web page's
-    form cannot send such a body to another site without the browser asking first (CORS),
-    which the hub never allows."""
-    headers = dict(scope["headers"])
-    content_type = headers.get(b"content-type")
-    if content_type is None:
-        return b"transfer-encoding" not in headers and headers.get(b"content-length", b"0") == b"0"
-    media: bytes = content_type.split(b";", 1)[0].strip().lower()
-    return media == b"application/json" or (
-        media.startswith(b"application/") and media.endswith(b"+json")
-    )
-
-
-def _not_json_response(rest: str) -> JSONResponse:
-    message = "Content-Type must be application/json (or application/a2a+json)"
-    if rest == "":  # JSON-RPC: Invalid Request, with the HTTP status that says why
-        return JSONResponse(
-            {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}},
-            status_code=415,
-        )
-    return JSONResponse(
-        {"error": {"code": 415, "status": "INVALID_ARGUMENT", "message": message}},
-        status_code=415,
-    )
-
-
-def not_found_response(persona_id: str) -> JSONResponse:
-    return JSONResponse(
-        {
-            "error": {
-                "code": "persona_not_found",
-                "message": f"No persona with id '{persona_id}'",
-            }
-        },
-        status_code=404,
-    )
-
-
-def card_response(request: Request, card: dict[str, Any], etag: str) -> Response:
-    """An agent card, with its ``ETag`` and ``Cache-Control``; ``304`` when the request's
-    ``If-None-Match`` names it."""
-    headers = {"ETag": etag, "Cache-Control": CARD_CACHE_CONTROL}
-    if_none_match = request.headers.get("if-none-match", "")
-    tags = [tag.strip().removeprefix("W/") for tag in if_none_match.split(",")]
-    if "*" in tags or etag.removeprefix("W/") in tags:
-        return Response(status_code=304, headers=headers)
-    return JSONResponse(card, headers=headers)
-
-
 class _RouteSet:
     """One set of SDK routes: the JSON-RPC dispatcher (called directly) and the rest."""
 
@@ -196,29 +109,6 @@ class _RouteSet:
     def __init__(self, jsonrpc: JsonRpcDispatcher, app: Starlette) -> None:
         self.jsonrpc = jsonrpc
         self.app = app
-
-
-def _first_segments(routes: list[BaseRoute]) -> frozenset[str]:
-    """The first path segments of ``routes`` (``message:send``, ``tasks``, ``v1`` ...),
-    without parameters (the SDK's ``/{tenant}`` mount)."""
-    return frozenset(
-        segment
-        for route in routes
-        if isinstance(route, Route)
-        for segment in [route.path.split("/")[1]]
-        if "{" not in segment
-    )
-
-
-class _ParsedRequest(Request):
-    """A request whose JSON body the registry has already read and parsed."""
-
-    def __init__(self, scope: Scope, receive: Receive, send: Send, parsed: Any) -> None:
-        super().__init__(scope, receive, send)
-        self._parsed = parsed
-
-    async def json(self) -> Any:
-        return self._parsed
 
 
 class A2ARouter:
@@ -248,21 +138,18 @@ class A2ARouter:
         ``services``: who may call, limits, audit, avatars, idle streams; ``directory``:
         the agent served at ``/a2a/`` itself (none: a 404 there)."""
         services = services or HubServices()
-        audit = services.audit
-        self._audit = audit if audit is not None and audit.enabled else None
+        self._audited = services.audit.enabled
         self._log_fields = services.log_fields
-        self._metrics = services.metrics
-        self._quotas = services.quotas
+        self._admission = Admission(services)
         self.stream_idle_seconds = services.stream_idle_seconds
         self._lookup = lookup
         self._avatars = services.avatars
-        self._auth = services.auth
         self.max_message_bytes = max_message_bytes
         handler = PersonaRequestHandler(
             lookup,
             task_listing=task_listing,
             max_id_length=max_id_length,
-            metrics=self._metrics,
+            metrics=services.metrics,
             authorization=services.authorization,
         )
         self._builder = PersonaContextBuilder()
@@ -280,7 +167,7 @@ class A2ARouter:
             self._directory_routes = self._route_set(
                 directory.handler, Route(CARD_PATH, self._directory_card, methods=["GET"])
             )
-            self._directory_segments = _first_segments(self._directory_routes.app.routes)
+            self._directory_segments = first_segments(self._directory_routes.app.routes)
 
     def _route_set(self, handler: RequestHandler, *first: BaseRoute) -> _RouteSet:
         """The SDK's JSON-RPC and HTTP+JSON routes (corrected: :mod:`.sdk_fixes.routes`)
@@ -315,7 +202,7 @@ class A2ARouter:
         inner = dict(scope)
         inner[BINDING_KEY] = "jsonrpc" if rest == "" else "http+json"
         # A request id is for the audit log and JSON log lines alone.
-        if self._audit is not None or self._log_fields:
+        if self._audited or self._log_fields:
             inner[REQUEST_ID_KEY] = request_id_of(scope["headers"])
         # Traced: the caller's W3C trace context is the parent of the request's spans.
         parent = remote_context(scope["headers"]) if tracing_active() else None
@@ -350,7 +237,7 @@ class A2ARouter:
         """Serve a call to ``persona`` (``None``: the directory, at the root itself)."""
         root: str = scope.get("root_path", "")
         if rest not in PUBLIC_PATHS:
-            refusal = await self._admit(persona, rest, scope, inner)
+            refusal = await self._admission.admit(persona, rest, scope, inner)
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
@@ -359,8 +246,8 @@ class A2ARouter:
         inner["path"] = f"{persona_root}/{rest}"
         inner[PERSONA_SCOPE_KEY] = persona_id
         if scope["type"] == "http" and scope["method"] == "POST":
-            if not _labelled_json(scope):
-                await _not_json_response(rest)(scope, receive, send)
+            if not labelled_json(scope):
+                await not_json_response(rest)(scope, receive, send)
                 return
             too_large = self._too_large(scope, rest)
             if too_large is not None:
@@ -371,7 +258,7 @@ class A2ARouter:
             try:
                 body = await read_body(self._limited(receive))
             except MessageTooLargeError as error:
-                await self._too_large_response(rest, error.message)(scope, receive, send)
+                await too_large_response(rest, error.message)(scope, receive, send)
                 return
             receive = replay(body, receive)
             if rest == "":  # JSON-RPC: unparseable bodies get the spec's Parse error
@@ -381,7 +268,7 @@ class A2ARouter:
                     return
                 inner[RPC_BODY_SCOPE_KEY] = parsed
                 method = parsed.get("method") if isinstance(parsed, dict) else None
-                async with self._counted(persona, rest, method, inner) as refusal:
+                async with self._admission.counted(persona, rest, method, inner) as refusal:
                     if refusal is not None:
                         await refusal(scope, receive, send)
                         return
@@ -390,13 +277,13 @@ class A2ARouter:
                         # Straight to the SDK's dispatcher, as its route would call it,
                         # minus Starlette's routing and middleware (~4 % of a call's CPU)
                         # and a second parse of the body.
-                        request = _ParsedRequest(inner, receive, send, parsed)
+                        request = ParsedRequest(inner, receive, send, parsed)
                         response = await routes.jsonrpc.handle_requests(request)
                         await response(inner, receive, send)
 
                     await self._served(call_kind(rest, method), json_rpc, send)
                 return
-        async with self._counted(persona, rest, None, inner) as refusal:
+        async with self._admission.counted(persona, rest, None, inner) as refusal:
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
@@ -450,110 +337,6 @@ class A2ARouter:
                 with contextlib.suppress(asyncio.CancelledError):
                     await call
 
-    async def _admit(
-        self, persona: Persona | None, rest: str, scope: Scope, inner: dict[str, Any]
-    ) -> Response | None:
-        """Who calls (into ``inner``), and whether it may: a refusal, or ``None``.
-
-        The decision is :class:`~persona_agent.security.authorization.Authorization`'s. The
-        directory (``persona`` None) is admitted as a persona without ``access:`` or
-        ``limits:`` of its own: under the hub's default access and limits; any principal
-        with the A2A scope may use it, whichever personas its key names.
-        """
-        client = scope.get("client")
-        inner[CALLER_KEY] = f"ip:{client[0]}" if client else "ip:unknown"
-        persona_id = persona.id if persona is not None else ""
-        if self._auth is not None:
-            auth = self._auth
-            if persona is None:  # the directory: not one of the personas a key may name
-                action, access = Action.DIRECTORY, None
-            else:
-                action, access = Action.CALL, persona.access
-            try:
-                principal = await auth.principal(scope["headers"])
-                auth.authorization.check(principal, action, persona_id, access=access)
-            except AuthError as error:
-                self._record("auth.refused", persona_id, inner, str(error.status), error.message)
-                self._refusal(persona_id, "unauthenticated" if error.status == 401 else "forbidden")
-                return self._refused(rest, error)
-            if principal is not None:  # the SDK's context builder reads the Starlette user
-                inner["user"] = principal
-                inner["auth"] = AuthCredentials(sorted(principal.scopes))
-                inner[CALLER_KEY] = principal.name
-        if self._quotas is not None:
-            caller = inner[CALLER_KEY]
-            try:
-                self._quotas.check_rate(caller, self._quotas.limits.requests_per_minute)
-                if persona is not None:
-                    persona_rate = persona.limits.requests_per_minute or 0
-                    self._quotas.check_rate(caller, persona_rate, scope=persona_id)
-            except RateLimited as error:
-                self._record("rate.refused", persona_id, inner, "429", error.message)
-                self._refusal(persona_id, "rate_limited")
-                return self._rate_limited(rest, error)
-        return None
-
-    @asynccontextmanager
-    async def _counted(
-        self, persona: Persona | None, rest: str, method: Any, inner: dict[str, Any]
-    ) -> AsyncIterator[Response | None]:
-        """Hold a stream's place in the caller's open streams while it is served; refuse a
-        send or stream over the caller's (or the persona's) running tasks."""
-        kind = call_kind(rest, method)
-        if self._quotas is None or kind is None or CALLER_KEY not in inner:
-            yield None
-            return
-        caller = inner[CALLER_KEY]
-        persona_id = persona.id if persona is not None else ""
-        try:
-            # The directory's answers are no tasks: only its streams count.
-            if kind in ("send", "stream") and persona is not None:
-                self._quotas.check_start(caller, persona_id, persona.limits.running_tasks or 0)
-            if kind in ("stream", "subscribe"):
-                with self._quotas.stream(caller):
-                    yield None
-                return
-        except RateLimited as error:
-            self._record("rate.refused", persona_id, inner, "429", error.message)
-            self._refusal(persona_id, "rate_limited")
-            yield self._rate_limited(rest, error)
-            return
-        yield None
-
-    def _refusal(self, persona_id: str, reason: str) -> None:
-        if self._metrics is not None:
-            self._metrics.refusals.labels(persona_id, reason).inc()
-
-    def _record(
-        self, action: str, persona_id: str, inner: dict[str, Any], outcome: str, reason: str
-    ) -> None:
-        if self._audit is None:
-            return
-        user = inner.get("user")
-        self._audit.record(
-            action,
-            principal=user.name if isinstance(user, Principal) else None,
-            persona=persona_id,
-            outcome=outcome,
-            request_id=inner.get(REQUEST_ID_KEY),
-            reason=reason,
-        )
-
-    @staticmethod
-    def _rate_limited(rest: str, error: RateLimited) -> Response:
-        """429 with ``Retry-After``, in the binding's error shape."""
-        headers = {"Retry-After": str(error.retry_after)}
-        extra = {"retryAfter": error.retry_after}
-        return _http_error(rest, 429, "RESOURCE_EXHAUSTED", error.message, headers, extra)
-
-    def _refused(self, rest: str, error: AuthError) -> Response:
-        """401 (with ``WWW-Authenticate``) or 403, in the binding's error shape."""
-        assert self._auth is not None
-        if error.status == 401:
-            headers = {"WWW-Authenticate": self._auth.challenge(error)}
-            return _http_error(rest, 401, "UNAUTHENTICATED", error.message, headers)
-        return _http_error(rest, error.status, "PERMISSION_DENIED", error.message, {})
-
     def _too_large(self, scope: Scope, rest: str) -> Response | None:
         """A clear error for a body whose declared length is over the limit."""
         headers = dict(scope["headers"])
@@ -563,17 +346,8 @@ class A2ARouter:
             return None
         if length <= self.max_message_bytes:
             return None
-        return self._too_large_response(
+        return too_large_response(
             rest, f"Message too large: {length} bytes, the limit is {self.max_message_bytes}"
-        )
-
-    @staticmethod
-    def _too_large_response(rest: str, message: str) -> Response:
-        if rest == "":  # the JSON-RPC endpoint: a JSON-RPC error (Invalid Request)
-            return jsonrpc_error(INVALID_REQUEST, message)
-        return JSONResponse(
-            {"error": {"code": 413, "status": "PAYLOAD_TOO_LARGE", "message": message}},
-            status_code=413,
         )
 
     def _limited(self, receive: Receive) -> Receive:

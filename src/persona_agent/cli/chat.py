@@ -244,60 +244,69 @@ def _dim(text: str) -> None:
     typer.secho(text, dim=True)
 
 
+PersonaArgument = Annotated[
+    str | None,
+    typer.Argument(help="The persona to talk with (omit it with --agent)", show_default=False),
+]
+UrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--url",
+        envvar="PERSONA_AGENT_URL",
+        show_envvar=True,
+        help="Base URL of a running hub (http://host:port); without it, the chat "
+        "starts a hub in its own process",
+        show_default=False,
+    ),
+]
+AgentOption = Annotated[
+    str | None,
+    typer.Option(
+        "--agent",
+        help="Any A2A agent instead of a persona: the URL of its agent card, or its base "
+        "URL (card at /.well-known/agent-card.json)",
+        show_default=False,
+    ),
+]
+ContextOption = Annotated[
+    str | None,
+    typer.Option(
+        "--context", help="Continue this conversation (its A2A contextId)", show_default=False
+    ),
+]
+NewOption = Annotated[
+    bool, typer.Option("--new", help="Start a new conversation, not the last one")
+]
+PersonasDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--personas-dir",
+        "-d",
+        help="Persona directory of the hub the chat starts (without --url); "
+        "default: PERSONA_AGENT_PERSONAS_DIR or ./personas",
+        show_default=False,
+    ),
+]
+ApiKeyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--api-key",
+        envvar="PERSONA_AGENT_API_KEY",
+        show_envvar=True,
+        help="API key (sent as a Bearer token), if the hub or agent requires one",
+        show_default=False,
+    ),
+]
+
+
 def chat(
-    persona_id: Annotated[
-        str | None,
-        typer.Argument(help="The persona to talk with (omit it with --agent)", show_default=False),
-    ] = None,
-    url: Annotated[
-        str | None,
-        typer.Option(
-            "--url",
-            envvar="PERSONA_AGENT_URL",
-            show_envvar=True,
-            help="Base URL of a running hub (http://host:port); without it, the chat "
-            "starts a hub in its own process",
-            show_default=False,
-        ),
-    ] = None,
-    agent: Annotated[
-        str | None,
-        typer.Option(
-            "--agent",
-            help="Any A2A agent instead of a persona: the URL of its agent card, or its base "
-            "URL (card at /.well-known/agent-card.json)",
-            show_default=False,
-        ),
-    ] = None,
-    context: Annotated[
-        str | None,
-        typer.Option(
-            "--context", help="Continue this conversation (its A2A contextId)", show_default=False
-        ),
-    ] = None,
-    new: Annotated[
-        bool, typer.Option("--new", help="Start a new conversation, not the last one")
-    ] = False,
-    personas_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--personas-dir",
-            "-d",
-            help="Persona directory of the hub the chat starts (without --url); "
-            "default: PERSONA_AGENT_PERSONAS_DIR or ./personas",
-            show_default=False,
-        ),
-    ] = None,
-    api_key: Annotated[
-        str | None,
-        typer.Option(
-            "--api-key",
-            envvar="PERSONA_AGENT_API_KEY",
-            show_envvar=True,
-            help="API key (sent as a Bearer token), if the hub or agent requires one",
-            show_default=False,
-        ),
-    ] = None,
+    persona_id: PersonaArgument = None,
+    url: UrlOption = None,
+    agent: AgentOption = None,
+    context: ContextOption = None,
+    new: NewOption = False,
+    personas_dir: PersonasDirOption = None,
+    api_key: ApiKeyOption = None,
 ) -> None:
     """Chat with a persona in the terminal, over A2A; answers stream as they are written.
 

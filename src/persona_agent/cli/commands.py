@@ -1,33 +1,42 @@
-"""The ``persona-agent`` command line."""
+"""The ``persona-agent`` command line.
+
+Here: the app, ``serve`` and the commands that read the persona directory
+(``agent-card``, ``list-personas``, ``validate``). The others are registered from their
+modules: ``chat`` (:mod:`.chat`), ``personas`` (:mod:`.rest_personas`), the commands on
+persona files (:mod:`.persona_files`) and ``db`` (:mod:`.db_commands`).
+"""
 
 from __future__ import annotations
 
 import errno
 import json
 import os
-import shutil
 import socket
 import sys
-from collections.abc import Mapping, MutableMapping
+from collections.abc import MutableMapping
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
 
 from persona_agent import __version__
 from persona_agent.cli.chat import chat
+from persona_agent.cli.command_settings import (
+    PersonasDir,
+    command_settings,
+    load_all,
+    read_dir,
+    report,
+)
+from persona_agent.cli.db_commands import db_app
+from persona_agent.cli.persona_files import export_persona, import_persona, new_persona
 from persona_agent.cli.rest_personas import personas_app
 from persona_agent.cli.secrets import configured_secrets
 from persona_agent.errors import ConfigError, PersonaFileError
 from persona_agent.observe.logs import configure_logging
 from persona_agent.parts import persona_limits
-from persona_agent.personas.formats.tavern import CardSpec
-from persona_agent.personas.loader import PERSONA_SUFFIXES, load_persona_file, read_persona
-from persona_agent.personas.model import PERSONA_ID_PATTERN, Persona, is_valid_persona_id
-from persona_agent.personas.scan import load_persona_dir
-from persona_agent.security.limits import image_too_large, too_large
-from persona_agent.settings import Settings
+from persona_agent.personas.loader import load_persona_file
+from persona_agent.personas.model import Persona
 
 # The server's modules (a2a-sdk, FastAPI, uvicorn: about a second on two cores) are
 # imported by the commands that use them, not here.
@@ -43,69 +52,6 @@ app = typer.Typer(
 
 app.add_typer(personas_app)
 app.command("chat")(chat)
-
-PersonasDir = Annotated[
-    Path | None,
-    typer.Option(
-        "--personas-dir",
-        "-d",
-        help="Directory of persona YAML files [default: PERSONA_AGENT_PERSONAS_DIR or ./personas]",
-        show_default=False,
-    ),
-]
-
-
-def _settings(**overrides: Any) -> Settings:
-    """The settings, with the commands' options (``overrides``) over the environment;
-    a bad one exits 2, naming each problem's option or environment variable."""
-    values = {key: value for key, value in overrides.items() if value is not None}
-    try:
-        return Settings(**values)
-    except ValidationError as error:
-        # Without a traceback, and without the values given: one may be a secret.
-        problems = [
-            f"  {_setting_name(e['loc'], values)}: {e['msg'].removeprefix('Value error, ')}"
-            for e in error.errors(include_url=False, include_input=False)
-        ]
-        typer.secho("Invalid settings:\n" + "\n".join(problems), err=True, fg=typer.colors.RED)
-        raise typer.Exit(2) from error
-
-
-_OPTION_NAMES = {"public_base_url": "--base-url"}
-"""The options not named after the setting they set."""
-
-
-def _setting_name(loc: tuple[int | str, ...], options: Mapping[str, Any]) -> str:
-    """What a user set a setting with: the command's option, or the environment variable
-    (also a ``.env`` line's name), never pydantic's field name."""
-    field = str(loc[0]) if loc else ""
-    if field in options:
-        return _OPTION_NAMES.get(field, "--" + field.replace("_", "-"))
-    if field.isupper():  # a setting read under another name (OPENAI_API_KEY): that name
-        return field
-    return "PERSONA_AGENT_" + "_".join(map(str, loc)).upper()
-
-
-def _read_dir(settings: Settings) -> tuple[dict[str, Persona], list[PersonaFileError]]:
-    directory = settings.personas_dir
-    if not directory.is_dir():
-        typer.secho(f"Persona directory {directory} does not exist", err=True, fg="red")
-        raise typer.Exit(2)
-    return load_persona_dir(directory, persona_limits(settings))
-
-
-def _report(errors: list[PersonaFileError]) -> None:
-    for error in errors:
-        typer.secho(f"error: {error}", err=True, fg="red")
-
-
-def _load_all(settings: Settings) -> dict[str, Persona]:
-    """Every persona of the directory; exits with the errors if any file is bad."""
-    personas, errors = _read_dir(settings)
-    _report(errors)
-    if errors:
-        raise typer.Exit(1)
-    return personas
 
 
 def _version(value: bool) -> None:
@@ -145,7 +91,9 @@ def serve(
     Prometheus metrics are at /metrics; OpenTelemetry traces go wherever
     OTEL_EXPORTER_OTLP_ENDPOINT says (off without it; docs/observability.md).
     """
-    settings = _settings(host=host, port=port, personas_dir=personas_dir, log_level=log_level)
+    settings = command_settings(
+        host=host, port=port, personas_dir=personas_dir, log_level=log_level
+    )
     busy = _listen_problem(settings.host, settings.port)
     if busy is not None:  # said now, not after the model and the database are loaded
         typer.secho(f"Cannot start: {busy}", err=True, fg="red")
@@ -251,8 +199,8 @@ def agent_card(
 
     from persona_agent.a2a.cards import build_agent_card, provider
 
-    settings = _settings(personas_dir=personas_dir, public_base_url=base_url)
-    personas = _load_all(settings)
+    settings = command_settings(personas_dir=personas_dir, public_base_url=base_url)
+    personas = load_all(settings)
     by = provider(settings.provider_organization, settings.provider_url or settings.base_url)
 
     def card_of(persona: Persona) -> dict[str, Any]:
@@ -274,8 +222,8 @@ def list_personas(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
 ) -> None:
     """List the personas of the persona directory."""
-    settings = _settings(personas_dir=personas_dir)
-    personas = _load_all(settings)
+    settings = command_settings(personas_dir=personas_dir)
+    personas = load_all(settings)
     if as_json:
         rows = [
             {"id": p.id, "name": p.name, "description": p.description} for p in personas.values()
@@ -295,7 +243,7 @@ def validate(
     personas_dir: PersonasDir = None,
 ) -> None:
     """Check persona files; report every bad file and exit non-zero if any is bad."""
-    settings = _settings(personas_dir=personas_dir)
+    settings = command_settings(personas_dir=personas_dir)
     errors: list[PersonaFileError] = []
     checked = 0
     if files:
@@ -306,248 +254,19 @@ def validate(
             except PersonaFileError as error:
                 errors.append(error)
     else:
-        personas, errors = _read_dir(settings)
+        personas, errors = read_dir(settings)
         checked = len(personas) + len(errors)
-    _report(errors)
+    report(errors)
     typer.echo(f"{checked - len(errors)} valid, {len(errors)} invalid")
     if errors:
         raise typer.Exit(1)
 
 
-@app.command("import-persona")
-def import_persona(
-    file: Annotated[
-        Path,
-        typer.Argument(
-            help="Persona file (.yaml, .yml, .json) or character card (V2/V3, .json or .png)"
-        ),
-    ],
-    personas_dir: PersonasDir = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing persona")] = False,
-    persona_id: Annotated[
-        str | None,
-        typer.Option(
-            "--id",
-            help="The persona's id [default: a persona file's name without its extension; "
-            "a card's name as a slug]",
-            show_default=False,
-        ),
-    ] = None,
-) -> None:
-    """Validate a persona file or character card, then copy it into the persona directory
-    (with the avatar image a persona file names)."""
-    settings = _settings(personas_dir=personas_dir)
-    limits = persona_limits(settings)
-    fmt = PERSONA_SUFFIXES.get(file.suffix.lower())
-    if fmt is None:
-        _fail(f"{file}: unknown file type '{file.suffix}' (expected {', '.join(PERSONA_SUFFIXES)})")
-    limit = limits.max_image_bytes if fmt == "png" else limits.max_bytes
-    try:
-        if file.stat().st_size > limit:  # refused unread
-            over = image_too_large if fmt == "png" else too_large
-            _fail(f"{file}: {over(file.stat().st_size, limits)}")
-        raw = file.read_bytes()
-        loaded = read_persona(persona_id, raw, source=str(file), fmt=fmt, limits=limits)
-    except OSError as error:
-        _fail(f"{file}: cannot read the file: {error.strerror}")
-    except PersonaFileError as error:
-        _fail(str(error))
-    persona = loaded.persona
-    avatar = file.parent / persona.avatar if fmt != "png" and persona.avatar else None
-    if avatar is not None and not avatar.is_file():
-        _fail(f"{file}: avatar: no file '{persona.avatar}' beside the persona file")
-    target_dir = settings.personas_dir
-    target_dir.mkdir(parents=True, exist_ok=True)
-    target = target_dir / f"{persona.id}{file.suffix.lower()}"
-    if target.resolve() == file.resolve():
-        typer.echo(f"{file} is already in the persona directory")
-        return
-    existing = [
-        p for p in (target_dir / f"{persona.id}{ext}" for ext in PERSONA_SUFFIXES) if p.exists()
-    ]
-    if existing and not force:
-        _fail(f"Persona '{persona.id}' already exists ({existing[0]}); use --force to overwrite")
-    if avatar is not None and (target_dir / avatar.name).resolve() != avatar.resolve():
-        _copy_into(avatar, target_dir / avatar.name)
-    _copy_into(file, target)
-    for other in existing:
-        if other != target:
-            other.unlink()
-    typer.echo(f"Imported '{persona.id}' ({persona.name}) into {target}")
-
-
-@app.command("new")
-def new_persona(
-    name: Annotated[str, typer.Argument(help="The persona's name, e.g. 'Grace Hopper'")],
-    personas_dir: PersonasDir = None,
-    persona_id: Annotated[
-        str | None,
-        typer.Option("--id", help="The persona's id (default: the name as a slug)"),
-    ] = None,
-) -> None:
-    """Write a new persona file into the persona directory: every section with a short
-    placeholder to replace, valid as it is (checked by the hub's own loader before it is
-    written). An existing persona is never overwritten."""
-    from persona_agent.personas.template import persona_template, template_id
-
-    settings = _settings(personas_dir=personas_dir)
-    name = " ".join(name.split())
-    persona_id = persona_id or template_id(name)
-    if not name or not is_valid_persona_id(persona_id):
-        _fail(f"'{name}' makes no persona id ({PERSONA_ID_PATTERN}): give one with --id")
-    directory = settings.personas_dir
-    existing = [p for p in (directory / f"{persona_id}{s}" for s in PERSONA_SUFFIXES) if p.exists()]
-    if existing:
-        _fail(f"Persona '{persona_id}' already exists ({existing[0]}): not overwritten")
-    target = directory / f"{persona_id}.yaml"
-    text = persona_template(name, persona_id, str(target))
-    try:
-        limits = persona_limits(settings)
-        read_persona(persona_id, text.encode(), source=str(target), fmt="yaml", limits=limits)
-    except PersonaFileError as error:
-        _fail(str(error))
-    directory.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.new")  # hidden: a watching hub skips it
-    temporary.write_text(text, encoding="utf-8")
-    try:
-        os.link(temporary, target)  # whole, and never over a file that appeared meanwhile
-    except FileExistsError:
-        _fail(f"{target} already exists: not overwritten")
-    finally:
-        temporary.unlink()
-    typer.echo(
-        f"Wrote {target}: replace its placeholders, then check it with "
-        f"`persona-agent validate {target}` (a running hub serves it as it is saved)"
-    )
-
-
-@app.command("export-persona")
-def export_persona(
-    persona_id: Annotated[str, typer.Argument(help="Persona id")],
-    personas_dir: PersonasDir = None,
-    spec: Annotated[CardSpec, typer.Option("--format", help="Character card V2 or V3")] = "v3",
-    png: Annotated[
-        Path | None,
-        typer.Option("--png", help="Write a PNG card (the avatar with the card inside) here"),
-    ] = None,
-    json_file: Annotated[
-        Path | None,
-        typer.Option("--json", help="Write the card as JSON here [default: print it]"),
-    ] = None,
-) -> None:
-    """Export a persona as a Tavern character card (V2 or V3; JSON or PNG)."""
-    import asyncio
-
-    from persona_agent.personas.formats.tavern import card_png, persona_to_card
-    from persona_agent.personas.store import FilePersonaStore
-
-    settings = _settings(personas_dir=personas_dir)
-    personas = _load_all(settings)
-    if persona_id not in personas:
-        _fail(f"No persona with id '{persona_id}'")
-    persona = personas[persona_id]
-    if png is not None:
-        store = FilePersonaStore(settings.personas_dir, limits=persona_limits(settings))
-        store.load()
-        image = asyncio.run(store.avatar(persona_id))
-        png.write_bytes(card_png(persona, spec, image))
-        typer.echo(f"Wrote {png} ({spec} card of '{persona_id}')")
-    if json_file is not None or png is None:
-        text = json.dumps(persona_to_card(persona, spec), indent=2, ensure_ascii=False)
-        if json_file is None:
-            typer.echo(text)
-        else:
-            json_file.write_text(text + "\n", encoding="utf-8")
-            typer.echo(f"Wrote {json_file} ({spec} card of '{persona_id}')")
-
-
-def _fail(message: str) -> NoReturn:
-    typer.secho(f"error: {message}", err=True, fg="red")
-    raise typer.Exit(1)
-
-
-def _copy_into(source: Path, target: Path) -> None:
-    """Copy a file into the persona directory so that no watcher sees half of it."""
-    temporary = target.with_name(f".{target.name}.tmp")
-    shutil.copyfile(source, temporary)
-    temporary.replace(target)
-
-
-db_app = typer.Typer(
-    name="db",
-    help="The database's schema: migrate it to the newest revision, or show its revision.",
-    no_args_is_help=True,
-)
+# In the order of ``persona-agent --help``, after the commands above.
+app.command("import-persona")(import_persona)
+app.command("new")(new_persona)
+app.command("export-persona")(export_persona)
 app.add_typer(db_app)
-
-
-@db_app.command("upgrade")
-def db_upgrade() -> None:
-    """Migrate the database (PERSONA_AGENT_DATABASE_URL, default the SQLite file in the data
-    directory) to the newest schema; print its revision before and after.
-
-    On PostgreSQL, hubs starting on the same database meanwhile wait for it to finish.
-    """
-    settings = _settings()
-    before, after, _ = _db_revisions(settings, upgrade=True)
-    typer.echo(f"database: {_shown_database(settings)}")
-    typer.echo(f"revision before: {before or 'none'}")
-    typer.echo(f"revision after: {after or 'none'}")
-
-
-@db_app.command("current")
-def db_current() -> None:
-    """Print the database's schema revision and the newest one (head); exit 1 unless the
-    database is at the head revision."""
-    settings = _settings()
-    current, _, head = _db_revisions(settings, upgrade=False)
-    typer.echo(f"database: {_shown_database(settings)}")
-    typer.echo(f"current: {current or 'none'}")
-    typer.echo(f"head: {head}")
-    if current != head:
-        typer.secho(
-            "The database is not at the head revision: run `persona-agent db upgrade`",
-            err=True,
-            fg="yellow",
-        )
-        raise typer.Exit(1)
-
-
-def _db_revisions(settings: Settings, *, upgrade: bool) -> tuple[str | None, str | None, str]:
-    """The database's revision before and after migrating it (when ``upgrade``), and the
-    newest revision."""
-    import asyncio
-
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from persona_agent.db import create_engine
-    from persona_agent.migrations import db_revision, upgrade_db
-
-    async def revisions() -> tuple[str | None, str | None, str]:
-        engine = create_engine(settings.resolved_database_url)
-        try:
-            before, head = await db_revision(engine)
-            if not upgrade:
-                return before, before, head
-            await upgrade_db(engine)
-            after, head = await db_revision(engine)
-            return before, after, head
-        finally:
-            await engine.dispose()
-
-    try:
-        return asyncio.run(revisions())
-    except ConfigError as error:
-        _fail(str(error))
-    except (OSError, SQLAlchemyError) as error:
-        _fail(f"the database did not answer: {error}")
-
-
-def _shown_database(settings: Settings) -> str:
-    """The database URL without its password."""
-    from sqlalchemy.engine import make_url
-
-    return make_url(settings.resolved_database_url).render_as_string(hide_password=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -101,6 +101,22 @@ def _refuse(protocol: Any, reason: str) -> None:
     protocol.transport.close()
 
 
+def _refuse_in_turn(protocol: Any, reason: str) -> None:
+    """Answer 431 now, or after the answers to the requests that came before it on
+    ``protocol``'s connection (HTTP/1.1 answers in order); nothing more is read meanwhile."""
+    if _answering(protocol):
+        protocol.flow.pause_reading()
+    else:
+        _refuse(protocol, reason)
+
+
+def _answering(protocol: Any) -> bool:
+    """Whether an earlier request of ``protocol``'s connection (httptools') still awaits its
+    answer."""
+    cycle = protocol.cycle  # the last request parsed: the refused one never is one
+    return bool(protocol.pipeline) or (cycle is not None and not cycle.response_complete)
+
+
 def _bounded_httptools(base: type[Any], limits: _Limits) -> type[asyncio.Protocol]:
     class BoundedHeadHttpTools(base):  # type: ignore[misc]
         _reading_head = True
@@ -125,32 +141,19 @@ def _bounded_httptools(base: type[Any], limits: _Limits) -> type[asyncio.Protoco
                 self._received += len(data)
                 if self._received > limits.max_bytes:
                     self._refusal = limits.too_large()
-                    self._refuse_in_turn(self._refusal)
+                    _refuse_in_turn(self, self._refusal)
 
         def send_400_response(self, msg: str) -> None:
             # uvicorn's answer to the parser's error, which a callback raised (_Refused).
             if self._refusal is not None:
-                self._refuse_in_turn(self._refusal)
+                _refuse_in_turn(self, self._refusal)
             else:
                 super().send_400_response(msg)
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            if self._refusal is not None and not self._answering():
+            if self._refusal is not None and not _answering(self):
                 _refuse(self, self._refusal)
-
-        def _refuse_in_turn(self, reason: str) -> None:
-            """Answer 431 now, or after the answers to the requests that came before it on
-            this connection (HTTP/1.1 answers in order); nothing more is read meanwhile."""
-            if self._answering():
-                self.flow.pause_reading()
-            else:
-                _refuse(self, reason)
-
-        def _answering(self) -> bool:
-            """Whether an earlier request of this connection still awaits its answer."""
-            cycle = self.cycle  # the last request parsed: the refused one never is one
-            return bool(self.pipeline) or (cycle is not None and not cycle.response_complete)
 
         def on_message_begin(self) -> None:
             self._parsed, self._fields = 0, 0

@@ -165,7 +165,8 @@ class _JsonRpcDispatcher(JsonRpcDispatcher):
         if (
             isinstance(body, dict)
             and body.get("jsonrpc") == "2.0"
-            and body.get("method") in _JSONRPC_SENDS
+            and isinstance(body.get("method"), str)  # a list or an object: unhashable
+            and body["method"] in _JSONRPC_SENDS
         ):
             error = role_error(body.get("params"))
             request_id = body.get("id")
