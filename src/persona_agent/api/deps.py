@@ -24,7 +24,6 @@ __all__ = [
     "UPLOAD_HEADER",
     "ApiAuth",
     "ApiParts",
-    "Audit",
     "Auth",
     "BaseUrl",
     "CardImages",
@@ -319,10 +318,6 @@ def _limits(parts: Parts) -> Limits:
     return parts.limits
 
 
-def _audit(parts: Parts) -> AuditLog:
-    return parts.audit
-
-
 def _card_pngs(parts: Parts) -> CardPngs:
     return parts.card_pngs
 
@@ -353,7 +348,6 @@ BaseUrl = Annotated[str, Depends(_base_url)]
 """The hub's base URL (links to a persona's A2A endpoint and card)."""
 Registry = Annotated[A2ARegistry, Depends(_registry)]
 PersonaLimits = Annotated[Limits, Depends(_limits)]
-Audit = Annotated[AuditLog, Depends(_audit)]
 CardImages = Annotated[CardPngs, Depends(_card_pngs)]
 """Exported PNG cards, kept."""
 PersonaData = Annotated[DeletedPersonaData, Depends(_persona_data)]
