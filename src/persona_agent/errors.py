@@ -2,12 +2,13 @@
 
 Each error carries a short default message that is safe to show to a client:
 no stack trace, no secret. One place (the executor) turns them into A2A
-task failures; the REST API maps them to HTTP statuses.
+task failures; the REST API maps them to HTTP statuses (:data:`HTTP_STATUSES`).
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "HTTP_STATUSES",
     "BudgetSpentError",
     "ConfigError",
     "LLMError",
@@ -96,3 +97,12 @@ class ToolError(PersonaAgentError):
     refused or failed)."""
 
     message = "Tool call failed"
+
+
+HTTP_STATUSES: dict[type[PersonaAgentError], int] = {
+    PersonaNotFoundError: 404,
+    PersonaExistsError: 409,
+    PreconditionFailedError: 412,
+}
+"""The REST API's answer to each error a route lets through: this status, with the error's
+message as ``{"detail": ...}`` (``api/app.py`` registers the handlers)."""

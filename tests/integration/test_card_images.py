@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 from PIL import Image
 
-from persona_agent.personas.formats.card_pngs import CardPngs
+from persona_agent.api.app import HubApp
 from tests.integration.conftest import Hub
 from tests.personas.cards import ORLA_V3, card_png, decoded_chunk
 
@@ -54,7 +54,8 @@ async def test_a_picture_of_too_many_pixels_is_refused_from_its_header(hub: Hub)
 async def test_an_exported_png_card_is_encoded_once_per_version(hub: Hub) -> None:
     raw = card_png(ORLA_V3, Image.new("RGB", (900, 900), (1, 2, 3)))
     assert (await upload(hub, "upload", "orla.png", raw, id="orla")).status_code == 201
-    cards: CardPngs = hub.app.state.card_pngs
+    assert isinstance(hub.app, HubApp)
+    cards = hub.app.parts.card_pngs
     before = cards.encoded
     params = {"format": "v3", "as": "png"}
     first, second, third = await asyncio.gather(

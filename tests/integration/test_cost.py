@@ -115,6 +115,7 @@ async def test_the_usage_report_sums_the_answers_cost_v1_data(
             params={"since": "2030-01-01T00:00:00Z", "until": "2020-01-01T00:00:00Z"},
         )
         assert backwards.status_code == 422
+        assert [e["loc"] for e in backwards.json()["detail"]] == [["query", "since"]]
 
 
 async def test_a_deleted_personas_usage_goes_with_it(hub_factory: HubFactory, llm: FakeLLM) -> None:

@@ -16,6 +16,7 @@ import pytest
 from a2a.types.a2a_pb2 import CancelTaskRequest, TaskState
 from google.protobuf.json_format import MessageToDict
 
+from persona_agent.api.app import HubApp
 from persona_agent.llm.local.backend import LocalBackend
 from persona_agent.llm.local.weights import LOCAL_MODEL_NAME
 from persona_agent.personas.scan import load_persona_dir
@@ -52,7 +53,8 @@ async def local_hub(hub_factory: HubFactory, local_model_dir: Path) -> AsyncIter
 
 def backend(hub: Hub) -> LocalBackend:
     """The hub's own backend, read (never replaced) to watch the model work."""
-    llm = hub.app.state.engine.llm
+    assert isinstance(hub.app, HubApp)
+    llm = hub.app.parts.readiness.llm
     assert isinstance(llm, LocalBackend)
     return llm
 

@@ -6,6 +6,7 @@ import pytest
 from a2a.types.a2a_pb2 import TaskState
 
 from persona_agent.a2a.registry import A2ARegistry
+from persona_agent.api.app import HubApp
 from persona_agent.personas.model import Persona
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.a2a_helpers import answer_text, send
@@ -13,9 +14,8 @@ from tests.integration.conftest import HERMIT, TRANSPORTS, Hub
 
 
 def registry(hub: Hub) -> A2ARegistry:
-    value = hub.app.state.registry
-    assert isinstance(value, A2ARegistry)
-    return value
+    assert isinstance(hub.app, HubApp)
+    return hub.app.parts.registry
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

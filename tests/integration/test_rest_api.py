@@ -114,6 +114,27 @@ async def test_crud_error_codes(hub: Hub) -> None:
     assert await card_name(hub, "socrates") == "Socrates"
 
 
+async def test_a_body_that_cannot_be_parsed_is_a_declared_400(hub: Hub) -> None:
+    """JSON that is not UTF-8 is FastAPI's 400, which the OpenAPI document declares on
+    every route that takes a body (a broken multipart form is the same 400)."""
+    broken = await hub.http.post(
+        API, content=b'{"name": "\xff"}', headers={"content-type": "application/json"}
+    )
+    assert broken.status_code == 400
+    assert broken.json() == {"detail": "There was an error parsing the body"}
+    document = (await hub.http.get("/openapi.json")).json()
+    for path, method in (
+        (API, "post"),
+        (f"{API}/{{persona_id}}", "put"),
+        (f"{API}/upload", "post"),
+        (f"{API}/validate", "post"),
+    ):
+        declared = document["paths"][path][method]["responses"]
+        assert declared["400"]["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/ErrorDetail"
+        }, (path, method)
+
+
 async def test_get_and_paginate(hub: Hub) -> None:
     one = await hub.http.get(f"{API}/ada-lovelace")
     assert one.status_code == 200

@@ -1,27 +1,47 @@
-"""Dependencies of the REST API: the store, the base URL, and API-key auth."""
+"""Dependencies of the REST API: the parts its routes are given, and API-key auth."""
 
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import dataclass
 from typing import Annotated, NoReturn
 
 from fastapi import Depends, HTTPException, Request, status
 
+from persona_agent.a2a.registry import A2ARegistry
+from persona_agent.api.persona_data import DeletedPersonaData
+from persona_agent.api.readiness import Readiness
+from persona_agent.chat.usage_log import UsageLog
+from persona_agent.observe.metrics import HubMetrics
+from persona_agent.personas.formats.card_pngs import CardPngs
 from persona_agent.personas.store import PersonaStore
 from persona_agent.security.audit import AuditLog, request_id_of
 from persona_agent.security.authentication import Action, Authenticator, AuthError, Principal
+from persona_agent.security.card_signing import CardSigner
+from persona_agent.security.limits import Limits
 
 __all__ = [
     "UPLOAD_HEADER",
     "ApiAuth",
+    "ApiParts",
     "Auth",
+    "BaseUrl",
+    "CardImages",
     "FileChecker",
     "HubReader",
+    "Metrics",
+    "PersonaData",
+    "PersonaLimits",
     "PersonaReader",
     "PersonaWriter",
     "Reader",
+    "Ready",
+    "Registry",
+    "Signer",
     "Store",
+    "Usage",
     "Writer",
+    "hub_parts",
     "is_loopback",
 ]
 
@@ -64,7 +84,7 @@ class ApiAuth:
         audit: AuditLog | None = None,
     ) -> None:
         self._auth = authenticator
-        self._audit = audit
+        self._audit = audit if audit is not None else AuditLog()
         self._origins = {origin.lower() for origin in allowed_origins or []}
         self._listens_on_loopback = is_loopback(listen_host)
         self._listen_host = listen_host
@@ -77,7 +97,7 @@ class ApiAuth:
         try:
             return await self._check(request, write=write)
         except HTTPException as error:
-            if self._audit is not None and error.status_code in (401, 403):
+            if error.status_code in (401, 403):
                 self._audit.record(
                     "auth.refused",
                     principal=None,
@@ -126,16 +146,15 @@ class ApiAuth:
         refused = self._auth.authorization.refusal(principal, action, persona_id)
         if refused is None:
             return principal
-        if self._audit is not None:
-            self._audit.record(
-                "auth.refused",
-                principal=principal.name if principal is not None else None,
-                persona=persona_id,
-                outcome=str(refused.status),
-                request_id=request_id_of(dict(request.headers)),
-                path=request.url.path,
-                reason=refused.message,
-            )
+        self._audit.record(
+            "auth.refused",
+            principal=principal.name if principal is not None else None,
+            persona=persona_id,
+            outcome=str(refused.status),
+            request_id=request_id_of(dict(request.headers)),
+            path=request.url.path,
+            reason=refused.message,
+        )
         raise self._http_error(refused)
 
     def visible(self, request: Request, persona_ids: list[str]) -> list[str]:
@@ -161,6 +180,9 @@ class ApiAuth:
                 "configured (set PERSONA_AGENT_API_KEYS)"
             )
         host = request.headers.get("host", "")
+        # Stricter than security/host_guard.py's Host rule, which also lets through the
+        # public base URL's host, PERSONA_AGENT_ALLOWED_HOSTS and names under localhost:
+        # a keyless write names a loopback host, whatever else the hub answers to.
         if not is_loopback(_hostname(host)):
             _forbid(
                 f"Writes without an API key need a loopback Host header, not '{host[:100]}' "
@@ -215,9 +237,32 @@ def is_loopback(host: str | None) -> bool:
         return host.lower() == "localhost"
 
 
+@dataclass(frozen=True)
+class ApiParts:
+    """What the routes are given: the app holds them from the start (``HubApp``), and the
+    dependencies below hand each route the ones it names."""
+
+    auth: ApiAuth
+    store: PersonaStore
+    registry: A2ARegistry
+    limits: Limits
+    audit: AuditLog
+    card_pngs: CardPngs
+    persona_data: DeletedPersonaData
+    usage: UsageLog
+    signer: CardSigner | None
+    metrics: HubMetrics
+    readiness: Readiness
+
+
+def hub_parts(request: Request) -> ApiParts:
+    """The parts of the app that serves ``request``."""
+    parts: ApiParts = request.app.parts
+    return parts
+
+
 def api_auth(request: Request) -> ApiAuth:
-    auth: ApiAuth = request.app.state.api_auth
-    return auth
+    return hub_parts(request).auth
 
 
 async def require_read(request: Request) -> None:
@@ -254,13 +299,64 @@ async def require_hub_read(request: Request) -> None:
     api_auth(request).authorize(request, Action.HUB_READ)
 
 
-def get_store(request: Request) -> PersonaStore:
-    store: PersonaStore = request.app.state.persona_store
-    return store
+Parts = Annotated[ApiParts, Depends(hub_parts)]
 
 
-Store = Annotated[PersonaStore, Depends(get_store)]
+def _store(parts: Parts) -> PersonaStore:
+    return parts.store
+
+
+def _base_url(parts: Parts) -> str:
+    return parts.registry.base_url
+
+
+def _registry(parts: Parts) -> A2ARegistry:
+    return parts.registry
+
+
+def _limits(parts: Parts) -> Limits:
+    return parts.limits
+
+
+def _card_pngs(parts: Parts) -> CardPngs:
+    return parts.card_pngs
+
+
+def _persona_data(parts: Parts) -> DeletedPersonaData:
+    return parts.persona_data
+
+
+def _usage(parts: Parts) -> UsageLog:
+    return parts.usage
+
+
+def _signer(parts: Parts) -> CardSigner | None:
+    return parts.signer
+
+
+def _metrics(parts: Parts) -> HubMetrics:
+    return parts.metrics
+
+
+def _readiness(parts: Parts) -> Readiness:
+    return parts.readiness
+
+
+Store = Annotated[PersonaStore, Depends(_store)]
 Auth = Annotated[ApiAuth, Depends(api_auth)]
+BaseUrl = Annotated[str, Depends(_base_url)]
+"""The hub's base URL (links to a persona's A2A endpoint and card)."""
+Registry = Annotated[A2ARegistry, Depends(_registry)]
+PersonaLimits = Annotated[Limits, Depends(_limits)]
+CardImages = Annotated[CardPngs, Depends(_card_pngs)]
+"""Exported PNG cards, kept."""
+PersonaData = Annotated[DeletedPersonaData, Depends(_persona_data)]
+"""What goes with a deleted persona (a new one with its id waits until it is gone)."""
+Usage = Annotated[UsageLog, Depends(_usage)]
+Signer = Annotated[CardSigner | None, Depends(_signer)]
+"""The agent cards' signer (``None``: cards are not signed)."""
+Metrics = Annotated[HubMetrics, Depends(_metrics)]
+Ready = Annotated[Readiness, Depends(_readiness)]
 Reader = Depends(require_read)
 Writer = Depends(require_write)
 PersonaReader = Depends(require_persona_read)

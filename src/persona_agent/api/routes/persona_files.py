@@ -1,0 +1,222 @@
+"""``/api/v1/personas``: personas as files, in and out: the YAML file, an upload (persona
+file or character card), a file checked without saving, a character card exported."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import PurePath
+from typing import Annotated, Any, Literal
+
+from fastapi import File, Query, Request, Response, UploadFile, status
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from persona_agent.api.deps import (
+    Auth,
+    BaseUrl,
+    CardImages,
+    FileChecker,
+    PersonaData,
+    PersonaLimits,
+    PersonaReader,
+    Store,
+    Writer,
+)
+from persona_agent.api.routes.error_body import error_responses
+from persona_agent.api.routes.persona_resource import (
+    audited,
+    etag,
+    exists,
+    persona_router,
+    send,
+    stored,
+)
+from persona_agent.errors import PersonaFileError
+from persona_agent.personas.formats.tavern import CardSpec, persona_to_card
+from persona_agent.personas.loader import (
+    PERSONA_SUFFIXES,
+    PersonaFile,
+    dump_persona_yaml,
+    persona_to_data,
+    read_persona,
+)
+from persona_agent.security.authentication import Action
+from persona_agent.security.limits import Limits
+
+__all__ = ["router"]
+
+router = persona_router()
+
+
+@router.get(
+    "/{persona_id}/file",
+    dependencies=[PersonaReader],
+    response_class=Response,
+    responses={
+        **error_responses(404),
+        200: {
+            "description": "The persona file, YAML; its ETag is the persona's version",
+            "content": {"application/yaml": {}},
+        },
+    },
+)
+async def get_persona_file(persona_id: str, store: Store) -> Response:
+    """One persona as the YAML file the hub writes (what a person edits: no id, no
+    version, no field at its default). Its ``ETag`` is the persona's version, for
+    ``If-Match`` on the ``PUT`` that saves the edited file's content."""
+    persona = await store.get(persona_id)
+    return Response(
+        dump_persona_yaml(persona),
+        media_type="application/yaml",
+        headers={"ETag": etag(persona)},
+    )
+
+
+@router.post(
+    "/upload",
+    status_code=status.HTTP_201_CREATED,
+    dependencies=[Writer],
+    responses=error_responses(400, 409),
+)
+@audited("persona.upload")
+async def upload_persona(
+    request: Request,
+    response: Response,
+    store: Store,
+    auth: Auth,
+    base_url: BaseUrl,
+    limits: PersonaLimits,
+    persona_data: PersonaData,
+    file: Annotated[
+        UploadFile,
+        File(
+            description="A persona file (.yaml, .yml, .json) or a character card "
+            "(V2/V3, .json or .png)"
+        ),
+    ],
+    replace: Annotated[bool, Query(description="Replace an existing persona")] = False,
+    persona_id: Annotated[
+        str | None,
+        Query(
+            alias="id",
+            description="The persona's id. Default: a persona file's name without its "
+            "extension; a character card's name as a slug",
+        ),
+    ] = None,
+) -> dict[str, Any]:
+    """Create (or with ``replace=true`` replace) a persona from a file or character card.
+    A PNG card's picture becomes the persona's avatar."""
+    loaded = await _read_upload(limits, file, persona_id)
+    if not isinstance(loaded, PersonaFile):
+        # Each problem names the uploaded file ("grace.yaml: ..."); the form field's name
+        # ("file") in the location would only be shown before it ("file: grace.yaml: ...").
+        raise RequestValidationError(
+            [{"loc": ("body",), "msg": problem, "type": "value_error"} for problem in loaded]
+        )
+    persona = loaded.persona
+    auth.authorize(request, Action.WRITE, persona.id)
+    await persona_data.settled(persona.id)
+    if replace:
+        existed = await exists(store, persona.id)
+        kept = await stored(store.put(persona, image=loaded.image))
+        if existed:
+            response.status_code = status.HTTP_200_OK
+    else:
+        kept = await stored(store.create(persona, image=loaded.image))
+    response.headers["Location"] = f"{request.url.path.rsplit('/', 1)[0]}/{kept.id}"
+    return send(response, base_url, kept)
+
+
+@router.post("/validate", dependencies=[FileChecker], responses=error_responses(400))
+async def validate_persona(
+    request: Request,
+    store: Store,
+    auth: Auth,
+    limits: PersonaLimits,
+    file: Annotated[
+        UploadFile,
+        File(
+            description="A persona file (.yaml, .yml, .json) or a character card "
+            "(V2/V3, .json or .png), as for upload"
+        ),
+    ],
+    persona_id: Annotated[
+        str | None,
+        Query(alias="id", description="The persona's id, as for upload"),
+    ] = None,
+) -> dict[str, Any]:
+    """Check a file as upload would, and save nothing: ``valid``, the ``problems`` (each
+    naming the file, the field and the reason), and for a valid file the ``persona`` as a
+    body for ``POST /api/v1/personas`` or ``PUT``, and whether its id ``exists`` already
+    (``null`` for an id the caller's key does not let it use). An editor calls it as its
+    user types. Where nobody authenticates, it is accepted as a write is (from this
+    machine, with the upload's header or the hub's own Origin): reading a file costs what
+    an upload costs."""
+    loaded = await _read_upload(limits, file, persona_id)
+    if not isinstance(loaded, PersonaFile):
+        return {"valid": False, "problems": loaded}
+    persona = loaded.persona
+    return {
+        "valid": True,
+        "problems": [],
+        "id": persona.id,
+        "exists": (
+            await exists(store, persona.id) if auth.visible(request, [persona.id]) else None
+        ),
+        "persona": {"id": persona.id, **persona_to_data(persona)},
+    }
+
+
+async def _read_upload(
+    limits: Limits, file: UploadFile, persona_id: str | None
+) -> PersonaFile | list[str]:
+    """The persona in an uploaded file, or its problems (each a message naming the file):
+    bounds, format and every field checked, as for a file in the persona directory."""
+    name = PurePath(file.filename or "").name
+    fmt = PERSONA_SUFFIXES.get(PurePath(name).suffix.lower())
+    if fmt is None:
+        expected = ", ".join(PERSONA_SUFFIXES)
+        return [f"file name '{name}' must end with {expected}"]
+    limit = limits.max_image_bytes if fmt == "png" else limits.max_bytes
+    raw = await file.read(limit + 1)  # the whole body is bounded (api/limits.py)
+
+    def parse() -> PersonaFile:
+        return read_persona(persona_id, raw, source=name, fmt=fmt, limits=limits)
+
+    try:
+        return await asyncio.to_thread(parse)  # up to a second for a 1 MiB file
+    except PersonaFileError as error:
+        return [f"{name}: {problem}" for problem in error.problems]
+
+
+@router.get(
+    "/{persona_id}/card",
+    dependencies=[PersonaReader],
+    responses={
+        **error_responses(404),
+        200: {
+            "description": "The card: JSON, or a PNG image with the card in a text chunk",
+            "content": {"application/json": {}, "image/png": {}},
+        },
+    },
+)
+async def export_card(
+    persona_id: str,
+    store: Store,
+    card_pngs: CardImages,
+    spec: Annotated[CardSpec, Query(alias="format", description="Character card V2 or V3")] = "v3",
+    container: Annotated[
+        Literal["json", "png"],
+        Query(alias="as", description="A JSON file, or a PNG image with the card inside"),
+    ] = "json",
+) -> Response:
+    """The persona as a Tavern character card. A persona imported from a card gives back
+    that card (with any change made since); a PNG keeps the avatar's pixels."""
+    persona = await store.get(persona_id)
+    filename = f"{persona.id}.{container}"
+    headers = {"Content-Disposition": f'attachment; filename="{filename}"'}
+    if container == "json":
+        return JSONResponse(persona_to_card(persona, spec), headers=headers)
+    image = await store.avatar(persona.id)
+    png = await card_pngs.get(persona, spec, image)  # kept; encoded in a worker thread
+    return Response(png, media_type="image/png", headers=headers)
