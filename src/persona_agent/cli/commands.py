@@ -3,7 +3,7 @@
 Here: the app, ``serve`` and the commands that read the persona directory
 (``agent-card``, ``list-personas``, ``validate``). The others are registered from their
 modules: ``chat`` (:mod:`.chat`), ``personas`` (:mod:`.rest_personas`), the commands on
-persona files (:mod:`.persona_files`) and ``db`` (:mod:`.db_commands`).
+persona files (:mod:`.persona_commands`) and ``db`` (:mod:`.db_commands`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from persona_agent.cli.command_settings import (
     report,
 )
 from persona_agent.cli.db_commands import db_app
-from persona_agent.cli.persona_files import export_persona, import_persona, new_persona
+from persona_agent.cli.persona_commands import export_persona, import_persona, new_persona
 from persona_agent.cli.rest_personas import personas_app
 from persona_agent.cli.secrets import configured_secrets
 from persona_agent.errors import ConfigError, PersonaFileError
