@@ -122,6 +122,7 @@ def test_a_hub_at_its_defaults_loads_no_library_of_a_feature_that_is_off(
     assert loaded(modules, "persona_agent.api.app")
     assert loaded(modules, "llama_cpp")  # the default backend, loaded at start-up
     assert [name for name in FEATURES if loaded(modules, name)] == []
+    assert not loaded(modules, "httpcore")  # the webhooks' transport, made for the first call
     # grpcio is no dependency of the hub (only of the otlp-grpc extra, installed for the
     # tests); where it is installed, the a2a-sdk's request_handlers package imports it.
     assert not loaded(modules, "grpc") or "a2a.server.request_handlers.grpc_handler" in modules
