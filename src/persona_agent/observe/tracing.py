@@ -77,9 +77,10 @@ def start_tracing(environ: Mapping[str, str]) -> TracerProvider | None:
         ConfigError: an exporter or protocol that is not supported, or not installed.
     """
     global _active
-    # A provider of the SDK's was set only if the SDK is imported: not imported, it stays so.
+    current = trace.get_tracer_provider()  # (OTEL_PYTHON_TRACER_PROVIDER: made here)
+    # A provider of the SDK's is set only if the SDK is imported: not imported, it stays so.
     sdk_trace = sys.modules.get("opentelemetry.sdk.trace")
-    if sdk_trace is not None and isinstance(trace.get_tracer_provider(), sdk_trace.TracerProvider):
+    if sdk_trace is not None and isinstance(current, sdk_trace.TracerProvider):
         _active = True
         return None
     exporters = [_exporter(name, environ) for name in requested_exporters(environ)]
