@@ -14,7 +14,7 @@ from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm.base import LLMBackend
 from persona_agent.personas.model import Persona
 from persona_agent.personas.store import FilePersonaStore, PersonaStore
-from persona_agent.security.authentication import ApiKeys, Authenticator, OidcVerifier
+from persona_agent.security.authentication import ApiKeys, Authenticator
 from persona_agent.security.limits import Limits
 from persona_agent.settings import Settings
 
@@ -66,6 +66,9 @@ def build_authenticator(settings: Settings) -> Authenticator:
                 "PERSONA_AGENT_OIDC_AUDIENCE is required with PERSONA_AGENT_OIDC_ISSUER "
                 "(tokens for other services must not be taken)"
             )
+        # Imported only with an issuer: PyJWT and cryptography cost what a hub without pays.
+        from persona_agent.security.oidc import OidcVerifier
+
         oidc = OidcVerifier(
             settings.oidc_issuer, settings.oidc_audience, jwks_url=settings.oidc_jwks_url
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 
 import httpx
@@ -21,6 +22,33 @@ from persona_agent.observe.metrics import HubMetrics
 from persona_agent.settings import Settings
 
 __all__ = ["build_push"]
+
+
+class _OnDemandTransport(httpx.AsyncBaseTransport):
+    """httpx's own transport, made for the first webhook call: making it imports httpcore
+    and reads the CA bundle (about 3 MB, and 40 ms: in a worker thread), which a hub whose
+    tasks have no webhook never needs."""
+
+    def __init__(self, limits: httpx.Limits) -> None:
+        self._limits = limits
+        self._made: httpx.AsyncHTTPTransport | None = None
+        self._making = asyncio.Lock()
+
+    async def _transport(self) -> httpx.AsyncHTTPTransport:
+        if self._made is None:
+            async with self._making:
+                if self._made is None:
+                    self._made = await asyncio.to_thread(
+                        httpx.AsyncHTTPTransport, limits=self._limits
+                    )
+        return self._made
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await (await self._transport()).handle_async_request(request)
+
+    async def aclose(self) -> None:
+        if self._made is not None:
+            await self._made.aclose()
 
 
 def build_push(
@@ -46,10 +74,9 @@ def build_push(
     # A connection for each destination's worker: the pool never makes one destination
     # wait for another's.
     destinations = settings.push_max_destinations
+    limits = httpx.Limits(max_connections=destinations, max_keepalive_connections=20)
     http = httpx.AsyncClient(
-        timeout=10,
-        follow_redirects=False,
-        limits=httpx.Limits(max_connections=destinations, max_keepalive_connections=20),
+        timeout=10, follow_redirects=False, transport=_OnDemandTransport(limits)
     )
     guard = PushUrlGuard(settings.push_allowed_host_list)
     sender = RetryingPushSender(

@@ -11,23 +11,23 @@ with the model server's HTTP request (:func:`trace_headers`) and each MCP reques
 (the MCP SDK puts it in ``params._meta``; over HTTP, the hub adds the header too).
 
 Off, every span is the OpenTelemetry API's no-op: nothing is exported or recorded, and
-the hub does no work for tracing beyond starting those no-op spans.
+the hub does no work for tracing beyond starting those no-op spans; the OpenTelemetry SDK
+and its exporters are not even imported (only the API is).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
-from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
-    ConsoleSpanExporter,
-    SpanExporter,
-)
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 from persona_agent import __version__
 from persona_agent.errors import ConfigError
@@ -77,13 +77,19 @@ def start_tracing(environ: Mapping[str, str]) -> TracerProvider | None:
         ConfigError: an exporter or protocol that is not supported, or not installed.
     """
     global _active
-    current = trace.get_tracer_provider()
-    if isinstance(current, TracerProvider):
+    current = trace.get_tracer_provider()  # (OTEL_PYTHON_TRACER_PROVIDER: made here)
+    # A provider of the SDK's is set only if the SDK is imported: not imported, it stays so.
+    sdk_trace = sys.modules.get("opentelemetry.sdk.trace")
+    if sdk_trace is not None and isinstance(current, sdk_trace.TracerProvider):
         _active = True
         return None
     exporters = [_exporter(name, environ) for name in requested_exporters(environ)]
     if not exporters:
         return None
+    from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
     attributes: dict[str, str] = {SERVICE_VERSION: __version__}
     named = "service.name=" in environ.get("OTEL_RESOURCE_ATTRIBUTES", "")
     if not environ.get("OTEL_SERVICE_NAME") and not named:
@@ -99,6 +105,8 @@ def start_tracing(environ: Mapping[str, str]) -> TracerProvider | None:
 
 def _exporter(name: str, environ: Mapping[str, str]) -> SpanExporter:
     if name == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
         return ConsoleSpanExporter()
     if name != "otlp":
         raise ConfigError(

@@ -10,10 +10,10 @@ whose name owns its tasks and conversations.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from persona_agent.security.api_keys import ApiKeys, hash_key
 from persona_agent.security.authorization import Action, Authorization
-from persona_agent.security.oidc import OidcVerifier
 from persona_agent.security.principal import (
     SCOPE_A2A,
     SCOPE_READ,
@@ -23,6 +23,9 @@ from persona_agent.security.principal import (
     AuthError,
     Principal,
 )
+
+if TYPE_CHECKING:  # imported by whoever configures an issuer: PyJWT and cryptography cost memory
+    from persona_agent.security.oidc import OidcVerifier
 
 __all__ = [
     "SCOPES",
@@ -35,7 +38,6 @@ __all__ = [
     "AuthError",
     "Authenticator",
     "Authorization",
-    "OidcVerifier",
     "Principal",
     "credential_of",
     "hash_key",

@@ -5,20 +5,21 @@ Ed25519), every persona's card carries a JWS signature over its canonical form
 (``a2a.utils.signing``). The protected header names the key (``kid``) and where its public
 half is published (``jku``: the hub's ``/.well-known/jwks.json``), so a client can verify
 the card with the SDK's ``create_signature_verifier``.
+
+The signing libraries (the SDK's signing module, PyJWT, cryptography) are imported when a
+signer is made, so a hub that signs nothing does not load them.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-from a2a.types.a2a_pb2 import AgentCard
-from a2a.utils.signing import ProtectedHeader, create_agent_card_signer
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
-from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
+from typing import TYPE_CHECKING, Any
 
 from persona_agent.errors import ConfigError
+
+if TYPE_CHECKING:
+    from a2a.types.a2a_pb2 import AgentCard
+    from a2a.utils.signing import ProtectedHeader
 
 __all__ = ["JWKS_PATH", "CardSigner"]
 
@@ -30,6 +31,10 @@ class CardSigner:
     """Signs cards with one private key; publishes its public key as a JWK set."""
 
     def __init__(self, private_key: Any, key_id: str, base_url: str) -> None:
+        from a2a.utils.signing import create_agent_card_signer
+        from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+        from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
+
         if isinstance(private_key, rsa.RSAPrivateKey):
             self.algorithm, jwk = "RS256", RSAAlgorithm.to_jwk(private_key.public_key(), True)
         elif isinstance(private_key, ec.EllipticCurvePrivateKey):
@@ -60,6 +65,8 @@ class CardSigner:
         Raises:
             ConfigError: the file cannot be read or holds no usable private key.
         """
+        from cryptography.hazmat.primitives import serialization
+
         try:
             key = serialization.load_pem_private_key(path.read_bytes(), password=None)
         except OSError as error:

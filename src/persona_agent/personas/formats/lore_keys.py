@@ -8,6 +8,8 @@ nested quantifiers and a message written for it blocked the hub for half a minut
 refuses what it cannot match that way (backreferences, lookahead and lookbehind, possessive
 quantifiers, a repetition over 1000, a program larger than :data:`MAX_REGEX_MEMORY`): such a
 key is refused when the persona is loaded (:func:`regex_problem`), never silently dropped.
+RE2 is imported with the first key that is a regular expression: personas without one do not
+load it.
 """
 
 from __future__ import annotations
@@ -18,8 +20,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
-
-import re2
 
 __all__ = [
     "MAX_REGEX_MEMORY",
@@ -50,6 +50,8 @@ def regex_source(key: str, use_regex: bool) -> tuple[str, str] | None:
 
 @functools.cache
 def _options(ignore_case: bool, dot_all: bool) -> Any:
+    import re2
+
     options = re2.Options()
     options.max_mem = MAX_REGEX_MEMORY
     options.log_errors = False  # the reason goes into the refusal, not to stderr
@@ -70,6 +72,8 @@ def compile_regex(pattern: str, flags: str, sensitive: bool) -> Any:
     Raises:
         re2.error: RE2 cannot take the pattern.
     """
+    import re2
+
     options = _options("i" in flags or not sensitive, "s" in flags)
     source = _MULTILINE + pattern if "m" in flags else pattern
     return re2.compile(source.encode("utf-8", "surrogatepass"), options)
@@ -81,6 +85,8 @@ def regex_problem(key: str, use_regex: bool, sensitive: bool) -> str | None:
     source = regex_source(key, use_regex)
     if source is None:
         return None
+    import re2
+
     try:
         compile_regex(*source, sensitive)
     except re2.error as error:

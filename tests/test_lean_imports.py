@@ -1,0 +1,159 @@
+"""``persona-agent serve`` imports only what its configuration uses: a feature that is off
+(tracing, OIDC, card signing, regex lore keys, PNG cards, migrations) does not load its
+libraries, and turning it on does.
+
+Each hub is a real ``persona-agent serve`` process: the command line as installed, run by a
+small wrapper that writes the process's ``sys.modules`` to a file as it exits. It starts,
+answers ``/healthz``, and is stopped with SIGTERM (uvicorn's graceful shutdown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import httpx
+
+from persona_agent.db import create_engine
+from persona_agent.migrations import upgrade_db
+from tests.personas.cards import ORLA_V3, card_png
+
+REPO = Path(__file__).resolve().parent.parent
+
+SERVE_AND_LIST = """
+import atexit, json, runpy, signal, sys
+listing = sys.argv.pop(1)
+atexit.register(lambda: open(listing, "w").write(json.dumps(sorted(sys.modules))))
+# uvicorn raises the SIGTERM it caught again once shut down: exit, and so run atexit.
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+runpy.run_module("persona_agent.cli", run_name="__main__", alter_sys=True)
+"""
+"""``python -c`` this, the listing's path, then ``serve``'s arguments."""
+
+FEATURES = {
+    "opentelemetry.sdk": "tracing (an OTEL_* exporter)",
+    "opentelemetry.exporter": "tracing over OTLP",
+    "jwt": "an OIDC issuer, or a card-signing key",
+    "cryptography": "an OIDC issuer, or a card-signing key",
+    "a2a.utils.signing": "a card-signing key",
+    "re2": "a lore key that is a regular expression",
+    "PIL": "a character card in a PNG file",
+    "alembic": "a database to migrate",
+    "openai": "the openai backend",
+}
+"""The modules a hub at its defaults (its database migrated already) does not load, and the
+feature that loads each."""
+
+
+def loaded(modules: set[str], name: str) -> bool:
+    return name in modules or any(module.startswith(f"{name}.") for module in modules)
+
+
+def serve_modules(home: Path, environ: Mapping[str, str]) -> set[str]:
+    """The modules ``persona-agent serve`` had loaded, run in ``home`` (its ``./personas``
+    and ``./data``) with ``environ`` added, once it answered ``/healthz`` and stopped."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("PERSONA_AGENT_", "OPENAI_", "OTEL_"))
+    }
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), env.get("PYTHONPATH")]))
+    env.update(environ)
+    listing = home / "modules.json"
+    command = [sys.executable, "-c", SERVE_AND_LIST, str(listing), "serve", "--port", str(port)]
+    process = subprocess.Popen(
+        command, cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    process.kill()
+                    output = process.communicate()[0]
+                    raise AssertionError(f"the hub did not start:\n{output}") from None
+                time.sleep(0.1)
+        process.send_signal(signal.SIGTERM)
+        output = process.communicate(timeout=60)[0]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, output
+    return set(json.loads(listing.read_text(encoding="utf-8")))
+
+
+def hub_home(tmp_path: Path, name: str) -> Path:
+    """A directory to serve in: the bundled personas in ``./personas``."""
+    home = tmp_path / name
+    shutil.copytree(REPO / "personas", home / "personas")
+    return home
+
+
+def test_a_hub_at_its_defaults_loads_no_library_of_a_feature_that_is_off(
+    tmp_path: Path, local_model_dir: Path
+) -> None:
+    home = hub_home(tmp_path, "defaults")
+    (home / "data").mkdir()
+    # A restart, as most starts are: the database is at the newest schema already.
+    engine = create_engine(f"sqlite+aiosqlite:///{home / 'data' / 'persona-agent.db'}")
+    asyncio.run(upgrade_db(engine))
+    asyncio.run(engine.dispose())
+
+    # Every setting at its default but where the embedded model's file is assembled (once
+    # for the whole test run): the local model, preloaded at start-up.
+    modules = serve_modules(home, {"PERSONA_AGENT_LOCAL_MODEL_DIR": str(local_model_dir)})
+
+    assert loaded(modules, "persona_agent.api.app")
+    assert loaded(modules, "llama_cpp")  # the default backend, loaded at start-up
+    assert [name for name in FEATURES if loaded(modules, name)] == []
+    assert not loaded(modules, "httpcore")  # the webhooks' transport, made for the first call
+    # grpcio is no dependency of the hub (only of the otlp-grpc extra, installed for the
+    # tests); where it is installed, the a2a-sdk's request_handlers package imports it.
+    assert not loaded(modules, "grpc") or "a2a.server.request_handlers.grpc_handler" in modules
+
+
+def test_turning_each_feature_on_loads_its_library(tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    home = hub_home(tmp_path, "features")
+    (home / "personas" / "orla.png").write_bytes(card_png(ORLA_V3))  # a `use_regex` key
+    key = home / "card-key.pem"
+    key.write_bytes(
+        ec.generate_private_key(ec.SECP256R1()).private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    unused = "http://127.0.0.1:9"  # nothing is sent to it: no request needs it
+    environ = {
+        "PERSONA_AGENT_LLM_BASE_URL": f"{unused}/v1",
+        "PERSONA_AGENT_OIDC_ISSUER": f"{unused}/issuer",
+        "PERSONA_AGENT_OIDC_AUDIENCE": "persona-agent",
+        "PERSONA_AGENT_CARD_SIGNING_KEY": str(key),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": unused,
+        "OTEL_EXPORTER_OTLP_TIMEOUT": "1",
+    }
+
+    # A first start: the database is made, by the migrations.
+    modules = serve_modules(home, environ)
+
+    assert [name for name in FEATURES if not loaded(modules, name)] == []
+    assert not loaded(modules, "llama_cpp")  # the openai backend instead
