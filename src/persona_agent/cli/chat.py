@@ -8,7 +8,8 @@ prompt waits. An answer is a coroutine the main thread waits for; Ctrl-C while i
 asks the agent to cancel it (:mod:`persona_agent.cli.a2a_chat`).
 
 The SDK, httpx, uvicorn and the hub are imported when the command runs, not with this
-module: ``cli.py`` imports it, and ``persona-agent --help`` need not wait for them.
+module: :mod:`persona_agent.cli.commands` imports it, and ``persona-agent --help``
+need not wait for them.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ import socket
 import threading
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from pydantic import ValidationError
 
+from persona_agent.cli.command_settings import command_settings, fail
 from persona_agent.settings import Settings
 
 if TYPE_CHECKING:
@@ -169,7 +170,7 @@ class _EmbeddedHub:
             application = create_app(settings)
         except (ConfigError, PersonaFileError) as error:
             sock.close()
-            _fail(f"Cannot start the hub: {error}")
+            fail(f"Cannot start the hub: {error}")
         config = uvicorn.Config(
             application,
             lifespan="on",
@@ -178,7 +179,7 @@ class _EmbeddedHub:
         )
         self._server = uvicorn.Server(config)
         if not loop.run(self._serve(self._server, sock)):
-            _fail(f"The hub did not start: see its log, {self.log_file}")
+            fail(f"The hub did not start: see its log, {self.log_file}")
         return url
 
     async def _serve(self, server: uvicorn.Server, sock: socket.socket) -> bool:
@@ -213,31 +214,11 @@ class _EmbeddedHub:
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
             to_file = logging.FileHandler(self.log_file, encoding="utf-8")
         except (ValueError, OSError) as error:
-            _fail(f"Cannot start the hub: its log: {error}")
+            fail(f"Cannot start the hub: its log: {error}")
         for handler in list(root.handlers):  # the one configure_logging set, to stderr
             to_file.setFormatter(handler.formatter)
             root.removeHandler(handler)
         root.addHandler(to_file)
-
-
-def _settings(**values: Any) -> Settings:
-    """The settings, the options given over the environment; bad ones exit with each
-    setting's problem (as the other commands do, in cli.py, which imports this module)."""
-    try:
-        return Settings(**{k: v for k, v in values.items() if v is not None})
-    except ValidationError as error:
-        # Without the values given: one may be a secret.
-        problems = [
-            f"  PERSONA_AGENT_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}"
-            for e in error.errors(include_url=False, include_input=False)
-        ]
-        typer.secho("Invalid settings:\n" + "\n".join(problems), err=True, fg="red")
-        raise typer.Exit(2) from error
-
-
-def _fail(message: str, code: int = 1) -> NoReturn:
-    typer.secho(f"error: {message}", err=True, fg="red")
-    raise typer.Exit(code)
 
 
 def _dim(text: str) -> None:
@@ -326,12 +307,12 @@ def chat(
     written; at the prompt, Ctrl-C or Ctrl-D leaves. See docs/chat.md.
     """
     if agent is not None and (persona_id is not None or url is not None):
-        _fail("--agent names the agent to talk with: give it without a persona id or --url", 2)
+        fail("--agent names the agent to talk with: give it without a persona id or --url", 2)
     if agent is None and persona_id is None:
-        _fail("name a persona (persona-agent chat socrates) or an agent (--agent URL)", 2)
+        fail("name a persona (persona-agent chat socrates) or an agent (--agent URL)", 2)
     if context is not None and new:
-        _fail("--context continues a conversation and --new starts one: give only one", 2)
-    settings = _settings(personas_dir=personas_dir)
+        fail("--context continues a conversation and --new starts one: give only one", 2)
+    settings = command_settings(personas_dir=personas_dir)
     memory = ContextMemory(settings.data_dir / CONTEXTS_FILE)
     with _running_loop() as loop:
         try:
@@ -371,7 +352,7 @@ def _chat(
         try:
             loop.run(session.connect(target))
         except ChatError as error:
-            _fail(str(error))
+            fail(str(error))
         _introduce(session)
         if context is None and not new:
             context = memory.get(target.key)

@@ -97,7 +97,7 @@ def load_all(settings: Settings) -> dict[str, Persona]:
     return personas
 
 
-def fail(message: str) -> NoReturn:
-    """Exit 1, saying why on standard error."""
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Exit ``code`` (1: a failure; 2: a usage error), saying why on standard error."""
     typer.secho(f"error: {message}", err=True, fg="red")
-    raise typer.Exit(1)
+    raise typer.Exit(code)
