@@ -4,7 +4,9 @@ Each case of ``openapi_gaps.KNOWN_GAPS`` is a strict xfail: it sends the request
 the undeclared answer, checks the hub still gives it, and runs on it the Schemathesis
 checks the fuzzer waives for it, which fail (``UndeclaredAnswer``) while the answer is not
 as documented. Once the document (or the answer) is fixed the test passes, and being
-strict fails the run: remove the entry, and the fuzzer checks that answer again.
+strict fails the run: move the entry to ``FIXED_GAPS``, and the fuzzer checks that answer
+again. Each case of ``FIXED_GAPS`` runs as a plain test: the same request, whose answer now
+passes the checks it once failed.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from schemathesis.core.failures import FailureGroup
 from tests.fakes.fake_llm import FakeLLM
 from tests.fuzz.budget import DEADLINE
 from tests.fuzz.hub import FuzzHub, running_hub
-from tests.fuzz.openapi_gaps import ADMIN_KEY, KNOWN_GAPS, Gap
+from tests.fuzz.openapi_gaps import ADMIN_KEY, FIXED_GAPS, KNOWN_GAPS, Gap
 
 
 class UndeclaredAnswer(AssertionError):
@@ -45,7 +47,8 @@ def hub(tmp_path_factory: pytest.TempPathFactory, fuzz_llm: FakeLLM) -> Iterator
             marks=pytest.mark.xfail(strict=True, raises=UndeclaredAnswer, reason=gap.bug),
         )
         for gap in KNOWN_GAPS
-    ],
+    ]
+    + [pytest.param(gap, id=f"{gap.method} {gap.path} {gap.status} (fixed)") for gap in FIXED_GAPS],
 )
 def test_the_document_declares_the_answer(hub: FuzzHub, gap: Gap) -> None:
     response = httpx.request(
