@@ -18,11 +18,11 @@ import contextlib
 import hashlib
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Protocol
 
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -57,8 +57,6 @@ CHANNEL = "pa_personas"
 _IMAGE_CACHE_SIZE = 64
 _IMPORT_BATCH = 100
 """Rows per ``INSERT`` of an import (a statement's parameters are limited)."""
-
-_T = TypeVar("_T")
 
 
 _t = personas_table.c
@@ -108,9 +106,7 @@ class SqlPersonaStore(HeldPersonaStore):
         self._check_interval = check_interval
         self._stamps: dict[str, _Stamp] = {}
         """The row state memory reflects, by id (also for a row that did not validate)."""
-        self._locks: dict[str, asyncio.Lock] = {}
         self._images: OrderedDict[tuple[str, datetime], CleanImage] = OrderedDict()
-        self._changes: set[asyncio.Future[Any]] = set()
         self._syncs: set[asyncio.Task[None]] = set()
         self._checker: asyncio.Task[None] | None = None
         self._closed = False
@@ -387,16 +383,3 @@ class SqlPersonaStore(HeldPersonaStore):
                     "Persona '%s' in the database is invalid, not served: %s", persona_id, error
                 )
         return personas, stamps
-
-    # Helpers
-
-    async def _complete(self, change: Coroutine[Any, Any, _T]) -> _T:
-        """Run ``change`` to the end even if the caller is cancelled meanwhile, so that
-        the row, memory and notification never part."""
-        task = asyncio.ensure_future(change)
-        self._changes.add(task)  # a strong reference while it runs
-        task.add_done_callback(self._changes.discard)
-        return await asyncio.shield(task)
-
-    def _lock(self, persona_id: str) -> asyncio.Lock:
-        return self._locks.setdefault(persona_id, asyncio.Lock())

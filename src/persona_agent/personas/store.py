@@ -210,6 +210,8 @@ class HeldPersonaStore(PersonaStore):
     def __init__(self) -> None:
         super().__init__()
         self._personas: dict[str, Persona] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._changes: set[asyncio.Future[Any]] = set()
 
     async def list(self) -> builtins.list[Persona]:
         return [self._personas[key] for key in sorted(self._personas)]
@@ -219,6 +221,18 @@ class HeldPersonaStore(PersonaStore):
             return self._personas[persona_id]
         except KeyError:
             raise _not_found(persona_id) from None
+
+    async def _complete(self, change: Coroutine[Any, Any, _T]) -> _T:
+        """Run ``change`` to the end even if the caller is cancelled meanwhile, so that
+        the stored copy (file or row), memory and notification never part."""
+        task = asyncio.ensure_future(change)
+        self._changes.add(task)  # a strong reference while it runs
+        task.add_done_callback(self._changes.discard)
+        return await asyncio.shield(task)
+
+    def _lock(self, persona_id: str) -> asyncio.Lock:
+        """The lock that serializes the changes to one id."""
+        return self._locks.setdefault(persona_id, asyncio.Lock())
 
 
 class FilePersonaStore(HeldPersonaStore):
@@ -241,8 +255,6 @@ class FilePersonaStore(HeldPersonaStore):
         self.limits = limits
         self.errors: builtins.list[PersonaFileError] = []
         """The bad files of the last :meth:`load`, less those a put or delete replaced."""
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._changes: set[asyncio.Future[Any]] = set()
         self._images: OrderedDict[tuple[str, int, int], CleanImage] = OrderedDict()
 
     def load(self) -> builtins.list[PersonaFileError]:
@@ -403,17 +415,6 @@ class FilePersonaStore(HeldPersonaStore):
                 "Persona '%s' %s from its file", persona_id, "updated" if current else "added"
             )
             self._notify(PersonaChange("upsert", persona_id, persona))
-
-    async def _complete(self, change: Coroutine[Any, Any, _T]) -> _T:
-        """Run ``change`` to the end even if the caller is cancelled meanwhile, so that
-        the file, memory and notification never part."""
-        task = asyncio.ensure_future(change)
-        self._changes.add(task)  # a strong reference while it runs
-        task.add_done_callback(self._changes.discard)
-        return await asyncio.shield(task)
-
-    def _lock(self, persona_id: str) -> asyncio.Lock:
-        return self._locks.setdefault(persona_id, asyncio.Lock())
 
     def _paths(self, persona_id: str) -> builtins.list[Path]:
         return [self.directory / f"{persona_id}{suffix}" for suffix in PERSONA_SUFFIXES]
