@@ -1,5 +1,6 @@
-"""The names the A2A modules share: ASGI scope and call-context keys, metadata keys, and the
-terminal task states. A leaf: every module of ``a2a/`` may import it, it imports none."""
+"""The names the A2A modules share: ASGI scope and call-context keys, metadata keys, the
+terminal task states and the names of the states an answer ends in. A leaf: every module
+of ``a2a/`` may import it, it imports none."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ __all__ = [
     "BUDGET_STATE_KEY",
     "CALLER_KEY",
     "CONSULT_CHAIN_KEY",
+    "ENDED_STATE_NAMES",
     "PARTS_METADATA_KEY",
     "PERSONA_SCOPE_KEY",
     "PERSONA_STATE_KEY",
@@ -62,3 +64,14 @@ TERMINAL_STATES = (
     TaskState.TASK_STATE_CANCELED,
     TaskState.TASK_STATE_REJECTED,
 )
+
+ENDED_STATE_NAMES = {
+    TaskState.TASK_STATE_COMPLETED: "completed",
+    TaskState.TASK_STATE_FAILED: "failed",
+    TaskState.TASK_STATE_CANCELED: "canceled",
+    TaskState.TASK_STATE_REJECTED: "rejected",
+    TaskState.TASK_STATE_INPUT_REQUIRED: "input-required",
+    TaskState.TASK_STATE_AUTH_REQUIRED: "auth-required",
+}
+"""The states an answer ends in (terminal, or waiting for the client), by the names the
+hub's collaboration tools report them with."""

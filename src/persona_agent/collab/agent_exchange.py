@@ -12,18 +12,12 @@ from a2a.client import A2AClientError
 from a2a.types.a2a_pb2 import Message, StreamResponse, TaskState
 from a2a.utils.errors import A2AError, InternalError
 
+from persona_agent.a2a.context_keys import ENDED_STATE_NAMES
+
 __all__ = ["Exchange", "Failure", "FailureKind", "failure_of", "http_status", "retryable"]
 
 FailureKind = Literal["transient", "failure", "refused", "timeout"]
 
-_ENDED = {
-    TaskState.TASK_STATE_COMPLETED: "completed",
-    TaskState.TASK_STATE_FAILED: "failed",
-    TaskState.TASK_STATE_CANCELED: "canceled",
-    TaskState.TASK_STATE_REJECTED: "rejected",
-    TaskState.TASK_STATE_INPUT_REQUIRED: "input-required",
-    TaskState.TASK_STATE_AUTH_REQUIRED: "auth-required",
-}
 _RETRYABLE_STATUS = {429, 502, 503, 504}
 
 
@@ -83,8 +77,8 @@ class Exchange:
                 and not self.updated
                 and task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
             )
-            if task.status.state in _ENDED and not stale:
-                self.state = _ENDED[task.status.state]
+            if task.status.state in ENDED_STATE_NAMES and not stale:
+                self.state = ENDED_STATE_NAMES[task.status.state]
                 self.status_text = _text(task.status.message)
                 self.artifact_text = "".join(
                     part.text for artifact in task.artifacts for part in artifact.parts
@@ -95,8 +89,8 @@ class Exchange:
             self.updated = True
             self.task_id = update.task_id or self.task_id
             self.context_id = update.context_id or self.context_id
-            if update.status.state in _ENDED:
-                self.state = _ENDED[update.status.state]
+            if update.status.state in ENDED_STATE_NAMES:
+                self.state = ENDED_STATE_NAMES[update.status.state]
                 self.status_text = _text(update.status.message)
             return ""
         if response.HasField("artifact_update"):

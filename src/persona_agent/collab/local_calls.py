@@ -35,6 +35,7 @@ from persona_agent.a2a.context_keys import (
     BUDGET_STATE_KEY,
     CALLER_KEY,
     CONSULT_CHAIN_KEY,
+    ENDED_STATE_NAMES,
     PERSONA_STATE_KEY,
     PRINCIPAL_STATE_KEY,
     REQUEST_ID_KEY,
@@ -79,15 +80,6 @@ class LocalEnd:
 
 
 LocalEvent = LocalStart | LocalText | LocalEnd
-
-_STATE_NAMES = {
-    TaskState.TASK_STATE_COMPLETED: "completed",
-    TaskState.TASK_STATE_FAILED: "failed",
-    TaskState.TASK_STATE_CANCELED: "canceled",
-    TaskState.TASK_STATE_REJECTED: "rejected",
-    TaskState.TASK_STATE_INPUT_REQUIRED: "input-required",
-    TaskState.TASK_STATE_AUTH_REQUIRED: "auth-required",
-}
 
 
 class LocalCalls:
@@ -140,7 +132,7 @@ class LocalCalls:
                         if not task_id:
                             task_id = event.id
                             yield LocalStart(event.id, event.context_id)
-                        if event.status.state in _STATE_NAMES:  # ended before streaming
+                        if event.status.state in ENDED_STATE_NAMES:  # ended before streaming
                             ended = True
                             yield _end(event.id, event.status.state, event.status.message)
                             return
@@ -150,7 +142,7 @@ class LocalCalls:
                             yield LocalText(chunk)
                     elif isinstance(event, TaskStatusUpdateEvent):
                         state = event.status.state
-                        if state in _STATE_NAMES:
+                        if state in ENDED_STATE_NAMES:
                             ended = True
                             yield _end(event.task_id, state, event.status.message)
                             return
@@ -212,4 +204,4 @@ def text_of(message: Message) -> str:
 
 
 def _end(task_id: str, state: TaskState, message: Message) -> LocalEnd:
-    return LocalEnd(task_id, _STATE_NAMES[state], text_of(message))
+    return LocalEnd(task_id, ENDED_STATE_NAMES[state], text_of(message))
