@@ -21,6 +21,7 @@ __all__ = [
     "Text",
     "TextOrTexts",
     "Topics",
+    "checked_persona_id",
     "is_valid_persona_id",
     "slugify",
 ]
@@ -151,7 +152,8 @@ def _avatar_name(value: str) -> str:
 AvatarName = Annotated[str, AfterValidator(_avatar_name)]
 
 
-def _persona_id(value: str) -> str:
+def checked_persona_id(value: str) -> str:
+    """``value``, if it is a persona id; else the validation error that says so."""
     if not is_valid_persona_id(value):
         raise PydanticCustomError(
             "persona_id",
@@ -161,5 +163,5 @@ def _persona_id(value: str) -> str:
     return value
 
 
-PersonaId = Annotated[str, AfterValidator(_persona_id)]
+PersonaId = Annotated[str, AfterValidator(checked_persona_id)]
 """The id of another persona of the hub."""

@@ -41,6 +41,7 @@ from persona_agent.personas.field_types import (
     PersonaId,
     Text,
     Topics,
+    checked_persona_id,
     is_valid_persona_id,
     slugify,
 )
@@ -203,13 +204,7 @@ class Persona(BaseModel):
     @field_validator("id")
     @classmethod
     def _id_is_slug(cls, value: str) -> str:
-        if not is_valid_persona_id(value):
-            raise PydanticCustomError(
-                "persona_id",
-                "'{value}' is not a valid persona id (expected {pattern})",
-                {"value": value, "pattern": PERSONA_ID_PATTERN},
-            )
-        return value
+        return checked_persona_id(value)
 
     @field_validator("version")
     @classmethod
