@@ -7,7 +7,7 @@ import asyncio
 from pathlib import PurePath
 from typing import Annotated, Any, Literal
 
-from fastapi import File, Query, Request, Response, UploadFile, status
+from fastapi import File, Query, Request, Response, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
@@ -20,16 +20,15 @@ from persona_agent.api.deps import (
     PersonaLimits,
     PersonaReader,
     Store,
-    Writer,
 )
 from persona_agent.api.routes.error_body import error_responses
 from persona_agent.api.routes.persona_resource import (
+    CREATES,
     audited,
+    created,
     etag,
     exists,
     persona_router,
-    send,
-    stored,
 )
 from persona_agent.errors import PersonaFileError
 from persona_agent.personas.formats.tavern import CardSpec, persona_to_card
@@ -72,12 +71,7 @@ async def get_persona_file(persona_id: str, store: Store) -> Response:
     )
 
 
-@router.post(
-    "/upload",
-    status_code=status.HTTP_201_CREATED,
-    dependencies=[Writer],
-    responses=error_responses(400, 409),
-)
+@router.post("/upload", **CREATES)
 @audited("persona.upload")
 async def upload_persona(
     request: Request,
@@ -115,16 +109,16 @@ async def upload_persona(
         )
     persona = loaded.persona
     auth.authorize(request, Action.WRITE, persona.id)
-    await persona_data.settled(persona.id)
-    if replace:
-        existed = await exists(store, persona.id)
-        kept = await stored(store.put(persona, image=loaded.image))
-        if existed:
-            response.status_code = status.HTTP_200_OK
-    else:
-        kept = await stored(store.create(persona, image=loaded.image))
-    response.headers["Location"] = f"{request.url.path.rsplit('/', 1)[0]}/{kept.id}"
-    return send(response, base_url, kept)
+    return await created(
+        persona,
+        store=store,
+        persona_data=persona_data,
+        response=response,
+        base_url=base_url,
+        collection=request.url.path.rsplit("/", 1)[0],
+        image=loaded.image,
+        replace=replace,
+    )
 
 
 @router.post("/validate", dependencies=[FileChecker], responses=error_responses(400))

@@ -1,5 +1,5 @@
 """A persona as the REST API shows and takes it: its resource, its ETag, its validation,
-and the audit of each change."""
+its creation, and the audit of each change."""
 
 from __future__ import annotations
 
@@ -7,14 +7,16 @@ import functools
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar, cast
 
-from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import APIRouter, HTTPException, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from persona_agent.a2a.cards import CARD_PATH, persona_url
-from persona_agent.api.deps import hub_parts
+from persona_agent.api.deps import Writer, hub_parts
+from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.api.routes.error_body import error_responses
 from persona_agent.errors import PersonaAgentError, PersonaFileError, PersonaNotFoundError
+from persona_agent.personas.formats.png import CleanImage
 from persona_agent.personas.loader import MAX_PROBLEMS
 from persona_agent.personas.model import Persona
 from persona_agent.personas.store import PersonaStore
@@ -22,8 +24,10 @@ from persona_agent.security.audit import request_id_of
 from persona_agent.security.limits import Limits
 
 __all__ = [
+    "CREATES",
     "PERSONA_EXAMPLE",
     "audited",
+    "created",
     "etag",
     "exists",
     "persona_router",
@@ -46,6 +50,13 @@ PERSONA_EXAMPLE: dict[str, Any] = {
         {"user": "Why compilers?", "assistant": "Because people should write in English."}
     ],
 }
+
+CREATES: dict[str, Any] = {
+    "status_code": status.HTTP_201_CREATED,
+    "dependencies": [Writer],
+    "responses": error_responses(400, 409),
+}
+"""The route arguments of a ``POST`` that creates a persona (from a body or a file)."""
 
 
 def persona_router() -> APIRouter:
@@ -142,3 +153,30 @@ async def stored(change: Awaitable[Persona]) -> Persona:
                 for problem in error.problems
             ]
         ) from None
+
+
+async def created(
+    persona: Persona,
+    *,
+    store: PersonaStore,
+    persona_data: DeletedPersonaData,
+    response: Response,
+    base_url: str,
+    collection: str,
+    image: CleanImage | None = None,
+    replace: bool = False,
+) -> dict[str, Any]:
+    """Store a new persona (with ``replace``, in place of any of its id) once what a
+    deleted persona of its id left is gone: its resource, with its ``ETag`` and its
+    ``Location`` (``collection``/id) on ``response``, whose status is 200 for a persona
+    replaced."""
+    await persona_data.settled(persona.id)
+    if replace:
+        existed = await exists(store, persona.id)
+        kept = await stored(store.put(persona, image=image))
+        if existed:
+            response.status_code = status.HTTP_200_OK
+    else:
+        kept = await stored(store.create(persona, image=image))
+    response.headers["Location"] = f"{collection}/{kept.id}"
+    return send(response, base_url, kept)

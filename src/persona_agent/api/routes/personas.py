@@ -16,12 +16,13 @@ from persona_agent.api.deps import (
     PersonaWriter,
     Reader,
     Store,
-    Writer,
 )
 from persona_agent.api.routes.error_body import error_responses
 from persona_agent.api.routes.persona_resource import (
+    CREATES,
     PERSONA_EXAMPLE,
     audited,
+    created,
     persona_router,
     resource,
     send,
@@ -65,12 +66,7 @@ async def get_persona(
     return send(response, base_url, await store.get(persona_id))
 
 
-@router.post(
-    "",
-    status_code=status.HTTP_201_CREATED,
-    dependencies=[Writer],
-    responses=error_responses(400, 409),
-)
+@router.post("", **CREATES)
 @audited("persona.create")
 async def create_persona(
     request: Request,
@@ -91,10 +87,14 @@ async def create_persona(
         )
     auth.authorize(request, Action.WRITE, persona_id)
     persona = validated(limits, persona_id, data)
-    await persona_data.settled(persona.id)
-    kept = await stored(store.create(persona))
-    response.headers["Location"] = f"{request.url.path}/{kept.id}"
-    return send(response, base_url, kept)
+    return await created(
+        persona,
+        store=store,
+        persona_data=persona_data,
+        response=response,
+        base_url=base_url,
+        collection=request.url.path,
+    )
 
 
 @router.put("/{persona_id}", dependencies=[PersonaWriter], responses=error_responses(400, 404, 412))
