@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from persona_agent.security.limits import LimitExceeded, Limits, check_depth, too_deep
 
-__all__ = ["MULTIPART_ALLOWANCE", "BodyLimit"]
+__all__ = ["MULTIPART_ALLOWANCE", "BodyLimit", "replay"]
 
 MULTIPART_ALLOWANCE = 64 * 1024
 """Bytes a body may have beyond the persona limit: a multipart envelope, JSON's quoting."""
@@ -82,16 +82,7 @@ class BodyLimit:
                 response = JSONResponse({"detail": problem}, status_code=422)
                 await response(scope, receive, send)
                 return
-        delivered = False
-
-        async def replay() -> Message:
-            nonlocal delivered
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replay(body, receive), send)
 
     def _json_problem(self, body: bytes) -> str | None:
         """Why a JSON body is refused here, or None (a body that is not JSON at all is left
@@ -130,3 +121,17 @@ class BodyLimit:
             {"detail": detail}, status_code=413, headers={"Connection": "close"}
         )
         await response(scope, receive, send)
+
+
+def replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` that gives ``body`` again, then what the client sends next (a disconnect)."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed

@@ -25,7 +25,7 @@ import re
 from typing import Any, NoReturn
 
 from starlette.responses import JSONResponse
-from starlette.types import Message, Receive
+from starlette.types import Receive
 
 __all__ = [
     "INVALID_REQUEST",
@@ -34,7 +34,6 @@ __all__ = [
     "jsonrpc_error",
     "parse_body",
     "read_body",
-    "replay",
 ]
 
 PARSE_ERROR = -32700
@@ -125,17 +124,3 @@ async def read_body(receive: Receive) -> bytes:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
-
-
-def replay(body: bytes, receive: Receive) -> Receive:
-    """``receive`` that gives ``body`` again, then what the client sends next (a disconnect)."""
-    sent = False
-
-    async def replayed() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replayed

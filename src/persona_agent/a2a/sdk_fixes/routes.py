@@ -66,12 +66,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from persona_agent.a2a.context_keys import TERMINAL_STATES
 from persona_agent.a2a.sdk_fixes.hints import role_error, version_error
-from persona_agent.a2a.sdk_fixes.jsonrpc_body import replay
 from persona_agent.a2a.sdk_fixes.v03_requests import (
     V03_GET_TASK,
     checked_history_length,
     checked_stream_start,
 )
+from persona_agent.security.body_limits import replay
 
 __all__ = ["check_status_filter", "jsonrpc_dispatcher", "rest_routes"]
 
