@@ -40,7 +40,7 @@ QUESTIONS = [
     "What is the most important thing you have learned?",
     "What would you tell a young person who wants to follow your path?",
 ]
-CAP = 96  # tokens: short answers keep the suite quick on two cores
+CAP = 64  # tokens: short answers keep the suite quick on two cores
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -96,28 +96,31 @@ def backend(hub: Hub) -> LocalBackend:
 
 
 @MODULE_LOOP
-@pytest.mark.parametrize("persona_id", sorted(PERSONAS))
-async def test_every_bundled_persona_answers_three_questions(
-    local_hub: Hub, persona_id: str
+@pytest.mark.parametrize(
+    ("persona_id", "question"),
+    # One question a persona, the three taken in turn: every persona and every question.
+    [(p, QUESTIONS[n % len(QUESTIONS)]) for n, p in enumerate(sorted(PERSONAS))],
+)
+async def test_every_bundled_persona_answers_in_character(
+    local_hub: Hub, persona_id: str, question: str
 ) -> None:
     persona = PERSONAS[persona_id]
     name = persona.name
     # A panel answers with its members' answers: its cost-v1 adds theirs up.
     answers = len(persona.panel.members) if persona.panel is not None else 1
     client = await local_hub.client(persona_id)
-    for question in QUESTIONS:
-        task = await send(client, question)
-        assert task.status.state == TaskState.TASK_STATE_COMPLETED, task.status
-        assert len(task.artifacts) == answers
-        for artifact in task.artifacts:  # a panel's: one a member, named after it
-            text = "".join(part.text for part in artifact.parts)
-            speaker = artifact.name if persona.panel is not None else name
-            assert_reads_as_the_persona(text, speaker, CAP)
-        data = [MessageToDict(p.data) for p in task.status.message.parts if p.HasField("data")]
-        (usage,) = [d["usage"] for d in data if d.get("kind") == "cost-v1"]
-        assert usage["promptTokens"] > 50  # the transcript: persona, samples, question
-        # At most one retry of an empty answer, for each answer.
-        assert 0 < usage["completionTokens"] <= 2 * CAP * answers
+    task = await send(client, question)
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED, task.status
+    assert len(task.artifacts) == answers
+    for artifact in task.artifacts:  # a panel's: one a member, named after it
+        text = "".join(part.text for part in artifact.parts)
+        speaker = artifact.name if persona.panel is not None else name
+        assert_reads_as_the_persona(text, speaker, CAP)
+    data = [MessageToDict(p.data) for p in task.status.message.parts if p.HasField("data")]
+    (usage,) = [d["usage"] for d in data if d.get("kind") == "cost-v1"]
+    assert usage["promptTokens"] > 50  # the transcript: persona, samples, question
+    # At most one retry of an empty answer, for each answer.
+    assert 0 < usage["completionTokens"] <= 2 * CAP * answers
 
 
 @MODULE_LOOP
