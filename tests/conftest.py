@@ -164,6 +164,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("local_model"))
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A test's captured output as text pytest-xdist can send to its controller (UTF-8):
+    a lone surrogate a test sends on purpose, logged by the hub, is shown escaped."""
+    report = yield
+    report.sections = [
+        (title, text.encode("utf-8", "backslashreplace").decode("utf-8"))
+        for title, text in report.sections
+    ]
+    return report
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """A pytest-xdist worker hands its fuzz counts to the controller."""
     workeroutput = getattr(session.config, "workeroutput", None)
