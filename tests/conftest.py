@@ -154,14 +154,31 @@ async def pg_engine(pg_url: str) -> AsyncIterator[AsyncEngine]:
     await engine.dispose()
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``--dist loadgroup``), the real model's tests (``local_model``)
-    run on one worker: one model in memory, and no two generations fighting for the cores."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        if item.get_closest_marker("local_model") is not None:
-            item.add_marker(pytest.mark.xdist_group("local_model"))
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` (the default, pyproject.toml) with the groups of
+    tests/scheduling.py: the real model's tests on one worker, the browser's on one ..."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.scheduling import GroupScheduling
+
+    return GroupScheduling(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test of the real model is in tests/scheduling.py's group ``local_model``."""
+    from tests.scheduling import group_of
+
+    stray = [
+        item.nodeid
+        for item in items
+        if item.get_closest_marker("local_model") is not None
+        and group_of(item.nodeid) != "local_model"
+    ]
+    if stray:
+        raise pytest.UsageError(
+            f"local_model tests outside tests/scheduling.py's group local_model: {stray}"
+        )
 
 
 @pytest.hookimpl(wrapper=True)

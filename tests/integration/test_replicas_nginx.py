@@ -1,9 +1,9 @@
 """Three real ``persona-agent serve`` replicas on one fresh PostgreSQL database behind a
 real nginx running ``deploy/nginx.conf``: one hub, whichever replica a request reaches, and
 a replica killed outright (SIGKILL) loses only what it was running, which ends ``failed``
-once its lease expires. Then a soak: 2,000 mixed requests with a replica killed and
+once its lease expires. Then a soak: 1,000 mixed requests with a replica killed and
 restarted midway. The two tests share one replica set (three processes, nginx and a
-database take seconds to start), on one pytest-xdist worker."""
+database take seconds to start), on one pytest-xdist worker (tests/scheduling.py)."""
 
 from __future__ import annotations
 
@@ -46,8 +46,6 @@ from tests.servers.replicas import ReplicaSet, replica_set
 
 LEASE = 3.0
 """Seconds: a killed replica's tasks fail within this (and a third of it, the sweep)."""
-
-pytestmark = pytest.mark.xdist_group("replicas_nginx")
 
 
 def _settings(llm: FakeLLM, **more: str) -> dict[str, str]:
@@ -270,7 +268,7 @@ def test_three_replicas_behind_nginx_are_one_hub(replicas: ReplicaSet, nginx_llm
     asyncio.run(_one_hub(replicas, nginx_llm))
 
 
-SOAK_OPERATIONS = 2_000
+SOAK_OPERATIONS = 1_000
 SLOW = "[slow]"
 
 
@@ -500,5 +498,5 @@ def test_a_soak_across_three_replicas_with_one_killed_and_restarted(
     soak = asyncio.run(_soak(replicas))
     done = sum(soak.outcomes.values())
     assert done == SOAK_OPERATIONS, soak.outcomes
-    assert soak.outcomes.get("persona write", 0) > 100
-    assert soak.outcomes.get("canceled", 0) > 20
+    assert soak.outcomes.get("persona write", 0) > SOAK_OPERATIONS // 20
+    assert soak.outcomes.get("canceled", 0) > SOAK_OPERATIONS // 100
