@@ -154,6 +154,40 @@ async def pg_engine(pg_url: str) -> AsyncIterator[AsyncEngine]:
     await engine.dispose()
 
 
+SLOW = (
+    "tests/console/",  # a real browser
+    "tests/fuzz/",  # the fuzzers
+    "tests/conformance/test_soak.py",
+    "tests/integration/test_replicas_nginx.py",  # processes, PostgreSQL, nginx, below
+    "tests/integration/test_replicas.py",
+    "tests/integration/test_replica_harness.py",
+    "tests/integration/test_durability.py",
+    "tests/integration/test_shutdown.py",
+    "tests/integration/test_tracing.py",
+    "tests/integration/test_tracing_off.py",
+    "tests/integration/test_readme.py",
+    "tests/cli/test_chat.py",
+    "tests/cli/test_first_run.py",
+    "tests/docs/test_client_snippets.py",
+    "tests/docs/test_hub_snippets.py",
+    "tests/docs/test_serve_snippets.py",
+    "tests/mcp/test_toolbox.py",
+    "tests/security/test_browser_writes.py",
+    "tests/security/test_crash_safety.py",
+    "tests/security/test_persona_fuzz.py",
+    "tests/security/test_slow_clients.py",
+)
+"""Node id prefixes of the tests marked ``slow`` (with every ``local_model`` test): real
+processes, browsers, fuzzers and soaks. ``uv run pytest -m "not slow"`` leaves them out
+(README.md, Development)."""
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Mark the slow tests (:data:`SLOW`), before ``-m`` selects."""
+    if item.nodeid.startswith(SLOW) or item.get_closest_marker("local_model") is not None:
+        item.add_marker(pytest.mark.slow)
+
+
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadgroup`` (the default, pyproject.toml) with the groups of
