@@ -3,15 +3,20 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import core as hypothesis_core
 from hypothesis.vendor import pretty
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from persona_agent.db import GroupCommitWriter, create_engine, metadata
 from persona_agent.migrations import init_db
+from tests.fuzz.budget import DEADLINE, EXAMPLES, EXAMPLES_VARIABLE, SEED, SEED_VARIABLE
+from tests.fuzz.tally import TALLY
 from tests.servers.replicas import fresh_database
 
 # Schemathesis's pytest plugin (loaded with pytest) swaps Hypothesis's printer for one that
@@ -25,6 +30,8 @@ POSTGRES_URL = os.environ.get(POSTGRES_URL_VARIABLE, "")
 environment is cleaned for each test."""
 LOCAL_POSTGRES_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 """Tried when no URL is set: the database a developer's machine runs for the tests."""
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+"""The pytest-xdist worker this process is (``gw0``, ``gw1`` ...), or "" when not one."""
 
 
 @pytest.fixture(autouse=True)
@@ -38,7 +45,11 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="session")
 def local_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One directory for the whole run: the embedded model's file is assembled into it once."""
+    """One directory for the whole run: the embedded model's file is assembled into it once
+    (under pytest-xdist, beside the workers' own directories: every worker shares it;
+    ``ensure_model_file`` is safe for several processes at once)."""
+    if WORKER:
+        return tmp_path_factory.getbasetemp().parent / "models"
     return tmp_path_factory.mktemp("models")
 
 
@@ -54,8 +65,10 @@ async def empty_postgres() -> str:
     ``PERSONA_AGENT_TEST_POSTGRES_REQUIRED=1`` (as in CI) or with a URL set.
     """
     url = POSTGRES_URL or LOCAL_POSTGRES_URL
-    engine = create_engine(url)
+    engine = None
     try:
+        url = await _worker_database(url)
+        engine = create_engine(url)
         async with engine.begin() as conn:
             await conn.run_sync(metadata.drop_all)
             await conn.exec_driver_sql("DROP TABLE IF EXISTS alembic_version")
@@ -67,8 +80,35 @@ async def empty_postgres() -> str:
             "to a database the tests may empty (.ci/run starts one)"
         )
     finally:
-        await engine.dispose()
+        if engine is not None:
+            await engine.dispose()
     return url
+
+
+_worker_databases: dict[str, str] = {}
+
+
+async def _worker_database(url: str) -> str:
+    """``url`` itself, or under pytest-xdist the URL of a database of this worker's own
+    beside it (``test_gw0`` for ``test``), created on first use and kept for later runs:
+    workers never empty each other's tables."""
+    if not WORKER:
+        return url
+    if url not in _worker_databases:
+        base = make_url(url)
+        name = f"{base.database}_{WORKER}"
+        admin = create_async_engine(base, isolation_level="AUTOCOMMIT")
+        try:
+            async with admin.connect() as conn:
+                exists = await conn.scalar(
+                    text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": name}
+                )
+                if not exists:
+                    await conn.execute(text(f'CREATE DATABASE "{name}"'))
+        finally:
+            await admin.dispose()
+        _worker_databases[url] = base.set(database=name).render_as_string(hide_password=False)
+    return _worker_databases[url]
 
 
 async def _fresh_engine(kind: str, directory: Path) -> AsyncEngine:
@@ -113,3 +153,103 @@ async def pg_engine(pg_url: str) -> AsyncIterator[AsyncEngine]:
         await conn.run_sync(metadata.create_all)
     yield engine
     await engine.dispose()
+
+
+SLOW = (
+    "tests/console/",  # a real browser
+    "tests/fuzz/",  # the fuzzers
+    "tests/conformance/test_soak.py",
+    "tests/integration/test_replicas_nginx.py",  # processes, PostgreSQL, nginx, below
+    "tests/integration/test_replicas.py",
+    "tests/integration/test_replica_harness.py",
+    "tests/integration/test_durability.py",
+    "tests/integration/test_shutdown.py",
+    "tests/integration/test_tracing.py",
+    "tests/integration/test_tracing_off.py",
+    "tests/integration/test_readme.py",
+    "tests/cli/test_chat.py",
+    "tests/cli/test_first_run.py",
+    "tests/docs/test_client_snippets.py",
+    "tests/docs/test_hub_snippets.py",
+    "tests/docs/test_serve_snippets.py",
+    "tests/mcp/test_toolbox.py",
+    "tests/security/test_browser_writes.py",
+    "tests/security/test_crash_safety.py",
+    "tests/security/test_persona_fuzz.py",
+    "tests/security/test_slow_clients.py",
+)
+"""Node id prefixes of the tests marked ``slow`` (with every ``local_model`` test): real
+processes, browsers, fuzzers and soaks. ``uv run pytest -m "not slow"`` leaves them out
+(README.md, Development)."""
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Mark the slow tests (:data:`SLOW`), before ``-m`` selects."""
+    if item.nodeid.startswith(SLOW) or item.get_closest_marker("local_model") is not None:
+        item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` (the default, pyproject.toml) with the groups of
+    tests/scheduling.py: the real model's tests on one worker, the browser's on one ..."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.scheduling import GroupScheduling
+
+    return GroupScheduling(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test of the real model is in tests/scheduling.py's group ``local_model``."""
+    from tests.scheduling import group_of
+
+    stray = [
+        item.nodeid
+        for item in items
+        if item.get_closest_marker("local_model") is not None
+        and group_of(item.nodeid) != "local_model"
+    ]
+    if stray:
+        raise pytest.UsageError(
+            f"local_model tests outside tests/scheduling.py's group local_model: {stray}"
+        )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A test's captured output as text pytest-xdist can send to its controller (UTF-8):
+    a lone surrogate a test sends on purpose, logged by the hub, is shown escaped."""
+    report = yield
+    report.sections = [
+        (title, text.encode("utf-8", "backslashreplace").decode("utf-8"))
+        for title, text in report.sections
+    ]
+    return report
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A pytest-xdist worker hands its fuzz counts to the controller."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["fuzz_tally"] = TALLY.dump()
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """The controller adds up the fuzz counts of each worker that finished."""
+    TALLY.merge(getattr(node, "workeroutput", {}).get("fuzz_tally", []))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The fuzz suite's counts (tests/fuzz), when it ran."""
+    lines = TALLY.lines()
+    if not lines:
+        return
+    terminalreporter.section("fuzzing")
+    terminalreporter.write_line(
+        f"seed {SEED} ({SEED_VARIABLE}), {EXAMPLES} examples a test ({EXAMPLES_VARIABLE}), "
+        f"deadline {DEADLINE:g} s a request"
+    )
+    for line in lines:
+        terminalreporter.write_line(line)

@@ -149,6 +149,11 @@ async def test_concurrent_creates_never_pass_the_cap(engine: AsyncEngine) -> Non
     stores = [capped(engine, per_task=10)] * 2
     if engine.dialect.name == "postgresql":
         stores = [capped(engine, per_task=10), capped(engine, per_task=10)]
+        # Each store makes the SDK's table on its first use, first: two sessions racing to
+        # CREATE TABLE IF NOT EXISTS on a new database (a pytest-xdist worker's) can both
+        # try, and one fails; this test is about the cap.
+        for one in stores:
+            await one.get_info_for_dispatch(task)
 
     async def create(n: int) -> bool:
         try:

@@ -8,7 +8,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -90,7 +89,6 @@ def test_a_port_in_use_is_reported_before_anything_loads(
     """With nothing configured, the hub would load its embedded model first: a port in use
     is said at once instead, with the option that picks another."""
     data = tmp_path / "data"
-    started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-m", "persona_agent.cli", "serve", "--port", str(port_in_use)],
         env=clean_environ(
@@ -105,7 +103,6 @@ def test_a_port_in_use_is_reported_before_anything_loads(
     assert f"port {port_in_use} is already in use on 127.0.0.1" in result.stderr
     assert f"--port {port_in_use + 1}" in result.stderr
     assert not data.exists()  # no database opened, no model file assembled
-    assert time.monotonic() - started < 30
 
 
 def test_new_writes_a_valid_persona_with_every_section(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""The fuzz suite's fake LLM and A2A hub, and its counts printed at the end of the run."""
+"""The fuzz suite's fake LLM and A2A hub (its counts are printed at the end of the run by
+tests/conftest.py, which pytest-xdist's controller loads)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,8 @@ import httpx
 import pytest
 
 from tests.fakes.fake_llm import FakeLLM
-from tests.fuzz.budget import DEADLINE, EXAMPLES, EXAMPLES_VARIABLE, SEED, SEED_VARIABLE
+from tests.fuzz.budget import DEADLINE
 from tests.fuzz.hub import FuzzHub, running_hub
-from tests.fuzz.tally import TALLY
 from tests.servers.webhook import Webhook
 
 
@@ -83,16 +83,3 @@ def pool(a2a_hub: FuzzHub, webhook: Webhook) -> Pool:
         config_ids=["fuzz-config"],
         webhook_url=hook,
     )
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    lines = TALLY.lines()
-    if not lines:
-        return
-    terminalreporter.section("fuzzing")
-    terminalreporter.write_line(
-        f"seed {SEED} ({SEED_VARIABLE}), {EXAMPLES} examples a test ({EXAMPLES_VARIABLE}), "
-        f"deadline {DEADLINE:g} s a request"
-    )
-    for line in lines:
-        terminalreporter.write_line(line)

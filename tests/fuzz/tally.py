@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["TALLY", "Case", "Count", "Tally"]
 
@@ -49,6 +50,22 @@ class Tally:
             if current.status is not None:
                 count.statuses[current.status] += 1
 
+    def dump(self) -> list[list[object]]:
+        """The counts as plain lists (a pytest-xdist worker hands them to the controller)."""
+        return [
+            [suite, operation, count.cases, count.failures, sorted(count.statuses.items())]
+            for (suite, operation), count in self.counts.items()
+        ]
+
+    def merge(self, dumped: list[list[Any]]) -> None:
+        """Add the counts of another tally's :meth:`dump` (a worker's) to this one."""
+        for suite, operation, cases, failures, statuses in dumped:
+            count = self.counts.setdefault((str(suite), str(operation)), Count())
+            count.cases += int(cases)
+            count.failures += int(failures)
+            for status, n in statuses:
+                count.statuses[int(status)] += int(n)
+
     def lines(self) -> list[str]:
         """The table printed at the end of the run, with a total."""
         if not self.counts:
@@ -72,4 +89,5 @@ def _order(item: tuple[int, int]) -> int:
 
 
 TALLY = Tally()
-"""The run's one tally (pytest runs the suite in one process)."""
+"""The process's tally; under pytest-xdist each worker's is merged into the controller's,
+which prints it (tests/conftest.py)."""

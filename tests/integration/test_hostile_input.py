@@ -1,7 +1,7 @@
 """What a persona file or a message's data can make the event loop do: never more than
 bounded, linear work, heavy work in a worker thread. Each hostile input goes through its
 real door (REST, upload, A2A with the SDK client); while it is processed, ``/healthz`` and
-another persona keep answering within a second.
+another persona keep answering (each within :data:`LIVE`: a hang guard, not a timing).
 
 Before: a lore regex key with a greeting written for it blocked every persona for seconds
 on one "hi"; a card of thousands of ``{{char}}`` became a 97 MB agent card; a deeply
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from a2a.types.a2a_pb2 import TaskState
@@ -27,31 +27,42 @@ from tests.personas import persona_data
 
 API = "/api/v1/personas"
 T = TypeVar("T")
+LIVE = 5.0
+"""Seconds within which each check of :func:`while_live` must be answered: the bugs this
+module guards against blocked the loop for many seconds; a busy machine (parallel
+workers on two cores) takes more than one."""
 
 
 async def while_live(hub: Hub, hostile: Awaitable[T], *, other: str = "socrates") -> T:
     """Run ``hostile``; meanwhile, again and again until it is done, ``/healthz`` and a
-    message to the persona ``other`` (the SDK client) must each be answered within a
-    second. The hostile work's result."""
+    message to the persona ``other`` (the SDK client) must each be answered (within
+    :data:`LIVE`). The hostile work's result."""
     client = await hub.client(other)
     work = asyncio.ensure_future(hostile)
     checks = 0
     try:
         async with asyncio.timeout(120):
             while checks == 0 or not work.done():
-                started = time.monotonic()
-                health = await hub.http.get("/healthz")
+                async with _live("/healthz"):
+                    health = await hub.http.get("/healthz")
                 assert health.json()["status"] == "ok"
-                assert time.monotonic() - started < 1.0, "/healthz waited on the hostile input"
-                started = time.monotonic()
-                task = await send(client, f"still there? {checks}")
+                async with _live(other):
+                    task = await send(client, f"still there? {checks}")
                 assert task.status.state == TaskState.TASK_STATE_COMPLETED
-                assert time.monotonic() - started < 1.0, f"{other} waited on the hostile input"
                 checks += 1
             return await work
     finally:
         if not work.done():
             work.cancel()
+
+
+@asynccontextmanager
+async def _live(what: str) -> AsyncIterator[None]:
+    try:
+        async with asyncio.timeout(LIVE):
+            yield
+    except TimeoutError:
+        raise AssertionError(f"{what} waited on the hostile input ({LIVE:g} s)") from None
 
 
 async def create(hub: Hub, persona_id: str, **fields: Any) -> Any:

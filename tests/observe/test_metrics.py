@@ -62,5 +62,7 @@ def test_a_call_to_an_instrument_that_is_off_asks_no_memory() -> None:
     def nothing() -> None:
         pass
 
-    # As much as calling a function that does nothing (tracemalloc's own bookkeeping).
-    assert memory(task) == memory(nothing)
+    # As much as calling a function that does nothing (tracemalloc's own bookkeeping). The
+    # least of three tries: tracemalloc counts every thread's memory, and a thread an
+    # earlier test of this process left (a server's, idle) may wake meanwhile.
+    assert min(memory(task) for _ in range(3)) == min(memory(nothing) for _ in range(3))

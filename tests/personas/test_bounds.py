@@ -4,7 +4,6 @@ and a lorebook has at most so many entries."""
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
@@ -167,12 +166,11 @@ def test_a_lorebook_of_too_many_entries_is_refused_naming_the_count() -> None:
     Persona.from_data("ok", persona_data(lore=book), limits=Limits(max_lore_entries=6))
 
 
-def test_a_long_written_conversation_is_read_in_linear_time() -> None:
-    # Each line added to the turn so far copied the turn again: quadratic, minutes here.
+def test_a_long_written_conversation_is_read_whole() -> None:
+    # Each line added to the turn so far once copied the turn again: quadratic, minutes
+    # here. How long it takes is bench/linear_time.py's figure.
     content = "A: start\n" + "more words\n" * 100_000
-    started = time.monotonic()
     turns = conversation_turns(content, "Orla")
-    assert time.monotonic() - started < 1.0
     assert turns == [("persona", "start\n" + "\n".join(["more words"] * 100_000))]
     assert conversation_turns("Q: a\n\n  \nb\nA:  \n c \n", "x") == [
         ("user", "a\nb"),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
 import pytest
@@ -177,13 +176,12 @@ def test_a_key_that_is_not_a_regex_is_plain_text_whatever_re2_would_say_of_it() 
     assert chosen(lore, r"A\1") == ["Plain."]
 
 
-def test_nested_quantifiers_match_in_linear_time() -> None:
+def test_nested_quantifiers_match_without_backtracking() -> None:
     # Python's re takes 2^n steps on such a key and text: 40 characters would be days.
+    # How long it takes is bench/linear_time.py's figure.
     lore = book({"keys": ["/(a+)+$/", "/(x|x)*y/"], "content": "Never."})
     hostile = "a" * 100_000 + "!" + "x" * 100_000
-    started = time.monotonic()
     assert chosen(lore, hostile) == []
-    assert time.monotonic() - started < 1.0
     assert chosen(lore, "a" * 1000) == ["Never."]
 
 
@@ -217,14 +215,13 @@ def test_recursion_scans_each_round_once_and_keeps_partial_matches() -> None:
     )
     assert chosen(lore, "the duke's castle") == ["The castle has a moat.", "Duke."]
     # A chain of 500 entries, each found in the one before: each content scanned once, not
-    # everything again in each of 500 rounds (which took more than ten seconds).
+    # everything again in each of 500 rounds (which took more than ten seconds; how long
+    # it takes is bench/linear_time.py's figure).
     chain = book(
         *({"keys": [f"<{n}>"], "content": f"<{n + 1}> " + "x" * 50} for n in range(500)),
         recursive_scanning=True,
     )
-    started = time.monotonic()
     assert len(chosen(chain, "<0>")) == 500
-    assert time.monotonic() - started < 2.0
 
 
 def test_recursive_scanning() -> None:

@@ -1,0 +1,59 @@
+"""Which tests pytest-xdist runs together on one worker: groups named by node id prefix.
+
+``uv run pytest`` runs on parallel workers (``-n 4 --dist loadgroup``, pyproject.toml).
+Each test goes to whichever worker is free, except the tests of a group, which one worker
+runs one after the other: :data:`GROUPS`. pytest-xdist's own groups (the ``xdist_group``
+mark) no longer take effect on pytest 9.2 (pytest-dev/pytest-xdist#1386), so
+tests/conftest.py makes the scheduler here instead, which reads the groups from node ids.
+"""
+
+from __future__ import annotations
+
+from xdist.scheduler import LoadScopeScheduling
+
+__all__ = ["GROUPS", "GroupScheduling", "group_of"]
+
+GROUPS: dict[str, tuple[str, ...]] = {
+    # One model in memory, no two generations fighting for the cores (tests/conftest.py
+    # checks that every ``local_model`` test is in this group).
+    "local_model": (
+        "tests/integration/test_local_model.py::",
+        "tests/llm/test_local_backend.py::",
+        "tests/cli/test_cli.py::test_serve_with_no_configuration_answers_with_the_local_model",
+    ),
+    # One Chromium for the browser tests (a session fixture).
+    "console": ("tests/console/",),
+    # One replica set for both tests (a module fixture: three processes, nginx, a database).
+    "replicas_nginx": ("tests/integration/test_replicas_nginx.py::",),
+    # The conformance modules that share one hub per module (``module_hub``).
+    **{
+        f"conformance_{name}": (f"tests/conformance/test_{name}.py::",)
+        for name in (
+            "bad_requests",
+            "card",
+            "concurrency",
+            "errors",
+            "lifecycle",
+            "methods",
+            "parts",
+        )
+    },
+}
+"""Group name → the node id prefixes of its tests."""
+
+
+def group_of(nodeid: str) -> str | None:
+    """The group of the test ``nodeid``, or None (it runs wherever a worker is free)."""
+    for name, prefixes in GROUPS.items():
+        if nodeid.startswith(prefixes):
+            return name
+    return None
+
+
+class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+    """``--dist loadgroup`` with the groups of :data:`GROUPS`: a group is one unit of work
+    (the largest are handed out first), every other test a unit of its own."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        group = group_of(nodeid)
+        return nodeid if group is None else f"group:{group}"
