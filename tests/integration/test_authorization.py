@@ -12,6 +12,7 @@ dependencies), changes a cell and fails the test.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -78,16 +79,19 @@ Door = Callable[[Hub, httpx.AsyncClient, FakeLLM], Awaitable[str]]
 """What one door did for a caller: ``ok``, or why not (a status, or ``refused``)."""
 
 
+def _refusal(text: str) -> str | None:
+    """The status (401 or 403) an error's text names, as a number of its own: ids in the
+    text (hex, random) may hold the digits."""
+    statuses = set(re.findall(r"(?<![0-9A-Za-z])(401|403)(?![0-9A-Za-z])", text))
+    return statuses.pop() if len(statuses) == 1 else None
+
+
 async def _a2a(hub: Hub, http: httpx.AsyncClient, persona_id: str, transport: Any) -> str:
     client = await hub.client(persona_id, transport, http=http)
     try:
         task = await send(client, "Hello?")
     except (A2AClientError, A2AError) as error:
-        text = str(error)
-        for status in ("401", "403"):
-            if status in text:
-                return status
-        return f"error: {text[:200]}"
+        return _refusal(str(error)) or f"error: {str(error)[:200]}"
     return "ok" if task.status.state == TaskState.TASK_STATE_COMPLETED else "not completed"
 
 
@@ -119,8 +123,8 @@ def _extended_card(persona_id: str) -> Door:
             await client.get_extended_agent_card(GetExtendedAgentCardRequest())
         except (A2AClientError, A2AError) as error:
             text = str(error)
-            if "403" in text or "401" in text:
-                return "403" if "403" in text else "401"
+            if status := _refusal(text):
+                return status
             return "not offered" if "authenticated callers only" in text else text[:200]
         return "ok"
 
@@ -201,7 +205,7 @@ def _panel_door(panel_id: str) -> Door:
         try:
             task = await send(client, "What is justice?")
         except (A2AClientError, A2AError) as error:
-            return "403" if "403" in str(error) else "401" if "401" in str(error) else str(error)
+            return _refusal(str(error)) or str(error)
         states = []
         for part in task.status.message.parts:
             if part.HasField("data"):

@@ -13,6 +13,7 @@ import pytest
 
 from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm import ChatRequest, OpenAIBackend, StreamEnd, TextDelta, ToolCall, Usage
+from persona_agent.llm.base import TEXT_INTERVAL
 from tests.fakes.fake_llm import Fail, FakeLLM, Hang, Reply, ToolCalls
 
 HELLO = ChatRequest(messages=[{"role": "user", "content": "Hello there"}])
@@ -82,10 +83,15 @@ async def test_a_fast_stream_is_given_out_in_few_pieces_the_first_at_once(
 ) -> None:
     text = " ".join(f"word{i}" for i in range(300))
     fake.script(Reply(text, token_delay=0.001))  # ~0.3 s of tokens, a thousand a second
+    loop = asyncio.get_running_loop()
+    started = loop.time()
     deltas, _ = split(await collect(backend))
+    took = loop.time() - started
     assert "".join(deltas) == text  # nothing lost, nothing reordered
     assert len(deltas[0].split()) <= 2  # the first text is not held back
-    assert len(deltas) <= 40  # about one piece per TEXT_INTERVAL, not one per token
+    # About one piece per TEXT_INTERVAL, not one per token: counted against the time the
+    # stream really took (a busy machine stretches it), so this bounds pieces, not speed.
+    assert len(deltas) <= took / TEXT_INTERVAL + 2, (len(deltas), took)
 
 
 async def test_sends_the_model_and_only_the_options_that_are_set(
