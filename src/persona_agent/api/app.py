@@ -1,4 +1,8 @@
-"""create_app(settings): the whole object graph, built in one place, and the app serving it."""
+"""create_app(settings): the app factory, the parts built in order and the app serving them.
+
+The builders are api/assembly.py and api/serving.py; the lifespan enters each part through one
+AsyncExitStack, so parts close in the reverse order they were built.
+"""
 
 from __future__ import annotations
 
