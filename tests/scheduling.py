@@ -1,6 +1,6 @@
 """Which tests pytest-xdist runs together on one worker: groups named by node id prefix.
 
-``uv run pytest`` runs on parallel workers (``-n 4 --dist loadgroup``, pyproject.toml).
+``uv run pytest`` runs on parallel workers (``-n 3 --dist loadgroup``, pyproject.toml).
 Each test goes to whichever worker is free, except the tests of a group, which one worker
 runs one after the other: :data:`GROUPS`. pytest-xdist's own groups (the ``xdist_group``
 mark) no longer take effect on pytest 9.2 (pytest-dev/pytest-xdist#1386), so
