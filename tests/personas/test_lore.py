@@ -521,14 +521,18 @@ _entries = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
-@given(
+_any_selection = given(
     entries=_entries,
     budget=st.one_of(st.none(), st.integers(0, 40)),
     depth=st.one_of(st.none(), st.integers(0, 5)),
     recursive=st.booleans(),
     messages=st.lists(st.text(alphabet="alphbetgmd ALPHA([\n", max_size=30), max_size=4),
 )
+"""A lorebook, its limits and a conversation: what the selection properties draw."""
+
+
+@settings(max_examples=300, deadline=None)
+@_any_selection
 def test_any_selection_keeps_to_the_budget_and_to_enabled_entries(
     entries: list[dict[str, Any]],
     budget: int | None,
@@ -629,13 +633,7 @@ def _old_select(book: Lorebook, recent: list[str]) -> LoreSelection:
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    entries=_entries,
-    budget=st.one_of(st.none(), st.integers(0, 40)),
-    depth=st.one_of(st.none(), st.integers(0, 5)),
-    recursive=st.booleans(),
-    messages=st.lists(st.text(alphabet="alphbetgmd ALPHA([\n", max_size=30), max_size=4),
-)
+@_any_selection
 def test_scanning_each_text_once_selects_what_rescanning_everything_did(
     entries: list[dict[str, Any]],
     budget: int | None,
