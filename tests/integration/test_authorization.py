@@ -29,6 +29,7 @@ from google.protobuf.json_format import MessageToDict
 from tests.fakes.fake_llm import FakeLLM, Reply, ToolCalls
 from tests.integration.a2a_helpers import send
 from tests.integration.conftest import TRANSPORTS, Hub, HubFactory
+from tests.integration.persona_yaml import persona
 
 LIMITED_KEY = "limited-key-0123456789abcdef"
 SCOPED_KEY = "scoped-key-0123456789abcdef0"
@@ -45,15 +46,7 @@ CALLERS = {
 
 
 def _persona(name: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "name": name,
-        "description": f"{name}, a test persona.",
-        "personal_background": f"{name} exists for tests.",
-        "language_style": {"tone": "plain"},
-        "knowledge_domains": {"Testing": ["authorization"]},
-        "tools": {"allow": []},
-        **extra,
-    }
+    return persona(name, "authorization", **extra)
 
 
 def _panel(name: str, **panel: Any) -> dict[str, Any]:

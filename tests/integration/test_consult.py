@@ -10,12 +10,12 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
 from a2a.client import A2AClientError
 from a2a.types.a2a_pb2 import CancelTaskRequest, StreamResponse, TaskState
 from a2a.utils.errors import A2AError
 
 from tests.fakes.fake_llm import FakeLLM, Hang, Reply, ToolCalls
+from tests.integration import persona_yaml
 from tests.integration.a2a_helpers import (
     answer_text,
     get_task,
@@ -25,22 +25,11 @@ from tests.integration.a2a_helpers import (
     wait_for_state,
 )
 from tests.integration.conftest import TRANSPORTS, Hub, HubFactory
+from tests.integration.persona_yaml import write
 
 
 def persona(name: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "name": name,
-        "description": f"{name}, a test persona.",
-        "personal_background": f"{name} exists for tests.",
-        "language_style": {"tone": "plain"},
-        "knowledge_domains": {"Testing": ["consultation"]},
-        "tools": {"allow": []},
-        **extra,
-    }
-
-
-def write(directory: Path, persona_id: str, data: dict[str, Any]) -> None:
-    (directory / f"{persona_id}.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
+    return persona_yaml.persona(name, "consultation", **extra)
 
 
 @pytest.fixture

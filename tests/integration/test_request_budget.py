@@ -8,31 +8,20 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import yaml
 from a2a.types.a2a_pb2 import Task, TaskState
 from google.protobuf.json_format import MessageToDict
 
 from tests.fakes.fake_llm import FINAL_WITHOUT_TOOLS, FakeLLM, Hang, Reply, ToolCalls
+from tests.integration import persona_yaml
 from tests.integration.a2a_helpers import get_task, send, status_text, submit
 from tests.integration.conftest import Hub, HubFactory
+from tests.integration.persona_yaml import write
 
 ALPHA, BETA, GAMMA = "You are Alpha.", "You are Beta.", "You are Gamma."
 
 
 def persona(name: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "name": name,
-        "description": f"{name}, a test persona.",
-        "personal_background": f"{name} exists for tests.",
-        "language_style": {"tone": "plain"},
-        "knowledge_domains": {"Testing": ["budgets"]},
-        "tools": {"allow": []},
-        **extra,
-    }
-
-
-def write(directory: Path, persona_id: str, data: dict[str, Any]) -> None:
-    (directory / f"{persona_id}.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
+    return persona_yaml.persona(name, "budgets", **extra)
 
 
 def cost_of(task: Task) -> dict[str, Any]:
