@@ -19,9 +19,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
 import shutil
-import socket
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -35,7 +33,6 @@ import yaml
 from a2a.types.a2a_pb2 import TaskState
 
 from persona_agent.api.app import create_app
-from persona_agent.settings import Settings
 from tests.fakes.fake_llm import FakeLLM
 from tests.integration.conftest import (  # noqa: F401
     BUNDLED,
@@ -47,9 +44,11 @@ from tests.integration.conftest import (  # noqa: F401
     fake_llm_server,
     hub_factory,
     llm,
+    loopback_socket,
     mcp_config_file,
     mcp_http_url,
     serving,
+    settings_of,
 )
 
 __all__ = [
@@ -142,32 +141,24 @@ async def module_hub(
 ) -> AsyncIterator[Hub]:
     """One hub without MCP servers for a whole module (see ``MODULE_LOOP``)."""
     root = tmp_path_factory.mktemp("module-hub")
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    with pytest.MonkeyPatch.context() as env:
-        for name in list(os.environ):  # none of the developer's settings, as for ``hub``
-            if name.startswith(("PERSONA_AGENT_", "OPENAI_")):
-                env.delenv(name)
-        settings = Settings(
-            _env_file=None,  # type: ignore[call-arg]
-            personas_dir=_fill_personas_dir(root / "personas"),
-            data_dir=root / "data",
-            public_base_url=base_url,
-            llm_base_url=fake_llm_server.base_url,
-            llm_api_key="test-key",
-            llm_max_retries=0,
-            llm_timeout=10,
-            mcp_config=None,
-            watch_personas=False,
-            # The protocol's ListTasks (filters, pages) over every task of a persona; the
-            # default, which lists only a named context's tasks, is tests/security's.
-            task_listing="all",
-            # The methods of a hub without push notifications (the errors the spec gives
-            # them); push notifications on are tested in tests/integration/test_push.py.
-            push_notifications=False,
-        )
+    sock, base_url = loopback_socket()
+    settings = settings_of(
+        personas_dir=_fill_personas_dir(root / "personas"),
+        data_dir=root / "data",
+        public_base_url=base_url,
+        llm_base_url=fake_llm_server.base_url,
+        llm_api_key="test-key",
+        llm_max_retries=0,
+        llm_timeout=10,
+        mcp_config=None,
+        watch_personas=False,
+        # The protocol's ListTasks (filters, pages) over every task of a persona; the
+        # default, which lists only a named context's tasks, is tests/security's.
+        task_listing="all",
+        # The methods of a hub without push notifications (the errors the spec gives
+        # them); push notifications on are tested in tests/integration/test_push.py.
+        push_notifications=False,
+    )
     app = create_app(settings)
     async with (
         serving(app, sock),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import socket
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -162,6 +163,24 @@ async def serving(app: FastAPI, sock: socket.socket) -> AsyncIterator[None]:
             await task
 
 
+def loopback_socket() -> tuple[socket.socket, str]:
+    """A socket bound to a free port of 127.0.0.1 for a hub to serve on, and its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock, f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def settings_of(**values: Any) -> Settings:
+    """Settings made of ``values`` alone: none of the developer's ``PERSONA_AGENT_*`` or
+    ``OPENAI_*`` variables and no ``.env`` (for hubs a fixture shares beyond one test)."""
+    with pytest.MonkeyPatch.context() as env:
+        for name in list(os.environ):
+            if name.startswith(("PERSONA_AGENT_", "OPENAI_")):
+                env.delenv(name)
+        return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
 @pytest.fixture
 def hub_factory(
     tmp_path: Path, personas_dir: Path, llm: FakeLLM, mcp_config_file: Path
@@ -170,10 +189,7 @@ def hub_factory(
 
     @asynccontextmanager
     async def start(**overrides: Any) -> AsyncIterator[Hub]:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        sock, base_url = loopback_socket()
         values: dict[str, Any] = {
             "personas_dir": personas_dir,
             "data_dir": tmp_path / "data",

@@ -9,9 +9,7 @@ can be selected (``-m local_model``) or left out (``-m "not local_model"``); CI 
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -25,9 +23,15 @@ from persona_agent.api.app import HubApp, create_app
 from persona_agent.llm.local.backend import LocalBackend
 from persona_agent.llm.local.weights import LOCAL_MODEL_NAME
 from persona_agent.personas.scan import load_persona_dir
-from persona_agent.settings import Settings
 from tests.integration.a2a_helpers import answer_text, get_task, send, user_message
-from tests.integration.conftest import BUNDLED, Hub, HubFactory, serving
+from tests.integration.conftest import (
+    BUNDLED,
+    Hub,
+    HubFactory,
+    loopback_socket,
+    serving,
+    settings_of,
+)
 from tests.quality import assert_reads_as_the_persona
 
 pytestmark = pytest.mark.local_model
@@ -52,28 +56,20 @@ async def local_hub(
     root = tmp_path_factory.mktemp("local-hub")
     personas_dir = root / "personas"
     shutil.copytree(BUNDLED, personas_dir)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    with pytest.MonkeyPatch.context() as env:
-        for name in list(os.environ):  # none of the developer's settings, as for ``hub``
-            if name.startswith(("PERSONA_AGENT_", "OPENAI_")):
-                env.delenv(name)
-        settings = Settings(
-            _env_file=None,  # type: ignore[call-arg]
-            personas_dir=personas_dir,
-            data_dir=root / "data",
-            public_base_url=base_url,
-            llm_backend="local",
-            llm_max_retries=0,
-            llm_timeout=10,
-            mcp_config=None,
-            shutdown_grace_seconds=2,
-            task_listing="all",
-            local_model_dir=local_model_dir,
-            local_max_tokens=CAP,
-        )
+    sock, base_url = loopback_socket()
+    settings = settings_of(
+        personas_dir=personas_dir,
+        data_dir=root / "data",
+        public_base_url=base_url,
+        llm_backend="local",
+        llm_max_retries=0,
+        llm_timeout=10,
+        mcp_config=None,
+        shutdown_grace_seconds=2,
+        task_listing="all",
+        local_model_dir=local_model_dir,
+        local_max_tokens=CAP,
+    )
     app = create_app(settings)
     # A blocking answer from the real model on two busy cores can take well over the
     # suite's usual 30 s (one generation at a time; llama.cpp slows sharply under load).
