@@ -159,9 +159,8 @@ SLOW = (
     "tests/console/",  # a real browser
     "tests/fuzz/",  # the fuzzers
     "tests/conformance/test_soak.py",
-    "tests/integration/test_replicas_nginx.py",  # processes, PostgreSQL, nginx, below
+    "tests/deployment/",  # processes, PostgreSQL, nginx
     "tests/integration/test_replicas.py",
-    "tests/integration/test_replica_harness.py",
     "tests/integration/test_durability.py",
     "tests/integration/test_shutdown.py",
     "tests/integration/test_tracing.py",

@@ -24,7 +24,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     # One Chromium for the browser tests (a session fixture).
     "console": ("tests/console/",),
     # One replica set for both tests (a module fixture: three processes, nginx, a database).
-    "replicas_nginx": ("tests/integration/test_replicas_nginx.py::",),
+    "replicas_nginx": ("tests/deployment/test_nginx_replicas.py::",),
     # The conformance modules that share one hub per module (``module_hub``).
     **{
         f"conformance_{name}": (f"tests/conformance/test_{name}.py::",)

@@ -8,7 +8,7 @@ __all__ = ["NOT_RUN", "NOT_RUN_COMMANDS", "RUN_ELSEWHERE"]
 
 _NGINX = (
     "nginx in front of the replicas: not installed here; "
-    "tests/integration/test_replicas_nginx.py runs deploy/nginx.conf (PostgreSQL)"
+    "tests/deployment/test_nginx_replicas.py runs deploy/nginx.conf (PostgreSQL)"
 )
 
 NOT_RUN: dict[tuple[str, str], str] = {
@@ -25,7 +25,7 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ("docs/deployment.md", "uv sync --extra postgres"): "installs packages",
     ("docs/deployment.md", "sudo -u postgres psql"): "administers a PostgreSQL server, as root",
     ("docs/deployment.md", "for port in 8001 8002 8003"): (
-        "replicas on PostgreSQL: tests/integration/test_replicas*.py run them"
+        "replicas on PostgreSQL: tests/integration/test_replicas.py and tests/deployment/ run them"
     ),
     ("docs/deployment.md", "cp deploy/nginx.conf /srv/persona-agent/nginx/nginx.conf"): _NGINX,
     ("docs/deployment.md", "for i in 1 2 3; do curl -s http://127.0.0.1:8080/readyz"): _NGINX,

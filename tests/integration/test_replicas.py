@@ -1,6 +1,6 @@
 """Two replicas of the hub on one PostgreSQL, each a real uvicorn in this process with its
 own engine, listening connection and lease: tasks, conversations and personas are the
-hub's, not a replica's. (Processes, nginx, SIGKILL: tests/integration/test_replicas_nginx.py.)"""
+hub's, not a replica's. (Processes, nginx, SIGKILL: tests/deployment/test_nginx_replicas.py.)"""
 
 from __future__ import annotations
 

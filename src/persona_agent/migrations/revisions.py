@@ -5,7 +5,7 @@ engine's connection is handed to Alembic, configured in code (there is no alembi
 ``config.attributes["connection"]``, and ``env.py`` runs the revisions on it. Each
 revision is written out in full (``op.create_table`` ...), never from
 :data:`persona_agent.db.metadata`, so that changing the tables later does not change old
-revisions; ``tests/test_migrations.py`` fails when ``metadata`` and the revisions differ.
+revisions; ``tests/migrations/test_migrations.py`` fails when ``metadata`` and the revisions differ.
 
 A new revision starts from ``script.py.mako``::
 
