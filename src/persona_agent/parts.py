@@ -14,7 +14,8 @@ from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm.base import LLMBackend
 from persona_agent.personas.model import Persona
 from persona_agent.personas.store import FilePersonaStore, PersonaStore
-from persona_agent.security.authentication import ApiKeys, Authenticator
+from persona_agent.security.api_keys import ApiKeys
+from persona_agent.security.authentication import Authenticator
 from persona_agent.security.limits import Limits
 from persona_agent.settings import Settings
 

@@ -28,7 +28,7 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import A2AError
 
-from persona_agent.security.authentication import hash_key
+from persona_agent.security.api_keys import hash_key
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.a2a_helpers import answer_text, send
 from tests.integration.conftest import HERMIT, TRANSPORTS, Hub, HubFactory

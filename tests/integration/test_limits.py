@@ -12,7 +12,7 @@ import httpx
 import pytest
 import yaml
 
-from persona_agent.security.authentication import hash_key
+from persona_agent.security.api_keys import hash_key
 from tests.fakes.fake_llm import FakeLLM, Hang, Reply
 from tests.integration.conftest import Hub, HubFactory
 

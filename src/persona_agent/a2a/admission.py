@@ -22,7 +22,8 @@ from persona_agent.a2a.calls import call_kind, http_error
 from persona_agent.a2a.context_keys import CALLER_KEY, REQUEST_ID_KEY
 from persona_agent.a2a.services import HubServices
 from persona_agent.personas.model import Persona
-from persona_agent.security.authentication import Action, AuthError, Principal
+from persona_agent.security.authorization import Action
+from persona_agent.security.principal import AuthError, Principal
 from persona_agent.security.quotas import RateLimited
 
 __all__ = ["Admission"]

@@ -27,7 +27,8 @@ from persona_agent.a2a.input import READABLE_FILE_TYPES
 from persona_agent.personas.model import Persona
 from persona_agent.personas.panel_listing import card_description, card_tags
 from persona_agent.personas.prompt import apply_macros, render_greeting
-from persona_agent.security.authentication import SCOPE_A2A, Access, Authenticator
+from persona_agent.security.authentication import Authenticator
+from persona_agent.security.principal import SCOPE_A2A, Access
 
 __all__ = [
     "A2A_PREFIX",

@@ -32,7 +32,7 @@ from persona_agent.a2a.cards import A2A_PREFIX, CARD_PATH, build_hub_card, perso
 from persona_agent.a2a.context_keys import PRINCIPAL_STATE_KEY
 from persona_agent.a2a.services import HubServices
 from persona_agent.personas.model import Persona
-from persona_agent.security.authentication import Principal
+from persona_agent.security.principal import Principal
 
 __all__ = ["DIRECTORY_DATA_KIND", "HubDirectory", "persona_entry"]
 

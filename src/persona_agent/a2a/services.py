@@ -16,7 +16,8 @@ from persona_agent.chat.budget import BudgetLimits
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.personas.formats.png import CleanImage
 from persona_agent.security.audit import AuditLog
-from persona_agent.security.authentication import Authenticator, Authorization
+from persona_agent.security.authentication import Authenticator
+from persona_agent.security.authorization import Authorization
 from persona_agent.security.card_signing import CardSigner
 from persona_agent.security.quotas import Quotas
 

@@ -16,9 +16,11 @@ from persona_agent.observe.metrics import HubMetrics
 from persona_agent.personas.formats.card_pngs import CardPngs
 from persona_agent.personas.store import PersonaStore
 from persona_agent.security.audit import AuditLog, request_id_of
-from persona_agent.security.authentication import Action, Authenticator, AuthError, Principal
+from persona_agent.security.authentication import Authenticator
+from persona_agent.security.authorization import Action
 from persona_agent.security.card_signing import CardSigner
 from persona_agent.security.limits import Limits
+from persona_agent.security.principal import AuthError, Principal
 
 __all__ = [
     "UPLOAD_HEADER",

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from types import TracebackType
 
 from persona_agent.errors import BudgetSpentError
 from persona_agent.llm.base import Usage
@@ -182,12 +181,7 @@ class TurnCalls:
             self._kept = True
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         if self._kept and self.budget is not None:
             self._kept = False
             self.budget.give_back_model_call()

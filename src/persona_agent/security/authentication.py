@@ -12,13 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from persona_agent.security.api_keys import ApiKeys, hash_key
-from persona_agent.security.authorization import Action, Authorization
+from persona_agent.security.api_keys import ApiKeys
+from persona_agent.security.authorization import Authorization
 from persona_agent.security.principal import (
-    SCOPE_A2A,
-    SCOPE_READ,
-    SCOPE_WRITE,
-    SCOPES,
     Access,
     AuthError,
     Principal,
@@ -27,21 +23,7 @@ from persona_agent.security.principal import (
 if TYPE_CHECKING:  # imported by whoever configures an issuer: PyJWT and cryptography cost memory
     from persona_agent.security.oidc import OidcVerifier
 
-__all__ = [
-    "SCOPES",
-    "SCOPE_A2A",
-    "SCOPE_READ",
-    "SCOPE_WRITE",
-    "Access",
-    "Action",
-    "ApiKeys",
-    "AuthError",
-    "Authenticator",
-    "Authorization",
-    "Principal",
-    "credential_of",
-    "hash_key",
-]
+__all__ = ["Authenticator", "credential_of"]
 
 
 def credential_of(headers: Iterable[tuple[bytes, bytes]]) -> tuple[str, str] | None:

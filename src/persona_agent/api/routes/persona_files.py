@@ -39,7 +39,7 @@ from persona_agent.personas.loader import (
     persona_to_data,
     read_persona,
 )
-from persona_agent.security.authentication import Action
+from persona_agent.security.authorization import Action
 from persona_agent.security.limits import Limits
 
 __all__ = ["router"]

@@ -29,7 +29,7 @@ from persona_agent.api.routes.persona_resource import (
     stored,
     validated,
 )
-from persona_agent.security.authentication import Action
+from persona_agent.security.authorization import Action
 
 __all__ = ["router"]
 
