@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from persona_agent.errors import PersonaExistsError, PersonaNotFoundError, PreconditionFailedError
+from persona_agent.personas.file_store import FilePersonaStore
 from persona_agent.personas.model import Persona
-from persona_agent.personas.store import FilePersonaStore, PersonaChange, version_matches
+from persona_agent.personas.store import PersonaChange, version_matches
 
 DATA = {
     "name": "Tess",
