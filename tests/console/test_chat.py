@@ -97,7 +97,9 @@ async def test_the_gallery_shows_every_persona_with_its_card(
     # A second card of the same name, without creator's notes, its traits in brackets.
     twin = copy.deepcopy(ORLA_V3)
     twin["data"]["creator_notes"] = ""
-    twin["data"]["description"] = "[{{char}}'s traits: calm, watchful]\n{{char}} keeps the lamp. She sings."
+    twin["data"]["description"] = (
+        "[{{char}}'s traits: calm, watchful]\n{{char}} keeps the lamp. She sings."
+    )
     second = await hub.http.post(
         "/api/v1/personas/upload",
         headers={"X-Requested-With": "tests"},
