@@ -41,7 +41,7 @@ class Settings(BaseSettings):
     user_personas_dir: Path | None = None
     """Where personas created or imported (REST, upload, console, ``import-persona``,
     ``new``) are written; default ``<data_dir>/personas`` while ``personas_dir`` is
-    ``./personas``, else ``personas_dir`` itself (docs/configuration.md#persona-directories)."""
+    ``./personas``, else ``personas_dir`` itself (docs/personas.md#where-new-personas-go)."""
     database_url: str | None = None
     """SQLAlchemy async URL; default ``sqlite+aiosqlite:///<data_dir>/persona-agent.db``.
     With ``postgresql+asyncpg://...``, replicas on one database are one hub

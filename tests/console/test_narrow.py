@@ -63,7 +63,7 @@ async def test_the_console_fits_400_px(
         find(browser, "#menu-toggle").click()
         assert find(browser, ".bar nav").is_displayed()
         assert find(browser, "#menu-toggle").get_attribute("aria-expanded") == "true"
-        screenshot(browser, tmp_path, "console-menu-400")
+        browser.save_screenshot(str(tmp_path / "console-menu-400.png"))
         find(browser, "#menu-toggle").click()
         assert not find(browser, ".bar nav").is_displayed()
 
