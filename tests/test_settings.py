@@ -31,6 +31,32 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert settings.request_budget_tool_calls == 100
 
 
+def test_the_bundled_personas_are_examples_and_new_ones_go_to_the_data_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    default = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert default.writable_personas_dir == Path("data/personas")
+    assert default.example_personas_dir == Path("personas")
+    # Set to ./personas all the same (as .env.example does): the examples still.
+    named = Settings(_env_file=None, personas_dir=Path("personas"), data_dir=Path("state"))  # type: ignore[call-arg]
+    assert named.writable_personas_dir == Path("state/personas")
+    # Any other directory is the user's own: written to itself, no examples beside it.
+    own = Settings(_env_file=None, personas_dir=tmp_path / "mine")  # type: ignore[call-arg]
+    assert own.writable_personas_dir == tmp_path / "mine"
+    assert own.example_personas_dir is None
+    # Both set: the persona directory is the examples, the user directory takes the writes.
+    both = Settings(  # type: ignore[call-arg]
+        _env_file=None, personas_dir=tmp_path / "mine", user_personas_dir=tmp_path / "user"
+    )
+    assert both.writable_personas_dir == tmp_path / "user"
+    assert both.example_personas_dir == tmp_path / "mine"
+    same = Settings(  # type: ignore[call-arg]
+        _env_file=None, personas_dir=tmp_path / "mine", user_personas_dir=tmp_path / "mine"
+    )
+    assert same.example_personas_dir is None
+
+
 def test_openai_variables_are_fallbacks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-fallback")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://fallback/v1")

@@ -17,6 +17,7 @@ __all__ = [
     "PersonaFileError",
     "PersonaNotFoundError",
     "PreconditionFailedError",
+    "ReadOnlyPersonaError",
     "ToolError",
 ]
 
@@ -66,6 +67,12 @@ class PreconditionFailedError(PersonaAgentError):
     message = "The persona has changed since it was read"
 
 
+class ReadOnlyPersonaError(PersonaAgentError):
+    """The persona is one of the read-only examples (it can be replaced, not deleted)."""
+
+    message = "The persona is a read-only example"
+
+
 class LLMError(PersonaAgentError):
     """The LLM could not produce an answer (connection, status, timeout, malformed reply).
 
@@ -103,6 +110,7 @@ HTTP_STATUSES: dict[type[PersonaAgentError], int] = {
     PersonaNotFoundError: 404,
     PersonaExistsError: 409,
     PreconditionFailedError: 412,
+    ReadOnlyPersonaError: 409,
 }
 """The REST API's answer to each error a route lets through: this status, with the error's
 message as ``{"detail": ...}`` (``api/app.py`` registers the handlers)."""

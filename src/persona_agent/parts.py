@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, TypeGuard
 
 from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm.base import LLMBackend
+from persona_agent.personas.file_store import FilePersonaStore
 from persona_agent.personas.model import Persona
-from persona_agent.personas.store import FilePersonaStore, PersonaStore
+from persona_agent.personas.store import PersonaStore
 from persona_agent.security.api_keys import ApiKeys
 from persona_agent.security.authentication import Authenticator
 from persona_agent.security.limits import Limits
@@ -41,15 +42,16 @@ TOOL_SEPARATOR = "__"
 
 def open_persona_store(settings: Settings) -> PersonaStore:
     """The store of the settings' personas, not loaded yet (``load()`` reads them): the
-    files of the persona directory.
+    files of the writable persona directory, and the read-only examples beside them.
 
     Raises:
-        ConfigError: the persona directory does not exist.
+        ConfigError: a persona directory set explicitly does not exist.
     """
-    directory = settings.personas_dir
-    if not directory.is_dir():
+    directory = settings.writable_personas_dir
+    examples = settings.example_personas_dir
+    if examples is None and not directory.is_dir():
         raise ConfigError(f"Persona directory {directory} does not exist")
-    return FilePersonaStore(directory, limits=persona_limits(settings))
+    return FilePersonaStore(directory, examples=examples, limits=persona_limits(settings))
 
 
 def build_authenticator(settings: Settings) -> Authenticator:

@@ -43,7 +43,10 @@ def test_import_a_png_card_then_export_it(tmp_path: Path) -> None:
     result = runner.invoke(app, ["import-persona", str(source), "--personas-dir", str(directory)])
     assert result.exit_code == 0, result.output
     assert "Imported 'orla-of-the-lighthouse'" in result.output
-    assert (directory / "orla-of-the-lighthouse.png").is_file()
+    # Stored as an upload stores it: the card's JSON, its picture beside it.
+    assert json.loads((directory / "orla-of-the-lighthouse.json").read_bytes()) == ORLA_V3
+    assert (directory / "orla-of-the-lighthouse.avatar.png").is_file()
+    assert not (directory / "orla-of-the-lighthouse.png").exists()
     again = runner.invoke(app, ["import-persona", str(source), "--personas-dir", str(directory)])
     assert again.exit_code == 1
     assert "already exists" in again.output

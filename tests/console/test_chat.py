@@ -4,6 +4,8 @@ through the persona's A2A HTTP+JSON endpoint, cancel, and conversations resumed.
 from __future__ import annotations
 
 import asyncio
+import copy
+import json
 from pathlib import Path
 
 from selenium import webdriver
@@ -92,7 +94,24 @@ async def test_the_gallery_shows_every_persona_with_its_card(
         params={"id": "orla"},
     )
     assert upload.status_code == 201, upload.text
+    # A second card of the same name, without creator's notes, its traits in brackets.
+    twin = copy.deepcopy(ORLA_V3)
+    twin["data"]["creator_notes"] = ""
+    twin["data"]["description"] = (
+        "[{{char}}'s traits: calm, watchful]\n{{char}} keeps the lamp. She sings."
+    )
+    second = await hub.http.post(
+        "/api/v1/personas/upload",
+        headers={"X-Requested-With": "tests"},
+        files={"file": ("twin.json", json.dumps(twin).encode())},
+        params={"id": "orla-twin"},
+    )
+    assert second.status_code == 201, second.text
     personas = (await hub.http.get("/a2a/personas")).json()
+    summaries = {
+        "orla": "A gentle character.",  # its card's creator's notes
+        "orla-twin": "Orla of the Lighthouse keeps the lamp.",  # the first sentence
+    }
 
     def scenario() -> None:
         browser.get(f"{hub.url}/")  # the hub's root sends a browser to the console
@@ -105,9 +124,22 @@ async def test_the_gallery_shows_every_persona_with_its_card(
             assert card is not None
             tile = find(browser, f'.persona[data-persona-id="{persona["id"]}"][data-card-version]')
             assert tile.get_attribute("data-card-version") == card["version"]
-            assert tile.find_element(By.CSS_SELECTOR, ".name").text == persona["name"]
+            name = tile.find_element(By.CSS_SELECTOR, ".name").text
+            ids = tile.find_elements(By.CSS_SELECTOR, ".persona-id")  # where names repeat
+            if persona["id"] in summaries:
+                assert name == f"{persona['name']}\n{persona['id']}"
+                assert [shown.text for shown in ids] == [persona["id"]]
+            else:
+                assert name == persona["name"]
+                assert ids == []
             description = tile.find_element(By.CSS_SELECTOR, ".description")
-            assert description.get_attribute("textContent") == card["description"]
+            assert description.get_attribute("title") == card["description"]
+            summary = str(description.get_attribute("textContent"))
+            if persona["id"] in summaries:
+                assert summary == summaries[persona["id"]]
+            else:  # its first sentence
+                assert card["description"].startswith(summary)
+                assert summary.endswith((".", "!", "?")), summary
         orla = find(browser, '.persona[data-persona-id="orla"] img.avatar')
         assert "/a2a/orla/avatar" in (orla.get_attribute("src") or "")
         wait(
@@ -120,8 +152,8 @@ async def test_the_gallery_shows_every_persona_with_its_card(
         find(browser, "#persona-filter").send_keys("lighthouse")
         wait(
             browser,
-            "only Orla",
-            lambda: len(browser.find_elements(By.CSS_SELECTOR, "#persona-grid .persona")) == 1,
+            "only the two Orlas",
+            lambda: len(browser.find_elements(By.CSS_SELECTOR, "#persona-grid .persona")) == 2,
         )
         assert severe_browser_errors(browser) == []
         # The picture for the docs: the bundled personas, and Orla with her picture.

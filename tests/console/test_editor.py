@@ -90,7 +90,8 @@ async def test_problems_are_shown_as_the_text_is_typed(
         set_text(browser, area, good.replace("name: Hal the Hermit", "name: [Hal the Hermit"))
         problems = checks(browser, "invalid")
         assert len(problems) == 1
-        assert problems[0].startswith("YAML syntax error at line 2, column 12")
+        after_name = good.splitlines().index("name: Hal the Hermit") + 2  # the file as written
+        assert problems[0].startswith(f"YAML syntax error at line {after_name}, column ")
         assert not find(browser, "#save").is_enabled()
 
         data = yaml.safe_load(good)
@@ -116,24 +117,35 @@ async def test_problems_are_shown_as_the_text_is_typed(
 async def test_a_new_persona_is_created(hub: ConsoleHub, browser: webdriver.Chrome) -> None:
     def scenario() -> None:
         open_console(browser, hub, "new")
-        assert "id: required" in checks(browser, "invalid")
+        name = find(browser, "#persona-name")
         identifier = find(browser, "#persona-id")
+        # The name comes first; the id follows it until the id is typed.
+        assert name.get_property("value") == "Grace Hopper"
+        assert identifier.get_property("value") == "grace-hopper"
+        assert checks(browser, "valid") == []
+        name.clear()
+        name.send_keys("Socrates")
+        assert identifier.get_property("value") == "socrates"
+        assert checks(browser, "invalid") == ["id: a persona 'socrates' exists already"]
+        assert 'name: "Socrates"' in editor_text(browser)
+        identifier.clear()
         identifier.send_keys("Grace Hopper")
         assert any("not a valid persona id" in p for p in checks(browser, "invalid"))
         identifier.clear()
-        identifier.send_keys("socrates")
-        assert checks(browser, "invalid") == ["id: a persona 'socrates' exists already"]
-        identifier.clear()
-        identifier.send_keys("grace-hopper")
+        identifier.send_keys("amazing-grace")
+        name.clear()
+        name.send_keys("Grace Brewster Murray Hopper")
+        assert identifier.get_property("value") == "amazing-grace"  # typed: kept
         assert checks(browser, "valid") == []
+        typed = editor_text(browser)
         find(browser, "#save").click()
-        # The editor of the new persona, with the file as the hub keeps it.
-        find(browser, '.editor[data-persona-id="grace-hopper"]')
+        # The editor of the new persona, with the file as the hub keeps it: as typed.
+        find(browser, '.editor[data-persona-id="amazing-grace"]')
         checks(browser, "valid")
-        assert yaml.safe_load(editor_text(browser))["name"] == "Grace Hopper"
-        card = hub.card("grace-hopper")
+        assert editor_text(browser) == typed
+        card = hub.card("amazing-grace")
         assert card is not None
-        assert card["name"] == "Grace Hopper"
+        assert card["name"] == "Grace Brewster Murray Hopper"
 
     await browse(scenario)
 

@@ -97,7 +97,11 @@ async def test_a_png_card_brings_its_avatar(hub: Hub) -> None:
     response = await upload(hub, "orla.png", card_png(ORLA_V3, image), id="orla")
     assert response.status_code == 201, response.text
     assert response.json()["avatar"] == "orla.avatar.png"
-    assert (hub.settings.personas_dir / "orla.yaml").is_file()
+    # Stored as every card is: its JSON as it was in the PNG, its picture beside it.
+    stored = hub.settings.personas_dir / "orla.json"
+    assert json.loads(stored.read_bytes()) == ORLA_V3
+    assert (hub.settings.personas_dir / "orla.avatar.png").is_file()
+    assert not (hub.settings.personas_dir / "orla.yaml").exists()
 
     card = (await hub.http.get("/a2a/orla/.well-known/agent-card.json")).json()
     assert card["iconUrl"] == f"{hub.settings.base_url}/a2a/orla/avatar"

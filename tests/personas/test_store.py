@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from persona_agent.errors import PersonaNotFoundError
+from persona_agent.personas.file_store import FilePersonaStore
 from persona_agent.personas.formats.png import CleanImage
-from persona_agent.personas.loader import load_persona_file
+from persona_agent.personas.loader import PersonaSource, load_persona_file
 from persona_agent.personas.model import Persona
-from persona_agent.personas.store import FilePersonaStore, PersonaChange
+from persona_agent.personas.store import PersonaChange
 from tests.personas import persona_data, write_yaml
 
 
@@ -234,10 +235,10 @@ async def test_a_cancelled_put_still_completes_consistently(
     release = threading.Event()
     original = store._write
 
-    def slow_write(persona_id: str, text: str, image: CleanImage | None) -> None:
+    def slow_write(persona_id: str, source: PersonaSource, image: CleanImage | None) -> None:
         started.set()
         release.wait(5)
-        original(persona_id, text, image)
+        original(persona_id, source, image)
 
     monkeypatch.setattr(store, "_write", slow_write)
     heard = asyncio.Event()

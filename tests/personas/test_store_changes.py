@@ -8,9 +8,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from persona_agent.errors import PersonaExistsError, PersonaNotFoundError, PreconditionFailedError
+from persona_agent.errors import (
+    PersonaExistsError,
+    PersonaNotFoundError,
+    PreconditionFailedError,
+    ReadOnlyPersonaError,
+)
+from persona_agent.personas.file_store import FilePersonaStore
+from persona_agent.personas.loader import PersonaSource
 from persona_agent.personas.model import Persona
-from persona_agent.personas.store import FilePersonaStore, PersonaChange, version_matches
+from persona_agent.personas.store import PersonaChange, version_matches
+from tests.personas import persona_data, write_yaml
 
 DATA = {
     "name": "Tess",
@@ -105,3 +113,37 @@ async def test_sync_file_takes_in_changes_made_on_disk(
     hidden.write_text(yaml.safe_dump(DATA), encoding="utf-8")
     await store.sync_file(hidden)
     assert await store.list() == []
+
+
+async def test_examples_are_listed_read_only_and_come_back_when_their_copy_goes(
+    tmp_path: Path,
+) -> None:
+    examples, user = tmp_path / "examples", tmp_path / "user"
+    examples.mkdir()
+    write_yaml(examples / "alpha.yaml", persona_data(name="Alpha"))
+    example_text = (examples / "alpha.yaml").read_bytes()
+    store = FilePersonaStore(user, examples=examples)
+    assert store.load() == []
+    assert user.is_dir()  # made at load
+    assert [p.id for p in await store.list()] == ["alpha"]
+    assert (await store.source("alpha")).data == example_text
+    heard: list[PersonaChange] = []
+    store.subscribe(heard.append)
+
+    with pytest.raises(ReadOnlyPersonaError):
+        await store.delete("alpha")
+    edited = b"# mine\n" + example_text.replace(b"Alpha", b"Alpha Mine")
+    await store.replace(
+        Persona.from_data("alpha", persona_data(name="Alpha Mine")),
+        source=PersonaSource(edited, "yaml"),
+    )
+    assert (user / "alpha.yaml").read_bytes() == edited
+    assert (examples / "alpha.yaml").read_bytes() == example_text
+    assert (await store.source("alpha")).data == edited
+    # The copy removed on disk (the watcher's call): the example is served again.
+    (user / "alpha.yaml").unlink()
+    await store.sync_file(user / "alpha.yaml")
+    assert (await store.get("alpha")).name == "Alpha"
+    assert [(c.kind, c.persona_id) for c in heard] == [("upsert", "alpha"), ("upsert", "alpha")]
+    with pytest.raises(ReadOnlyPersonaError):
+        await store.delete("alpha")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Annotated, NoReturn
+from typing import Annotated, Literal, NoReturn
 
 from fastapi import Depends, HTTPException, Request, status
 
@@ -23,6 +23,7 @@ from persona_agent.security.limits import Limits
 from persona_agent.security.principal import AuthError, Principal
 
 __all__ = [
+    "SOURCE_MEDIA_TYPES",
     "UPLOAD_HEADER",
     "ApiAuth",
     "ApiParts",
@@ -198,7 +199,15 @@ class ApiAuth:
             )
         if request.method not in ("POST", "PUT", "PATCH"):
             return
-        if request.url.path.endswith(_FILE_PATHS):
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if request.url.path.endswith("/file"):
+            if media not in SOURCE_MEDIA_TYPES:  # none a form can send
+                raise HTTPException(
+                    status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+                    "The body must be a persona file, labelled Content-Type: "
+                    "application/yaml or application/json",
+                )
+        elif request.url.path.endswith(_FILE_PATHS):
             # A multipart upload is what a form sends: it needs what a form cannot send.
             if origin is None and not request.headers.get(UPLOAD_HEADER):
                 _forbid(
@@ -206,14 +215,20 @@ class ApiAuth:
                     "value: a web page's form cannot send one) or the hub's own Origin; "
                     "set PERSONA_AGENT_API_KEYS"
                 )
-        else:
-            media = request.headers.get("content-type", "").split(";")[0].strip().lower()
-            if media != "application/json":
-                raise HTTPException(
-                    status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
-                    "The body must be JSON, labelled Content-Type: application/json",
-                )
+        elif media != "application/json":
+            raise HTTPException(
+                status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+                "The body must be JSON, labelled Content-Type: application/json",
+            )
 
+
+SOURCE_MEDIA_TYPES: dict[str, Literal["yaml", "json"]] = {
+    "application/yaml": "yaml",
+    "application/x-yaml": "yaml",
+    "text/yaml": "yaml",
+    "application/json": "json",
+}
+"""The media types of a persona file's text (``PUT .../file``), and the format of each."""
 
 _FILE_PATHS = ("/upload", "/validate")
 """Routes that take a file as a form sends it (multipart)."""

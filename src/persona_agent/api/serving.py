@@ -34,8 +34,8 @@ from persona_agent.errors import ConfigError
 from persona_agent.llm.base import LLMBackend
 from persona_agent.observe.metrics import HubMetrics
 from persona_agent.parts import prepare_llm_backend, warn_unknown_agents, warn_unknown_tool_servers
+from persona_agent.personas.file_store import FilePersonaStore
 from persona_agent.personas.model import Persona
-from persona_agent.personas.store import FilePersonaStore
 from persona_agent.personas.watcher import watch_personas
 from persona_agent.retention import Retention, RetentionLimits
 from persona_agent.settings import Settings

@@ -74,13 +74,19 @@ def setting_name(loc: tuple[int | str, ...], options: Mapping[str, Any]) -> str:
 
 
 def read_dir(settings: Settings) -> tuple[dict[str, Persona], list[PersonaFileError]]:
-    """The personas of the persona directory, and its bad files' errors; exits 2 when
-    there is no such directory."""
+    """The personas of the persona directory (with the examples, those of the user
+    persona directory over them), and its bad files' errors; exits 2 when there is no
+    such directory."""
     directory = settings.personas_dir
     if not directory.is_dir():
         typer.secho(f"Persona directory {directory} does not exist", err=True, fg="red")
         raise typer.Exit(2)
-    return load_persona_dir(directory, persona_limits(settings))
+    personas, errors = load_persona_dir(directory, persona_limits(settings))
+    own = settings.writable_personas_dir
+    if own != directory and own.is_dir():
+        mine, my_errors = load_persona_dir(own, persona_limits(settings))
+        personas, errors = {**personas, **mine}, errors + my_errors
+    return personas, errors
 
 
 def report(errors: list[PersonaFileError]) -> None:

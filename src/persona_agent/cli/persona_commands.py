@@ -18,7 +18,7 @@ from persona_agent.cli.command_settings import PersonasDir, command_settings, fa
 from persona_agent.errors import PersonaFileError
 from persona_agent.parts import persona_limits
 from persona_agent.personas.formats.tavern import CardSpec
-from persona_agent.personas.loader import PERSONA_SUFFIXES, read_persona
+from persona_agent.personas.loader import AVATAR_SUFFIX, PERSONA_SUFFIXES, read_persona
 from persona_agent.personas.model import PERSONA_ID_PATTERN, is_valid_persona_id
 from persona_agent.security.limits import image_too_large, too_large
 
@@ -44,8 +44,8 @@ def import_persona(
         ),
     ] = None,
 ) -> None:
-    """Validate a persona file or character card, then copy it into the persona directory
-    (with the avatar image a persona file names)."""
+    """Validate a persona file or character card, then copy it into the user persona
+    directory (with the avatar image a persona file names)."""
     settings = command_settings(personas_dir=personas_dir)
     limits = persona_limits(settings)
     fmt = PERSONA_SUFFIXES.get(file.suffix.lower())
@@ -66,9 +66,13 @@ def import_persona(
     avatar = file.parent / persona.avatar if fmt != "png" and persona.avatar else None
     if avatar is not None and not avatar.is_file():
         fail(f"{file}: avatar: no file '{persona.avatar}' beside the persona file")
-    target_dir = settings.personas_dir
+    target_dir = settings.writable_personas_dir
     target_dir.mkdir(parents=True, exist_ok=True)
-    target = target_dir / f"{persona.id}{file.suffix.lower()}"
+    # Stored as an upload is: the file's text as it is ({id}.yaml or {id}.json; a PNG
+    # card's JSON), a PNG card's picture beside it as {id}.avatar.png.
+    source = loaded.source
+    assert source is not None  # read_persona gives every file's
+    target = target_dir / f"{persona.id}{source.suffix}"
     if target.resolve() == file.resolve():
         typer.echo(f"{file} is already in the persona directory")
         return
@@ -79,7 +83,9 @@ def import_persona(
         fail(f"Persona '{persona.id}' already exists ({existing[0]}); use --force to overwrite")
     if avatar is not None and (target_dir / avatar.name).resolve() != avatar.resolve():
         _copy_into(avatar, target_dir / avatar.name)
-    _copy_into(file, target)
+    if loaded.image is not None:
+        _write_into(loaded.image.data, target_dir / f"{persona.id}{AVATAR_SUFFIX}")
+    _write_into(source.data, target)
     for other in existing:
         if other != target:
             other.unlink()
@@ -104,7 +110,7 @@ def new_persona(
     persona_id = persona_id or template_id(name)
     if not name or not is_valid_persona_id(persona_id):
         fail(f"'{name}' makes no persona id ({PERSONA_ID_PATTERN}): give one with --id")
-    directory = settings.personas_dir
+    directory = settings.writable_personas_dir
     existing = [p for p in (directory / f"{persona_id}{s}" for s in PERSONA_SUFFIXES) if p.exists()]
     if existing:
         fail(f"Persona '{persona_id}' already exists ({existing[0]}): not overwritten")
@@ -146,8 +152,8 @@ def export_persona(
     """Export a persona as a Tavern character card (V2 or V3; JSON or PNG)."""
     import asyncio
 
+    from persona_agent.personas.file_store import FilePersonaStore
     from persona_agent.personas.formats.tavern import card_png, persona_to_card
-    from persona_agent.personas.store import FilePersonaStore
 
     settings = command_settings(personas_dir=personas_dir)
     personas = load_all(settings)
@@ -155,7 +161,11 @@ def export_persona(
         fail(f"No persona with id '{persona_id}'")
     persona = personas[persona_id]
     if png is not None:
-        store = FilePersonaStore(settings.personas_dir, limits=persona_limits(settings))
+        store = FilePersonaStore(
+            settings.writable_personas_dir,
+            examples=settings.example_personas_dir,
+            limits=persona_limits(settings),
+        )
         store.load()
         image = asyncio.run(store.avatar(persona_id))
         png.write_bytes(card_png(persona, spec, image))
@@ -167,6 +177,13 @@ def export_persona(
         else:
             json_file.write_text(text + "\n", encoding="utf-8")
             typer.echo(f"Wrote {json_file} ({spec} card of '{persona_id}')")
+
+
+def _write_into(data: bytes, target: Path) -> None:
+    """Write a file into the persona directory so that no watcher sees half of it."""
+    temporary = target.with_name(f".{target.name}.tmp")
+    temporary.write_bytes(data)
+    temporary.replace(target)
 
 
 def _copy_into(source: Path, target: Path) -> None:

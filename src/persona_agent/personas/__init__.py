@@ -1,5 +1,6 @@
 """Personas: the model, loading and validation of persona files, the system prompt, stores."""
 
+from persona_agent.personas.file_store import FilePersonaStore
 from persona_agent.personas.loader import (
     PERSONA_SUFFIXES,
     dump_persona_yaml,
@@ -23,7 +24,7 @@ from persona_agent.personas.model import (
 )
 from persona_agent.personas.prompt import render_system_prompt
 from persona_agent.personas.scan import load_persona_dir
-from persona_agent.personas.store import FilePersonaStore, PersonaChange, PersonaStore
+from persona_agent.personas.store import PersonaChange, PersonaStore
 from persona_agent.security.limits import Limits
 
 __all__ = [

@@ -41,10 +41,12 @@ from persona_agent.security.limits import (
 )
 
 __all__ = [
+    "AVATAR_SUFFIX",
     "MAX_PROBLEMS",
     "PERSONA_SUFFIXES",
     "NoCardError",
     "PersonaFile",
+    "PersonaSource",
     "decode_persona_bytes",
     "dump_persona_yaml",
     "load_persona_file",
@@ -55,6 +57,9 @@ __all__ = [
 ]
 
 Format = Literal["yaml", "json", "png"]
+
+AVATAR_SUFFIX = ".avatar.png"
+"""A persona's avatar image is written to ``{id}.avatar.png`` beside its file."""
 
 PERSONA_SUFFIXES: dict[str, Format] = {
     ".yaml": "yaml",
@@ -77,6 +82,21 @@ class PersonaFile:
     persona: Persona
     image: CleanImage | None = None
     """The card's image re-encoded without its text chunks: the persona's avatar."""
+    source: PersonaSource | None = None
+    """The file's text as stored (a PNG card's: the card JSON of its chunk)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PersonaSource:
+    """A persona file's bytes as written (comments, order and layout kept) and its format:
+    ``yaml`` (a persona file) or ``json`` (a persona file or a character card)."""
+
+    data: bytes
+    fmt: Literal["yaml", "json"]
+
+    @property
+    def suffix(self) -> str:
+        return f".{self.fmt}"
 
 
 class _BlockStyleDumper(yaml.SafeDumper):
@@ -188,8 +208,9 @@ def read_persona(
     if fmt == "png":
         return _read_png(persona_id, raw, source, limits)
     data = _parse(decode_persona_bytes(raw, source, limits), fmt, source, limits)
+    text = PersonaSource(raw, fmt)
     if fmt == "json" and looks_like_card(data):
-        return PersonaFile(_from_card(persona_id, data, source, limits))
+        return PersonaFile(_from_card(persona_id, data, source, limits), source=text)
     if persona_id is None:
         persona_id = os.path.splitext(os.path.basename(source))[0]
         if not is_valid_persona_id(persona_id):
@@ -198,7 +219,7 @@ def read_persona(
                 f"(expected {PERSONA_ID_PATTERN}); rename the file or give the id"
             )
             raise PersonaFileError(source, [problem])
-    return PersonaFile(_validate(source, persona_id, data, limits))
+    return PersonaFile(_validate(source, persona_id, data, limits), source=text)
 
 
 def _read_png(persona_id: str | None, raw: bytes, source: str, limits: Limits) -> PersonaFile:
@@ -223,7 +244,8 @@ def _read_png(persona_id: str | None, raw: bytes, source: str, limits: Limits) -
         raise PersonaFileError(source, [str(error)]) from None
     if not looks_like_card(data):
         raise PersonaFileError(source, [f"the '{chunk}' chunk is not a character card"])
-    return PersonaFile(_from_card(persona_id, data, source, limits), image)
+    card = PersonaSource(text.encode("utf-8"), "json")
+    return PersonaFile(_from_card(persona_id, data, source, limits), image, card)
 
 
 def _from_card(
@@ -261,6 +283,10 @@ def load_persona_file(path: str | os.PathLike[str], limits: Limits = DEFAULT_LIM
     persona = read_persona(stem, raw, source=source, fmt=fmt, limits=limits).persona
     if fmt == "png":
         return persona.model_copy(update={"avatar": os.path.basename(source)})
+    own_avatar = f"{stem}{AVATAR_SUFFIX}"
+    beside_own = os.path.join(os.path.dirname(source), own_avatar)
+    if fmt == "json" and persona.avatar is None and os.path.isfile(beside_own):
+        return persona.model_copy(update={"avatar": own_avatar})  # a card, its picture beside
     if persona.avatar is not None:
         beside = os.path.join(os.path.dirname(source), persona.avatar)
         if not os.path.isfile(beside):

@@ -30,7 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from persona_agent.db import NOTIFY, personas_table
 from persona_agent.errors import PersonaExistsError, PersonaFileError
 from persona_agent.personas.formats.png import CleanImage
-from persona_agent.personas.loader import dump_persona_yaml, parse_persona_text
+from persona_agent.personas.loader import PersonaSource, dump_persona_yaml, parse_persona_text
 from persona_agent.personas.model import Persona, is_valid_persona_id
 from persona_agent.personas.sql_import import import_statement, read_directory
 from persona_agent.personas.sql_writes import Expect, entity_tags, refuse, write_statement
@@ -147,8 +147,15 @@ class SqlPersonaStore(HeldPersonaStore):
         if self._changes:
             await asyncio.gather(*self._changes, return_exceptions=True)
 
-    async def put(self, persona: Persona, *, image: CleanImage | None = None) -> Persona:
-        """Create or replace the persona's row, then notify subscribers.
+    async def put(
+        self,
+        persona: Persona,
+        *,
+        image: CleanImage | None = None,
+        source: PersonaSource | None = None,
+    ) -> Persona:
+        """Create or replace the persona's row, then notify subscribers. The row keeps
+        the persona as the YAML the hub writes, whatever ``source`` it was read from.
 
         Raises:
             ValueError: the persona's id is not a valid persona id.
@@ -156,11 +163,22 @@ class SqlPersonaStore(HeldPersonaStore):
         """
         return await self._complete(self._write(persona, image, None))
 
-    async def create(self, persona: Persona, *, image: CleanImage | None = None) -> Persona:
+    async def create(
+        self,
+        persona: Persona,
+        *,
+        image: CleanImage | None = None,
+        source: PersonaSource | None = None,
+    ) -> Persona:
         return await self._complete(self._write(persona, image, Expect.ABSENT))
 
     async def replace(
-        self, persona: Persona, *, if_match: str | None = None, image: CleanImage | None = None
+        self,
+        persona: Persona,
+        *,
+        if_match: str | None = None,
+        image: CleanImage | None = None,
+        source: PersonaSource | None = None,
     ) -> Persona:
         return await self._complete(self._write(persona, image, if_match or "*"))
 

@@ -1,5 +1,6 @@
-"""``/api/v1/personas``: personas as files, in and out: the YAML file, an upload (persona
-file or character card), a file checked without saving, a character card exported."""
+"""``/api/v1/personas``: personas as files, in and out: the file as written (read and
+replaced), an upload (persona file or character card), a file checked without saving, a
+character card exported."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import asyncio
 from pathlib import PurePath
 from typing import Annotated, Any, Literal
 
-from fastapi import File, Query, Request, Response, UploadFile
+from fastapi import File, Header, HTTPException, Query, Request, Response, UploadFile, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from persona_agent.api.deps import (
+    SOURCE_MEDIA_TYPES,
     Auth,
     BaseUrl,
     CardImages,
@@ -19,6 +21,7 @@ from persona_agent.api.deps import (
     PersonaData,
     PersonaLimits,
     PersonaReader,
+    PersonaWriter,
     Store,
 )
 from persona_agent.api.routes.error_body import error_responses
@@ -29,13 +32,15 @@ from persona_agent.api.routes.persona_resource import (
     etag,
     exists,
     persona_router,
+    send,
+    stored,
 )
 from persona_agent.errors import PersonaFileError
 from persona_agent.personas.formats.tavern import CardSpec, persona_to_card
 from persona_agent.personas.loader import (
     PERSONA_SUFFIXES,
     PersonaFile,
-    dump_persona_yaml,
+    PersonaSource,
     persona_to_data,
     read_persona,
 )
@@ -54,21 +59,76 @@ router = persona_router()
     responses={
         **error_responses(404),
         200: {
-            "description": "The persona file, YAML; its ETag is the persona's version",
-            "content": {"application/yaml": {}},
+            "description": "The persona's file as written; its ETag is the persona's version",
+            "content": {"application/yaml": {}, "application/json": {}},
         },
     },
 )
 async def get_persona_file(persona_id: str, store: Store) -> Response:
-    """One persona as the YAML file the hub writes (what a person edits: no id, no
-    version, no field at its default). Its ``ETag`` is the persona's version, for
-    ``If-Match`` on the ``PUT`` that saves the edited file's content."""
+    """The persona's file byte for byte, comments and layout kept: its YAML, or the JSON
+    of a character card imported as JSON or PNG (a persona kept in a database, or read
+    from a PNG in the persona directory: the YAML the hub writes for it). Its ``ETag`` is
+    the persona's version, for ``If-Match`` on the ``PUT`` that saves it edited."""
+    source = await store.source(persona_id)
     persona = await store.get(persona_id)
     return Response(
-        dump_persona_yaml(persona),
-        media_type="application/yaml",
+        source.data,
+        media_type=f"application/{source.fmt}",
         headers={"ETag": etag(persona)},
     )
+
+
+@router.put(
+    "/{persona_id}/file",
+    dependencies=[PersonaWriter],
+    responses=error_responses(400, 404, 409, 412),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/yaml": {}, "application/json": {}},
+        }
+    },
+)
+@audited("persona.update")
+async def put_persona_file(
+    persona_id: str,
+    request: Request,
+    response: Response,
+    store: Store,
+    base_url: BaseUrl,
+    limits: PersonaLimits,
+    if_match: Annotated[str | None, Header()] = None,
+) -> dict[str, Any]:
+    """Replace a persona with the text of its file (``Content-Type: application/yaml``, or
+    ``application/json`` for a JSON persona or character card), stored byte for byte as
+    sent once it is valid; a 422 names the file, each bad field and the reason, and
+    changes nothing. With ``If-Match``, only if it is still at that version (else 412)."""
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    fmt = SOURCE_MEDIA_TYPES.get(media)
+    if fmt is None:
+        raise HTTPException(
+            status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+            "The body must be a persona file: Content-Type application/yaml or application/json",
+        )
+    await store.get(persona_id)  # 404 before the text is read
+    raw = await request.body()  # bounded (api/limits.py)
+    name = f"{persona_id}.{fmt}"
+
+    def parse() -> PersonaFile:
+        return read_persona(persona_id, raw, source=name, fmt=fmt, limits=limits)
+
+    try:
+        loaded = await asyncio.to_thread(parse)
+    except PersonaFileError as error:
+        raise RequestValidationError(
+            [
+                {"loc": ("body",), "msg": f"{name}: {problem}", "type": "value_error"}
+                for problem in error.problems
+            ]
+        ) from None
+    source = PersonaSource(raw, fmt)
+    kept = await stored(store.replace(loaded.persona, if_match=if_match, source=source))
+    return send(response, base_url, kept)
 
 
 @router.post("/upload", **CREATES)
@@ -117,6 +177,7 @@ async def upload_persona(
         base_url=base_url,
         collection=request.url.path.rsplit("/", 1)[0],
         image=loaded.image,
+        source=loaded.source,
         replace=replace,
     )
 

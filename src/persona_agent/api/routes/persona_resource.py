@@ -17,7 +17,7 @@ from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.api.routes.error_body import error_responses
 from persona_agent.errors import PersonaAgentError, PersonaFileError, PersonaNotFoundError
 from persona_agent.personas.formats.png import CleanImage
-from persona_agent.personas.loader import MAX_PROBLEMS
+from persona_agent.personas.loader import MAX_PROBLEMS, PersonaSource
 from persona_agent.personas.model import Persona
 from persona_agent.personas.store import PersonaStore
 from persona_agent.security.audit import request_id_of
@@ -164,19 +164,21 @@ async def created(
     base_url: str,
     collection: str,
     image: CleanImage | None = None,
+    source: PersonaSource | None = None,
     replace: bool = False,
 ) -> dict[str, Any]:
-    """Store a new persona (with ``replace``, in place of any of its id) once what a
+    """Store a new persona (with ``replace``, in place of any of its id; ``source``: the
+    file it was read from, kept as it is) once what a
     deleted persona of its id left is gone: its resource, with its ``ETag`` and its
     ``Location`` (``collection``/id) on ``response``, whose status is 200 for a persona
     replaced."""
     await persona_data.settled(persona.id)
     if replace:
         existed = await exists(store, persona.id)
-        kept = await stored(store.put(persona, image=image))
+        kept = await stored(store.put(persona, image=image, source=source))
         if existed:
             response.status_code = status.HTTP_200_OK
     else:
-        kept = await stored(store.create(persona, image=image))
+        kept = await stored(store.create(persona, image=image, source=source))
     response.headers["Location"] = f"{collection}/{kept.id}"
     return send(response, base_url, kept)

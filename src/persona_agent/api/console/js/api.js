@@ -24,6 +24,19 @@ export function setApiKey(key) {
   window.dispatchEvent(new Event("apikeychange"));
 }
 
+const KEY_WANTED = "persona-agent.keyWanted";
+
+// Whether the hub has asked this tab for a key (a 401): the key field is shown then.
+export function keyWanted() {
+  return sessionStorage.getItem(KEY_WANTED) === "1";
+}
+
+export function setKeyWanted() {
+  if (keyWanted()) return;
+  sessionStorage.setItem(KEY_WANTED, "1");
+  window.dispatchEvent(new Event("apikeychange"));
+}
+
 export function hubUrl(path) {
   return new URL(path.replace(/^\//, ""), HUB).toString();
 }
@@ -73,6 +86,7 @@ export async function request(path, options = {}) {
     if (response.ok) return response;
     const error = await readError(response);
     if (response.status === 401) {
+      setKeyWanted();
       const given = await askForKey(error.message, Boolean(key));
       if (given) {
         setApiKey(given);

@@ -73,6 +73,19 @@ export async function showChat(root, personaId, contextId) {
   const list = el("ul", { id: "conversation-list", class: "conversation-list" });
   const head = el("div", { class: "persona-head" });
   const composer = el("form", { id: "composer", class: "composer" }, input, el("div", { class: "buttons" }, send, cancel));
+  // On a narrow screen the sidebar folds to its head and this button.
+  const sidebarToggle = el("button", {
+    type: "button",
+    id: "sidebar-toggle",
+    class: "sidebar-toggle",
+    "aria-expanded": "false",
+    on: {
+      click: (event) => {
+        const open = event.currentTarget.closest(".sidebar").classList.toggle("open");
+        event.currentTarget.setAttribute("aria-expanded", String(open));
+      },
+    },
+  }, "Conversations");
   root.append(
     el(
       "section",
@@ -81,6 +94,7 @@ export async function showChat(root, personaId, contextId) {
         "aside",
         { class: "sidebar" },
         head,
+        sidebarToggle,
         el("a", { class: "button primary", id: "new-conversation", href: chatHref(personaId) }, "New conversation"),
         el("h2", {}, "Conversations"),
         list,

@@ -1,8 +1,11 @@
-// The persona editor: the persona's YAML file, checked as it is typed by the hub's own
-// validator (POST /api/v1/personas/validate), saved through the REST API with the
-// version it was read at (If-Match), so two editors never overwrite each other.
+// The persona editor: the persona's file as written (YAML, or a character card's JSON,
+// whose text fields also show as a form), checked as it is typed by the hub's own
+// validator (POST /api/v1/personas/validate), saved as it is (PUT .../file) with the
+// version it was read at (If-Match), so two editors never overwrite each other and a
+// save changes only what was edited.
 
 import { HttpError, request } from "./api.js";
+import { cardForm, isCardText } from "./cardform.js";
 import { forgetPersona } from "./conversations.js";
 import { confirmDialog, el, errorBox, toast } from "./ui.js";
 
@@ -30,11 +33,42 @@ function personaPath(personaId) {
   return `api/v1/personas/${encodeURIComponent(personaId)}`;
 }
 
-// The hub's verdict on the text as the file "{id}.yaml": {valid, problems, persona, exists}.
-async function check(personaId, text) {
-  const name = `${personaId || "new-persona"}.yaml`;
+// A name as a persona id, as the hub makes one of a card's name.
+export function slug(name) {
+  return name
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, "-")
+    .replace(/^-+|-+$/g, "")
+    .slice(0, 63)
+    .replace(/-+$/, "");
+}
+
+// Download the persona as a character card (V3; a PNG with the avatar, or JSON).
+async function exportCard(personaId, container) {
+  const response = await request(`${personaPath(personaId)}/card?as=${container}`);
+  const link = el("a", { href: URL.createObjectURL(await response.blob()), download: `${personaId}.${container}` });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(link.href), 10000);
+}
+
+// Upload the text as the file "{id}.yaml": stored as it is, as any upload.
+function createFrom(personaId, text) {
   const form = new FormData();
-  form.append("file", new File([text], name, { type: "application/yaml" }));
+  form.append("file", new File([text], `${personaId}.yaml`, { type: "application/yaml" }));
+  return request(`api/v1/personas/upload?id=${encodeURIComponent(personaId)}`, {
+    method: "POST",
+    headers: { "X-Requested-With": "persona-agent-console" },
+    body: form,
+  });
+}
+
+// The hub's verdict on the text as the file "{id}.{fmt}": {valid, problems, persona, exists}.
+async function check(personaId, text, fmt) {
+  const name = `${personaId || "new-persona"}.${fmt}`;
+  const form = new FormData();
+  form.append("file", new File([text], name, { type: `application/${fmt}` }));
   const query = personaId ? `?id=${encodeURIComponent(personaId)}` : "";
   // A keyless hub takes a file to check as it takes an upload: with this header.
   const response = await request(`api/v1/personas/validate${query}`, {
@@ -52,6 +86,8 @@ async function check(personaId, text) {
 
 export async function showEditor(root, personaId) {
   const creating = !personaId;
+  let fmt = "yaml"; // the file's format: yaml, or json (a card, or a persona in JSON)
+  const nameInput = el("input", { id: "persona-name", placeholder: "Grace Hopper", autocomplete: "off" });
   const idInput = el("input", {
     id: "persona-id",
     placeholder: "grace-hopper",
@@ -59,6 +95,7 @@ export async function showEditor(root, personaId) {
     autocomplete: "off",
     "aria-describedby": "id-help",
   });
+  let idEdited = false; // until the id is typed, it follows the name
   const text = el("textarea", {
     id: "persona-yaml",
     spellcheck: "false",
@@ -73,13 +110,30 @@ export async function showEditor(root, personaId) {
   const reload = el("button", { type: "button", id: "reload", hidden: true }, "Reload");
   const saveStatus = el("span", { id: "save-status", class: "save-status", "aria-live": "polite" });
   const title = el("h1", {}, creating ? "New persona" : `Edit ${personaId}`);
+  const exportPng = el("button", { type: "button", id: "export-png", hidden: creating }, "Export card (PNG)");
+  const exportJson = el("button", { type: "button", id: "export-json", hidden: creating }, "Export card (JSON)");
+  const fieldsTab = el("button", { type: "button", id: "show-fields", class: "tab", hidden: true }, "Fields");
+  const sourceTab = el("button", { type: "button", id: "show-source", class: "tab", hidden: true }, "Source");
+  const form = cardForm(
+    () => text.value,
+    (changed) => {
+      text.value = changed;
+      scheduleCheck();
+    },
+  );
+  form.hidden = true;
   const links = creating
     ? el(
-        "label",
-        { class: "id-field" },
-        "Id ",
-        idInput,
-        el("small", { id: "id-help" }, " lower-case letters, digits and dashes; it names the persona's endpoint"),
+        "div",
+        { class: "new-fields" },
+        el("label", { class: "id-field" }, "Name ", nameInput),
+        el(
+          "label",
+          { class: "id-field" },
+          "Id ",
+          idInput,
+          el("small", { id: "id-help" }, " from the name; lower-case letters, digits and dashes: it names the persona's endpoint"),
+        ),
       )
     : el("a", { href: `#/chat/${encodeURIComponent(personaId)}` }, "Chat with this persona");
   root.append(
@@ -87,10 +141,29 @@ export async function showEditor(root, personaId) {
       "section",
       { class: "editor", dataset: { personaId: personaId || "" } },
       el("div", { class: "toolbar" }, title, links),
-      el("div", { class: "editor-body" }, text, panel),
-      el("div", { class: "editor-actions" }, save, remove, reload, saveStatus),
+      el("div", { class: "tabs" }, fieldsTab, sourceTab),
+      el("div", { class: "editor-body" }, el("div", { class: "editor-text" }, form, text), panel),
+      el("div", { class: "editor-actions" }, save, remove, reload, exportPng, exportJson, saveStatus),
     ),
   );
+
+  // A card's fields as a form, or its JSON text; YAML has only its text.
+  const showForm = (on) => {
+    if (on) form.refresh();
+    form.hidden = !on;
+    text.hidden = on;
+    fieldsTab.classList.toggle("current", on);
+    sourceTab.classList.toggle("current", !on);
+  };
+  const setFormat = (value) => {
+    fmt = value;
+    text.setAttribute("aria-label", fmt === "json" ? "Persona file (JSON)" : "Persona file (YAML)");
+    const card = fmt === "json" && isCardText(text.value);
+    fieldsTab.hidden = sourceTab.hidden = !card;
+    showForm(card);
+  };
+  fieldsTab.addEventListener("click", () => showForm(true));
+  sourceTab.addEventListener("click", () => showForm(false));
 
   let etag = "";
   let checking = 0; // the latest check; an older answer is ignored
@@ -117,7 +190,7 @@ export async function showEditor(root, personaId) {
     panel.dataset.state = "checking";
     status.textContent = "Checking…";
     try {
-      const result = await check(currentId(), text.value);
+      const result = await check(currentId(), text.value, fmt);
       if (ticket !== checking) return null;
       last = result;
       const extra = creating && !currentId() ? ["id: required"] : [];
@@ -145,11 +218,16 @@ export async function showEditor(root, personaId) {
   const load = async () => {
     if (creating) {
       text.value = TEMPLATE;
+      nameInput.value = "Grace Hopper";
+      idInput.value = slug(nameInput.value);
       return;
     }
-    const response = await request(`${personaPath(personaId)}/file`, { headers: { Accept: "application/yaml" } });
+    const response = await request(`${personaPath(personaId)}/file`, {
+      headers: { Accept: "application/yaml, application/json" },
+    });
     etag = response.headers.get("ETag") || "";
     text.value = await response.text();
+    setFormat((response.headers.get("Content-Type") || "").includes("json") ? "json" : "yaml");
     text.setSelectionRange(0, 0); // the top of the file, where focus() scrolls to
     saveStatus.textContent = "";
     reload.hidden = true;
@@ -165,16 +243,17 @@ export async function showEditor(root, personaId) {
       return;
     }
     try {
-      const body = JSON.stringify(result.persona);
-      const headers = { "Content-Type": "application/json" };
       if (creating) {
-        await request("api/v1/personas", { method: "POST", headers, body });
+        await createFrom(result.id, text.value);
         toast(`Created ${result.persona.name}`);
         location.hash = `#/edit/${encodeURIComponent(result.id)}`;
         return;
       }
+      // The text as it is: the hub keeps it byte for byte (comments, order, layout).
+      const headers = { "Content-Type": `application/${fmt}` };
       if (etag) headers["If-Match"] = etag;
-      const response = await request(personaPath(personaId), { method: "PUT", headers, body });
+      const body = text.value;
+      const response = await request(`${personaPath(personaId)}/file`, { method: "PUT", headers, body });
       etag = response.headers.get("ETag") || "";
       const saved = await response.json();
       saveStatus.textContent = `Saved (version ${saved.version}).`;
@@ -214,7 +293,26 @@ export async function showEditor(root, personaId) {
   };
 
   text.addEventListener("input", scheduleCheck);
-  idInput.addEventListener("input", scheduleCheck);
+  idInput.addEventListener("input", () => {
+    idEdited = idInput.value.trim() !== "";
+    scheduleCheck();
+  });
+  // The name goes into the file's "name:" line, and into the id until that is typed.
+  nameInput.addEventListener("input", () => {
+    const name = nameInput.value.replace(/\s+/g, " ").trim();
+    text.value = text.value.replace(/^name:.*$/m, `name: ${JSON.stringify(name)}`);
+    if (!idEdited) idInput.value = slug(name);
+    scheduleCheck();
+  });
+  const exporting = (container) => async () => {
+    try {
+      await exportCard(personaId, container);
+    } catch (error) {
+      saveStatus.replaceChildren(errorBox(error));
+    }
+  };
+  exportPng.addEventListener("click", exporting("png"));
+  exportJson.addEventListener("click", exporting("json"));
   text.addEventListener("keydown", (event) => {
     // Tab indents (YAML is indented with spaces) instead of leaving the text area.
     if (event.key === "Tab" && !event.shiftKey && !event.ctrlKey && !event.altKey) {
@@ -239,6 +337,6 @@ export async function showEditor(root, personaId) {
     return {};
   }
   await runCheck();
-  (creating ? idInput : text).focus();
+  (creating ? nameInput : form.hidden ? text : form.querySelector("input, textarea") || text).focus();
   return { leave: () => clearTimeout(timer) };
 }

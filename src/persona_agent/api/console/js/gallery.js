@@ -1,22 +1,71 @@
 // The gallery: every persona the hub serves (GET /a2a/personas), each with its card.
 
 import { card } from "./a2a.js";
-import { getJson, hubUrl } from "./api.js";
+import { apiKey, getJson, hubUrl } from "./api.js";
 import { ACCEPTED, importFiles } from "./importer.js";
 import { avatar, el, errorBox, toast } from "./ui.js";
 
 const SHOWN = 120; // tiles rendered at once; a filter or "Show more" reaches the rest
 const CARD_FETCHES = 6; // cards fetched at once
 
-function tile(persona) {
-  const description = el("p", { class: "description" }, persona.description);
+const SUMMARY_CHARS = 200;
+
+// A line about the persona: a card's creator's notes, else the first sentence of its
+// description without the bracketed trait lists cards start with ("[Ann's personality: ...]")
+// and with {{char}} as its name.
+export function summary(description, name, notes) {
+  const clean = (text) =>
+    String(text || "")
+      .replace(/\{\{char\}\}/gi, name)
+      .replace(/\{\{user\}\}/gi, "you")
+      .replace(/\s+/g, " ")
+      .trim();
+  const shorten = (text) => (text.length > SUMMARY_CHARS ? `${text.slice(0, SUMMARY_CHARS - 1).trimEnd()}…` : text);
+  const noted = clean(notes);
+  if (noted) return shorten(noted);
+  const text = clean(description);
+  const prose = clean(text.replace(/\[[^\]]*\]/g, " ").replace(/\{[^}]*\}/g, " "));
+  // A sentence ends at . ! or ? before the end or a space and no lower-case word ("c. 470").
+  const sentence = (prose || text).match(/^.*?[.!?](?=$|\s+[^\sa-z0-9])/);
+  return shorten(sentence ? sentence[0] : prose || text);
+}
+
+// The creator's notes of the cards the hub keeps, by persona id, where the REST API lets
+// this tab read them (a keyed hub without a key: none, and no prompt for one).
+async function creatorNotes() {
+  const notes = new Map();
+  const headers = apiKey() ? { Authorization: `Bearer ${apiKey()}` } : {};
+  for (let offset = 0; offset < 5000; offset += 500) {
+    let page;
+    try {
+      const response = await fetch(hubUrl(`api/v1/personas?limit=500&offset=${offset}`), { cache: "no-cache", headers });
+      if (!response.ok) break;
+      page = await response.json();
+    } catch {
+      break;
+    }
+    for (const persona of page.items || []) {
+      const card = (persona.extensions || {}).character_card || {};
+      const data = card.data && typeof card.data === "object" ? card.data : card;
+      if (typeof data.creator_notes === "string" && data.creator_notes.trim()) notes.set(persona.id, data.creator_notes);
+    }
+    if (offset + 500 >= (page.total || 0)) break;
+  }
+  return notes;
+}
+
+function tile(persona, notes, repeated) {
+  const describe = (text, name) => summary(text, name, notes.get(persona.id));
+  const description = el("p", { class: "description", title: persona.description }, describe(persona.description, persona.name));
   const skills = el("p", { class: "skills" });
   const picture = el("div", { class: "picture" }, avatar(persona.id, persona.name, null, hubUrl, "large"));
+  // Personas of one name are told apart by their ids.
+  const shownId = repeated ? el("small", { class: "persona-id" }, persona.id) : null;
   const item = el(
     "li",
     { class: "persona", dataset: { personaId: persona.id } },
     picture,
-    el("div", { class: "body" }, el("h3", { class: "name" }, persona.name), description, skills),
+    el("div", { class: "body" }, el("h3", { class: "name" }, persona.name, shownId), description, skills),
     el(
       "div",
       { class: "actions" },
@@ -27,7 +76,8 @@ function tile(persona) {
   // Filled in when the card comes: its picture, its description and skills as of now.
   item.showCard = (agentCard) => {
     picture.replaceChildren(avatar(persona.id, agentCard.name, agentCard, hubUrl, "large"));
-    description.textContent = agentCard.description;
+    description.textContent = describe(agentCard.description, agentCard.name);
+    description.title = agentCard.description;
     const domains = (agentCard.skills || []).filter((skill) => !skill.id.endsWith("-conversation"));
     skills.replaceChildren(...domains.slice(0, 4).map((skill) => el("span", { class: "chip" }, skill.name)));
     item.dataset.cardVersion = agentCard.version || "";
@@ -85,6 +135,7 @@ export async function showGallery(root) {
   );
 
   let personas = [];
+  let notes = new Map();
   let shown = SHOWN;
   const render = () => {
     const words = filter.value.toLowerCase().split(/\s+/).filter(Boolean);
@@ -92,7 +143,9 @@ export async function showGallery(root) {
       const text = `${p.id} ${p.name} ${p.description}`.toLowerCase();
       return words.every((word) => text.includes(word));
     });
-    const items = matching.slice(0, shown).map(tile);
+    const names = new Map();
+    for (const p of personas) names.set(p.name, (names.get(p.name) || 0) + 1);
+    const items = matching.slice(0, shown).map((p) => tile(p, notes, names.get(p.name) > 1));
     grid.replaceChildren(...items);
     count.textContent = `${matching.length} of ${personas.length}`;
     more.hidden = matching.length <= shown;
@@ -100,7 +153,7 @@ export async function showGallery(root) {
   };
   const load = async () => {
     try {
-      personas = await getJson("a2a/personas");
+      [personas, notes] = await Promise.all([getJson("a2a/personas"), creatorNotes()]);
       render();
       grid.dataset.loaded = "true";
     } catch (error) {

@@ -2,7 +2,7 @@
 // #/edit/{id}, #/new. Each page is a function that fills a fresh element and may return
 // {leave()}, called when another page replaces it.
 
-import { apiKey, setApiKey } from "./api.js";
+import { apiKey, hubUrl, keyWanted, setApiKey, setKeyWanted } from "./api.js";
 import { showChat } from "./chat.js";
 import { showEditor } from "./editor.js";
 import { showGallery } from "./gallery.js";
@@ -30,7 +30,9 @@ async function render() {
   root.dataset.ready = "true";
 }
 
+// The key field shows on a hub that asks for a key (or once one is set), not on a keyless one.
 function showKeyState() {
+  document.getElementById("key-form").hidden = !(apiKey() || keyWanted());
   const state = document.getElementById("key-state");
   state.textContent = apiKey() ? "key set for this tab" : "";
   document.getElementById("key-forget").hidden = !apiKey();
@@ -52,6 +54,29 @@ function setUpKeyForm() {
   showKeyState();
 }
 
+// Whether the REST API wants a credential: a read without one answers 401.
+async function probeKey() {
+  try {
+    const response = await fetch(hubUrl("api/v1/personas?limit=1"), { cache: "no-cache" });
+    if (response.status === 401) setKeyWanted();
+  } catch {
+    // the pages say what is wrong with the hub when they load
+  }
+}
+
+// On a narrow screen the header's links and key field fold under a menu button.
+function setUpMenu() {
+  const toggle = document.getElementById("menu-toggle");
+  const open = (value) => {
+    document.body.classList.toggle("menu-open", value);
+    toggle.setAttribute("aria-expanded", String(value));
+  };
+  toggle.addEventListener("click", () => open(!document.body.classList.contains("menu-open")));
+  window.addEventListener("hashchange", () => open(false));
+}
+
 window.addEventListener("hashchange", render);
+setUpMenu();
 setUpKeyForm();
+probeKey();
 render();
