@@ -38,9 +38,15 @@ def test_the_bundled_personas_are_examples_and_new_ones_go_to_the_data_directory
     default = Settings(_env_file=None)  # type: ignore[call-arg]
     assert default.writable_personas_dir == Path("data/personas")
     assert default.example_personas_dir == Path("personas")
-    # Set to ./personas all the same (as .env.example does): the examples still.
-    named = Settings(_env_file=None, personas_dir=Path("personas"), data_dir=Path("state"))  # type: ignore[call-arg]
-    assert named.writable_personas_dir == Path("state/personas")
+    assert Settings(_env_file=None, data_dir=Path("state")).writable_personas_dir == Path(  # type: ignore[call-arg]
+        "state/personas"
+    )
+    # Set, even to ./personas (in the environment, say): the user's own, written to.
+    monkeypatch.setenv("PERSONA_AGENT_PERSONAS_DIR", "./personas")
+    named = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert named.writable_personas_dir == Path("personas")
+    assert named.example_personas_dir is None
+    monkeypatch.delenv("PERSONA_AGENT_PERSONAS_DIR")
     # Any other directory is the user's own: written to itself, no examples beside it.
     own = Settings(_env_file=None, personas_dir=tmp_path / "mine")  # type: ignore[call-arg]
     assert own.writable_personas_dir == tmp_path / "mine"

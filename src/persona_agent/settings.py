@@ -34,14 +34,14 @@ class Settings(BaseSettings):
     provider_url: str | None = None
     """The provider's web site on every card (default: the hub's base URL)."""
     personas_dir: Path = Path("./personas")
-    """The persona files the hub serves. At its default (``./personas``, the examples of
-    the repository) it is read-only, and new personas go to ``user_personas_dir``; any
-    other directory is writable itself."""
+    """The persona files the hub serves. Left unset (``./personas``, the examples of the
+    repository) it is read-only, and new personas go to ``user_personas_dir``; set, it is
+    the user's own directory and written to itself."""
     data_dir: Path = Path("./data")
     user_personas_dir: Path | None = None
     """Where personas created or imported (REST, upload, console, ``import-persona``,
     ``new``) are written; default ``<data_dir>/personas`` while ``personas_dir`` is
-    ``./personas``, else ``personas_dir`` itself (docs/personas.md#where-new-personas-go)."""
+    not set, else ``personas_dir`` itself (docs/personas.md#where-new-personas-go)."""
     database_url: str | None = None
     """SQLAlchemy async URL; default ``sqlite+aiosqlite:///<data_dir>/persona-agent.db``.
     With ``postgresql+asyncpg://...``, replicas on one database are one hub
@@ -271,9 +271,9 @@ class Settings(BaseSettings):
         """The directory new and edited personas are written to."""
         if self.user_personas_dir is not None:
             return self.user_personas_dir
-        if self.personas_dir.resolve() == Path("personas").resolve():  # the default
-            return self.data_dir / "personas"
-        return self.personas_dir
+        if "personas_dir" in self.model_fields_set:  # set (environment, .env, option)
+            return self.personas_dir
+        return self.data_dir / "personas"
 
     @property
     def example_personas_dir(self) -> Path | None:
