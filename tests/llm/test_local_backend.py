@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from persona_agent.errors import ConfigError, LLMError
-from persona_agent.llm.base import ChatRequest, StreamEnd, TextDelta
+from persona_agent.llm.base import ChatRequest, Progress, StreamEnd, TextDelta
 from persona_agent.llm.local.backend import LocalBackend
 from persona_agent.parts import build_llm_backend, prepare_llm_backend
 from persona_agent.personas.model import Persona
@@ -61,8 +61,10 @@ async def test_a_model_that_cannot_be_assembled_stops_start_up_with_the_reason(
     config = settings(tmp_path, local_model_dir=blocker)
     llm = build_llm_backend(config)
     try:
+        stream = llm.stream(ChatRequest(messages=[{"role": "user", "content": "hi"}]))
+        assert await stream.__anext__() == Progress("loading")  # what the caller waits for
         with pytest.raises(LLMError, match="could not be loaded") as caught:
-            await llm.stream(ChatRequest(messages=[{"role": "user", "content": "hi"}])).__anext__()
+            await stream.__anext__()
         assert str(blocker) in caught.value.message
         with pytest.raises(ConfigError, match="could not be loaded"):
             await prepare_llm_backend(llm, [], preload=config.local_preload)
