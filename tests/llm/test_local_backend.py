@@ -72,6 +72,38 @@ async def test_a_model_that_cannot_be_assembled_stops_start_up_with_the_reason(
         await llm.aclose()
 
 
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (None, "which does not exist"),
+        (b"<html>not a model</html>", "which is not a GGUF model file"),
+        (b"GGUF" + bytes(range(256)) * 16, "which llama.cpp could not load"),
+    ],
+    ids=["missing", "not-gguf", "damaged"],
+)
+async def test_a_model_file_that_cannot_be_loaded_stops_start_up_naming_it(
+    tmp_path: Path, content: bytes | None, why: str
+) -> None:
+    model = tmp_path / "model.gguf"
+    if content is not None:
+        model.write_bytes(content)
+    llm = build_llm_backend(settings(tmp_path, local_model=str(model)))
+    assert (llm.default_model, llm.where) == ("model", str(model))
+    try:
+        with pytest.raises(ConfigError) as caught:
+            await prepare_llm_backend(llm, [], preload=True)
+    finally:
+        await llm.aclose()
+    assert f"PERSONA_AGENT_LOCAL_MODEL names {model}, {why}" in caught.value.message
+
+
+def test_a_hugging_face_reference_names_repository_and_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="hf:OWNER/REPO/FILE"):
+        build_llm_backend(settings(tmp_path, local_model="hf:ggml-org/gemma"))
+    llm = build_llm_backend(settings(tmp_path, local_model="hf:ggml-org/gemma-3-GGUF/*Q8_0.gguf"))
+    assert llm.where == "hf:ggml-org/gemma-3-GGUF/*Q8_0.gguf"
+
+
 async def test_personas_that_require_tools_are_named_at_start_up(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

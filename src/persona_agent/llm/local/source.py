@@ -94,9 +94,10 @@ class ModelSource:
         try:
             return Llama(model_path=str(path), **options)
         except (ValueError, RuntimeError) as error:
+            name = f"{SETTING} names {path}, which" if self.path is not None else str(path)
             raise LLMError(
-                f"{path} could not be loaded by llama.cpp ({error}): is it a complete model "
-                f"file? ({SETTING})"
+                f"{name} llama.cpp could not load ({error}): a damaged or incomplete GGUF "
+                "file, or a model architecture this llama.cpp does not know"
             ) from error
 
     def _download(self, model_dir: Path, options: dict[str, Any]) -> Llama:
