@@ -12,6 +12,7 @@ import pytest
 from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm.base import ChatRequest, Progress, StreamEnd, TextDelta
 from persona_agent.llm.local.backend import LocalBackend
+from persona_agent.llm.local.weights import ensure_model_file
 from persona_agent.parts import build_llm_backend, prepare_llm_backend
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import render_system_prompt
@@ -184,3 +185,43 @@ async def test_a_persona_met_again_is_not_read_again(local_model_dir: Path) -> N
         await llm.aclose()
     assert llm.prompt_tokens_reused - before > 300  # the persona and its samples
     assert_reads_as_the_persona(answer, "Socrates", 32)
+
+
+@pytest.mark.local_model
+async def test_another_gguf_file_answers_and_a_new_conversation_reads_only_its_turn(
+    local_model_dir: Path, tmp_path: Path
+) -> None:
+    """The bundled weights under another name (``PERSONA_AGENT_LOCAL_MODEL``); and a
+    persona's fixed prefix kept: after other personas spoke at length, their transcripts
+    too large for the cache to keep the first persona's too, a new conversation with the
+    first reads its own turn only."""
+    elsewhere = tmp_path / "my-model.gguf"
+    elsewhere.symlink_to(ensure_model_file(local_model_dir))
+    llm = LocalBackend(
+        model_dir=tmp_path / "unused", model=str(elsewhere), max_tokens=24, cache_bytes=32 << 20
+    )
+    assert (llm.default_model, llm.where) == ("my-model", str(elsewhere))
+
+    async def ask(persona_id: str, question: str) -> tuple[list[Progress], str]:
+        system = render_system_prompt(BUNDLED[persona_id])
+        request = ChatRequest(
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": question}],
+            persona=BUNDLED[persona_id],
+        )
+        items = [item async for item in llm.stream(request)]
+        text = "".join(item.text for item in items if isinstance(item, TextDelta))
+        return [item for item in items if isinstance(item, Progress)], text
+
+    try:
+        first, _ = await ask("socrates", "Who are you?")
+        long_question = "What do you make of " + "the stars, the sea and the seasons, " * 90
+        for other in ("ada-lovelace", "albert-einstein"):  # ~15 MB of snapshot each, 9 a prefix
+            await ask(other, long_question.rstrip(", ") + "?")
+        again, answer = await ask("socrates", "What is virtue?")
+    finally:
+        await llm.aclose()
+    assert first[0] == Progress("loading")
+    assert first[-1].phase == again[-1].phase == "reading"
+    assert first[-1].tokens > 300  # the persona, read the first time
+    assert again[-1].tokens < 40  # its new turn only
+    assert_reads_as_the_persona(answer, "Socrates", 24)

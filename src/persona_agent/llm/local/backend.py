@@ -138,6 +138,7 @@ class LocalBackend(LLMBackend):
         context_tokens: int = 2048,
         threads: int | None = None,
         seed: int | None = None,
+        cache_bytes: int = STATE_CACHE_BYTES,
     ) -> None:
         if max_tokens >= context_tokens // 2:
             raise ValueError("max_tokens must be less than half of context_tokens")
@@ -160,7 +161,7 @@ class LocalBackend(LLMBackend):
         self._generated = 0
         self._reused = 0
         self._jobs: set[_Job] = set()
-        self._states = PrefixStates(STATE_CACHE_BYTES)
+        self._states = PrefixStates(cache_bytes)
 
     @property
     def default_model(self) -> str:
