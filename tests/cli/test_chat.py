@@ -216,6 +216,20 @@ def test_an_answer_streams_in_pieces_and_the_next_turn_continues_the_conversatio
     assert session.quit() == 0
 
 
+def test_a_message_is_acknowledged_at_once_and_the_wait_erased_when_the_answer_comes(
+    chat: StartChat, llm: FakeLLM
+) -> None:
+    llm.script(Reply("Patience, my friend.", token_delay=0.3))
+    session = chat("socrates")
+    session.prompt()
+    session.child.sendline("Are you there?")
+    session.expect("... received (")  # drawn before the message is even sent
+    session.prompt()
+    assert "Socrates: Patience, my friend." in session.text
+    assert "received" not in session.text  # the line went when the answer began
+    assert session.quit() == 0
+
+
 def test_the_conversation_goes_on_in_the_next_run(
     chat: StartChat, llm: FakeLLM, data_dir: Path, personas_dir: Path
 ) -> None:
