@@ -46,6 +46,10 @@ from tests.servers.threaded import ThreadedServer
 REPO = Path(__file__).resolve().parents[2]
 ROWS, COLUMNS = 200, 240
 """The terminal: tall and wide, so that nothing a test reads scrolls away or wraps."""
+WAIT = 120.0
+"""Seconds anything the chat should show may take: a bound, not a pause. Its first prompt
+comes once Python, the hub in it (database, personas) and the persona's card are ready,
+which a busy two-core machine can take tens of seconds to do."""
 GREETING = "Well met, traveller. Sit by the fire and say what brings you."
 GREETER = {
     "name": "Gwen the Greeter",
@@ -108,7 +112,7 @@ class Chat:
             cwd=str(cwd),
             encoding="utf-8",
             dimensions=(ROWS, COLUMNS),
-            timeout=15,
+            timeout=WAIT,
         )
         self.child.logfile_read = self  # pexpect writes what it reads here: to the screen
 
@@ -118,7 +122,7 @@ class Chat:
     def flush(self) -> None:
         pass
 
-    def expect(self, text: str, timeout: float = 15) -> None:
+    def expect(self, text: str, timeout: float = WAIT) -> None:
         self.child.expect_exact(text, timeout=timeout)
 
     def prompt(self) -> None:
@@ -137,13 +141,13 @@ class Chat:
     def quit(self) -> int:
         """Leave with Ctrl-D at the prompt; the exit status."""
         self.child.sendeof()
-        self.child.expect(pexpect.EOF, timeout=15)
+        self.child.expect(pexpect.EOF, timeout=WAIT)
         self.child.close()
         return int(self.child.exitstatus)
 
     def ended(self) -> int:
         """Wait for the chat to end by itself; the exit status."""
-        self.child.expect(pexpect.EOF, timeout=15)
+        self.child.expect(pexpect.EOF, timeout=WAIT)
         self.child.close()
         return int(self.child.exitstatus)
 

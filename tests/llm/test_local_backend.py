@@ -189,7 +189,7 @@ async def test_a_persona_met_again_is_not_read_again(local_model_dir: Path) -> N
 
 @pytest.mark.local_model
 async def test_another_gguf_file_answers_and_a_new_conversation_reads_only_its_turn(
-    local_model_dir: Path, tmp_path: Path
+    local_model_dir: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """The bundled weights under another name (``PERSONA_AGENT_LOCAL_MODEL``); and a
     persona's fixed prefix kept: after other personas spoke at length, their transcripts
@@ -225,3 +225,5 @@ async def test_another_gguf_file_answers_and_a_new_conversation_reads_only_its_t
     assert first[-1].tokens > 300  # the persona, read the first time
     assert again[-1].tokens < 40  # its new turn only
     assert_reads_as_the_persona(answer, "Socrates", 24)
+    # llama.cpp's own lines went to Python logging (DEBUG), not onto the terminal.
+    assert "llama" not in capfd.readouterr().err
