@@ -6,7 +6,7 @@ with no key, or any GGUF file (:mod:`persona_agent.llm.local.source`). A base mo
 (the bundled one) is prompted with a transcript
 (:mod:`persona_agent.llm.local.transcript`) and its output is cleaned as it streams
 (:mod:`persona_agent.llm.local.answer`); a chat model through its file's chat template
-(:mod:`persona_agent.llm.local.template`). Each persona's fixed prompt prefix is read
+(:mod:`persona_agent.llm.local.chat_template`). Each persona's fixed prompt prefix is read
 once and kept (:mod:`persona_agent.llm.local.states`).
 """
 
@@ -39,10 +39,10 @@ from persona_agent.llm.base import (
     next_batch,
 )
 from persona_agent.llm.local.answer import AnswerFilter, has_words
+from persona_agent.llm.local.chat_template import ChatTemplate, PlainAnswer
 from persona_agent.llm.local.native_log import route_native_log
 from persona_agent.llm.local.source import ModelSource
 from persona_agent.llm.local.states import PrefixStates, shared_length
-from persona_agent.llm.local.template import ChatTemplate, PlainAnswer
 from persona_agent.llm.local.transcript import PersonaSketch, build_prompt, sketch_of
 
 if TYPE_CHECKING:
