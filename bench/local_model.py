@@ -1,6 +1,7 @@
 """Speed of the embedded local model: tokens per second and time to first token.
 
     uv run python bench/local_model.py [--rounds 3] [--max-tokens 160] [--model-dir DIR]
+                                       [--threads N] [--long-card-only]
 
 Runs the ``local`` backend directly (no HTTP: the hub's own overhead is measured
 by ``bench/run.py``), one generation at a time as the hub does, asking each
@@ -8,6 +9,13 @@ bundled persona a question per round. Prints one table: the model load time,
 then per round the median time to first answer text, the median tokens per
 second of generation, and answer lengths. The model file is assembled into
 ``--model-dir`` (default: ``./data/models``, where ``persona-agent serve`` keeps it).
+
+Then a long character card (Socrates with a long description and many sample exchanges,
+some 1,500 tokens of prompt): the time to first text of its first conversation (the
+whole card read), and of a new conversation with it after every other persona spoke
+(``new conversation``: only the new turn needs reading when the card's prefix is kept).
+It uses only the backend's oldest interface, so an older checkout can be measured the
+same way (``PYTHONPATH=<its src>``).
 """
 
 from __future__ import annotations
@@ -52,22 +60,52 @@ async def one_answer(
     return first, time.perf_counter() - start, tokens
 
 
+def long_card(persona: Persona) -> Persona:
+    """``persona`` with a long card: its background in the description, and its sample
+    exchanges three times over (with the questions varied)."""
+    data = persona.model_dump(mode="json", exclude_none=True)
+    background = " ".join(str(persona.personal_background or "").split())
+    data["description"] = f"{persona.description} {background}"[:2400]
+    samples = data["interaction_samples"]
+    data["interaction_samples"] = [
+        {**sample, "user": f"{prefix}{sample['user']}"}
+        for prefix in ("", "Tell me again: ", "One more time, please: ")
+        for sample in samples
+        if sample.get("user")
+    ]
+    return Persona.model_validate(data)
+
+
+async def long_card_times(llm: LocalBackend, card: Persona, others: list[Persona]) -> None:
+    """Time to first text with the long card: its first conversation, then a new one after
+    the others spoke."""
+    first, _, _ = await one_answer(llm, card, QUESTIONS[0])
+    for persona in others:
+        await one_answer(llm, persona, QUESTIONS[0])
+    again, _, _ = await one_answer(llm, card, QUESTIONS[1])
+    print(f"long card ({card.name}): first conversation ttft {first * 1000:.0f} ms")
+    print(f"long card ({card.name}): new conversation ttft {again * 1000:.0f} ms")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=160)
     parser.add_argument("--model-dir", type=Path, default=Path("data/models"))
+    parser.add_argument("--threads", type=int, default=None, help="default: every core")
+    parser.add_argument("--long-card-only", action="store_true", help="no rounds")
     args = parser.parse_args()
 
     personas, _ = load_persona_dir(REPO / "personas")
     ordered = [p for _, p in sorted(personas.items())]
-    llm = LocalBackend(model_dir=args.model_dir, max_tokens=args.max_tokens)
+    llm = LocalBackend(model_dir=args.model_dir, max_tokens=args.max_tokens, threads=args.threads)
     start = time.perf_counter()
     await llm.load()
     print(f"model loaded in {time.perf_counter() - start:.2f} s ({len(ordered)} personas)")
-    print(f"{'round':>5} {'answers':>7} {'ttft p50 ms':>11} {'tok/s p50':>9} {'tokens p50':>10}")
     try:
-        for round_ in range(1, args.rounds + 1):
+        if not args.long_card_only:
+            print(f"{'round':>5} {'answers':>7} {'ttft p50 ms':>11} {'tok/s':>9} {'tokens':>10}")
+        for round_ in range(1, 0 if args.long_card_only else args.rounds + 1):
             question = QUESTIONS[(round_ - 1) % len(QUESTIONS)]
             results = [await one_answer(llm, persona, question) for persona in ordered]
             ttft = statistics.median(first for first, _, _ in results) * 1000
@@ -76,6 +114,8 @@ async def main() -> None:
             )
             length = statistics.median(tokens for _, _, tokens in results)
             print(f"{round_:>5} {len(results):>7} {ttft:>11.0f} {speed:>9.1f} {length:>10.0f}")
+        card = long_card(personas["socrates"])
+        await long_card_times(llm, card, [p for p in ordered if p.id != "socrates"])
     finally:
         await llm.aclose()
 

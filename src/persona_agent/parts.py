@@ -120,6 +120,8 @@ def build_llm_backend(settings: Settings) -> LLMBackend:
 
     return LocalBackend(
         model_dir=settings.local_model_dir or settings.data_dir / "models",
+        model=settings.local_model,
+        prompt_style=settings.local_prompt,
         max_tokens=settings.local_max_tokens,
         context_tokens=settings.local_context_tokens,
         threads=settings.local_threads,

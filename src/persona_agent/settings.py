@@ -85,6 +85,14 @@ class Settings(BaseSettings):
     llm_timeout: float = Field(default=60.0, gt=0)
     llm_max_retries: int = Field(default=2, ge=0)
 
+    local_model: str | None = None
+    """A GGUF model file for the embedded backend instead of the bundled Gemma 3 270M: its
+    path, or ``hf:OWNER/REPO/FILE`` for llama-cpp-python to download (internet and the
+    ``huggingface-hub`` package needed). Unset: the bundled model (docs/local-model.md)."""
+    local_prompt: Literal["auto", "transcript", "template"] = "auto"
+    """How the embedded model is prompted: ``template`` with the chat template in the file's
+    metadata (a chat model), ``transcript`` as a base model; ``auto``: the template when
+    ``local_model`` names a file that has one, else the transcript."""
     local_model_dir: Path | None = None
     """Where the embedded model's file is assembled and verified; default ``<data_dir>/models``."""
     local_max_tokens: int = Field(default=160, ge=16, le=500)

@@ -46,6 +46,10 @@ from tests.servers.threaded import ThreadedServer
 REPO = Path(__file__).resolve().parents[2]
 ROWS, COLUMNS = 200, 240
 """The terminal: tall and wide, so that nothing a test reads scrolls away or wraps."""
+WAIT = 120.0
+"""Seconds anything the chat should show may take: a bound, not a pause. Its first prompt
+comes once Python, the hub in it (database, personas) and the persona's card are ready,
+which a busy two-core machine can take tens of seconds to do."""
 GREETING = "Well met, traveller. Sit by the fire and say what brings you."
 GREETER = {
     "name": "Gwen the Greeter",
@@ -108,7 +112,7 @@ class Chat:
             cwd=str(cwd),
             encoding="utf-8",
             dimensions=(ROWS, COLUMNS),
-            timeout=15,
+            timeout=WAIT,
         )
         self.child.logfile_read = self  # pexpect writes what it reads here: to the screen
 
@@ -118,7 +122,7 @@ class Chat:
     def flush(self) -> None:
         pass
 
-    def expect(self, text: str, timeout: float = 15) -> None:
+    def expect(self, text: str, timeout: float = WAIT) -> None:
         self.child.expect_exact(text, timeout=timeout)
 
     def prompt(self) -> None:
@@ -137,13 +141,13 @@ class Chat:
     def quit(self) -> int:
         """Leave with Ctrl-D at the prompt; the exit status."""
         self.child.sendeof()
-        self.child.expect(pexpect.EOF, timeout=15)
+        self.child.expect(pexpect.EOF, timeout=WAIT)
         self.child.close()
         return int(self.child.exitstatus)
 
     def ended(self) -> int:
         """Wait for the chat to end by itself; the exit status."""
-        self.child.expect(pexpect.EOF, timeout=15)
+        self.child.expect(pexpect.EOF, timeout=WAIT)
         self.child.close()
         return int(self.child.exitstatus)
 
@@ -213,6 +217,20 @@ def test_an_answer_streams_in_pieces_and_the_next_turn_continues_the_conversatio
     assert said(first) == ["Count for me"]
     assert said(second) == ["Count for me", "And then?"]
     assert {"role": "assistant", "content": "one two three four five six"} in second["messages"]
+    assert session.quit() == 0
+
+
+def test_a_message_is_acknowledged_at_once_and_the_wait_erased_when_the_answer_comes(
+    chat: StartChat, llm: FakeLLM
+) -> None:
+    llm.script(Reply("Patience, my friend.", token_delay=0.3))
+    session = chat("socrates")
+    session.prompt()
+    session.child.sendline("Are you there?")
+    session.expect("... received (")  # drawn before the message is even sent
+    session.prompt()
+    assert "Socrates: Patience, my friend." in session.text
+    assert "received" not in session.text  # the line went when the answer began
     assert session.quit() == 0
 
 

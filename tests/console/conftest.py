@@ -51,8 +51,9 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 BROWSER_REQUIRED = os.environ.get("PERSONA_AGENT_TEST_BROWSER_REQUIRED", "") == "1"
 """As in CI (.ci/run): the browser tests fail, rather than skip, without a browser."""
-WAIT = 15.0
-"""Seconds any one thing the browser should show may take."""
+WAIT = 60.0
+"""Seconds any one thing the browser should show may take: a bound, not a pause, sized for
+a busy two-core machine (Chromium and the hub on the same cores)."""
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")

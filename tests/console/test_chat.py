@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import re
 from pathlib import Path
 
 from selenium import webdriver
@@ -163,6 +164,23 @@ async def test_the_gallery_shows_every_persona_with_its_card(
         go(browser, "")
         find(browser, '.persona[data-persona-id="socrates"][data-card-version]')
         screenshot(browser, tmp_path, "console-gallery")
+
+    await browse(scenario)
+
+
+async def test_the_answer_says_at_once_what_happens_and_for_how_long(
+    hub: ConsoleHub, browser: webdriver.Chrome, llm: FakeLLM
+) -> None:
+    llm.script(Reply("Slowly.", chunks=["Slowly", "."], token_delay=3))
+
+    def scenario() -> None:
+        open_console(browser, hub, "chat/socrates")
+        send_message(browser, "Are you there?")
+        meta = "#transcript .turn.agent .meta"
+        waiting = wait(browser, "the waiting line", lambda: find(browser, meta).text or None)
+        assert re.fullmatch(r"(submitted|working) · received · \d+\.\d s", waiting), waiting
+        wait(browser, "the answer", lambda: last_answer(browser) == ("Slowly.", "completed"))
+        assert "received" not in find(browser, meta).text  # the cost line, once final
 
     await browse(scenario)
 

@@ -88,8 +88,8 @@ async def test_the_example_persona_is_created_and_a_new_one_written(
         MANAGE, "uv run persona-agent personas create", "curl -s", "uv run persona-agent new"
     )
     env = {"PERSONA_AGENT_URL": hub.settings.base_url}
-    created = (await run(sandbox, create, env=env)).ok().json()
-    assert (created["id"], created["name"]) == ("grace-hopper", "Grace Hopper")
+    created = (await run(sandbox, create, env=env)).ok().stdout
+    assert created.startswith("Created 'grace-hopper' (Grace Hopper), version "), created
     shown = (await run(sandbox, rewrite(card, {DOC_URL: hub.settings.base_url}))).ok().json()
     assert shown["name"] == "Grace Hopper"
     assert shown["supportedInterfaces"][0]["url"].startswith(hub.settings.base_url)
@@ -110,11 +110,18 @@ async def test_the_personas_commands_create_read_update_list_and_delete(
         ),
     )
     env = {"PERSONA_AGENT_URL": hub.settings.base_url}
-    assert (await run(sandbox, create, env=env)).ok().json()["id"] == "grace-hopper"
+    created = (await run(sandbox, create, env=env)).ok().stdout
     got = (await run(sandbox, get, env=env)).ok().json()
     version = got["version"]
+    assert created.strip() == (  # one line; --json prints the document
+        f"Created 'grace-hopper' (Grace Hopper), version {version}; it answers at "
+        f"{hub.settings.base_url}/a2a/grace-hopper/"
+    )
     updated = (await run(sandbox, rewrite(update, {"<version>": version}), env=env)).ok()
-    assert updated.json()["id"] == "grace-hopper"
+    assert updated.stdout.startswith("Updated 'grace-hopper' (Grace Hopper), version ")
+    version = (await run(sandbox, get, env=env)).ok().json()["version"]
+    document = await run(sandbox, rewrite(update, {"<version>": version}) + " --json", env=env)
+    assert document.ok().json()["id"] == "grace-hopper"
     listed = (await run(sandbox, listing, env=env)).ok().stdout
     assert re.search(r"^grace-hopper\s+Grace Hopper\s+[0-9a-f]{16}$", listed, re.MULTILINE)
     assert (await run(sandbox, delete, env=env)).ok().stdout.strip() == "Deleted 'grace-hopper'"

@@ -102,6 +102,7 @@ def test_the_quick_start_serves_the_bundled_personas(
     assert console.status_code == 200
     assert console.headers["content-type"].startswith("text/html")
     assert f"Serving {len(names)} persona(s) at {hub.url}/a2a/{{id}}/" in hub.stderr
+    assert f"Web console: {hub.url}/console/" in hub.stderr
     # `chat socrates` is the first command of docs/chat.md, which test_client_snippets.py runs.
     chat_md = find(CHAT, "uv run persona-agent chat socrates")
     assert words(chat) == words(commands(chat_md)[0])
@@ -118,7 +119,8 @@ def test_an_openai_compatible_server_answers_once_configured(
         task = send(hub.url, "albert-einstein", "Explain yourself.")
     assert answer(task) == "Relativity, in a word."
     assert llm.requests[-1]["model"] == "llama3.2"
-    assert "LLM backend: openai, model llama3.2" in hub.stderr  # "The log says which ..."
+    logged = f"LLM backend: openai at {llm.base_url}, model llama3.2"
+    assert logged in hub.stderr  # "The log says which backend (with the server's base URL)"
 
 
 def test_with_nothing_configured_the_embedded_model_is_the_backend(

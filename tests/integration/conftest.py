@@ -30,6 +30,7 @@ from fastapi import FastAPI
 from persona_agent.api.app import create_app
 from persona_agent.settings import Settings
 from tests.fakes.fake_llm import FakeLLM
+from tests.servers.hub_process import STARTUP
 from tests.servers.mcp_servers import running_http_server, stdio_server_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -149,7 +150,7 @@ async def serving(app: FastAPI, sock: socket.socket) -> AsyncIterator[None]:
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
-    async with asyncio.timeout(20):
+    async with asyncio.timeout(STARTUP):  # start-up done: the lifespan ran, the hub is ready
         while not server.started:
             if task.done():
                 task.result()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import httpx
 import pytest
 
@@ -149,6 +152,28 @@ async def test_readyz_names_the_database_personas_and_model(hub: Hub) -> None:
     assert body["database"] == "ok"
     assert body["personas"] == len((await hub.http.get("/a2a/personas")).json())
     assert body["llm"] == {"backend": "openai", "model": hub.settings.llm_model}
+
+
+async def test_readyz_names_a_damaged_model_file_and_the_hub_keeps_serving(
+    hub_factory: HubFactory, tmp_path: Path
+) -> None:
+    """An embedded model file that llama.cpp refuses: not ready, with the reason naming
+    the file; the rest of the hub answers (start-up loads nothing: no preload)."""
+    damaged = tmp_path / "damaged.gguf"
+    damaged.write_bytes(b"GGUF" + bytes(range(256)) * 16)  # the magic, then no model
+    local = {"llm_backend": "local", "local_model": str(damaged), "local_preload": False}
+    async with hub_factory(**local) as hub:
+        async with asyncio.timeout(60):
+            for _ in range(10_000):  # the first probe starts the load, which fails soon
+                body = (await hub.http.get("/readyz")).json()
+                if "error" in body["llm"]:
+                    break
+                await asyncio.sleep(0.05)
+        assert body["notReady"] == ["llm"]
+        assert body["llm"]["model"] == "damaged"
+        assert f"PERSONA_AGENT_LOCAL_MODEL names {damaged}" in body["llm"]["error"]
+        assert "llama.cpp could not load" in body["llm"]["error"]
+        assert (await hub.http.get("/a2a/personas")).status_code == 200
 
 
 async def test_cards_name_the_provider_the_settings_give(hub_factory: HubFactory) -> None:

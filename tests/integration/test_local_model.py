@@ -125,6 +125,7 @@ async def test_answers_stream_as_the_model_produces_them(local_hub: Hub) -> None
     client = await local_hub.client("charles-darwin", streaming=True)
     control = await local_hub.client("charles-darwin")
     chunks: list[str] = []
+    progress: list[dict[str, object]] = []  # what the hub said the model did, before words
     final = None
     async with asyncio.timeout(300):
         async for event in client.send_message(user_message("Tell me about your voyage.")):
@@ -137,7 +138,15 @@ async def test_answers_stream_as_the_model_produces_them(local_hub: Hub) -> None
                     assert (await local_hub.card("socrates")).name == "Socrates"
             elif event.HasField("status_update"):
                 final = event.status_update.status.state
+                parts = event.status_update.status.message.parts
+                data = [MessageToDict(p.data) for p in parts if p.HasField("data")]
+                if not chunks:
+                    progress += [d for d in data if d.get("kind") == "progress"]
     assert final == TaskState.TASK_STATE_COMPLETED
+    assert progress, "no progress before the first words"
+    assert progress[-1]["phase"] == "reading"
+    assert isinstance(progress[-1]["tokens"], float | int)
+    assert progress[-1]["tokens"] > 0
     assert len(chunks) >= 3, chunks
     assert_reads_as_the_persona("".join(chunks), "Charles Darwin", CAP)
 

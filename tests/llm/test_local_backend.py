@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from persona_agent.errors import ConfigError, LLMError
-from persona_agent.llm.base import ChatRequest, StreamEnd, TextDelta
+from persona_agent.llm.base import ChatRequest, Progress, StreamEnd, TextDelta
 from persona_agent.llm.local.backend import LocalBackend
+from persona_agent.llm.local.weights import ensure_model_file
 from persona_agent.parts import build_llm_backend, prepare_llm_backend
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import render_system_prompt
@@ -61,13 +62,47 @@ async def test_a_model_that_cannot_be_assembled_stops_start_up_with_the_reason(
     config = settings(tmp_path, local_model_dir=blocker)
     llm = build_llm_backend(config)
     try:
+        stream = llm.stream(ChatRequest(messages=[{"role": "user", "content": "hi"}]))
+        assert await stream.__anext__() == Progress("loading")  # what the caller waits for
         with pytest.raises(LLMError, match="could not be loaded") as caught:
-            await llm.stream(ChatRequest(messages=[{"role": "user", "content": "hi"}])).__anext__()
+            await stream.__anext__()
         assert str(blocker) in caught.value.message
         with pytest.raises(ConfigError, match="could not be loaded"):
             await prepare_llm_backend(llm, [], preload=config.local_preload)
     finally:
         await llm.aclose()
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (None, "which does not exist"),
+        (b"<html>not a model</html>", "which is not a GGUF model file"),
+        (b"GGUF" + bytes(range(256)) * 16, "which llama.cpp could not load"),
+    ],
+    ids=["missing", "not-gguf", "damaged"],
+)
+async def test_a_model_file_that_cannot_be_loaded_stops_start_up_naming_it(
+    tmp_path: Path, content: bytes | None, why: str
+) -> None:
+    model = tmp_path / "model.gguf"
+    if content is not None:
+        model.write_bytes(content)
+    llm = build_llm_backend(settings(tmp_path, local_model=str(model)))
+    assert (llm.default_model, llm.where) == ("model", str(model))
+    try:
+        with pytest.raises(ConfigError) as caught:
+            await prepare_llm_backend(llm, [], preload=True)
+    finally:
+        await llm.aclose()
+    assert f"PERSONA_AGENT_LOCAL_MODEL names {model}, {why}" in caught.value.message
+
+
+def test_a_hugging_face_reference_names_repository_and_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="hf:OWNER/REPO/FILE"):
+        build_llm_backend(settings(tmp_path, local_model="hf:ggml-org/gemma"))
+    llm = build_llm_backend(settings(tmp_path, local_model="hf:ggml-org/gemma-3-GGUF/*Q8_0.gguf"))
+    assert llm.where == "hf:ggml-org/gemma-3-GGUF/*Q8_0.gguf"
 
 
 async def test_personas_that_require_tools_are_named_at_start_up(
@@ -150,3 +185,45 @@ async def test_a_persona_met_again_is_not_read_again(local_model_dir: Path) -> N
         await llm.aclose()
     assert llm.prompt_tokens_reused - before > 300  # the persona and its samples
     assert_reads_as_the_persona(answer, "Socrates", 32)
+
+
+@pytest.mark.local_model
+async def test_another_gguf_file_answers_and_a_new_conversation_reads_only_its_turn(
+    local_model_dir: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The bundled weights under another name (``PERSONA_AGENT_LOCAL_MODEL``); and a
+    persona's fixed prefix kept: after other personas spoke at length, their transcripts
+    too large for the cache to keep the first persona's too, a new conversation with the
+    first reads its own turn only."""
+    elsewhere = tmp_path / "my-model.gguf"
+    elsewhere.symlink_to(ensure_model_file(local_model_dir))
+    llm = LocalBackend(
+        model_dir=tmp_path / "unused", model=str(elsewhere), max_tokens=24, cache_bytes=32 << 20
+    )
+    assert (llm.default_model, llm.where) == ("my-model", str(elsewhere))
+
+    async def ask(persona_id: str, question: str) -> tuple[list[Progress], str]:
+        system = render_system_prompt(BUNDLED[persona_id])
+        request = ChatRequest(
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": question}],
+            persona=BUNDLED[persona_id],
+        )
+        items = [item async for item in llm.stream(request)]
+        text = "".join(item.text for item in items if isinstance(item, TextDelta))
+        return [item for item in items if isinstance(item, Progress)], text
+
+    try:
+        first, _ = await ask("socrates", "Who are you?")
+        long_question = "What do you make of " + "the stars, the sea and the seasons, " * 90
+        for other in ("ada-lovelace", "albert-einstein"):  # ~15 MB of snapshot each, 9 a prefix
+            await ask(other, long_question.rstrip(", ") + "?")
+        again, answer = await ask("socrates", "What is virtue?")
+    finally:
+        await llm.aclose()
+    assert first[0] == Progress("loading")
+    assert first[-1].phase == again[-1].phase == "reading"
+    assert first[-1].tokens > 300  # the persona, read the first time
+    assert again[-1].tokens < 40  # its new turn only
+    assert_reads_as_the_persona(answer, "Socrates", 24)
+    # llama.cpp's own lines went to Python logging (DEBUG), not onto the terminal.
+    assert "llama" not in capfd.readouterr().err

@@ -22,7 +22,9 @@ from persona_agent.mcp.toolbox import MCPToolbox
 from tests.servers.mcp_servers import SERVER_SCRIPT, running_http_server, stdio_server_config
 
 TRANSPORTS = [pytest.param("local", id="stdio"), pytest.param("remote", id="http")]
-WAIT = 15.0
+WAIT = 60.0
+"""A bound, not a pause: starting an MCP server (a Python process) takes a busy two-core
+machine seconds."""
 
 
 @pytest.fixture(scope="module")

@@ -13,15 +13,21 @@ from pathlib import Path
 
 import httpx
 
+STARTUP = 120.0
+"""Seconds the hub may take to be ready (``/readyz``): a bound, not a pause. A busy
+two-core machine can take tens of seconds to start Python, import the hub, migrate its
+database and load its personas."""
+
 
 def hub_process(
     personas_dir: Path, data_dir: Path, **settings: str
 ) -> AbstractContextManager[tuple[str, subprocess.Popen[str]]]:
-    """Start the hub on a free 127.0.0.1 port; yield its URL and process.
+    """Start the hub on a free 127.0.0.1 port; yield its URL and process once it is ready
+    (``/readyz`` answers 200, within :data:`STARTUP`).
 
-    ``settings`` are ``PERSONA_AGENT_*`` variables without the prefix (``LLM_BASE_URL=...``);
-    the caller's own ``PERSONA_AGENT_*`` and ``OPENAI_*`` variables are not passed on.
-    The process is killed on exit if it still runs, and its pipe closed.
+        ``settings`` are ``PERSONA_AGENT_*`` variables without the prefix (``LLM_BASE_URL=...``);
+        the caller's own ``PERSONA_AGENT_*`` and ``OPENAI_*`` variables are not passed on.
+        The process is killed on exit if it still runs, and its pipe closed.
     """
     return hub_process_with(personas_dir, data_dir, {}, **settings)
 
@@ -51,17 +57,18 @@ def hub_process_with(
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + STARTUP
         while True:
             try:
-                if httpx.get(f"{url}/healthz").status_code == 200:
+                if httpx.get(f"{url}/readyz").status_code == 200:
                     break
             except httpx.TransportError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    process.kill()
-                    output = process.communicate(timeout=10)[0]
-                    raise AssertionError(f"the hub did not start:\n{output}") from None
-                time.sleep(0.1)
+                pass  # not listening yet
+            if time.monotonic() > deadline or process.poll() is not None:
+                process.kill()
+                output = process.communicate(timeout=10)[0]
+                raise AssertionError(f"the hub was not ready in {STARTUP:.0f} s:\n{output}")
+            time.sleep(0.1)
         yield url, process
     finally:
         if process.poll() is None:

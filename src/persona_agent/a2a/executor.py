@@ -16,7 +16,7 @@ from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload
 from persona_agent.a2a.lifecycle import TaskExecutor, TaskTurn
 from persona_agent.chat.budget import BudgetLimits
 from persona_agent.chat.engine import ChatEngine
-from persona_agent.chat.events import Done, Token, ToolEnd, ToolOutput, ToolStart
+from persona_agent.chat.events import Done, Progress, Token, ToolEnd, ToolOutput, ToolStart
 from persona_agent.observe.metrics import HistogramLike, HubMetrics
 from persona_agent.personas.model import Persona
 from persona_agent.security.audit import AuditLog
@@ -33,8 +33,9 @@ class PersonaAgentExecutor(TaskExecutor):
 
     Its turn streams the answer as artifact-update chunks of one artifact (``append``
     after the first, an empty ``last_chunk`` at the end; the whole answer in one event
-    when nobody watches it grow: a blocking send), reports each tool call as a
-    ``working`` status update, and ends with ``completed`` (the answer as the status
+    when nobody watches it grow: a blocking send), reports each tool call, and what the
+    model does before it writes (loading, waiting, reading), as a ``working`` status
+    update, and ends with ``completed`` (the answer as the status
     message, plus a cost-v1 DataPart) or ``input-required`` (a tool's question for the
     user, an outside agent's, as the status message: the task's next message is the
     answer).
@@ -78,6 +79,8 @@ class PersonaAgentExecutor(TaskExecutor):
                         await chunks.add(event.text, last=False)
                 elif isinstance(event, Done):
                     return await self._done(event, turn, chunks)
+                elif isinstance(event, Progress):
+                    await _progress_status(updater, event)
                 else:
                     await _tool_status(updater, event)
         return "completed"
@@ -125,6 +128,24 @@ class _AnswerChunks:
         )
         event.metadata.update({PARTS_METADATA_KEY: self._parts})
         await self._updater.event_queue.enqueue_event(event)
+
+
+PROGRESS_TEXT = {
+    "loading": "Loading the model",
+    "waiting": "Waiting for the model (it answers one message at a time)",
+    "reading": "Reading",
+}
+
+
+async def _progress_status(updater: TaskUpdater, event: Progress) -> None:
+    """A ``working`` status update telling what the model does before it writes: a text
+    part and a data part (``kind: progress``, ``phase``, ``tokens``: how many it reads)."""
+    text = PROGRESS_TEXT[event.phase]
+    if event.phase == "reading":
+        text += f" ({event.tokens} new tokens)"
+    payload = {"kind": "progress", "phase": event.phase, "tokens": event.tokens}
+    message = updater.new_agent_message([Part(text=text), Part(data=data_value(payload))])
+    await updater.update_status(TaskState.TASK_STATE_WORKING, message)
 
 
 async def _tool_status(updater: TaskUpdater, event: ToolStart | ToolOutput | ToolEnd) -> None:

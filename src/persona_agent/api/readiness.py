@@ -11,6 +11,7 @@ from sqlalchemy import literal, select
 
 from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.db import GroupCommitWriter
+from persona_agent.errors import LLMError
 from persona_agent.llm.base import LLMBackend
 
 __all__ = ["Readiness"]
@@ -37,6 +38,7 @@ class Readiness:
         self._registry = registry
         self._replica = replica
         self._loading: asyncio.Task[None] | None = None
+        self._llm_error = ""  # why the last load failed
 
     async def check(self) -> tuple[dict[str, Any], list[str]]:
         """What the probe reports (personas served, replica, database, model), and what is
@@ -60,17 +62,23 @@ class Readiness:
         model: dict[str, Any] = {"backend": llm.name, "model": llm.default_model}
         if not llm.loaded:
             model["loaded"] = False
+            if self._llm_error:
+                model["error"] = self._llm_error
             not_ready.append("llm")
             if self._loading is None or self._loading.done():  # load it now (once at a time)
-                self._loading = asyncio.create_task(_load_quietly(llm))
+                self._loading = asyncio.create_task(self._load_quietly())
         body["llm"] = model
         return body, not_ready
 
-
-async def _load_quietly(llm: LLMBackend) -> None:
-    """Load the model backend for a readiness probe; a failure is logged (the probe keeps
-    saying not ready, and the next one tries again)."""
-    try:
-        await llm.load()
-    except Exception:
-        logger.exception("Loading the model backend failed")
+    async def _load_quietly(self) -> None:
+        """Load the model backend for a readiness probe; a failure is logged and kept for
+        the next probe to report (which tries again)."""
+        try:
+            await self.llm.load()
+            self._llm_error = ""
+        except LLMError as error:  # a missing or damaged model file, say: named in the message
+            if error.message != self._llm_error:
+                logger.error("The model backend could not be loaded: %s", error.message)
+            self._llm_error = error.message
+        except Exception:
+            logger.exception("Loading the model backend failed")

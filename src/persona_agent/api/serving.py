@@ -22,6 +22,7 @@ from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.a2a.services import HubServices
 from persona_agent.api.assembly import Collaboration, Protection, Storage
 from persona_agent.api.deps import is_loopback
+from persona_agent.api.pages import CONSOLE_PATH
 from persona_agent.api.readiness import Readiness
 from persona_agent.api.webhooks import build_push
 from persona_agent.chat.budget import BudgetLimits
@@ -267,6 +268,8 @@ def build_personas_live(
 
 def _log_startup(settings: Settings, llm: LLMBackend, registry: A2ARegistry) -> None:
     logger.info("Serving %d persona(s) at %s%s/{id}/", len(registry), settings.base_url, A2A_PREFIX)
+    if settings.console:
+        logger.info("Web console: %s%s/", settings.base_url, CONSOLE_PATH)
     auth = registry.services.auth  # None when nobody can authenticate
     if auth is None:
         if not is_loopback(settings.host):
@@ -289,9 +292,11 @@ def _log_startup(settings: Settings, llm: LLMBackend, registry: A2ARegistry) -> 
         )
     if llm.name == "local":
         logger.info(
-            "LLM backend: local, the embedded model %s (no key needed; set "
+            "LLM backend: local, the embedded model %s%s (no key needed; set "
             "PERSONA_AGENT_LLM_BASE_URL to use an OpenAI-compatible server: docs/local-model.md)",
             llm.default_model,
+            f" from {llm.where}" if llm.where else "",
         )
     else:
-        logger.info("LLM backend: %s, model %s", llm.name, llm.default_model)
+        where = f" at {llm.where}" if llm.where else ""
+        logger.info("LLM backend: %s%s, model %s", llm.name, where, llm.default_model)

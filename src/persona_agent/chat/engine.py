@@ -29,7 +29,9 @@ from persona_agent.llm.base import (
     ChatRequest,
     LLMBackend,
     Message,
+    Progress,
     StreamEnd,
+    StreamItem,
     TextDelta,
     ToolCall,
 )
@@ -188,9 +190,12 @@ class ChatEngine:
         at_cap = iteration == self.max_tool_iterations
         return at_cap if state.answering is not None else state.calls.is_last(at_cap)
 
-    async def _model_step(self, state: TurnState, last_call: bool) -> AsyncGenerator[Token, None]:
+    async def _model_step(
+        self, state: TurnState, last_call: bool
+    ) -> AsyncGenerator[Token | Progress, None]:
         """One call to the model (or, in its place, the user's answer to the tool that
-        asked): its text as :class:`Token`, its end in ``state.end``."""
+        asked): its text as :class:`Token` (the backend's :class:`Progress` before), its
+        end in ``state.end``."""
         persona, model = state.persona, state.model
         if state.answering is not None:
             tool, argument = state.answering
@@ -216,6 +221,8 @@ class ChatEngine:
             async for chunk in chunks:
                 if isinstance(chunk, StreamEnd):
                     end = chunk
+                elif isinstance(chunk, Progress):
+                    yield chunk
                 elif chunk.text:
                     text.append(chunk.text)
                     yield Token(chunk.text)
@@ -350,7 +357,7 @@ class ChatEngine:
 
     async def _model_call(
         self, request: ChatRequest, model: str
-    ) -> AsyncGenerator[TextDelta | StreamEnd, None]:
+    ) -> AsyncGenerator[StreamItem, None]:
         """The backend's stream for ``request``, in a span of the call, and counted."""
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
@@ -372,7 +379,7 @@ class ChatEngine:
                     async for chunk in chunks:
                         if isinstance(chunk, StreamEnd):
                             end = chunk
-                        elif first and chunk.text:
+                        elif first and isinstance(chunk, TextDelta) and chunk.text:
                             first = False
                             waited = time.monotonic() - sent
                             span.set_attribute("gen_ai.response.time_to_first_chunk", waited)
@@ -411,7 +418,7 @@ def _call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
-async def _answer_with(call: ToolCall) -> AsyncGenerator[TextDelta | StreamEnd, None]:
+async def _answer_with(call: ToolCall) -> AsyncGenerator[StreamItem, None]:
     """In place of the model: the call that gives the user's answer to the tool that asked."""
     yield StreamEnd(tool_calls=[call])
 

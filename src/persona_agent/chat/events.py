@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from persona_agent.llm.base import Usage
+from persona_agent.llm.base import Progress, Usage
 
-__all__ = ["ChatEvent", "Done", "Token", "ToolEnd", "ToolOutput", "ToolStart"]
+__all__ = ["ChatEvent", "Done", "Progress", "Token", "ToolEnd", "ToolOutput", "ToolStart"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,4 +65,6 @@ class Done:
     ``input-required``); ``text`` is what the model said before it, if anything."""
 
 
-ChatEvent = Token | ToolStart | ToolOutput | ToolEnd | Done
+ChatEvent = Token | Progress | ToolStart | ToolOutput | ToolEnd | Done
+""":class:`Progress` is the backend's own (the embedded model loading, waiting, reading),
+passed on as it comes."""

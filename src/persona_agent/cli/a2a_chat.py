@@ -38,6 +38,7 @@ from google.protobuf.json_format import MessageToDict
 
 from persona_agent.a2a.cards import A2A_PREFIX, CARD_PATH, persona_url
 from persona_agent.a2a.extensions import GREETING_EXTENSION_URI
+from persona_agent.cli.waiting import WaitingLine
 
 __all__ = [
     "CANCEL_WAIT",
@@ -171,6 +172,8 @@ class _Answer:
     held: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Artifacts named otherwise than ``answer`` (a panel member's), by id: their name and
     text so far, printed whole under the name once complete (members answer at once)."""
+    waiting: WaitingLine = field(default_factory=WaitingLine)
+    """What happens before anything else is printed, and for how long."""
 
     def show(self, event: StreamResponse) -> None:
         if event.HasField("artifact_update"):
@@ -207,6 +210,7 @@ class _Answer:
     def named(self, name: str, text: str) -> None:
         """A whole answer of a panel's member, under its name."""
         if text:
+            self.waiting.clear()
             self.aside(f"== {name}", fg=typer.colors.CYAN)
             _echo(text.rstrip("\n") + "\n")
             self.text_shown = True
@@ -214,6 +218,10 @@ class _Answer:
     def status(self, state: TaskState, message: Message) -> None:
         self.state = state
         self.status_text = _text(message)
+        if _kind_of(message) == "progress":  # the model loading, waiting, reading
+            self.waiting.set(self.status_text[:1].lower() + self.status_text[1:])
+            self.status_text = ""
+            return
         progress = _progress_of(message)
         if progress:  # a consulted persona's answer, streamed: dim, inline
             if progress != self.progress_of:
@@ -229,6 +237,7 @@ class _Answer:
     def text(self, text: str) -> None:
         if not text:
             return
+        self.waiting.clear()
         if self.at_line_start:
             _echo(f"{self.name}: ", fg=typer.colors.CYAN, bold=True)
         _echo(text)
@@ -237,6 +246,7 @@ class _Answer:
 
     def aside(self, text: str, fg: str | None, dim: bool = False) -> None:
         """A line of its own, not part of the answer."""
+        self.waiting.clear()
         if not self.at_line_start:
             _echo("\n")
         _echo(text, fg=fg, dim=dim)
@@ -245,6 +255,7 @@ class _Answer:
 
     def finish(self) -> None:
         """Print how the turn ended, after its last event."""
+        self.waiting.clear()
         for name, text in self.held.values():  # members cut short (a failure, a cancel)
             self.named(name, text)
         self.held.clear()
@@ -275,6 +286,16 @@ def _progress_of(message: Message) -> str:
             data = MessageToDict(part.data)
             if isinstance(data, dict) and data.get("kind") == "tool-progress":
                 return str(data.get("persona") or data.get("agent") or data.get("tool") or "tool")
+    return ""
+
+
+def _kind_of(message: Message) -> str:
+    """The ``kind`` of this hub's data part in a status message, or ''."""
+    for part in message.parts:
+        if part.HasField("data"):
+            data = MessageToDict(part.data)
+            if isinstance(data, dict):
+                return str(data.get("kind", ""))
     return ""
 
 
@@ -355,6 +376,7 @@ class ChatSession:
             message.task_id = self._input_task
         self._task_id, self._task_named = None, asyncio.Event()
         answer = self._answer = _Answer(self.name)
+        answer.waiting.start()  # at once: the message is on its way
         task_id = None
         try:
             async for event in self._client.send_message(SendMessageRequest(message=message)):
@@ -365,6 +387,7 @@ class ChatSession:
             answer.aside(self._failure(error), fg="red")
             return
         finally:
+            answer.waiting.clear()
             self._task_id = self._answer = None  # nothing left to cancel
             self._task_named.set()
         answer.finish()

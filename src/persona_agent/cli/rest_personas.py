@@ -39,6 +39,9 @@ IfMatch = Annotated[
     str | None,
     typer.Option("--if-match", help="Only if the persona is still at this version (ETag)"),
 ]
+AsJson = Annotated[
+    bool, typer.Option("--json", help="Print the persona's whole document as JSON instead")
+]
 DEFAULT_URL = "http://127.0.0.1:8000"
 
 
@@ -92,6 +95,20 @@ def _print(response: httpx.Response) -> None:
     typer.echo(json.dumps(response.json(), indent=2, ensure_ascii=False))
 
 
+def _report(response: httpx.Response, done: str, url: str, *, as_json: bool) -> None:
+    """One line on what was ``done`` to the persona (its id, name, version and A2A URL), or
+    the whole document with ``as_json``."""
+    if as_json:
+        _print(response)
+        return
+    persona = response.json()
+    persona_id = persona.get("id", "?")
+    typer.echo(
+        f"{done} '{persona_id}' ({persona.get('name', '?')}), version {persona.get('version', '?')}"
+        f"; it answers at {url.rstrip('/')}/a2a/{persona_id}/"
+    )
+
+
 def _read_data(file: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(file.read_text(encoding="utf-8"))
@@ -130,8 +147,10 @@ def create_command(
     ],
     url: HubUrl = DEFAULT_URL,
     api_key: ApiKey = None,
+    as_json: AsJson = False,
 ) -> None:
-    """Create a persona from a file; it answers over A2A at once."""
+    """Create a persona from a file; it answers over A2A at once. Prints one line (--json:
+    the persona's document)."""
     try:
         content = file.read_bytes()
     except OSError as error:
@@ -140,7 +159,8 @@ def create_command(
     # The header a keyless upload needs (no web page's form can send it): docs/security.md.
     headers = {"X-Requested-With": "persona-agent"}
     files = {"file": (file.name, content)}
-    _print(_call("POST", url, "/personas/upload", api_key, files=files, headers=headers))
+    response = _call("POST", url, "/personas/upload", api_key, files=files, headers=headers)
+    _report(response, "Created", url, as_json=as_json)
 
 
 @personas_app.command("update")
@@ -150,11 +170,14 @@ def update_command(
     url: HubUrl = DEFAULT_URL,
     api_key: ApiKey = None,
     if_match: IfMatch = None,
+    as_json: AsJson = False,
 ) -> None:
-    """Replace a persona with the content of a file."""
+    """Replace a persona with the content of a file. Prints one line (--json: the persona's
+    document)."""
     headers = {"If-Match": if_match} if if_match else {}
     data = _read_data(file)
-    _print(_call("PUT", url, f"/personas/{persona_id}", api_key, json=data, headers=headers))
+    response = _call("PUT", url, f"/personas/{persona_id}", api_key, json=data, headers=headers)
+    _report(response, "Updated", url, as_json=as_json)
 
 
 @personas_app.command("delete")

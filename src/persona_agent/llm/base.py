@@ -7,7 +7,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from persona_agent.observe.usage import Usage
 from persona_agent.personas.model import Persona
@@ -16,7 +16,9 @@ __all__ = [
     "TEXT_INTERVAL",
     "ChatRequest",
     "LLMBackend",
+    "Progress",
     "StreamEnd",
+    "StreamItem",
     "TextDelta",
     "ToolCall",
     "Usage",
@@ -76,12 +78,26 @@ class TextDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class Progress:
+    """What a backend is doing before its first text, when that takes a while (the embedded
+    model): ``"loading"`` the model, ``"waiting"`` for earlier generations, ``"reading"``
+    the prompt (``tokens``: how many it reads, what it had read before left out)."""
+
+    phase: Literal["loading", "waiting", "reading"]
+    tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class StreamEnd:
     """The last item of every successful stream."""
 
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     finish_reason: str | None = None
+
+
+StreamItem = TextDelta | Progress | StreamEnd
+"""What a backend's stream yields (:class:`Progress` is optional: only before text)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +120,8 @@ class LLMBackend(ABC):
     """A chat model that streams.
 
     ``stream()`` yields :class:`TextDelta` items as the model produces them,
-    then exactly one :class:`StreamEnd`. Any failure raises
+    then exactly one :class:`StreamEnd`; a backend that can keep a caller waiting before
+    its first text may say why first (:class:`Progress`). Any failure raises
     :class:`persona_agent.errors.LLMError` with a short message fit for a client.
     Closing the iterator early (``aclose()``, or cancelling the task that
     iterates it) closes the underlying stream: no further tokens are read.
@@ -118,7 +135,13 @@ class LLMBackend(ABC):
     def default_model(self) -> str: ...
 
     @abstractmethod
-    def stream(self, request: ChatRequest) -> AsyncGenerator[TextDelta | StreamEnd, None]: ...
+    def stream(self, request: ChatRequest) -> AsyncGenerator[StreamItem, None]: ...
+
+    @property
+    def where(self) -> str:
+        """Where the model is, for the start-up log: a server's base URL (no credentials) or
+        a model file; '' when there is nothing to say."""
+        return ""
 
     @property
     def loaded(self) -> bool:

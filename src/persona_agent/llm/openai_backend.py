@@ -119,6 +119,10 @@ class OpenAIBackend(LLMBackend):
     def default_model(self) -> str:
         return self._model
 
+    @property
+    def where(self) -> str:
+        return self._where
+
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.close()

@@ -21,6 +21,7 @@ revision touches it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -44,6 +45,8 @@ __all__ = [
 SCRIPT_LOCATION = "persona_agent:migrations"
 
 _running = threading.Lock()
+
+logger = logging.getLogger(__name__)
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
@@ -76,7 +79,11 @@ def upgrade(connection: Connection, revision: str = "head") -> None:
     Commits nothing itself when ``connection`` is already in a transaction: the caller
     commits. Run inside :func:`one_at_a_time`.
     """
+    before = current_revision(connection)
     command.upgrade(alembic_config(connection), revision)
+    after = current_revision(connection)
+    if after != before:  # one line for Alembic's several (quiet below WARNING: observe.logs)
+        logger.info("Database schema migrated from %s to %s", before or "nothing", after)
 
 
 def downgrade(connection: Connection, revision: str) -> None:

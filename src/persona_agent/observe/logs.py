@@ -160,6 +160,7 @@ def configure_logging(
         logger.handlers.clear()
         logger.propagate = True
     # One line per LLM or MCP HTTP call is noise on the hot path, as is one per SQLite
-    # operation of the migrations at start-up (aiosqlite); their errors still show.
-    for noisy in ("httpx", "httpx2", "aiosqlite"):
+    # operation of the migrations at start-up (aiosqlite), and Alembic's lines on its
+    # set-up and each revision (the hub logs what it migrated); their errors still show.
+    for noisy in ("httpx", "httpx2", "aiosqlite", "alembic"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

