@@ -68,6 +68,7 @@ OPERATIONS = [
     ("POST", "/api/v1/personas"),
     ("POST", "/api/v1/personas/upload"),
     ("PUT", "/api/v1/personas/{persona_id}"),
+    ("PUT", "/api/v1/personas/{persona_id}/file"),
     ("DELETE", "/api/v1/personas/{persona_id}"),
 ]
 """Every operation of the hub's OpenAPI document (a test checks that none is missing); reads

@@ -22,6 +22,7 @@ _REASONS = {
     404: "No persona with this id",
     409: "A persona with this id exists already",
     412: "If-Match does not match the persona's current ETag",
+    415: "The body is not labelled with a media type the route takes",
 }
 
 

@@ -81,7 +81,7 @@ async def get_persona_file(persona_id: str, store: Store) -> Response:
 @router.put(
     "/{persona_id}/file",
     dependencies=[PersonaWriter],
-    responses=error_responses(400, 404, 409, 412),
+    responses=error_responses(400, 404, 412, 415),
     openapi_extra={
         "requestBody": {
             "required": True,

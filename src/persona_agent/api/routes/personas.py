@@ -127,7 +127,7 @@ async def update_persona(
     "/{persona_id}",
     status_code=status.HTTP_204_NO_CONTENT,
     dependencies=[PersonaWriter],
-    responses=error_responses(404, 412),
+    responses=error_responses(404, 409, 412),
 )
 @audited("persona.delete")
 async def delete_persona(
