@@ -70,7 +70,8 @@ async def test_the_round_table_example_prints_each_turn(
 ) -> None:
     create, curl = commands(TABLE)
     env = {"PERSONA_AGENT_URL": hub.settings.base_url}
-    assert (await run(sandbox, create, env=env)).ok().json()["id"] == "machines-table"
+    created = (await run(sandbox, create, env=env)).ok().stdout
+    assert created.startswith("Created 'machines-table' (")  # one line
     llm.script(Reply("S1."), Reply("A1."), Reply("S2."), Reply("A2."))
     printed = (await run(sandbox, here(hub, curl))).ok().stdout
     assert printed.split("\n\n")[:4] == [
@@ -86,7 +87,8 @@ async def test_the_moderated_example_prints_the_turns_and_the_synthesis(
 ) -> None:
     create, curl = commands(FORUM)
     env = {"PERSONA_AGENT_URL": hub.settings.base_url}
-    assert (await run(sandbox, create, env=env)).ok().json()["id"] == "science-forum"
+    created = (await run(sandbox, create, env=env)).ok().stdout
+    assert created.startswith("Created 'science-forum' (")  # one line
     llm.script(
         Reply("marie-curie"),
         Reply("Curie: from patient measurement."),
