@@ -35,8 +35,9 @@ from persona_agent.llm.base import (
 )
 from persona_agent.llm.local.answer import AnswerFilter, has_words
 from persona_agent.llm.local.states import PrefixStates
-from persona_agent.llm.local.transcript import PersonaSketch, build_prompt, sketch_of
+from persona_agent.llm.local.transcript import build_prompt, sections_of
 from persona_agent.llm.local.weights import LOCAL_MODEL_NAME, ensure_model_file
+from persona_agent.personas.turn_prompt import PromptSections
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -79,7 +80,7 @@ class _Job:
     """One generation: its request, and the bridge from the worker thread to the event loop."""
 
     messages: list[dict[str, object]]
-    sketch: PersonaSketch
+    sections: PromptSections
     max_tokens: int
     temperature: float
     loop: asyncio.AbstractEventLoop
@@ -208,7 +209,7 @@ class LocalBackend(LLMBackend):
         temperature = DEFAULT_TEMPERATURE if request.temperature is None else request.temperature
         job = _Job(
             messages=list(request.messages),
-            sketch=sketch_of(request.persona, request.messages),
+            sections=sections_of(request.prompt, request.persona, request.messages),
             max_tokens=max_tokens,
             temperature=min(max(temperature, 0.0), 1.5),
             loop=asyncio.get_running_loop(),
@@ -284,15 +285,15 @@ class LocalBackend(LLMBackend):
             def count(text: str) -> int:
                 return len(llama.tokenize(text.encode("utf-8"), add_bos=True))
 
-            sketch = job.sketch
-            prompt = build_prompt(job.messages, sketch, count_tokens=count, budget=budget)
+            sections = job.sections
+            prompt = build_prompt(sections, count_tokens=count, budget=budget)
             tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=True)
             if len(tokens) > budget:
                 raise LLMError(
                     f"The message is too long for the local model ({len(tokens)} tokens "
                     f"of context; at most {budget})"
                 )
-            names = _speaker_names(sketch.name)
+            names = _speaker_names(sections.name)
             self._reused += self._states.restore_best(llama, tokens)
             try:
                 finish, completion = self._answer(llama, tokens, names, job)
@@ -301,7 +302,7 @@ class LocalBackend(LLMBackend):
             if job.cancel.is_set():
                 return
             if finish == "fallback":
-                job.put(_fallback_line(sketch, job.messages))
+                job.put(_fallback_line(sections, job.messages))
                 finish = "stop"
             job.put(_Finished(Usage(len(tokens), completion), finish))
         except Exception as error:  # handed to the event loop, raised there as LLMError
@@ -381,11 +382,11 @@ def _speaker_names(name: str) -> tuple[str, ...]:
     return (name, *parts)
 
 
-def _fallback_line(sketch: PersonaSketch, messages: list[dict[str, object]]) -> str:
+def _fallback_line(sections: PromptSections, messages: list[dict[str, object]]) -> str:
     """A short in-character line for when the model twice said nothing usable."""
-    lines = list(sketch.phrases)
-    if not lines and sketch.samples:
-        lines = [sketch.samples[0][1].split(". ")[0].rstrip(".") + "."]
+    lines = list(sections.phrases)
+    if not lines and sections.examples:
+        lines = [sections.examples[0][1].split(". ")[0].rstrip(".") + "."]
     if not lines:
         return "Forgive me, I have no answer to that just now."
     last = str(messages[-1].get("content", "")) if messages else ""
