@@ -316,6 +316,7 @@ class ChatEngine:
             tool_calls=state.tool_calls,
             cost_usd=cost,
             question=asked.text if asked is not None else None,
+            demo_model=self.llm.demo_model,
         )
 
     def _ask(

@@ -116,6 +116,9 @@ class LLMBackend(ABC):
 
     name: str = "llm"
     supports_tools: bool = True
+    demo_model: bool = False
+    """Its answers come from a model that is only there so that something answers (the
+    embedded one): clients label them as such (``demoModel`` in cost-v1)."""
 
     @property
     @abstractmethod

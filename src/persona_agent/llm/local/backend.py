@@ -113,6 +113,7 @@ class LocalBackend(LLMBackend):
 
     name = "local"
     supports_tools = False
+    demo_model = True
 
     def __init__(
         self,
