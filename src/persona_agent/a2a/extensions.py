@@ -28,10 +28,11 @@ COST_EXTENSION_URI = "urn:persona-agent:extension:cost:v1"
 "durationMs", "model", "llmCalls", "toolCalls"}``, plus ``usage.cachedPromptTokens`` when
 the model server read prompt tokens from its cache, ``costUsd`` when the model has a
 price (:mod:`persona_agent.observe.pricing`) and ``demoModel: true`` when the answer comes
-from the embedded demo model (docs/local-model.md), for a client to label it as such. The tokens, calls and price are the task's whole
-tree's: its own model calls and those of every task started for it (consultations, a
-panel's members), :func:`tree_cost`. Every field but ``model`` and ``costUsd`` is an
-integer (on the JSON wire too: ``a2a/sdk_fixes/numbers.py``).
+from the embedded demo model (docs/local-model.md), for a client to label it as such.
+The tokens, calls and price are the task's whole tree's: its own model calls and those
+of every task started for it (consultations, a panel's members), :func:`tree_cost`. Every
+field but ``model``, ``costUsd`` and ``demoModel`` is an integer (on the JSON wire too:
+``a2a/sdk_fixes/numbers.py``).
 """
 COST_KIND = "cost-v1"
 _COUNTS = ("durationMs", "llmCalls", "toolCalls")
