@@ -33,6 +33,9 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ("docs/local-model.md", "uv run python bench/local_model.py"): (
         "a benchmark of the real model: minutes"
     ),
+    ("docs/local-model.md", "uv run python bench/local_eval.py"): (
+        "the real model's evaluation: some 30 answers, minutes"
+    ),
     ("docs/performance.md", "uv run python bench/run.py"): "the benchmarks: 10 to 30 minutes",
     ("docs/performance.md", "uv run python bench/llm_stream.py"): (
         "a benchmark: a minute of streams, figures that only a quiet machine makes meaningful"
