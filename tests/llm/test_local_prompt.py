@@ -82,7 +82,10 @@ async def test_a_card_reaches_the_transcript_whole_macros_replaced() -> None:
     assert "<USER>" not in prompt.upper()
     opening = "Write Captain Mira Voss's next reply in a space-salvage roleplay.\n\n"
     assert prompt.startswith(opening)
-    assert "Captain Mira Voss is the captain of the salvage ship Kestrel" in prompt
+    assert (
+        "The following is a conversation with Captain Mira Voss. Captain Mira Voss is the "
+        "captain of the salvage ship Kestrel"
+    ) in prompt
     assert "Dry, decisive, protective of her crew" in prompt
     assert "Scenario: User has just signed on as the Kestrel's new mechanic." in prompt
     assert "User: Why salvage?\nCaptain Mira Voss: Because the dead don't haggle." in prompt

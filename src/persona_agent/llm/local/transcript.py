@@ -170,7 +170,9 @@ def _intro(layout: _Layout) -> str:
         intro = " ".join(["The following is a conversation with an assistant.", description])
     else:
         intro = f"The following is a conversation with {name}"
-        if description:
+        if description.startswith(name):  # a card's "{{char}} is ...": a sentence of its own
+            intro += f". {description}"
+        elif description:
             if _ARTICLE.match(description):
                 description = description[0].lower() + description[1:]
             intro += f", {description}"
