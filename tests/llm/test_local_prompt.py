@@ -111,9 +111,9 @@ async def test_a_lore_entry_is_in_the_transcript_exactly_when_its_key_is_said(
     prompt, _ = await transcript(MIRA, said("Hello.", "Hello yourself.", question))
     assert ("Halden Yard is the salvage port where Mira owes money" in prompt) is key_said
     assert "Class IV hauler" not in prompt  # nobody said Kestrel
-    lore = prompt.index("Halden Yard") if key_said else None
-    if lore is not None:  # just before the conversation, after the examples
-        assert prompt.index("Ask me in a year.") < lore < prompt.index("User: Hello.")
+    if key_said:  # a note just before the newest message, after the history
+        assert "Hello yourself.\n\n(Note: Halden Yard is the salvage port" in prompt
+        assert "money to everyone.)\nUser: Where do you owe money? At Halden?\n" in prompt
 
 
 async def test_the_greeting_opens_the_transcript_of_a_new_conversation() -> None:

@@ -10,11 +10,11 @@ model reads as messages) in this order:
 2. who is speaking: name, description, personality, manner; the background; what the
    persona knows about; the scenario;
 3. the example exchanges, as earlier turns of the conversation;
-4. the lore entries the conversation brought up, as a paragraph just before it (close to
-   the question, where a small model heeds it; and after everything that stays the same
-   from turn to turn, so the model's cache of that start is reused);
-5. the conversation, its greeting first; the post-history instructions in brackets;
-   then the persona's name, for the model to go on from.
+4. the conversation, its greeting first, with the lore entries it brought up as a note
+   just before the newest message (close to the question, where a small model heeds it,
+   and after everything that stays the same from turn to turn, so the model's cache of
+   that start is reused); the post-history instructions in brackets; then the persona's
+   name, for the model to go on from.
 
 What does not fit the context is shortened in this order (the newest message always
 stays): the background; the oldest turns of the conversation; the example exchanges,
@@ -145,10 +145,10 @@ def _render(layout: _Layout) -> str:
         paragraphs.append(" ".join(facts))
     for question, answer in layout.examples:
         paragraphs.append(f"{USER_LABEL}: {question}\n{name}: {answer}")
-    if layout.lore:
-        paragraphs.append(" ".join(layout.lore))
     conversation: list[str] = []
-    for speaker, text in layout.turns:
+    for index, (speaker, text) in enumerate(layout.turns):
+        if layout.lore and index == len(layout.turns) - 1:
+            conversation.append(f"(Note: {' '.join(layout.lore)})")
         conversation.append(f"{speaker}: {text}")
         if speaker == name:
             conversation.append("")
