@@ -46,8 +46,12 @@ __all__ = ["LocalBackend"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TEMPERATURE = 0.7
-REPEAT_PENALTY = 1.3
+# Tuned on bench/local_eval.py (docs/local-model.md#how-good-its-answers-are): cooler
+# sampling keeps to the facts the transcript shows, and a light penalty still lets the
+# model repeat a name or fact of the question or a lore note (the penalty's window
+# covers them); the answer filter, not the penalty, stops a repeated sentence.
+DEFAULT_TEMPERATURE = 0.4
+REPEAT_PENALTY = 1.1
 PENALTY_WINDOW = 128  # tokens the repetition penalty looks back over
 TOP_K = 40
 TOP_P = 0.9
