@@ -61,6 +61,7 @@ class PromptSections:
     lore_after: tuple[str, ...] = ()
     """Lore entries brought up, for after it."""
     greeting: str | None = None
+    """The persona's greeting; in ``conversation`` already when it opened this one."""
     post_history: str = ""
     """The persona's post-history instructions: read after the conversation."""
 

@@ -212,9 +212,14 @@ class LocalBackend(LLMBackend):
         await self.load()
         max_tokens = min(request.max_tokens or self._max_tokens, self._max_tokens)
         temperature = DEFAULT_TEMPERATURE if request.temperature is None else request.temperature
+        sections = request.prompt
+        if sections is None:  # a request made without the engine: its lore scanned off the loop
+            sections = await asyncio.to_thread(
+                sections_of, None, request.persona, list(request.messages)
+            )
         job = _Job(
             messages=list(request.messages),
-            sections=sections_of(request.prompt, request.persona, request.messages),
+            sections=sections,
             max_tokens=max_tokens,
             temperature=min(max(temperature, 0.0), 1.5),
             loop=asyncio.get_running_loop(),
