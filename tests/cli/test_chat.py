@@ -38,7 +38,9 @@ from a2a.types.a2a_pb2 import (
 from starlette.applications import Starlette
 from typer.testing import CliRunner
 
+from persona_agent.a2a.executor import data_value
 from persona_agent.cli import app
+from persona_agent.cli.a2a_chat import DEMO_NOTE
 from tests.fakes.fake_llm import Fail, FakeLLM, Reply
 from tests.servers.hub_process import hub_process
 from tests.servers.threaded import ThreadedServer
@@ -399,6 +401,8 @@ class _Echo(AgentExecutor):
 
     def __init__(self) -> None:
         self.contexts: list[str] = []
+        self.demo_model = False
+        """Whether its answers say (cost-v1 ``demoModel``) they come from a demo model."""
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         assert context.message is not None
@@ -411,6 +415,9 @@ class _Echo(AgentExecutor):
             context_id=context.context_id,
             parts=[Part(text=f"echo {len(self.contexts)}: {text}")],
         )
+        if self.demo_model:
+            cost = {"kind": "cost-v1", "model": "gemma-3-270m-q4_k_m", "demoModel": True}
+            answer.parts.append(Part(data=data_value(cost)))
         await event_queue.enqueue_event(answer)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -459,6 +466,22 @@ def test_agent_talks_with_any_a2a_agent(chat: StartChat, echo_agent: tuple[str, 
     assert "Echo: echo 2: again" in session.text
     first, second = executor.contexts
     assert first == second  # the second message went in the context the agent gave
+    assert session.quit() == 0
+
+
+def test_the_demo_models_answers_are_labelled_once(
+    chat: StartChat, echo_agent: tuple[str, _Echo]
+) -> None:
+    url, executor = echo_agent
+    executor.demo_model = True
+    session = chat("--agent", url)
+    session.prompt()
+    session.say("hello")
+    session.say("again")
+    assert "Echo: echo 1: hello" in session.text
+    assert "Echo: echo 2: again" in session.text
+    assert session.text.count(DEMO_NOTE) == 1
+    assert session.text.index(DEMO_NOTE) > session.text.index("echo 1: hello")
     assert session.quit() == 0
 
 

@@ -31,7 +31,7 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ("docs/deployment.md", "for i in 1 2 3; do curl -s http://127.0.0.1:8080/readyz"): _NGINX,
     ("docs/deployment.md", "curl -s http://127.0.0.1:8080/a2a/socrates/"): _NGINX,
     ("docs/local-model.md", "uv run python bench/local_model.py"): (
-        "a benchmark of the real model: minutes"
+        "benchmarks of the real model (speed, and the evaluation set): minutes"
     ),
     ("docs/performance.md", "uv run python bench/run.py"): "the benchmarks: 10 to 30 minutes",
     ("docs/performance.md", "uv run python bench/llm_stream.py"): (

@@ -12,6 +12,7 @@ import asyncio
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -45,6 +46,18 @@ QUESTIONS = [
     "What would you tell a young person who wants to follow your path?",
 ]
 CAP = 64  # tokens: short answers keep the suite quick on two cores
+KEEPER = """\
+name: Maren Holt
+description: The keeper of the Skerry Light, a lighthouse on a rock in the North Sea.
+model: {temperature: 0, max_tokens: 4}
+lore:
+  entries:
+    - keys: [Corvina]
+      content: >-
+        The Corvina was a schooner wrecked on the Skerry rocks in the great storm of 1887;
+        {{char}} rowed out alone in the dark and saved four of her crew.
+"""
+"""A persona with a lore entry, beside the bundled ones (answers of 4 tokens: cheap)."""
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -56,6 +69,7 @@ async def local_hub(
     root = tmp_path_factory.mktemp("local-hub")
     personas_dir = root / "personas"
     shutil.copytree(BUNDLED, personas_dir)
+    (personas_dir / "keeper.yaml").write_text(KEEPER, encoding="utf-8")
     sock, base_url = loopback_socket()
     settings = settings_of(
         personas_dir=personas_dir,
@@ -77,11 +91,16 @@ async def local_hub(
         yield Hub(app, http, settings)
 
 
+def cost_of(task: Task) -> dict[str, Any]:
+    """The cost-v1 data of ``task``'s final message."""
+    data = [MessageToDict(p.data) for p in task.status.message.parts if p.HasField("data")]
+    (cost,) = [d for d in data if d.get("kind") == "cost-v1"]
+    return cost
+
+
 def completion_tokens(task: Task) -> int:
     """The tokens the model generated for ``task`` (its cost-v1 usage)."""
-    data = [MessageToDict(p.data) for p in task.status.message.parts if p.HasField("data")]
-    (usage,) = [d["usage"] for d in data if d.get("kind") == "cost-v1"]
-    return int(usage["completionTokens"])
+    return int(cost_of(task)["usage"]["completionTokens"])
 
 
 def backend(hub: Hub) -> LocalBackend:
@@ -113,11 +132,27 @@ async def test_every_bundled_persona_answers_in_character(
         text = "".join(part.text for part in artifact.parts)
         speaker = artifact.name if persona.panel is not None else name
         assert_reads_as_the_persona(text, speaker, CAP)
-    data = [MessageToDict(p.data) for p in task.status.message.parts if p.HasField("data")]
-    (usage,) = [d["usage"] for d in data if d.get("kind") == "cost-v1"]
+    cost = cost_of(task)
+    assert cost["demoModel"] is True  # for clients to label the answer
+    usage = cost["usage"]
     assert usage["promptTokens"] > 50  # the transcript: persona, samples, question
     # At most one retry of an empty answer, for each answer.
     assert 0 < usage["completionTokens"] <= 2 * CAP * answers
+
+
+@MODULE_LOOP
+async def test_a_lore_entry_reaches_the_model_exactly_when_its_key_is_said(
+    local_hub: Hub,
+) -> None:
+    """Two questions alike but for the entry's key, each in a new conversation: the model
+    reads the entry (some 40 tokens more of prompt) with the key only."""
+    client = await local_hub.client("keeper")
+    said = await send(client, "What do you remember of the Corvina?")
+    unsaid = await send(client, "What do you remember of the Carina?")
+    for task in (said, unsaid):
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED, task.status
+    read = [int(cost_of(task)["usage"]["promptTokens"]) for task in (said, unsaid)]
+    assert read[0] - read[1] >= 30, read
 
 
 @MODULE_LOOP

@@ -112,3 +112,14 @@ def test_nothing_is_accepted_after_it_stopped() -> None:
     assert answer.feed(" more words ") == ""
     assert answer.finish() == ""
     assert answer.text.strip() == "Yes."
+
+
+def test_a_bracketed_note_ends_the_answer() -> None:
+    """The transcript writes the post-history instructions in brackets: an echo of them,
+    or a stage direction, is not part of the answer."""
+    text, _ = run("It sank in the storm. [Answer as Maren Holt, in two sentences.] And")
+    assert text.strip() == "It sank in the storm."
+    text, _ = run("It sank.\n[Answer briefly.]")
+    assert text.strip() == "It sank."
+    text, _ = run("The word list[3] stays.")
+    assert text == "The word list[3] stays."

@@ -198,7 +198,7 @@ async def test_another_gguf_file_answers_and_a_new_conversation_reads_only_its_t
     elsewhere = tmp_path / "my-model.gguf"
     elsewhere.symlink_to(ensure_model_file(local_model_dir))
     llm = LocalBackend(
-        model_dir=tmp_path / "unused", model=str(elsewhere), max_tokens=24, cache_bytes=32 << 20
+        model_dir=tmp_path / "unused", model=str(elsewhere), max_tokens=24, cache_bytes=64 << 20
     )
     assert (llm.default_model, llm.where) == ("my-model", str(elsewhere))
 
@@ -215,7 +215,7 @@ async def test_another_gguf_file_answers_and_a_new_conversation_reads_only_its_t
     try:
         first, _ = await ask("socrates", "Who are you?")
         long_question = "What do you make of " + "the stars, the sea and the seasons, " * 90
-        for other in ("ada-lovelace", "albert-einstein"):  # ~15 MB of snapshot each, 9 a prefix
+        for other in ("ada-lovelace", "albert-einstein"):  # transcripts that push out the first
             await ask(other, long_question.rstrip(", ") + "?")
         again, answer = await ask("socrates", "What is virtue?")
     finally:

@@ -26,11 +26,13 @@ COST_EXTENSION_URI = "urn:persona-agent:extension:cost:v1"
 
 ``{"kind": "cost-v1", "usage": {"promptTokens", "completionTokens", "totalTokens"},
 "durationMs", "model", "llmCalls", "toolCalls"}``, plus ``usage.cachedPromptTokens`` when
-the model server read prompt tokens from its cache and ``costUsd`` when the model has a
-price (:mod:`persona_agent.observe.pricing`). The tokens, calls and price are the task's whole
-tree's: its own model calls and those of every task started for it (consultations, a
-panel's members), :func:`tree_cost`. Every field but ``model`` and ``costUsd`` is an
-integer (on the JSON wire too: ``a2a/sdk_fixes/numbers.py``).
+the model server read prompt tokens from its cache, ``costUsd`` when the model has a
+price (:mod:`persona_agent.observe.pricing`) and ``demoModel: true`` when the answer comes
+from the embedded demo model (docs/local-model.md), for a client to label it as such.
+The tokens, calls and price are the task's whole tree's: its own model calls and those
+of every task started for it (consultations, a panel's members), :func:`tree_cost`. Every
+field but ``model``, ``costUsd`` and ``demoModel`` is an integer (on the JSON wire too:
+``a2a/sdk_fixes/numbers.py``).
 """
 COST_KIND = "cost-v1"
 _COUNTS = ("durationMs", "llmCalls", "toolCalls")
@@ -74,6 +76,8 @@ def cost_payload(done: Done, tree: CallBudget) -> dict[str, Any]:
     payload = tree_cost(tree, done.duration_ms, model=done.model)
     if done.cost_usd is None:  # the answer's own model has no price
         payload.pop("costUsd", None)
+    if done.demo_model:
+        payload["demoModel"] = True
     return payload
 
 

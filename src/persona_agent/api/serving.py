@@ -128,6 +128,7 @@ def build_a2a(
             quotas=services.quotas,
             metrics=services.metrics,
             budget=services.budget,
+            demo_model=engine.llm.demo_model,
         )
 
     registry = A2ARegistry(

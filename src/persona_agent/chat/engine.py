@@ -38,9 +38,9 @@ from persona_agent.llm.base import (
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.observe.pricing import PriceTable
 from persona_agent.observe.tracing import TRACER
-from persona_agent.personas.formats.lore_scan import lore_system_prompt
 from persona_agent.personas.model import Persona
-from persona_agent.personas.prompt import apply_macros, render_greeting, render_system_prompt
+from persona_agent.personas.prompt import render_greeting
+from persona_agent.personas.turn_prompt import assemble_prompt
 
 __all__ = ["ChatEngine"]
 
@@ -148,7 +148,8 @@ class ChatEngine:
     async def _assemble(
         self, persona: Persona, key: str, user_message: str, turn: Turn, calls: TurnCalls
     ) -> TurnState:
-        """The turn's prompt: the system prompt, the history, the greeting of a new
+        """The turn's prompt (:func:`~persona_agent.personas.turn_prompt.assemble_prompt`): the
+        system prompt with the lore brought up, the history, the greeting of a new
         conversation, the user's message, the persona's post-history instructions."""
         started = time.monotonic()
         past = await self.history.load(key)
@@ -157,14 +158,7 @@ class ChatEngine:
         if greeting is not None:  # a new conversation opens with the persona's greeting
             said.append({"role": "assistant", "content": greeting})
         said.append({"role": "user", "content": user_message})
-        messages: list[Message] = [
-            {"role": "system", "content": await _system_prompt(persona, [*past, *said])},
-            *past,
-            *said,
-        ]
-        if persona.post_history_instructions is not None:
-            after = apply_macros(persona.post_history_instructions, persona.name.strip())
-            messages.append({"role": "system", "content": after})
+        prompt = await assemble_prompt(persona, past, said)
         tools = (
             self.tools.specs(persona) if self.tools is not None and self.llm.supports_tools else []
         )
@@ -175,7 +169,8 @@ class ChatEngine:
             turn=turn,
             calls=calls,
             model=persona.model.name or self.llm.default_model,
-            messages=messages,
+            prompt=prompt,
+            messages=prompt.messages(),
             said=said,
             tools=tools,
             started=started,
@@ -212,6 +207,7 @@ class ChatEngine:
                 tools=tools or None,
                 tool_choice=("none" if last_call else "auto") if tools else None,
                 persona=persona,
+                prompt=state.prompt,
             )
             state.llm_calls += 1
             source, from_model = self._model_call(request, model), True
@@ -327,6 +323,7 @@ class ChatEngine:
             tool_calls=state.tool_calls,
             cost_usd=cost,
             question=asked.text if asked is not None else None,
+            demo_model=self.llm.demo_model,
         )
 
     def _ask(
@@ -421,19 +418,6 @@ def _call_id() -> str:
 async def _answer_with(call: ToolCall) -> AsyncGenerator[StreamItem, None]:
     """In place of the model: the call that gives the user's answer to the tool that asked."""
     yield StreamEnd(tool_calls=[call])
-
-
-async def _system_prompt(persona: Persona, conversation: list[Message]) -> str:
-    """The persona's system prompt, with the lore entries the conversation brings up (a
-    large scan in a worker thread)."""
-    if persona.lore is None:
-        return render_system_prompt(persona)
-    texts = [
-        message["content"]
-        for message in conversation
-        if message.get("role") in ("user", "assistant") and isinstance(message.get("content"), str)
-    ]
-    return await lore_system_prompt(persona, texts)
 
 
 def _parse_arguments(call: ToolCall) -> tuple[dict[str, Any], str | None]:

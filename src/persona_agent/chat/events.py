@@ -63,6 +63,8 @@ class Done:
     question: str | None = None
     """The turn waits for the user's answer to this question of a tool (the A2A task is
     ``input-required``); ``text`` is what the model said before it, if anything."""
+    demo_model: bool = False
+    """The answer comes from the embedded demo model (:attr:`LLMBackend.demo_model`)."""
 
 
 ChatEvent = Token | Progress | ToolStart | ToolOutput | ToolEnd | Done

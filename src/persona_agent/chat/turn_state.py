@@ -10,6 +10,7 @@ from persona_agent.chat.budget import TurnCalls
 from persona_agent.chat.tools import ToolQuestion, Turn
 from persona_agent.llm.base import Message, StreamEnd, Usage
 from persona_agent.personas.model import Persona
+from persona_agent.personas.turn_prompt import PromptSections
 
 __all__ = ["TurnState"]
 
@@ -26,6 +27,8 @@ class TurnState:
     turn: Turn
     calls: TurnCalls
     model: str
+    prompt: PromptSections
+    """The turn's prompt as assembled once, for every backend to render."""
     messages: list[Message]
     """What the model is shown: the prompt, then each call's text and tool results."""
     said: list[Message]

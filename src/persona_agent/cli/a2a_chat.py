@@ -42,6 +42,7 @@ from persona_agent.cli.waiting import WaitingLine
 
 __all__ = [
     "CANCEL_WAIT",
+    "DEMO_NOTE",
     "TIMEOUT",
     "ChatError",
     "ChatSession",
@@ -51,6 +52,11 @@ __all__ = [
 ]
 
 BINDINGS = ["JSONRPC", "HTTP+JSON"]
+DEMO_NOTE = (
+    "(answered by the hub's embedded demo model, Gemma 3 270M: small, and often wrong; "
+    "docs/local-model.md says how to use a real one)"
+)
+"""Said once a chat, after the first answer of the embedded demo model."""
 """What the chat speaks, in the order it prefers when the card leaves the choice."""
 TIMEOUT = httpx.Timeout(30.0, read=600.0)
 """A read may wait long: a small model on a CPU can think for minutes before its first
@@ -174,6 +180,8 @@ class _Answer:
     text so far, printed whole under the name once complete (members answer at once)."""
     waiting: WaitingLine = field(default_factory=WaitingLine)
     """What happens before anything else is printed, and for how long."""
+    demo_model: bool = False
+    """The answer came from the hub's embedded demo model (its cost-v1 says so)."""
 
     def show(self, event: StreamResponse) -> None:
         if event.HasField("artifact_update"):
@@ -194,6 +202,7 @@ class _Answer:
             self.task(event.task)
         elif event.HasField("message"):
             self.text(_text(event.message))
+            self.demo_model = self.demo_model or _from_demo_model(event.message)
             self.state = TaskState.TASK_STATE_COMPLETED
 
     def task(self, task: Task) -> None:
@@ -222,6 +231,7 @@ class _Answer:
             self.waiting.set(self.status_text[:1].lower() + self.status_text[1:])
             self.status_text = ""
             return
+        self.demo_model = self.demo_model or _from_demo_model(message)
         progress = _progress_of(message)
         if progress:  # a consulted persona's answer, streamed: dim, inline
             if progress != self.progress_of:
@@ -299,6 +309,16 @@ def _kind_of(message: Message) -> str:
     return ""
 
 
+def _from_demo_model(message: Message) -> bool:
+    """Whether a final message's cost-v1 data says the embedded demo model answered."""
+    for part in message.parts:
+        if part.HasField("data"):
+            data = MessageToDict(part.data)
+            if isinstance(data, dict) and data.get("kind") == "cost-v1":
+                return data.get("demoModel") is True
+    return False
+
+
 def _text(message: Message) -> str:
     return "".join(part.text for part in message.parts if part.HasField("text"))
 
@@ -332,6 +352,7 @@ class ChatSession:
         self._task_id: str | None = None
         self._task_named = asyncio.Event()
         self._answer: _Answer | None = None  # the one being printed
+        self._demo_noted = False  # said once that the demo model answers
 
     async def connect(self, target: Target) -> None:
         """Talk to ``target`` from now on; on a :class:`ChatError`, the agent so far stays."""
@@ -391,6 +412,9 @@ class ChatSession:
             self._task_id = self._answer = None  # nothing left to cancel
             self._task_named.set()
         answer.finish()
+        if answer.demo_model and not self._demo_noted:
+            self._demo_noted = True
+            answer.aside(DEMO_NOTE, fg=None, dim=True)
         # An agent that asks for more input expects the answer in the same task.
         waiting = answer.state == TaskState.TASK_STATE_INPUT_REQUIRED
         self._input_task = task_id if waiting else None

@@ -59,14 +59,17 @@ class PanelExecutor(TaskExecutor):
         quotas: Quotas,
         metrics: HubMetrics,
         budget: BudgetLimits,
+        demo_model: bool = False,
     ) -> None:
         """``budget``: the calls one request may make, the members' included
-        (:func:`~persona_agent.a2a.lifecycle.task_budget`)."""
+        (:func:`~persona_agent.a2a.lifecycle.task_budget`); ``demo_model``: the members
+        answer on the embedded demo model (the cost-v1 data says so, for clients to label)."""
         if persona.panel is None:
             raise ValueError(f"persona {persona.id} is not a panel")
         super().__init__(persona, audit=audit, quotas=quotas, metrics=metrics, budget=budget)
         self.calls = calls
         self.lookup = lookup
+        self.demo_model = demo_model
 
     async def answer(self, turn: TaskTurn) -> str:
         """The panel's turns, then its final status (see the class)."""
@@ -131,6 +134,8 @@ class PanelExecutor(TaskExecutor):
         if halted:
             text = f"{text}\n\n({halted}.)"
         cost = tree_cost(turn.budget, int((time.monotonic() - turn.started) * 1000))
+        if self.demo_model:
+            cost["demoModel"] = True
         final = updater.new_agent_message(
             [Part(text=text), Part(data=data_value(data)), Part(data=data_value(cost))]
         )

@@ -11,6 +11,7 @@ from typing import Any, Literal, TypeVar
 
 from persona_agent.observe.usage import Usage
 from persona_agent.personas.model import Persona
+from persona_agent.personas.turn_prompt import PromptSections
 
 __all__ = [
     "TEXT_INTERVAL",
@@ -111,9 +112,12 @@ class ChatRequest:
     tool_choice: str | None = None
     """``"auto"``, ``"none"`` or None (the server's default)."""
     persona: Persona | None = None
-    """Who speaks. The system message in ``messages`` already says so for a chat model;
-    a backend that prompts another way (the embedded model's transcript) reads the
-    persona here, never back from the rendered prompt."""
+    """Who speaks. The system message in ``messages`` already says so for a chat model."""
+    prompt: PromptSections | None = None
+    """The turn's prompt as assembled once (``messages`` is its rendering for a chat
+    model, then the turn's tool calls and results): a backend that prompts another way
+    (the embedded model's transcript) renders these sections, never parses ``messages``
+    back. ``None``: a request made without a persona (``messages`` alone)."""
 
 
 class LLMBackend(ABC):
@@ -129,6 +133,9 @@ class LLMBackend(ABC):
 
     name: str = "llm"
     supports_tools: bool = True
+    demo_model: bool = False
+    """Its answers come from a model that is only there so that something answers (the
+    embedded one): clients label them as such (``demoModel`` in cost-v1)."""
 
     @property
     @abstractmethod

@@ -24,6 +24,7 @@ __all__ = [
     "USER_NAME",
     "apply_macros",
     "conversation_turns",
+    "render_background",
     "render_character",
     "render_greeting",
     "render_profile",
@@ -146,6 +147,18 @@ def _character(persona: Persona, name: str) -> list[list[str]]:
             examples += ["", *_sample_lines(sample, name)]
         sections.append(examples)
     return sections
+
+
+def render_background(persona: Persona) -> str:
+    """The persona's background as plain text (a mapping as an outline), macros replaced;
+    ``""`` without one."""
+    background = persona.personal_background
+    name = persona.name.strip()
+    if isinstance(background, str):
+        return apply_macros(background.strip(), name)
+    if background is None:
+        return ""
+    return "\n".join(_outline(background, "", name))
 
 
 def render_profile(persona: Persona) -> str:

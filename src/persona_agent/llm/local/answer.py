@@ -6,7 +6,9 @@ below turns its raw text into the persona's answer, word by word, so the
 answer still streams:
 
 - it stops at a turn marker (``User:``, the persona's name, any ``Label:`` that
-  opens a line) and at a blank line (the end of the persona's paragraph);
+  opens a line), at a word that opens with ``[`` (a bracketed note, as the transcript
+  writes the post-history instructions) and at a blank line (the end of the persona's
+  paragraph);
 - it strips HTML tags, markdown emphasis, header marks and code fences;
 - it stops before a sentence the answer already contains, so no sentence
   appears twice;
@@ -58,7 +60,9 @@ class AnswerFilter:
     def __init__(self, names: Iterable[str] = ()) -> None:
         labels = {*_ROLE_WORDS, *(name for name in names if name)}
         alternatives = "|".join(re.escape(label) for label in sorted(labels, key=len, reverse=True))
-        self._marker = re.compile(rf"(?<![\w'’])(?:{alternatives})[ \t]*:")
+        # A turn marker, or a bracketed note: the model echoing the post-history
+        # instructions (``[Answer in two sentences.]``) or writing a stage direction.
+        self._marker = re.compile(rf"(?<![\w'’])(?:{alternatives})[ \t]*:|(?<!\S)\[")
         self.text = ""
         """Everything sent so far."""
         self.stopped = False

@@ -22,7 +22,7 @@ import time
 import zlib
 from collections.abc import AsyncGenerator, Callable
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -43,7 +43,8 @@ from persona_agent.llm.local.chat_template import ChatTemplate, PlainAnswer
 from persona_agent.llm.local.native_log import route_native_log
 from persona_agent.llm.local.source import ModelSource
 from persona_agent.llm.local.states import PrefixStates, shared_length
-from persona_agent.llm.local.transcript import PersonaSketch, build_prompt, sketch_of
+from persona_agent.llm.local.transcript import build_prompt, sections_of
+from persona_agent.personas.turn_prompt import PromptSections
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -52,8 +53,12 @@ __all__ = ["LocalBackend"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TEMPERATURE = 0.7
-REPEAT_PENALTY = 1.3
+# Tuned on bench/local_eval.py (docs/local-model.md#how-good-its-answers-are): cooler
+# sampling keeps to the facts the transcript shows, and a light penalty still lets the
+# model repeat a name or fact of the question or a lore note (the penalty's window
+# covers them); the answer filter, not the penalty, stops a repeated sentence.
+DEFAULT_TEMPERATURE = 0.4
+REPEAT_PENALTY = 1.1
 PENALTY_WINDOW = 128  # tokens the repetition penalty looks back over
 TOP_K = 40
 TOP_P = 0.9
@@ -94,7 +99,7 @@ class _Job:
     """One generation: its request, and the bridge from the worker thread to the event loop."""
 
     messages: list[dict[str, object]]
-    sketch: PersonaSketch
+    sections: PromptSections
     max_tokens: int
     temperature: float
     loop: asyncio.AbstractEventLoop
@@ -162,6 +167,11 @@ class LocalBackend(LLMBackend):
         self._reused = 0
         self._jobs: set[_Job] = set()
         self._states = PrefixStates(cache_bytes)
+
+    @property
+    def demo_model(self) -> bool:  # type: ignore[override]  # a class attribute in the base
+        """The bundled 270M demo model answers (not a model file of the user's)."""
+        return self._source.bundled
 
     @property
     def default_model(self) -> str:
@@ -237,9 +247,14 @@ class LocalBackend(LLMBackend):
         await self.load()
         max_tokens = min(request.max_tokens or self._max_tokens, self._max_tokens)
         temperature = DEFAULT_TEMPERATURE if request.temperature is None else request.temperature
+        sections = request.prompt
+        if sections is None:  # a request made without the engine: its lore scanned off the loop
+            sections = await asyncio.to_thread(
+                sections_of, None, request.persona, list(request.messages)
+            )
         job = _Job(
             messages=list(request.messages),
-            sketch=sketch_of(request.persona, request.messages),
+            sections=sections,
             max_tokens=max_tokens,
             temperature=min(max(temperature, 0.0), 1.5),
             loop=asyncio.get_running_loop(),
@@ -343,14 +358,14 @@ class LocalBackend(LLMBackend):
             def count(text: str) -> int:
                 return len(llama.tokenize(text.encode("utf-8"), add_bos=True))
 
-            sketch = job.sketch
-            tokens = self._tokens(llama, self._prompt(job.messages, sketch, count, budget))
+            sections = job.sections
+            tokens = self._tokens(llama, self._prompt(sections, count, budget))
             if len(tokens) > budget:
                 raise LLMError(
                     f"The message is too long for the local model ({len(tokens)} tokens "
                     f"of context; at most {budget})"
                 )
-            names = _speaker_names(sketch.name)
+            names = _speaker_names(sections.name)
             reused = self._states.restore_best(llama, tokens)
             self._reused += reused
             job.put(_Reading(len(tokens) - reused))
@@ -364,22 +379,18 @@ class LocalBackend(LLMBackend):
             if job.cancel.is_set():
                 return
             if finish == "fallback":
-                job.put(_fallback_line(sketch, job.messages))
+                job.put(_fallback_line(sections, job.messages))
                 finish = "stop"
             job.put(_Finished(Usage(len(tokens), completion), finish))
         except Exception as error:  # handed to the event loop, raised there as LLMError
             job.put(_Failed(error))
 
-    def _prompt(
-        self,
-        messages: list[dict[str, object]],
-        sketch: PersonaSketch,
-        count: Callable[[str], int],
-        budget: int,
-    ) -> str:
+    def _prompt(self, sections: PromptSections, count: Callable[[str], int], budget: int) -> str:
+        """The turn's assembly as this model reads it: through its chat template as chat
+        messages, or as a transcript (:mod:`persona_agent.llm.local.transcript`)."""
         if self._template is not None:
-            return self._template.fit(messages, count, budget)
-        return build_prompt(messages, sketch, count_tokens=count, budget=budget)
+            return self._template.fit(sections.messages(), count, budget)
+        return build_prompt(sections, count_tokens=count, budget=budget)
 
     def _tokens(self, llama: Llama, prompt: str) -> list[int]:
         tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=bool(self._template))
@@ -397,8 +408,8 @@ class LocalBackend(LLMBackend):
     ) -> list[int]:
         """The start of ``tokens`` that any conversation with this persona shares: its
         prompt up to the first turn (found by rendering a conversation of one stand-in turn)."""
-        bare = [m for m in job.messages if m.get("role") == "system"] + [_PLACEHOLDER]
-        other = self._tokens(llama, self._prompt(bare, job.sketch, count, budget))
+        bare = replace(job.sections, conversation=(_PLACEHOLDER,))
+        other = self._tokens(llama, self._prompt(bare, count, budget))
         return tokens[: shared_length(tokens, other)]
 
     def _answer(
@@ -475,11 +486,11 @@ def _speaker_names(name: str) -> tuple[str, ...]:
     return (name, *parts)
 
 
-def _fallback_line(sketch: PersonaSketch, messages: list[dict[str, object]]) -> str:
+def _fallback_line(sections: PromptSections, messages: list[dict[str, object]]) -> str:
     """A short in-character line for when the model twice said nothing usable."""
-    lines = list(sketch.phrases)
-    if not lines and sketch.samples:
-        lines = [sketch.samples[0][1].split(". ")[0].rstrip(".") + "."]
+    lines = list(sections.phrases)
+    if not lines and sections.examples:
+        lines = [sections.examples[0][1].split(". ")[0].rstrip(".") + "."]
     if not lines:
         return "Forgive me, I have no answer to that just now."
     last = str(messages[-1].get("content", "")) if messages else ""

@@ -1,5 +1,5 @@
-"""The system prompt with the lore a conversation brings up, off the event loop when the
-scan is large.
+"""The lore a conversation brings up (and the system prompt with it), off the event loop
+when the scan is large.
 
 A persona's book is made ready to scan once per version of the persona (a
 :class:`~persona_agent.personas.formats.lorebook.LoreIndex`, kept like rendered prompts): keys
@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from persona_agent.personas.formats.lorebook import LoreIndex
+from persona_agent.personas.formats.lorebook import LoreIndex, LoreSelection
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import PROMPT_CACHE_SIZE, apply_macros, render_system_prompt
 
@@ -24,6 +24,8 @@ __all__ = [
     "INLINE_BOOK_ENTRIES",
     "INLINE_SCAN_WORK",
     "lore_index",
+    "lore_selection",
+    "lore_selection_sync",
     "lore_system_prompt",
     "lore_system_prompt_sync",
 ]
@@ -74,30 +76,41 @@ def lore_index(persona: Persona) -> LoreIndex | None:
     return _INDEXES.get(persona) if persona.lore is not None else None
 
 
-def lore_system_prompt_sync(persona: Persona, recent: Sequence[str]) -> str:
-    """The persona's system prompt with the lore entries ``recent`` (the conversation's
-    messages, oldest first) brings up."""
+def lore_selection_sync(persona: Persona, recent: Sequence[str]) -> LoreSelection | None:
+    """The lore entries ``recent`` (the conversation's messages, oldest first) brings up,
+    macros replaced; ``None`` for a persona without a book."""
     index = lore_index(persona)
     if index is None:
-        return render_system_prompt(persona)
+        return None
     name = persona.name.strip()
-    selection = index.select(recent, macros=lambda text: apply_macros(text, name))
-    return render_system_prompt(persona, selection)
+    return index.select(recent, macros=lambda text: apply_macros(text, name))
 
 
-async def lore_system_prompt(persona: Persona, recent: Sequence[str]) -> str:
-    """:func:`lore_system_prompt_sync`, in a worker thread when making the book ready or
+async def lore_selection(persona: Persona, recent: Sequence[str]) -> LoreSelection | None:
+    """:func:`lore_selection_sync`, in a worker thread when making the book ready or
     scanning would hold the event loop for more than a moment."""
     if persona.lore is None:
-        return render_system_prompt(persona)
+        return None
     index = _INDEXES.peek(persona)
     if index is None:
         if len(persona.lore.entries) > INLINE_BOOK_ENTRIES:
-            return await asyncio.to_thread(lore_system_prompt_sync, persona, recent)
+            return await asyncio.to_thread(lore_selection_sync, persona, recent)
         index = _INDEXES.get(persona)
     chars = len(index.scanned(recent))
     if persona.lore.recursive_scanning:
         chars += index.content_chars  # what recursion may scan besides
     if chars * index.keys <= INLINE_SCAN_WORK:
-        return lore_system_prompt_sync(persona, recent)
-    return await asyncio.to_thread(lore_system_prompt_sync, persona, recent)
+        return lore_selection_sync(persona, recent)
+    return await asyncio.to_thread(lore_selection_sync, persona, recent)
+
+
+def lore_system_prompt_sync(persona: Persona, recent: Sequence[str]) -> str:
+    """The persona's system prompt with the lore entries ``recent`` (the conversation's
+    messages, oldest first) brings up."""
+    return render_system_prompt(persona, lore_selection_sync(persona, recent))
+
+
+async def lore_system_prompt(persona: Persona, recent: Sequence[str]) -> str:
+    """:func:`lore_system_prompt_sync`, the scan off the event loop when it is large
+    (:func:`lore_selection`)."""
+    return render_system_prompt(persona, await lore_selection(persona, recent))

@@ -42,6 +42,7 @@ function describeCost(cost) {
   if (cost.usage && cost.usage.totalTokens) parts.push(`${cost.usage.totalTokens} tokens`);
   if (cost.durationMs) parts.push(`${(cost.durationMs / 1000).toFixed(1)} s`);
   if (typeof cost.costUsd === "number") parts.push(`$${cost.costUsd.toFixed(4)}`);
+  if (cost.demoModel) parts.push("demo model"); // the embedded model: docs/local-model.md
   return parts.join(" · ");
 }
 

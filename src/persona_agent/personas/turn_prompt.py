@@ -1,0 +1,140 @@
+"""One turn's prompt, assembled once: every part of the persona a model should read.
+
+The chat engine assembles a :class:`PromptSections` for each turn: the persona's own
+system prompt, description, personality, background, scenario, example exchanges, the
+lore entries the conversation brings up, the greeting that opened it, the conversation
+itself and the post-history instructions, with the card macros (``{{char}}``,
+``{{user}}``) replaced. Every backend renders the same assembly its own way: a chat
+model reads :meth:`PromptSections.messages` (the system prompt, the conversation, the
+post-history instructions as a last system message); the embedded base model reads a
+transcript written from the sections (:mod:`persona_agent.llm.local.transcript`), which
+chooses what to shorten to fit its small context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from persona_agent.personas.formats.lore_scan import lore_selection, lore_selection_sync
+from persona_agent.personas.formats.lorebook import LoreSelection
+from persona_agent.personas.macros import ORIGINAL, apply_macros
+from persona_agent.personas.model import Persona
+from persona_agent.personas.prompt import (
+    render_background,
+    render_greeting,
+    render_system_prompt,
+    sample_exchanges,
+)
+
+__all__ = ["PromptSections", "assemble_prompt", "assemble_prompt_sync"]
+
+Message = dict[str, Any]
+"""A chat message in the OpenAI format (as :data:`persona_agent.llm.base.Message`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PromptSections:
+    """What a model reads for one turn of a persona, macros replaced, each part apart."""
+
+    name: str
+    system: str
+    """The whole system prompt for a chat model (:func:`render_system_prompt`), lore in."""
+    conversation: tuple[Message, ...] = ()
+    """The conversation so far, ending with the new message (the greeting first, when it
+    opened the conversation)."""
+    instructions: str = ""
+    """The persona's own system prompt (a card's ``system_prompt``), without ``{{original}}``."""
+    description: str = ""
+    personality: str = ""
+    scenario: str = ""
+    background: str = ""
+    tone: str = ""
+    phrases: tuple[str, ...] = ()
+    knowledge: tuple[str, ...] = ()
+    """The knowledge domains' names."""
+    examples: tuple[tuple[str, str], ...] = ()
+    """Example exchanges (question, answer); a sample that answers nothing is not one."""
+    lore_before: tuple[str, ...] = ()
+    """Lore entries brought up, for before the character's description (insertion order)."""
+    lore_after: tuple[str, ...] = ()
+    """Lore entries brought up, for after it."""
+    greeting: str | None = None
+    """The persona's greeting; in ``conversation`` already when it opened this one."""
+    post_history: str = ""
+    """The persona's post-history instructions: read after the conversation."""
+
+    @property
+    def lore(self) -> tuple[str, ...]:
+        """Every lore entry brought up: those for before the description, then after."""
+        return (*self.lore_before, *self.lore_after)
+
+    def messages(self) -> list[Message]:
+        """The assembly as chat messages: the system prompt, the conversation, then the
+        post-history instructions as a last system message."""
+        messages: list[Message] = [{"role": "system", "content": self.system}]
+        messages += [dict(message) for message in self.conversation]
+        if self.post_history:
+            messages.append({"role": "system", "content": self.post_history})
+        return messages
+
+
+async def assemble_prompt(
+    persona: Persona, past: Sequence[Message], said: Sequence[Message]
+) -> PromptSections:
+    """The prompt of the turn that answers ``said`` (the greeting of a new conversation,
+    if any, and the new message) after ``past``: the lore is chosen by the conversation's
+    latest messages (the book's ``scan_depth``), off the event loop when the scan is large."""
+    conversation = (*past, *said)
+    lore = await lore_selection(persona, _texts(conversation))
+    return _sections(persona, conversation, lore)
+
+
+def assemble_prompt_sync(persona: Persona, conversation: Sequence[Message]) -> PromptSections:
+    """:func:`assemble_prompt` for ``conversation`` (ending with the new message), the lore
+    scanned here and now: for a caller with no event loop to spare it (a worker thread)."""
+    return _sections(
+        persona, tuple(conversation), lore_selection_sync(persona, _texts(conversation))
+    )
+
+
+def _texts(conversation: Sequence[Message]) -> list[str]:
+    """The texts of the conversation's messages, oldest first, as lore is scanned."""
+    return [
+        message["content"]
+        for message in conversation
+        if message.get("role") in ("user", "assistant") and isinstance(message.get("content"), str)
+    ]
+
+
+def _sections(
+    persona: Persona, conversation: tuple[Message, ...], lore: LoreSelection | None
+) -> PromptSections:
+    name = persona.name.strip()
+
+    def text(value: str | None) -> str:
+        return apply_macros(value.strip(), name) if value else ""
+
+    style = persona.language_style
+    instructions = ""
+    if persona.system_prompt is not None:
+        instructions = " ".join(ORIGINAL.sub("", text(persona.system_prompt)).split())
+    return PromptSections(
+        name=name,
+        system=render_system_prompt(persona, lore),
+        conversation=conversation,
+        instructions=instructions,
+        description=text(persona.description),
+        personality=text(persona.personality),
+        scenario=text(persona.scenario),
+        background=render_background(persona),
+        tone=text(style.tone) if style is not None else "",
+        phrases=tuple(text(phrase) for phrase in style.sample_phrases) if style else (),
+        knowledge=tuple(domain.strip() for domain in persona.knowledge_domains),
+        examples=tuple((q, a) for q, a in sample_exchanges(persona) if q),
+        lore_before=lore.before if lore is not None else (),
+        lore_after=lore.after if lore is not None else (),
+        greeting=render_greeting(persona),
+        post_history=text(persona.post_history_instructions),
+    )
