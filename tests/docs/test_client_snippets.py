@@ -94,8 +94,9 @@ async def test_the_example_persona_is_created_and_a_new_one_written(
     assert shown["name"] == "Grace Hopper"
     assert shown["supportedInterfaces"][0]["url"].startswith(hub.settings.base_url)
     said = (await run(sandbox, new)).ok()
-    written = sandbox.root / "personas" / "ada-byron.yaml"  # as the comment says
-    assert "personas/ada-byron.yaml" in said.stdout
+    # As the comment says: in the user persona directory, the bundled ones being examples.
+    written = sandbox.root / "data" / "personas" / "ada-byron.yaml"
+    assert "data/personas/ada-byron.yaml" in said.stdout
     assert load_persona_file(written).name == "Ada Byron"
 
 
@@ -243,12 +244,15 @@ async def test_a_card_is_imported_exported_uploaded_and_downloaded(
     (sandbox.root / "Seraphina.png").write_bytes(seraphina_png())
     url = {DOC_URL: hub.settings.base_url}
     (await run(sandbox, imported)).ok()
-    assert (sandbox.root / "personas" / "seraphina.png").is_file()  # -> personas/seraphina.png
+    # -> data/personas/seraphina.json + .avatar.png
+    assert (sandbox.root / "data" / "personas" / "seraphina.json").is_file()
+    assert (sandbox.root / "data" / "personas" / "seraphina.avatar.png").is_file()
+    assert not (sandbox.root / "personas" / "seraphina.png").exists()
     icon = (await run(sandbox, card)).ok().stdout
     assert re.fullmatch(r'\s*"iconUrl": "http://127\.0\.0\.1:8000/a2a/seraphina/avatar",?\s*', icon)
     stored = (await run(sandbox, rewrite(upload, url))).ok().json()
-    assert stored["id"] == "seraphina"  # 201, stored as seraphina.yaml
-    assert (hub.settings.personas_dir / "seraphina.yaml").is_file()
+    assert stored["id"] == "seraphina"  # 201, stored as seraphina.json
+    assert (hub.settings.personas_dir / "seraphina.json").is_file()
     (await run(sandbox, rewrite(download, url))).ok()
     found = png_card_text((sandbox.root / "out.png").read_bytes())
     assert found is not None
