@@ -94,6 +94,9 @@ class ChatRequest:
     """OpenAI function-tool specs: ``{"type": "function", "function": {...}}``."""
     tool_choice: str | None = None
     """``"auto"``, ``"none"`` or None (the server's default)."""
+    whole: bool = False
+    """Nobody watches the answer grow (a blocking send): a backend may give the text in
+    fewer pieces (the first text still at once), and spare the work of every other."""
     persona: Persona | None = None
     """Who speaks. The system message in ``messages`` already says so for a chat model;
     a backend that prompts another way (the embedded model's transcript) reads the
