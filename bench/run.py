@@ -384,6 +384,13 @@ SLOW_TOKENS = 100
 """Tokens in each answer of the slow streams (2 s at 20 ms a token)."""
 
 
+SLOW_CALLERS = 4
+"""The slow streams come from this many callers (loopback addresses), 64 streams each: the
+hub holds a caller to 256 open streams by default (``PERSONA_AGENT_MAX_STREAMS``), and a
+closed loop of 256 from one caller would open its next stream a moment before the server
+has closed the last."""
+
+
 def fake_llm_chunks(llm_url: str) -> int:
     """The content chunks the fake LLM has streamed so far (its ``/health``)."""
     health = llm_url.removesuffix("/v1") + "/health"
@@ -412,7 +419,7 @@ def slow_streams(rounds: int, window: float, root: Path, streams: int = 256) -> 
                 command = [PYTHON, str(BENCH / "loadgen.py"), "--url", url, "--mode", "stream"]
                 command += ["-c", str(streams), "-d", str(window), "--warmup", str(warmup)]
                 run = subprocess.Popen(
-                    [*command, "--timeout", "120"],
+                    [*command, "--timeout", "120", "--callers", str(SLOW_CALLERS)],
                     env=ENV,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
@@ -432,7 +439,9 @@ def slow_streams(rounds: int, window: float, root: Path, streams: int = 256) -> 
                 )
                 stdout, stderr = run.communicate()
                 summary = json.loads(stdout.strip().splitlines()[-1]) if stdout.strip() else {}
-                if run.returncode != 0 or summary.get("errors"):
+                # Answers longer than the window may all end after it (exit status 1):
+                # the figures here count tokens, not answers.
+                if not summary or summary["errors"]:
                     raise RuntimeError(
                         f"slow streams: {summary.get('error_kinds')} {stderr[-1000:]}"
                     )
@@ -442,7 +451,7 @@ def slow_streams(rounds: int, window: float, root: Path, streams: int = 256) -> 
                 print(
                     f"    {LABELS[name]}: {seconds / (at1 - at0):.2f} CPU s/s, "
                     f"{tokens / (at1 - at0):,.0f} tokens/s, {per[name][-1][1]:.1f} µs CPU/token, "
-                    f"{summary['rps']} answers/s, p50 {summary['latency_ms']['p50']} ms",
+                    f"{summary['rps']} answers/s, latency {summary['latency_ms']} ms",
                     file=sys.stderr,
                     flush=True,
                 )
