@@ -30,11 +30,11 @@ from persona_agent.llm.base import (
     TEXT_INTERVAL,
     ChatRequest,
     LLMBackend,
+    Pacer,
     StreamEnd,
     TextDelta,
     ToolCall,
     Usage,
-    next_batch,
 )
 from persona_agent.llm.sse import events
 from persona_agent.observe.tracing import active as tracing_active
@@ -48,7 +48,7 @@ _DETAIL_LIMIT = 200
 
 Chunk = dict[str, Any]
 """One chunk of the stream, as the server's JSON has it."""
-_Chunks = asyncio.Queue[Chunk | BaseException | None]
+_Chunks = Pacer[Chunk | BaseException | None]
 
 
 @dataclass
@@ -157,9 +157,10 @@ class OpenAIBackend(LLMBackend):
         return self._whole(request) if request.whole else self._streamed(request)
 
     async def _streamed(self, request: ChatRequest) -> AsyncGenerator[TextDelta | StreamEnd, None]:
-        """:meth:`stream` for a consumer that watches the answer grow: a reader task puts
-        the chunks in a queue, and what came since the last text goes on as one piece."""
-        chunks: _Chunks = asyncio.Queue()
+        """:meth:`stream` for a consumer that watches the answer grow: a reader task hands
+        the chunks over (a :class:`Pacer`), and what came since the last text goes on as one
+        piece."""
+        chunks: _Chunks = Pacer(_ends_stream)
         reader = asyncio.create_task(self._read(request, chunks))
         calls: dict[int, _PartialCall] = {}
         usage = Usage()
@@ -169,7 +170,7 @@ class OpenAIBackend(LLMBackend):
             failure: BaseException | None = None
             given = -TEXT_INTERVAL  # when text last went on
             while not ended:
-                batch = await next_batch(chunks, given + TEXT_INTERVAL, _ends_stream)
+                batch = await chunks.batch(given + TEXT_INTERVAL)
                 text = ""
                 for chunk in batch:
                     if chunk is None or isinstance(chunk, BaseException):
@@ -227,10 +228,10 @@ class OpenAIBackend(LLMBackend):
         """
         try:
             async for chunk in self._chunks(request):
-                chunks.put_nowait(chunk)
-            chunks.put_nowait(None)
+                chunks.put(chunk)
+            chunks.put(None)
         except LLMError as error:
-            chunks.put_nowait(error)
+            chunks.put(error)
 
     async def _chunks(self, request: ChatRequest) -> AsyncGenerator[Chunk, None]:
         """The stream's chunks, each event parsed once; a failure as an :class:`LLMError`.
