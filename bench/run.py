@@ -5,19 +5,24 @@ targets.
                                [--no-callgrind]
 
 Starts, as separate processes on 127.0.0.1: the fake LLM (``tests/fakes/fake_llm.py``,
-the tests' own, run as ``python -m tests.fakes.fake_llm``: instant, or 20 ms a token for
-the streaming figures), the hub (``persona-agent serve`` in its default configuration:
+the tests' own, run as ``python -m tests.fakes.fake_llm``: each token an SSE event and a
+write of its own, at once or 20 ms apart for the streaming figures), the hub
+(``persona-agent serve`` in its default configuration:
 only ``PERSONA_AGENT_LLM_BASE_URL`` is set, to the fake; run in a directory of its own,
 so its default ``./personas`` and ``./data`` are the benchmark's), the like-for-like
-agent (``bench/bare_agent.py --llm``: the SDK's handler and routes, tasks in memory, the
+agents (``bench/bare_agent.py --llm``: the SDK's handler and routes, tasks in memory, the
 same streamed call as the hub's for Socrates through one shared ``AsyncOpenAI`` to the
-same fake), and the load generator (``bench/loadgen.py``, which checks every answer).
+same fake; the *lean* one answers with one artifact, the *streaming* one with an artifact
+update a token), and the load generator (``bench/loadgen.py``, which checks every answer).
 Both servers run on the same Python, uvicorn defaults (uvloop and httptools) and log
 level (INFO, an access line a request); the agent with
 ``OTEL_INSTRUMENTATION_A2A_SDK_ENABLED=false``, what the hub's default must amount to
-with no exporter configured. Each throughput round measures the hub, the agent, then
+with no exporter configured. Each throughput round measures the hub, the agents, then
 the hub again (half its window on each side); ratios are taken within a round, then the
-median. With valgrind installed, each server also runs under callgrind for a count of
+median. The slow streams (``--part "slow streams"``) are 256 concurrent streaming sends,
+a token every 20 ms: each server's CPU (``/proc``) a second and a token (counted by the
+fake), rounds interleaved. With valgrind installed, each server also runs under
+callgrind for a count of
 instructions per request, which the machine's speed does not move.
 
 Prints one table: each figure, its target and PASS or FAIL, and exits 1 when a
