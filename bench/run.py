@@ -809,6 +809,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run, not a measurement")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--window",
+        type=float,
+        help="seconds a throughput or slow-stream run is measured (default: 10; 5 with "
+        "--quick): longer on a machine so busy that answers take longer",
+    )
     parser.add_argument("--personas", type=int, help="default: 10,000 (1,000 with --quick)")
     parser.add_argument(
         "--requests",
@@ -830,6 +836,8 @@ def main() -> int:
     )
     args = parser.parse_args()
     rounds, window = (1, "5") if args.quick else (args.rounds, "10")
+    if args.window:
+        window = str(args.window)
     total = args.requests or (20_000 if args.quick else 100_000)
     first = total // 10
     count = args.personas or (1_000 if args.quick else 10_000)
