@@ -860,6 +860,7 @@ def main() -> int:
         parts.insert(1, ("instructions", lambda root: instructions(root, requests)))
     rows: list[Row] = []
     began = time.monotonic()
+    finished = False
     try:
         with tempfile.TemporaryDirectory(prefix="persona-agent-bench-") as tmp:
             for name, part in parts:
@@ -868,9 +869,13 @@ def main() -> int:
                 for row in done:
                     print(f"    {row.figure}: {row.value:,.2f} {row.unit}", file=sys.stderr)
                 rows += done
+        finished = True
     finally:
         for log in LOGS:
-            log.unlink(missing_ok=True)
+            if finished:
+                log.unlink(missing_ok=True)
+            else:  # what the servers said, for the failure
+                print(f"    server log kept: {log}", file=sys.stderr)
     print(f"\n{'figure':<52} {'value':>12}  {'target':<9} result")
     for row in rows:
         value = f"{row.value:,.2f} {row.unit}".strip()

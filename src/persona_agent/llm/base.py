@@ -83,7 +83,7 @@ class Pacer(Generic[T]):
         before ``deadline`` (``time.monotonic()``; passed: only those already there), up to
         :data:`MAX_BATCH`. A final item ends the batch at once."""
         self._deadline = deadline
-        if not (self._items and (self._due or time.monotonic() >= deadline)):
+        while not (self._items and (self._due or time.monotonic() >= deadline)):
             self._waiter = asyncio.get_running_loop().create_future()
             if self._items:
                 self._wake_when_due()
@@ -91,9 +91,7 @@ class Pacer(Generic[T]):
                 await self._waiter
             finally:
                 self._waiter = None
-                if self._timer is not None:
-                    self._timer.cancel()
-                    self._timer = None
+                self._stop_timer()
         batch, self._items = self._items[:MAX_BATCH], self._items[MAX_BATCH:]
         self._due = len(self._items) >= MAX_BATCH or any(map(self._final, self._items))
         return batch
@@ -106,8 +104,13 @@ class Pacer(Generic[T]):
         elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(remaining, self._ring)
 
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()  # harmless when it is the timer that rang
+            self._timer = None
+
     def _ring(self) -> None:
-        self._timer = None
+        self._stop_timer()
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
