@@ -616,7 +616,19 @@ def memory(root: Path, first: int, total: int) -> list[Row]:
         rpc = f"{url}/a2a/socrates/"
         # One answer each, so that both have made their LLM client.
         for each in (f"{bare_url}/", rpc):
-            load(each, "--mode", "send", "-c", "1", "-d", "1", "--warmup", "0")
+            load(
+                each,
+                "--mode",
+                "send",
+                "-c",
+                "1",
+                "-d",
+                "120",
+                "--warmup",
+                "0",
+                "--max-requests",
+                "1",
+            )
         time.sleep(1)
         hub_idle, bare_idle = rss_kib(started.pid), rss_kib(bare.pid)
         hub_first, hub_total = rss_growth(rpc, started.pid, first, total)
