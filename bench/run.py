@@ -1,8 +1,8 @@
-"""The whole benchmark suite: the hub against a like-for-like a2a-sdk agent, figures next to
+"""The whole benchmark suite: the hub against like-for-like a2a-sdk agents, figures next to
 targets.
 
-    uv run python bench/run.py [--quick] [--rounds 5] [--personas 10000] [--requests 100000]
-                               [--no-callgrind]
+    uv run python bench/run.py [--quick] [--rounds 5] [--window 10] [--personas 10000]
+                               [--requests 100000] [--no-callgrind] [--part NAME ...]
 
 Starts, as separate processes on 127.0.0.1: the fake LLM (``tests/fakes/fake_llm.py``,
 the tests' own, run as ``python -m tests.fakes.fake_llm``: each token an SSE event and a
