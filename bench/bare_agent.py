@@ -11,14 +11,19 @@ an access line a request), and whatever ``OTEL_INSTRUMENTATION_A2A_SDK_ENABLED``
 environment gives the SDK.
 
     python bench/bare_agent.py --port 9300 [--log-level INFO] \
-        [--llm URL [--model gpt-4o-mini] [--system-prompt-file FILE]]
+        [--llm URL [--model gpt-4o-mini] [--system-prompt-file FILE] [--lean]]
 
-With ``--llm URL`` it is the like-for-like reference: for each message the same
+With ``--llm URL`` it is a like-for-like reference: for each message the same
 streamed chat-completions call the hub makes (the model, a system prompt read from
 ``FILE``, the user's text, ``stream_options.include_usage``), through one shared
 ``AsyncOpenAI`` of the ``openai`` package on its aiohttp transport, to the same fake
-LLM, each streamed token an artifact update; tasks still in memory. That is what a
-user of the design's packages would write by hand.
+LLM, read the client's stock way (a chunk object per event); tasks still in memory.
+That is what a user of the design's packages would write by hand, in two ways:
+
+- *streaming* (the default): each streamed token an artifact update, then an empty
+  last chunk: what the hub gives a streaming client, token by token;
+- *lean* (``--lean``): the tokens collected, the answer one artifact at the end: what
+  the hub gives a blocking send, and the least an agent can do with the same call.
 
 JSON-RPC at ``http://127.0.0.1:PORT/``, card at ``/.well-known/agent-card.json``.
 """
@@ -83,15 +88,17 @@ class InstantExecutor(AgentExecutor):
 
 
 class OpenAIExecutor(InstantExecutor):
-    """Streams each answer from an OpenAI-compatible server through the ``openai`` client."""
+    """Streams each answer from an OpenAI-compatible server through the ``openai`` client:
+    an artifact update per token, or (``lean``) the whole answer as one artifact."""
 
-    def __init__(self, base_url: str, model: str, system_prompt: str) -> None:
+    def __init__(self, base_url: str, model: str, system_prompt: str, lean: bool = False) -> None:
         import openai
 
         self._client = openai.AsyncOpenAI(
             base_url=base_url, api_key="bench", http_client=openai.DefaultAioHttpClient()
         )
         self._model = model
+        self._lean = lean
         self._system: list[ChatCompletionMessageParam] = (
             [{"role": "system", "content": system_prompt}] if system_prompt else []
         )
@@ -112,12 +119,19 @@ class OpenAIExecutor(InstantExecutor):
             async for chunk in stream:
                 piece = chunk.choices[0].delta.content if chunk.choices else None
                 if piece:
-                    await updater.add_artifact(
-                        [Part(text=piece)], artifact_id=artifact_id, append=bool(answer)
-                    )
+                    if not self._lean:
+                        await updater.add_artifact(
+                            [Part(text=piece)], artifact_id=artifact_id, append=bool(answer)
+                        )
                     answer.append(piece)
-        await updater.add_artifact([], artifact_id=artifact_id, append=True, last_chunk=True)
-        await updater.complete(updater.new_agent_message([Part(text="".join(answer))]))
+        text = "".join(answer)
+        if self._lean:
+            await updater.add_artifact(
+                [Part(text=text)], artifact_id=artifact_id, name="answer", last_chunk=True
+            )
+        else:
+            await updater.add_artifact([], artifact_id=artifact_id, append=True, last_chunk=True)
+        await updater.complete(updater.new_agent_message([Part(text=text)]))
 
 
 def build_app(base_url: str, executor: AgentExecutor) -> Starlette:
@@ -162,6 +176,9 @@ def main() -> None:
     parser.add_argument("--llm", default=None, help="an OpenAI-compatible base URL")
     parser.add_argument("--model", default="gpt-4o-mini", help="as the hub's default")
     parser.add_argument("--system-prompt-file", default=None, help="the system message")
+    parser.add_argument(
+        "--lean", action="store_true", help="with --llm: the answer one artifact, not one a token"
+    )
     args = parser.parse_args()
     # As `persona-agent serve` does: root logging at the level, uvicorn at the same level.
     logging.basicConfig(
@@ -172,7 +189,7 @@ def main() -> None:
     executor = InstantExecutor()
     if args.llm:
         with open(args.system_prompt_file or os.devnull, encoding="utf-8") as prompt:
-            executor = OpenAIExecutor(args.llm, args.model, prompt.read())
+            executor = OpenAIExecutor(args.llm, args.model, prompt.read(), lean=args.lean)
     app = build_app(f"http://{args.host}:{args.port}", executor)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower())
 

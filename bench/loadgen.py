@@ -1,6 +1,7 @@
 """Closed-loop load generator for A2A JSON-RPC (protocol 1.0), blocking and streaming sends.
 
-Each of ``-c`` workers holds one keep-alive HTTP/1.1 connection and sends one
+Each of ``-c`` workers holds one keep-alive HTTP/1.1 connection (from one of
+``--callers`` loopback addresses when given) and sends one
 request at a time, back to back, for ``--warmup`` + ``--duration`` seconds (or
 until ``--max-requests`` have been started): it stops by itself. The HTTP client
 is a small one on raw asyncio streams (uvloop when installed), so that the
@@ -59,14 +60,17 @@ class Bad(Exception):
 class Connection:
     """One keep-alive connection; reopened after an error or ``Connection: close``."""
 
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
+    def __init__(self, host: str, port: int, source: str | None = None) -> None:
+        self.host, self.port, self.source = host, port, source
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if self.reader is None or self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+            local = (self.source, 0) if self.source else None
+            self.reader, self.writer = await asyncio.open_connection(
+                self.host, self.port, local_addr=local
+            )
         return self.reader, self.writer
 
     def close(self) -> None:
@@ -340,9 +344,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     t_measure = t_start + args.warmup
     t_stop = t_measure + args.duration
 
-    async def worker() -> None:
+    async def worker(number: int) -> None:
         nonlocal started, checked
-        conn = Connection(host, port)
+        source = f"127.0.0.{2 + number % args.callers}" if args.callers else None
+        conn = Connection(host, port, source)
         try:
             while True:
                 sent = time.monotonic()
@@ -389,7 +394,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             conn.close()
 
-    tasks = [asyncio.create_task(worker()) for _ in range(args.concurrency)]
+    tasks = [asyncio.create_task(worker(n)) for n in range(args.concurrency)]
     await asyncio.sleep(max(0.0, t_measure - time.monotonic()))
     cpu0 = {k: process_cpu_seconds(p) for k, p in watch.items()}
     host0 = host_cpu_ticks()
@@ -459,6 +464,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mark", action="store_true", help="add [[bench:ID]] to each message")
     parser.add_argument("--timing-file", default=None, help="stream: append arrival times")
     parser.add_argument("--watch-pid", action="append", help="LABEL=PID: CPU%% and RSS")
+    parser.add_argument(
+        "--callers",
+        type=int,
+        default=0,
+        help="spread the connections over N loopback source addresses (127.0.0.2 ...): "
+        "N callers to a server that limits each",
+    )
     parser.add_argument(
         "--header", action="append", help="'Name: value' sent with every request (credentials)"
     )

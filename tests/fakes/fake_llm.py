@@ -31,16 +31,20 @@ answer) and the text ``"Final answer without tools."`` is sent instead.
 Counters (:attr:`~FakeLLM.requests`, :attr:`~FakeLLM.disconnects`,
 :attr:`~FakeLLM.chunks_sent`) belong to the current test: :meth:`FakeLLM.reset`
 clears them, and a request that arrived before the reset no longer counts.
-``GET /health`` answers ``{"status": "ok", "requests": N}``. A text answer with
-no ``token_delay`` is written in one piece (every chunk in one body write).
+``GET /health`` answers ``{"status": "ok", "requests": N, "chunks": M}`` (the content
+chunks streamed so far). A text answer with
+no ``token_delay`` is written in one piece (every chunk in one body write), unless it
+is ``own_writes``: then, as a real model server streams, each chunk is a body write of
+its own, on an event-loop turn of its own.
 
 The benchmarks run it as a process of its own::
 
     python -m tests.fakes.fake_llm --port 9100 [--tokens 20] [--token-delay-ms 20] \
-        [--timing-file /tmp/llm-timing.tsv]
+        [--write-each-token] [--timing-file /tmp/llm-timing.tsv]
 
-where every answer is the first ``--tokens`` words of :data:`BENCH_SENTENCE`, no
-request is kept (only counted), and with
+where every answer is the first ``--tokens`` words of :data:`BENCH_SENTENCE` (with
+``--write-each-token``, each token an SSE event and a write of its own even at 0 ms a
+token), no request is kept (only counted), and with
 ``--timing-file``, an answer whose last user message holds ``[[bench:ID]]`` appends
 ``ID<TAB>first<TAB>last<TAB>tokens``: ``time.monotonic()`` (one clock for every
 process of the machine) just before its first and last tokens were written. An answer
@@ -116,6 +120,9 @@ class Reply:
     break_after: int | None = None
     error_after: int | None = None
     error_message: str = "scripted stream error"
+    own_writes: bool = False
+    """With no ``token_delay``: each chunk a body write of its own, on an event-loop turn
+    of its own (as a real server streams), not every chunk in one write."""
 
     def pieces(self) -> list[str]:
         return list(self.chunks) if self.chunks is not None else _WORDS.findall(self.text)
@@ -412,8 +419,8 @@ class FakeLLM:
             await self._chat(scope, receive, send)
         elif path == "/health":
             with self._changed:
-                count = self._received
-            await _send_json(send, 200, {"status": "ok", "requests": count})
+                count, chunks = self._received, self._chunks_sent
+            await _send_json(send, 200, {"status": "ok", "requests": count, "chunks": chunks})
         elif path.endswith("/models") and method == "GET":
             model = {"id": MODEL, "object": "model", "created": 0, "owned_by": "fake"}
             await _send_json(send, 200, {"object": "list", "data": [model]})
@@ -546,6 +553,16 @@ class _Answer:
             self.fake._count(self.generation, disconnects=1)
         return True
 
+    async def tick(self, seconds: float) -> bool:
+        """:meth:`pause` between two tokens. In a process serving a benchmark (nothing
+        recorded), a plain sleep, the client's leaving noticed after it: no timer to cancel
+        and no exception a token, so that the fake keeps up with hundreds of streams."""
+        if self.fake._record:
+            return await self.pause(seconds)
+        if seconds > 0:
+            await asyncio.sleep(seconds)
+        return await self.pause(0)
+
     async def give(self, item: Scripted) -> None:
         if isinstance(item, Fail):
             delay = _retry_after(item.headers)
@@ -600,7 +617,8 @@ class _Answer:
     async def stream_text(self, reply: Reply) -> None:
         await self.start_stream({"role": "assistant", "content": ""})
         pieces = reply.pieces()
-        if not reply.token_delay and reply.break_after is None and reply.error_after is None:
+        one_write = not reply.token_delay and not reply.own_writes
+        if one_write and reply.break_after is None and reply.error_after is None:
             # Every chunk in one write: the cheapest answer (what the bench measures against).
             body = b"".join(self.chunk({"content": piece}) for piece in pieces)
             await self.emit(body)
@@ -617,8 +635,10 @@ class _Answer:
                     {"type": "http.response.body", "body": self.event(error), "more_body": False}
                 )
                 return
-            if await self.pause(reply.token_delay):
+            if await self.tick(reply.token_delay):
                 return
+            if not reply.token_delay and sent:
+                await asyncio.sleep(0)  # own_writes: the next token on a turn of its own
             last = time.monotonic()
             first = first or last
             await self.emit(self.chunk({"content": piece}))
@@ -813,13 +833,16 @@ async def _send_error(
     await _send_json(send, status, {"error": error}, headers)
 
 
-def bench_reply(tokens: int, token_delay: float) -> Callable[[dict[str, Any]], Scripted]:
-    """Every answer: the first ``tokens`` words of :data:`BENCH_SENTENCE`, cycling; but a
+def bench_reply(
+    tokens: int, token_delay: float, own_writes: bool = False
+) -> Callable[[dict[str, Any]], Scripted]:
+    """Every answer: the first ``tokens`` words of :data:`BENCH_SENTENCE`, cycling (each
+    token a write of its own with ``own_writes``, see :class:`Reply`); but a
     request whose last message is the user's, holding ``[[consult:ID]]``, with tools
     offered, gets a call of the tool ``consult__ID`` (the question: the rest of the text)."""
     words = itertools.islice(itertools.cycle(BENCH_SENTENCE.split()), tokens)
     pieces = [word if index == 0 else " " + word for index, word in enumerate(words)]
-    reply = Reply("".join(pieces), chunks=pieces, token_delay=token_delay)
+    reply = Reply("".join(pieces), chunks=pieces, token_delay=token_delay, own_writes=own_writes)
 
     def answer(body: dict[str, Any]) -> Scripted:
         messages = body.get("messages") or [{}]
@@ -844,9 +867,14 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=20, help="words in a reply")
     parser.add_argument("--token-delay-ms", type=float, default=0.0, help="sleep before each")
     parser.add_argument("--timing-file", default=None, help="append first/last token times")
+    parser.add_argument(
+        "--write-each-token",
+        action="store_true",
+        help="each token an SSE event and a write of its own, also at 0 ms a token",
+    )
     args = parser.parse_args()
     timing = open(args.timing_file, "a") if args.timing_file else None  # noqa: SIM115
-    default = bench_reply(args.tokens, args.token_delay_ms / 1000)
+    default = bench_reply(args.tokens, args.token_delay_ms / 1000, args.write_each_token)
     # Nothing recorded: a benchmark sends hundreds of thousands of requests.
     FakeLLM(default=default, timing=timing, record=False).serve(args.port)
     if timing is not None:

@@ -55,6 +55,20 @@ def test_streaming_text_in_word_chunks_with_a_usage_chunk(
     assert fake.chunks_sent == 3
 
 
+def test_own_writes_stream_the_same_events_and_health_counts_the_chunks(
+    fake: FakeLLM, http: httpx.Client
+) -> None:
+    fake.script(Reply("Three little words", own_writes=True))
+    ask = {**ASK, "stream": True}
+    with http.stream("POST", "/chat/completions", json=ask) as response:
+        response.read()
+    chunks = events(response)
+    deltas = [c["choices"][0]["delta"].get("content") for c in chunks]
+    assert deltas == ["", "Three", " little", " words", None]
+    health = httpx.get(fake.base_url.removesuffix("/v1") + "/health").json()
+    assert health == {"status": "ok", "requests": 1, "chunks": 3}
+
+
 def test_streamed_tool_calls_come_as_openai_sends_them(fake: FakeLLM, http: httpx.Client) -> None:
     fake.script(ToolCalls([("add", {"a": 1, "b": 2}), ("echo", "{bad")]))
     response = http.post("/chat/completions", json={**ASK, "stream": True})

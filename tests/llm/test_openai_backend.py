@@ -452,3 +452,75 @@ async def test_azure_openai_deployment_path_api_version_and_key_header(fake: Fak
 def test_azure_needs_its_endpoint() -> None:
     with pytest.raises(ConfigError, match="needs the resource's endpoint"):
         OpenAIBackend(base_url=None, api_key=SECRET, model="m", api_version="2024-10-21")
+
+
+WHOLE = ChatRequest(messages=[{"role": "user", "content": "Hello there"}], whole=True)
+
+
+async def test_a_whole_answer_comes_as_its_first_text_then_the_rest_in_one_piece(
+    fake: FakeLLM, backend: OpenAIBackend
+) -> None:
+    fake.script(Reply("The radium glows faintly tonight.", usage=(12, 5), token_delay=0.03))
+    deltas, end = split(await collect(backend, WHOLE))
+    assert deltas == ["The", " radium glows faintly tonight."]
+    assert end == StreamEnd(tool_calls=[], usage=Usage(12, 5), finish_reason="stop")
+
+
+async def test_a_whole_answer_of_one_piece_is_that_piece(
+    fake: FakeLLM, backend: OpenAIBackend
+) -> None:
+    fake.script(Reply("Alone"))
+    deltas, end = split(await collect(backend, WHOLE))
+    assert (deltas, end.finish_reason) == (["Alone"], "stop")
+
+
+async def test_a_whole_answer_reassembles_tool_calls(fake: FakeLLM, backend: OpenAIBackend) -> None:
+    fake.script(ToolCalls([("add", {"a": 1}), ("add", '{"a": 2')]))
+    deltas, end = split(await collect(backend, WHOLE))
+    assert deltas == []
+    assert [(call.name, call.arguments) for call in end.tool_calls] == [
+        ("add", '{"a": 1}'),
+        ("add", '{"a": 2'),
+    ]
+    assert end.finish_reason == "tool_calls"
+
+
+async def test_a_whole_answer_broken_off_is_an_llm_error(
+    fake: FakeLLM, backend: OpenAIBackend
+) -> None:
+    fake.script(Reply("one two three four five", break_after=2))
+    with pytest.raises(LLMError, match=r"^The language model stream broke off: "):
+        await collect(backend, WHOLE)
+
+
+async def test_a_whole_answer_with_an_error_event_is_an_llm_error(
+    fake: FakeLLM, backend: OpenAIBackend
+) -> None:
+    fake.script(Reply("one two three", error_after=1, error_message="overloaded"))
+    with pytest.raises(LLMError, match="error in its stream") as raised:
+        await collect(backend, WHOLE)
+    assert raised.value.detail == "overloaded"
+
+
+async def test_cancelling_a_whole_answer_closes_the_http_response(
+    fake: FakeLLM, backend: OpenAIBackend
+) -> None:
+    words = [f" word{i}" for i in range(20)]
+    fake.script(Reply("".join(words), chunks=words, token_delay=0.2))
+    got_first = asyncio.Event()
+
+    async def consume() -> None:
+        async with aclosing(backend.stream(WHOLE)) as items:
+            async for _ in items:
+                got_first.set()
+
+    task = asyncio.create_task(consume())
+    async with asyncio.timeout(10):
+        await got_first.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert task.cancelled()
+    await asyncio.to_thread(fake.wait_disconnect, 2.0)
+    await asyncio.to_thread(fake.wait_idle, 2.0)
+    assert fake.chunks_sent <= 3

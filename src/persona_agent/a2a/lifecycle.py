@@ -54,8 +54,6 @@ class TaskTurn(Turn):
     """The user's message, as text for the model."""
     updater: TaskUpdater
     """Where the task's events go."""
-    whole: bool
-    """Nobody watches the answer grow (a blocking send): it may come in one event."""
     started: float
     """When the task started (``time.monotonic()``)."""
 

@@ -206,6 +206,7 @@ class ChatEngine:
                 max_tokens=persona.model.max_tokens,
                 tools=tools or None,
                 tool_choice=("none" if last_call else "auto") if tools else None,
+                whole=state.turn.whole,
                 persona=persona,
                 prompt=state.prompt,
             )

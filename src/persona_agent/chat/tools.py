@@ -69,7 +69,8 @@ class Turn:
     protocol layer passes through (``origin``: the A2A call context the turn runs under;
     ``task_id``: the A2A task answering; ``chain``: the personas that consulted each other
     down to this one, outermost first; ``budget``: the request's calls, which this turn's
-    model and tool calls count against, see :mod:`persona_agent.chat.budget`)."""
+    model and tool calls count against, see :mod:`persona_agent.chat.budget`; ``whole``:
+    nobody watches the answer grow, a blocking send, so it may come in one piece)."""
 
     persona_id: str
     conversation: str
@@ -78,6 +79,7 @@ class Turn:
     chain: tuple[str, ...] = ()
     origin: Any = None
     budget: CallBudget | None = None
+    whole: bool = False
 
 
 class ToolSource(Protocol):

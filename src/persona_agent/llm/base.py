@@ -7,7 +7,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from persona_agent.observe.usage import Usage
 from persona_agent.personas.model import Persona
@@ -17,6 +17,7 @@ __all__ = [
     "TEXT_INTERVAL",
     "ChatRequest",
     "LLMBackend",
+    "Pacer",
     "Progress",
     "StreamEnd",
     "StreamItem",
@@ -56,6 +57,65 @@ async def next_batch(
         except TimeoutError:
             break
     return batch
+
+
+class Pacer(Generic[T]):
+    """Items from a producer (:meth:`put`, on the event loop) to one consumer
+    (:meth:`batch`), given out as :func:`next_batch` gives a queue's, with no queue, timeout
+    or exception an item: the producer wakes the consumer when a batch is due, and sets a
+    timer only for an item that comes before the consumer's deadline."""
+
+    def __init__(self, final: Callable[[T], bool]) -> None:
+        self._final = final
+        self._items: list[T] = []
+        self._due = False
+        """A final item, or :data:`MAX_BATCH` items, are there: a batch, whatever the time."""
+        self._deadline = 0.0
+        self._waiter: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def put(self, item: T) -> None:
+        self._items.append(item)
+        if self._final(item) or len(self._items) >= MAX_BATCH:
+            self._due = True
+        if self._waiter is not None and (self._due or self._timer is None):
+            self._wake_when_due()
+
+    async def batch(self, deadline: float) -> list[T]:
+        """The next item (waited for as long as it takes), with every item that arrives
+        before ``deadline`` (``time.monotonic()``; passed: only those already there), up to
+        :data:`MAX_BATCH`. A final item ends the batch at once."""
+        self._deadline = deadline
+        while not (self._items and (self._due or time.monotonic() >= deadline)):
+            self._waiter = asyncio.get_running_loop().create_future()
+            if self._items:
+                self._wake_when_due()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+                self._stop_timer()
+        batch, self._items = self._items[:MAX_BATCH], self._items[MAX_BATCH:]
+        self._due = len(self._items) >= MAX_BATCH or any(map(self._final, self._items))
+        return batch
+
+    def _wake_when_due(self) -> None:
+        """Wake the waiting consumer now if a batch is due, else at its deadline."""
+        remaining = self._deadline - time.monotonic()
+        if self._due or remaining <= 0:
+            self._ring()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(remaining, self._ring)
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()  # harmless when it is the timer that rang
+            self._timer = None
+
+    def _ring(self) -> None:
+        self._stop_timer()
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
 
 Message = dict[str, Any]
@@ -111,6 +171,9 @@ class ChatRequest:
     """OpenAI function-tool specs: ``{"type": "function", "function": {...}}``."""
     tool_choice: str | None = None
     """``"auto"``, ``"none"`` or None (the server's default)."""
+    whole: bool = False
+    """Nobody watches the answer grow (a blocking send): a backend may give the text in
+    fewer pieces (the first text still at once), and spare the work of every other."""
     persona: Persona | None = None
     """Who speaks. The system message in ``messages`` already says so for a chat model."""
     prompt: PromptSections | None = None

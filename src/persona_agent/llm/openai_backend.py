@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -29,11 +30,11 @@ from persona_agent.llm.base import (
     TEXT_INTERVAL,
     ChatRequest,
     LLMBackend,
+    Pacer,
     StreamEnd,
     TextDelta,
     ToolCall,
     Usage,
-    next_batch,
 )
 from persona_agent.llm.sse import events
 from persona_agent.observe.tracing import active as tracing_active
@@ -47,7 +48,7 @@ _DETAIL_LIMIT = 200
 
 Chunk = dict[str, Any]
 """One chunk of the stream, as the server's JSON has it."""
-_Chunks = asyncio.Queue[Chunk | BaseException | None]
+_Chunks = Pacer[Chunk | BaseException | None]
 
 
 @dataclass
@@ -146,17 +147,24 @@ class OpenAIBackend(LLMBackend):
                 self._client = openai.AsyncOpenAI(base_url=self._base_url, **options)
         return self._client
 
-    async def stream(self, request: ChatRequest) -> AsyncGenerator[TextDelta | StreamEnd, None]:
+    def stream(self, request: ChatRequest) -> AsyncGenerator[TextDelta | StreamEnd, None]:
         """Yield the answer's text as it comes, then one :class:`StreamEnd`.
 
         Text that arrives while the consumer is busy, or within :data:`TEXT_INTERVAL` of
         the text before it, goes on as one piece: the first text at once, and a fast
-        server's tokens do not each become an A2A event. The HTTP response is closed as
-        soon as the consumer stops
-        (``aclose()`` or cancellation): no further tokens are read.
-        ``CancelledError`` is never caught.
+        server's tokens do not each become an A2A event. A request that is
+        :attr:`~ChatRequest.whole` gets its first text at once and the rest in one piece
+        at the end, read with no task, queue or timer of its own. The HTTP response is
+        closed as soon as the consumer stops (``aclose()`` or cancellation): no further
+        tokens are read. ``CancelledError`` is never caught.
         """
-        chunks: _Chunks = asyncio.Queue()
+        return self._whole(request) if request.whole else self._streamed(request)
+
+    async def _streamed(self, request: ChatRequest) -> AsyncGenerator[TextDelta | StreamEnd, None]:
+        """:meth:`stream` for a consumer that watches the answer grow: a reader task hands
+        the chunks over (a :class:`Pacer`), and what came since the last text goes on as one
+        piece."""
+        chunks: _Chunks = Pacer(_ends_stream)
         reader = asyncio.create_task(self._read(request, chunks))
         calls: dict[int, _PartialCall] = {}
         usage = Usage()
@@ -166,7 +174,7 @@ class OpenAIBackend(LLMBackend):
             failure: BaseException | None = None
             given = -TEXT_INTERVAL  # when text last went on
             while not ended:
-                batch = await next_batch(chunks, given + TEXT_INTERVAL, _ends_stream)
+                batch = await chunks.batch(given + TEXT_INTERVAL)
                 text = ""
                 for chunk in batch:
                     if chunk is None or isinstance(chunk, BaseException):
@@ -188,13 +196,33 @@ class OpenAIBackend(LLMBackend):
             except asyncio.CancelledError:
                 if not reader.cancelled():
                     raise
-        if finish is None:
-            raise LLMError("The language model stream broke off before the answer was complete")
-        tool_calls = [
-            ToolCall(id=call.id or f"call_{index}", name=call.name, arguments=call.arguments)
-            for index, call in sorted(calls.items())
-        ]
-        yield StreamEnd(tool_calls=tool_calls, usage=usage, finish_reason=finish)
+        yield _end(finish, calls, usage)
+
+    async def _whole(self, request: ChatRequest) -> AsyncGenerator[TextDelta | StreamEnd, None]:
+        """:meth:`stream` for a consumer that takes the answer whole (a blocking send): the
+        first text at once (the time to it is measured), then, read in place, each chunk's
+        text collected and given as one piece at the end."""
+        calls: dict[int, _PartialCall] = {}
+        usage = Usage()
+        finish: str | None = None
+        pieces: list[str] = []
+        first = True
+        async with aclosing(self._chunks(request)) as chunks:
+            async for chunk in chunks:
+                if chunk.get("usage") is not None:
+                    usage = _usage(chunk) or usage
+                piece, finished = _absorb(chunk, calls)
+                finish = finished or finish
+                if not piece:
+                    continue
+                if first:
+                    first = False
+                    yield TextDelta(piece)
+                else:
+                    pieces.append(piece)
+        if pieces:
+            yield TextDelta("".join(pieces))
+        yield _end(finish, calls, usage)
 
     async def _read(self, request: ChatRequest, chunks: _Chunks) -> None:
         """Put the stream's chunks in ``chunks``, then None; or the error, as an :class:`LLMError`.
@@ -202,6 +230,16 @@ class OpenAIBackend(LLMBackend):
         A task of its own, so that what arrives while the consumer is busy is taken
         in one go; cancelling it closes the response.
         """
+        try:
+            async for chunk in self._chunks(request):
+                chunks.put(chunk)
+            chunks.put(None)
+        except LLMError as error:
+            chunks.put(error)
+
+    async def _chunks(self, request: ChatRequest) -> AsyncGenerator[Chunk, None]:
+        """The stream's chunks, each event parsed once; a failure as an :class:`LLMError`.
+        Closing the generator closes the response."""
         params: CompletionCreateParamsStreaming = {
             "model": request.model or self._model,
             "messages": request.messages,  # type: ignore[typeddict-item]  # OpenAI-format dicts
@@ -235,12 +273,11 @@ class OpenAIBackend(LLMBackend):
                         raise ValueError(f"a stream event that is not an object: {chunk!r:.80}")
                     if chunk.get("error"):
                         raise _stream_error(chunk["error"])
-                    chunks.put_nowait(chunk)
-            chunks.put_nowait(None)
-        except Exception as exc:  # every failure goes to the consumer
-            error = self._error(exc, started=started)
-            error.__cause__ = exc
-            chunks.put_nowait(error)
+                    yield chunk
+        except LLMError:
+            raise
+        except Exception as exc:  # every failure goes to the consumer as an LLMError
+            raise self._error(exc, started=started) from exc
 
     def _error(self, exc: Exception, *, started: bool) -> LLMError:
         """What a failure of the client means for the hub's client."""
@@ -280,6 +317,21 @@ class OpenAIBackend(LLMBackend):
         if len(text) > _DETAIL_LIMIT:
             text = text[: _DETAIL_LIMIT - 1] + "…"
         return text
+
+
+def _end(finish: str | None, calls: dict[int, _PartialCall], usage: Usage) -> StreamEnd:
+    """The stream's end: its tool calls, usage and finish reason.
+
+    Raises:
+        LLMError: the stream ended without a finish reason (broken off).
+    """
+    if finish is None:
+        raise LLMError("The language model stream broke off before the answer was complete")
+    tool_calls = [
+        ToolCall(id=call.id or f"call_{index}", name=call.name, arguments=call.arguments)
+        for index, call in sorted(calls.items())
+    ]
+    return StreamEnd(tool_calls=tool_calls, usage=usage, finish_reason=finish)
 
 
 def _usage(chunk: Chunk) -> Usage | None:
