@@ -78,6 +78,9 @@ class Turn:
     chain: tuple[str, ...] = ()
     origin: Any = None
     budget: CallBudget | None = None
+    owner: str = ""
+    """The identified caller the conversation belongs to (empty: anonymous), whose
+    memory with the persona the turn reads and adds to."""
 
 
 class ToolSource(Protocol):

@@ -147,6 +147,8 @@ def _render(layout: _Layout) -> str:
         paragraphs.append(f"{USER_LABEL}: {question}\n{name}: {answer}")
     if layout.lore:
         paragraphs.append(" ".join(layout.lore))
+    if sections.remembered:  # within memory's own token budget: not shortened here
+        paragraphs.append(f"({name} remembers) " + " ".join(map(_flat, sections.remembered)))
     conversation: list[str] = []
     for speaker, text in layout.turns:
         conversation.append(f"{speaker}: {text}")

@@ -1,0 +1,77 @@
+"""A persona's memory of a caller, for the chat engine: what to add to a turn's prompt,
+and what of a finished turn to keep.
+
+Scoping is the safety property: a search reads only the rows of one persona and one
+identified caller (an anonymous caller's: of one conversation), so nothing of one
+caller's memory reaches another caller's prompt.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from persona_agent.memory.embeddings import Embedder
+from persona_agent.memory.retrieval import select_remembered
+from persona_agent.memory.scope import MemoryScope, TurnMemory
+from persona_agent.memory.store import MemoryStore, Remembered
+
+__all__ = ["PersonaMemory"]
+
+logger = logging.getLogger(__name__)
+
+_SPEAKERS = {"user": "The user said", "assistant": "You said"}
+
+
+class PersonaMemory(TurnMemory):
+    """Memory in the database (:class:`MemoryStore`), searched by ``embedder``'s vectors
+    and by keywords, within ``token_budget`` tokens and ``max_items`` items a turn."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        embedder: Embedder,
+        *,
+        token_budget: int = 400,
+        max_items: int = 8,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.token_budget = token_budget
+        self.max_items = max_items
+
+    async def recall(
+        self, scope: MemoryScope, message: str, in_prompt: Sequence[str]
+    ) -> tuple[str, ...]:
+        items, vectors = await self.store.load(scope, self.embedder.name)
+        if not items or not message.strip():
+            return ()
+        query = await self.embedder.embed([message], query=True)
+        chosen = select_remembered(
+            message,
+            query[0],
+            items,
+            vectors,
+            token_budget=self.token_budget,
+            max_items=self.max_items,
+            exclude=frozenset(in_prompt),
+        )
+        return tuple(_marked(item) for item in chosen)
+
+    async def keep(self, scope: MemoryScope, said: Sequence[dict[str, Any]]) -> None:
+        kept = [
+            (message["role"], message["content"].strip())
+            for message in said
+            if message.get("role") in _SPEAKERS
+            and isinstance(message.get("content"), str)
+            and message["content"].strip()
+        ]
+        if not kept:
+            return
+        vectors = await self.embedder.embed([text for _, text in kept])
+        await self.store.add(scope, self.embedder.name, kept, vectors)
+
+
+def _marked(item: Remembered) -> str:
+    return f"{_SPEAKERS.get(item.role, item.role)}: {item.text}"
