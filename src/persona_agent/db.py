@@ -159,7 +159,7 @@ memories_table = Table(
     Column("at_ms", BigInteger, nullable=False),  # ms since the epoch
     Index("ix_pa_memories_scope", "persona_id", "owner", "conversation", "seq"),
 )
-"""What callers told personas, with its vectors (:mod:`persona_agent.memory.store`)."""
+"""What callers told personas, with its vectors (:mod:`persona_agent.memory.remembered`)."""
 
 
 push_callers_table = Table(

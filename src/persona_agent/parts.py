@@ -145,7 +145,7 @@ def build_memory(settings: Settings, writer: GroupCommitWriter, llm: LLMBackend)
         OpenAIEmbedder,
     )
     from persona_agent.memory.recall import PersonaMemory
-    from persona_agent.memory.store import MemoryStore
+    from persona_agent.memory.remembered import MemoryStore
 
     embedder: Embedder
     if settings.memory_embeddings == "openai":

@@ -127,7 +127,8 @@ def _load(package: str) -> Callable[[list[str], bool], Vectors]:
             return lambda texts, query: _unit(model.query(texts) if query else model.passage(texts))
         # 0.4.0.post1 ships its tokenizer under tokenizers/ but looks under tokenizer/ and
         # would download it: the package's own directory, as the cache, finds it.
-        wl = module.WordLlama.load(cache_dir=Path(str(module.__file__)).parent, disable_download=True)
+        here = Path(str(module.__file__)).parent
+        wl = module.WordLlama.load(cache_dir=here, disable_download=True)
         return lambda texts, query: _unit(wl.embed(texts, norm=True))
     except ImportError:
         raise ConfigError(

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from persona_agent.memory.embeddings import Embedder
+from persona_agent.memory.remembered import MemoryStore, Remembered
 from persona_agent.memory.retrieval import select_remembered
 from persona_agent.memory.scope import MemoryScope, TurnMemory
-from persona_agent.memory.store import MemoryStore, Remembered
 
 __all__ = ["PersonaMemory"]
 

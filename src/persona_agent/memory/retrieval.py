@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from persona_agent.memory.embeddings import Vectors
-from persona_agent.memory.store import Remembered
+from persona_agent.memory.remembered import Remembered
 
 __all__ = ["estimate_tokens", "keyword_scores", "select_remembered"]
 

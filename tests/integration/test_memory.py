@@ -1,0 +1,108 @@
+"""Personas that remember (docs/memory.md), through the real hub over HTTP: what a caller
+tells a persona in one conversation reaches the persona's prompt in the caller's next
+conversation, marked as remembered; never another caller's prompt; an anonymous caller's
+memory stays in its conversation. On SQLite, and on PostgreSQL when one answers.
+
+The cross-caller test fails when the memory's scope leaves the caller out (make
+``MemoryStore.load`` ignore the owner, and it does)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from persona_agent.personas.turn_prompt import REMEMBERED_HEADING
+from tests.conftest import empty_postgres
+from tests.fakes.fake_llm import FakeLLM, Reply
+from tests.integration.a2a_helpers import send
+from tests.integration.conftest import HubFactory
+
+ALICE_KEY = "alice-key-0123456789abcdef"
+BOB_KEY = "bob-key-0123456789abcdef00"
+FACT = "My dog is called Biscuit."
+
+
+def system_prompt(request: dict[str, Any]) -> str:
+    """The first system message of a recorded chat request."""
+    return str(request["messages"][0]["content"])
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+async def database(kind: str) -> dict[str, Any]:
+    return {"database_url": await empty_postgres()} if kind == "postgresql" else {}
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+async def test_a_caller_is_remembered_in_a_new_conversation_and_never_by_another(
+    hub_factory: HubFactory, llm: FakeLLM, kind: str
+) -> None:
+    settings = {"memory": True, "api_keys": f"{ALICE_KEY},{BOB_KEY}", **await database(kind)}
+    async with (
+        hub_factory(**settings) as hub,
+        httpx.AsyncClient(headers=bearer(ALICE_KEY), timeout=30) as alice_http,
+        httpx.AsyncClient(headers=bearer(BOB_KEY), timeout=30) as bob_http,
+    ):
+        alice = await hub.client("socrates", http=alice_http)
+        bob = await hub.client("socrates", http=bob_http)
+        llm.script(Reply("A fine name."), Reply("Biscuit, you said."), Reply("I do not know."))
+        first = await send(alice, FACT)
+        assert REMEMBERED_HEADING not in system_prompt(llm.requests[-1])  # nothing yet
+
+        second = await send(alice, "What is the name of my dog?")  # a new conversation
+        assert second.context_id != first.context_id
+        prompt = system_prompt(llm.requests[-1])
+        assert REMEMBERED_HEADING in prompt
+        assert f"The user said: {FACT}" in prompt
+        assert "Biscuit" not in json.dumps(llm.requests[-1]["messages"][1:])  # not history
+
+        await send(bob, "What is the name of my dog?")
+        assert "Biscuit" not in json.dumps(llm.requests[-1])
+
+
+async def test_another_persona_does_not_remember_what_its_caller_told_one(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    async with (
+        hub_factory(memory=True, api_keys=ALICE_KEY) as hub,
+        httpx.AsyncClient(headers=bearer(ALICE_KEY), timeout=30) as http,
+    ):
+        llm.script(Reply("Noted."), Reply("Who?"))
+        await send(await hub.client("socrates", http=http), FACT)
+        await send(await hub.client("hermit", http=http), "What is my dog called?")
+        assert "Biscuit" not in json.dumps(llm.requests[-1])
+
+
+async def test_an_anonymous_caller_is_remembered_within_its_conversation_only(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    async with hub_factory(memory=True, history_max_messages=2) as hub:
+        client = await hub.client("socrates")
+        llm.script(Reply("Noted."), Reply("Fine."), Reply("Biscuit."), Reply("Who?"))
+        first = await send(client, FACT)
+        await send(client, "Let us speak of virtue.", first.context_id)
+        # The fact has left the window (two messages): memory brings it back.
+        await send(client, "What is the name of my dog?", first.context_id)
+        request = llm.requests[-1]
+        assert FACT not in json.dumps(request["messages"][1:])
+        assert f"The user said: {FACT}" in system_prompt(request)
+
+        await send(client, "What is the name of my dog?")  # a new conversation
+        assert "Biscuit" not in json.dumps(llm.requests[-1])
+
+
+async def test_memory_is_off_by_default(hub_factory: HubFactory, llm: FakeLLM) -> None:
+    async with (
+        hub_factory(api_keys=ALICE_KEY) as hub,
+        httpx.AsyncClient(headers=bearer(ALICE_KEY), timeout=30) as http,
+    ):
+        client = await hub.client("socrates", http=http)
+        llm.script(Reply("Noted."), Reply("Who?"))
+        await send(client, FACT)
+        await send(client, "What is the name of my dog?")
+        assert "Biscuit" not in json.dumps(llm.requests[-1])
