@@ -18,7 +18,7 @@ from persona_agent.personas.turn_prompt import REMEMBERED_HEADING
 from tests.conftest import empty_postgres
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.a2a_helpers import send
-from tests.integration.conftest import HubFactory
+from tests.integration.conftest import HERMIT, HubFactory
 
 ALICE_KEY = "alice-key-0123456789abcdef"
 BOB_KEY = "bob-key-0123456789abcdef00"
@@ -105,4 +105,24 @@ async def test_memory_is_off_by_default(hub_factory: HubFactory, llm: FakeLLM) -
         llm.script(Reply("Noted."), Reply("Who?"))
         await send(client, FACT)
         await send(client, "What is the name of my dog?")
+        assert "Biscuit" not in json.dumps(llm.requests[-1])
+
+
+async def test_a_deleted_persona_forgets_and_a_new_one_of_its_id_remembers_nothing(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    api = "/api/v1/personas"
+    async with (
+        hub_factory(memory=True, api_keys=ALICE_KEY) as hub,
+        httpx.AsyncClient(headers=bearer(ALICE_KEY), timeout=30) as http,
+    ):
+        body = {**HERMIT, "id": "newton"}
+        assert (await http.post(f"{hub.settings.base_url}{api}", json=body)).status_code == 201
+        llm.script(Reply("Noted."), Reply("Who?"))
+        await send(await hub.client("newton", http=http), FACT)
+        deleted = await http.delete(f"{hub.settings.base_url}{api}/newton")
+        assert deleted.status_code == 204
+        assert (await http.post(f"{hub.settings.base_url}{api}", json=body)).status_code == 201
+
+        await send(await hub.client("newton", http=http), "What is the name of my dog?")
         assert "Biscuit" not in json.dumps(llm.requests[-1])

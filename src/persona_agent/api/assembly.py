@@ -184,7 +184,7 @@ def build_storage(settings: Settings, metrics: HubMetrics) -> Storage:
         usage=usage,
         personas=personas,
         sql_personas=sql_personas,
-        persona_data=DeletedPersonaData(lean_store, history, usage),
+        persona_data=DeletedPersonaData(lean_store, history, usage, memories=writer),
         auto_upgrade=settings.db_auto_upgrade,
     )
 

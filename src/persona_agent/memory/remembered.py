@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from sqlalchemy import and_, bindparam, delete, insert, select
+from sqlalchemy import and_, bindparam, insert, select
 
 from persona_agent.db import GroupCommitWriter, memories_table
 from persona_agent.memory.embeddings import Vectors
@@ -88,10 +88,3 @@ class MemoryStore:
             return items, np.zeros((0, 0), dtype=np.float32)
         vectors = np.vstack([np.frombuffer(row[3], dtype="<f4") for row in rows])
         return items, vectors.astype(np.float32, copy=False)
-
-    async def forget_persona(self, persona_id: str) -> None:
-        """Delete every memory of a persona (it was deleted)."""
-        statement = delete(memories_table).where(
-            memories_table.c.persona_id == bindparam("persona_id")
-        )
-        await self._db.write(statement, [{"persona_id": persona_id}])

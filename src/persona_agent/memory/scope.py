@@ -1,5 +1,6 @@
-"""Whose memory a turn reads and adds to, and the engine's view of memory (no memory by
-default: this module loads nothing of the memory's own, so a hub without it pays nothing).
+"""Whose memory a turn reads and adds to, the engine's view of memory (no memory by
+default), and forgetting a deleted persona's: this module loads nothing of the memory's
+own (numpy, a model), so a hub without memory pays nothing for it.
 """
 
 from __future__ import annotations
@@ -8,7 +9,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["NO_MEMORY", "MemoryScope", "TurnMemory"]
+from sqlalchemy import bindparam, delete
+
+from persona_agent.db import GroupCommitWriter, memories_table
+
+__all__ = ["NO_MEMORY", "MemoryScope", "TurnMemory", "forget_persona"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,3 +41,10 @@ class TurnMemory:
 
 
 NO_MEMORY = TurnMemory()
+
+
+async def forget_persona(writer: GroupCommitWriter, persona_id: str) -> None:
+    """Delete every memory of a persona (it was deleted: a new persona with its id must
+    not remember its callers), whether memory is on now or was before."""
+    statement = delete(memories_table).where(memories_table.c.persona_id == bindparam("persona_id"))
+    await writer.write(statement, [{"persona_id": persona_id}])
