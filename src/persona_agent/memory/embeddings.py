@@ -65,7 +65,7 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 class HashingEmbedder:
     """Words and character trigrams hashed into ``dimensions`` (no model, no download):
-    linear in the text, run on the event loop."""
+    linear in the text, run in a worker thread."""
 
     def __init__(self, dimensions: int = 512) -> None:
         self.dimensions = dimensions
@@ -75,7 +75,7 @@ class HashingEmbedder:
         return f"hashing-{self.dimensions}"
 
     async def embed(self, texts: Sequence[str], *, query: bool = False) -> Vectors:
-        return self.embed_now(texts)
+        return await asyncio.to_thread(self.embed_now, list(texts))
 
     def embed_now(self, texts: Sequence[str]) -> Vectors:
         rows = np.zeros((len(texts), self.dimensions), dtype=np.float32)

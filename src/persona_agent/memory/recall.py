@@ -8,6 +8,7 @@ caller's memory reaches another caller's prompt.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -22,6 +23,9 @@ __all__ = ["PersonaMemory"]
 logger = logging.getLogger(__name__)
 
 _SPEAKERS = {"user": "The user said", "assistant": "You said"}
+MAX_REMEMBERED_CHARS = 4000
+"""A message is remembered by its first 4,000 characters (about 1,000 tokens: a longer
+one would not fit a turn's budget of remembered messages anyway)."""
 
 
 class PersonaMemory(TurnMemory):
@@ -48,7 +52,9 @@ class PersonaMemory(TurnMemory):
         if not items or not message.strip():
             return ()
         query = await self.embedder.embed([message], query=True)
-        chosen = select_remembered(
+        # Linear in the caller's rows (up to the store's bound): off the event loop.
+        chosen = await asyncio.to_thread(
+            select_remembered,
             message,
             query[0],
             items,
@@ -61,7 +67,7 @@ class PersonaMemory(TurnMemory):
 
     async def keep(self, scope: MemoryScope, said: Sequence[dict[str, Any]]) -> None:
         kept = [
-            (message["role"], message["content"].strip())
+            (message["role"], message["content"].strip()[:MAX_REMEMBERED_CHARS])
             for message in said
             if message.get("role") in _SPEAKERS
             and isinstance(message.get("content"), str)

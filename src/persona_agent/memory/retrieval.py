@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -92,16 +91,21 @@ def _words(text: str) -> list[str]:
 
 
 def keyword_scores(query: str, texts: Sequence[str]) -> np.ndarray:
-    """BM25 (k1 1.2, b 0.75) of each text for the query's words."""
+    """BM25 (k1 1.2, b 0.75) of each text for the query's words (a text's length counted
+    in spaces: only the query's few words are looked for, each text is not split)."""
     terms = set(_words(query))
     scores = np.zeros(len(texts), dtype=np.float64)
     if not terms or not texts:
         return scores
-    documents = [Counter(_words(text)) for text in texts]
-    lengths = np.array([sum(document.values()) for document in documents], dtype=np.float64)
+    lowered = [text.lower() for text in texts]
+    lengths = np.array([text.count(" ") + 1 for text in lowered], dtype=np.float64)
     average = max(float(lengths.mean()), 1.0)
     for term in terms:
-        frequency = np.array([document.get(term, 0) for document in documents], dtype=np.float64)
+        word = re.compile(rf"(?<!\w){re.escape(term)}(?!\w)")
+        frequency = np.array(
+            [len(word.findall(text)) if term in text else 0 for text in lowered],
+            dtype=np.float64,
+        )
         containing = int(np.count_nonzero(frequency))
         if not containing:
             continue
