@@ -9,16 +9,21 @@ The cross-caller test fails when the memory's scope leaves the caller out (make
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
+from persona_agent.api.app import create_app
+from persona_agent.errors import ConfigError
 from persona_agent.personas.turn_prompt import REMEMBERED_HEADING
+from persona_agent.settings import Settings
 from tests.conftest import empty_postgres
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.a2a_helpers import send
-from tests.integration.conftest import HERMIT, HubFactory
+from tests.integration.conftest import BUNDLED, HERMIT, HubFactory
 
 ALICE_KEY = "alice-key-0123456789abcdef"
 BOB_KEY = "bob-key-0123456789abcdef00"
@@ -126,3 +131,28 @@ async def test_a_deleted_persona_forgets_and_a_new_one_of_its_id_remembers_nothi
 
         await send(await hub.client("newton", http=http), "What is the name of my dog?")
         assert "Biscuit" not in json.dumps(llm.requests[-1])
+
+
+async def test_a_caller_is_remembered_with_a_model_shipped_in_its_wheel(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    pytest.importorskip("wordllama")
+    settings = {"memory": True, "memory_embeddings": "wordllama", "api_keys": ALICE_KEY}
+    async with (
+        hub_factory(**settings) as hub,
+        httpx.AsyncClient(headers=bearer(ALICE_KEY), timeout=30) as http,
+    ):
+        client = await hub.client("socrates", http=http)
+        llm.script(Reply("A fine name."), Reply("Biscuit."))
+        await send(client, FACT)
+        await send(client, "What is the name of my pet?")  # no word of the fact but "my"
+        assert f"The user said: {FACT}" in system_prompt(llm.requests[-1])
+
+
+def test_memory_settings_that_cannot_work_stop_start_up(tmp_path: Path) -> None:
+    local: dict[str, Any] = {"data_dir": tmp_path, "personas_dir": BUNDLED, "memory": True}
+    settings = Settings(_env_file=None, llm_backend="local", memory_embeddings="openai", **local)  # type: ignore[call-arg]
+    with pytest.raises(ConfigError, match="openai LLM backend"):
+        create_app(settings)
+    with pytest.raises(ValidationError, match="memory_embeddings"):
+        Settings(_env_file=None, **{"memory_embeddings": "word2vec"})  # type: ignore[arg-type,call-arg]

