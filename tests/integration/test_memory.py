@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from a2a.types.a2a_pb2 import TaskState
 from pydantic import ValidationError
 
 from persona_agent.api.app import create_app
@@ -22,7 +23,7 @@ from persona_agent.personas.turn_prompt import REMEMBERED_HEADING
 from persona_agent.settings import Settings
 from tests.conftest import empty_postgres
 from tests.fakes.fake_llm import FakeLLM, Reply
-from tests.integration.a2a_helpers import send
+from tests.integration.a2a_helpers import answer_text, send
 from tests.integration.conftest import BUNDLED, HERMIT, HubFactory
 
 ALICE_KEY = "alice-key-0123456789abcdef"
@@ -156,3 +157,19 @@ def test_memory_settings_that_cannot_work_stop_start_up(tmp_path: Path) -> None:
         create_app(settings)
     with pytest.raises(ValidationError, match="memory_embeddings"):
         Settings(_env_file=None, **{"memory_embeddings": "word2vec"})  # type: ignore[arg-type,call-arg]
+
+
+async def test_an_embeddings_endpoint_that_fails_leaves_the_answer_whole(
+    hub_factory: HubFactory, llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The scripted server has no /embeddings: every embedding call fails (404).
+    async with hub_factory(memory=True, memory_embeddings="openai") as hub:
+        client = await hub.client("socrates")
+        llm.script(Reply("A fine name."), Reply("Biscuit."))
+        first = await send(client, FACT)
+        second = await send(client, "What is the name of my dog?", first.context_id)
+    assert second.status.state == TaskState.TASK_STATE_COMPLETED
+    assert answer_text(second) == "Biscuit."
+    assert FACT in json.dumps(llm.requests[-1]["messages"])  # the history is whole
+    logged = [record.getMessage() for record in caplog.records]
+    assert logged.count("persona socrates: a turn could not be remembered") == 2

@@ -48,6 +48,25 @@ class PersonaMemory(TurnMemory):
     async def recall(
         self, scope: MemoryScope, message: str, in_prompt: Sequence[str]
     ) -> tuple[str, ...]:
+        """As :meth:`TurnMemory.recall`; when the embedder fails (an endpoint down), the
+        turn goes on without memory, and the error is logged."""
+        try:
+            return await self._recall(scope, message, in_prompt)
+        except Exception:
+            logger.exception("persona %s: memory could not be searched", scope.persona_id)
+            return ()
+
+    async def keep(self, scope: MemoryScope, said: Sequence[dict[str, Any]]) -> None:
+        """As :meth:`TurnMemory.keep`; when the embedder fails, the turn is not remembered
+        (its history is kept all the same), and the error is logged."""
+        try:
+            await self._keep(scope, said)
+        except Exception:
+            logger.exception("persona %s: a turn could not be remembered", scope.persona_id)
+
+    async def _recall(
+        self, scope: MemoryScope, message: str, in_prompt: Sequence[str]
+    ) -> tuple[str, ...]:
         items, vectors = await self.store.load(scope, self.embedder.name)
         if not items or not message.strip():
             return ()
@@ -65,7 +84,7 @@ class PersonaMemory(TurnMemory):
         )
         return tuple(_marked(item) for item in chosen)
 
-    async def keep(self, scope: MemoryScope, said: Sequence[dict[str, Any]]) -> None:
+    async def _keep(self, scope: MemoryScope, said: Sequence[dict[str, Any]]) -> None:
         kept = [
             (message["role"], message["content"].strip()[:MAX_REMEMBERED_CHARS])
             for message in said
