@@ -80,7 +80,7 @@ class PersonaMemory(TurnMemory):
             vectors,
             token_budget=self.token_budget,
             max_items=self.max_items,
-            exclude=frozenset(in_prompt),
+            exclude=frozenset(text.strip()[:MAX_REMEMBERED_CHARS] for text in in_prompt),
         )
         return tuple(_marked(item) for item in chosen)
 
