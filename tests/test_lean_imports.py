@@ -49,6 +49,7 @@ FEATURES = {
     "PIL": "a character card in a PNG file",
     "alembic": "a database to migrate",
     "openai": "the openai backend",
+    "persona_agent.memory.embeddings": "memory (PERSONA_AGENT_MEMORY=on)",
 }
 """The modules a hub at its defaults (its database migrated already) does not load, and the
 feature that loads each."""
@@ -150,6 +151,7 @@ def test_turning_each_feature_on_loads_its_library(tmp_path: Path) -> None:
         "PERSONA_AGENT_CARD_SIGNING_KEY": str(key),
         "OTEL_EXPORTER_OTLP_ENDPOINT": unused,
         "OTEL_EXPORTER_OTLP_TIMEOUT": "1",
+        "PERSONA_AGENT_MEMORY": "on",
     }
 
     # A first start: the database is made, by the migrations.

@@ -45,6 +45,7 @@ from persona_agent.observe.tracing import TRACER
 __all__ = [
     "GroupCommitWriter",
     "create_engine",
+    "memories_table",
     "messages_table",
     "metadata",
     "personas_table",
@@ -142,6 +143,23 @@ personas_table = Table(
 )
 """Replicas (PostgreSQL): the personas
 (:class:`persona_agent.personas.sql_store.SqlPersonaStore`)."""
+
+
+memories_table = Table(
+    "pa_memories",
+    metadata,
+    Column("seq", _Seq, primary_key=True, autoincrement=True),
+    Column("persona_id", String(63), nullable=False),
+    Column("owner", String(200), nullable=False),  # the identified caller; "" anonymous
+    Column("conversation", String(300), nullable=False),  # the engine's conversation key
+    Column("role", String(20), nullable=False),  # user or assistant
+    Column("text", Text, nullable=False),
+    Column("model", String(100), nullable=False),  # the embedder that made the vector
+    Column("vector", LargeBinary, nullable=False),  # float32, little-endian, unit length
+    Column("at_ms", BigInteger, nullable=False),  # ms since the epoch
+    Index("ix_pa_memories_scope", "persona_id", "owner", "conversation", "seq"),
+)
+"""What callers told personas, with its vectors (:mod:`persona_agent.memory.remembered`)."""
 
 
 push_callers_table = Table(

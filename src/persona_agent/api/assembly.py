@@ -35,6 +35,7 @@ from persona_agent.observe.tracing import start_tracing
 from persona_agent.parts import (
     build_authenticator,
     build_llm_backend,
+    build_memory,
     open_persona_store,
     persona_limits,
 )
@@ -183,7 +184,7 @@ def build_storage(settings: Settings, metrics: HubMetrics) -> Storage:
         usage=usage,
         personas=personas,
         sql_personas=sql_personas,
-        persona_data=DeletedPersonaData(lean_store, history, usage),
+        persona_data=DeletedPersonaData(lean_store, history, usage, memories=writer),
         auto_upgrade=settings.db_auto_upgrade,
     )
 
@@ -295,6 +296,7 @@ def build_engine(
         prices=load_prices(settings.llm_prices, free=(LOCAL_MODEL_NAME,)),
         usage=storage.usage,
         metrics=metrics,
+        memory=build_memory(settings, storage.writer, model.llm),
     )
 
 

@@ -1,4 +1,5 @@
-"""What goes with a deleted persona: its tasks, its conversations and its usage records.
+"""What goes with a deleted persona: its tasks, its conversations, its usage records and
+what it remembers of its callers.
 
 A persona's tasks and history are keyed by its id, so a new persona given the id of a
 deleted one would find them (and could continue them). When the persona store reports a
@@ -15,6 +16,8 @@ import logging
 from persona_agent.a2a.task_store import SqlTaskStore
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.usage_log import UsageLog
+from persona_agent.db import GroupCommitWriter
+from persona_agent.memory.scope import forget_persona
 from persona_agent.personas.store import PersonaChange
 
 __all__ = ["DeletedPersonaData"]
@@ -30,7 +33,11 @@ class DeletedPersonaData:
         task_store: SqlTaskStore,
         history: ConversationHistory,
         usage: UsageLog | None = None,
+        *,
+        memories: GroupCommitWriter | None = None,
     ) -> None:
+        """``memories``: the database whose memories of the persona go too."""
+        self._memories = memories
         self._task_store = task_store
         self._history = history
         self._usage = usage
@@ -64,6 +71,8 @@ class DeletedPersonaData:
             await self._history.forget_persona(persona_id)
             if self._usage is not None:
                 await self._usage.forget_persona(persona_id)
+            if self._memories is not None:
+                await forget_persona(self._memories, persona_id)
         except Exception:
             logger.exception("Could not delete the tasks and history of persona '%s'", persona_id)
             raise

@@ -35,6 +35,7 @@ from persona_agent.llm.base import (
     TextDelta,
     ToolCall,
 )
+from persona_agent.memory.scope import NO_MEMORY, MemoryScope, TurnMemory
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.observe.pricing import PriceTable
 from persona_agent.observe.tracing import TRACER
@@ -75,12 +76,16 @@ class ChatEngine:
         prices: PriceTable | None = None,
         usage: UsageLog | None = None,
         metrics: HubMetrics = NO_METRICS,
+        memory: TurnMemory = NO_MEMORY,
     ) -> None:
         """``locks``: how turns of one conversation are kept apart (this process's locks;
         replicas pass :class:`~persona_agent.cluster.advisory_locks.AdvisoryLocks`); ``prices``:
         what tokens cost, for :attr:`Done.cost_usd`; ``usage``: where each completed answer's
         tokens and cost are recorded; ``tools``: what the model may call (MCP servers,
-        other personas, outside agents: :class:`~persona_agent.chat.tools.ToolSources`)."""
+        other personas, outside agents: :class:`~persona_agent.chat.tools.ToolSources`);
+        ``memory``: what the persona remembers of the caller (:mod:`persona_agent.memory`:
+        none by default)."""
+        self.memory = memory
         self.prices = prices if prices is not None else PriceTable()
         self.usage = usage
         self.metrics = metrics
@@ -158,7 +163,9 @@ class ChatEngine:
         if greeting is not None:  # a new conversation opens with the persona's greeting
             said.append({"role": "assistant", "content": greeting})
         said.append({"role": "user", "content": user_message})
-        prompt = await assemble_prompt(persona, past, said)
+        in_prompt = [m["content"] for m in (*past, *said) if isinstance(m.get("content"), str)]
+        remembered = await self.memory.recall(_scope(persona, turn), user_message, in_prompt)
+        prompt = await assemble_prompt(persona, past, said, remembered=remembered)
         tools = (
             self.tools.specs(persona) if self.tools is not None and self.llm.supports_tools else []
         )
@@ -308,12 +315,14 @@ class ChatEngine:
         cost = self.prices.cost(model, usage)
         if cost is not None:
             self.metrics.cost.labels(persona.id, model).inc(cost)
+        kept = self.memory.keep(_scope(persona, state.turn), _from_user_on(state.said))
         if self.usage is None:
-            await self.history.append(state.key, state.said)
-        else:  # both in one group commit
+            await asyncio.gather(self.history.append(state.key, state.said), kept)
+        else:  # all in one group commit
             await asyncio.gather(
                 self.history.append(state.key, state.said),
                 self.usage.record(persona.id, model, usage, cost),
+                kept,
             )
         return Done(
             text=text_answer,
@@ -410,6 +419,20 @@ class ChatEngine:
         except ToolError as error:
             logger.warning("tool %s failed: %s", name, error.message)
             yield ToolResult(f"Error: {error.message}", is_error=True)
+
+
+def _scope(persona: Persona, turn: Turn) -> MemoryScope:
+    """The memory a turn reads and adds to: the persona's with the turn's identified
+    caller, or (anonymous) with its conversation alone."""
+    return MemoryScope(persona.id, turn.owner, turn.conversation)
+
+
+def _from_user_on(said: list[Message]) -> list[Message]:
+    """A turn's messages from the user's on (not the greeting that opened a conversation)."""
+    for index, message in enumerate(said):
+        if message.get("role") == "user":
+            return said[index:]
+    return []
 
 
 def _call_id() -> str:

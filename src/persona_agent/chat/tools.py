@@ -80,6 +80,9 @@ class Turn:
     origin: Any = None
     budget: CallBudget | None = None
     whole: bool = False
+    owner: str = ""
+    """The identified caller the conversation belongs to (empty: anonymous), whose
+    memory with the persona the turn reads and adds to."""
 
 
 class ToolSource(Protocol):

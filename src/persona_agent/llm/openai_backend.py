@@ -129,6 +129,10 @@ class OpenAIBackend(LLMBackend):
             await self._client.close()
             self._client = None
 
+    def shared_client(self) -> openai.AsyncOpenAI:
+        """The backend's one client (for the embeddings endpoint, as for chat)."""
+        return self._shared_client()
+
     def _shared_client(self) -> openai.AsyncOpenAI:
         """The client, made on first use (its connections belong to the running event loop)."""
         if self._client is None:

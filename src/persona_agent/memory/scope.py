@@ -1,0 +1,50 @@
+"""Whose memory a turn reads and adds to, the engine's view of memory (no memory by
+default), and forgetting a deleted persona's: this module loads nothing of the memory's
+own (numpy, a model), so a hub without memory pays nothing for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import bindparam, delete
+
+from persona_agent.db import GroupCommitWriter, memories_table
+
+__all__ = ["NO_MEMORY", "MemoryScope", "TurnMemory", "forget_persona"]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryScope:
+    """Whose memory: a persona's with one caller (``owner``; empty: anonymous, and then
+    only the one ``conversation``)."""
+
+    persona_id: str
+    owner: str
+    conversation: str
+
+
+class TurnMemory:
+    """No memory (the default): nothing recalled, nothing kept."""
+
+    async def recall(
+        self, scope: MemoryScope, message: str, in_prompt: Sequence[str]
+    ) -> tuple[str, ...]:
+        """What to add to the prompt of the turn answering ``message``, each item marked
+        with who said it; ``in_prompt``: texts the prompt has already."""
+        return ()
+
+    async def keep(self, scope: MemoryScope, said: Sequence[dict[str, Any]]) -> None:
+        """Remember a completed turn's messages (the user's and the persona's answers)."""
+
+
+NO_MEMORY = TurnMemory()
+
+
+async def forget_persona(writer: GroupCommitWriter, persona_id: str) -> None:
+    """Delete every memory of a persona (it was deleted: a new persona with its id must
+    not remember its callers), whether memory is on now or was before."""
+    statement = delete(memories_table).where(memories_table.c.persona_id == bindparam("persona_id"))
+    await writer.write(statement, [{"persona_id": persona_id}])
