@@ -133,8 +133,7 @@ async def test_every_bundled_persona_answers_in_character(
         speaker = artifact.name if persona.panel is not None else name
         assert_reads_as_the_persona(text, speaker, CAP)
     cost = cost_of(task)
-    if persona.panel is None:  # a panel's cost-v1 is its tree's, with no such label yet
-        assert cost["demoModel"] is True  # for clients to label the answer
+    assert cost["demoModel"] is True  # for clients to label the answer (a panel's too)
     usage = cost["usage"]
     assert usage["promptTokens"] > 50  # the transcript: persona, samples, question
     # At most one retry of an empty answer, for each answer.
