@@ -46,6 +46,9 @@ NOT_RUN_COMMANDS: dict[str, str] = {
 """Commands left out of a block the doc tests otherwise run: how it begins → why."""
 
 RUN_ELSEWHERE: dict[tuple[str, str], str] = {
+    ("docs/memory.md", "Remembered from earlier with this user"): (
+        "tests/memory/test_remembered_section.py"
+    ),
     ("README.md", "from a2a.client import ClientConfig, ClientFactory"): (
         "tests/integration/test_readme.py"
     ),

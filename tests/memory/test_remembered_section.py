@@ -1,6 +1,7 @@
 """The remembered section of a turn's prompt, for every backend: a chat model reads it
-at the end of the system prompt, the embedded model as a marked paragraph before the
-conversation; a turn with nothing remembered reads the prompt it read before memory."""
+at the end of the system prompt (as docs/memory.md shows it), the embedded model as a
+marked line before the newest message; a turn with nothing remembered reads the prompt it
+read before memory."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ PERSONAS, _ = load_persona_dir(Path(__file__).resolve().parents[2] / "personas")
 SOCRATES = PERSONAS["socrates"]
 ASKED = [{"role": "user", "content": "What is my dog called?"}]
 REMEMBERED = ("The user said: My dog is called Biscuit.",)
+MEMORY_DOC = Path(__file__).resolve().parents[2] / "docs" / "memory.md"
 
 
 def words(text: str) -> int:
@@ -38,3 +40,17 @@ async def test_the_embedded_model_reads_it_just_before_the_newest_message() -> N
     assert prompt.index(marked) < prompt.index("What is my dog called?")
     plain = await assemble_prompt(SOCRATES, [], ASKED)
     assert "remembers" not in build_prompt(plain, count_tokens=words, budget=10_000)
+
+
+async def test_docs_memory_shows_the_section_a_chat_model_reads() -> None:
+    """docs/memory.md's example of the section is what the hub writes for its two items."""
+    doc = MEMORY_DOC.read_text("utf-8")
+    shown = doc.split(f"```\n{REMEMBERED_HEADING}\n", 1)[1].split("```", 1)[0]
+    items = tuple(line.removeprefix("- ") for line in shown.splitlines())
+    assert items == (
+        "The user said: My dog is called Biscuit.",
+        "You said: Biscuit is a fine name for a dog.",
+    )
+    sections = await assemble_prompt(SOCRATES, [], ASKED, remembered=items)
+    system = sections.messages()[0]["content"]
+    assert system.endswith(f"{REMEMBERED_HEADING}\n{shown.rstrip()}")
