@@ -43,6 +43,13 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
+MODEL_THREADS = 1
+"""llama.cpp threads for the embedded model in the tests: the suite's other workers keep
+the other core busy, and two threads that wait on each other there burn CPU for nothing
+(docs/local-model.md: one thread on a shared machine). The no-configuration ``serve``
+test (tests/cli) keeps the default, as a new user would."""
+
+
 @pytest.fixture(scope="session")
 def local_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One directory for the whole run: the embedded model's file is assembled into it once

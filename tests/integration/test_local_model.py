@@ -24,6 +24,7 @@ from persona_agent.api.app import HubApp, create_app
 from persona_agent.llm.local.backend import LocalBackend
 from persona_agent.llm.local.weights import LOCAL_MODEL_NAME
 from persona_agent.personas.scan import load_persona_dir
+from tests.conftest import MODEL_THREADS
 from tests.integration.a2a_helpers import answer_text, get_task, send, user_message
 from tests.integration.conftest import (
     BUNDLED,
@@ -82,6 +83,7 @@ async def local_hub(
         shutdown_grace_seconds=2,
         task_listing="all",
         local_model_dir=local_model_dir,
+        local_threads=MODEL_THREADS,
         local_max_tokens=CAP,
     )
     app = create_app(settings)
@@ -232,6 +234,7 @@ async def test_readyz_waits_for_the_model_and_a_probe_loads_it(
         llm_api_key=None,
         mcp_config=None,
         local_model_dir=local_model_dir,
+        local_threads=MODEL_THREADS,
         local_preload=False,
     ) as hub:
         first = await hub.http.get("/readyz")

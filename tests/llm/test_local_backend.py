@@ -18,6 +18,7 @@ from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import render_system_prompt
 from persona_agent.personas.scan import load_persona_dir
 from persona_agent.settings import Settings
+from tests.conftest import MODEL_THREADS
 from tests.quality import assert_reads_as_the_persona
 
 BUNDLED, _ = load_persona_dir(Path(__file__).resolve().parents[2] / "personas")
@@ -125,7 +126,7 @@ async def test_personas_that_require_tools_are_named_at_start_up(
 
 @pytest.mark.local_model
 async def test_generations_take_turns_in_the_order_they_asked(local_model_dir: Path) -> None:
-    llm = LocalBackend(model_dir=local_model_dir, max_tokens=24, seed=7)
+    llm = LocalBackend(model_dir=local_model_dir, max_tokens=24, seed=7, threads=MODEL_THREADS)
     await llm.load()
     started: list[int] = []
     loop = asyncio.get_running_loop()
@@ -164,7 +165,7 @@ async def test_generations_take_turns_in_the_order_they_asked(local_model_dir: P
 @pytest.mark.local_model
 async def test_a_persona_met_again_is_not_read_again(local_model_dir: Path) -> None:
     """After other personas spoke, the first one's transcript comes back from a snapshot."""
-    llm = LocalBackend(model_dir=local_model_dir, max_tokens=32)
+    llm = LocalBackend(model_dir=local_model_dir, max_tokens=32, threads=MODEL_THREADS)
 
     async def ask(persona_id: str, question: str) -> str:
         system = render_system_prompt(BUNDLED[persona_id])
@@ -198,7 +199,11 @@ async def test_another_gguf_file_answers_and_a_new_conversation_reads_only_its_t
     elsewhere = tmp_path / "my-model.gguf"
     elsewhere.symlink_to(ensure_model_file(local_model_dir))
     llm = LocalBackend(
-        model_dir=tmp_path / "unused", model=str(elsewhere), max_tokens=24, cache_bytes=64 << 20
+        model_dir=tmp_path / "unused",
+        model=str(elsewhere),
+        max_tokens=24,
+        cache_bytes=64 << 20,
+        threads=MODEL_THREADS,
     )
     assert (llm.default_model, llm.where) == ("my-model", str(elsewhere))
 
