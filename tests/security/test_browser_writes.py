@@ -5,6 +5,7 @@ form posts, DNS rebinding), and A2A endpoints take only bodies labelled JSON."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,17 +13,25 @@ import httpx
 import pytest
 import yaml
 
-from tests.personas import persona_data
+from tests.personas import BUNDLED, persona_data
 from tests.security import OFFLINE_LLM
 from tests.servers.hub_process import hub_process
 
 API = "/api/v1/personas"
 
 
-@pytest.fixture
-def hub(tmp_path: Path, personas_dir: Path) -> Iterator[str]:
-    with hub_process(personas_dir, tmp_path / "data", **OFFLINE_LLM) as (url, _):
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One hub process for the module's tests (a process takes seconds to start): each
+    writes personas of its own ids, or checks that a write changed nothing."""
+    root = tmp_path_factory.mktemp("browser-writes")
+    shutil.copytree(BUNDLED, root / "personas")
+    with hub_process(root / "personas", root / "data", **OFFLINE_LLM) as (url, _):
         yield url
+
+
+def socrates_name(url: str) -> str:
+    return str(httpx.get(f"{url}{API}/socrates").json()["name"])
 
 
 def body(persona_id: str) -> dict[str, object]:
@@ -56,6 +65,7 @@ ORIGIN_REFUSED = ("refused from the origin", "PERSONA_AGENT_CORS_ORIGINS")
 def test_writes_from_a_foreign_host_or_origin_are_refused(
     hub: str, headers: dict[str, str], reason: tuple[str, str]
 ) -> None:
+    before = socrates_name(hub)
     attempts = [
         httpx.post(f"{hub}{API}", json=body("intruder"), headers=headers),
         httpx.put(f"{hub}{API}/socrates", json=body("socrates"), headers=headers),
@@ -71,7 +81,7 @@ def test_writes_from_a_foreign_host_or_origin_are_refused(
         for part in reason:
             assert part in reply.json()["detail"]
     assert not exists(hub, "intruder")
-    assert httpx.get(f"{hub}{API}/socrates").json()["name"] == "Socrates"
+    assert socrates_name(hub) == before
     # Reads stay open to pages of other origins (which cannot read them without CORS),
     # not to a name that is not this machine's (tests/integration/test_host_guard.py).
     read = httpx.get(f"{hub}{API}", headers=headers)
@@ -87,15 +97,16 @@ def upload(url: str, name: str, headers: dict[str, str]) -> httpx.Response:
 def test_an_upload_needs_a_header_a_form_cannot_send_or_the_hubs_own_origin(hub: str) -> None:
     # A browser that sends no Origin (an old one, a privacy setting, an extension that
     # strips it) posting a page's form: nothing in it says where it came from.
+    before = socrates_name(hub)
     refused = upload(hub, "Owned", {})
     assert refused.status_code == 403
     assert "X-Requested-With" in refused.json()["detail"]
     assert "PERSONA_AGENT_API_KEYS" in refused.json()["detail"]
-    assert httpx.get(f"{hub}{API}/socrates").json()["name"] == "Socrates"
+    assert socrates_name(hub) == before
     # A tool sends the header (the personas CLI does); a page of the hub's own sends its Origin.
     assert upload(hub, "Socrates the Tool", {"X-Requested-With": "curl"}).status_code == 200
     assert upload(hub, "Socrates the Page", {"Origin": hub}).status_code == 200
-    assert httpx.get(f"{hub}{API}/socrates").json()["name"] == "Socrates the Page"
+    assert socrates_name(hub) == "Socrates the Page"
 
 
 @pytest.mark.parametrize(
