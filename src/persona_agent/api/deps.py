@@ -61,7 +61,8 @@ class ApiAuth:
 
     With API keys or an OIDC issuer configured every route needs a credential
     (``Authorization: Bearer ...`` or ``X-API-Key: KEY``), else 401, and its principal
-    needs the scope ``personas:read`` or ``personas:write`` (403 without). With
+    needs the scope ``personas:read`` or ``personas:write`` (the memory routes:
+    ``memory:read`` or ``memory:write``; 403 without). With
     neither, reads are open and writes are accepted
     only when every one of these holds (403 otherwise, 415 for a JSON route's body
     that is not labelled JSON), so that no web page open in a local browser can
