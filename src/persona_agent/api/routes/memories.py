@@ -160,6 +160,7 @@ def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         400: "A hub without authentication: name the caller (caller=)",
         404: "No such persona, or no such memory of the caller's with it",
         409: "Memory is off on this hub (PERSONA_AGENT_MEMORY=on): nothing to search or embed",
+        415: "A hub without keys: the body must be labelled Content-Type: application/json",
         422: "A parameter or the body is not valid (an id, a page, a text)",
     }
     return {code: {"model": ErrorDetail, "description": reasons[code]} for code in codes}
@@ -323,7 +324,7 @@ async def get_memory(
     f"{_BASE}/{{memory_id}}",
     dependencies=[MemoryWriter],
     response_model=MemoryItem,
-    responses=_responses(400, 404, 409, 422),
+    responses=_responses(400, 404, 409, 415, 422),
 )
 async def edit_memory(
     request: Request,
