@@ -9,6 +9,7 @@ fails; make ``CallerData.forget`` skip a store and the forgetting test does."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,10 @@ from typing import Any
 import httpx
 import pytest
 from a2a.types.a2a_pb2 import GetTaskRequest
+from click.testing import Result
+from typer.testing import CliRunner
 
+from persona_agent.cli.commands import app
 from persona_agent.personas.turn_prompt import REMEMBERED_HEADING
 from tests.conftest import empty_postgres
 from tests.fakes.fake_llm import FakeLLM, Reply
@@ -309,3 +313,42 @@ async def test_a_hub_without_keys_asks_whose_memory(hub_factory: HubFactory) -> 
             "items": [],
             "next": None,
         }
+
+
+async def test_the_memory_commands_list_export_and_forget(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    async with hub_factory(memory=True, api_keys=KEYS) as hub, caller(hub, ALICE_KEY) as alice:
+        llm.script(Reply("A fine name."))
+        await send(await hub.client("socrates", http=alice), FACT)
+        env = {"PERSONA_AGENT_URL": hub.settings.base_url, "PERSONA_AGENT_API_KEY": ALICE_KEY}
+
+        def memory(*args: str, stdin: str | None = None) -> Result:
+            # In a thread: the command's HTTP calls are synchronous, the hub is in this loop.
+            return CliRunner().invoke(app, ["memory", *args], env=env, input=stdin)
+
+        listed = await asyncio.to_thread(memory, "list", "socrates")
+        assert listed.exit_code == 0, listed.output
+        lines = listed.output.splitlines()
+        assert [line.split()[1] for line in lines] == ["assistant", "user"]
+        assert lines[1].endswith(FACT)
+
+        exported = await asyncio.to_thread(memory, "export", "socrates", "--format", "jsonl")
+        assert [json.loads(line)["text"] for line in exported.output.splitlines()] == [
+            FACT,
+            "A fine name.",
+        ]
+        other = await asyncio.to_thread(memory, "list", "socrates", "--caller", "key:bob")
+        assert other.exit_code == 1
+        assert "403" in other.output
+        assert "memory:admin" in other.output
+
+        kept = await asyncio.to_thread(memory, "forget", stdin="n\n")
+        assert kept.exit_code == 1  # aborted: nothing deleted
+        assert len((await alice.get(MEMORIES)).json()["items"]) == 2
+        forgot = await asyncio.to_thread(memory, "forget", "--yes")
+        assert forgot.exit_code == 0, forgot.output
+        assert forgot.output.strip() == (
+            "Forgot key:alice: 2 memories, 1 conversations (2 messages), 1 tasks"
+        )
+        assert (await alice.get(MEMORIES)).json()["items"] == []
