@@ -17,8 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from a2a.types.a2a_pb2 import GetTaskRequest
-from click.testing import Result
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from persona_agent.cli.commands import app
 from persona_agent.personas.turn_prompt import REMEMBERED_HEADING
