@@ -143,7 +143,7 @@ async def test_an_edited_memory_reaches_the_next_prompt_by_its_new_text(
         assert "The user said: My dog is called Rex." in prompt
         assert "Biscuit" not in json.dumps(llm.requests[-1])
 
-        for bad in ({"text": ""}, {"text": "x" * 4001}, {}):
+        for bad in ({"text": ""}, {"text": " \n "}, {"text": "x" * 4001}, {}):
             assert (await alice.patch(f"{MEMORIES}/{new['id']}", json=bad)).status_code == 422
 
 

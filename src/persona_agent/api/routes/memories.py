@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from persona_agent.api.deps import (
     CallerStore,
@@ -116,7 +116,18 @@ class SearchResults(BaseModel):
 class MemoryEdit(BaseModel):
     """A memory's new text."""
 
-    text: str = Field(min_length=1, max_length=MAX_TEXT)
+    text: str = Field(
+        min_length=1,
+        max_length=MAX_TEXT,
+        description="the new text (leading and trailing spaces are dropped); not blank",
+    )
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, text: str) -> str:
+        if not text.strip():
+            raise ValueError("the text is blank: delete the memory instead")
+        return text.strip()
 
 
 class Forgotten(BaseModel):
@@ -340,7 +351,7 @@ async def edit_memory(
     owner = _owner(request, Action.MEMORY_WRITE, persona_id, caller)
     await store.get(persona_id)
     try:
-        record = await callers.records.edit(persona_id, owner, memory_id, edit.text.strip())
+        record = await callers.records.edit(persona_id, owner, memory_id, edit.text)
     except MemoryOff as error:
         raise _off(error) from None
     if record is None:
