@@ -168,7 +168,8 @@ def _off(error: MemoryOff) -> HTTPException:
 
 def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     reasons = {
-        400: "A hub without authentication: name the caller (caller=)",
+        400: "A hub without authentication, and no caller named (caller=); a body that "
+        "cannot be parsed",
         404: "No such persona, or no such memory of the caller's with it",
         409: "Memory is off on this hub (PERSONA_AGENT_MEMORY=on): nothing to search or embed",
         415: "A hub without keys: the body must be labelled Content-Type: application/json",
