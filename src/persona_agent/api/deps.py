@@ -34,6 +34,8 @@ __all__ = [
     "CardImages",
     "FileChecker",
     "HubReader",
+    "MemoryReader",
+    "MemoryWriter",
     "Metrics",
     "PersonaData",
     "PersonaLimits",
@@ -328,6 +330,20 @@ async def require_persona_write(request: Request, persona_id: str) -> None:
     api_auth(request).authorize(request, Action.WRITE, persona_id)
 
 
+async def require_memory_read(request: Request) -> None:
+    """A read of a caller's memories (``memory:read``; whose: the route decides)."""
+    request.state.principal = await api_auth(request).check(
+        request, write=False, action=Action.MEMORY_READ
+    )
+
+
+async def require_memory_write(request: Request) -> None:
+    """A change of a caller's memories (``memory:write``), held to the keyless write rules."""
+    request.state.principal = await api_auth(request).check(
+        request, write=True, action=Action.MEMORY_WRITE
+    )
+
+
 async def require_hub_read(request: Request) -> None:
     """A read of what is about every persona (``/metrics``)."""
     await require_read(request)
@@ -406,3 +422,7 @@ PersonaWriter = Depends(require_persona_write)
 """Routes on one persona (``{persona_id}`` in the path) that change it."""
 HubReader = Depends(require_hub_read)
 FileChecker = Depends(require_file_check)
+MemoryReader = Depends(require_memory_read)
+"""Routes that read a caller's memories."""
+MemoryWriter = Depends(require_memory_write)
+"""Routes that change or delete a caller's memories."""

@@ -13,12 +13,14 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response, status
+from fastapi import APIRouter, HTTPException, Path, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field, field_validator
 
 from persona_agent.api.deps import (
     CallerStore,
+    MemoryReader,
+    MemoryWriter,
     Store,
     api_auth,
     hub_parts,
@@ -46,22 +48,6 @@ CallerQuery = Annotated[
     ),
 ]
 MemoryId = Annotated[int, Path(ge=1, le=2**62, description="the memory's id")]
-
-
-async def _memory_read(request: Request) -> None:
-    request.state.principal = await api_auth(request).check(
-        request, write=False, action=Action.MEMORY_READ
-    )
-
-
-async def _memory_write(request: Request) -> None:
-    request.state.principal = await api_auth(request).check(
-        request, write=True, action=Action.MEMORY_WRITE
-    )
-
-
-MemoryReader = Depends(_memory_read)
-MemoryWriter = Depends(_memory_write)
 
 
 def _owner(request: Request, action: Action, persona_id: str | None, caller: str | None) -> str:
