@@ -10,6 +10,7 @@ with memory off lists, exports and forgets what was kept when memory was on.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -186,6 +187,8 @@ class MemoryRecords:
         from persona_agent.memory.remembered import Remembered
         from persona_agent.memory.retrieval import select_remembered
 
+        if not query.strip():
+            return []
         rows = await self._db.fetch(
             select(*_COLUMNS, _C.vector)
             .where(*self._mine, _C.model == bindparam("model"))
@@ -193,17 +196,22 @@ class MemoryRecords:
             .limit(self._max_rows),
             {"persona_id": persona_id, "owner": owner, "model": embedder.name},
         )
-        if not rows or not query.strip():
+        if not rows:
             return []
-        records = [MemoryRecord(*row[:6]) for row in rows]
-        items = [Remembered(record.role, record.text, record.at_ms) for record in records]
-        by_item = {id(item): record for item, record in zip(items, records, strict=True)}
-        vectors = np.vstack([np.frombuffer(row[6], dtype="<f4") for row in rows])
         query_vector = (await embedder.embed([query], query=True))[0]
-        chosen = select_remembered(
-            query, query_vector, items, vectors, token_budget=2**31, max_items=limit
-        )
-        return [by_item[id(item)] for item in chosen]
+
+        def chosen() -> list[MemoryRecord]:
+            records = [MemoryRecord(*row[:6]) for row in rows]
+            items = [Remembered(record.role, record.text, record.at_ms) for record in records]
+            by_item = {id(item): record for item, record in zip(items, records, strict=True)}
+            vectors = np.vstack([np.frombuffer(row[6], dtype="<f4") for row in rows])
+            best = select_remembered(
+                query, query_vector, items, vectors, token_budget=2**31, max_items=limit
+            )
+            return [by_item[id(item)] for item in best]
+
+        # Linear in the caller's rows (up to max_rows), as the prompt's search: off the loop.
+        return await asyncio.to_thread(chosen)
 
     async def forget_owner(self, owner: str) -> int:
         """Delete every record of ``owner`` with every persona; how many there were (counted
