@@ -1,6 +1,6 @@
-"""Retention on real databases (a SQLite file and PostgreSQL): the oldest tasks and
-messages over a limit are deleted, running tasks never, push configs with their tasks, and
-the loop sweeps until stopped."""
+"""Retention on real databases (a SQLite file and PostgreSQL): the oldest tasks,
+messages and memories over a limit are deleted, running tasks never, push configs with
+their tasks, and the loop sweeps until stopped."""
 
 from __future__ import annotations
 
@@ -17,12 +17,14 @@ from a2a.types.a2a_pb2 import (
     TaskState,
     TaskStatus,
 )
+from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from persona_agent.a2a.push import ConfigLimits, IndexedConfigStore
 from persona_agent.a2a.task_store import SqlTaskStore, persona_owner
 from persona_agent.chat.history import ConversationHistory
-from persona_agent.db import GroupCommitWriter
+from persona_agent.db import GroupCommitWriter, memories_table
+from persona_agent.memory.records import MemoryRecords
 from persona_agent.retention import Retention, RetentionLimits
 from tests.a2a.test_task_store import ctx
 
@@ -34,6 +36,7 @@ NOTHING = RetentionLimits(
     task_max_bytes=0,
     message_max_count=0,
     message_max_bytes=0,
+    memory_max_age_days=0,
 )
 
 
@@ -92,6 +95,35 @@ async def test_the_newest_messages_within_the_count_and_bytes_stay(
     await Retention(writer, RetentionLimits(message_max_count=0, message_max_bytes=600)).sweep()
     loaded = await ConversationHistory(writer).load("ada:c1")
     assert [m["content"][:2] for m in loaded] == ["q4", "a4"]
+
+
+async def test_memories_older_than_the_age_limit_go(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    now_ms = int(time.time() * 1000)
+    rows = [
+        {
+            "persona_id": "ada",
+            "owner": "key:alice",
+            "conversation": "@key%3Aalice:c1",
+            "role": "user",
+            "text": text,
+            "model": "hashing-512",
+            "vector": b"\0" * 8,
+            "at_ms": now_ms - int(days_ago * 86_400_000),
+        }
+        for text, days_ago in [("a year and a day", 366), ("a month", 30), ("today", 0)]
+    ]
+    await writer.write(insert(memories_table), rows)
+    await Retention(writer, NOTHING).sweep()
+    records = MemoryRecords(writer)
+    assert len(await records.page("ada", "key:alice", before=None, limit=10)) == 3
+    await Retention(writer, RetentionLimits(memory_max_age_days=365)).sweep()
+    left = await records.page("ada", "key:alice", before=None, limit=10)
+    assert [record.text for record in left] == ["today", "a month"]
+    await Retention(writer, RetentionLimits(memory_max_age_days=7)).sweep()
+    left = await records.page("ada", "key:alice", before=None, limit=10)
+    assert [record.text for record in left] == ["today"]
 
 
 async def test_no_limits_delete_nothing(engine: AsyncEngine, writer: GroupCommitWriter) -> None:

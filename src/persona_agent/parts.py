@@ -23,6 +23,7 @@ from persona_agent.settings import Settings
 if TYPE_CHECKING:
     from persona_agent.db import GroupCommitWriter
     from persona_agent.llm.local.backend import LocalBackend
+    from persona_agent.memory.records import MemoryRecords
     from persona_agent.memory.scope import TurnMemory
 
 __all__ = [
@@ -250,3 +251,19 @@ def _is_local(llm: LLMBackend) -> TypeGuard[LocalBackend]:
     from persona_agent.llm.local.backend import LocalBackend
 
     return isinstance(llm, LocalBackend)
+
+
+def build_memory_records(writer: GroupCommitWriter, memory: TurnMemory) -> MemoryRecords:
+    """The callers' memories as records the REST API manages, searched and edited with
+    the embedder of the chat engine's ``memory`` (none when memory is off: numpy and the
+    model stay unloaded)."""
+    from persona_agent.memory.records import MemoryRecords
+    from persona_agent.memory.scope import NO_MEMORY
+
+    embedder = None
+    if memory is not NO_MEMORY:
+        from persona_agent.memory.recall import PersonaMemory
+
+        if isinstance(memory, PersonaMemory):
+            embedder = memory.embedder
+    return MemoryRecords(writer, embedder)

@@ -1,8 +1,8 @@
-"""Retention: old tasks and conversation messages deleted in the background, so the
-database does not grow without bound.
+"""Retention: old tasks, conversation messages and memories deleted in the background, so
+the database does not grow without bound.
 
-Limits (each 0 for none; docs/security.md): a task's age, and for tasks and for
-conversation messages, how many are kept and how many bytes of them. The oldest go
+Limits (each 0 for none; docs/security.md): a task's age, for tasks and for conversation
+messages, how many are kept and how many bytes of them, and a memory's age. The oldest go
 first. Tasks still ``submitted`` or ``working`` are never deleted (a restart marks
 those of a stopped hub failed, and then they age like the rest). Each sweep is a few
 ``DELETE`` statements in the database's group commit, one per limit, then the ``prune``
@@ -22,7 +22,7 @@ from typing import Any
 from a2a.types.a2a_pb2 import TaskState
 from sqlalchemy import TextClause, text
 
-from persona_agent.db import GroupCommitWriter, messages_table, tasks_table
+from persona_agent.db import GroupCommitWriter, memories_table, messages_table, tasks_table
 
 __all__ = ["Retention", "RetentionLimits"]
 
@@ -32,6 +32,7 @@ _RUNNING = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
 _IDLE = f"state NOT IN ({', '.join(str(int(state)) for state in _RUNNING)})"
 _TASKS = tasks_table.name
 _MESSAGES = messages_table.name
+_MEMORIES = memories_table.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,7 @@ class RetentionLimits:
     task_max_bytes: int = 1024**3
     message_max_count: int = 1_000_000
     message_max_bytes: int = 1024**3
+    memory_max_age_days: float = 365
 
 
 class Retention:
@@ -60,7 +62,7 @@ class Retention:
         self._prune = prune
 
     async def sweep(self) -> None:
-        """Delete the tasks and messages over the limits (the oldest first)."""
+        """Delete the tasks, messages and memories over the limits (the oldest first)."""
         limits = self.limits
         statements: list[tuple[TextClause, dict[str, Any]]] = []
         if limits.task_max_age_days > 0:
@@ -79,6 +81,10 @@ class Retention:
         if limits.message_max_bytes > 0:
             smallest = _keep_bytes(_MESSAGES, "seq", "message", "1 = 1")
             statements.append((smallest, {"n": limits.message_max_bytes}))
+        if limits.memory_max_age_days > 0:
+            cutoff_ms = int((time.time() - limits.memory_max_age_days * 86_400) * 1000)
+            older = text(f"DELETE FROM {_MEMORIES} WHERE at_ms < :cutoff")
+            statements.append((older, {"cutoff": cutoff_ms}))
         for statement, parameters in statements:
             await self._db.write(statement, [parameters])
         for prune in self._prune:

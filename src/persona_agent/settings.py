@@ -154,6 +154,9 @@ class Settings(BaseSettings):
     """Conversation messages kept at most, the newest; 0: no limit."""
     retention_message_bytes: int = Field(default=1024**3, ge=0)
     """Bytes of conversation messages kept at most, the newest; 0: no limit."""
+    retention_memory_days: float = Field(default=365.0, ge=0)
+    """Memories remembered (or edited) longer ago than this are deleted; 0: kept however
+    old."""
     retention_interval: float = Field(default=3600.0, gt=0)
     """Seconds between two retention sweeps (the first runs at start-up)."""
     request_head_timeout: float = Field(default=10.0, gt=0)

@@ -37,7 +37,15 @@ def bundled_ids() -> list[str]:
 def test_every_command_has_help() -> None:
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0
-    commands = ("serve", "agent-card", "list-personas", "validate", "import-persona", "personas")
+    commands = (
+        "serve",
+        "agent-card",
+        "list-personas",
+        "validate",
+        "import-persona",
+        "personas",
+        "memory",
+    )
     for command in commands:
         assert command in result.output
         sub = runner.invoke(app, [command, "--help"])

@@ -69,6 +69,13 @@ OPERATIONS = [
     ("POST", "/api/v1/personas/upload"),
     ("PUT", "/api/v1/personas/{persona_id}"),
     ("PUT", "/api/v1/personas/{persona_id}/file"),
+    ("GET", "/api/v1/personas/{persona_id}/memories"),
+    ("GET", "/api/v1/personas/{persona_id}/memories/search"),
+    ("GET", "/api/v1/personas/{persona_id}/memories/export"),
+    ("GET", "/api/v1/personas/{persona_id}/memories/{memory_id}"),
+    ("PATCH", "/api/v1/personas/{persona_id}/memories/{memory_id}"),
+    ("DELETE", "/api/v1/personas/{persona_id}/memories/{memory_id}"),
+    ("DELETE", "/api/v1/memories"),
     ("DELETE", "/api/v1/personas/{persona_id}"),
 ]
 """Every operation of the hub's OpenAPI document (a test checks that none is missing); reads

@@ -257,6 +257,13 @@ DOORS: dict[str, Door] = {
     "panel round-table": _panel_door("circle"),
     "panel moderated": _panel_door("forum"),
     "directory": _directory,
+    "rest memories own": _rest("GET", "/api/v1/personas/socrates/memories"),
+    "rest memories other": _rest("GET", f"/api/v1/personas/{OTHER}/memories"),
+    "rest memory delete other": _rest("DELETE", f"/api/v1/personas/{OTHER}/memories/1"),
+    "rest memories of another caller": _rest(
+        "GET", "/api/v1/personas/socrates/memories", params={"caller": "key:scoped"}
+    ),
+    "rest forget me": _rest("DELETE", "/api/v1/memories"),  # every persona: one's own data
 }
 
 ALL_OK = {door: "ok" for door in DOORS}
@@ -274,6 +281,7 @@ EXPECTED: dict[str, dict[str, str]] = {
         "rest list": "own",
         **{door: "403" for door in DOORS if door.startswith("rest") and door.endswith("other")},
         "metrics": "403",
+        "rest memories of another caller": "403",
         "consult other": "refused",
         "consult vault": "refused",
         "panel broadcast": "albert-einstein=rejected socrates=completed vault=rejected",

@@ -316,6 +316,32 @@ class SqlTaskStore(TaskStore):
         # After the saves under way in the group commit, so none of them comes back.
         await self._db.write(statement, [{"prefix": f"{prefix}%"}])
 
+    async def forget_caller(self, user: str) -> int:
+        """Delete every task of ``user`` (a principal's name) with every persona, those
+        waiting to be written included; how many were stored (the right to be forgotten).
+
+        A scan of the owners (the persona's id comes first): rare, on request."""
+        column = tasks_table.c.owner
+        escaped = user.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        rows = await self._db.fetch(
+            select(column, func.count())
+            .where(column.like(bindparam("pattern"), escape="\\"))
+            .group_by(column),
+            {"pattern": f"%:{escaped}"},
+        )
+        # LIKE matches in any case on SQLite, and a ":" may be in the name: exact ones only.
+        owners = {owner: int(count) for owner, count in rows if owner.partition(":")[2] == user}
+        self._changes += 1
+        for key in [key for key in self._known if key[0].partition(":")[2] == user]:
+            owners.setdefault(key[0], 0)
+            del self._known[key]
+        self._unflushed = {key for key in self._unflushed if key[0] not in owners}
+        if owners:
+            statement = delete(tasks_table).where(column == bindparam("owner"))
+            # After the saves under way in the group commit, so none of them comes back.
+            await self._db.write(statement, [{"owner": owner} for owner in owners])
+        return sum(owners.values())
+
     async def fail_unfinished(self, reason: str) -> int:
         """Mark every task left non-terminal (by a crash or a hard stop) as failed.
 

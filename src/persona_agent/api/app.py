@@ -28,13 +28,21 @@ from persona_agent.api.assembly import (
     build_storage,
     build_telemetry,
 )
+from persona_agent.api.caller_data import CallerData
 from persona_agent.api.deps import UPLOAD_HEADER, ApiParts, is_loopback
 from persona_agent.api.pages import add_pages
 from persona_agent.api.readiness import Readiness
-from persona_agent.api.routes import discovery, operations, persona_files, persona_usage, personas
+from persona_agent.api.routes import (
+    discovery,
+    memories,
+    operations,
+    persona_files,
+    persona_usage,
+    personas,
+)
 from persona_agent.api.serving import build_a2a, build_personas_live
 from persona_agent.errors import HTTP_STATUSES, PersonaAgentError
-from persona_agent.parts import persona_limits
+from persona_agent.parts import build_memory_records, persona_limits
 from persona_agent.personas.formats.card_pngs import CardPngs
 from persona_agent.security.body_limits import BodyLimit
 from persona_agent.security.host_guard import HostGuard
@@ -69,6 +77,9 @@ def create_app(settings: Settings) -> FastAPI:
         signer=protection.signer,
         metrics=metrics,
         readiness=readiness,
+        caller_data=CallerData(
+            build_memory_records(storage.writer, engine.memory), storage.history, storage.lean_store
+        ),
     )
     origins = settings.cors_origin_list
     app = HubApp(
@@ -105,7 +116,7 @@ def _add_routes(app: HubApp, settings: Settings) -> None:
     app.add_middleware(BodyLimit, limits=persona_limits(settings))
     app.include_router(discovery.router)
     app.include_router(operations.router)
-    for module in (personas, persona_files, persona_usage):
+    for module in (personas, persona_files, persona_usage, memories):
         app.include_router(module.router, prefix="/api/v1")
     add_pages(app, app.parts.registry, console=settings.console)
     for error_type, code in HTTP_STATUSES.items():

@@ -9,6 +9,7 @@ from typing import Annotated, Literal, NoReturn
 from fastapi import Depends, HTTPException, Request, status
 
 from persona_agent.a2a.registry import A2ARegistry
+from persona_agent.api.caller_data import CallerData
 from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.api.readiness import Readiness
 from persona_agent.chat.usage_log import UsageLog
@@ -29,9 +30,12 @@ __all__ = [
     "ApiParts",
     "Auth",
     "BaseUrl",
+    "CallerStore",
     "CardImages",
     "FileChecker",
     "HubReader",
+    "MemoryReader",
+    "MemoryWriter",
     "Metrics",
     "PersonaData",
     "PersonaLimits",
@@ -59,7 +63,8 @@ class ApiAuth:
 
     With API keys or an OIDC issuer configured every route needs a credential
     (``Authorization: Bearer ...`` or ``X-API-Key: KEY``), else 401, and its principal
-    needs the scope ``personas:read`` or ``personas:write`` (403 without). With
+    needs the scope ``personas:read`` or ``personas:write`` (the memory routes:
+    ``memory:read`` or ``memory:write``; 403 without). With
     neither, reads are open and writes are accepted
     only when every one of these holds (403 otherwise, 415 for a JSON route's body
     that is not labelled JSON), so that no web page open in a local browser can
@@ -96,9 +101,13 @@ class ApiAuth:
     def enabled(self) -> bool:
         return self._auth.enabled
 
-    async def check(self, request: Request, *, write: bool) -> Principal | None:
+    async def check(
+        self, request: Request, *, write: bool, action: Action | None = None
+    ) -> Principal | None:
+        """The caller, if it may use ``/api/v1`` for ``action`` (default: ``READ``, or
+        ``WRITE`` for a ``write``); else a 401 or 403, recorded in the audit log."""
         try:
-            return await self._check(request, write=write)
+            return await self._check(request, write=write, action=action)
         except HTTPException as error:
             if error.status_code in (401, 403):
                 self._audit.record(
@@ -111,7 +120,9 @@ class ApiAuth:
                 )
             raise
 
-    async def _check(self, request: Request, *, write: bool) -> Principal | None:
+    async def _check(
+        self, request: Request, *, write: bool, action: Action | None
+    ) -> Principal | None:
         """The caller (``None`` without authentication configured), or an HTTP error.
 
         A write that a browser sends (it has an ``Origin``) must come from the hub's own
@@ -131,22 +142,30 @@ class ApiAuth:
             return None
         try:
             principal = await self._auth.principal(request.scope["headers"])
-            self._auth.authorization.check(principal, Action.WRITE if write else Action.READ)
+            if action is None:
+                action = Action.WRITE if write else Action.READ
+            self._auth.authorization.check(principal, action)
         except AuthError as error:
             raise self._http_error(error) from None
         return principal
 
     def authorize(
-        self, request: Request, action: Action, persona_id: str | None = None
+        self,
+        request: Request,
+        action: Action,
+        persona_id: str | None = None,
+        *,
+        caller: str | None = None,
     ) -> Principal | None:
         """The request's principal (:meth:`check` found it), if it may do ``action`` on
-        ``persona_id``; else a 403 (recorded in the audit log).
+        ``persona_id`` (``caller``: whose memory, for the memory actions); else a 403
+        (recorded in the audit log).
 
         Raises:
             HTTPException: 401 or 403.
         """
         principal: Principal | None = getattr(request.state, "principal", None)
-        refused = self._auth.authorization.refusal(principal, action, persona_id)
+        refused = self._auth.authorization.refusal(principal, action, persona_id, caller=caller)
         if refused is None:
             return principal
         self._audit.record(
@@ -270,6 +289,7 @@ class ApiParts:
     signer: CardSigner | None
     metrics: HubMetrics
     readiness: Readiness
+    caller_data: CallerData
 
 
 def hub_parts(request: Request) -> ApiParts:
@@ -308,6 +328,20 @@ async def require_persona_write(request: Request, persona_id: str) -> None:
     """A write of the persona in the path: the caller may write it (else 401/403)."""
     await require_write(request)
     api_auth(request).authorize(request, Action.WRITE, persona_id)
+
+
+async def require_memory_read(request: Request) -> None:
+    """A read of a caller's memories (``memory:read``; whose: the route decides)."""
+    request.state.principal = await api_auth(request).check(
+        request, write=False, action=Action.MEMORY_READ
+    )
+
+
+async def require_memory_write(request: Request) -> None:
+    """A change of a caller's memories (``memory:write``), held to the keyless write rules."""
+    request.state.principal = await api_auth(request).check(
+        request, write=True, action=Action.MEMORY_WRITE
+    )
 
 
 async def require_hub_read(request: Request) -> None:
@@ -359,6 +393,10 @@ def _readiness(parts: Parts) -> Readiness:
     return parts.readiness
 
 
+def _caller_data(parts: Parts) -> CallerData:
+    return parts.caller_data
+
+
 Store = Annotated[PersonaStore, Depends(_store)]
 Auth = Annotated[ApiAuth, Depends(api_auth)]
 BaseUrl = Annotated[str, Depends(_base_url)]
@@ -374,6 +412,8 @@ Signer = Annotated[CardSigner | None, Depends(_signer)]
 """The agent cards' signer (``None``: cards are not signed)."""
 Metrics = Annotated[HubMetrics, Depends(_metrics)]
 Ready = Annotated[Readiness, Depends(_readiness)]
+CallerStore = Annotated[CallerData, Depends(_caller_data)]
+"""What the hub keeps of each identified caller: memories, conversations, tasks."""
 Reader = Depends(require_read)
 Writer = Depends(require_write)
 PersonaReader = Depends(require_persona_read)
@@ -382,3 +422,7 @@ PersonaWriter = Depends(require_persona_write)
 """Routes on one persona (``{persona_id}`` in the path) that change it."""
 HubReader = Depends(require_hub_read)
 FileChecker = Depends(require_file_check)
+MemoryReader = Depends(require_memory_read)
+"""Routes that read a caller's memories."""
+MemoryWriter = Depends(require_memory_write)
+"""Routes that change or delete a caller's memories."""

@@ -261,6 +261,7 @@ def build_personas_live(
             task_max_bytes=settings.retention_task_bytes,
             message_max_count=settings.retention_message_count,
             message_max_bytes=settings.retention_message_bytes,
+            memory_max_age_days=settings.retention_memory_days,
         ),
         prune=[a2a.push.store.prune] if a2a.push is not None else [],
     )

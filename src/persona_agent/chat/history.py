@@ -13,7 +13,7 @@ import json
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from sqlalchemy import bindparam, delete, insert, select
+from sqlalchemy import bindparam, delete, func, insert, select
 
 from persona_agent.db import GroupCommitWriter, messages_table
 from persona_agent.llm.base import Message
@@ -97,6 +97,31 @@ class ConversationHistory:
         )
         await self._db.write(statement, [{"prefix": f"{prefix}%"}])
 
+    async def forget_caller(self, prefix: str) -> tuple[int, int]:
+        """Delete every conversation whose key, after the persona's id, starts with
+        ``prefix`` (an identified caller's: ``@{caller}:``), in memory and in the database;
+        how many conversations and messages there were.
+
+        A scan of the messages (the key's persona part comes first): rare, on request."""
+        column = messages_table.c.conversation
+        pattern = "%:" + _like_escaped(prefix) + "%"
+        rows = await self._db.fetch(
+            select(column, func.count())
+            .where(column.like(bindparam("pattern"), escape="\\"))
+            .group_by(column),
+            {"pattern": pattern},
+        )
+        # LIKE matches the prefix anywhere (and, on SQLite, in any case): keep exact ones.
+        found = {key: int(count) for key, count in rows if key.partition(":")[2].startswith(prefix)}
+        for conversation in found:
+            entry = self._cache.pop(conversation, None)
+            if entry is not None:
+                self._bytes -= entry[1]
+        if found:
+            statement = delete(messages_table).where(column == bindparam("conversation"))
+            await self._db.write(statement, [{"conversation": key} for key in found])
+        return len(found), sum(found.values())
+
     @property
     def cached_conversations(self) -> int:
         return len(self._cache)
@@ -146,3 +171,8 @@ class ConversationHistory:
             len(self._cache) > self._cache_size or self._bytes > self._cache_bytes
         ):
             self._bytes -= self._cache.popitem(last=False)[1][1]
+
+
+def _like_escaped(text: str) -> str:
+    """``text`` for a LIKE pattern with ``\\`` as the escape: its wildcards taken literally."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -30,6 +30,7 @@ from persona_agent.cli.command_settings import (
 )
 from persona_agent.cli.db_commands import db_app
 from persona_agent.cli.persona_commands import export_persona, import_persona, new_persona
+from persona_agent.cli.rest_memory import memory_app
 from persona_agent.cli.rest_personas import personas_app
 from persona_agent.cli.secrets import configured_secrets
 from persona_agent.errors import ConfigError, PersonaFileError
@@ -51,6 +52,7 @@ app = typer.Typer(
 )
 
 app.add_typer(personas_app)
+app.add_typer(memory_app)
 app.command("chat")(chat)
 
 

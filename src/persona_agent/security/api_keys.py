@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from persona_agent.errors import ConfigError
-from persona_agent.security.principal import SCOPES, Principal
+from persona_agent.security.principal import KNOWN_SCOPES, SCOPES, Principal
 
 __all__ = ["ApiKeys", "hash_key", "keys_in_clear"]
 
@@ -158,8 +158,8 @@ def _entry(item: Any, where: str) -> _Entry:
         raise ConfigError(f"{where}.sha256: must be 64 hex digits (the key's SHA-256)")
     digest = hash_key(key) if isinstance(key, str) else str(sha).lower()
     scopes = item.get("scopes", list(SCOPES))
-    if not isinstance(scopes, list) or not all(scope in SCOPES for scope in scopes):
-        raise ConfigError(f"{where}.scopes: a list of {', '.join(SCOPES)}")
+    if not isinstance(scopes, list) or not all(scope in KNOWN_SCOPES for scope in scopes):
+        raise ConfigError(f"{where}.scopes: a list of {', '.join(KNOWN_SCOPES)}")
     personas = item.get("personas")
     if personas is not None and (
         not isinstance(personas, list) or not all(isinstance(p, str) for p in personas)

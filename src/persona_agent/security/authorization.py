@@ -16,6 +16,9 @@ from enum import StrEnum
 
 from persona_agent.security.principal import (
     SCOPE_A2A,
+    SCOPE_MEMORY_ADMIN,
+    SCOPE_MEMORY_READ,
+    SCOPE_MEMORY_WRITE,
     SCOPE_READ,
     SCOPE_WRITE,
     Access,
@@ -40,6 +43,10 @@ class Action(StrEnum):
     """Read what is about every persona at once (``/metrics``)."""
     DIRECTORY = "directory"
     """Ask the hub's directory agent where the personas are."""
+    MEMORY_READ = "memory-read"
+    """List, search and export a caller's memories with a persona (REST)."""
+    MEMORY_WRITE = "memory-write"
+    """Edit or delete a caller's memories; forget everything a caller left (REST)."""
 
 
 _SCOPES = {
@@ -48,8 +55,12 @@ _SCOPES = {
     Action.WRITE: SCOPE_WRITE,
     Action.HUB_READ: SCOPE_READ,
     Action.DIRECTORY: SCOPE_A2A,
+    Action.MEMORY_READ: SCOPE_MEMORY_READ,
+    Action.MEMORY_WRITE: SCOPE_MEMORY_WRITE,
 }
 _A2A = frozenset({Action.CALL, Action.DIRECTORY})
+_COLLECTIONS = frozenset({Action.READ, Action.WRITE, Action.MEMORY_READ, Action.MEMORY_WRITE})
+"""Actions whose ``persona_id`` ``None`` is every persona at once, checked by scope only."""
 
 
 class Authorization:
@@ -63,7 +74,9 @@ class Authorization:
     - A2A (``CALL``, ``DIRECTORY``) needs one where the access is ``authenticated`` (the
       persona's ``access:``, else the hub's ``default_access``): 401 without;
     - a principal needs the action's scope (``a2a``, ``personas:read``,
-      ``personas:write``): 403 without;
+      ``personas:write``, ``memory:read``, ``memory:write``): 403 without;
+    - memory (``MEMORY_READ``, ``MEMORY_WRITE``) is a caller's own: naming another
+      caller (``caller``) needs ``memory:admin`` too (403 without);
     - a principal whose key names personas may act on those only (403 for any other),
       and not at all on what concerns every persona (``HUB_READ``); it may ask the
       directory, which lists only its personas (:meth:`visible`).
@@ -80,11 +93,14 @@ class Authorization:
         persona_id: str | None = None,
         *,
         access: Access | None = None,
+        caller: str | None = None,
     ) -> AuthError | None:
         """Why ``principal`` (``None``: anonymous) may not do ``action`` on ``persona_id``
-        (``access``: that persona's own), or ``None`` if it may. For ``READ`` and
-        ``WRITE``, ``persona_id`` ``None`` is the collection (a list, filtered with
-        :meth:`visible`; a file checked and not stored): its scope is all it needs."""
+        (``access``: that persona's own), or ``None`` if it may. For ``READ``, ``WRITE``
+        and the memory actions, ``persona_id`` ``None`` is the collection (a list,
+        filtered with :meth:`visible`; a file checked and not stored; a caller's memories
+        with every persona): its scope is all it needs. ``caller``: whose memory a memory
+        action is on (``None``: the principal's own)."""
         if not self.enabled:
             return None
         if principal is None:
@@ -96,10 +112,20 @@ class Authorization:
         scope = _SCOPES[action]
         if scope not in principal.scopes:
             return AuthError(403, f"'{principal.name}' lacks the scope '{scope}'")
+        if (
+            caller is not None
+            and caller != principal.name
+            and SCOPE_MEMORY_ADMIN not in principal.scopes
+        ):
+            return AuthError(
+                403,
+                f"'{principal.name}' may manage its own memory only: naming another caller "
+                f"needs the scope '{SCOPE_MEMORY_ADMIN}'",
+            )
         allowed = principal.personas
         if allowed is None or action == Action.DIRECTORY:
             return None
-        if persona_id is None and action in (Action.READ, Action.WRITE):
+        if persona_id is None and action in _COLLECTIONS:
             return None  # the collection (a list, a file checked): each persona is checked
         if action == Action.HUB_READ:
             return AuthError(
@@ -118,13 +144,14 @@ class Authorization:
         persona_id: str | None = None,
         *,
         access: Access | None = None,
+        caller: str | None = None,
     ) -> None:
         """Raise the :meth:`refusal`, if there is one.
 
         Raises:
             AuthError: 401 (a principal is needed) or 403 (this one may not).
         """
-        refused = self.refusal(principal, action, persona_id, access=access)
+        refused = self.refusal(principal, action, persona_id, access=access, caller=caller)
         if refused is not None:
             raise refused
 

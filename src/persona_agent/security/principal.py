@@ -9,8 +9,12 @@ from typing import Literal
 from starlette.authentication import BaseUser
 
 __all__ = [
+    "KNOWN_SCOPES",
     "SCOPES",
     "SCOPE_A2A",
+    "SCOPE_MEMORY_ADMIN",
+    "SCOPE_MEMORY_READ",
+    "SCOPE_MEMORY_WRITE",
     "SCOPE_READ",
     "SCOPE_WRITE",
     "Access",
@@ -27,7 +31,17 @@ SCOPE_READ = "personas:read"
 """Read personas through the REST API."""
 SCOPE_WRITE = "personas:write"
 """Create, change and delete personas through the REST API."""
-SCOPES = (SCOPE_A2A, SCOPE_READ, SCOPE_WRITE)
+SCOPE_MEMORY_READ = "memory:read"
+"""List, search and export one's own memories with the personas (docs/memory.md)."""
+SCOPE_MEMORY_WRITE = "memory:write"
+"""Edit and delete one's own memories, and forget everything one left with the hub."""
+SCOPE_MEMORY_ADMIN = "memory:admin"
+"""Name another caller in the memory routes (``caller=``): an operator's. Never a default:
+an entry or a token must list it."""
+SCOPES = (SCOPE_A2A, SCOPE_READ, SCOPE_WRITE, SCOPE_MEMORY_READ, SCOPE_MEMORY_WRITE)
+"""The scopes a key has when its entry lists none."""
+KNOWN_SCOPES = (*SCOPES, SCOPE_MEMORY_ADMIN)
+"""The scopes an entry may list."""
 
 
 class AuthError(Exception):

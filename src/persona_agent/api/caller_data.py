@@ -1,0 +1,52 @@
+"""What the hub keeps of one identified caller, and forgetting all of it (the right to be
+forgotten: ``DELETE /api/v1/memories``, docs/memory.md).
+
+Per caller the hub keeps: its memories with each persona (``pa_memories``, by owner), its
+conversations with each persona (``pa_messages``, keyed ``{persona}:@{caller}:{contextId}``)
+and its tasks (``pa_tasks``, owned by ``{persona}:{caller}``: each holds the messages of
+its exchange). Push-notification configs go with their tasks at the next retention sweep.
+The usage records keep no caller; the audit log keeps the caller's name, and records the
+forgetting itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from persona_agent.a2a.lifecycle import conversation_key
+from persona_agent.a2a.task_store import SqlTaskStore
+from persona_agent.chat.history import ConversationHistory
+from persona_agent.memory.records import MemoryRecords
+
+__all__ = ["CallerData", "Forgotten"]
+
+
+@dataclass(frozen=True, slots=True)
+class Forgotten:
+    """What was deleted of a caller (rows counted just before their deletion)."""
+
+    memories: int
+    conversations: int
+    messages: int
+    tasks: int
+
+
+class CallerData:
+    """Everything the hub stores of one identified caller, across every persona."""
+
+    def __init__(
+        self, records: MemoryRecords, history: ConversationHistory, tasks: SqlTaskStore
+    ) -> None:
+        self.records = records
+        self._history = history
+        self._tasks = tasks
+
+    async def forget(self, caller: str) -> Forgotten:
+        """Delete ``caller``'s memories, conversations and tasks with every persona.
+
+        A turn of the caller's that is still being answered may remember its exchange
+        after this: the caller asks again once it has ended (the answer counts rows)."""
+        memories = await self.records.forget_owner(caller)
+        conversations, messages = await self._history.forget_caller(conversation_key(caller, ""))
+        tasks = await self._tasks.forget_caller(caller)
+        return Forgotten(memories, conversations, messages, tasks)
