@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from persona_agent.db import GroupCommitWriter
     from persona_agent.llm.local.backend import LocalBackend
     from persona_agent.memory.scope import TurnMemory
+    from persona_agent.observe.metrics import HubMetrics
 
 __all__ = [
     "build_authenticator",
@@ -131,7 +132,9 @@ def build_llm_backend(settings: Settings) -> LLMBackend:
     )
 
 
-def build_memory(settings: Settings, writer: GroupCommitWriter, llm: LLMBackend) -> TurnMemory:
+def build_memory(
+    settings: Settings, writer: GroupCommitWriter, llm: LLMBackend, metrics: HubMetrics
+) -> TurnMemory:
     """What personas remember of their callers: nothing unless ``memory`` is on. The
     memory modules (numpy, an embedding model) are imported only then: an idle hub
     without memory does not pay for them.
@@ -151,6 +154,7 @@ def build_memory(settings: Settings, writer: GroupCommitWriter, llm: LLMBackend)
     )
     from persona_agent.memory.recall import PersonaMemory
     from persona_agent.memory.remembered import MemoryStore
+    from persona_agent.memory.shared import SharedMemory
 
     embedder: Embedder
     if settings.memory_embeddings == "openai":
@@ -166,12 +170,13 @@ def build_memory(settings: Settings, writer: GroupCommitWriter, llm: LLMBackend)
         embedder = HashingEmbedder()
     else:
         embedder = LocalModelEmbedder(settings.memory_embeddings)
-    return PersonaMemory(
+    memory = PersonaMemory(
         MemoryStore(writer),
         embedder,
         token_budget=settings.memory_token_budget,
         max_items=settings.memory_max_items,
     )
+    return SharedMemory(memory, writer, metrics=metrics)
 
 
 async def prepare_llm_backend(
