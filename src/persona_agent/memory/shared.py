@@ -189,7 +189,11 @@ class SharedMemory(TurnMemory):
         return tuple(item.marked for item in found)
 
     async def keep(self, scope: MemoryScope, said: Sequence[dict[str, Any]]) -> None:
-        """The turn's messages, in the persona's own memory (never a sharing persona's)."""
+        """The turn's messages, in the persona's own memory (never a sharing persona's);
+        not a turn that forgot something ("forget all about Biscuit" is not to be
+        remembered, nor the answer that names what it forgot)."""
+        if any(_calls(message, "forget") for message in said):
+            return
         await self.memory.keep(scope.of(scope.persona_id), said)
 
     async def search(
@@ -319,6 +323,12 @@ class SharedMemory(TurnMemory):
             said = {"user": f"The user told {name}", "assistant": f"{name} said"}
             who = said.get(item.role, f"{name} noted about the user")
         return f"{who}: {item.text}"
+
+
+def _calls(message: dict[str, Any], tool: str) -> bool:
+    """Whether ``message`` is the model's call of ``tool``."""
+    calls = message.get("tool_calls") or ()
+    return any(call.get("function", {}).get("name") == tool for call in calls)
 
 
 def _given(value: int | None, default: int) -> int:
