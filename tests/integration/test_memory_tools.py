@@ -29,6 +29,7 @@ from tests.integration.conftest import Hub, HubFactory
 from tests.integration.persona_yaml import persona, write
 from tests.integration.test_metrics import scrape, total, value
 
+MEMORY_DOC = Path(__file__).resolve().parents[2] / "docs" / "memory.md"
 ALICE = "alice-key-0123456789abcdef"
 BOB = "bob-key-0123456789abcdef00"
 FACT = "Alice's dog is called Biscuit."
@@ -241,3 +242,12 @@ async def test_memory_searches_and_tool_calls_are_on_metrics(
     assert value(samples, tools, persona="keeper", tool="recall", outcome="ok") == 1
     assert value(samples, tools, persona="keeper", tool="remember", outcome="ok") == 1
     assert total(samples, tools, outcome="error") == 0
+
+
+def test_the_docs_memory_v1_example_has_the_fields_the_hub_writes() -> None:
+    """docs/memory.md's memory-v1 block: the kind, and the three lists the hub writes."""
+    text = MEMORY_DOC.read_text(encoding="utf-8")
+    block = text.split('```json\n{\n  "kind": "memory-v1"', 1)[1].split("```", 1)[0]
+    example = json.loads('{"kind": "memory-v1"' + block)
+    assert set(example) == {"kind", "recalled", "kept", "forgotten"}
+    assert all(isinstance(example[name], list) for name in ("recalled", "kept", "forgotten"))
