@@ -51,7 +51,10 @@ def memory_part(task: Task) -> dict[str, Any] | None:
     """The memory-v1 data of the task's final message, if it has one."""
     for part in task.status.message.parts:
         if part.HasField("data") and part.data.struct_value["kind"] == "memory-v1":
-            return json.loads(json.dumps(dict(part.data.struct_value.items()), default=list))
+            found: dict[str, Any] = json.loads(
+                json.dumps(dict(part.data.struct_value.items()), default=list)
+            )
+            return found
     return None
 
 
