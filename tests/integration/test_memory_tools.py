@@ -70,6 +70,7 @@ def memory_personas(personas_dir: Path) -> Path:
     write(personas_dir, "loner", persona("Loner"))
     write(personas_dir, "mute", persona("Mute", memory={"enabled": False}))
     write(personas_dir, "tight", persona("Tight", memory={"max_items": 1, "tools": False}))
+    write(personas_dir, "duo", persona("Duo", panel={"members": ["alpha", "beta"]}))
     return personas_dir
 
 
@@ -188,6 +189,23 @@ async def test_a_persona_shares_what_a_caller_told_it_with_a_persona_naming_it_b
             llm.script(Reply("Who?"))
             await send(await caller(persona_id), "What is my dog called?")
             assert "Biscuit" not in json.dumps(llm.requests[-1]), persona_id
+
+
+async def test_a_panels_members_share_what_a_caller_told_one_of_them(
+    memory_personas: Path, hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    async with callers(hub_factory) as hub:
+        llm.script(Reply("Noted."))
+        await send(await hub.alice("alpha"), FACT)
+        for caller in (hub.alice, hub.bob):
+            llm.script_for("You are Alpha.", Reply("Biscuit, I think."))
+            llm.script_for("You are Beta.", Reply("Alpha would know."))
+            await send(await caller("duo"), "What is my dog called?")
+        alice_beta, bob_beta = [
+            r for r in llm.requests if system_prompt(r).startswith("You are Beta.")
+        ]
+        assert f"The user told Alpha: {FACT}" in system_prompt(alice_beta)
+        assert "Biscuit" not in json.dumps(bob_beta)
 
 
 async def test_sharing_takes_both_files_word(
