@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from persona_agent.llm.local.backend import LocalBackend
     from persona_agent.memory.records import MemoryRecords
     from persona_agent.memory.scope import TurnMemory
+    from persona_agent.observe.metrics import HubMetrics
 
 __all__ = [
     "build_authenticator",
@@ -132,7 +133,9 @@ def build_llm_backend(settings: Settings) -> LLMBackend:
     )
 
 
-def build_memory(settings: Settings, writer: GroupCommitWriter, llm: LLMBackend) -> TurnMemory:
+def build_memory(
+    settings: Settings, writer: GroupCommitWriter, llm: LLMBackend, metrics: HubMetrics
+) -> TurnMemory:
     """What personas remember of their callers: nothing unless ``memory`` is on. The
     memory modules (numpy, an embedding model) are imported only then: an idle hub
     without memory does not pay for them.
@@ -152,6 +155,7 @@ def build_memory(settings: Settings, writer: GroupCommitWriter, llm: LLMBackend)
     )
     from persona_agent.memory.recall import PersonaMemory
     from persona_agent.memory.remembered import MemoryStore
+    from persona_agent.memory.shared import SharedMemory
 
     embedder: Embedder
     if settings.memory_embeddings == "openai":
@@ -167,12 +171,13 @@ def build_memory(settings: Settings, writer: GroupCommitWriter, llm: LLMBackend)
         embedder = HashingEmbedder()
     else:
         embedder = LocalModelEmbedder(settings.memory_embeddings)
-    return PersonaMemory(
+    memory = PersonaMemory(
         MemoryStore(writer),
         embedder,
         token_budget=settings.memory_token_budget,
         max_items=settings.memory_max_items,
     )
+    return SharedMemory(memory, writer, metrics=metrics)
 
 
 async def prepare_llm_backend(

@@ -49,6 +49,7 @@ RUN_ELSEWHERE: dict[tuple[str, str], str] = {
     ("docs/memory.md", "Remembered from earlier with this user"): (
         "tests/memory/test_remembered_section.py"
     ),
+    ("docs/memory.md", '"kind": "memory-v1"'): "tests/integration/test_memory_tools.py",
     ("README.md", "from a2a.client import ClientConfig, ClientFactory"): (
         "tests/integration/test_readme.py"
     ),

@@ -34,6 +34,7 @@ DIAGRAMS = [
 ]
 ID_PATTERN = claim("docs/personas.md", PERSONA_ID_PATTERN)
 ERRORS = claim("docs/personas.md", "personas/tess.yaml: description: Field required")
+MEMORY_ERRORS = claim("docs/memory.md", "personas/curie.yaml: memory.token_budget:")
 PROMPT = claim("docs/personas.md", "# Who you are")
 GREETING = claim("docs/personas.md", '"capabilities": {"extensions"')
 NGINX = claim("docs/deployment.md", "upstream persona_agent {")
@@ -237,6 +238,27 @@ def test_each_persona_file_error_the_docs_list_is_what_the_hub_says(
         if said != line:
             wrong.append(f"the docs: {line}\nthe hub:  {said}")
     assert not wrong, "\n".join(wrong)
+
+
+MEMORY_ERROR_FILES = [
+    b"memory:\n  token_budget: -1\n",
+    b"memory:\n  shared_with: [Einstein]\n",
+    b"memory:\n  shared_with: [curie]\n",
+    b"memory:\n  share: [einstein]\n",
+]
+"""For each line of docs/memory.md's list of errors, the ``memory`` section that makes it."""
+
+
+def test_each_memory_section_error_the_docs_list_is_what_the_hub_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = MEMORY_ERRORS.text.splitlines()
+    assert len(lines) == len(MEMORY_ERROR_FILES)
+    for number, (line, section) in enumerate(zip(lines, MEMORY_ERROR_FILES, strict=True)):
+        root = tmp_path / str(number)
+        root.mkdir()
+        monkeypatch.chdir(root)
+        assert _error_of({"curie.yaml": VALID.encode() + section}, root) == line
 
 
 def _template_pattern(template: str, name: str) -> re.Pattern[str]:

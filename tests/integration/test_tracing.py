@@ -37,19 +37,21 @@ def receiver(
         yield running
 
 
-def _stream(url: str, text: str, traceparent: str) -> list[dict[str, Any]]:
-    """A SendStreamingMessage to toolsmith over JSON-RPC; every event's ``result``."""
+def _stream(url: str, text: str, traceparent: str, context_id: str = "") -> list[dict[str, Any]]:
+    """A SendStreamingMessage to toolsmith over JSON-RPC (in ``context_id``, when given);
+    every event's ``result``."""
+    message: dict[str, Any] = {
+        "messageId": str(uuid.uuid4()),
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+    }
+    if context_id:
+        message["contextId"] = context_id
     body = {
         "jsonrpc": "2.0",
         "id": 1,
         "method": "SendStreamingMessage",
-        "params": {
-            "message": {
-                "messageId": str(uuid.uuid4()),
-                "role": "ROLE_USER",
-                "parts": [{"text": text}],
-            }
-        },
+        "params": {"message": message},
     }
     headers = {"A2A-Version": "1.0", "traceparent": traceparent}
     events: list[dict[str, Any]] = []
@@ -186,3 +188,51 @@ def test_a_streamed_task_with_a_tool_call_is_one_trace(
     assert writes
     assert all(s.name.split()[0] in ("INSERT", "UPDATE", "DELETE") for s in writes)
     assert any(turn.span_id in _ancestors(s, by_id) for s in writes)  # the turn's history
+
+
+def test_a_memory_search_is_a_span_of_the_task_with_its_hits_and_tokens(
+    tmp_path: Path, personas_dir: Path, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/memory.md: each search of a caller's memory for a turn's prompt is a span
+    under the task's, saying what it found (the third turn recalls the first, which has
+    left the window of two messages)."""
+    llm.script(Reply("Noted."), Reply("Fine."), Reply("Biscuit."))
+    said = ["My dog is called Biscuit.", "Let us speak of virtue.", "What is my dog called?"]
+    with OTLPReceiver("http") as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+        monkeypatch.delenv("OTEL_TRACES_EXPORTER", raising=False)
+        settings = {
+            "LLM_BASE_URL": llm.base_url,
+            "LLM_API_KEY": "test",
+            "MEMORY": "on",
+            "HISTORY_MAX_MESSAGES": "2",
+        }
+        traces = [secrets.token_hex(16) for _ in said]
+        with hub_process(personas_dir, tmp_path / "data", **settings) as (url, _):
+            context = ""
+            for trace, text in zip(traces, said, strict=True):
+                events = _stream(url, text, f"00-{trace}-{'1' * 16}-01", context)
+                context = events[-1]["statusUpdate"]["contextId"]
+
+            def searched(spans: list[ReceivedSpan]) -> bool:
+                names = {(s.trace_id, s.name) for s in spans}
+                wanted = ("memory_search toolsmith", "invoke_agent toolsmith")
+                return all((t, name) in names for t in traces for name in wanted)
+
+            spans = receiver.wait_for(searched)
+    by_id = {span.span_id: span for span in spans}
+    searches = []
+    for trace in traces:
+        (search,) = [s for s in spans if s.trace_id == trace and s.name.startswith("memory_")]
+        (turn,) = [s for s in spans if s.trace_id == trace and s.name.startswith("invoke_")]
+        assert turn.span_id in _ancestors(search, by_id)
+        assert search.attributes["persona_agent.persona.id"] == "toolsmith"
+        searches.append(search.attributes)
+    assert [a["persona_agent.memory.outcome"] for a in searches] == ["miss", "miss", "hit"]
+    assert [a["persona_agent.memory.hits"] for a in searches][:2] == [0, 0]
+    recalled = searches[2]
+    assert int(str(recalled["persona_agent.memory.hits"])) >= 1
+    fact = "The user said: My dog is called Biscuit."
+    assert int(str(recalled["persona_agent.memory.tokens"])) >= len(fact) // 4

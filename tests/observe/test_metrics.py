@@ -19,7 +19,7 @@ def test_metrics_that_are_off_have_every_instrument_and_count_nothing() -> None:
     on, off = HubMetrics(), HubMetrics.disabled()
     assert (on.enabled, off.enabled, NO_METRICS.enabled) == (True, False, False)
     assert instruments(off) == instruments(on)
-    assert len(instruments(on)) == 18
+    assert len(instruments(on)) == 23
     off.requests.labels("socrates", "SendMessage", "jsonrpc", "ok").inc()
     off.open_streams.labels("socrates").inc()
     off.open_streams.labels("socrates").dec()

@@ -109,6 +109,7 @@ def test_a_persona_of_this_hub_goes_to_a_card_and_comes_back_the_same() -> None:
             "model": {"temperature": 0.3},
             "tools": {"allow": []},
             "card": {"examples": ["Ask me"]},
+            "memory": {"token_budget": 200, "shared_with": ["einstein"], "tools": False},
             "extensions": {"mine": 1},
             "interaction_samples": [
                 {"user": "Why test?", "assistant": "To know."},

@@ -83,6 +83,34 @@ personal_background: x
         pytest.param(persona_data(version="abc"), "version: must not be given", id="version"),
         pytest.param(persona_data(hobby="chess"), "hobby: unknown field", id="extra-field"),
         pytest.param(
+            persona_data(memory={"token_budget": -1}),
+            "memory.token_budget: Input should be greater than or equal to 0",
+            id="memory-budget",
+        ),
+        pytest.param(
+            persona_data(memory={"max_items": "many"}),
+            "memory.max_items: Input should be a valid integer",
+            id="memory-items",
+        ),
+        pytest.param(
+            persona_data(memory={"shared_with": ["Not An Id"]}),
+            "memory.shared_with[0]: ",
+            id="memory-shared-id",
+        ),
+        pytest.param(
+            persona_data(memory={"shared_with": ["tess"]}),
+            "memory: shared_with: 'tess' is this persona",
+            id="memory-shared-itself",
+        ),
+        pytest.param(
+            persona_data(memory={"enabled": "sometimes"}),
+            "memory.enabled: Input should be a valid boolean",
+            id="memory-enabled",
+        ),
+        pytest.param(
+            persona_data(memory={"share": ["a"]}), "memory.share: unknown field", id="memory-extra"
+        ),
+        pytest.param(
             persona_data(interaction_samples=[{"user": "a", "assistant": "b"}, {"user": "c"}]),
             "interaction_samples[1]: assistant: Field required",
             id="sample-without-answer",

@@ -12,11 +12,12 @@ from a2a.types.a2a_pb2 import Artifact, Part, TaskArtifactUpdateEvent, TaskState
 from google.protobuf.struct_pb2 import Value
 
 from persona_agent.a2a.context_keys import PARTS_METADATA_KEY
-from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload
+from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload, memory_payload
 from persona_agent.a2a.lifecycle import TaskExecutor, TaskTurn
 from persona_agent.chat.budget import BudgetLimits
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.events import Done, Progress, Token, ToolEnd, ToolOutput, ToolStart
+from persona_agent.chat.memory_tools import MEMORY_DATA_KEY
 from persona_agent.observe.metrics import HistogramLike, HubMetrics
 from persona_agent.personas.model import Persona
 from persona_agent.security.audit import AuditLog
@@ -65,6 +66,7 @@ class PersonaAgentExecutor(TaskExecutor):
         """The engine's answer, as it streams (see the class)."""
         task_id, updater = turn.task_id, turn.updater
         chunks = _AnswerChunks(updater)
+        memory: dict[str, list[str]] = {}  # what the memory tools changed, for memory-v1
         first_text: HistogramLike | None = self.metrics.first_text_seconds.labels(self.persona.id)
         answer = self.engine.stream(self.persona, turn.conversation, turn.text, turn=turn)
         async with aclosing(answer) as events:
@@ -78,21 +80,30 @@ class PersonaAgentExecutor(TaskExecutor):
                     if not turn.whole:  # else Done carries the whole text
                         await chunks.add(event.text, last=False)
                 elif isinstance(event, Done):
-                    return await self._done(event, turn, chunks)
+                    return await self._done(event, turn, chunks, memory)
                 elif isinstance(event, Progress):
                     await _progress_status(updater, event)
                 else:
+                    if isinstance(event, ToolEnd) and not event.is_error:
+                        _gather_memory(memory, event.data)
                     await _tool_status(updater, event)
         return "completed"
 
-    async def _done(self, done: Done, turn: TaskTurn, chunks: _AnswerChunks) -> str:
-        """The answer's last chunk, then the task's final status with its cost."""
+    async def _done(
+        self, done: Done, turn: TaskTurn, chunks: _AnswerChunks, memory: dict[str, list[str]]
+    ) -> str:
+        """The answer's last chunk, then the task's final status with its cost (and what
+        memory did, when it did anything)."""
         updater = turn.updater
         if done.question is None or done.text:  # a question alone is no answer
             await chunks.add(done.text if turn.whole else "", last=True)
         said = done.text if done.question is None else done.question
         cost = cost_payload(done, turn.budget)
-        final = updater.new_agent_message([Part(text=said), Part(data=data_value(cost))])
+        parts = [Part(text=said), Part(data=data_value(cost))]
+        remembered = memory_payload(done, memory)
+        if remembered is not None:
+            parts.append(Part(data=data_value(remembered)))
+        final = updater.new_agent_message(parts)
         final.extensions.append(COST_EXTENSION_URI)
         if self.is_canceled(updater.task_id):
             return "canceled"
@@ -101,6 +112,15 @@ class PersonaAgentExecutor(TaskExecutor):
             return "input-required"
         await updater.complete(final)
         return "completed"
+
+
+def _gather_memory(memory: dict[str, list[str]], data: dict[str, Any]) -> None:
+    """Add what a memory tool changed (its result's ``memory`` data) to ``memory``."""
+    changes = data.get(MEMORY_DATA_KEY)
+    if isinstance(changes, dict):
+        for name, texts in changes.items():
+            if isinstance(texts, list):
+                memory.setdefault(str(name), []).extend(str(text) for text in texts)
 
 
 class _AnswerChunks:

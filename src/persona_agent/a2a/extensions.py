@@ -14,10 +14,12 @@ __all__ = [
     "COST_EXTENSION_URI",
     "COST_KIND",
     "GREETING_EXTENSION_URI",
+    "MEMORY_KIND",
     "cost_extension",
     "cost_payload",
     "greeting_extension",
     "integral_counts",
+    "memory_payload",
     "tree_cost",
 ]
 
@@ -68,6 +70,26 @@ def greeting_extension(greeting: str, alternates: list[str]) -> AgentExtension:
         required=False,
         params={"greeting": greeting, "alternateGreetings": alternates},
     )
+
+
+MEMORY_KIND = "memory-v1"
+"""The final message of an answer that memory took part in carries a DataPart
+``{"kind": "memory-v1", "recalled": [...], "kept": [...], "forgotten": [...]}``: the
+remembered items brought into the turn's prompt (each marked with who said it), the facts
+the persona kept with its ``remember`` tool, and the texts its ``forget`` tool deleted; a
+list that would be empty is left out (docs/memory.md)."""
+
+
+def memory_payload(done: Done, changes: dict[str, list[str]]) -> dict[str, Any] | None:
+    """The memory-v1 payload of an answer: what ``done`` recalled, and ``changes`` (the
+    memory tools' ``kept`` and ``forgotten``); ``None`` when memory did nothing."""
+    payload: dict[str, Any] = {"kind": MEMORY_KIND}
+    if done.remembered:
+        payload["recalled"] = list(done.remembered)
+    for name in ("kept", "forgotten"):
+        if changes.get(name):
+            payload[name] = list(changes[name])
+    return payload if len(payload) > 1 else None
 
 
 def cost_payload(done: Done, tree: CallBudget) -> dict[str, Any]:

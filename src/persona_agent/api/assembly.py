@@ -287,6 +287,13 @@ def build_engine(
 ) -> ChatEngine:
     """The engine that answers one message as one persona (no life of its own)."""
     cluster = storage.cluster
+    memory = build_memory(settings, storage.writer, model.llm, metrics)
+    if settings.memory:  # the model may remember, recall and forget (docs/memory.md)
+        from persona_agent.chat.memory_tools import MemoryTools
+        from persona_agent.memory.shared import SharedMemory
+
+        if isinstance(memory, SharedMemory):
+            collaboration.tools.sources.insert(0, MemoryTools(memory))
     return ChatEngine(
         model.llm,
         storage.history,
@@ -296,7 +303,7 @@ def build_engine(
         prices=load_prices(settings.llm_prices, free=(LOCAL_MODEL_NAME,)),
         usage=storage.usage,
         metrics=metrics,
-        memory=build_memory(settings, storage.writer, model.llm),
+        memory=memory,
     )
 
 

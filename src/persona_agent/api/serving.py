@@ -149,6 +149,7 @@ def build_a2a(
         local_calls, registry.persona, registry.personas, max_depth=settings.consult_depth
     )
     collaboration.tools.sources.insert(0, consultations)
+    engine.memory.find_personas(registry.persona)  # personas sharing memory find each other
     return A2AParts(registry, services, push, storage, settings.personas_dir)
 
 

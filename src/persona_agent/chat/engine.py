@@ -35,7 +35,7 @@ from persona_agent.llm.base import (
     TextDelta,
     ToolCall,
 )
-from persona_agent.memory.scope import NO_MEMORY, MemoryScope, TurnMemory
+from persona_agent.memory.scope import NO_MEMORY, TurnMemory
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.observe.pricing import PriceTable
 from persona_agent.observe.tracing import TRACER
@@ -164,7 +164,10 @@ class ChatEngine:
             said.append({"role": "assistant", "content": greeting})
         said.append({"role": "user", "content": user_message})
         in_prompt = [m["content"] for m in (*past, *said) if isinstance(m.get("content"), str)]
-        remembered = await self.memory.recall(_scope(persona, turn), user_message, in_prompt)
+        scope = self.memory.scope(persona, turn.owner, turn.conversation)
+        remembered = (
+            await self.memory.recall(scope, user_message, in_prompt) if scope is not None else ()
+        )
         prompt = await assemble_prompt(persona, past, said, remembered=remembered)
         tools = (
             self.tools.specs(persona) if self.tools is not None and self.llm.supports_tools else []
@@ -181,6 +184,8 @@ class ChatEngine:
             said=said,
             tools=tools,
             started=started,
+            memory_scope=scope,
+            remembered=remembered,
             # The answer to a tool's question goes to that tool, before the model is asked.
             answering=self._waiting.pop((key, turn.task_id), None),
         )
@@ -315,7 +320,8 @@ class ChatEngine:
         cost = self.prices.cost(model, usage)
         if cost is not None:
             self.metrics.cost.labels(persona.id, model).inc(cost)
-        kept = self.memory.keep(_scope(persona, state.turn), _from_user_on(state.said))
+        scope = state.memory_scope
+        kept = self.memory.keep(scope, _from_user_on(state.said)) if scope is not None else _none()
         if self.usage is None:
             await asyncio.gather(self.history.append(state.key, state.said), kept)
         else:  # all in one group commit
@@ -334,6 +340,7 @@ class ChatEngine:
             cost_usd=cost,
             question=asked.text if asked is not None else None,
             demo_model=self.llm.demo_model,
+            remembered=state.remembered,
         )
 
     def _ask(
@@ -421,10 +428,8 @@ class ChatEngine:
             yield ToolResult(f"Error: {error.message}", is_error=True)
 
 
-def _scope(persona: Persona, turn: Turn) -> MemoryScope:
-    """The memory a turn reads and adds to: the persona's with the turn's identified
-    caller, or (anonymous) with its conversation alone."""
-    return MemoryScope(persona.id, turn.owner, turn.conversation)
+async def _none() -> None:
+    """Nothing to wait for (a persona that remembers nothing keeps nothing)."""
 
 
 def _from_user_on(said: list[Message]) -> list[Message]:

@@ -65,6 +65,9 @@ class Done:
     ``input-required``); ``text`` is what the model said before it, if anything."""
     demo_model: bool = False
     """The answer comes from the embedded demo model (:attr:`LLMBackend.demo_model`)."""
+    remembered: tuple[str, ...] = ()
+    """What memory brought into the turn's prompt (docs/memory.md), each item marked with
+    who said it, for the client to show."""
 
 
 ChatEvent = Token | Progress | ToolStart | ToolOutput | ToolEnd | Done

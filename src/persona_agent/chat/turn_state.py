@@ -9,6 +9,7 @@ from typing import Any
 from persona_agent.chat.budget import TurnCalls
 from persona_agent.chat.tools import ToolQuestion, Turn
 from persona_agent.llm.base import Message, StreamEnd, Usage
+from persona_agent.memory.scope import MemoryScope
 from persona_agent.personas.model import Persona
 from persona_agent.personas.turn_prompt import PromptSections
 
@@ -48,3 +49,7 @@ class TurnState:
     """How the last call ended (its tool calls, usage)."""
     text: str = ""
     """The last call's text."""
+    memory_scope: MemoryScope | None = None
+    """Whose memory the turn reads and adds to (``None``: the persona remembers nothing)."""
+    remembered: tuple[str, ...] = ()
+    """What memory brought into the prompt, each item marked with who said it."""

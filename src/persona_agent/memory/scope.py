@@ -5,13 +5,14 @@ own (numpy, a model), so a hub without memory pays nothing for it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import bindparam, delete
 
 from persona_agent.db import GroupCommitWriter, memories_table
+from persona_agent.personas.model import Persona
 
 __all__ = ["NO_MEMORY", "MemoryScope", "TurnMemory", "forget_persona"]
 
@@ -24,10 +25,29 @@ class MemoryScope:
     persona_id: str
     owner: str
     conversation: str
+    shared: tuple[str, ...] = ()
+    """Other personas whose memory of the same caller (the same conversation when
+    anonymous) this one reads too: those it shares memory with, each naming the other."""
+    token_budget: int | None = None
+    """Tokens of remembered text a prompt takes at most (``None``: the hub's default)."""
+    max_items: int | None = None
+    """Items a prompt takes at most (``None``: the hub's default)."""
+
+    def of(self, persona_id: str) -> MemoryScope:
+        """The same caller's memory with ``persona_id`` alone."""
+        return MemoryScope(persona_id, self.owner, self.conversation)
 
 
 class TurnMemory:
     """No memory (the default): nothing recalled, nothing kept."""
+
+    def scope(self, persona: Persona, owner: str, conversation: str) -> MemoryScope | None:
+        """Whose memory a turn of ``persona`` with the caller ``owner`` (empty: anonymous,
+        in ``conversation``) reads and adds to; ``None``: the persona remembers nothing
+        (its file's ``memory.enabled`` is false)."""
+        if not persona.memory.enabled:
+            return None
+        return MemoryScope(persona.id, owner, conversation)
 
     async def recall(
         self, scope: MemoryScope, message: str, in_prompt: Sequence[str]
@@ -38,6 +58,10 @@ class TurnMemory:
 
     async def keep(self, scope: MemoryScope, said: Sequence[dict[str, Any]]) -> None:
         """Remember a completed turn's messages (the user's and the persona's answers)."""
+
+    def find_personas(self, lookup: Callable[[str], Persona | None]) -> None:
+        """Where the served personas are found (the registry's), for sharing memory
+        between them; without it, no persona shares."""
 
 
 NO_MEMORY = TurnMemory()

@@ -38,6 +38,8 @@ __all__ = [
 
 _SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 """Task and first-text times: a fast model's answer to a long tool loop."""
+_SEARCH_SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+"""Memory searches: a few rows scored in a millisecond to 20,000 in a quarter second."""
 _COMMIT_SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)
 
 
@@ -161,6 +163,7 @@ class HubMetrics:
         self._tasks(make)
         self._model(make)
         self._tools(make)
+        self._memory(make)
         self._hub(make)
 
     @classmethod
@@ -257,6 +260,38 @@ class HubMetrics:
             "persona_agent_remote_agent_breaker_state",
             "The circuit breaker of each outside agent: 0 closed, 1 half-open, 2 open",
             ("agent",),
+        )
+
+    def _memory(self, make: _Instruments) -> None:
+        """What memory counts (docs/memory.md): searches for a turn's prompt, what they
+        brought into it, and the memory tools' calls."""
+        self.memory_searches = make.counter(
+            "persona_agent_memory_searches",
+            "Searches of a caller's memory for a turn's prompt, by persona and outcome "
+            "(hit: something was recalled; miss: nothing; error: the search failed)",
+            ("persona", "outcome"),
+        )
+        self.memory_recalled_items = make.counter(
+            "persona_agent_memory_recalled_items",
+            "Remembered items brought into turns' prompts, by persona",
+            ("persona",),
+        )
+        self.memory_recalled_tokens = make.counter(
+            "persona_agent_memory_recalled_tokens",
+            "Tokens (characters / 4) of remembered text brought into turns' prompts, by persona",
+            ("persona",),
+        )
+        self.memory_search_seconds = make.histogram(
+            "persona_agent_memory_search_seconds",
+            "How long a search of a caller's memory for a turn's prompt took, by persona",
+            ("persona",),
+            _SEARCH_SECONDS,
+        )
+        self.memory_tool_calls = make.counter(
+            "persona_agent_memory_tool_calls",
+            "Calls of the memory tools (remember, recall, forget), by persona, tool and "
+            "outcome (ok, error)",
+            ("persona", "tool", "outcome"),
         )
 
     def _hub(self, make: _Instruments) -> None:

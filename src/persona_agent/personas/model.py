@@ -51,6 +51,7 @@ from persona_agent.personas.sections import (
     CardSkill,
     InteractionSample,
     LanguageStyle,
+    MemorySettings,
     ModelSettings,
     PanelSettings,
     PersonaLimits,
@@ -67,6 +68,7 @@ __all__ = [
     "CardSkill",
     "InteractionSample",
     "LanguageStyle",
+    "MemorySettings",
     "ModelSettings",
     "PanelSettings",
     "Persona",
@@ -87,6 +89,7 @@ _NO_LIMITS = PersonaLimits()
 _NO_MODEL_SETTINGS = ModelSettings()
 _NO_TOOL_SETTINGS = ToolSettings()
 _NO_CARD_SETTINGS = CardSettings()
+_NO_MEMORY_SETTINGS = MemorySettings()
 """Shared defaults (immutable models, never mutated): a copy per persona costs start-up time."""
 
 
@@ -128,6 +131,8 @@ class Persona(BaseModel):
     tools: ToolSettings = Field(default_factory=lambda: _NO_TOOL_SETTINGS)
     card: CardSettings = Field(default_factory=lambda: _NO_CARD_SETTINGS)
     limits: PersonaLimits = Field(default_factory=lambda: _NO_LIMITS)
+    memory: MemorySettings = Field(default_factory=lambda: _NO_MEMORY_SETTINGS)
+    """What it remembers of its callers, with whom it shares that (docs/memory.md)."""
     consult: list[PersonaId] | Literal["*"] = Field(default_factory=list)
     """Personas of the hub this one may consult (a tool each), or ``"*"``: every other."""
     agents: list[Text] = Field(default_factory=list)
@@ -226,6 +231,24 @@ class Persona(BaseModel):
                 "panel_itself",
                 "a panel cannot sit on itself: '{id}' is its own member or moderator",
                 {"id": persona_id},
+            )
+        return value
+
+    @field_validator("memory")
+    @classmethod
+    def _memory_not_shared_with_itself(
+        cls, value: MemorySettings, info: ValidationInfo
+    ) -> MemorySettings:
+        persona_id = info.data.get("id")
+        if persona_id in value.shared_with:
+            raise PydanticCustomError(
+                "memory_itself",
+                "shared_with: '{id}' is this persona: name the others it shares memory with",
+                {"id": persona_id},
+            )
+        if len(set(value.shared_with)) != len(value.shared_with):
+            raise PydanticCustomError(
+                "memory_shared_twice", "shared_with: a persona is listed twice"
             )
         return value
 

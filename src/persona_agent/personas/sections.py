@@ -15,6 +15,7 @@ __all__ = [
     "CardSkill",
     "InteractionSample",
     "LanguageStyle",
+    "MemorySettings",
     "ModelSettings",
     "PanelMode",
     "PanelSettings",
@@ -102,6 +103,26 @@ class ToolSettings(_Section):
     ``server__tool``; ``[]``: no tools at all."""
     required: bool = False
     """The persona cannot work without tools."""
+
+
+class MemorySettings(_Section):
+    """What the persona remembers of its callers (docs/memory.md); ``None``: the hub's
+    default. The hub's ``PERSONA_AGENT_MEMORY`` is the master switch: with it off, no
+    persona remembers."""
+
+    enabled: bool = True
+    """``false``: this persona remembers nothing (nothing kept, nothing recalled, no tools)."""
+    token_budget: int | None = Field(default=None, ge=0, le=100_000)
+    """Tokens of remembered text a turn's prompt takes at most (the hub's
+    ``PERSONA_AGENT_MEMORY_TOKEN_BUDGET``)."""
+    max_items: int | None = Field(default=None, ge=1, le=100)
+    """Remembered items a turn's prompt takes at most (``PERSONA_AGENT_MEMORY_MAX_ITEMS``)."""
+    shared_with: list[PersonaId] = Field(default_factory=list, max_length=32)
+    """Personas this one shares its memory of a caller with: a persona named here that
+    names this one back reads what the caller told either of them (always of that caller
+    alone)."""
+    tools: bool = True
+    """Offer the model ``remember``, ``recall`` and ``forget`` (when it can call tools)."""
 
 
 class CardSkill(_Section):

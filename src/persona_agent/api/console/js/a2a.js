@@ -115,6 +115,13 @@ export function costOf(message) {
   return part ? part.data : null;
 }
 
+// The memory-v1 data of an answer (what memory brought into its prompt, what the persona
+// kept or forgot with its memory tools), if it has one: docs/memory.md.
+export function memoryOf(message) {
+  const part = ((message && message.parts) || []).find((p) => p.data && p.data.kind === "memory-v1");
+  return part ? part.data : null;
+}
+
 // "TASK_STATE_INPUT_REQUIRED" -> "input required"
 export function stateName(state) {
   return String(state || "")

@@ -12,6 +12,7 @@ import {
   conversationTasks,
   costOf,
   greetingOf,
+  memoryOf,
   stateName,
   streamMessage,
   textOf,
@@ -46,7 +47,25 @@ function describeCost(cost) {
   return parts.join(" · ");
 }
 
-// One bubble of the transcript; set(text, state, detail) changes it as events come.
+// A folded note of what memory did for an answer: the items it brought into the prompt,
+// the facts the persona kept, the items it forgot (nothing when it did nothing).
+function rememberedNote(memory) {
+  const lines = [
+    ...((memory && memory.recalled) || []),
+    ...((memory && memory.kept) || []).map((text) => `Kept: ${text}`),
+    ...((memory && memory.forgotten) || []).map((text) => `Forgot: ${text}`),
+  ];
+  if (!lines.length) return null;
+  return el(
+    "details",
+    { class: "remembered" },
+    el("summary", {}, `Remembered (${lines.length})`),
+    el("ul", {}, ...lines.map((line) => el("li", {}, line))),
+  );
+}
+
+// One bubble of the transcript; set(text, state, detail) changes it as events come, and
+// remember(memory) adds what memory did for it.
 // Whether a status message is the hub's report of what the model does before it writes.
 function progressOf(message) {
   return ((message && message.parts) || []).some((part) => part.data && part.data.kind === "progress");
@@ -61,6 +80,10 @@ function bubble(role, text, state = "") {
     if (newState !== null) item.dataset.state = newState;
     const shownState = role === "agent" && newState && newState !== "completed" ? newState : "";
     meta.textContent = [shownState, detail].filter(Boolean).join(" · ");
+  };
+  item.remember = (memory) => {
+    const note = rememberedNote(memory);
+    if (note) item.append(note);
   };
   if (state && role === "agent") item.set(null, state);
   return item;
@@ -162,6 +185,7 @@ export async function showChat(root, personaId, contextId) {
       transcript.append(bubble("user", turn.user));
       const answer = bubble("agent", turn.answer, turn.state);
       if (turn.detail) answer.set(null, turn.state, turn.detail);
+      if (turn.memory) answer.remember(turn.memory);
       transcript.append(answer);
     }
     transcript.scrollTop = transcript.scrollHeight;
@@ -185,6 +209,7 @@ export async function showChat(root, personaId, contextId) {
               answer: answer || (completed ? said : ""),
               state: stateName(status.state),
               detail: completed ? describeCost(costOf(status.message)) : said,
+              memory: completed ? memoryOf(status.message) : null,
             };
           }),
         );
@@ -214,6 +239,7 @@ export async function showChat(root, personaId, contextId) {
     let state = "submitted";
     let taskId = "";
     let detail = "";
+    let memory = null;
     const started = !current;
     // Until the answer is final, the meta line says what happens and for how long: received,
     // then the hub's progress (loading the model, waiting for it, reading), then writing.
@@ -254,6 +280,7 @@ export async function showChat(root, personaId, contextId) {
           } else if (status.state === "TASK_STATE_COMPLETED") {
             answer = answer || said;
             detail = describeCost(costOf(status.message));
+            memory = memoryOf(status.message);
           } else if (said) {
             detail = said; // a tool being called, why it failed, that it was canceled
           }
@@ -281,6 +308,7 @@ export async function showChat(root, personaId, contextId) {
       clearInterval(ticker);
       setRunning(null);
     }
+    agent.remember(memory);
     if (current) {
       recordTurn(personaId, current, { taskId, user: text, answer, state, detail });
       if (started) renderList();
