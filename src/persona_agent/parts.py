@@ -267,8 +267,8 @@ def build_memory_records(writer: GroupCommitWriter, memory: TurnMemory) -> Memor
 
     embedder = None
     if memory is not NO_MEMORY:
-        from persona_agent.memory.recall import PersonaMemory
+        from persona_agent.memory.shared import SharedMemory
 
-        if isinstance(memory, PersonaMemory):
-            embedder = memory.embedder
+        if isinstance(memory, SharedMemory):
+            embedder = memory.memory.embedder
     return MemoryRecords(writer, embedder)
