@@ -33,6 +33,7 @@ from persona_agent.collab.panel_executor import PanelExecutor
 from persona_agent.collab.panel_prompts import warn_panel_problems
 from persona_agent.errors import ConfigError
 from persona_agent.llm.base import LLMBackend
+from persona_agent.memory.scope import TurnMemory
 from persona_agent.observe.metrics import HubMetrics
 from persona_agent.parts import prepare_llm_backend, warn_unknown_agents, warn_unknown_tool_servers
 from persona_agent.personas.file_store import FilePersonaStore
@@ -69,6 +70,7 @@ class A2AParts:
     push: PushParts | None
     storage: Storage
     personas_dir: Path
+    memory: TurnMemory
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -76,6 +78,7 @@ class A2AParts:
             if self.push is not None:
                 stack.push_async_callback(self.push.aclose)
             await self._join(stack)
+            stack.push_async_callback(self.memory.aclose)  # its background work, once idle
             stack.push_async_callback(self.registry.aclose)
             yield
 
@@ -149,7 +152,7 @@ def build_a2a(
         local_calls, registry.persona, registry.personas, max_depth=settings.consult_depth
     )
     collaboration.tools.sources.insert(0, consultations)
-    return A2AParts(registry, services, push, storage, settings.personas_dir)
+    return A2AParts(registry, services, push, storage, settings.personas_dir, engine.memory)
 
 
 def _services(

@@ -13,72 +13,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from persona_agent.memory.embeddings import Vectors
-from persona_agent.memory.remembered import Remembered
+from persona_agent.memory.index import Remembered, ScopeIndex, words
 
-__all__ = ["estimate_tokens", "keyword_scores", "select_remembered"]
+__all__ = ["estimate_tokens", "keyword_scores", "search", "select_remembered"]
 
-_WORD = re.compile(r"\w+", re.UNICODE)
 _RANK_CONSTANT = 60
 """Reciprocal rank fusion's constant (the usual one): a rank r adds 1 / (60 + r)."""
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "do",
-        "does",
-        "did",
-        "for",
-        "from",
-        "has",
-        "have",
-        "i",
-        "i'm",
-        "in",
-        "is",
-        "it",
-        "its",
-        "me",
-        "my",
-        "of",
-        "on",
-        "or",
-        "our",
-        "so",
-        "that",
-        "the",
-        "their",
-        "them",
-        "they",
-        "this",
-        "to",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "why",
-        "will",
-        "with",
-        "you",
-        "your",
-        "can",
-        "could",
-        "would",
-        "should",
-        "about",
-        "tell",
-    ]
-)
 
 
 def estimate_tokens(text: str) -> int:
@@ -86,14 +26,10 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
-def _words(text: str) -> list[str]:
-    return [word for word in _WORD.findall(text.lower()) if word not in _STOP]
-
-
 def keyword_scores(query: str, texts: Sequence[str]) -> np.ndarray:
     """BM25 (k1 1.2, b 0.75) of each text for the query's words (a text's length counted
     in spaces: only the query's few words are looked for, each text is not split)."""
-    terms = set(_words(query))
+    terms = set(words(query))
     scores = np.zeros(len(texts), dtype=np.float64)
     if not terms or not texts:
         return scores
@@ -133,21 +69,43 @@ def select_remembered(
     max_items: int,
     exclude: frozenset[str] = frozenset(),
 ) -> list[Remembered]:
+    """:func:`search` over ``items`` (newest first) and their ``vectors``, indexed here."""
+    if not items:
+        return []
+    index = ScopeIndex(vectors.shape[1])  # oldest first, as the database's rows come
+    index.extend((row, items[row], vectors[row]) for row in reversed(range(len(items))))
+    return search(
+        index, query, query_vector, token_budget=token_budget, max_items=max_items, exclude=exclude
+    )
+
+
+def search(
+    index: ScopeIndex,
+    query: str,
+    query_vector: Vectors,
+    *,
+    token_budget: int,
+    max_items: int,
+    exclude: frozenset[str] = frozenset(),
+) -> list[Remembered]:
     """The items most relevant to ``query``, fused from the cosine ranking and the
     keyword ranking (an item only one ranking finds counts there alone), the best
     first, until the next would overflow ``token_budget``; at most ``max_items``. Items
-    whose text is in ``exclude`` (already in the prompt) are left out."""
-    if not items or token_budget <= 0 or max_items <= 0:
+    whose text is in ``exclude`` (already in the prompt) are left out. Of equal items,
+    the newer comes first."""
+    if not len(index) or token_budget <= 0 or max_items <= 0:
         return []
-    cosine = vectors @ query_vector.reshape(-1)
-    keywords = keyword_scores(query, [item.text for item in items])
+    # Newest first: a stable sort then ranks the newer of two equal scores higher.
+    cosine = index.cosine(query_vector)[::-1]
+    keywords = index.keyword_scores(query)[::-1]
+    items = index.items[::-1]
     fused = _rank_points(cosine) + _rank_points(keywords)
     chosen: list[Remembered] = []
     used = 0
     seen: set[str] = set()
-    for index in np.argsort(-fused, kind="stable"):
-        item = items[int(index)]
-        if fused[index] <= 0 or item.text in exclude or item.text in seen:
+    for position in np.argsort(-fused, kind="stable"):
+        item = items[int(position)]
+        if fused[position] <= 0 or item.text in exclude or item.text in seen:
             continue
         cost = estimate_tokens(item.text)
         if used + cost > token_budget:

@@ -39,6 +39,9 @@ class TurnMemory:
     async def keep(self, scope: MemoryScope, said: Sequence[dict[str, Any]]) -> None:
         """Remember a completed turn's messages (the user's and the persona's answers)."""
 
+    async def aclose(self) -> None:
+        """Stop any background work (the hub is stopping; the turns are done)."""
+
 
 NO_MEMORY = TurnMemory()
 
