@@ -172,7 +172,9 @@ class ScopeIndex:
         """Each row's cosine with the query's unit vector."""
         if not self.items:
             return np.zeros(0, dtype=np.float32)
-        return self.vectors @ query.reshape(-1)
+        # Not BLAS's matrix product: its threads, on cores busy with the hub's other
+        # work, made a search of 10,000 rows 10x slower (measured: 4 ms against 0.4).
+        return np.einsum("ij,j->i", self.vectors, query.reshape(-1))
 
     def keyword_scores(self, query: str) -> np.ndarray:
         """BM25 (k1 1.2, b 0.75) of each row for the query's words, from the postings."""
