@@ -174,7 +174,8 @@ class ScopeIndex:
             return np.zeros(0, dtype=np.float32)
         # Not BLAS's matrix product: its threads, on cores busy with the hub's other
         # work, made a search of 10,000 rows 10x slower (measured: 4 ms against 0.4).
-        return np.einsum("ij,j->i", self.vectors, query.reshape(-1))
+        products: np.ndarray = np.einsum("ij,j->i", self.vectors, query.reshape(-1))
+        return products
 
     def keyword_scores(self, query: str) -> np.ndarray:
         """BM25 (k1 1.2, b 0.75) of each row for the query's words, from the postings."""
