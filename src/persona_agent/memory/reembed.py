@@ -56,7 +56,7 @@ class Reembedder:
 
     async def step(self) -> int:
         """Re-embed one step's rows; how many there were (0: none is left)."""
-        rows = await self.store.other_models(self.embedder.name, self._rows)
+        rows = await self.store.other_models(self.embedder.name, min(self._rows, self.max_rows))
         if not rows:
             return 0
         started = time.perf_counter()
