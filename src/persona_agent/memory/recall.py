@@ -91,6 +91,7 @@ class PersonaMemory(TurnMemory):
                 token_budget=self.token_budget,
                 max_items=self.max_items,
                 exclude=frozenset(text.strip()[:MAX_REMEMBERED_CHARS] for text in in_prompt),
+                near_duplicate=near_duplicate(self.embedder),
             )
         return tuple(_marked(item) for item in chosen)
 
@@ -110,6 +111,13 @@ class PersonaMemory(TurnMemory):
             return
         vectors = await self.embedder.embed([text for _, text in kept])
         await self.store.add(scope, self.embedder.name, kept, vectors)
+
+
+def near_duplicate(embedder: Embedder) -> float:
+    """The cosine over which two remembered messages say the same, for ``embedder``
+    (each model's cosines spread differently): its ``near_duplicate``, else 0.9."""
+    value = getattr(embedder, "near_duplicate", 0.9)
+    return float(value)
 
 
 def _marked(item: Remembered) -> str:

