@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-_FACTS = [
+FACTS = [
     ("My dog is called Biscuit.", "What is the name of my pet?"),
     ("I was born in Lisbon.", "Which city am I from originally?"),
     ("My favourite colour is teal.", "What colour do I like best?"),
@@ -75,7 +75,7 @@ _FACTS = [
     ("I bike to the gym on weekdays.", "How do I get to the gym?"),
     ("My first job was at a bakery.", "Where did I work first?"),
 ]
-_FILLER = [
+FILLER = [
     "Can you tell me more about that?",
     "That's interesting, what happened next?",
     "I see what you mean.",
@@ -162,22 +162,22 @@ def main(name: str) -> None:
     loaded = time.perf_counter() - started
     after_load = _rss_mb()
     turns: list[str] = []
-    for index, (fact, _) in enumerate(_FACTS):
+    for index, (fact, _) in enumerate(FACTS):
         turns.append(fact)
-        turns += [_FILLER[(index * 5 + k) % len(_FILLER)] + f" ({index}.{k})" for k in range(5)]
+        turns += [FILLER[(index * 5 + k) % len(FILLER)] + f" ({index}.{k})" for k in range(5)]
     started = time.perf_counter()
     vectors = np.vstack([passage([turn]) for turn in turns])
     per_passage = (time.perf_counter() - started) * 1000 / len(turns)
     started = time.perf_counter()
-    questions = np.vstack([query([q]) for _, q in _FACTS])
-    per_query = (time.perf_counter() - started) * 1000 / len(_FACTS)
+    questions = np.vstack([query([q]) for _, q in FACTS])
+    per_query = (time.perf_counter() - started) * 1000 / len(FACTS)
     from persona_agent.memory.remembered import Remembered
     from persona_agent.memory.retrieval import select_remembered
 
     items = [Remembered("user", turn, 0) for turn in turns]
     hits = hybrid = 0
     started = time.perf_counter()
-    for index, (fact, question) in enumerate(_FACTS):
+    for index, (fact, question) in enumerate(FACTS):
         scores = vectors @ questions[index]
         top = np.argsort(-scores)[:5]
         hits += any(turns[i] == fact for i in top)
@@ -185,12 +185,12 @@ def main(name: str) -> None:
             question, questions[index], items, vectors, token_budget=10_000, max_items=5
         )
         hybrid += any(item.text == fact for item in chosen)
-    per_search = (time.perf_counter() - started) * 1000 / len(_FACTS)
+    per_search = (time.perf_counter() - started) * 1000 / len(FACTS)
     print(
         f"{name}: load {loaded * 1000:.0f} ms, RSS +{after_load - before:.0f} MB "
         f"(+{_rss_mb() - before:.0f} MB after use), {per_passage:.2f} ms/passage, "
-        f"{per_query:.2f} ms/query, dim {vectors.shape[1]}, recall@5 cosine {hits}/{len(_FACTS)}, "
-        f"hybrid {hybrid}/{len(_FACTS)} among {len(turns)} turns ({per_search:.2f} ms/search)"
+        f"{per_query:.2f} ms/query, dim {vectors.shape[1]}, recall@5 cosine {hits}/{len(FACTS)}, "
+        f"hybrid {hybrid}/{len(FACTS)} among {len(turns)} turns ({per_search:.2f} ms/search)"
     )
 
 

@@ -158,6 +158,8 @@ memories_table = Table(
     Column("vector", LargeBinary, nullable=False),  # float32, little-endian, unit length
     Column("at_ms", BigInteger, nullable=False),  # ms since the epoch
     Index("ix_pa_memories_scope", "persona_id", "owner", "conversation", "seq"),
+    # A search's first query (the scope's count and highest seq) reads this index alone.
+    Index("ix_pa_memories_model_scope", "persona_id", "owner", "model", "conversation", "seq"),
 )
 """What callers told personas, with its vectors (:mod:`persona_agent.memory.remembered`)."""
 

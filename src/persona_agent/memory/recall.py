@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from persona_agent.memory.embeddings import Embedder
+from persona_agent.memory.reembed import Reembedder
 from persona_agent.memory.remembered import MemoryStore, Remembered
-from persona_agent.memory.retrieval import select_remembered
+from persona_agent.memory.retrieval import search
 from persona_agent.memory.scope import MemoryScope, TurnMemory
 
 __all__ = ["PersonaMemory"]
@@ -30,7 +31,9 @@ one would not fit a turn's budget of remembered messages anyway)."""
 
 class PersonaMemory(TurnMemory):
     """Memory in the database (:class:`MemoryStore`), searched by ``embedder``'s vectors
-    and by keywords, within ``token_budget`` tokens and ``max_items`` items a turn."""
+    and by keywords, within ``token_budget`` tokens and ``max_items`` items a turn; the
+    memories of other embedders re-embedded in the background (:class:`Reembedder`),
+    started with the first turn."""
 
     def __init__(
         self,
@@ -44,12 +47,14 @@ class PersonaMemory(TurnMemory):
         self.embedder = embedder
         self.token_budget = token_budget
         self.max_items = max_items
+        self.reembedder = Reembedder(store, embedder)
 
     async def recall(
         self, scope: MemoryScope, message: str, in_prompt: Sequence[str]
     ) -> tuple[str, ...]:
         """As :meth:`TurnMemory.recall`; when the embedder fails (an endpoint down), the
         turn goes on without memory, and the error is logged."""
+        self.reembedder.start()
         try:
             return await self._recall(scope, message, in_prompt)
         except Exception:
@@ -67,22 +72,32 @@ class PersonaMemory(TurnMemory):
     async def _recall(
         self, scope: MemoryScope, message: str, in_prompt: Sequence[str]
     ) -> tuple[str, ...]:
-        items, vectors = await self.store.load(scope, self.embedder.name)
-        if not items or not message.strip():
+        if not message.strip():
             return ()
-        query = await self.embedder.embed([message], query=True)
-        # Linear in the caller's rows (up to the store's bound): off the event loop.
-        chosen = await asyncio.to_thread(
-            select_remembered,
-            message,
-            query[0],
-            items,
-            vectors,
-            token_budget=self.token_budget,
-            max_items=self.max_items,
-            exclude=frozenset(text.strip()[:MAX_REMEMBERED_CHARS] for text in in_prompt),
+        # The query's vector while the scope's index is brought up to date.
+        query, (index, lock) = await asyncio.gather(
+            self.embedder.embed([message], query=True),
+            self.store.index(scope, self.embedder.name),
         )
+        if not len(index):
+            return ()
+        async with lock:  # a concurrent turn of the scope may extend the index
+            # A matrix product and the query words' postings: off the event loop.
+            chosen = await asyncio.to_thread(
+                search,
+                index,
+                message,
+                query[0],
+                token_budget=self.token_budget,
+                max_items=self.max_items,
+                exclude=frozenset(text.strip()[:MAX_REMEMBERED_CHARS] for text in in_prompt),
+                near_duplicate=near_duplicate(self.embedder),
+            )
         return tuple(_marked(item) for item in chosen)
+
+    async def aclose(self) -> None:
+        """Stop re-embedding."""
+        await self.reembedder.aclose()
 
     async def _keep(self, scope: MemoryScope, said: Sequence[dict[str, Any]]) -> None:
         kept = [
@@ -96,6 +111,13 @@ class PersonaMemory(TurnMemory):
             return
         vectors = await self.embedder.embed([text for _, text in kept])
         await self.store.add(scope, self.embedder.name, kept, vectors)
+
+
+def near_duplicate(embedder: Embedder) -> float:
+    """The cosine over which two remembered messages say the same, for ``embedder``
+    (each model's cosines spread differently): its ``near_duplicate``, else 0.9."""
+    value = getattr(embedder, "near_duplicate", 0.9)
+    return float(value)
 
 
 def _marked(item: Remembered) -> str:

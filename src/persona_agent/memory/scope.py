@@ -63,6 +63,9 @@ class TurnMemory:
         """Where the served personas are found (the registry's), for sharing memory
         between them; without it, no persona shares."""
 
+    async def aclose(self) -> None:
+        """Stop any background work (the hub is stopping; the turns are done)."""
+
 
 NO_MEMORY = TurnMemory()
 

@@ -22,9 +22,10 @@ import numpy as np
 from sqlalchemy import and_, bindparam, delete
 
 from persona_agent.db import GroupCommitWriter, memories_table
-from persona_agent.memory.recall import MAX_REMEMBERED_CHARS, PersonaMemory
+from persona_agent.memory.recall import MAX_REMEMBERED_CHARS, PersonaMemory, near_duplicate
 from persona_agent.memory.remembered import Remembered
 from persona_agent.memory.retrieval import estimate_tokens, select_remembered
+from persona_agent.memory.retrieval import search as search_index
 from persona_agent.memory.scope import MemoryScope, TurnMemory
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.observe.tracing import TRACER
@@ -188,6 +189,10 @@ class SharedMemory(TurnMemory):
             )
         return tuple(item.marked for item in found)
 
+    async def aclose(self) -> None:
+        """Stop the memory's background work (re-embedding)."""
+        await self.memory.aclose()
+
     async def keep(self, scope: MemoryScope, said: Sequence[dict[str, Any]]) -> None:
         """The turn's messages, in the persona's own memory (never a sharing persona's);
         not a turn that forgot something ("forget all about Biscuit" is not to be
@@ -214,6 +219,28 @@ class SharedMemory(TurnMemory):
         if not query.strip():
             return []
         embedder = self.memory.embedder
+        excluded = frozenset(text.strip()[:MAX_REMEMBERED_CHARS] for text in exclude)
+        if not scope.shared:  # the persona's own memory: its cached index
+            query_vector, (index, lock) = await asyncio.gather(
+                embedder.embed([query], query=True),
+                self.memory.store.index(scope, embedder.name),
+            )
+            if not len(index):
+                return []
+            async with lock:  # a concurrent turn of the scope may extend the index
+                # A matrix product and the query words' postings: off the event loop.
+                own = await asyncio.to_thread(
+                    search_index,
+                    index,
+                    query,
+                    query_vector[0],
+                    token_budget=token_budget,
+                    max_items=max_items,
+                    exclude=excluded,
+                    near_duplicate=near_duplicate(embedder),
+                )
+            return [self._found(item, scope.persona_id, scope.persona_id) for item in own]
+        # Shared: the personas' rows ranked together (indexed for this search alone).
         loaded = [
             (persona_id, *await self.memory.store.load(scope.of(persona_id), embedder.name))
             for persona_id in (scope.persona_id, *scope.shared)
@@ -230,7 +257,7 @@ class SharedMemory(TurnMemory):
             return []
         query_vector = await embedder.embed([query], query=True)
         all_vectors = vectors[0] if len(vectors) == 1 else np.vstack(vectors)
-        index = {id(item): position for position, item in enumerate(items)}
+        position = {id(item): at for at, item in enumerate(items)}
         chosen = await asyncio.to_thread(  # linear in the rows: off the event loop
             select_remembered,
             query,
@@ -239,9 +266,10 @@ class SharedMemory(TurnMemory):
             all_vectors,
             token_budget=token_budget,
             max_items=max_items,
-            exclude=frozenset(text.strip()[:MAX_REMEMBERED_CHARS] for text in exclude),
+            exclude=excluded,
+            near_duplicate=near_duplicate(embedder),
         )
-        return [self._found(item, whose[index[id(item)]], scope.persona_id) for item in chosen]
+        return [self._found(item, whose[position[id(item)]], scope.persona_id) for item in chosen]
 
     async def remember(self, scope: MemoryScope, fact: str) -> str:
         """Keep ``fact`` about the caller in the persona's own memory; the text kept.
