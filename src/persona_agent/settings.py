@@ -136,6 +136,13 @@ class Settings(BaseSettings):
     """Tokens of remembered messages added to a turn's prompt, at most (chars / 4)."""
     memory_max_items: int = Field(default=8, ge=1, le=100)
     """Remembered messages added to a turn's prompt, at most."""
+    memory_summary_model: str = ""
+    """With memory on, the model that keeps each conversation's running summary of what
+    left its window: "" (the default) the persona's own chat model with the ``openai``
+    backend, and no summary with the embedded model (too small to summarize well);
+    ``off``: no summary; any other value: that model, on the ``openai`` backend's endpoint."""
+    memory_summary_tokens: int = Field(default=300, ge=50, le=4000)
+    """Tokens of running summary in a turn's prompt, at most (chars / 4)."""
 
     task_listing: Literal["context", "off", "all"] = "context"
     """Who may list tasks over A2A: ``context`` (only the tasks of a contextId the caller
