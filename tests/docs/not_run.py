@@ -49,6 +49,7 @@ RUN_ELSEWHERE: dict[tuple[str, str], str] = {
     ("docs/memory.md", "Remembered from earlier with this user"): (
         "tests/memory/test_remembered_section.py"
     ),
+    ("docs/memory.md", "Summary of the earlier conversation"): "tests/memory/test_summary.py",
     ("README.md", "from a2a.client import ClientConfig, ClientFactory"): (
         "tests/integration/test_readme.py"
     ),
