@@ -240,7 +240,10 @@ def _completion(
                 elif isinstance(chunk, StreamEnd):
                     end = chunk
         if record is not None:
-            await record(persona_id, model, end.usage)
+            try:
+                await record(persona_id, model, end.usage)
+            except Exception:  # the summary is made all the same
+                logger.exception("persona %s: a summary's tokens could not be recorded", persona_id)
         return "".join(text)
 
     return complete

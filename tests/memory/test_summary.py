@@ -5,6 +5,7 @@ its token budget. The hub's whole path is tests/integration/test_memory_summary.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from persona_agent.chat.history import ConversationHistory
 from persona_agent.db import GroupCommitWriter, summaries_table
 from persona_agent.llm.local.transcript import build_prompt
 from persona_agent.memory.scope import forget_persona
-from persona_agent.memory.summary import RunningSummary, bounded
+from persona_agent.memory.summary import FOLLOWING, RunningSummary, bounded
 from persona_agent.memory.summary_store import Summary, SummaryStore
 from persona_agent.personas.scan import load_persona_dir
 from persona_agent.personas.turn_prompt import (
@@ -185,3 +186,44 @@ async def test_a_model_s_longer_summary_is_cut_to_the_budget_and_a_run_waits_for
     assert len(asked) == 1
     assert 150 < len(text) <= 200  # 50 tokens of 4 characters, whole sentences
     assert text.endswith("summary.")
+
+
+async def test_runs_of_one_conversation_never_overlap_and_a_turn_during_one_is_summarized(
+    writer: GroupCommitWriter,
+) -> None:
+    history = ConversationHistory(writer, max_messages=4)
+    asked: list[str] = []
+    started, release = asyncio.Event(), asyncio.Event()
+    running = most = 0
+
+    async def slow_model(
+        persona_id: str, model: str, messages: list[dict[str, Any]], max_tokens: int
+    ) -> str:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        asked.append(messages[-1]["content"])
+        started.set()
+        await release.wait()
+        running -= 1
+        return f"Summary {len(asked)}."
+
+    summary = RunningSummary(SummaryStore(writer), slow_model, max_messages=4)
+    key = "socrates:overlap"
+    await turns(history, key, 3)  # the first turn has left the window
+    summary.after_turn(SOCRATES, key, "", "m")
+    async with asyncio.timeout(10):
+        await started.wait()
+    await turns(history, key, 1, start=3)  # the second leaves while the first is summarized
+    summary.after_turn(SOCRATES, key, "", "m")
+    summary.after_turn(SOCRATES, key, "", "m")
+    release.set()
+    async with asyncio.timeout(10):
+        await summary.settled()
+    assert most == 1
+    assert len(asked) == 2
+    following = asked[1].split(FOLLOWING)[1]
+    assert "Message 1." in following
+    assert "Message 0." not in following
+    assert "Summary 1." in asked[1]
+    assert await summary.current(key) == "Summary 2."

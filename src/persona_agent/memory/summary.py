@@ -138,13 +138,11 @@ class RunningSummary(ConversationSummary):
             self._again.add(conversation)
             return
         run = self._run(persona, conversation, owner, self.model or model)
-        task = asyncio.create_task(run, name=f"summary of {conversation}")
-        self._tasks[conversation] = task
-        task.add_done_callback(lambda _: self._tasks.pop(conversation, None))
+        self._tasks[conversation] = asyncio.create_task(run, name=f"summary of {conversation}")
 
     async def settled(self) -> None:
-        while self._tasks:
-            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        while pending := [task for task in self._tasks.values() if not task.done()]:
+            await asyncio.gather(*pending, return_exceptions=True)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -157,22 +155,26 @@ class RunningSummary(ConversationSummary):
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _run(self, persona: Persona, conversation: str, owner: str, model: str) -> None:
-        while True:
+        try:
+            while True:
+                self._again.discard(conversation)
+                hold = self._locks.hold if self._locks is not None else None
+                try:
+                    async with hold(f"{conversation}#summary") if hold else nullcontext():
+                        await self.update(persona, conversation, owner, model)
+                except Exception as error:
+                    logger.warning(
+                        "persona %s: the summary of a conversation could not be made (%s); "
+                        "the next turn tries again",
+                        persona.id,
+                        getattr(error, "message", None) or repr(error),
+                    )
+                    return
+                if conversation not in self._again:
+                    return
+        finally:  # no await since the last look at _again: a turn ending now starts a run
+            self._tasks.pop(conversation, None)
             self._again.discard(conversation)
-            lock = self._locks.hold(f"{conversation}#summary") if self._locks else nullcontext()
-            try:
-                async with lock:
-                    await self.update(persona, conversation, owner, model)
-            except Exception as error:
-                logger.warning(
-                    "persona %s: the summary of a conversation could not be made (%s); the "
-                    "next turn tries again",
-                    persona.id,
-                    getattr(error, "message", None) or repr(error),
-                )
-                return
-            if conversation not in self._again:
-                return
 
     async def update(self, persona: Persona, conversation: str, owner: str, model: str) -> None:
         """Summarize what has left the conversation's window since its summary (nothing
