@@ -51,6 +51,7 @@ __all__ = [
     "personas_table",
     "push_callers_table",
     "replicas_table",
+    "summaries_table",
     "task_events_table",
     "tasks_table",
     "usage_table",
@@ -162,6 +163,21 @@ memories_table = Table(
     Index("ix_pa_memories_model_scope", "persona_id", "owner", "model", "conversation", "seq"),
 )
 """What callers told personas, with its vectors (:mod:`persona_agent.memory.remembered`)."""
+
+
+summaries_table = Table(
+    "pa_summaries",
+    metadata,
+    Column("conversation", String(300), primary_key=True),  # the engine's key, as pa_messages
+    Column("persona_id", String(63), nullable=False),
+    Column("owner", String(200), nullable=False),  # the identified caller; "" anonymous
+    Column("text", Text, nullable=False),
+    Column("upto_seq", BigInteger, nullable=False),  # the last pa_messages.seq it covers
+    Column("at_ms", BigInteger, nullable=False),  # ms since the epoch
+    Index("ix_pa_summaries_persona", "persona_id"),
+)
+"""Each conversation's running summary of the messages that left its window
+(:mod:`persona_agent.memory.summary`)."""
 
 
 push_callers_table = Table(

@@ -7,11 +7,12 @@ arguments; the packages below it never read them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable
-from typing import TYPE_CHECKING, TypeGuard
+from collections.abc import Awaitable, Callable, Collection, Iterable
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from persona_agent.errors import ConfigError, LLMError
-from persona_agent.llm.base import LLMBackend
+from persona_agent.llm.base import ChatRequest, LLMBackend, StreamEnd, TextDelta, Usage
 from persona_agent.personas.file_store import FilePersonaStore
 from persona_agent.personas.model import Persona
 from persona_agent.personas.store import PersonaStore
@@ -25,12 +26,14 @@ if TYPE_CHECKING:
     from persona_agent.llm.local.backend import LocalBackend
     from persona_agent.memory.records import MemoryRecords
     from persona_agent.memory.scope import TurnMemory
+    from persona_agent.memory.summary import Complete, ConversationSummary, Locks
     from persona_agent.observe.metrics import HubMetrics
 
 __all__ = [
     "build_authenticator",
     "build_llm_backend",
     "build_memory",
+    "build_summary",
     "open_persona_store",
     "persona_limits",
     "prepare_llm_backend",
@@ -178,6 +181,78 @@ def build_memory(
         max_items=settings.memory_max_items,
     )
     return SharedMemory(memory, writer, metrics=metrics)
+
+
+def build_summary(
+    settings: Settings,
+    writer: GroupCommitWriter,
+    llm: LLMBackend,
+    *,
+    locks: Locks | None = None,
+    record: Callable[[str, str, Usage], Awaitable[None]] | None = None,
+) -> ConversationSummary:
+    """The running summary of what leaves conversations' windows: with memory on, made by
+    the model ``memory_summary_model`` names (by default the persona's own) on the
+    ``openai`` backend; none with the embedded model, too small to summarize well
+    (docs/memory.md). ``locks``: the engine's, when they span replicas; ``record``: where
+    each summary's tokens go (the usage log).
+
+    Raises:
+        ConfigError: a summary model named with the embedded model.
+    """
+    from persona_agent.memory.summary import NO_SUMMARY
+
+    chosen = settings.memory_summary_model.strip()
+    if not settings.memory or chosen == "off":
+        return NO_SUMMARY
+    if _is_local(llm):
+        if chosen:
+            raise ConfigError(
+                "PERSONA_AGENT_MEMORY_SUMMARY_MODEL needs the openai LLM backend "
+                "(PERSONA_AGENT_LLM_BASE_URL): the embedded model makes no summary; "
+                "leave it empty or set it to off"
+            )
+        return NO_SUMMARY
+    from persona_agent.memory.summary import RunningSummary
+    from persona_agent.memory.summary_store import SummaryStore
+
+    return RunningSummary(
+        SummaryStore(writer),
+        _completion(llm, record),
+        max_messages=settings.history_max_messages,
+        token_budget=settings.memory_summary_tokens,
+        model=chosen or None,
+        locks=locks,
+    )
+
+
+def _completion(
+    llm: LLMBackend, record: Callable[[str, str, Usage], Awaitable[None]] | None
+) -> Complete:
+    """One request to ``llm`` for its whole answer (the summary), its tokens recorded."""
+
+    async def complete(
+        persona_id: str, model: str, messages: list[dict[str, Any]], max_tokens: int
+    ) -> str:
+        request = ChatRequest(
+            messages=messages, model=model, temperature=0.2, max_tokens=max_tokens, whole=True
+        )
+        text: list[str] = []
+        end = StreamEnd()
+        async with aclosing(llm.stream(request)) as chunks:
+            async for chunk in chunks:
+                if isinstance(chunk, TextDelta):
+                    text.append(chunk.text)
+                elif isinstance(chunk, StreamEnd):
+                    end = chunk
+        if record is not None:
+            try:
+                await record(persona_id, model, end.usage)
+            except Exception:  # the summary is made all the same
+                logger.exception("persona %s: a summary's tokens could not be recorded", persona_id)
+        return "".join(text)
+
+    return complete
 
 
 async def prepare_llm_backend(

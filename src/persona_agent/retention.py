@@ -3,8 +3,9 @@ the database does not grow without bound.
 
 Limits (each 0 for none; docs/security.md): a task's age, for tasks and for conversation
 messages, how many are kept and how many bytes of them, and a memory's age. The oldest go
-first. Tasks still ``submitted`` or ``working`` are never deleted (a restart marks
-those of a stopped hub failed, and then they age like the rest). Each sweep is a few
+first; a conversation's running summary goes with its last message. Tasks still
+``submitted`` or ``working`` are never deleted (a restart marks those of a stopped hub
+failed, and then they age like the rest). Each sweep is a few
 ``DELETE`` statements in the database's group commit, one per limit, then the ``prune``
 callables (push-notification configs of the tasks deleted go with them).
 """
@@ -22,7 +23,13 @@ from typing import Any
 from a2a.types.a2a_pb2 import TaskState
 from sqlalchemy import TextClause, text
 
-from persona_agent.db import GroupCommitWriter, memories_table, messages_table, tasks_table
+from persona_agent.db import (
+    GroupCommitWriter,
+    memories_table,
+    messages_table,
+    summaries_table,
+    tasks_table,
+)
 
 __all__ = ["Retention", "RetentionLimits"]
 
@@ -33,6 +40,11 @@ _IDLE = f"state NOT IN ({', '.join(str(int(state)) for state in _RUNNING)})"
 _TASKS = tasks_table.name
 _MESSAGES = messages_table.name
 _MEMORIES = memories_table.name
+_ORPHAN_SUMMARIES = text(
+    f"DELETE FROM {summaries_table.name} WHERE NOT EXISTS (SELECT 1 FROM {_MESSAGES} "
+    f"WHERE {_MESSAGES}.conversation = {summaries_table.name}.conversation)"
+)
+"""A running summary goes with its conversation's last message (docs/memory.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +97,8 @@ class Retention:
             cutoff_ms = int((time.time() - limits.memory_max_age_days * 86_400) * 1000)
             older = text(f"DELETE FROM {_MEMORIES} WHERE at_ms < :cutoff")
             statements.append((older, {"cutoff": cutoff_ms}))
+        if limits.message_max_count > 0 or limits.message_max_bytes > 0:
+            statements.append((_ORPHAN_SUMMARIES, {}))
         for statement, parameters in statements:
             await self._db.write(statement, [parameters])
         for prune in self._prune:

@@ -139,6 +139,13 @@ class Settings(BaseSettings):
     memory_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
     """Bytes of memory indexes (the vectors and keywords of the callers lately served)
     kept in each hub process, at most (the least lately used go first)."""
+    memory_summary_model: str = ""
+    """With memory on, the model that keeps each conversation's running summary of what
+    left its window: "" (the default) the persona's own chat model with the ``openai``
+    backend, and no summary with the embedded model (too small to summarize well);
+    ``off``: no summary; any other value: that model, on the ``openai`` backend's endpoint."""
+    memory_summary_tokens: int = Field(default=300, ge=50, le=4000)
+    """Tokens of running summary in a turn's prompt, at most (chars / 4)."""
 
     task_listing: Literal["context", "off", "all"] = "context"
     """Who may list tasks over A2A: ``context`` (only the tasks of a contextId the caller

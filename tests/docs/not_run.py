@@ -50,6 +50,7 @@ RUN_ELSEWHERE: dict[tuple[str, str], str] = {
         "tests/memory/test_remembered_section.py"
     ),
     ("docs/memory.md", '"kind": "memory-v1"'): "tests/integration/test_memory_tools.py",
+    ("docs/memory.md", "Summary of the earlier conversation"): "tests/memory/test_summary.py",
     ("README.md", "from a2a.client import ClientConfig, ClientFactory"): (
         "tests/integration/test_readme.py"
     ),

@@ -24,6 +24,13 @@ the next of a script kept for requests whose system prompt holds a given text (s
 With nothing scripted, the answer is
 ``Reply("Hello from the fake LLM. You said: <last user message>")``.
 
+A request for a conversation's running summary (its system message holds the hub's
+:data:`~persona_agent.memory.summary.SUMMARY_REQUEST`) is kept apart: it is in
+:attr:`FakeLLM.summary_requests`, not :attr:`FakeLLM.requests`, counts in no counter,
+and takes nothing from the scripts above. It pops the next of :meth:`FakeLLM.script_summary`,
+or is answered with the summary so far and each message that follows it, joined by
+`` | `` (:func:`summary_of`): so a test sees which messages a summary was made of.
+
 A request with ``tool_choice == "none"`` always gets a text answer: if the next
 scripted item is :class:`ToolCalls`, it is popped (it counts as that request's
 answer) and the text ``"Final answer without tools."`` is sent instead.
@@ -77,7 +84,9 @@ from typing import IO, Any
 import uvicorn
 from starlette.types import Message, Receive, Scope, Send
 
-__all__ = ["Fail", "FakeLLM", "Hang", "Reply", "Scripted", "Seen", "ToolCalls"]
+from persona_agent.memory.summary import FOLLOWING, NONE_YET, SO_FAR, SUMMARY_REQUEST
+
+__all__ = ["Fail", "FakeLLM", "Hang", "Reply", "Scripted", "Seen", "ToolCalls", "summary_of"]
 
 MODEL = "fake-llm"
 FINAL_WITHOUT_TOOLS = "Final answer without tools."
@@ -197,6 +206,8 @@ class FakeLLM:
         self._queue: deque[Scripted] = deque()
         self._for: dict[str, deque[Scripted]] = {}
         self._requests: list[dict[str, Any]] = []
+        self._summaries: list[dict[str, Any]] = []
+        self._summary_queue: deque[Scripted] = deque()
         self._seen: list[Seen] = []
         self._received = 0
         self._too_early = 0
@@ -313,11 +324,28 @@ class FakeLLM:
         with self._changed:
             self._for.setdefault(system_text, deque()).extend(responses)
 
+    def script_summary(self, *responses: Scripted) -> None:
+        """Queue answers for summarization requests (FIFO; then the default summary)."""
+        with self._changed:
+            self._summary_queue.extend(responses)
+
+    @property
+    def summary_requests(self) -> list[dict[str, Any]]:
+        """The JSON bodies of the summarization requests since the last reset (a copy)."""
+        with self._changed:
+            return list(self._summaries)
+
+    def wait_summaries(self, n: int, timeout: float = 10.0) -> None:
+        """Block until at least ``n`` summarization requests were received."""
+        self._wait(lambda: len(self._summaries) >= n, timeout, f"{n} summary request(s)")
+
     def reset(self) -> None:
         """Clear the queues, the recorded requests and the counters."""
         with self._changed:
             self._generation += 1
             self._queue.clear()
+            self._summaries.clear()
+            self._summary_queue.clear()
             self._for.clear()
             self._requests.clear()
             self._seen.clear()
@@ -440,6 +468,9 @@ class FakeLLM:
         except ValueError as exc:
             await _send_error(send, 400, f"bad request: {exc}")
             return
+        if SUMMARY_REQUEST in _system_text(body):
+            await self._summarize(body, receive, send)
+            return
         key = _key(body) if self._held_off else ""
         with self._changed:
             generation = self._generation
@@ -478,6 +509,25 @@ class FakeLLM:
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
             self._count(generation, active=-1)
+
+    async def _summarize(self, body: dict[str, Any], receive: Receive, send: Send) -> None:
+        """A summarization request: recorded apart, answered from its own script (or by
+        :func:`summary_of`), and counted nowhere (its answer's generation is none)."""
+        with self._changed:
+            if self._record:
+                self._summaries.append(body)
+            item = self._summary_queue.popleft() if self._summary_queue else None
+            self._changed.notify_all()
+        answer = _Answer(self, -1, body, next(self._ids), send)
+        watcher = asyncio.create_task(answer.watch(receive))
+        self._in_progress.add(answer.gone)
+        try:
+            await answer.give(item if item is not None else Reply(summary_of(body)))
+        finally:
+            self._in_progress.discard(answer.gone)
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
 
     def _next_for(self, body: dict[str, Any]) -> Scripted | None:
         """The next scripted answer for ``body`` (under the lock): from the first script of
@@ -831,6 +881,16 @@ async def _send_error(
     kind = "server_error" if status >= 500 else "invalid_request_error"
     error = {"message": message, "type": kind, "param": None, "code": None}
     await _send_json(send, status, {"error": error}, headers)
+
+
+def summary_of(body: dict[str, Any]) -> str:
+    """The default answer to a summarization request: the summary so far (unless there was
+    none) and each message that follows it, joined by `` | ``."""
+    asked = _last_user_text(body)
+    so_far, _, following = asked.partition(f"\n\n{FOLLOWING}\n")
+    old = so_far.removeprefix(f"{SO_FAR}\n").strip()
+    parts = [] if old == NONE_YET else [old]
+    return " | ".join([*parts, *(line for line in following.splitlines() if line.strip())])
 
 
 def bench_reply(

@@ -18,6 +18,7 @@ from persona_agent.api.caller_data import CallerData
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.db import GroupCommitWriter, memories_table
 from persona_agent.memory.records import MemoryRecords
+from persona_agent.memory.summary_store import Summary, SummaryStore
 from tests.a2a.test_task_store import ctx, make_task
 
 TARGET = "key:a_b"
@@ -48,9 +49,18 @@ async def test_a_caller_is_forgotten_with_every_persona_and_nobody_else(
     history = ConversationHistory(writer)
     tasks = SqlTaskStore(writer)
     records = MemoryRecords(writer)
+    summaries = SummaryStore(writer)
     for owner in [TARGET, *LOOKALIKES]:
         for persona_id in ("socrates", "hermit"):
-            await history.append(f"{persona_id}:{conversation_key(owner, 'c1')}", said(owner))
+            key = f"{persona_id}:{conversation_key(owner, 'c1')}"
+            await history.append(key, said(owner))
+            await summaries.save(
+                key,
+                persona_id=persona_id,
+                owner=owner,
+                summary=Summary(f"{owner} said hello", 1),
+                previous=Summary(),
+            )
             await tasks.save(make_task(f"{persona_id}-{owner}"), ctx(persona_id, owner))
             await remember(writer, persona_id, owner)
     # An anonymous caller's context id that spells the target's key.
@@ -69,6 +79,7 @@ async def test_a_caller_is_forgotten_with_every_persona_and_nobody_else(
         assert await history.load(key) == []  # nor in the cache of the store that had it
         assert await fresh_tasks.get(f"{persona_id}-{TARGET}", ctx(persona_id, TARGET)) is None
         assert await records.page(persona_id, TARGET, before=None, limit=10) == []
+        assert await summaries.get(key) == Summary()
         for owner in LOOKALIKES:
             key = f"{persona_id}:{conversation_key(owner, 'c1')}"
             assert await fresh.load(key) == said(owner), owner
@@ -76,4 +87,5 @@ async def test_a_caller_is_forgotten_with_every_persona_and_nobody_else(
             assert task is not None, owner
             left = await records.page(persona_id, owner, before=None, limit=10)
             assert [record.text for record in left] == [f"{owner} was here"]
+            assert (await summaries.get(key)).text == f"{owner} said hello", owner
     assert await fresh.load(anonymous) == said("anonymous")

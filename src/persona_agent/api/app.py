@@ -89,7 +89,9 @@ def create_app(settings: Settings) -> FastAPI:
         title="persona-agent",
         version=__version__,
         description="A multi-persona A2A hub.",
-        lifespan=_lifespan([telemetry, storage, model, collaboration, protection, a2a, live]),
+        lifespan=_lifespan(
+            [telemetry, storage, model, collaboration, engine.summary, protection, a2a, live]
+        ),
         docs_url=None,  # /docs and /redoc: add_pages, with files served by the hub
         redoc_url=None,
     )

@@ -26,7 +26,7 @@ from persona_agent.chat.tools import MCPTools, ToolSource, ToolSources
 from persona_agent.chat.usage_log import UsageLog
 from persona_agent.db import GroupCommitWriter, create_engine
 from persona_agent.errors import ConfigError
-from persona_agent.llm.base import LLMBackend
+from persona_agent.llm.base import LLMBackend, Usage
 from persona_agent.llm.local.weights import LOCAL_MODEL_NAME
 from persona_agent.migrations import prepare_db
 from persona_agent.observe.metrics import HubMetrics
@@ -36,6 +36,7 @@ from persona_agent.parts import (
     build_authenticator,
     build_llm_backend,
     build_memory,
+    build_summary,
     open_persona_store,
     persona_limits,
 )
@@ -285,7 +286,8 @@ def build_engine(
     collaboration: Collaboration,
     metrics: HubMetrics,
 ) -> ChatEngine:
-    """The engine that answers one message as one persona (no life of its own)."""
+    """The engine that answers one message as one persona (its life: the running
+    summaries it makes in the background, :attr:`ChatEngine.summary`)."""
     cluster = storage.cluster
     memory = build_memory(settings, storage.writer, model.llm, metrics)
     if settings.memory:  # the model may remember, recall and forget (docs/memory.md)
@@ -294,16 +296,30 @@ def build_engine(
 
         if isinstance(memory, SharedMemory):
             collaboration.tools.sources.insert(0, MemoryTools(memory))
+    prices = load_prices(settings.llm_prices, free=(LOCAL_MODEL_NAME,))
+    usage = storage.usage
+
+    async def record(persona_id: str, model_name: str, tokens: Usage) -> None:
+        await usage.record(persona_id, model_name, tokens, prices.cost(model_name, tokens))
+
+    summary = build_summary(
+        settings,
+        storage.writer,
+        model.llm,
+        locks=cluster.locks if cluster is not None else None,
+        record=record,
+    )
     return ChatEngine(
         model.llm,
         storage.history,
         collaboration.tools,
         max_tool_iterations=settings.max_tool_iterations,
         locks=cluster.locks if cluster is not None else None,
-        prices=load_prices(settings.llm_prices, free=(LOCAL_MODEL_NAME,)),
-        usage=storage.usage,
+        prices=prices,
+        usage=usage,
         metrics=metrics,
         memory=memory,
+        summary=summary,
     )
 
 

@@ -1,7 +1,8 @@
 """What the hub keeps of one identified caller, and forgetting all of it (the right to be
 forgotten: ``DELETE /api/v1/memories``, docs/memory.md).
 
-Per caller the hub keeps: its memories with each persona (``pa_memories``, by owner), its
+Per caller the hub keeps: its memories with each persona (``pa_memories``, by owner) and
+the running summaries of its conversations (``pa_summaries``, by owner), its
 conversations with each persona (``pa_messages``, keyed ``{persona}:@{caller}:{contextId}``)
 and its tasks (``pa_tasks``, owned by ``{persona}:{caller}``: each holds the messages of
 its exchange). Push-notification configs go with their tasks at the next retention sweep.

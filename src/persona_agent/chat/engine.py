@@ -36,6 +36,7 @@ from persona_agent.llm.base import (
     ToolCall,
 )
 from persona_agent.memory.scope import NO_MEMORY, TurnMemory
+from persona_agent.memory.summary import NO_SUMMARY, ConversationSummary
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.observe.pricing import PriceTable
 from persona_agent.observe.tracing import TRACER
@@ -77,6 +78,7 @@ class ChatEngine:
         usage: UsageLog | None = None,
         metrics: HubMetrics = NO_METRICS,
         memory: TurnMemory = NO_MEMORY,
+        summary: ConversationSummary = NO_SUMMARY,
     ) -> None:
         """``locks``: how turns of one conversation are kept apart (this process's locks;
         replicas pass :class:`~persona_agent.cluster.advisory_locks.AdvisoryLocks`); ``prices``:
@@ -84,8 +86,10 @@ class ChatEngine:
         tokens and cost are recorded; ``tools``: what the model may call (MCP servers,
         other personas, outside agents: :class:`~persona_agent.chat.tools.ToolSources`);
         ``memory``: what the persona remembers of the caller (:mod:`persona_agent.memory`:
-        none by default)."""
+        none by default); ``summary``: the running summary of what left a conversation's
+        window (:mod:`persona_agent.memory.summary`: none by default)."""
         self.memory = memory
+        self.summary = summary
         self.prices = prices if prices is not None else PriceTable()
         self.usage = usage
         self.metrics = metrics
@@ -168,7 +172,8 @@ class ChatEngine:
         remembered = (
             await self.memory.recall(scope, user_message, in_prompt) if scope is not None else ()
         )
-        prompt = await assemble_prompt(persona, past, said, remembered=remembered)
+        summary = await self.summary.current(key)
+        prompt = await assemble_prompt(persona, past, said, remembered=remembered, summary=summary)
         tools = (
             self.tools.specs(persona) if self.tools is not None and self.llm.supports_tools else []
         )
@@ -330,6 +335,7 @@ class ChatEngine:
                 self.usage.record(persona.id, model, usage, cost),
                 kept,
             )
+        self.summary.after_turn(persona, state.key, state.turn.owner, model)  # in the background
         return Done(
             text=text_answer,
             usage=usage,

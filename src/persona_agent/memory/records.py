@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 from sqlalchemy import bindparam, delete, func, insert, select
 
-from persona_agent.db import GroupCommitWriter, memories_table
+from persona_agent.db import GroupCommitWriter, memories_table, summaries_table
 
 if TYPE_CHECKING:
     from persona_agent.memory.embeddings import Embedder
@@ -86,6 +86,9 @@ class MemoryRecords:
         self._delete_one = delete(memories_table).where(*mine, _C.seq == bindparam("seq"))
         self._count_owner = select(func.count()).where(_C.owner == bindparam("owner"))
         self._delete_owner = delete(memories_table).where(_C.owner == bindparam("owner"))
+        self._delete_summaries = delete(summaries_table).where(
+            summaries_table.c.owner == bindparam("owner")
+        )
         self._insert = insert(memories_table)
 
     async def page(
@@ -214,10 +217,13 @@ class MemoryRecords:
         return await asyncio.to_thread(chosen)
 
     async def forget_owner(self, owner: str) -> int:
-        """Delete every record of ``owner`` with every persona; how many there were (counted
-        just before)."""
+        """Delete every record of ``owner`` with every persona, and the running summaries
+        of its conversations; how many records there were (counted just before)."""
         rows = await self._db.fetch(self._count_owner, {"owner": owner})
-        await self._db.write(self._delete_owner, [{"owner": owner}])
+        await asyncio.gather(
+            self._db.write(self._delete_owner, [{"owner": owner}]),
+            self._db.write(self._delete_summaries, [{"owner": owner}]),
+        )
         return int(rows[0][0]) if rows else 0
 
     def _embedder(self) -> Embedder:

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import bindparam, delete
 
 from persona_agent.db import GroupCommitWriter, memories_table
+from persona_agent.memory.summary_store import forget_persona_summaries
 from persona_agent.personas.model import Persona
 
 __all__ = ["NO_MEMORY", "MemoryScope", "TurnMemory", "forget_persona"]
@@ -71,7 +72,9 @@ NO_MEMORY = TurnMemory()
 
 
 async def forget_persona(writer: GroupCommitWriter, persona_id: str) -> None:
-    """Delete every memory of a persona (it was deleted: a new persona with its id must
-    not remember its callers), whether memory is on now or was before."""
+    """Delete every memory of a persona and the running summaries of its conversations (it
+    was deleted: a new persona with its id must not remember its callers), whether memory
+    is on now or was before."""
     statement = delete(memories_table).where(memories_table.c.persona_id == bindparam("persona_id"))
     await writer.write(statement, [{"persona_id": persona_id}])
+    await forget_persona_summaries(writer, persona_id)

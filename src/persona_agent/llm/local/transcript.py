@@ -10,10 +10,12 @@ model reads as messages) in this order:
 2. who is speaking: name, description, personality, manner; the background; what the
    persona knows about; the scenario;
 3. the example exchanges, as earlier turns of the conversation;
-4. the conversation, its greeting first, with the lore entries it brought up as a note
-   just before the newest message (close to the question, where a small model heeds it,
-   and after everything that stays the same from turn to turn, so the model's cache of
-   that start is reused), and after them what memory recalled for it; the post-history
+4. the conversation: the running summary of what has left its window first, as a line
+   ``(Earlier in this conversation: …)``, then its greeting, with the lore entries it
+   brought up as a note just before the newest message (close to the question, where a
+   small model heeds it, and after everything that stays the same from turn to turn, so
+   the model's cache of that start is reused), and after them what memory recalled for
+   it; the post-history
    instructions in brackets; then the persona's name, for the model to go on from.
 
 What does not fit the context is shortened in this order (the newest message always
@@ -146,6 +148,8 @@ def _render(layout: _Layout) -> str:
     for question, answer in layout.examples:
         paragraphs.append(f"{USER_LABEL}: {question}\n{name}: {answer}")
     conversation: list[str] = []
+    if sections.summary:  # within the summary's own token budget: not shortened here
+        conversation.append(f"(Earlier in this conversation: {_flat(sections.summary)})")
     for index, (speaker, text) in enumerate(layout.turns):
         if index == len(layout.turns) - 1:  # what this message brought up: after the cache
             if layout.lore:
