@@ -45,6 +45,8 @@ from persona_agent.observe.tracing import TRACER
 __all__ = [
     "GroupCommitWriter",
     "create_engine",
+    "document_chunks_table",
+    "documents_table",
     "memories_table",
     "messages_table",
     "metadata",
@@ -160,6 +162,41 @@ memories_table = Table(
     Index("ix_pa_memories_scope", "persona_id", "owner", "conversation", "seq"),
 )
 """What callers told personas, with its vectors (:mod:`persona_agent.memory.remembered`)."""
+
+
+documents_table = Table(
+    "pa_documents",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("persona_id", String(63), nullable=False),
+    Column("conversation", String(300), nullable=False),  # "": the persona's own, for all
+    Column("name", String(255), nullable=False),
+    Column("media_type", String(100), nullable=False),
+    Column("source", String(20), nullable=False),  # upload, directory or a2a
+    Column("size", BigInteger, nullable=False),  # bytes
+    Column("sha256", String(64), nullable=False),
+    Column("chunks", Integer, nullable=False),
+    Column("created_ms", BigInteger, nullable=False),  # ms since the epoch
+    Index("ix_pa_documents_persona", "persona_id", "conversation", "name"),
+)
+"""Knowledge documents of personas and conversations (:mod:`persona_agent.knowledge.store`)."""
+
+document_chunks_table = Table(
+    "pa_document_chunks",
+    metadata,
+    Column("seq", _Seq, primary_key=True, autoincrement=True),
+    Column("document_id", String(36), nullable=False),
+    Column("persona_id", String(63), nullable=False),
+    Column("conversation", String(300), nullable=False),  # as its document's
+    Column("position", Integer, nullable=False),  # the passage's place in the document, from 0
+    Column("page", Integer, nullable=True),  # the PDF page it starts on
+    Column("text", Text, nullable=False),
+    Column("model", String(100), nullable=False),  # the embedder that made the vector
+    Column("vector", LargeBinary, nullable=False),  # float32, little-endian, unit length
+    Index("ix_pa_document_chunks_scope", "persona_id", "conversation"),
+    Index("ix_pa_document_chunks_document", "document_id"),
+)
+"""The passages of the documents, each with its vector."""
 
 
 push_callers_table = Table(
@@ -291,6 +328,20 @@ class GroupCommitWriter:
             if self._writer is None or self._writer.done():
                 self._writer = asyncio.create_task(self._write_all())
             await asyncio.shield(done)
+
+    async def write_together(
+        self, writes: Sequence[tuple[Executable, Sequence[dict[str, Any]]]]
+    ) -> None:
+        """Execute each (statement, rows) in order, all in one transaction: all are
+        committed, or none (a document and its passages)."""
+        futures: list[asyncio.Future[None]] = []
+        loop = asyncio.get_running_loop()
+        for statement, rows in writes:  # queued with no await between: one batch
+            futures.append(loop.create_future())
+            self._queue.append((statement, rows, futures[-1]))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_all())
+        await asyncio.shield(asyncio.gather(*futures))
 
     async def fetch(
         self, statement: Executable, parameters: dict[str, Any] | None = None

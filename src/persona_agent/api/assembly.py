@@ -9,8 +9,9 @@ use it) is closed.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -26,6 +27,7 @@ from persona_agent.chat.tools import MCPTools, ToolSource, ToolSources
 from persona_agent.chat.usage_log import UsageLog
 from persona_agent.db import GroupCommitWriter, create_engine
 from persona_agent.errors import ConfigError
+from persona_agent.knowledge.store import KnowledgeStore
 from persona_agent.llm.base import LLMBackend
 from persona_agent.llm.local.weights import LOCAL_MODEL_NAME
 from persona_agent.migrations import prepare_db
@@ -34,6 +36,8 @@ from persona_agent.observe.pricing import load_prices
 from persona_agent.observe.tracing import start_tracing
 from persona_agent.parts import (
     build_authenticator,
+    build_embedder,
+    build_knowledge,
     build_llm_backend,
     build_memory,
     open_persona_store,
@@ -52,7 +56,9 @@ if TYPE_CHECKING:
     from persona_agent.cluster import Cluster
     from persona_agent.cluster.tasks import ClusterTaskStore
     from persona_agent.collab.agent_tools import RemoteAgents
+    from persona_agent.knowledge.library import Knowledge
     from persona_agent.mcp.toolbox import MCPToolbox
+    from persona_agent.memory.embeddings import Embedder
     from persona_agent.personas.sql_store import SqlPersonaStore
 
 __all__ = [
@@ -64,6 +70,7 @@ __all__ = [
     "Telemetry",
     "build_collaboration",
     "build_engine",
+    "build_knowledge_part",
     "build_model_backend",
     "build_protection",
     "build_storage",
@@ -122,6 +129,8 @@ class Storage:
     personas: PersonaStore
     sql_personas: SqlPersonaStore | None
     persona_data: DeletedPersonaData
+    documents: KnowledgeStore
+    """The personas' and conversations' knowledge documents."""
     auto_upgrade: bool
 
     @asynccontextmanager
@@ -174,6 +183,7 @@ def build_storage(settings: Settings, metrics: HubMetrics) -> Storage:
         personas = sql_personas = SqlPersonaStore(db, limits=persona_limits(settings))
     else:
         personas = load_personas(settings)
+    documents = KnowledgeStore(writer)
     return Storage(
         db=db,
         writer=writer,
@@ -184,7 +194,10 @@ def build_storage(settings: Settings, metrics: HubMetrics) -> Storage:
         usage=usage,
         personas=personas,
         sql_personas=sql_personas,
-        persona_data=DeletedPersonaData(lean_store, history, usage, memories=writer),
+        persona_data=DeletedPersonaData(
+            lean_store, history, usage, memories=writer, documents=documents
+        ),
+        documents=documents,
         auto_upgrade=settings.db_auto_upgrade,
     )
 
@@ -211,6 +224,8 @@ class ModelBackend:
     """The LLM backend every persona's answers come from (loaded once the personas are)."""
 
     llm: LLMBackend
+    embedder: Callable[[], Embedder]
+    """Memory's and the knowledge documents' embedder, made on first call (once)."""
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -221,7 +236,8 @@ class ModelBackend:
 
 
 def build_model_backend(settings: Settings) -> ModelBackend:
-    return ModelBackend(build_llm_backend(settings))
+    llm = build_llm_backend(settings)
+    return ModelBackend(llm, functools.cache(lambda: build_embedder(settings, llm)))
 
 
 @dataclass
@@ -284,6 +300,7 @@ def build_engine(
     storage: Storage,
     collaboration: Collaboration,
     metrics: HubMetrics,
+    knowledge: Knowledge,
 ) -> ChatEngine:
     """The engine that answers one message as one persona (no life of its own)."""
     cluster = storage.cluster
@@ -296,8 +313,14 @@ def build_engine(
         prices=load_prices(settings.llm_prices, free=(LOCAL_MODEL_NAME,)),
         usage=storage.usage,
         metrics=metrics,
-        memory=build_memory(settings, storage.writer, model.llm),
+        memory=build_memory(settings, storage.writer, model.embedder),
+        knowledge=knowledge,
     )
+
+
+def build_knowledge_part(settings: Settings, storage: Storage, model: ModelBackend) -> Knowledge:
+    """The personas' knowledge documents, on whether memory is on or off."""
+    return build_knowledge(settings, storage.documents, model.llm, model.embedder)
 
 
 @dataclass

@@ -12,6 +12,7 @@ from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.api.readiness import Readiness
 from persona_agent.chat.usage_log import UsageLog
+from persona_agent.knowledge.library import Knowledge
 from persona_agent.observe.metrics import HubMetrics
 from persona_agent.personas.formats.card_pngs import CardPngs
 from persona_agent.personas.store import PersonaStore
@@ -30,6 +31,7 @@ __all__ = [
     "Auth",
     "BaseUrl",
     "CardImages",
+    "Documents",
     "FileChecker",
     "HubReader",
     "Metrics",
@@ -230,7 +232,7 @@ SOURCE_MEDIA_TYPES: dict[str, Literal["yaml", "json"]] = {
 }
 """The media types of a persona file's text (``PUT .../file``), and the format of each."""
 
-_FILE_PATHS = ("/upload", "/validate")
+_FILE_PATHS = ("/upload", "/validate", "/documents")
 """Routes that take a file as a form sends it (multipart)."""
 
 
@@ -270,6 +272,7 @@ class ApiParts:
     signer: CardSigner | None
     metrics: HubMetrics
     readiness: Readiness
+    knowledge: Knowledge
 
 
 def hub_parts(request: Request) -> ApiParts:
@@ -359,6 +362,10 @@ def _readiness(parts: Parts) -> Readiness:
     return parts.readiness
 
 
+def _knowledge(parts: Parts) -> Knowledge:
+    return parts.knowledge
+
+
 Store = Annotated[PersonaStore, Depends(_store)]
 Auth = Annotated[ApiAuth, Depends(api_auth)]
 BaseUrl = Annotated[str, Depends(_base_url)]
@@ -374,6 +381,8 @@ Signer = Annotated[CardSigner | None, Depends(_signer)]
 """The agent cards' signer (``None``: cards are not signed)."""
 Metrics = Annotated[HubMetrics, Depends(_metrics)]
 Ready = Annotated[Readiness, Depends(_readiness)]
+Documents = Annotated[Knowledge, Depends(_knowledge)]
+"""The personas' knowledge documents."""
 Reader = Depends(require_read)
 Writer = Depends(require_write)
 PersonaReader = Depends(require_persona_read)

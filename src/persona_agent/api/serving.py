@@ -32,6 +32,8 @@ from persona_agent.collab.local_calls import LocalCalls
 from persona_agent.collab.panel_executor import PanelExecutor
 from persona_agent.collab.panel_prompts import warn_panel_problems
 from persona_agent.errors import ConfigError
+from persona_agent.knowledge.folders import sync_all_folders, watch_folders
+from persona_agent.knowledge.library import Knowledge
 from persona_agent.llm.base import LLMBackend
 from persona_agent.observe.metrics import HubMetrics
 from persona_agent.parts import prepare_llm_backend, warn_unknown_agents, warn_unknown_tool_servers
@@ -206,6 +208,7 @@ class PersonasLive:
     collaboration: Collaboration
     readiness: Readiness
     retention: Retention
+    knowledge: Knowledge
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -220,6 +223,8 @@ class PersonasLive:
             stop_watching = asyncio.Event()
             sweeping = self.retention.run(stop_watching, self.settings.retention_interval)
             stack.push_async_callback(_awaited, asyncio.create_task(sweeping))
+            if isinstance(store, FilePersonaStore):
+                self._documents_folders(store, stack, stop_watching)
             if self.settings.watch_personas and isinstance(store, FilePersonaStore):
                 stack.push_async_callback(
                     _awaited, asyncio.create_task(watch_personas(store, stop_watching))
@@ -227,6 +232,28 @@ class PersonasLive:
             stack.callback(stop_watching.set)
             _log_startup(self.settings, self.llm, self.registry)
             yield
+
+    def _documents_folders(
+        self, store: FilePersonaStore, stack: AsyncExitStack, stop: asyncio.Event
+    ) -> None:
+        """The personas' documents folders (``<id>.documents/``) taken in, then watched
+        with the persona files: in the background, so that start-up does not wait for
+        documents to be embedded."""
+        directory, knowledge, registry = store.directory, self.knowledge, self.registry
+        watch = self.settings.watch_personas
+
+        def is_persona(persona_id: str) -> bool:
+            return persona_id in registry
+
+        async def keep_in_step() -> None:
+            try:
+                await sync_all_folders(knowledge, directory, is_persona)
+            except Exception:
+                logger.exception("Could not take in the documents folders of %s", directory)
+            if watch:
+                await watch_folders(knowledge, directory, is_persona, stop)
+
+        stack.push_async_callback(_awaited, asyncio.create_task(keep_in_step()))
 
     async def _load(self) -> None:
         """Every persona in the registry, the configuration's problems named, the model
@@ -252,6 +279,7 @@ def build_personas_live(
     llm: LLMBackend,
     collaboration: Collaboration,
     readiness: Readiness,
+    knowledge: Knowledge,
 ) -> PersonasLive:
     retention = Retention(
         storage.writer,
@@ -264,7 +292,9 @@ def build_personas_live(
         ),
         prune=[a2a.push.store.prune] if a2a.push is not None else [],
     )
-    return PersonasLive(settings, storage, a2a.registry, llm, collaboration, readiness, retention)
+    return PersonasLive(
+        settings, storage, a2a.registry, llm, collaboration, readiness, retention, knowledge
+    )
 
 
 def _log_startup(settings: Settings, llm: LLMBackend, registry: A2ARegistry) -> None:

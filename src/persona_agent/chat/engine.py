@@ -25,6 +25,7 @@ from persona_agent.chat.tools import ToolQuestion, ToolResult, ToolSource, ToolU
 from persona_agent.chat.turn_state import TurnState
 from persona_agent.chat.usage_log import UsageLog
 from persona_agent.errors import LLMError, ToolError
+from persona_agent.knowledge.turn import NO_KNOWLEDGE, Passage, TurnKnowledge
 from persona_agent.llm.base import (
     ChatRequest,
     LLMBackend,
@@ -77,6 +78,7 @@ class ChatEngine:
         usage: UsageLog | None = None,
         metrics: HubMetrics = NO_METRICS,
         memory: TurnMemory = NO_MEMORY,
+        knowledge: TurnKnowledge = NO_KNOWLEDGE,
     ) -> None:
         """``locks``: how turns of one conversation are kept apart (this process's locks;
         replicas pass :class:`~persona_agent.cluster.advisory_locks.AdvisoryLocks`); ``prices``:
@@ -84,8 +86,10 @@ class ChatEngine:
         tokens and cost are recorded; ``tools``: what the model may call (MCP servers,
         other personas, outside agents: :class:`~persona_agent.chat.tools.ToolSources`);
         ``memory``: what the persona remembers of the caller (:mod:`persona_agent.memory`:
-        none by default)."""
+        none by default); ``knowledge``: the personas' documents, searched for each turn
+        (:mod:`persona_agent.knowledge`: none by default)."""
         self.memory = memory
+        self.knowledge = knowledge
         self.prices = prices if prices is not None else PriceTable()
         self.usage = usage
         self.metrics = metrics
@@ -165,7 +169,12 @@ class ChatEngine:
         said.append({"role": "user", "content": user_message})
         in_prompt = [m["content"] for m in (*past, *said) if isinstance(m.get("content"), str)]
         remembered = await self.memory.recall(_scope(persona, turn), user_message, in_prompt)
-        prompt = await assemble_prompt(persona, past, said, remembered=remembered)
+        found = await self.knowledge.for_turn(
+            persona.id, turn.conversation, user_message, turn.files
+        )
+        prompt = await assemble_prompt(
+            persona, past, said, remembered=remembered, passages=_numbered(found)
+        )
         tools = (
             self.tools.specs(persona) if self.tools is not None and self.llm.supports_tools else []
         )
@@ -183,6 +192,7 @@ class ChatEngine:
             started=started,
             # The answer to a tool's question goes to that tool, before the model is asked.
             answering=self._waiting.pop((key, turn.task_id), None),
+            citations=tuple(passage.citation() for passage in found),
         )
 
     def _is_last_call(self, state: TurnState, iteration: int) -> bool:
@@ -334,6 +344,7 @@ class ChatEngine:
             cost_usd=cost,
             question=asked.text if asked is not None else None,
             demo_model=self.llm.demo_model,
+            citations=state.citations,
         )
 
     def _ask(
@@ -425,6 +436,13 @@ def _scope(persona: Persona, turn: Turn) -> MemoryScope:
     """The memory a turn reads and adds to: the persona's with the turn's identified
     caller, or (anonymous) with its conversation alone."""
     return MemoryScope(persona.id, turn.owner, turn.conversation)
+
+
+def _numbered(found: tuple[Passage, ...]) -> tuple[str, ...]:
+    """The passages for the prompt, each opened by its number and where it is."""
+    return tuple(
+        f"[{number}] ({passage.where()}) {passage.text}" for number, passage in enumerate(found, 1)
+    )
 
 
 def _from_user_on(said: list[Message]) -> list[Message]:

@@ -65,6 +65,9 @@ class Done:
     ``input-required``); ``text`` is what the model said before it, if anything."""
     demo_model: bool = False
     """The answer comes from the embedded demo model (:attr:`LLMBackend.demo_model`)."""
+    citations: tuple[dict[str, Any], ...] = ()
+    """The passages of the persona's documents the answer was given, in their order in the
+    prompt (``[1]`` first): document, documentId, passage, page."""
 
 
 ChatEvent = Token | Progress | ToolStart | ToolOutput | ToolEnd | Done

@@ -48,3 +48,5 @@ class TurnState:
     """How the last call ended (its tool calls, usage)."""
     text: str = ""
     """The last call's text."""
+    citations: tuple[dict[str, Any], ...] = ()
+    """Where each passage of the persona's documents in the prompt is, numbered as there."""

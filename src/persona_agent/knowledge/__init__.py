@@ -1,0 +1,1 @@
+"""Knowledge documents: what a persona (or one conversation) can look up, cited."""
