@@ -1,5 +1,5 @@
-"""A document's text cut into passages: each about ``size`` characters, cut at a paragraph
-or sentence where one is near, the next starting a little before (``overlap``) so that
+"""A document's text cut into passages: each at most ``size`` characters, cut at a
+paragraph or sentence where one is near, the next starting a little before (``overlap``) so that
 a fact cut in two is whole in one of them.
 """
 
@@ -66,12 +66,13 @@ def chunk_pages(
 
 
 def _cut(text: str, start: int, size: int) -> int:
-    """Where the passage starting at ``start`` ends: at the best break in its last third,
-    else at ``size`` characters."""
+    """Where the passage starting at ``start`` ends: at the best break in its second half
+    (a paragraph's end first, then a line's, a sentence's...), else at ``size``
+    characters."""
     end = start + size
     if end >= len(text):
         return len(text)
-    floor = start + size * 2 // 3
+    floor = start + size // 2
     for mark in _BREAKS:
         found = text.rfind(mark, floor, end)
         if found != -1:
