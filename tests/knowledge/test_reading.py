@@ -29,8 +29,11 @@ def test_html_is_read_as_its_text_without_scripts_or_styles() -> None:
     [(page, text)] = read_document("hours.html", html.encode(), "text/html")
     assert page is None
     assert "We open at nine o'clock." in text  # entities read, spaces made one
-    assert "Opening hours" in text and "Monday\nTuesday" in text.replace("\n\n", "\n")
-    assert "alert" not in text and "color" not in text and "T\n" not in text
+    assert "Opening hours" in text
+    assert "Monday\nTuesday" in text.replace("\n\n", "\n")
+    assert "alert" not in text
+    assert "color" not in text
+    assert "T\n" not in text
 
 
 def test_a_pdf_is_read_page_by_page() -> None:
@@ -66,7 +69,8 @@ def test_passages_overlap_cut_at_sentences_and_keep_their_page() -> None:
     assert all(chunk.text.endswith(".") for chunk in chunks[:-2])  # cut after a sentence
     first, second = chunks[0].text, chunks[1].text
     assert second.split(" ", 3)[3][:20] in first  # the next starts within the last
-    assert chunks[-1].page == 7 and chunks[-1].text == "A short last page."
+    assert chunks[-1].page == 7
+    assert chunks[-1].text == "A short last page."
     assert all(chunk.page is None for chunk in chunks[:-1])
     joined = " ".join(chunk.text for chunk in chunks[:-1])
     assert all(f"Sentence number {n} says" in joined for n in range(200))
