@@ -39,6 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.sql import ClauseElement, Executable
 from sqlalchemy.sql.compiler import SQLCompiler
 
+from persona_agent.db_documents import document_tables
 from persona_agent.errors import ConfigError
 from persona_agent.observe.tracing import TRACER
 
@@ -164,39 +165,8 @@ memories_table = Table(
 """What callers told personas, with its vectors (:mod:`persona_agent.memory.remembered`)."""
 
 
-documents_table = Table(
-    "pa_documents",
-    metadata,
-    Column("id", String(36), primary_key=True),
-    Column("persona_id", String(63), nullable=False),
-    Column("conversation", String(300), nullable=False),  # "": the persona's own, for all
-    Column("name", String(255), nullable=False),
-    Column("media_type", String(100), nullable=False),
-    Column("source", String(20), nullable=False),  # upload, directory or a2a
-    Column("size", BigInteger, nullable=False),  # bytes
-    Column("sha256", String(64), nullable=False),
-    Column("chunks", Integer, nullable=False),
-    Column("created_ms", BigInteger, nullable=False),  # ms since the epoch
-    Index("ix_pa_documents_persona", "persona_id", "conversation", "name"),
-)
-"""Knowledge documents of personas and conversations (:mod:`persona_agent.knowledge.store`)."""
-
-document_chunks_table = Table(
-    "pa_document_chunks",
-    metadata,
-    Column("seq", _Seq, primary_key=True, autoincrement=True),
-    Column("document_id", String(36), nullable=False),
-    Column("persona_id", String(63), nullable=False),
-    Column("conversation", String(300), nullable=False),  # as its document's
-    Column("position", Integer, nullable=False),  # the passage's place in the document, from 0
-    Column("page", Integer, nullable=True),  # the PDF page it starts on
-    Column("text", Text, nullable=False),
-    Column("model", String(100), nullable=False),  # the embedder that made the vector
-    Column("vector", LargeBinary, nullable=False),  # float32, little-endian, unit length
-    Index("ix_pa_document_chunks_scope", "persona_id", "conversation"),
-    Index("ix_pa_document_chunks_document", "document_id"),
-)
-"""The passages of the documents, each with its vector."""
+documents_table, document_chunks_table = document_tables(metadata, _Seq)
+"""Knowledge documents and their passages (:mod:`persona_agent.db_documents`)."""
 
 
 push_callers_table = Table(

@@ -22,8 +22,8 @@ from persona_agent.settings import Settings
 
 if TYPE_CHECKING:
     from persona_agent.db import GroupCommitWriter
+    from persona_agent.knowledge.document_store import KnowledgeStore
     from persona_agent.knowledge.library import Knowledge
-    from persona_agent.knowledge.store import KnowledgeStore
     from persona_agent.llm.local.backend import LocalBackend
     from persona_agent.memory.embeddings import Embedder
     from persona_agent.memory.scope import TurnMemory

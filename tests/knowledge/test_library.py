@@ -15,8 +15,8 @@ from persona_agent.errors import (
     DocumentTooLargeError,
     UnsupportedDocumentError,
 )
+from persona_agent.knowledge.document_store import KnowledgeStore
 from persona_agent.knowledge.library import Knowledge, KnowledgeLimits
-from persona_agent.knowledge.store import KnowledgeStore
 from persona_agent.knowledge.turn import AttachedFile
 from persona_agent.memory.embeddings import HashingEmbedder
 from tests.knowledge.pdfs import pdf_of

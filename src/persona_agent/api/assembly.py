@@ -27,7 +27,7 @@ from persona_agent.chat.tools import MCPTools, ToolSource, ToolSources
 from persona_agent.chat.usage_log import UsageLog
 from persona_agent.db import GroupCommitWriter, create_engine
 from persona_agent.errors import ConfigError
-from persona_agent.knowledge.store import KnowledgeStore
+from persona_agent.knowledge.document_store import KnowledgeStore
 from persona_agent.llm.base import LLMBackend
 from persona_agent.llm.local.weights import LOCAL_MODEL_NAME
 from persona_agent.migrations import prepare_db

@@ -17,7 +17,7 @@ from persona_agent.a2a.task_store import SqlTaskStore
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.usage_log import UsageLog
 from persona_agent.db import GroupCommitWriter
-from persona_agent.knowledge.store import KnowledgeStore
+from persona_agent.knowledge.document_store import KnowledgeStore
 from persona_agent.memory.scope import forget_persona
 from persona_agent.personas.store import PersonaChange
 

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from persona_agent.errors import DocumentLimitError, DocumentNotFoundError, DocumentTooLargeError
 from persona_agent.knowledge.chunking import chunk_pages
+from persona_agent.knowledge.document_store import Document, KnowledgeStore
 from persona_agent.knowledge.documents import document_type, read_document
-from persona_agent.knowledge.store import Document, KnowledgeStore
 from persona_agent.knowledge.turn import AttachedFile, Passage, TurnKnowledge
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ class Knowledge(TurnKnowledge):
         stored = await self.store.passages(persona_id, conversation)
         if not stored or not message.strip():
             return ()
-        from persona_agent.knowledge.retrieval import select_passages, vectors_of
+        from persona_agent.knowledge.passages import select_passages, vectors_of
 
         embedder = self.embedder
         stored = [passage for passage in stored if passage.model == embedder.name]

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from persona_agent.knowledge.store import StoredPassage
+from persona_agent.knowledge.document_store import StoredPassage
 from persona_agent.memory.embeddings import Vectors
 from persona_agent.memory.retrieval import estimate_tokens, keyword_scores
 
