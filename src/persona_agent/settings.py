@@ -145,7 +145,7 @@ class Settings(BaseSettings):
     """Passages one document may make, at most (the work of embedding it)."""
     knowledge_max_persona_chunks: int = Field(default=5000, ge=1)
     """Passages of one persona's documents together, at most (what a turn searches)."""
-    knowledge_chunk_chars: int = Field(default=1000, ge=200, le=20_000)
+    knowledge_chunk_chars: int = Field(default=600, ge=200, le=20_000)
     """A passage's length in characters, about (cut at a paragraph or sentence)."""
     knowledge_token_budget: int = Field(default=600, ge=0)
     """Tokens of passages added to a turn's prompt, at most (chars / 4)."""

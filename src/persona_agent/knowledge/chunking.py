@@ -32,8 +32,8 @@ def chunk_pages(
     name: str,
     pages: Sequence[tuple[int | None, str]],
     *,
-    size: int = 1000,
-    overlap: int = 150,
+    size: int = 600,
+    overlap: int = 85,
     max_chunks: int = 2000,
 ) -> list[Chunk]:
     """The passages of a document's pages (a passage does not straddle two pages).

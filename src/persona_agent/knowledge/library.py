@@ -45,8 +45,8 @@ class KnowledgeLimits:
     max_persona_chunks: int = 5000
     """Passages of one persona's documents together (and of one conversation's): what a
     turn's search reads is bounded."""
-    chunk_chars: int = 1000
-    chunk_overlap: int = 150
+    chunk_chars: int = 600
+    chunk_overlap: int = 85
     token_budget: int = 600
     """Tokens of passages in a turn's prompt, at most (characters / 4)."""
     max_passages: int = 4
