@@ -58,11 +58,18 @@ def chunk_pages(
                 chunks.append(Chunk(len(chunks), page, passage))
             if end >= len(text):
                 break
-            start = max(end - overlap, start + 1)
-            space = text.find(" ", start, end)  # begin on a word
-            if space != -1:
-                start = space + 1
+            start = _restart(text, max(end - overlap, start + 1), end)
     return chunks
+
+
+def _restart(text: str, earliest: int, end: int) -> int:
+    """Where the next passage begins, at or after ``earliest`` and before ``end`` (the last
+    one's end): at a line's or sentence's start if one is there, else a word's."""
+    for mark in ("\n", ". ", "? ", "! ", " "):
+        found = text.find(mark, earliest, end)
+        if found != -1 and found + len(mark) < end:
+            return found + len(mark)
+    return earliest
 
 
 def _cut(text: str, start: int, size: int) -> int:
