@@ -215,3 +215,19 @@ async def test_a_deleted_persona_takes_its_documents_with_it(
         created = await hub.http.post("/api/v1/personas", json={"id": "socrates", **HERMIT})
         assert created.status_code == 201, created.text
         assert await listed(hub) == []  # a new persona of its id has none of them
+
+
+async def test_a_folder_made_before_its_persona_is_taken_in_when_the_persona_comes(
+    hub_factory: HubFactory, personas_dir: Path
+) -> None:
+    folder = personas_dir / "hypatia.documents"
+    folder.mkdir()
+    (folder / "notes.md").write_text("Hypatia taught mathematics in Alexandria.\n")
+    async with hub_factory(watch_personas=False) as hub:
+        created = await hub.http.post("/api/v1/personas", json={"id": "hypatia", **HERMIT})
+        assert created.status_code == 201, created.text
+        path = "/api/v1/personas/hypatia/documents"
+        async with asyncio.timeout(20):
+            while not (found := (await hub.http.get(path)).json()["documents"]):  # noqa: ASYNC110
+                await asyncio.sleep(0.1)
+        assert [(d["name"], d["source"]) for d in found] == [("notes.md", "directory")]

@@ -55,7 +55,7 @@ async def test_the_passage_that_answers_is_found_and_cited(writer: GroupCommitWr
         "text/markdown",
         "upload",
     )
-    assert document.chunks >= 3
+    assert document.chunks >= 2
     found = await library.for_turn("keeper", "c1", "How much oil does the boat bring?")
     assert "forty litres" in found[0].text
     assert found[0].citation() == {
@@ -141,4 +141,20 @@ async def test_delete_and_forget(writer: GroupCommitWriter) -> None:
     await library.for_turn("keeper", "c", "hi", [AttachedFile("x.html", "text/html", b"<p>x</p>")])
     await library.store.forget_persona("keeper")
     assert await everything(writer, "keeper") == ([], [])
+    assert await library.store.passages("keeper", "c") == []
+
+
+async def test_files_of_one_message_are_stored_all_or_none(writer: GroupCommitWriter) -> None:
+    library = knowledge(writer, max_documents=2)
+    files = [
+        AttachedFile(f"{name}.html", "text/html", f"<p>{name} text</p>".encode())
+        for name in ("one", "two", "three")
+    ]
+    with pytest.raises(DocumentLimitError, match=r"^three\.html: the conversation has 2"):
+        await library.for_turn("keeper", "c", "hello", files)
+    assert await library.store.passages("keeper", "c") == []
+    with pytest.raises(DocumentError, match=r"^bad\.pdf: "):
+        await library.for_turn(
+            "keeper", "c", "hello", [files[0], AttachedFile("bad.pdf", "application/pdf", b"x")]
+        )
     assert await library.store.passages("keeper", "c") == []

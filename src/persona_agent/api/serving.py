@@ -32,7 +32,7 @@ from persona_agent.collab.local_calls import LocalCalls
 from persona_agent.collab.panel_executor import PanelExecutor
 from persona_agent.collab.panel_prompts import warn_panel_problems
 from persona_agent.errors import ConfigError
-from persona_agent.knowledge.folders import sync_all_folders, watch_folders
+from persona_agent.knowledge.folders import DocumentFolders
 from persona_agent.knowledge.library import Knowledge
 from persona_agent.llm.base import LLMBackend
 from persona_agent.observe.metrics import HubMetrics
@@ -236,24 +236,19 @@ class PersonasLive:
     def _documents_folders(
         self, store: FilePersonaStore, stack: AsyncExitStack, stop: asyncio.Event
     ) -> None:
-        """The personas' documents folders (``<id>.documents/``) taken in, then watched
+        """The personas' documents folders (``<id>.documents/``) taken in, then followed
         with the persona files: in the background, so that start-up does not wait for
         documents to be embedded."""
-        directory, knowledge, registry = store.directory, self.knowledge, self.registry
-        watch = self.settings.watch_personas
-
-        def is_persona(persona_id: str) -> bool:
-            return persona_id in registry
-
-        async def keep_in_step() -> None:
-            try:
-                await sync_all_folders(knowledge, directory, is_persona)
-            except Exception:
-                logger.exception("Could not take in the documents folders of %s", directory)
-            if watch:
-                await watch_folders(knowledge, directory, is_persona, stop)
-
-        stack.push_async_callback(_awaited, asyncio.create_task(keep_in_step()))
+        registry = self.registry
+        folders = DocumentFolders(
+            self.knowledge,
+            store.directory,
+            lambda persona_id: persona_id in registry,
+            watch=self.settings.watch_personas,
+        )
+        stack.push_async_callback(folders.aclose)
+        stack.callback(store.subscribe(folders.on_change))
+        stack.push_async_callback(_awaited, asyncio.create_task(folders.run(stop)))
 
     async def _load(self) -> None:
         """Every persona in the registry, the configuration's problems named, the model

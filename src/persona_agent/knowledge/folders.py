@@ -21,8 +21,9 @@ from watchfiles import awatch
 from persona_agent.errors import DocumentError
 from persona_agent.knowledge.documents import DOCUMENT_TYPES
 from persona_agent.knowledge.library import Knowledge
+from persona_agent.personas.store import PersonaChange
 
-__all__ = ["FOLDER_SUFFIX", "sync_all_folders", "sync_folder", "watch_folders"]
+__all__ = ["FOLDER_SUFFIX", "DocumentFolders", "sync_all_folders", "sync_folder", "watch_folders"]
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +116,55 @@ async def watch_folders(
                 await sync_folder(knowledge, persona_id, directory / f"{persona_id}{FOLDER_SUFFIX}")
             except Exception:
                 logger.exception("Could not take in the documents folder of %s", persona_id)
+
+
+class DocumentFolders:
+    """The documents folders of ``directory``, kept in step: all at start, each as it
+    changes on disk (``watch``), and a persona's when it is created or replaced (its
+    folder may have been there before it)."""
+
+    def __init__(
+        self,
+        knowledge: Knowledge,
+        directory: Path,
+        is_persona: Callable[[str], bool],
+        *,
+        watch: bool,
+    ) -> None:
+        self.knowledge = knowledge
+        self.directory = directory
+        self.is_persona = is_persona
+        self.watch = watch
+        self._syncs: set[asyncio.Task[None]] = set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Every folder taken in, then (``watch``) followed until ``stop`` is set."""
+        try:
+            await sync_all_folders(self.knowledge, self.directory, self.is_persona)
+        except Exception:
+            logger.exception("Could not take in the documents folders of %s", self.directory)
+        if self.watch:
+            await watch_folders(self.knowledge, self.directory, self.is_persona, stop)
+
+    def on_change(self, change: PersonaChange) -> None:
+        """A persona store subscriber: a created or replaced persona's folder, if any."""
+        folder = self.directory / f"{change.persona_id}{FOLDER_SUFFIX}"
+        if change.kind != "upsert" or not folder.is_dir():
+            return
+        task = asyncio.create_task(self._sync(change.persona_id, folder))
+        self._syncs.add(task)
+        task.add_done_callback(self._syncs.discard)
+
+    async def aclose(self) -> None:
+        """Wait for the syncs under way."""
+        if self._syncs:
+            await asyncio.gather(*self._syncs, return_exceptions=True)
+
+    async def _sync(self, persona_id: str, folder: Path) -> None:
+        try:
+            await sync_folder(self.knowledge, persona_id, folder)
+        except Exception:
+            logger.exception("Could not take in the documents folder of %s", persona_id)
 
 
 def _folders(directory: Path) -> list[Path]:

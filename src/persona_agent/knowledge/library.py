@@ -106,7 +106,8 @@ class Knowledge(TurnKnowledge):
         """
         prepared = await self._prepare(name, data, media_type)
         async with self._lock(persona_id):
-            return await self._store(persona_id, conversation, source, prepared)
+            [document] = await self._store(persona_id, conversation, source, [prepared])
+            return document
 
     async def documents(self, persona_id: str) -> list[Document]:
         """The persona's own documents (not its conversations')."""
@@ -139,8 +140,7 @@ class Knowledge(TurnKnowledge):
         if files:
             prepared = [await self._prepare(f.name, f.data, f.media_type) for f in files]
             async with self._lock(persona_id):
-                for document in prepared:
-                    await self._store(persona_id, conversation, "a2a", document)
+                await self._store(persona_id, conversation, "a2a", prepared)
         try:
             return await self._search(persona_id, conversation, message)
         except Exception:
@@ -208,44 +208,58 @@ class Knowledge(TurnKnowledge):
         return _Prepared(name, kind, len(data), digest, embedder.name, passages)
 
     async def _store(
-        self, persona_id: str, conversation: str, source: str, prepared: _Prepared
-    ) -> Document:
-        """Store a prepared document if the limits allow (under the persona's lock)."""
+        self, persona_id: str, conversation: str, source: str, prepared: list[_Prepared]
+    ) -> list[Document]:
+        """Store prepared documents if the limits allow them all (under the persona's
+        lock): each is checked before any is stored."""
         limits = self.limits
-        existing = await self.store.documents(persona_id, conversation)
-        replacing = next((d for d in existing if d.name == prepared.name), None)
-        others = [d for d in existing if d is not replacing]
+        held = {d.name: d for d in await self.store.documents(persona_id, conversation)}
+        replacing: list[str | None] = []
         whose = "the conversation" if conversation else f"persona '{persona_id}'"
-        if len(others) >= limits.max_documents:
-            raise DocumentLimitError(
-                f"{prepared.name}: {whose} has {len(others)} documents, the most it may have "
-                "(PERSONA_AGENT_KNOWLEDGE_MAX_DOCUMENTS): delete one first"
+        for document in prepared:
+            old = held.pop(document.name, None)
+            replacing.append(old.id if old is not None else None)
+            if len(held) >= limits.max_documents:
+                raise DocumentLimitError(
+                    f"{document.name}: {whose} has {len(held)} documents, the most it may "
+                    "have (PERSONA_AGENT_KNOWLEDGE_MAX_DOCUMENTS): delete one first"
+                )
+            passages = sum(d.chunks for d in held.values()) + len(document.passages)
+            if passages > limits.max_persona_chunks:
+                raise DocumentLimitError(
+                    f"{document.name}: with it, {whose}'s documents would have {passages} "
+                    f"passages, over the limit of {limits.max_persona_chunks} "
+                    "(PERSONA_AGENT_KNOWLEDGE_MAX_PERSONA_CHUNKS): delete a document first"
+                )
+            held[document.name] = _counted(document)
+        stored = []
+        for document, old_id in zip(prepared, replacing, strict=True):
+            stored.append(
+                await self.store.add(
+                    persona_id=persona_id,
+                    conversation=conversation,
+                    name=document.name,
+                    media_type=document.media_type,
+                    source=source,
+                    size=document.size,
+                    sha256=document.sha256,
+                    model=document.model,
+                    passages=document.passages,
+                    replacing=old_id,
+                )
             )
-        passages = sum(d.chunks for d in others) + len(prepared.passages)
-        if passages > limits.max_persona_chunks:
-            raise DocumentLimitError(
-                f"{prepared.name}: with it, {whose}'s documents would have {passages} "
-                f"passages, over the limit of {limits.max_persona_chunks} "
-                "(PERSONA_AGENT_KNOWLEDGE_MAX_PERSONA_CHUNKS): delete a document first"
-            )
-        return await self.store.add(
-            persona_id=persona_id,
-            conversation=conversation,
-            name=prepared.name,
-            media_type=prepared.media_type,
-            source=source,
-            size=prepared.size,
-            sha256=prepared.sha256,
-            model=prepared.model,
-            passages=prepared.passages,
-            replacing=replacing.id if replacing is not None else None,
-        )
+        return stored
 
     def _lock(self, persona_id: str) -> asyncio.Lock:
         lock = self._locks.get(persona_id)
         if lock is None:
             lock = self._locks[persona_id] = asyncio.Lock()
         return lock
+
+
+def _counted(document: _Prepared) -> Document:
+    """A prepared document as the limits count it (its passages), before it is stored."""
+    return Document("", "", "", document.name, "", "", 0, "", len(document.passages), 0)
 
 
 def _clean_name(name: str) -> str:
