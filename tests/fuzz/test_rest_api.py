@@ -64,11 +64,14 @@ OPERATIONS = [
     ("GET", "/api/v1/personas/{persona_id}/file"),
     ("GET", "/api/v1/personas/{persona_id}/card"),
     ("GET", "/api/v1/personas/{persona_id}/usage"),
+    ("GET", "/api/v1/personas/{persona_id}/documents"),
     ("POST", "/api/v1/personas/validate"),
     ("POST", "/api/v1/personas"),
     ("POST", "/api/v1/personas/upload"),
     ("PUT", "/api/v1/personas/{persona_id}"),
     ("PUT", "/api/v1/personas/{persona_id}/file"),
+    ("POST", "/api/v1/personas/{persona_id}/documents"),
+    ("DELETE", "/api/v1/personas/{persona_id}/documents/{document_id}"),
     ("DELETE", "/api/v1/personas/{persona_id}"),
 ]
 """Every operation of the hub's OpenAPI document (a test checks that none is missing); reads
