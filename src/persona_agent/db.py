@@ -39,12 +39,15 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.sql import ClauseElement, Executable
 from sqlalchemy.sql.compiler import SQLCompiler
 
+from persona_agent.db_documents import document_tables
 from persona_agent.errors import ConfigError
 from persona_agent.observe.tracing import TRACER
 
 __all__ = [
     "GroupCommitWriter",
     "create_engine",
+    "document_chunks_table",
+    "documents_table",
     "memories_table",
     "messages_table",
     "metadata",
@@ -179,6 +182,9 @@ summaries_table = Table(
 """Each conversation's running summary of the messages that left its window
 (:mod:`persona_agent.memory.summary`)."""
 
+documents_table, document_chunks_table = document_tables(metadata, _Seq)
+"""Knowledge documents and their passages (:mod:`persona_agent.db_documents`)."""
+
 
 push_callers_table = Table(
     "pa_push_callers",
@@ -309,6 +315,20 @@ class GroupCommitWriter:
             if self._writer is None or self._writer.done():
                 self._writer = asyncio.create_task(self._write_all())
             await asyncio.shield(done)
+
+    async def write_together(
+        self, writes: Sequence[tuple[Executable, Sequence[dict[str, Any]]]]
+    ) -> None:
+        """Execute each (statement, rows) in order, all in one transaction: all are
+        committed, or none (a document and its passages)."""
+        futures: list[asyncio.Future[None]] = []
+        loop = asyncio.get_running_loop()
+        for statement, rows in writes:  # queued with no await between: one batch
+            futures.append(loop.create_future())
+            self._queue.append((statement, rows, futures[-1]))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_all())
+        await asyncio.shield(asyncio.gather(*futures))
 
     async def fetch(
         self, statement: Executable, parameters: dict[str, Any] | None = None

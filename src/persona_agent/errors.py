@@ -11,6 +11,10 @@ __all__ = [
     "HTTP_STATUSES",
     "BudgetSpentError",
     "ConfigError",
+    "DocumentError",
+    "DocumentLimitError",
+    "DocumentNotFoundError",
+    "DocumentTooLargeError",
     "LLMError",
     "PersonaAgentError",
     "PersonaExistsError",
@@ -19,6 +23,7 @@ __all__ = [
     "PreconditionFailedError",
     "ReadOnlyPersonaError",
     "ToolError",
+    "UnsupportedDocumentError",
 ]
 
 
@@ -106,8 +111,44 @@ class ToolError(PersonaAgentError):
     message = "Tool call failed"
 
 
+class DocumentError(PersonaAgentError):
+    """A knowledge document cannot be taken (corrupt, empty, no text); the message names
+    the file and the reason, and nothing was stored."""
+
+    message = "The document cannot be read"
+
+
+class UnsupportedDocumentError(DocumentError):
+    """A knowledge document of a type the hub does not read."""
+
+    message = "The document's type is not supported"
+
+
+class DocumentTooLargeError(DocumentError):
+    """A knowledge document over a limit: its bytes, or the chunks its text makes."""
+
+    message = "The document is too large"
+
+
+class DocumentLimitError(DocumentError):
+    """The persona has as many documents as it may have."""
+
+    message = "The persona has as many documents as it may have"
+
+
+class DocumentNotFoundError(PersonaAgentError):
+    """No document of this persona has this id."""
+
+    message = "Document not found"
+
+
 HTTP_STATUSES: dict[type[PersonaAgentError], int] = {
     PersonaNotFoundError: 404,
+    DocumentNotFoundError: 404,
+    UnsupportedDocumentError: 415,
+    DocumentTooLargeError: 413,
+    DocumentLimitError: 409,
+    DocumentError: 422,
     PersonaExistsError: 409,
     PreconditionFailedError: 412,
     ReadOnlyPersonaError: 409,

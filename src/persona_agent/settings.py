@@ -146,6 +146,21 @@ class Settings(BaseSettings):
     ``off``: no summary; any other value: that model, on the ``openai`` backend's endpoint."""
     memory_summary_tokens: int = Field(default=300, ge=50, le=4000)
     """Tokens of running summary in a turn's prompt, at most (chars / 4)."""
+    knowledge_max_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+    """A knowledge document's size, at most (docs/knowledge.md); embedded by
+    ``memory_embeddings``, whether memory is on or off."""
+    knowledge_max_documents: int = Field(default=100, ge=1)
+    """Documents of one persona (and of one conversation), at most."""
+    knowledge_max_chunks: int = Field(default=500, ge=1)
+    """Passages one document may make, at most (the work of embedding it)."""
+    knowledge_max_persona_chunks: int = Field(default=5000, ge=1)
+    """Passages of one persona's documents together, at most (what a turn searches)."""
+    knowledge_chunk_chars: int = Field(default=600, ge=200, le=20_000)
+    """A passage's length in characters, about (cut at a paragraph or sentence)."""
+    knowledge_token_budget: int = Field(default=600, ge=0)
+    """Tokens of passages added to a turn's prompt, at most (chars / 4)."""
+    knowledge_max_passages: int = Field(default=4, ge=1, le=50)
+    """Passages added to a turn's prompt, at most."""
 
     task_listing: Literal["context", "off", "all"] = "context"
     """Who may list tasks over A2A: ``context`` (only the tasks of a contextId the caller

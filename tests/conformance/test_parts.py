@@ -92,8 +92,8 @@ _TEXT_TYPES = [
     ("application/yaml", b"k: [1, 2]\n"),
     ("application/xml", b"<k><v>1</v></k>"),
 ]
-_UNDECLARED_TYPES = [
-    ("text/html", b"<p>hello</p>"),
+_UNDECLARED_TYPES = [  # text/html and application/pdf are documents: tests/knowledge
+    ("application/zip", b"PK\x03\x04"),
     ("text/x-python", b"print('hello')\n"),
 ]
 

@@ -64,6 +64,7 @@ OPERATIONS = [
     ("GET", "/api/v1/personas/{persona_id}/file"),
     ("GET", "/api/v1/personas/{persona_id}/card"),
     ("GET", "/api/v1/personas/{persona_id}/usage"),
+    ("GET", "/api/v1/personas/{persona_id}/documents"),
     ("POST", "/api/v1/personas/validate"),
     ("POST", "/api/v1/personas"),
     ("POST", "/api/v1/personas/upload"),
@@ -76,6 +77,8 @@ OPERATIONS = [
     ("PATCH", "/api/v1/personas/{persona_id}/memories/{memory_id}"),
     ("DELETE", "/api/v1/personas/{persona_id}/memories/{memory_id}"),
     ("DELETE", "/api/v1/memories"),
+    ("POST", "/api/v1/personas/{persona_id}/documents"),
+    ("DELETE", "/api/v1/personas/{persona_id}/documents/{document_id}"),
     ("DELETE", "/api/v1/personas/{persona_id}"),
 ]
 """Every operation of the hub's OpenAPI document (a test checks that none is missing); reads

@@ -31,7 +31,7 @@ from persona_agent.migrations import (
 )
 from tests.conftest import empty_postgres
 
-HEAD = "0007"
+HEAD = "0008"
 NOT_OURS = {"alembic_version", "push_notification_configs"}  # Alembic's, and the SDK's
 
 

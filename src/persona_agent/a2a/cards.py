@@ -23,7 +23,7 @@ from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, Tran
 
 from persona_agent import __version__
 from persona_agent.a2a.extensions import cost_extension, greeting_extension
-from persona_agent.a2a.input import READABLE_FILE_TYPES
+from persona_agent.a2a.input import DOCUMENT_FILE_TYPES, READABLE_FILE_TYPES
 from persona_agent.personas.model import Persona
 from persona_agent.personas.panel_listing import card_description, card_tags
 from persona_agent.personas.prompt import apply_macros, render_greeting
@@ -49,7 +49,7 @@ A2A_PREFIX = "/a2a"
 CARD_PATH = "/.well-known/agent-card.json"
 AVATAR_PATH = "/avatar"
 """Below a persona's endpoint: its avatar image, when it has one."""
-INPUT_MODES = list(READABLE_FILE_TYPES)
+INPUT_MODES = [*READABLE_FILE_TYPES, *DOCUMENT_FILE_TYPES]
 OUTPUT_MODES = ["text/plain", "application/json"]
 
 

@@ -23,9 +23,12 @@ from persona_agent.personas.model import Persona
 from persona_agent.security.audit import AuditLog
 from persona_agent.security.quotas import Quotas
 
-__all__ = ["ANSWER_ARTIFACT_NAME", "PersonaAgentExecutor", "data_value"]
+__all__ = ["ANSWER_ARTIFACT_NAME", "CITATIONS_METADATA_KEY", "PersonaAgentExecutor", "data_value"]
 
 ANSWER_ARTIFACT_NAME = "answer"
+CITATIONS_METADATA_KEY = "citations"
+"""The final message's metadata key listing the documents' passages the answer was given
+(docs/knowledge.md)."""
 
 
 class PersonaAgentExecutor(TaskExecutor):
@@ -37,7 +40,8 @@ class PersonaAgentExecutor(TaskExecutor):
     when nobody watches it grow: a blocking send), reports each tool call, and what the
     model does before it writes (loading, waiting, reading), as a ``working`` status
     update, and ends with ``completed`` (the answer as the status
-    message, plus a cost-v1 DataPart) or ``input-required`` (a tool's question for the
+    message, plus a cost-v1 DataPart, and the passages of the persona's documents it was
+    given as the message's ``citations`` metadata) or ``input-required`` (a tool's question for the
     user, an outside agent's, as the status message: the task's next message is the
     answer).
 
@@ -105,6 +109,8 @@ class PersonaAgentExecutor(TaskExecutor):
             parts.append(Part(data=data_value(remembered)))
         final = updater.new_agent_message(parts)
         final.extensions.append(COST_EXTENSION_URI)
+        if done.citations:  # the persona's documents the answer was given: [1] first
+            final.metadata.update({CITATIONS_METADATA_KEY: list(done.citations)})
         if self.is_canceled(updater.task_id):
             return "canceled"
         if done.question is not None:

@@ -11,12 +11,15 @@ from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
 from google.protobuf.json_format import MessageToDict
 
 from persona_agent.errors import PersonaAgentError
+from persona_agent.knowledge.turn import AttachedFile
 
 __all__ = [
     "DATA_PART_CHARS",
+    "DOCUMENT_FILE_TYPES",
     "INLINE_MESSAGE_BYTES",
     "READABLE_FILE_TYPES",
     "InputError",
+    "attached_files",
     "check_parts",
     "data_as_text",
     "message_text",
@@ -32,6 +35,11 @@ READABLE_FILE_TYPES = (
     "application/xml",
 )
 """Media types of inline file parts that are read as text (the card declares them)."""
+
+DOCUMENT_FILE_TYPES = ("application/pdf", "text/html")
+"""Media types of inline file parts taken as documents of the conversation: read, cut into
+passages, and the passages relevant to each of its turns put in the prompt, cited
+(docs/knowledge.md). The card declares them too."""
 
 INLINE_MESSAGE_BYTES = 64 * 1024
 """The largest message read on the event loop; a larger one (a data part of many values:
@@ -69,12 +77,14 @@ def check_parts(message: Message) -> None:
             raise InvalidParamsError(
                 message=f"Part {index} is an empty text part: send text, or leave the part out"
             )
-        if kind in ("text", "data") or (kind == "raw" and part.media_type in READABLE_FILE_TYPES):
+        if kind in ("text", "data") or (
+            kind == "raw" and part.media_type in (*READABLE_FILE_TYPES, *DOCUMENT_FILE_TYPES)
+        ):
             continue
         media = part.media_type or "no media type"
         raise ContentTypeNotSupportedError(
             message=f"Part {index} ({kind or 'empty'}, {media}) is not supported: send text, "
-            "data, or inline files of " + ", ".join(READABLE_FILE_TYPES)
+            "data, or inline files of " + ", ".join((*READABLE_FILE_TYPES, *DOCUMENT_FILE_TYPES))
         )
 
 
@@ -113,6 +123,8 @@ def message_to_text(message: Message) -> str:
                 ) from error
             name = part.filename or "attached file"
             pieces.append(f"[{name}]\n{text}")
+        elif kind == "raw" and part.media_type in DOCUMENT_FILE_TYPES:
+            pieces.append(f"[attached document: {_document_name(part.filename, index)}]")
         else:
             media = part.media_type or "unknown type"
             raise InputError(
@@ -123,6 +135,20 @@ def message_to_text(message: Message) -> str:
     if not text:
         raise InputError()
     return text
+
+
+def attached_files(message: Message) -> tuple[AttachedFile, ...]:
+    """The message's documents (inline file parts of :data:`DOCUMENT_FILE_TYPES`), for the
+    conversation's knowledge."""
+    return tuple(
+        AttachedFile(_document_name(part.filename, index), part.media_type, part.raw)
+        for index, part in enumerate(message.parts)
+        if part.WhichOneof("content") == "raw" and part.media_type in DOCUMENT_FILE_TYPES
+    )
+
+
+def _document_name(filename: str, index: int) -> str:
+    return filename or f"part-{index}"
 
 
 def data_as_text(data: object, index: int, limit: int = DATA_PART_CHARS) -> str:

@@ -23,6 +23,7 @@ from persona_agent.api.assembly import (
     Protection,
     build_collaboration,
     build_engine,
+    build_knowledge_part,
     build_model_backend,
     build_protection,
     build_storage,
@@ -36,6 +37,7 @@ from persona_agent.api.routes import (
     discovery,
     memories,
     operations,
+    persona_documents,
     persona_files,
     persona_usage,
     personas,
@@ -59,12 +61,15 @@ def create_app(settings: Settings) -> FastAPI:
     storage = build_storage(settings, metrics)
     model = build_model_backend(settings)
     collaboration = build_collaboration(settings, metrics)
-    engine = build_engine(settings, model, storage, collaboration, metrics)
+    knowledge = build_knowledge_part(settings, storage, model)
+    engine = build_engine(settings, model, storage, collaboration, metrics, knowledge)
     protection = build_protection(settings)
     a2a = build_a2a(settings, engine, storage, collaboration, protection, metrics)
     replica = storage.cluster.replica if storage.cluster is not None else None
     readiness = Readiness(storage.writer, a2a.registry, model.llm, replica=replica)
-    live = build_personas_live(settings, storage, a2a, model.llm, collaboration, readiness)
+    live = build_personas_live(
+        settings, storage, a2a, model.llm, collaboration, readiness, knowledge
+    )
     parts = ApiParts(
         auth=protection.api_auth,
         store=storage.personas,
@@ -80,6 +85,7 @@ def create_app(settings: Settings) -> FastAPI:
         caller_data=CallerData(
             build_memory_records(storage.writer, engine.memory), storage.history, storage.lean_store
         ),
+        knowledge=knowledge,
     )
     origins = settings.cors_origin_list
     app = HubApp(
@@ -118,7 +124,7 @@ def _add_routes(app: HubApp, settings: Settings) -> None:
     app.add_middleware(BodyLimit, limits=persona_limits(settings))
     app.include_router(discovery.router)
     app.include_router(operations.router)
-    for module in (personas, persona_files, persona_usage, memories):
+    for module in (personas, persona_files, persona_usage, memories, persona_documents):
         app.include_router(module.router, prefix="/api/v1")
     add_pages(app, app.parts.registry, console=settings.console)
     for error_type, code in HTTP_STATUSES.items():

@@ -9,8 +9,9 @@ use it) is closed.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -26,6 +27,7 @@ from persona_agent.chat.tools import MCPTools, ToolSource, ToolSources
 from persona_agent.chat.usage_log import UsageLog
 from persona_agent.db import GroupCommitWriter, create_engine
 from persona_agent.errors import ConfigError
+from persona_agent.knowledge.document_store import KnowledgeStore
 from persona_agent.llm.base import LLMBackend, Usage
 from persona_agent.llm.local.weights import LOCAL_MODEL_NAME
 from persona_agent.migrations import prepare_db
@@ -34,6 +36,8 @@ from persona_agent.observe.pricing import load_prices
 from persona_agent.observe.tracing import start_tracing
 from persona_agent.parts import (
     build_authenticator,
+    build_embedder,
+    build_knowledge,
     build_llm_backend,
     build_memory,
     build_summary,
@@ -53,7 +57,9 @@ if TYPE_CHECKING:
     from persona_agent.cluster import Cluster
     from persona_agent.cluster.tasks import ClusterTaskStore
     from persona_agent.collab.agent_tools import RemoteAgents
+    from persona_agent.knowledge.library import Knowledge
     from persona_agent.mcp.toolbox import MCPToolbox
+    from persona_agent.memory.embeddings import Embedder
     from persona_agent.personas.sql_store import SqlPersonaStore
 
 __all__ = [
@@ -65,6 +71,7 @@ __all__ = [
     "Telemetry",
     "build_collaboration",
     "build_engine",
+    "build_knowledge_part",
     "build_model_backend",
     "build_protection",
     "build_storage",
@@ -123,6 +130,8 @@ class Storage:
     personas: PersonaStore
     sql_personas: SqlPersonaStore | None
     persona_data: DeletedPersonaData
+    documents: KnowledgeStore
+    """The personas' and conversations' knowledge documents."""
     auto_upgrade: bool
 
     @asynccontextmanager
@@ -175,6 +184,7 @@ def build_storage(settings: Settings, metrics: HubMetrics) -> Storage:
         personas = sql_personas = SqlPersonaStore(db, limits=persona_limits(settings))
     else:
         personas = load_personas(settings)
+    documents = KnowledgeStore(writer)
     return Storage(
         db=db,
         writer=writer,
@@ -185,7 +195,10 @@ def build_storage(settings: Settings, metrics: HubMetrics) -> Storage:
         usage=usage,
         personas=personas,
         sql_personas=sql_personas,
-        persona_data=DeletedPersonaData(lean_store, history, usage, memories=writer),
+        persona_data=DeletedPersonaData(
+            lean_store, history, usage, memories=writer, documents=documents
+        ),
+        documents=documents,
         auto_upgrade=settings.db_auto_upgrade,
     )
 
@@ -212,6 +225,8 @@ class ModelBackend:
     """The LLM backend every persona's answers come from (loaded once the personas are)."""
 
     llm: LLMBackend
+    embedder: Callable[[], Embedder]
+    """Memory's and the knowledge documents' embedder, made on first call (once)."""
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -222,7 +237,8 @@ class ModelBackend:
 
 
 def build_model_backend(settings: Settings) -> ModelBackend:
-    return ModelBackend(build_llm_backend(settings))
+    llm = build_llm_backend(settings)
+    return ModelBackend(llm, functools.cache(lambda: build_embedder(settings, llm)))
 
 
 @dataclass
@@ -285,11 +301,12 @@ def build_engine(
     storage: Storage,
     collaboration: Collaboration,
     metrics: HubMetrics,
+    knowledge: Knowledge,
 ) -> ChatEngine:
     """The engine that answers one message as one persona (its life: the running
     summaries it makes in the background, :attr:`ChatEngine.summary`)."""
     cluster = storage.cluster
-    memory = build_memory(settings, storage.writer, model.llm, metrics)
+    memory = build_memory(settings, storage.writer, model.embedder, metrics)
     if settings.memory:  # the model may remember, recall and forget (docs/memory.md)
         from persona_agent.chat.memory_tools import MemoryTools
         from persona_agent.memory.shared import SharedMemory
@@ -320,7 +337,13 @@ def build_engine(
         metrics=metrics,
         memory=memory,
         summary=summary,
+        knowledge=knowledge,
     )
+
+
+def build_knowledge_part(settings: Settings, storage: Storage, model: ModelBackend) -> Knowledge:
+    """The personas' knowledge documents, on whether memory is on or off."""
+    return build_knowledge(settings, storage.documents, model.llm, model.embedder)
 
 
 @dataclass

@@ -13,6 +13,7 @@ from persona_agent.api.caller_data import CallerData
 from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.api.readiness import Readiness
 from persona_agent.chat.usage_log import UsageLog
+from persona_agent.knowledge.library import Knowledge
 from persona_agent.observe.metrics import HubMetrics
 from persona_agent.personas.formats.card_pngs import CardPngs
 from persona_agent.personas.store import PersonaStore
@@ -32,6 +33,7 @@ __all__ = [
     "BaseUrl",
     "CallerStore",
     "CardImages",
+    "Documents",
     "FileChecker",
     "HubReader",
     "MemoryReader",
@@ -249,7 +251,7 @@ SOURCE_MEDIA_TYPES: dict[str, Literal["yaml", "json"]] = {
 }
 """The media types of a persona file's text (``PUT .../file``), and the format of each."""
 
-_FILE_PATHS = ("/upload", "/validate")
+_FILE_PATHS = ("/upload", "/validate", "/documents")
 """Routes that take a file as a form sends it (multipart)."""
 
 
@@ -290,6 +292,7 @@ class ApiParts:
     metrics: HubMetrics
     readiness: Readiness
     caller_data: CallerData
+    knowledge: Knowledge
 
 
 def hub_parts(request: Request) -> ApiParts:
@@ -397,6 +400,10 @@ def _caller_data(parts: Parts) -> CallerData:
     return parts.caller_data
 
 
+def _knowledge(parts: Parts) -> Knowledge:
+    return parts.knowledge
+
+
 Store = Annotated[PersonaStore, Depends(_store)]
 Auth = Annotated[ApiAuth, Depends(api_auth)]
 BaseUrl = Annotated[str, Depends(_base_url)]
@@ -414,6 +421,8 @@ Metrics = Annotated[HubMetrics, Depends(_metrics)]
 Ready = Annotated[Readiness, Depends(_readiness)]
 CallerStore = Annotated[CallerData, Depends(_caller_data)]
 """What the hub keeps of each identified caller: memories, conversations, tasks."""
+Documents = Annotated[Knowledge, Depends(_knowledge)]
+"""The personas' knowledge documents."""
 Reader = Depends(require_read)
 Writer = Depends(require_write)
 PersonaReader = Depends(require_persona_read)

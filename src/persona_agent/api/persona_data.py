@@ -1,5 +1,5 @@
-"""What goes with a deleted persona: its tasks, its conversations, its usage records and
-what it remembers of its callers.
+"""What goes with a deleted persona: its tasks, its conversations, its usage records,
+what it remembers of its callers and its knowledge documents.
 
 A persona's tasks and history are keyed by its id, so a new persona given the id of a
 deleted one would find them (and could continue them). When the persona store reports a
@@ -17,6 +17,7 @@ from persona_agent.a2a.task_store import SqlTaskStore
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.usage_log import UsageLog
 from persona_agent.db import GroupCommitWriter
+from persona_agent.knowledge.document_store import KnowledgeStore
 from persona_agent.memory.scope import forget_persona
 from persona_agent.personas.store import PersonaChange
 
@@ -35,9 +36,12 @@ class DeletedPersonaData:
         usage: UsageLog | None = None,
         *,
         memories: GroupCommitWriter | None = None,
+        documents: KnowledgeStore | None = None,
     ) -> None:
-        """``memories``: the database whose memories of the persona go too."""
+        """``memories``: the database whose memories of the persona go too;
+        ``documents``: where its knowledge documents go from."""
         self._memories = memories
+        self._documents = documents
         self._task_store = task_store
         self._history = history
         self._usage = usage
@@ -73,6 +77,8 @@ class DeletedPersonaData:
                 await self._usage.forget_persona(persona_id)
             if self._memories is not None:
                 await forget_persona(self._memories, persona_id)
+            if self._documents is not None:
+                await self._documents.forget_persona(persona_id)
         except Exception:
             logger.exception("Could not delete the tasks and history of persona '%s'", persona_id)
             raise

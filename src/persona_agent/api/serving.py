@@ -32,6 +32,8 @@ from persona_agent.collab.local_calls import LocalCalls
 from persona_agent.collab.panel_executor import PanelExecutor
 from persona_agent.collab.panel_prompts import warn_panel_problems
 from persona_agent.errors import ConfigError
+from persona_agent.knowledge.folders import DocumentFolders
+from persona_agent.knowledge.library import Knowledge
 from persona_agent.llm.base import LLMBackend
 from persona_agent.memory.scope import TurnMemory
 from persona_agent.observe.metrics import HubMetrics
@@ -210,6 +212,7 @@ class PersonasLive:
     collaboration: Collaboration
     readiness: Readiness
     retention: Retention
+    knowledge: Knowledge
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -224,6 +227,8 @@ class PersonasLive:
             stop_watching = asyncio.Event()
             sweeping = self.retention.run(stop_watching, self.settings.retention_interval)
             stack.push_async_callback(_awaited, asyncio.create_task(sweeping))
+            if isinstance(store, FilePersonaStore):
+                self._documents_folders(store, stack, stop_watching)
             if self.settings.watch_personas and isinstance(store, FilePersonaStore):
                 stack.push_async_callback(
                     _awaited, asyncio.create_task(watch_personas(store, stop_watching))
@@ -231,6 +236,23 @@ class PersonasLive:
             stack.callback(stop_watching.set)
             _log_startup(self.settings, self.llm, self.registry)
             yield
+
+    def _documents_folders(
+        self, store: FilePersonaStore, stack: AsyncExitStack, stop: asyncio.Event
+    ) -> None:
+        """The personas' documents folders (``<id>.documents/``) taken in, then followed
+        with the persona files: in the background, so that start-up does not wait for
+        documents to be embedded."""
+        registry = self.registry
+        folders = DocumentFolders(
+            self.knowledge,
+            store.directory,
+            lambda persona_id: persona_id in registry,
+            watch=self.settings.watch_personas,
+        )
+        stack.push_async_callback(folders.aclose)
+        stack.callback(store.subscribe(folders.on_change))
+        stack.push_async_callback(_awaited, asyncio.create_task(folders.run(stop)))
 
     async def _load(self) -> None:
         """Every persona in the registry, the configuration's problems named, the model
@@ -256,6 +278,7 @@ def build_personas_live(
     llm: LLMBackend,
     collaboration: Collaboration,
     readiness: Readiness,
+    knowledge: Knowledge,
 ) -> PersonasLive:
     retention = Retention(
         storage.writer,
@@ -269,7 +292,9 @@ def build_personas_live(
         ),
         prune=[a2a.push.store.prune] if a2a.push is not None else [],
     )
-    return PersonasLive(settings, storage, a2a.registry, llm, collaboration, readiness, retention)
+    return PersonasLive(
+        settings, storage, a2a.registry, llm, collaboration, readiness, retention, knowledge
+    )
 
 
 def _log_startup(settings: Settings, llm: LLMBackend, registry: A2ARegistry) -> None:

@@ -25,6 +25,7 @@ from persona_agent.chat.tools import ToolQuestion, ToolResult, ToolSource, ToolU
 from persona_agent.chat.turn_state import TurnState
 from persona_agent.chat.usage_log import UsageLog
 from persona_agent.errors import LLMError, ToolError
+from persona_agent.knowledge.turn import NO_KNOWLEDGE, Passage, TurnKnowledge
 from persona_agent.llm.base import (
     ChatRequest,
     LLMBackend,
@@ -79,6 +80,7 @@ class ChatEngine:
         metrics: HubMetrics = NO_METRICS,
         memory: TurnMemory = NO_MEMORY,
         summary: ConversationSummary = NO_SUMMARY,
+        knowledge: TurnKnowledge = NO_KNOWLEDGE,
     ) -> None:
         """``locks``: how turns of one conversation are kept apart (this process's locks;
         replicas pass :class:`~persona_agent.cluster.advisory_locks.AdvisoryLocks`); ``prices``:
@@ -87,9 +89,12 @@ class ChatEngine:
         other personas, outside agents: :class:`~persona_agent.chat.tools.ToolSources`);
         ``memory``: what the persona remembers of the caller (:mod:`persona_agent.memory`:
         none by default); ``summary``: the running summary of what left a conversation's
-        window (:mod:`persona_agent.memory.summary`: none by default)."""
+        window (:mod:`persona_agent.memory.summary`: none by default); ``knowledge``: the
+        personas' documents, searched for each turn (:mod:`persona_agent.knowledge`: none
+        by default)."""
         self.memory = memory
         self.summary = summary
+        self.knowledge = knowledge
         self.prices = prices if prices is not None else PriceTable()
         self.usage = usage
         self.metrics = metrics
@@ -169,11 +174,20 @@ class ChatEngine:
         said.append({"role": "user", "content": user_message})
         in_prompt = [m["content"] for m in (*past, *said) if isinstance(m.get("content"), str)]
         scope = self.memory.scope(persona, turn.owner, turn.conversation)
-        remembered = (
-            await self.memory.recall(scope, user_message, in_prompt) if scope is not None else ()
+        # What memory, the running summary and the documents bring: read side by side.
+        remembered, summary, found = await asyncio.gather(
+            self.memory.recall(scope, user_message, in_prompt) if scope is not None else _nothing(),
+            self.summary.current(key),
+            self.knowledge.for_turn(persona.id, turn.conversation, user_message, turn.files),
         )
-        summary = await self.summary.current(key)
-        prompt = await assemble_prompt(persona, past, said, remembered=remembered, summary=summary)
+        prompt = await assemble_prompt(
+            persona,
+            past,
+            said,
+            remembered=remembered,
+            summary=summary,
+            passages=_numbered(found),
+        )
         tools = (
             self.tools.specs(persona) if self.tools is not None and self.llm.supports_tools else []
         )
@@ -193,6 +207,7 @@ class ChatEngine:
             remembered=remembered,
             # The answer to a tool's question goes to that tool, before the model is asked.
             answering=self._waiting.pop((key, turn.task_id), None),
+            citations=tuple(passage.citation() for passage in found),
         )
 
     def _is_last_call(self, state: TurnState, iteration: int) -> bool:
@@ -347,6 +362,7 @@ class ChatEngine:
             question=asked.text if asked is not None else None,
             demo_model=self.llm.demo_model,
             remembered=state.remembered,
+            citations=state.citations,
         )
 
     def _ask(
@@ -436,6 +452,18 @@ class ChatEngine:
 
 async def _none() -> None:
     """Nothing to wait for (a persona that remembers nothing keeps nothing)."""
+
+
+async def _nothing() -> tuple[str, ...]:
+    """Nothing recalled (a persona that remembers nothing)."""
+    return ()
+
+
+def _numbered(found: tuple[Passage, ...]) -> tuple[str, ...]:
+    """The passages for the prompt, each opened by its number and where it is."""
+    return tuple(
+        f"[{number}] ({passage.where()}) {passage.text}" for number, passage in enumerate(found, 1)
+    )
 
 
 def _from_user_on(said: list[Message]) -> list[Message]:

@@ -68,6 +68,9 @@ class Done:
     remembered: tuple[str, ...] = ()
     """What memory brought into the turn's prompt (docs/memory.md), each item marked with
     who said it, for the client to show."""
+    citations: tuple[dict[str, Any], ...] = ()
+    """The passages of the persona's documents the answer was given, in their order in the
+    prompt (``[1]`` first): document, documentId, passage, page."""
 
 
 ChatEvent = Token | Progress | ToolStart | ToolOutput | ToolEnd | Done

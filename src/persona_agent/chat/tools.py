@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from persona_agent.chat.budget import CallBudget
 from persona_agent.errors import ToolError
+from persona_agent.knowledge.turn import AttachedFile
 from persona_agent.personas.model import Persona
 
 __all__ = [
@@ -83,6 +84,8 @@ class Turn:
     owner: str = ""
     """The identified caller the conversation belongs to (empty: anonymous), whose
     memory with the persona the turn reads and adds to."""
+    files: tuple[AttachedFile, ...] = ()
+    """Documents sent with the message (A2A file parts), for the conversation's knowledge."""
 
 
 class ToolSource(Protocol):

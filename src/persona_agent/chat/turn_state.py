@@ -53,3 +53,5 @@ class TurnState:
     """Whose memory the turn reads and adds to (``None``: the persona remembers nothing)."""
     remembered: tuple[str, ...] = ()
     """What memory brought into the prompt, each item marked with who said it."""
+    citations: tuple[dict[str, Any], ...] = ()
+    """Where each passage of the persona's documents in the prompt is, numbered as there."""

@@ -23,7 +23,7 @@ __all__ = [
     "upgrade_db",
 ]
 
-SCHEMA_REVISION = "0007"
+SCHEMA_REVISION = "0008"
 """The newest revision of ``persona_agent/migrations/versions`` (a test keeps it so)."""
 
 

@@ -15,7 +15,7 @@ model reads as messages) in this order:
    brought up as a note just before the newest message (close to the question, where a
    small model heeds it, and after everything that stays the same from turn to turn, so
    the model's cache of that start is reused), and after them what memory recalled for
-   it; the post-history
+   it and the passages of the persona's documents found for it; the post-history
    instructions in brackets; then the persona's name, for the model to go on from.
 
 What does not fit the context is shortened in this order (the newest message always
@@ -157,6 +157,8 @@ def _render(layout: _Layout) -> str:
             if sections.remembered:  # within memory's own token budget: not shortened here
                 remembered = " ".join(map(_flat, sections.remembered))
                 conversation.append(f"({name} remembers: {remembered})")
+            if sections.passages:  # within the knowledge's own token budget, as memory's
+                conversation.append(f"({name} reads: {' '.join(map(_flat, sections.passages))})")
         conversation.append(f"{speaker}: {text}")
         if speaker == name:
             conversation.append("")

@@ -1,0 +1,269 @@
+"""A hub's knowledge documents: taken in (read, cut into passages, embedded, stored, within
+limits), listed, deleted, and searched for each turn.
+
+Every check comes before anything is stored: a file that cannot be taken (its type, its
+size, corrupt, too many passages, one document too many) raises a
+:class:`~persona_agent.errors.DocumentError` naming it, and the store is as it was.
+Numpy, pypdf and the embedding model are loaded on first need: a hub whose personas
+have no documents loads none of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from persona_agent.errors import DocumentLimitError, DocumentNotFoundError, DocumentTooLargeError
+from persona_agent.knowledge.chunking import chunk_pages
+from persona_agent.knowledge.document_store import Document, KnowledgeStore
+from persona_agent.knowledge.documents import document_type, read_document
+from persona_agent.knowledge.turn import AttachedFile, Passage, TurnKnowledge
+
+if TYPE_CHECKING:
+    from persona_agent.memory.embeddings import Embedder
+
+__all__ = ["Knowledge", "KnowledgeLimits"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeLimits:
+    """What one document, one persona and one turn may hold (the settings'
+    ``PERSONA_AGENT_KNOWLEDGE_*``)."""
+
+    max_bytes: int = 10 * 1024 * 1024
+    """A document's bytes, at most."""
+    max_documents: int = 100
+    """Documents of one persona (and, apart, of one conversation), at most."""
+    max_chunks: int = 500
+    """Passages of one document, at most: the work of embedding it is bounded."""
+    max_persona_chunks: int = 5000
+    """Passages of one persona's documents together (and of one conversation's): what a
+    turn's search reads is bounded."""
+    chunk_chars: int = 600
+    chunk_overlap: int = 85
+    token_budget: int = 600
+    """Tokens of passages in a turn's prompt, at most (characters / 4)."""
+    max_passages: int = 4
+    """Passages in a turn's prompt, at most."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A document read, cut and embedded, not stored yet."""
+
+    name: str
+    media_type: str
+    size: int
+    sha256: str
+    model: str
+    passages: list[tuple[int, int | None, str, bytes]]
+
+
+class Knowledge(TurnKnowledge):
+    """Documents in ``store``, embedded by ``embedder()`` (made on first use), within
+    ``limits``. One document is taken in at a time per persona, so two uploads cannot
+    both pass the count."""
+
+    def __init__(
+        self,
+        store: KnowledgeStore,
+        embedder: Callable[[], Embedder],
+        limits: KnowledgeLimits | None = None,
+    ) -> None:
+        self.store = store
+        self.limits = limits if limits is not None else KnowledgeLimits()
+        self._make_embedder = embedder
+        self._embedder: Embedder | None = None
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = self._make_embedder()
+        return self._embedder
+
+    async def add(
+        self,
+        persona_id: str,
+        name: str,
+        data: bytes,
+        media_type: str | None = None,
+        *,
+        conversation: str = "",
+        source: str = "upload",
+    ) -> Document:
+        """Take in one document of the persona (``conversation`` empty) or of one
+        conversation; one of the same name there is replaced.
+
+        Raises:
+            DocumentError: the file cannot be taken (see the module); nothing stored.
+        """
+        prepared = await self._prepare(name, data, media_type)
+        async with self._lock(persona_id):
+            [document] = await self._store(persona_id, conversation, source, [prepared])
+            return document
+
+    async def documents(self, persona_id: str) -> list[Document]:
+        """The persona's own documents (not its conversations')."""
+        return await self.store.documents(persona_id)
+
+    async def delete(self, persona_id: str, document_id: str) -> Document:
+        """Delete one of the persona's documents and its passages.
+
+        Raises:
+            DocumentNotFoundError: the persona has no document of this id.
+        """
+        async with self._lock(persona_id):
+            document = await self.store.document(persona_id, document_id)
+            if document is None:
+                raise DocumentNotFoundError(
+                    f"Persona '{persona_id}' has no document '{document_id}'"
+                )
+            await self.store.delete(persona_id, document_id)
+            return document
+
+    async def for_turn(
+        self,
+        persona_id: str,
+        conversation: str,
+        message: str,
+        files: Sequence[AttachedFile] = (),
+    ) -> tuple[Passage, ...]:
+        """As :meth:`TurnKnowledge.for_turn`. When the embedder fails (an endpoint down),
+        the turn goes on without passages, and the error is logged."""
+        if files:
+            prepared = [await self._prepare(f.name, f.data, f.media_type) for f in files]
+            async with self._lock(persona_id):
+                await self._store(persona_id, conversation, "a2a", prepared)
+        try:
+            return await self._search(persona_id, conversation, message)
+        except Exception:
+            logger.exception("persona %s: its documents could not be searched", persona_id)
+            return ()
+
+    async def _search(
+        self, persona_id: str, conversation: str, message: str
+    ) -> tuple[Passage, ...]:
+        stored = await self.store.passages(persona_id, conversation)
+        if not stored or not message.strip():
+            return ()
+        from persona_agent.knowledge.passages import select_passages, vectors_of
+
+        embedder = self.embedder
+        stored = [passage for passage in stored if passage.model == embedder.name]
+        if not stored:
+            return ()
+        query = await embedder.embed([message], query=True)
+        limits = self.limits
+
+        def select() -> list[Passage]:
+            chosen = select_passages(
+                message,
+                query[0],
+                stored,
+                vectors_of(stored),
+                token_budget=limits.token_budget,
+                max_passages=limits.max_passages,
+            )
+            return [Passage(p.document_id, p.name, p.position, p.page, p.text) for p in chosen]
+
+        return tuple(await asyncio.to_thread(select))  # linear in the passages: off the loop
+
+    async def _prepare(self, name: str, data: bytes, media_type: str | None) -> _Prepared:
+        """Read, cut and embed a file, checking each limit on the way."""
+        name = _clean_name(name)
+        kind = document_type(name, media_type)
+        limits = self.limits
+        if len(data) > limits.max_bytes:
+            raise DocumentTooLargeError(
+                f"{name}: {len(data):,} bytes, over the limit of {limits.max_bytes:,} "
+                "(PERSONA_AGENT_KNOWLEDGE_MAX_BYTES)"
+            )
+
+        def cut() -> list[tuple[int, int | None, str]]:
+            pages = read_document(name, data, kind)
+            chunks = chunk_pages(
+                name,
+                pages,
+                size=limits.chunk_chars,
+                overlap=limits.chunk_overlap,
+                max_chunks=limits.max_chunks,
+            )
+            return [(chunk.position, chunk.page, chunk.text) for chunk in chunks]
+
+        chunks = await asyncio.to_thread(cut)
+        embedder = self.embedder
+        vectors = await embedder.embed([text for _, _, text in chunks])
+        passages = [
+            (position, page, text, vector.astype("<f4").tobytes())
+            for (position, page, text), vector in zip(chunks, vectors, strict=True)
+        ]
+        digest = hashlib.sha256(data).hexdigest()
+        return _Prepared(name, kind, len(data), digest, embedder.name, passages)
+
+    async def _store(
+        self, persona_id: str, conversation: str, source: str, prepared: list[_Prepared]
+    ) -> list[Document]:
+        """Store prepared documents if the limits allow them all (under the persona's
+        lock): each is checked before any is stored."""
+        limits = self.limits
+        held = {d.name: d for d in await self.store.documents(persona_id, conversation)}
+        replacing: list[str | None] = []
+        whose = "the conversation" if conversation else f"persona '{persona_id}'"
+        for document in prepared:
+            old = held.pop(document.name, None)
+            replacing.append(old.id if old is not None else None)
+            if len(held) >= limits.max_documents:
+                raise DocumentLimitError(
+                    f"{document.name}: {whose} has {len(held)} documents, the most it may "
+                    "have (PERSONA_AGENT_KNOWLEDGE_MAX_DOCUMENTS): delete one first"
+                )
+            passages = sum(d.chunks for d in held.values()) + len(document.passages)
+            if passages > limits.max_persona_chunks:
+                raise DocumentLimitError(
+                    f"{document.name}: with it, {whose}'s documents would have {passages} "
+                    f"passages, over the limit of {limits.max_persona_chunks} "
+                    "(PERSONA_AGENT_KNOWLEDGE_MAX_PERSONA_CHUNKS): delete a document first"
+                )
+            held[document.name] = _counted(document)
+        stored = []
+        for document, old_id in zip(prepared, replacing, strict=True):
+            stored.append(
+                await self.store.add(
+                    persona_id=persona_id,
+                    conversation=conversation,
+                    name=document.name,
+                    media_type=document.media_type,
+                    source=source,
+                    size=document.size,
+                    sha256=document.sha256,
+                    model=document.model,
+                    passages=document.passages,
+                    replacing=old_id,
+                )
+            )
+        return stored
+
+    def _lock(self, persona_id: str) -> asyncio.Lock:
+        lock = self._locks.get(persona_id)
+        if lock is None:
+            lock = self._locks[persona_id] = asyncio.Lock()
+        return lock
+
+
+def _counted(document: _Prepared) -> Document:
+    """A prepared document as the limits count it (its passages), before it is stored."""
+    return Document("", "", "", document.name, "", "", 0, "", len(document.passages), 0)
+
+
+def _clean_name(name: str) -> str:
+    """A file's own name (no directories), printable, at most 255 characters."""
+    base = name.replace("\\", "/").rsplit("/", 1)[-1]
+    base = "".join(ch for ch in base if ch.isprintable()).strip()
+    return base[:255] or "document"

@@ -1,0 +1,47 @@
+"""Small PDFs written by hand for the tests: one text line (or a few) per page, in
+Helvetica, with a correct cross-reference table, so pypdf reads them as any PDF."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["pdf_of"]
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+
+
+def pdf_of(pages: Sequence[str]) -> bytes:
+    """A PDF whose page ``n`` shows the lines of ``pages[n]``."""
+    objects: list[bytes] = []
+    count = len(pages)
+    # 1: catalog, 2: pages, 3: font, then (page, content) pairs.
+    kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(count))
+    objects.append(b"<< /Type /Catalog /Pages 2 0 R >>")
+    objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {count} >>".encode())
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    for index, text in enumerate(pages):
+        content_id = 5 + 2 * index
+        objects.append(
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {content_id} 0 R "
+            "/Resources << /Font << /F1 3 0 R >> >> >>".encode()
+        )
+        lines = [f"({_escape(line)}) Tj T*" for line in text.splitlines()]
+        stream = ("BT /F1 11 Tf 14 TL 50 740 Td " + " ".join(lines) + " ET").encode("latin-1")
+        objects.append(
+            b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream"
+        )
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n".encode() + body + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    for offset in offsets:
+        out += f"{offset:010d} 00000 n \n".encode()
+    out += (
+        f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n"
+    ).encode()
+    return bytes(out)
