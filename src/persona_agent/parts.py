@@ -297,7 +297,8 @@ def build_knowledge(
         token_budget=settings.knowledge_token_budget,
         max_passages=settings.knowledge_max_passages,
     )
-    return Knowledge(store, embedder, limits)
+    shared = settings.resolved_database_url.startswith("postgresql")
+    return Knowledge(store, embedder, limits, shared=shared)
 
 
 async def prepare_llm_backend(

@@ -224,6 +224,11 @@ async def test_the_summary_model_is_the_one_named_and_none_is_made_when_off(
             await send(client, text, first.context_id)
         await _conversations_with(db, SUMMARIZED)
         assert [request["model"] for request in llm.summary_requests] == ["summarizer-mini"]
+        # Its tokens are in the persona's usage, under the model that made it.
+        usage = (await hub.http.get("/api/v1/personas/socrates/usage")).json()
+        by_model = {entry["model"]: entry for entry in usage["byModel"]}
+        assert by_model["summarizer-mini"]["answers"] == 1
+        assert by_model["summarizer-mini"]["promptTokens"] > 0
 
     llm.reset()
     for settings in ({"memory_summary_model": "off"}, {"memory": False}):

@@ -158,3 +158,15 @@ async def test_files_of_one_message_are_stored_all_or_none(writer: GroupCommitWr
             "keeper", "c", "hello", [files[0], AttachedFile("bad.pdf", "application/pdf", b"x")]
         )
     assert await library.store.passages("keeper", "c") == []
+
+
+async def test_a_document_added_after_a_search_is_found_at_the_next(
+    writer: GroupCommitWriter,
+) -> None:
+    """A hub alone on its database keeps which personas have documents: one added after
+    that was read must be searched from then on."""
+    library = knowledge(writer)
+    assert await library.for_turn("keeper", "c", "How much oil does the boat bring?") == ()
+    await library.add("keeper", "guide.md", GUIDE.encode())
+    found = await library.for_turn("keeper", "c", "How much oil does the boat bring?")
+    assert "forty litres" in found[0].text

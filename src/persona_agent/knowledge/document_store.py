@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, func, insert, or_, select
+from sqlalchemy import and_, bindparam, delete, insert, or_, select
 from sqlalchemy.sql import Executable
 
 from persona_agent.db import GroupCommitWriter, document_chunks_table, documents_table
@@ -85,9 +85,7 @@ class KnowledgeStore:
             .order_by(docs.created_ms, docs.id)
         )
         self._one = select(*_DOCUMENT_COLUMNS).where(persona, docs.id == bindparam("id"))
-        self._count = select(func.count()).where(
-            persona, docs.conversation == bindparam("conversation")
-        )
+        self._personas = select(docs.persona_id).distinct()
         self._passages = (
             select(
                 chunks.document_id,
@@ -178,11 +176,9 @@ class KnowledgeStore:
         rows = await self._db.fetch(self._one, {"persona_id": persona_id, "id": document_id})
         return Document(*rows[0]) if rows else None
 
-    async def count(self, persona_id: str, conversation: str = "") -> int:
-        rows = await self._db.fetch(
-            self._count, {"persona_id": persona_id, "conversation": conversation}
-        )
-        return int(rows[0][0])
+    async def personas(self) -> set[str]:
+        """The personas with documents (their own or their conversations')."""
+        return {row[0] for row in await self._db.fetch(self._personas)}
 
     async def passages(self, persona_id: str, conversation: str) -> list[StoredPassage]:
         """Every passage a turn of ``conversation`` may read: the persona's documents' and

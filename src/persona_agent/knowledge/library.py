@@ -68,15 +68,25 @@ class _Prepared:
 class Knowledge(TurnKnowledge):
     """Documents in ``store``, embedded by ``embedder()`` (made on first use), within
     ``limits``. One document is taken in at a time per persona, so two uploads cannot
-    both pass the count."""
+    both pass the count.
+
+    A hub alone on its database (not ``shared``) knows which personas have documents
+    (read once, then kept as documents are added): a turn of a persona without any
+    reads nothing from the database. Replicas (``shared``), where another process may
+    add a document, search at every turn."""
 
     def __init__(
         self,
         store: KnowledgeStore,
         embedder: Callable[[], Embedder],
         limits: KnowledgeLimits | None = None,
+        *,
+        shared: bool = False,
     ) -> None:
         self.store = store
+        self.shared = shared
+        self._with_documents: set[str] | None = None
+        """Personas that may have documents (not ``shared``): read on first need."""
         self.limits = limits if limits is not None else KnowledgeLimits()
         self._make_embedder = embedder
         self._embedder: Embedder | None = None
@@ -233,6 +243,8 @@ class Knowledge(TurnKnowledge):
                 )
             held[document.name] = _counted(document)
         stored = []
+        if self._with_documents is not None:  # before: a turn may search meanwhile
+            self._with_documents.add(persona_id)
         for document, old_id in zip(prepared, replacing, strict=True):
             stored.append(
                 await self.store.add(
