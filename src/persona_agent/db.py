@@ -40,6 +40,7 @@ from sqlalchemy.sql import ClauseElement, Executable
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from persona_agent.db_documents import document_tables
+from persona_agent.db_memory import memory_tables
 from persona_agent.errors import ConfigError
 from persona_agent.observe.tracing import TRACER
 
@@ -149,38 +150,10 @@ personas_table = Table(
 (:class:`persona_agent.personas.sql_store.SqlPersonaStore`)."""
 
 
-memories_table = Table(
-    "pa_memories",
-    metadata,
-    Column("seq", _Seq, primary_key=True, autoincrement=True),
-    Column("persona_id", String(63), nullable=False),
-    Column("owner", String(200), nullable=False),  # the identified caller; "" anonymous
-    Column("conversation", String(300), nullable=False),  # the engine's conversation key
-    Column("role", String(20), nullable=False),  # user or assistant
-    Column("text", Text, nullable=False),
-    Column("model", String(100), nullable=False),  # the embedder that made the vector
-    Column("vector", LargeBinary, nullable=False),  # float32, little-endian, unit length
-    Column("at_ms", BigInteger, nullable=False),  # ms since the epoch
-    Index("ix_pa_memories_scope", "persona_id", "owner", "conversation", "seq"),
-    # A search's first query (the scope's count and highest seq) reads this index alone.
-    Index("ix_pa_memories_model_scope", "persona_id", "owner", "model", "conversation", "seq"),
-)
-"""What callers told personas, with its vectors (:mod:`persona_agent.memory.remembered`)."""
-
-
-summaries_table = Table(
-    "pa_summaries",
-    metadata,
-    Column("conversation", String(300), primary_key=True),  # the engine's key, as pa_messages
-    Column("persona_id", String(63), nullable=False),
-    Column("owner", String(200), nullable=False),  # the identified caller; "" anonymous
-    Column("text", Text, nullable=False),
-    Column("upto_seq", BigInteger, nullable=False),  # the last pa_messages.seq it covers
-    Column("at_ms", BigInteger, nullable=False),  # ms since the epoch
-    Index("ix_pa_summaries_persona", "persona_id"),
-)
-"""Each conversation's running summary of the messages that left its window
-(:mod:`persona_agent.memory.summary`)."""
+memories_table, summaries_table = memory_tables(metadata, _Seq)
+"""What callers told personas, with its vectors (:mod:`persona_agent.memory.remembered`),
+and each conversation's running summary of the messages that left its window
+(:mod:`persona_agent.memory.summary`): :mod:`persona_agent.db_memory`."""
 
 documents_table, document_chunks_table = document_tables(metadata, _Seq)
 """Knowledge documents and their passages (:mod:`persona_agent.db_documents`)."""
