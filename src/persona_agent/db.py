@@ -49,6 +49,7 @@ __all__ = [
     "create_engine",
     "document_chunks_table",
     "documents_table",
+    "like_escaped",
     "memories_table",
     "messages_table",
     "metadata",
@@ -486,3 +487,9 @@ def _grouped(
         last_on_table[table] = index
         groups[index][1].extend(rows)
     return groups
+
+
+def like_escaped(text: str) -> str:
+    """``text`` for a LIKE pattern with ``\\`` as the escape (``escape="\\"``): its
+    wildcards taken literally."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

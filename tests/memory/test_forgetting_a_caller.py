@@ -17,9 +17,11 @@ from persona_agent.a2a.task_store import SqlTaskStore
 from persona_agent.api.caller_data import CallerData
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.db import GroupCommitWriter, memories_table
+from persona_agent.knowledge.turn import AttachedFile
 from persona_agent.memory.records import MemoryRecords
 from persona_agent.memory.summary_store import Summary, SummaryStore
 from tests.a2a.test_task_store import ctx, make_task
+from tests.knowledge.test_library import knowledge
 
 TARGET = "key:a_b"
 LOOKALIKES = ["key:axb", "KEY:A_B", "x:key:a_b", "key:a_b2"]
@@ -50,10 +52,14 @@ async def test_a_caller_is_forgotten_with_every_persona_and_nobody_else(
     tasks = SqlTaskStore(writer)
     records = MemoryRecords(writer)
     summaries = SummaryStore(writer)
+    library = knowledge(writer)
     for owner in [TARGET, *LOOKALIKES]:
         for persona_id in ("socrates", "hermit"):
             key = f"{persona_id}:{conversation_key(owner, 'c1')}"
             await history.append(key, said(owner))
+            # A document the caller sent in the conversation (an A2A file part).
+            note = AttachedFile("note.html", "text/html", f"<p>{owner} vault 4711</p>".encode())
+            await library.for_turn(persona_id, conversation_key(owner, "c1"), "vault?", [note])
             await summaries.save(
                 key,
                 persona_id=persona_id,
@@ -68,9 +74,10 @@ async def test_a_caller_is_forgotten_with_every_persona_and_nobody_else(
     await history.append(anonymous, said("anonymous"))
     await tasks.flush()
 
-    gone = await CallerData(records, history, tasks).forget(TARGET)
+    gone = await CallerData(records, history, tasks, library.store).forget(TARGET)
 
-    assert (gone.memories, gone.conversations, gone.messages, gone.tasks) == (2, 2, 4, 2)
+    counts = (gone.memories, gone.conversations, gone.messages, gone.tasks, gone.documents)
+    assert counts == (2, 2, 4, 2, 2)
     fresh = ConversationHistory(writer)  # the database, not the forgetting store's cache
     fresh_tasks = SqlTaskStore(writer)
     for persona_id in ("socrates", "hermit"):
@@ -80,6 +87,8 @@ async def test_a_caller_is_forgotten_with_every_persona_and_nobody_else(
         assert await fresh_tasks.get(f"{persona_id}-{TARGET}", ctx(persona_id, TARGET)) is None
         assert await records.page(persona_id, TARGET, before=None, limit=10) == []
         assert await summaries.get(key) == Summary()
+        target_conversation = conversation_key(TARGET, "c1")
+        assert await library.for_turn(persona_id, target_conversation, "vault?") == ()
         for owner in LOOKALIKES:
             key = f"{persona_id}:{conversation_key(owner, 'c1')}"
             assert await fresh.load(key) == said(owner), owner
@@ -88,4 +97,6 @@ async def test_a_caller_is_forgotten_with_every_persona_and_nobody_else(
             left = await records.page(persona_id, owner, before=None, limit=10)
             assert [record.text for record in left] == [f"{owner} was here"]
             assert (await summaries.get(key)).text == f"{owner} said hello", owner
+            found = await library.for_turn(persona_id, conversation_key(owner, "c1"), "vault?")
+            assert [passage.text for passage in found] == [f"{owner} vault 4711"], owner
     assert await fresh.load(anonymous) == said("anonymous")

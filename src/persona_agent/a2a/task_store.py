@@ -45,7 +45,7 @@ from sqlalchemy import and_, bindparam, delete, func, or_, select, update
 from sqlalchemy.sql import ColumnElement
 
 from persona_agent.a2a.context_keys import PERSONA_STATE_KEY, TERMINAL_STATES
-from persona_agent.db import GroupCommitWriter, tasks_table
+from persona_agent.db import GroupCommitWriter, like_escaped, tasks_table
 
 if TYPE_CHECKING:
     from sqlalchemy.dialects import postgresql, sqlite
@@ -322,7 +322,7 @@ class SqlTaskStore(TaskStore):
 
         A scan of the owners (the persona's id comes first): rare, on request."""
         column = tasks_table.c.owner
-        escaped = user.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        escaped = like_escaped(user)
         rows = await self._db.fetch(
             select(column, func.count())
             .where(column.like(bindparam("pattern"), escape="\\"))

@@ -83,7 +83,10 @@ def create_app(settings: Settings) -> FastAPI:
         metrics=metrics,
         readiness=readiness,
         caller_data=CallerData(
-            build_memory_records(storage.writer, engine.memory), storage.history, storage.lean_store
+            build_memory_records(storage.writer, engine.memory),
+            storage.history,
+            storage.lean_store,
+            knowledge.store,
         ),
         knowledge=knowledge,
     )

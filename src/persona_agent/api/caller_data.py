@@ -5,8 +5,9 @@ Per caller the hub keeps: its memories with each persona (``pa_memories``, by ow
 the running summaries of its conversations (``pa_summaries``, by owner), its
 conversations with each persona (``pa_messages``, keyed ``{persona}:@{caller}:{contextId}``)
 and its tasks (``pa_tasks``, owned by ``{persona}:{caller}``: each holds the messages of
-its exchange). Push-notification configs go with their tasks at the next retention sweep.
-The usage records keep no caller; the audit log keeps the caller's name, and records the
+its exchange), and the documents it attached to its conversations (``pa_documents``).
+Push-notification configs go with their tasks at the next retention sweep. The usage
+records keep no caller; the audit log keeps the caller's name, and records the
 forgetting itself.
 """
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from persona_agent.a2a.lifecycle import conversation_key
 from persona_agent.a2a.task_store import SqlTaskStore
 from persona_agent.chat.history import ConversationHistory
+from persona_agent.knowledge.document_store import KnowledgeStore
 from persona_agent.memory.records import MemoryRecords
 
 __all__ = ["CallerData", "Forgotten"]
@@ -30,24 +32,33 @@ class Forgotten:
     conversations: int
     messages: int
     tasks: int
+    documents: int
 
 
 class CallerData:
     """Everything the hub stores of one identified caller, across every persona."""
 
     def __init__(
-        self, records: MemoryRecords, history: ConversationHistory, tasks: SqlTaskStore
+        self,
+        records: MemoryRecords,
+        history: ConversationHistory,
+        tasks: SqlTaskStore,
+        documents: KnowledgeStore,
     ) -> None:
         self.records = records
         self._history = history
         self._tasks = tasks
+        self._documents = documents
 
     async def forget(self, caller: str) -> Forgotten:
-        """Delete ``caller``'s memories, conversations and tasks with every persona.
+        """Delete ``caller``'s memories, conversations, tasks and the documents it
+        attached to its conversations, with every persona.
 
         A turn of the caller's that is still being answered may remember its exchange
         after this: the caller asks again once it has ended (the answer counts rows)."""
         memories = await self.records.forget_owner(caller)
-        conversations, messages = await self._history.forget_caller(conversation_key(caller, ""))
+        prefix = conversation_key(caller, "")
+        conversations, messages = await self._history.forget_caller(prefix)
         tasks = await self._tasks.forget_caller(caller)
-        return Forgotten(memories, conversations, messages, tasks)
+        documents = await self._documents.forget_conversations(prefix)
+        return Forgotten(memories, conversations, messages, tasks, documents)

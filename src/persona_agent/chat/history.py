@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import bindparam, delete, func, insert, select
 
-from persona_agent.db import GroupCommitWriter, messages_table
+from persona_agent.db import GroupCommitWriter, like_escaped, messages_table
 from persona_agent.llm.base import Message
 
 __all__ = ["ConversationHistory", "trim_history"]
@@ -104,7 +104,7 @@ class ConversationHistory:
 
         A scan of the messages (the key's persona part comes first): rare, on request."""
         column = messages_table.c.conversation
-        pattern = "%:" + _like_escaped(prefix) + "%"
+        pattern = "%:" + like_escaped(prefix) + "%"
         rows = await self._db.fetch(
             select(column, func.count())
             .where(column.like(bindparam("pattern"), escape="\\"))
@@ -171,8 +171,3 @@ class ConversationHistory:
             len(self._cache) > self._cache_size or self._bytes > self._cache_bytes
         ):
             self._bytes -= self._cache.popitem(last=False)[1][1]
-
-
-def _like_escaped(text: str) -> str:
-    """``text`` for a LIKE pattern with ``\\`` as the escape: its wildcards taken literally."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -17,7 +17,12 @@ from typing import Any
 from sqlalchemy import and_, bindparam, delete, insert, or_, select
 from sqlalchemy.sql import Executable
 
-from persona_agent.db import GroupCommitWriter, document_chunks_table, documents_table
+from persona_agent.db import (
+    GroupCommitWriter,
+    document_chunks_table,
+    documents_table,
+    like_escaped,
+)
 
 __all__ = ["Document", "KnowledgeStore", "StoredPassage"]
 
@@ -198,6 +203,24 @@ class KnowledgeStore:
         await self._db.write_together(
             [(self._forget_chunks, parameters), (self._forget_documents, parameters)]
         )
+
+    async def forget_conversations(self, prefix: str) -> int:
+        """Delete the documents of every conversation whose key starts with ``prefix`` (an
+        identified caller's: ``@{caller}:``), with every persona, and their passages; how
+        many documents there were. A scan of the documents: rare, on request."""
+        docs = documents_table.c
+        rows = await self._db.fetch(
+            select(docs.persona_id, docs.id, docs.conversation).where(
+                docs.conversation.like(bindparam("pattern"), escape="\\")
+            ),
+            {"pattern": like_escaped(prefix) + "%"},
+        )
+        # LIKE matches in any case on SQLite: keep the exact ones.
+        found = [(persona, id_) for persona, id_, key in rows if key.startswith(prefix)]
+        writes = [write for persona, id_ in found for write in self._deletes(persona, id_)]
+        if writes:
+            await self._db.write_together(writes)
+        return len(found)
 
     def _deletes(self, persona_id: str, document_id: str) -> list[_Write]:
         return [

@@ -124,6 +124,8 @@ class Forgotten(BaseModel):
     conversations: int
     messages: int
     tasks: int
+    documents: int
+    """Knowledge documents the caller attached to its conversations (A2A file parts)."""
 
 
 def _item(owner: str, record: MemoryRecord) -> MemoryItem:
@@ -380,7 +382,7 @@ async def forget_caller(
     request: Request, callers: CallerStore, caller: CallerQuery = None
 ) -> Forgotten:
     """The right to be forgotten: delete everything the caller left with every persona
-    (memories, conversations, tasks), recorded in the audit log with who asked, whom,
+    (memories, conversations, tasks, documents), recorded in the audit log with who asked, whom,
     and how many rows went."""
     owner = _owner(request, Action.MEMORY_WRITE, None, caller)
     gone = await callers.forget(owner)
@@ -393,6 +395,7 @@ async def forget_caller(
         conversations=gone.conversations,
         messages=gone.messages,
         tasks=gone.tasks,
+        documents=gone.documents,
     )
     return Forgotten(
         caller=owner,
@@ -400,6 +403,7 @@ async def forget_caller(
         conversations=gone.conversations,
         messages=gone.messages,
         tasks=gone.tasks,
+        documents=gone.documents,
     )
 
 
