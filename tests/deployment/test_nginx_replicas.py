@@ -295,6 +295,9 @@ class Soak:
         self.outcomes: dict[str, int] = {}
         self.generations: list[int] = []
         """The generation of each successful persona write (each builds on the one before)."""
+        self.writes_unanswered = 0
+        """Persona writes whose answer the kill cut off: each may or may not have been
+        committed, so the chain may skip its generation (never repeat one)."""
         self.down = False
         self.killed_at = float("inf")
 
@@ -398,11 +401,15 @@ class Soak:
             current = await http.get(f"{base}/api/v1/personas/soak")
             assert current.status_code == 200, current.text
             generation = int(current.json()["description"].split("=")[1]) + 1
-            answer = await http.put(
-                f"{base}/api/v1/personas/soak",
-                json={"name": "Soak", "description": f"generation={generation}"},
-                headers={"If-Match": current.headers["etag"]},
-            )
+            try:
+                answer = await http.put(
+                    f"{base}/api/v1/personas/soak",
+                    json={"name": "Soak", "description": f"generation={generation}"},
+                    headers={"If-Match": current.headers["etag"]},
+                )
+            except httpx.TransportError:
+                self.writes_unanswered += 1  # committed or not: the chain may skip it
+                raise
             if answer.status_code == 200:
                 self.generations.append(generation)
                 self.count("persona write")
@@ -486,11 +493,20 @@ async def _soak(replicas: ReplicaSet) -> Soak:
                 break
         assert soak.tasks <= {task.id for task in listed}
         assert [t.id for t in listed if t.status.state not in TERMINAL_STATES] == []
-        # No persona version lost: the writes form one chain, and the last one is served.
-        assert sorted(soak.generations) == list(range(1, len(soak.generations) + 1))
-        final = f"generation={len(soak.generations)}"
-        for replica in replicas.replicas:
-            assert await _card_description(clients.http, replica.url, "soak") == final
+        # No persona version lost: the writes form one chain (each generation written once;
+        # one skipped only where a write's answer was cut off by the kill, which may have
+        # committed it), and every replica serves the last one.
+        written = sorted(soak.generations)
+        assert len(set(written)) == len(written), written
+        skipped = set(range(1, written[-1] + 1)) - set(written)
+        assert len(skipped) <= soak.writes_unanswered, (skipped, soak.writes_unanswered)
+        served = [
+            await _card_description(clients.http, replica.url, "soak")
+            for replica in replicas.replicas
+        ]
+        assert len(set(served)) == 1, served
+        last = int(str(served[0]).split("=")[1])
+        assert written[-1] <= last <= written[-1] + soak.writes_unanswered, (served, written)
         return soak
 
 
