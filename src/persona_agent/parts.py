@@ -384,12 +384,5 @@ def build_memory_records(writer: GroupCommitWriter, memory: TurnMemory) -> Memor
     the embedder of the chat engine's ``memory`` (none when memory is off: numpy and the
     model stay unloaded)."""
     from persona_agent.memory.records import MemoryRecords
-    from persona_agent.memory.scope import NO_MEMORY
 
-    embedder = None
-    if memory is not NO_MEMORY:
-        from persona_agent.memory.shared import SharedMemory
-
-        if isinstance(memory, SharedMemory):
-            embedder = memory.memory.embedder
-    return MemoryRecords(writer, embedder)
+    return MemoryRecords(writer, memory.embedder)

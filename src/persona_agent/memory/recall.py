@@ -35,6 +35,8 @@ class PersonaMemory(TurnMemory):
     memories of other embedders re-embedded in the background (:class:`Reembedder`),
     started with the first turn."""
 
+    embedder: Embedder
+
     def __init__(
         self,
         store: MemoryStore,

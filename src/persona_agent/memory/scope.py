@@ -7,13 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import bindparam, delete
 
 from persona_agent.db import GroupCommitWriter, memories_table
 from persona_agent.memory.summary_store import forget_persona_summaries
 from persona_agent.personas.model import Persona
+
+if TYPE_CHECKING:  # the memory's own modules load numpy: not imported here
+    from persona_agent.memory.embeddings import Embedder
 
 __all__ = ["NO_MEMORY", "MemoryScope", "TurnMemory", "forget_persona"]
 
@@ -41,6 +44,9 @@ class MemoryScope:
 
 class TurnMemory:
     """No memory (the default): nothing recalled, nothing kept."""
+
+    embedder: Embedder | None = None
+    """What embeds text for this memory (``None``: no memory, nothing to search with)."""
 
     def scope(self, persona: Persona, owner: str, conversation: str) -> MemoryScope | None:
         """Whose memory a turn of ``persona`` with the caller ``owner`` (empty: anonymous,

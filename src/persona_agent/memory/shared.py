@@ -22,6 +22,7 @@ import numpy as np
 from sqlalchemy import and_, bindparam, delete
 
 from persona_agent.db import GroupCommitWriter, memories_table
+from persona_agent.memory.embeddings import Embedder
 from persona_agent.memory.recall import MAX_REMEMBERED_CHARS, PersonaMemory, near_duplicate
 from persona_agent.memory.remembered import Remembered
 from persona_agent.memory.retrieval import estimate_tokens, select_remembered
@@ -107,10 +108,13 @@ class SharedMemory(TurnMemory):
     """:class:`PersonaMemory` (its store, embedder and the hub's defaults) with each
     persona's ``memory`` settings, sharing, the tools' operations, spans and metrics."""
 
+    embedder: Embedder
+
     def __init__(
         self, memory: PersonaMemory, writer: GroupCommitWriter, *, metrics: HubMetrics = NO_METRICS
     ) -> None:
         self.memory = memory
+        self.embedder = memory.embedder
         self.metrics = metrics
         self._writer = writer
         self._lookup: Callable[[str], Persona | None] = lambda persona_id: None
