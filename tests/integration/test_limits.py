@@ -283,9 +283,12 @@ async def test_an_idle_stream_is_ended_and_its_task_goes_on(
 
 
 async def test_a_stream_with_news_is_not_idle(hub_factory: HubFactory, llm: FakeLLM) -> None:
-    async with hub_factory(stream_idle_seconds=1) as hub:
+    # Tokens half a second apart for six seconds, twice the idle limit: the stream is never
+    # idle for three seconds, though it lasts longer. The limit is not shorter, so that a busy
+    # machine's slow first event (the task written before it is sent) is not taken for idling.
+    async with hub_factory(stream_idle_seconds=3) as hub:
         text = " ".join(f"word{i}" for i in range(12))
-        llm.script(Reply(text, token_delay=0.25))  # three seconds of tokens, a quarter apart
+        llm.script(Reply(text, token_delay=0.5))
         async with hub.http.stream(
             "POST",
             "/a2a/socrates/",
