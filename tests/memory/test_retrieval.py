@@ -3,12 +3,16 @@ order, within which budget; the vectors' shape and length."""
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 
 from persona_agent.memory.embeddings import HashingEmbedder, LocalModelEmbedder
+from persona_agent.memory.index import PRIORS, prior
 from persona_agent.memory.remembered import Remembered
 from persona_agent.memory.retrieval import estimate_tokens, keyword_scores, select_remembered
+from persona_agent.memory.words import content_text
 
 TURNS = [
     "My dog is called Biscuit.",
@@ -92,3 +96,77 @@ async def test_a_model_in_its_wheel_embeds_with_no_download(package: str) -> Non
         embedder.close()
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
     assert int(np.argmax(vectors @ question)) == 0
+
+
+def test_what_a_message_is_weighs_its_rank() -> None:
+    told = Remembered("user", "My sister lives in Toronto.", 0)
+    asked = Remembered("user", "Where does my sister live?", 0)
+    answered = Remembered("assistant", "Toronto is a fine city; I was there once.", 0)
+    other = Remembered("user", "Toronto has long winters.", 0)
+    assert prior(told) == PRIORS["told"] == max(PRIORS.values())
+    assert prior(asked) == PRIORS["asked"] == min(PRIORS.values())
+    assert (
+        prior(answered) == prior(other) == PRIORS["said"]
+    )  # the persona's "I" is not the caller's
+    assert prior(Remembered("user", "Wo wohnt meine Schwester？", 0)) == PRIORS["asked"]
+
+
+async def test_what_the_caller_told_outranks_a_question_that_matches_as_well() -> None:
+    """The same words, once asked and once told: the new question looks for what answers
+    it. Without the weights, the question (newer, and as close) would come first."""
+    embedder = HashingEmbedder()
+    texts = ["My sister lives in Toronto.", "Does my sister still live in Toronto?"]
+    items = [Remembered("user", text, 0) for text in reversed(texts)]  # newest first
+    vectors = await embedder.embed([item.text for item in items])
+    query = "Does my sister live in Toronto now?"
+    (vector,) = await embedder.embed([query], query=True)
+    chosen = select_remembered(query, vector, items, vectors, token_budget=1000, max_items=1)
+    assert [item.text for item in chosen] == ["My sister lives in Toronto."]
+
+
+def test_content_text_keeps_the_words_that_carry_meaning() -> None:
+    assert content_text("What is the name of my pet?") == "name pet"
+    assert content_text("Is it?") == "Is it?"  # stop words only: the text as it is
+
+
+async def test_wordllama_embeds_the_meaningful_words_as_the_package_would() -> None:
+    """The hub keeps WordLlama's weights in the file's float16 and embeds a message's
+    meaningful words: the same vectors as the package's own float32 embedding of those
+    words (this fails if a new WordLlama changes its weights' precision or its pooling)."""
+    from pathlib import Path
+
+    import wordllama  # type: ignore[import-untyped]
+
+    here = Path(wordllama.__file__).parent
+    package = wordllama.WordLlama.load(cache_dir=here, disable_download=True, trunc_dim=128)
+    embedder = LocalModelEmbedder("wordllama")
+    try:
+        ours = await embedder.embed(TURNS)
+    finally:
+        embedder.close()
+    theirs = package.embed([content_text(text) for text in TURNS], norm=True)
+    assert package.embedding.dtype == np.float32
+    assert np.allclose(ours, theirs, atol=1e-6)
+    assert embedder.name == "wordllama-128-words"
+
+
+def test_loading_wordllama_leaves_the_logging_as_it_was() -> None:
+    """WordLlama 0.4 calls logging.basicConfig(INFO) on import: in a process that has not
+    set up logging (a program embedding the hub), it would print INFO lines of every
+    library from then on. The hub's loader leaves the root logger as it found it."""
+    import subprocess
+    import sys
+
+    program = (
+        "import asyncio, logging\n"
+        "from persona_agent.memory.embeddings import LocalModelEmbedder\n"
+        "embedder = LocalModelEmbedder('wordllama')\n"
+        "asyncio.run(embedder.embed(['hello']))\n"
+        "import wordllama\n"
+        "root = logging.getLogger()\n"
+        "print(len(root.handlers), root.level)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.split() == ["0", str(logging.WARNING)]

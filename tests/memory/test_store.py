@@ -169,3 +169,26 @@ def test_the_index_scores_keywords_as_the_reference_does() -> None:
     index.extend((seq, Remembered("user", text, 0), vector) for seq, text in enumerate(texts))
     for query in ("dog", "the biscuit of lisbon", "sky river blue dog", "nothing here", "the"):
         assert np.allclose(index.keyword_scores(query), keyword_scores(query, texts))
+
+
+async def test_an_anonymous_caller_s_new_conversation_is_not_searched(
+    writers: list[GroupCommitWriter],
+) -> None:
+    """An anonymous caller's memory is of one conversation: when a turn opens it, there
+    is nothing to find (rows of the same conversation id could only be left from a
+    history already deleted), so no search is made; an identified caller's new
+    conversation reads the memory of its others."""
+    memory = PersonaMemory(MemoryStore(writers[0]), EMBEDDER)
+    await remember(memory.store, ANONYMOUS, "My dog is called Biscuit.")
+    await remember(memory.store, ALICE, "My dog is called Biscuit.")
+    question = "What is the name of my dog Biscuit?"
+    assert await memory.recall(ANONYMOUS, question, [], new=True) == ()
+    assert await memory.recall(ANONYMOUS, question, []) == (
+        "The user said: My dog is called Biscuit.",
+    )
+    assert await memory.recall(ALICE, question, [], new=True) == (
+        "The user said: My dog is called Biscuit.",
+    )
+    shared = MemoryScope("socrates", "", "c4", shared=("hermit",))  # others' too: searched
+    assert await memory.recall(shared, question, [], new=True) != ()
+    await memory.aclose()

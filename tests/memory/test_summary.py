@@ -227,3 +227,30 @@ async def test_runs_of_one_conversation_never_overlap_and_a_turn_during_one_is_s
     assert "Message 0." not in following
     assert "Summary 1." in asked[1]
     assert await summary.current(key) == "Summary 2."
+
+
+async def test_a_new_conversation_is_not_read_nor_summarized_while_it_fits_the_window(
+    writer: GroupCommitWriter,
+) -> None:
+    """A turn that opens its conversation tells how many messages it has: while they fit
+    the window none has left it, so no run starts (and no summary is read for it)."""
+    history = ConversationHistory(writer, max_messages=4)
+    asked: list[str] = []
+
+    async def model(
+        persona_id: str, model: str, messages: list[dict[str, Any]], max_tokens: int
+    ) -> str:
+        asked.append(messages[-1]["content"])
+        return "Summary."
+
+    summary = RunningSummary(SummaryStore(writer), model, max_messages=4)
+    key = "socrates:new"
+    await turns(history, key, 2)  # four messages: the window
+    summary.after_turn(SOCRATES, key, "", "m", 4)
+    assert not summary._tasks  # nothing to do: not even a database read
+    await turns(history, key, 2, start=2)  # a first turn of eight messages (tools, say)
+    summary.after_turn(SOCRATES, key, "", "m", 8)
+    await summary.settled()
+    assert len(asked) == 1
+    assert await summary.current(key) == "Summary."
+    assert await summary.current(key, new=True) == ""  # a new conversation has none

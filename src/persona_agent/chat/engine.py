@@ -176,8 +176,10 @@ class ChatEngine:
         scope = self.memory.scope(persona, turn.owner, turn.conversation)
         # What memory, the running summary and the documents bring: read side by side.
         remembered, summary, found = await asyncio.gather(
-            self.memory.recall(scope, user_message, in_prompt) if scope is not None else _nothing(),
-            self.summary.current(key),
+            self.memory.recall(scope, user_message, in_prompt, new=not past)
+            if scope is not None
+            else _nothing(),
+            self.summary.current(key, new=not past),
             self.knowledge.for_turn(persona.id, turn.conversation, user_message, turn.files),
         )
         prompt = await assemble_prompt(
@@ -204,6 +206,7 @@ class ChatEngine:
             tools=tools,
             started=started,
             memory_scope=scope,
+            new_conversation=not past,
             remembered=remembered,
             # The answer to a tool's question goes to that tool, before the model is asked.
             answering=self._waiting.pop((key, turn.task_id), None),
@@ -350,7 +353,8 @@ class ChatEngine:
                 self.usage.record(persona.id, model, usage, cost),
                 kept,
             )
-        self.summary.after_turn(persona, state.key, state.turn.owner, model)  # in the background
+        known = len(state.said) if state.new_conversation else 0  # a new one's messages
+        self.summary.after_turn(persona, state.key, state.turn.owner, model, known)
         return Done(
             text=text_answer,
             usage=usage,

@@ -51,6 +51,8 @@ class TurnState:
     """The last call's text."""
     memory_scope: MemoryScope | None = None
     """Whose memory the turn reads and adds to (``None``: the persona remembers nothing)."""
+    new_conversation: bool = False
+    """Whether the turn opens its conversation (no history before it)."""
     remembered: tuple[str, ...] = ()
     """What memory brought into the prompt, each item marked with who said it."""
     citations: tuple[dict[str, Any], ...] = ()

@@ -52,11 +52,13 @@ class PersonaMemory(TurnMemory):
         self.reembedder = Reembedder(store, embedder)
 
     async def recall(
-        self, scope: MemoryScope, message: str, in_prompt: Sequence[str]
+        self, scope: MemoryScope, message: str, in_prompt: Sequence[str], *, new: bool = False
     ) -> tuple[str, ...]:
         """As :meth:`TurnMemory.recall`; when the embedder fails (an endpoint down), the
         turn goes on without memory, and the error is logged."""
         self.reembedder.start()
+        if new and scope.conversation_only:  # one new conversation's memory: empty
+            return ()
         try:
             return await self._recall(scope, message, in_prompt)
         except Exception:

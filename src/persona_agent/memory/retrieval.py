@@ -13,7 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from persona_agent.memory.embeddings import Vectors
-from persona_agent.memory.index import Remembered, ScopeIndex, words
+from persona_agent.memory.index import Remembered, ScopeIndex
+from persona_agent.memory.words import words
 
 __all__ = ["estimate_tokens", "keyword_scores", "search", "select_remembered"]
 
@@ -104,12 +105,13 @@ def search(
     near_duplicate: float = 1.0,
 ) -> list[Remembered]:
     """The items most relevant to ``query``, fused from the cosine ranking and the
-    keyword ranking (an item only one ranking finds counts there alone), the best
-    first, until the next would overflow ``token_budget``; at most ``max_items``. Items
-    whose text is in ``exclude`` (already in the prompt) are left out, and so are those
-    whose cosine with one chosen is over ``near_duplicate`` (a message said again in
-    other words would take the place of another: measured in bench/memory.py, 29 of 50
-    planted facts found without it, 42 with it). Of equal items, the newer comes first."""
+    keyword ranking (an item only one ranking finds counts there alone), weighed by what
+    each is (:func:`~persona_agent.memory.index.prior`), the best first, until the next
+    would overflow ``token_budget``; at most ``max_items``. Items whose text is in
+    ``exclude`` (already in the prompt) are left out, and so are those whose cosine with
+    one chosen is over ``near_duplicate`` (a message said again in other words would take
+    the place of another: measured in bench/memory.py, 29 of 50 planted facts found
+    without it, 42 with it). Of equal items, the newer comes first."""
     if not len(index) or token_budget <= 0 or max_items <= 0:
         return []
     # Newest first: of two equal scores, the newer ranks higher.
@@ -118,11 +120,14 @@ def search(
     fused = _rank_points(cosine)
     for position, points in _rank_points(keywords).items():
         fused[position] = fused.get(position, 0.0) + points
+    last = len(index) - 1
+    priors = index.priors
+    for position in fused:  # what was told of the caller first, questions last
+        fused[position] *= float(priors[last - position])
     chosen: list[Remembered] = []
     chosen_rows: list[int] = []
     used = 0
     seen: set[str] = set()
-    last = len(index) - 1
     vectors = index.vectors
     for position in sorted(fused, key=lambda p: (-fused[p], p)):
         row = last - position

@@ -37,6 +37,12 @@ class MemoryScope:
     max_items: int | None = None
     """Items a prompt takes at most (``None``: the hub's default)."""
 
+    @property
+    def conversation_only(self) -> bool:
+        """Whether this memory is of one conversation only (an anonymous caller's, not
+        shared): a new conversation's is then empty, and needs no search."""
+        return not self.owner and not self.shared
+
     def of(self, persona_id: str) -> MemoryScope:
         """The same caller's memory with ``persona_id`` alone."""
         return MemoryScope(persona_id, self.owner, self.conversation)
@@ -57,10 +63,11 @@ class TurnMemory:
         return MemoryScope(persona.id, owner, conversation)
 
     async def recall(
-        self, scope: MemoryScope, message: str, in_prompt: Sequence[str]
+        self, scope: MemoryScope, message: str, in_prompt: Sequence[str], *, new: bool = False
     ) -> tuple[str, ...]:
         """What to add to the prompt of the turn answering ``message``, each item marked
-        with who said it; ``in_prompt``: texts the prompt has already."""
+        with who said it; ``in_prompt``: texts the prompt has already; ``new``: the
+        turn opens its conversation."""
         return ()
 
     async def keep(self, scope: MemoryScope, said: Sequence[dict[str, Any]]) -> None:

@@ -151,10 +151,12 @@ class SharedMemory(TurnMemory):
         )
 
     async def recall(
-        self, scope: MemoryScope, message: str, in_prompt: Sequence[str]
+        self, scope: MemoryScope, message: str, in_prompt: Sequence[str], *, new: bool = False
     ) -> tuple[str, ...]:
         """As :meth:`TurnMemory.recall`, in a span (``memory_search {persona}``) and
-        counted; a failure (an embeddings endpoint down) is logged and recalls nothing."""
+        counted; a failure (an embeddings endpoint down) is logged and recalls nothing.
+        The memory of one new conversation (an anonymous caller's first turn) is empty:
+        not searched (no embedding, no database read), a miss."""
         persona = scope.persona_id
         attributes: dict[str, Any] = {"persona_agent.persona.id": persona}
         if scope.shared:
@@ -163,12 +165,16 @@ class SharedMemory(TurnMemory):
         with TRACER.start_as_current_span(name, attributes=attributes) as span:
             started = time.monotonic()
             try:
-                found = await self.search(
-                    scope,
-                    message,
-                    token_budget=_given(scope.token_budget, self.memory.token_budget),
-                    max_items=_given(scope.max_items, self.memory.max_items),
-                    exclude=in_prompt,
+                found = (
+                    []
+                    if new and scope.conversation_only
+                    else await self.search(
+                        scope,
+                        message,
+                        token_budget=_given(scope.token_budget, self.memory.token_budget),
+                        max_items=_given(scope.max_items, self.memory.max_items),
+                        exclude=in_prompt,
+                    )
                 )
             except Exception as error:
                 logger.exception("persona %s: memory could not be searched", persona)

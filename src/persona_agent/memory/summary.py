@@ -72,13 +72,17 @@ class Locks(Protocol):
 class ConversationSummary:
     """No running summary (the default): nothing in the prompt, nothing made."""
 
-    async def current(self, conversation: str) -> str:
-        """The summary of what has left the conversation's window ("" when none)."""
+    async def current(self, conversation: str, *, new: bool = False) -> str:
+        """The summary of what has left the conversation's window ("" when none, and
+        for a ``new`` conversation)."""
         return ""
 
-    def after_turn(self, persona: Persona, conversation: str, owner: str, model: str) -> None:
+    def after_turn(
+        self, persona: Persona, conversation: str, owner: str, model: str, messages: int = 0
+    ) -> None:
         """A turn of the conversation was written to its history: bring its summary up to
-        date in the background (``model``: the turn's)."""
+        date in the background (``model``: the turn's; ``messages``: how many the
+        conversation has when known, a new one's, else 0)."""
 
     async def settled(self) -> None:
         """Return once no summary is being made."""
@@ -124,16 +128,22 @@ class RunningSummary(ConversationSummary):
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
 
-    async def current(self, conversation: str) -> str:
-        """As :meth:`ConversationSummary.current`; a database that fails leaves the turn
-        without its summary (logged)."""
+    async def current(self, conversation: str, *, new: bool = False) -> str:
+        """As :meth:`ConversationSummary.current` (a new conversation's: not read); a
+        database that fails leaves the turn without its summary (logged)."""
+        if new:
+            return ""
         try:
             return (await self.store.get(conversation)).text
         except Exception:
             logger.exception("conversation %s: its summary could not be read", conversation)
             return ""
 
-    def after_turn(self, persona: Persona, conversation: str, owner: str, model: str) -> None:
+    def after_turn(
+        self, persona: Persona, conversation: str, owner: str, model: str, messages: int = 0
+    ) -> None:
+        if 0 < messages <= self.max_messages:  # none has left the window: nothing to do
+            return
         if conversation in self._tasks:  # runs again once the one under way ends
             self._again.add(conversation)
             return
