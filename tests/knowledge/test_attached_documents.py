@@ -8,6 +8,9 @@ Drop the exact filter after the LIKE, or the owner check of the delete, and it f
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from persona_agent.a2a.lifecycle import conversation_key
@@ -28,11 +31,12 @@ LOOKALIKES = ["key:axb", "KEY:A_B", "key:a_b2"]
 
 
 async def test_a_caller_lists_and_deletes_the_documents_it_attached(
-    hub_factory: HubFactory, llm: FakeLLM
+    hub_factory: HubFactory, llm: FakeLLM, tmp_path: Path
 ) -> None:
     pdf = pdf_of(["Ledger of the year.", "The treasury holds nine hundred drachmas."])
+    log = tmp_path / "audit.jsonl"
     async with (
-        hub_factory(api_keys=KEYS) as hub,
+        hub_factory(api_keys=KEYS, audit_log=str(log)) as hub,
         caller(hub, ALICE_KEY) as alice,
         caller(hub, BOB_KEY) as bob,
     ):
@@ -73,6 +77,12 @@ async def test_a_caller_lists_and_deletes_the_documents_it_attached(
         assert (await alice.delete(f"{ATTACHED}/{document['id']}")).status_code == 404
         unknown = await alice.get("/api/v1/personas/nobody/conversation-documents")
         assert unknown.status_code == 404
+
+    events = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    deletes = [e for e in events if e["action"] == "memory.document.delete"]
+    assert [(e["principal"], e["caller"], e["document"], e["outcome"]) for e in deletes] == [
+        ("key:alice", "key:alice", document["id"], "ok")
+    ]
 
 
 async def test_a_keyless_hub_wants_the_caller_named(hub_factory: HubFactory) -> None:
