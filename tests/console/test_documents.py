@@ -14,6 +14,7 @@ from tests.console.conftest import (
     browse,
     find,
     open_console,
+    screenshot,
     severe_browser_errors,
     wait,
 )
@@ -54,6 +55,9 @@ async def test_documents_are_uploaded_listed_and_deleted(
         refused = find(browser, "#documents-status .error-box").text
         assert refused.startswith("sheet.xlsx: ")  # the hub's reason, naming the file
         assert hub_documents(hub, "hermit") == ["handbook.md"]
+        section = find(browser, ".documents-section")
+        browser.execute_script("arguments[0].scrollIntoView({block: 'end'})", section)
+        screenshot(browser, tmp_path, "console-documents")
 
         find(browser, "#documents .document-delete").click()
         find(browser, "#confirm-dialog[open] #confirm-ok").click()

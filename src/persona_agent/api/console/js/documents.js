@@ -14,6 +14,10 @@ function documentsPath(personaId) {
 // Where a document came from, in words (the REST API's "source").
 const SOURCES = { upload: "uploaded", directory: "from the documents folder" };
 
+function passages(count) {
+  return `${count} passage${count === 1 ? "" : "s"}`;
+}
+
 function size(bytes) {
   if (bytes < 1024) return `${bytes} B`;
   if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
@@ -56,7 +60,7 @@ export function documentsSection(personaId) {
       el(
         "span",
         { class: "document-facts" },
-        ` ${doc.chunks} passage${doc.chunks === 1 ? "" : "s"}, ${size(doc.bytes)}, ${SOURCES[doc.source] || doc.source}`,
+        ` ${passages(doc.chunks)}, ${size(doc.bytes)}, ${SOURCES[doc.source] || doc.source}`,
       ),
       el("button", { type: "button", class: "danger document-delete", on: { click: () => remove(doc) } }, "Delete"),
     );
@@ -95,7 +99,7 @@ export function documentsSection(personaId) {
       status.textContent = `Reading ${file.name}…`;
       try {
         const taken = await (await upload(personaId, file)).json();
-        toast(`Added ${taken.name} (${taken.chunks} passages)`);
+        toast(`Added ${taken.name} (${passages(taken.chunks)})`);
       } catch (error) {
         problems.push(error);
       }
