@@ -1,6 +1,7 @@
 """Retention on real databases (a SQLite file and PostgreSQL): the oldest tasks,
 messages and memories over a limit are deleted, running tasks never, push configs with
-their tasks, and the loop sweeps until stopped."""
+their tasks, a conversation's documents with its last message, and the loop sweeps until
+stopped."""
 
 from __future__ import annotations
 
@@ -17,16 +18,18 @@ from a2a.types.a2a_pb2 import (
     TaskState,
     TaskStatus,
 )
-from sqlalchemy import insert
+from sqlalchemy import bindparam, insert, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from persona_agent.a2a.push import ConfigLimits, IndexedConfigStore
 from persona_agent.a2a.task_store import SqlTaskStore, persona_owner
 from persona_agent.chat.history import ConversationHistory
-from persona_agent.db import GroupCommitWriter, memories_table
+from persona_agent.db import GroupCommitWriter, documents_table, memories_table
+from persona_agent.knowledge.turn import AttachedFile
 from persona_agent.memory.records import MemoryRecords
-from persona_agent.retention import Retention, RetentionLimits
+from persona_agent.retention import DOCUMENT_GRACE_SECONDS, Retention, RetentionLimits
 from tests.a2a.test_task_store import ctx
+from tests.knowledge.test_library import knowledge
 
 DONE = TaskState.TASK_STATE_COMPLETED
 WORKING = TaskState.TASK_STATE_WORKING
@@ -95,6 +98,37 @@ async def test_the_newest_messages_within_the_count_and_bytes_stay(
     await Retention(writer, RetentionLimits(message_max_count=0, message_max_bytes=600)).sweep()
     loaded = await ConversationHistory(writer).load("ada:c1")
     assert [m["content"][:2] for m in loaded] == ["q4", "a4"]
+
+
+async def test_a_conversations_documents_go_with_its_last_message(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    library = knowledge(writer)
+    history = ConversationHistory(writer)
+    persona_own = await library.add("ada", "handbook.md", b"The persona's own handbook.")
+    for conversation, text in [("old", "first"), ("kept", "second"), ("young", "third")]:
+        note = AttachedFile(f"{conversation}.html", "text/html", f"<p>{text} note</p>".encode())
+        await library.for_turn("ada", conversation, "note?", [note])
+    # "old" and "kept" were attached two hours ago; "young" is still in its first turn.
+    aged = int((time.time() - 2 * DOCUMENT_GRACE_SECONDS) * 1000)
+    older = update(documents_table).where(documents_table.c.conversation == bindparam("key"))
+    rows = [{"key": key, "aged": aged} for key in ("old", "kept")]
+    await writer.write(older.values(created_ms=bindparam("aged")), rows)
+    await history.append("ada:old", [{"role": "user", "content": "q" * 500}])
+    await history.append("ada:kept", [{"role": "user", "content": "q2"}])
+
+    async def attached() -> list[str]:
+        return sorted(d.conversation for d in await library.attached("ada", "") if d.conversation)
+
+    await Retention(writer, NOTHING).sweep()  # no message limit: nothing goes
+    assert await attached() == ["kept", "old", "young"]
+    limits = RetentionLimits(message_max_count=0, message_max_bytes=100)
+    await Retention(writer, limits).sweep()  # the old conversation's message goes
+    assert await ConversationHistory(writer).load("ada:old") == []
+    assert await attached() == ["kept", "young"]
+    assert [d.id for d in await library.documents("ada")] == [persona_own.id]
+    passages = await library.store.passages("ada", "old")  # its passages went with it
+    assert [passage.text for passage in passages] == ["The persona's own handbook."]
 
 
 async def test_memories_older_than_the_age_limit_go(

@@ -29,6 +29,8 @@ def memory_tables(metadata: MetaData, seq: TypeEngine[int]) -> tuple[Table, Tabl
         Index("ix_pa_memories_scope", "persona_id", "owner", "conversation", "seq"),
         # A search's first query (the scope's count and highest seq) reads this index alone.
         Index("ix_pa_memories_model_scope", "persona_id", "owner", "model", "conversation", "seq"),
+        # Forgetting a caller deletes its records with every persona (migration 0009).
+        Index("ix_pa_memories_owner", "owner"),
     )  # what callers told personas, with its vectors (persona_agent.memory.remembered)
     summaries = Table(
         "pa_summaries",

@@ -204,12 +204,14 @@ def build_summary(
     *,
     locks: Locks | None = None,
     record: Callable[[str, str, Usage], Awaitable[None]] | None = None,
+    metrics: HubMetrics | None = None,
 ) -> ConversationSummary:
     """The running summary of what leaves conversations' windows: with memory on, made by
     the model ``memory_summary_model`` names (by default the persona's own) on the
     ``openai`` backend; none with the embedded model, too small to summarize well
     (docs/memory.md). ``locks``: the engine's, when they span replicas; ``record``: where
-    each summary's tokens go (the usage log).
+    each summary's tokens go (the usage log); ``metrics``: where its model calls are
+    counted (each is also a ``chat {model}`` span, as a turn's).
 
     Raises:
         ConfigError: a summary model named with the embedded model.
@@ -229,10 +231,11 @@ def build_summary(
         return NO_SUMMARY
     from persona_agent.memory.summary import RunningSummary
     from persona_agent.memory.summary_store import SummaryStore
+    from persona_agent.observe.metrics import NO_METRICS
 
     return RunningSummary(
         SummaryStore(writer),
-        _completion(llm, record),
+        _completion(llm, record, metrics if metrics is not None else NO_METRICS),
         max_messages=settings.history_max_messages,
         token_budget=settings.memory_summary_tokens,
         model=chosen or None,
@@ -241,9 +244,13 @@ def build_summary(
 
 
 def _completion(
-    llm: LLMBackend, record: Callable[[str, str, Usage], Awaitable[None]] | None
+    llm: LLMBackend,
+    record: Callable[[str, str, Usage], Awaitable[None]] | None,
+    metrics: HubMetrics,
 ) -> Complete:
-    """One request to ``llm`` for its whole answer (the summary), its tokens recorded."""
+    """One request to ``llm`` for its whole answer (the summary), its tokens recorded, in
+    a span of its own and counted in ``metrics`` (as a turn's model call)."""
+    from persona_agent.llm.observed import observed_stream
 
     async def complete(
         persona_id: str, model: str, messages: list[dict[str, Any]], max_tokens: int
@@ -253,7 +260,8 @@ def _completion(
         )
         text: list[str] = []
         end = StreamEnd()
-        async with aclosing(llm.stream(request)) as chunks:
+        stream = observed_stream(llm, request, model, metrics, purpose="summary")
+        async with aclosing(stream) as chunks:
             async for chunk in chunks:
                 if isinstance(chunk, TextDelta):
                     text.append(chunk.text)

@@ -3,7 +3,8 @@ the database does not grow without bound.
 
 Limits (each 0 for none; docs/security.md): a task's age, for tasks and for conversation
 messages, how many are kept and how many bytes of them, and a memory's age. The oldest go
-first; a conversation's running summary goes with its last message. Tasks still
+first; a conversation's running summary, and the documents attached to it (A2A file
+parts), go with its last message. Tasks still
 ``submitted`` or ``working`` are never deleted (a restart marks those of a stopped hub
 failed, and then they age like the rest). Each sweep is a few
 ``DELETE`` statements in the database's group commit, one per limit, then the ``prune``
@@ -25,13 +26,15 @@ from sqlalchemy import TextClause, text
 
 from persona_agent.db import (
     GroupCommitWriter,
+    document_chunks_table,
+    documents_table,
     memories_table,
     messages_table,
     summaries_table,
     tasks_table,
 )
 
-__all__ = ["Retention", "RetentionLimits"]
+__all__ = ["DOCUMENT_GRACE_SECONDS", "Retention", "RetentionLimits"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +48,24 @@ _ORPHAN_SUMMARIES = text(
     f"WHERE {_MESSAGES}.conversation = {summaries_table.name}.conversation)"
 )
 """A running summary goes with its conversation's last message (docs/memory.md)."""
+_DOCUMENTS = documents_table.name
+_ORPHAN_DOCUMENT = (
+    f"{_DOCUMENTS}.conversation <> '' AND {_DOCUMENTS}.created_ms < :cutoff AND NOT EXISTS "
+    f"(SELECT 1 FROM {_MESSAGES} WHERE {_MESSAGES}.conversation = "
+    f"{_DOCUMENTS}.persona_id || ':' || {_DOCUMENTS}.conversation)"
+)
+"""A document attached to a conversation (docs/knowledge.md) whose conversation has no
+message left (the key in ``pa_messages`` is ``{persona}:{conversation}``)."""
+_ORPHAN_DOCUMENTS = (
+    text(
+        f"DELETE FROM {document_chunks_table.name} WHERE document_id IN "
+        f"(SELECT id FROM {_DOCUMENTS} WHERE {_ORPHAN_DOCUMENT})"
+    ),
+    text(f"DELETE FROM {_DOCUMENTS} WHERE {_ORPHAN_DOCUMENT}"),
+)
+DOCUMENT_GRACE_SECONDS = 3600
+"""A conversation's document is stored before its turn's messages are: one younger than
+this is kept whether its conversation has messages or not."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +122,10 @@ class Retention:
             statements.append((_ORPHAN_SUMMARIES, {}))
         for statement, parameters in statements:
             await self._db.write(statement, [parameters])
+        if limits.message_max_count > 0 or limits.message_max_bytes > 0:
+            aged = {"cutoff": int((time.time() - DOCUMENT_GRACE_SECONDS) * 1000)}
+            # In one transaction: no document is left without its passages.
+            await self._db.write_together([(sql, [aged]) for sql in _ORPHAN_DOCUMENTS])
         for prune in self._prune:
             await prune()
 

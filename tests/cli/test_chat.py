@@ -41,7 +41,8 @@ from typer.testing import CliRunner
 from persona_agent.a2a.executor import data_value
 from persona_agent.cli import app
 from persona_agent.cli.a2a_chat import DEMO_NOTE
-from tests.fakes.fake_llm import Fail, FakeLLM, Reply
+from persona_agent.cli.chat_parts import REMEMBERED_WIDTH
+from tests.fakes.fake_llm import Fail, FakeLLM, Reply, ToolCalls
 from tests.servers.hub_process import hub_process
 from tests.servers.threaded import ThreadedServer
 
@@ -173,8 +174,10 @@ def chat(llm: FakeLLM, data_dir: Path, personas_dir: Path, tmp_path: Path) -> It
         PERSONA_AGENT_WATCH_PERSONAS="false",
     )
 
-    def start(*args: str) -> Chat:
-        session = Chat(list(args), base, tmp_path)
+    def start(*args: str, **settings: str) -> Chat:
+        """``settings``: more of the hub's settings, as ``memory="true"``."""
+        env = base | {f"PERSONA_AGENT_{name.upper()}": value for name, value in settings.items()}
+        session = Chat(list(args), env, tmp_path)
         started.append(session)
         return session
 
@@ -482,6 +485,34 @@ def test_the_demo_models_answers_are_labelled_once(
     assert "Echo: echo 2: again" in session.text
     assert session.text.count(DEMO_NOTE) == 1
     assert session.text.index(DEMO_NOTE) > session.text.index("echo 1: hello")
+    assert session.quit() == 0
+
+
+def test_an_answer_says_in_one_line_what_memory_did_for_it(chat: StartChat, llm: FakeLLM) -> None:
+    fact = "The user's dog is called Biscuit."
+    llm.script(
+        Reply("Noted."),
+        Reply("Let us."),
+        ToolCalls([("remember", {"fact": fact})]),
+        Reply("Biscuit, you said."),
+    )
+    # An anonymous caller's memory is the conversation's: a window of two messages leaves
+    # the first turn to memory, as in the console's test (tests/console/test_memory.py).
+    session = chat("socrates", memory="true", history_max_messages="2")
+    session.prompt()
+    session.say("My dog is called Biscuit.")
+    session.say("Let us speak of virtue.")
+    assert "Remembered" not in session.text  # memory did nothing for these: no line
+    session.say("What is my dog called?")
+    lines = session.text.splitlines()
+    answer = lines.index("Socrates: Biscuit, you said.")
+    note = lines[answer + 1]
+    # What was recalled, then what the persona kept, cut to one short line.
+    assert note.startswith(
+        "Remembered (3): The user said: My dog is called Biscuit. · You said: Noted. · Kept: "
+    )
+    assert note.endswith("…")
+    assert len(note) == REMEMBERED_WIDTH
     assert session.quit() == 0
 
 

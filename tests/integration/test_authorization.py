@@ -264,6 +264,16 @@ DOORS: dict[str, Door] = {
         "GET", "/api/v1/personas/socrates/memories", params={"caller": "key:scoped"}
     ),
     "rest forget me": _rest("DELETE", "/api/v1/memories"),  # every persona: one's own data
+    "rest attached own": _rest("GET", "/api/v1/personas/socrates/conversation-documents"),
+    "rest attached other": _rest("GET", f"/api/v1/personas/{OTHER}/conversation-documents"),
+    "rest attached delete other": _rest(
+        "DELETE", f"/api/v1/personas/{OTHER}/conversation-documents/some-id"
+    ),
+    "rest attached of another caller": _rest(
+        "GET",
+        "/api/v1/personas/socrates/conversation-documents",
+        params={"caller": "key:scoped"},
+    ),
 }
 
 ALL_OK = {door: "ok" for door in DOORS}
@@ -282,6 +292,7 @@ EXPECTED: dict[str, dict[str, str]] = {
         **{door: "403" for door in DOORS if door.startswith("rest") and door.endswith("other")},
         "metrics": "403",
         "rest memories of another caller": "403",
+        "rest attached of another caller": "403",
         "consult other": "refused",
         "consult vault": "refused",
         "panel broadcast": "albert-einstein=rejected socrates=completed vault=rejected",

@@ -30,9 +30,10 @@ from persona_agent.personas.turn_prompt import SUMMARY_HEADING
 from persona_agent.settings import Settings
 from tests.conformance.conftest import wait_until
 from tests.conftest import empty_postgres
-from tests.fakes.fake_llm import Fail, FakeLLM
+from tests.fakes.fake_llm import Fail, FakeLLM, Reply
 from tests.integration.a2a_helpers import answer_text, send
 from tests.integration.conftest import BUNDLED, HERMIT, Hub, HubFactory
+from tests.integration.test_metrics import scrape, value
 
 ALICE_KEY = "alice-key-0123456789abcdef"
 BOB_KEY = "bob-key-0123456789abcdef00"
@@ -249,3 +250,49 @@ def test_a_summary_model_named_with_the_embedded_model_stops_start_up(tmp_path: 
     with pytest.raises(ConfigError, match="MEMORY_SUMMARY_MODEL needs the openai"):
         create_app(named)
     create_app(Settings(_env_file=None, llm_backend="local", **values))  # type: ignore[call-arg]
+
+
+async def test_a_summarys_model_call_is_counted_as_the_turns_are(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    """docs/observability.md: ``persona_agent_llm_calls`` and ``persona_agent_llm_tokens``
+    count every call to the chat model, a running summary's too (its span:
+    tests/integration/test_tracing.py)."""
+    model = "gpt-4o-mini"
+    llm.script(*(Reply(f"Answer {n}.", usage=(10, 2)) for n in range(3)))
+    llm.script_summary(Reply("The user has a dog called Biscuit.", usage=(40, 6)))
+    async with hub_factory(**WINDOW, llm_model=model) as hub, reading(hub) as db:
+        client = await hub.client("socrates")
+        first = await send(client, FACT)
+        for text in LATER:
+            await send(client, text, first.context_id)
+        await summary_with(db, f"socrates:{first.context_id}", "Biscuit")
+        samples = await scrape(hub)
+    calls = "persona_agent_llm_calls_total"
+    assert value(samples, calls, model=model, outcome="ok") == 3 + 1
+    assert value(samples, calls, model=model, outcome="error") == 0
+    tokens = "persona_agent_llm_tokens_total"
+    assert value(samples, tokens, model=model, kind="input") == 3 * 10 + 40
+    assert value(samples, tokens, model=model, kind="output") == 3 * 2 + 6
+
+
+async def test_a_failed_summary_call_is_counted_as_an_error(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    model = "gpt-4o-mini"
+    llm.script_summary(Fail(500, "summarizer down"))
+    async with hub_factory(**WINDOW, llm_model=model) as hub:
+        client = await hub.client("socrates")
+        first = await send(client, FACT)
+        for text in LATER:
+            await send(client, text, first.context_id)
+
+        async def failed() -> bool:
+            samples = await scrape(hub)
+            return (
+                value(samples, "persona_agent_llm_calls_total", model=model, outcome="error") == 1
+            )
+
+        await wait_until("the summary's failed call counted", failed)
+        samples = await scrape(hub)
+    assert value(samples, "persona_agent_llm_calls_total", model=model, outcome="ok") == 3

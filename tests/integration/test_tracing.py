@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from persona_agent.llm.observed import PURPOSE_ATTRIBUTE
 from tests.fakes.fake_llm import FakeLLM, Reply, ToolCalls
 from tests.servers.hub_process import hub_process
 from tests.servers.otlp_receiver import OTLPReceiver, ReceivedSpan
@@ -236,3 +237,47 @@ def test_a_memory_search_is_a_span_of_the_task_with_its_hits_and_tokens(
     assert int(str(recalled["persona_agent.memory.hits"])) >= 1
     fact = "The user said: My dog is called Biscuit."
     assert int(str(recalled["persona_agent.memory.tokens"])) >= len(fact) // 4
+
+
+def test_a_running_summarys_model_call_is_a_span_as_a_turns_is(
+    tmp_path: Path, personas_dir: Path, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/observability.md: the model call that makes a running summary (docs/memory.md)
+    is a ``chat {model}`` span, marked as the summary's, in the trace of the turn after
+    which it was made (the third turn: its first has left the window of four messages)."""
+    llm.script_summary(Reply("The user has a dog called Biscuit.", usage=(40, 6)))
+    said = ["My dog is called Biscuit.", "Let us speak of virtue.", "What is courage?"]
+    with OTLPReceiver("http") as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+        monkeypatch.delenv("OTEL_TRACES_EXPORTER", raising=False)
+        settings = {
+            "LLM_BASE_URL": llm.base_url,
+            "LLM_API_KEY": "test",
+            "LLM_MODEL": MODEL,
+            "MEMORY": "on",
+            "HISTORY_MAX_MESSAGES": "4",
+        }
+        traces = [secrets.token_hex(16) for _ in said]
+        with hub_process(personas_dir, tmp_path / "data", **settings) as (url, _):
+            context = ""
+            for trace, text in zip(traces, said, strict=True):
+                events = _stream(url, text, f"00-{trace}-{'1' * 16}-01", context)
+                context = events[-1]["statusUpdate"]["contextId"]
+
+            def summarized(spans: list[ReceivedSpan]) -> bool:
+                return any(s.attributes.get(PURPOSE_ATTRIBUTE) == "summary" for s in spans)
+
+            spans = receiver.wait_for(summarized)
+    (summary,) = [s for s in spans if s.attributes.get(PURPOSE_ATTRIBUTE) == "summary"]
+    assert summary.trace_id == traces[2]  # after the turn that pushed the first out
+    assert summary.name == f"chat {MODEL}"
+    assert summary.kind == "SPAN_KIND_CLIENT"
+    assert summary.attributes["gen_ai.operation.name"] == "chat"
+    assert summary.attributes["gen_ai.request.model"] == MODEL
+    assert summary.attributes["gen_ai.usage.input_tokens"] == 40
+    assert summary.attributes["gen_ai.usage.output_tokens"] == 6
+    assert summary.attributes["gen_ai.response.finish_reasons"] == ["stop"]
+    turns = [s for s in spans if s.name == f"chat {MODEL}" and s is not summary]
+    assert all(PURPOSE_ATTRIBUTE not in s.attributes for s in turns)  # a turn's is unmarked

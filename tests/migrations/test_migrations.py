@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, inspect, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from typer.testing import CliRunner
 
@@ -31,7 +31,7 @@ from persona_agent.migrations import (
 )
 from tests.conftest import empty_postgres
 
-HEAD = "0008"
+HEAD = "0009"
 NOT_OURS = {"alembic_version", "push_notification_configs"}  # Alembic's, and the SDK's
 
 
@@ -145,6 +145,46 @@ async def test_down_to_the_schema_before_replicas_and_up_again(empty: AsyncEngin
     await upgrade_db(empty)
     await assert_old_task_kept(empty)
     assert await schema_differences(empty) == []
+
+
+async def memory_indexes(engine: AsyncEngine) -> set[str]:
+    async with engine.connect() as conn:
+        found = await conn.run_sync(lambda c: inspect(c).get_indexes("pa_memories"))
+    return {str(index["name"]) for index in found}
+
+
+async def test_0009_indexes_memories_by_owner_and_goes_down_again(empty: AsyncEngine) -> None:
+    await upgrade_db(empty, "0008")
+    async with empty.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO pa_memories (persona_id, owner, conversation, role, text, model, "
+                "vector, at_ms) VALUES ('ada', 'key:alice', 'c1', 'user', 'hi', 'm', :v, 1)"
+            ),
+            {"v": b"\0" * 8},
+        )
+    assert "ix_pa_memories_owner" not in await memory_indexes(empty)
+    await upgrade_db(empty)
+    assert await db_revision(empty) == ("0009", HEAD)
+    assert "ix_pa_memories_owner" in await memory_indexes(empty)
+    if empty.dialect.name == "sqlite":  # forgetting a caller reads the index, not the table
+        async with empty.connect() as conn:
+            plan = " ".join(
+                str(row[-1])
+                for row in await conn.execute(
+                    text("EXPLAIN QUERY PLAN DELETE FROM pa_memories WHERE owner = 'key:alice'")
+                )
+            )
+        assert "USING INDEX ix_pa_memories_owner" in plan, plan
+    async with revisions.one_at_a_time(), empty.begin() as conn:
+        await conn.run_sync(revisions.downgrade, "0008")
+    assert await db_revision(empty) == ("0008", HEAD)
+    assert "ix_pa_memories_owner" not in await memory_indexes(empty)
+    await upgrade_db(empty)
+    assert await schema_differences(empty) == []
+    async with empty.connect() as conn:
+        owners = (await conn.execute(text("SELECT owner FROM pa_memories"))).all()
+    assert [row[0] for row in owners] == ["key:alice"]  # the rows stay, up and down
 
 
 async def test_replicas_starting_at_once_all_migrate(tmp_path: Path) -> None:

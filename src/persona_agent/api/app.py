@@ -34,6 +34,7 @@ from persona_agent.api.deps import UPLOAD_HEADER, ApiParts, is_loopback
 from persona_agent.api.pages import add_pages
 from persona_agent.api.readiness import Readiness
 from persona_agent.api.routes import (
+    caller_documents,
     discovery,
     memories,
     operations,
@@ -127,7 +128,14 @@ def _add_routes(app: HubApp, settings: Settings) -> None:
     app.add_middleware(BodyLimit, limits=persona_limits(settings))
     app.include_router(discovery.router)
     app.include_router(operations.router)
-    for module in (personas, persona_files, persona_usage, memories, persona_documents):
+    for module in (
+        personas,
+        persona_files,
+        persona_usage,
+        memories,
+        caller_documents,
+        persona_documents,
+    ):
         app.include_router(module.router, prefix="/api/v1")
     add_pages(app, app.parts.registry, console=settings.console)
     for error_type, code in HTTP_STATUSES.items():

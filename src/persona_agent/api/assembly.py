@@ -325,6 +325,7 @@ def build_engine(
         model.llm,
         locks=cluster.locks if cluster is not None else None,
         record=record,
+        metrics=metrics,
     )
     return ChatEngine(
         model.llm,

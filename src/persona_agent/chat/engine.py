@@ -15,8 +15,6 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any
 
-from opentelemetry.trace import SpanKind
-
 from persona_agent.chat.budget import TurnCalls
 from persona_agent.chat.conversation_locks import KeyedLocks
 from persona_agent.chat.events import ChatEvent, Done, Token, ToolEnd, ToolOutput, ToolStart
@@ -33,14 +31,13 @@ from persona_agent.llm.base import (
     Progress,
     StreamEnd,
     StreamItem,
-    TextDelta,
     ToolCall,
 )
+from persona_agent.llm.observed import observed_stream
 from persona_agent.memory.scope import NO_MEMORY, TurnMemory
 from persona_agent.memory.summary import NO_SUMMARY, ConversationSummary
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.observe.pricing import PriceTable
-from persona_agent.observe.tracing import TRACER
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import render_greeting
 from persona_agent.personas.turn_prompt import assemble_prompt
@@ -395,48 +392,9 @@ class ChatEngine:
             data=question.data,
         )
 
-    async def _model_call(
-        self, request: ChatRequest, model: str
-    ) -> AsyncGenerator[StreamItem, None]:
+    def _model_call(self, request: ChatRequest, model: str) -> AsyncGenerator[StreamItem, None]:
         """The backend's stream for ``request``, in a span of the call, and counted."""
-        attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": self.llm.name,
-            "gen_ai.request.model": model,
-        }
-        if request.temperature is not None:
-            attributes["gen_ai.request.temperature"] = request.temperature
-        if request.max_tokens is not None:
-            attributes["gen_ai.request.max_tokens"] = request.max_tokens
-        with TRACER.start_as_current_span(
-            f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes
-        ) as span:
-            sent = time.monotonic()
-            first = True
-            end = StreamEnd()
-            try:
-                async with aclosing(self.llm.stream(request)) as chunks:
-                    async for chunk in chunks:
-                        if isinstance(chunk, StreamEnd):
-                            end = chunk
-                        elif first and isinstance(chunk, TextDelta) and chunk.text:
-                            first = False
-                            waited = time.monotonic() - sent
-                            span.set_attribute("gen_ai.response.time_to_first_chunk", waited)
-                        yield chunk
-            except Exception:
-                self.metrics.llm_call(model, end.usage, failed=True)
-                raise
-            self.metrics.llm_call(model, end.usage, failed=False)
-            if span.is_recording():
-                span.set_attributes(
-                    {
-                        "gen_ai.usage.input_tokens": end.usage.prompt_tokens,
-                        "gen_ai.usage.output_tokens": end.usage.completion_tokens,
-                        "gen_ai.usage.cache_read.input_tokens": end.usage.cached_prompt_tokens,
-                        "gen_ai.response.finish_reasons": [end.finish_reason or ""],
-                    }
-                )
+        return observed_stream(self.llm, request, model, self.metrics)
 
     async def _call_tool(
         self, persona: Persona, name: str, arguments: dict[str, Any], turn: Turn

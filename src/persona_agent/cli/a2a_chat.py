@@ -34,10 +34,10 @@ from a2a.types.a2a_pb2 import (
     TaskState,
 )
 from a2a.utils.errors import A2AError, TaskNotCancelableError
-from google.protobuf.json_format import MessageToDict
 
 from persona_agent.a2a.cards import A2A_PREFIX, CARD_PATH, persona_url
 from persona_agent.a2a.extensions import GREETING_EXTENSION_URI
+from persona_agent.cli.chat_parts import from_demo_model, kind_of, progress_of, remembered_line
 from persona_agent.cli.waiting import WaitingLine
 
 __all__ = [
@@ -182,6 +182,8 @@ class _Answer:
     """What happens before anything else is printed, and for how long."""
     demo_model: bool = False
     """The answer came from the hub's embedded demo model (its cost-v1 says so)."""
+    remembered: str = ""
+    """What memory did for the answer, on one line (its memory-v1 data), or ''."""
 
     def show(self, event: StreamResponse) -> None:
         if event.HasField("artifact_update"):
@@ -202,7 +204,7 @@ class _Answer:
             self.task(event.task)
         elif event.HasField("message"):
             self.text(_text(event.message))
-            self.demo_model = self.demo_model or _from_demo_model(event.message)
+            self.demo_model = self.demo_model or from_demo_model(event.message)
             self.state = TaskState.TASK_STATE_COMPLETED
 
     def task(self, task: Task) -> None:
@@ -227,12 +229,13 @@ class _Answer:
     def status(self, state: TaskState, message: Message) -> None:
         self.state = state
         self.status_text = _text(message)
-        if _kind_of(message) == "progress":  # the model loading, waiting, reading
+        if kind_of(message) == "progress":  # the model loading, waiting, reading
             self.waiting.set(self.status_text[:1].lower() + self.status_text[1:])
             self.status_text = ""
             return
-        self.demo_model = self.demo_model or _from_demo_model(message)
-        progress = _progress_of(message)
+        self.demo_model = self.demo_model or from_demo_model(message)
+        self.remembered = remembered_line(message) or self.remembered
+        progress = progress_of(message)
         if progress:  # a consulted persona's answer, streamed: dim, inline
             if progress != self.progress_of:
                 self.aside(f"[{progress}:]", fg=None, dim=True)
@@ -277,6 +280,8 @@ class _Answer:
         if not self.at_line_start:
             _echo("\n")
             self.at_line_start = True
+        if self.remembered:
+            self.aside(self.remembered, fg=None, dim=True)
         if state in (TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_REJECTED):
             word = "failed" if state == TaskState.TASK_STATE_FAILED else "was rejected"
             reason = f": {self.status_text}" if self.status_text else ""
@@ -287,36 +292,6 @@ class _Answer:
             self.aside("(the agent needs authorization to go on)", fg=typer.colors.YELLOW)
         elif state not in _ENDED:
             self.aside("(the answer's stream ended before the answer did)", fg="yellow")
-
-
-def _progress_of(message: Message) -> str:
-    """Whose progress a status message carries (this hub's ``tool-progress`` data), or ''."""
-    for part in message.parts:
-        if part.HasField("data"):
-            data = MessageToDict(part.data)
-            if isinstance(data, dict) and data.get("kind") == "tool-progress":
-                return str(data.get("persona") or data.get("agent") or data.get("tool") or "tool")
-    return ""
-
-
-def _kind_of(message: Message) -> str:
-    """The ``kind`` of this hub's data part in a status message, or ''."""
-    for part in message.parts:
-        if part.HasField("data"):
-            data = MessageToDict(part.data)
-            if isinstance(data, dict):
-                return str(data.get("kind", ""))
-    return ""
-
-
-def _from_demo_model(message: Message) -> bool:
-    """Whether a final message's cost-v1 data says the embedded demo model answered."""
-    for part in message.parts:
-        if part.HasField("data"):
-            data = MessageToDict(part.data)
-            if isinstance(data, dict) and data.get("kind") == "cost-v1":
-                return data.get("demoModel") is True
-    return False
 
 
 def _text(message: Message) -> str:

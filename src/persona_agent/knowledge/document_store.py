@@ -222,6 +222,23 @@ class KnowledgeStore:
             await self._db.write_together(writes)
         return len(found)
 
+    async def caller_documents(self, persona_id: str, prefix: str) -> list[Document]:
+        """The documents attached to the persona's conversations whose key starts with
+        ``prefix`` (an identified caller's: ``@{caller}:``), the oldest first."""
+        docs = documents_table.c
+        rows = await self._db.fetch(
+            select(*_DOCUMENT_COLUMNS)
+            .where(
+                docs.persona_id == bindparam("persona_id"),
+                docs.conversation.like(bindparam("pattern"), escape="\\"),
+            )
+            .order_by(docs.created_ms, docs.id),
+            {"persona_id": persona_id, "pattern": like_escaped(prefix) + "%"},
+        )
+        # LIKE matches in any case on SQLite: keep the exact ones.
+        found = [Document(*row) for row in rows]
+        return [document for document in found if document.conversation.startswith(prefix)]
+
     def _deletes(self, persona_id: str, document_id: str) -> list[_Write]:
         return [
             (self._delete_chunks, [{"id": document_id}]),

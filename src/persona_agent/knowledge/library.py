@@ -124,16 +124,42 @@ class Knowledge(TurnKnowledge):
         return await self.store.documents(persona_id)
 
     async def delete(self, persona_id: str, document_id: str) -> Document:
-        """Delete one of the persona's documents and its passages.
+        """Delete one of the persona's own documents and its passages (a conversation's
+        is not found here: see :meth:`delete_attached`).
 
         Raises:
             DocumentNotFoundError: the persona has no document of this id.
         """
+        return await self._delete(persona_id, "", document_id)
+
+    async def attached(self, persona_id: str, prefix: str) -> list[Document]:
+        """The documents attached to the persona's conversations whose key starts with
+        ``prefix`` (an identified caller's, ``@{caller}:``), the oldest first."""
+        return await self.store.caller_documents(persona_id, prefix)
+
+    async def delete_attached(self, persona_id: str, prefix: str, document_id: str) -> Document:
+        """Delete a document attached to one of the conversations of ``prefix`` (an
+        identified caller's) with the persona, and its passages.
+
+        Raises:
+            DocumentNotFoundError: no such document in those conversations (another
+                caller's is not found either).
+        """
+        return await self._delete(persona_id, prefix, document_id)
+
+    async def _delete(self, persona_id: str, prefix: str, document_id: str) -> Document:
+        """Delete the document if it is the persona's own (``prefix`` empty) or of a
+        conversation that starts with ``prefix``."""
         async with self._lock(persona_id):
             document = await self.store.document(persona_id, document_id)
-            if document is None:
+            if document is None or (
+                not document.conversation.startswith(prefix) if prefix else document.conversation
+            ):
                 raise DocumentNotFoundError(
-                    f"Persona '{persona_id}' has no document '{document_id}'"
+                    f"No document '{document_id}' in the caller's conversations with persona "
+                    f"'{persona_id}'"
+                    if prefix
+                    else f"Persona '{persona_id}' has no document '{document_id}'"
                 )
             await self.store.delete(persona_id, document_id)
             return document

@@ -6,7 +6,8 @@ line: ``time`` (UTC, ISO 8601), ``principal`` (``anonymous``, ``key:{name}``,
 ``requestId``, and what else the event says (a task id, a status code, a reason). Actions:
 ``persona.create``, ``persona.update``, ``persona.delete``, ``task.create``,
 ``task.cancel``, ``auth.refused``, ``rate.refused``, ``memory.update``, ``memory.delete``,
-``memory.export``, ``memory.forget``. Lines are written by a background
+``memory.export``, ``memory.forget``, ``persona.document.upload``,
+``persona.document.delete``, ``memory.document.delete``. Lines are written by a background
 thread (the standard library's queue handler), so recording never waits on the disk.
 Credentials never appear in it: a principal is a name, never a key or token.
 """

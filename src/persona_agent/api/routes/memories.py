@@ -31,7 +31,7 @@ from persona_agent.security.audit import request_id_of
 from persona_agent.security.authorization import Action
 from persona_agent.security.principal import Principal
 
-__all__ = ["router"]
+__all__ = ["CallerQuery", "audit_memory", "caller_owner", "router"]
 
 router = APIRouter(tags=["memory"], responses=error_responses(401, 403))
 
@@ -50,7 +50,9 @@ CallerQuery = Annotated[
 MemoryId = Annotated[int, Path(ge=1, le=2**62, description="the memory's id")]
 
 
-def _owner(request: Request, action: Action, persona_id: str | None, caller: str | None) -> str:
+def caller_owner(
+    request: Request, action: Action, persona_id: str | None, caller: str | None
+) -> str:
     """Whose memory the request is about: ``caller``, which the principal may name (else
     403), or the principal's own."""
     principal: Principal | None = api_auth(request).authorize(
@@ -139,7 +141,7 @@ def _item(owner: str, record: MemoryRecord) -> MemoryItem:
     )
 
 
-def _audit(request: Request, action: str, persona: str | None, **details: Any) -> None:
+def audit_memory(request: Request, action: str, persona: str | None, **details: Any) -> None:
     principal: Principal | None = getattr(request.state, "principal", None)
     hub_parts(request).audit.record(
         action,
@@ -189,7 +191,7 @@ async def list_memories(
 ) -> MemoryPage:
     """The caller's memories with the persona, newest first, a page at a time (keyset:
     pages stay right while the persona remembers more)."""
-    owner = _owner(request, Action.MEMORY_READ, persona_id, caller)
+    owner = caller_owner(request, Action.MEMORY_READ, persona_id, caller)
     await store.get(persona_id)  # 404 for an unknown persona
     records = await callers.records.page(persona_id, owner, before=before, limit=limit)
     return MemoryPage(
@@ -218,7 +220,7 @@ async def search_memories(
     """The caller's memories with the persona most relevant to ``q``, best first: the
     retrieval the prompt uses (meaning and keywords, fused by rank), without its token
     budget."""
-    owner = _owner(request, Action.MEMORY_READ, persona_id, caller)
+    owner = caller_owner(request, Action.MEMORY_READ, persona_id, caller)
     await store.get(persona_id)
     try:
         records = await callers.records.search(persona_id, owner, q, limit=limit)
@@ -257,9 +259,9 @@ async def export_memories(
     """Every memory of the caller's with the persona, oldest first, streamed: ``json``, a
     document ``{"persona", "caller", "exportedAt", "memories": [...]}``; ``jsonl``, one
     memory a line. Each memory as the list shows it (no vectors: they are the hub's)."""
-    owner = _owner(request, Action.MEMORY_READ, persona_id, caller)
+    owner = caller_owner(request, Action.MEMORY_READ, persona_id, caller)
     await store.get(persona_id)
-    _audit(request, "memory.export", persona_id, caller=owner)
+    audit_memory(request, "memory.export", persona_id, caller=owner)
     records = callers.records
 
     async def items() -> AsyncIterator[str]:
@@ -312,7 +314,7 @@ async def get_memory(
     caller: CallerQuery = None,
 ) -> MemoryItem:
     """One of the caller's memories with the persona (404 if it is not the caller's)."""
-    owner = _owner(request, Action.MEMORY_READ, persona_id, caller)
+    owner = caller_owner(request, Action.MEMORY_READ, persona_id, caller)
     await store.get(persona_id)
     record = await callers.records.get(persona_id, owner, memory_id)
     if record is None:
@@ -337,7 +339,7 @@ async def edit_memory(
 ) -> MemoryItem:
     """Change a memory's text: the edited memory gets a new id and a new vector (it is
     found by its new text from the next turn on), and the time of the edit."""
-    owner = _owner(request, Action.MEMORY_WRITE, persona_id, caller)
+    owner = caller_owner(request, Action.MEMORY_WRITE, persona_id, caller)
     await store.get(persona_id)
     try:
         record = await callers.records.edit(persona_id, owner, memory_id, edit.text)
@@ -345,7 +347,9 @@ async def edit_memory(
         raise _off(error) from None
     if record is None:
         raise _not_found(persona_id, memory_id)
-    _audit(request, "memory.update", persona_id, caller=owner, memory=memory_id, newId=record.seq)
+    audit_memory(
+        request, "memory.update", persona_id, caller=owner, memory=memory_id, newId=record.seq
+    )
     return _item(owner, record)
 
 
@@ -364,11 +368,11 @@ async def delete_memory(
     caller: CallerQuery = None,
 ) -> Response:
     """Forget one memory (404 if it is not the caller's)."""
-    owner = _owner(request, Action.MEMORY_WRITE, persona_id, caller)
+    owner = caller_owner(request, Action.MEMORY_WRITE, persona_id, caller)
     await store.get(persona_id)
     if not await callers.records.delete(persona_id, owner, memory_id):
         raise _not_found(persona_id, memory_id)
-    _audit(request, "memory.delete", persona_id, caller=owner, memory=memory_id)
+    audit_memory(request, "memory.delete", persona_id, caller=owner, memory=memory_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -384,9 +388,9 @@ async def forget_caller(
     """The right to be forgotten: delete everything the caller left with every persona
     (memories, conversations, tasks, documents), recorded in the audit log with who asked, whom,
     and how many rows went."""
-    owner = _owner(request, Action.MEMORY_WRITE, None, caller)
+    owner = caller_owner(request, Action.MEMORY_WRITE, None, caller)
     gone = await callers.forget(owner)
-    _audit(
+    audit_memory(
         request,
         "memory.forget",
         None,

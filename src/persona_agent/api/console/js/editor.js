@@ -7,6 +7,7 @@
 import { HttpError, request } from "./api.js";
 import { cardForm, isCardText } from "./cardform.js";
 import { forgetPersona } from "./conversations.js";
+import { documentsSection } from "./documents.js";
 import { confirmDialog, el, errorBox, toast } from "./ui.js";
 
 const CHECK_DELAY_MS = 300;
@@ -337,6 +338,11 @@ export async function showEditor(root, personaId) {
     return {};
   }
   await runCheck();
+  if (!creating) {
+    const documents = documentsSection(personaId);
+    root.querySelector(".editor").append(documents.section);
+    await documents.refresh();
+  }
   (creating ? nameInput : form.hidden ? text : form.querySelector("input, textarea") || text).focus();
   return { leave: () => clearTimeout(timer) };
 }
