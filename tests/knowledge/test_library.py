@@ -170,3 +170,28 @@ async def test_a_document_added_after_a_search_is_found_at_the_next(
     await library.add("keeper", "guide.md", GUIDE.encode())
     found = await library.for_turn("keeper", "c", "How much oil does the boat bring?")
     assert "forty litres" in found[0].text
+
+
+async def test_passages_of_another_embedder_are_re_embedded_and_found(
+    writer: GroupCommitWriter,
+) -> None:
+    """A hub whose embedder changed (hashing was the default before wordllama) does not
+    lose its documents: their passages are re-embedded in the background, then found."""
+    before = knowledge(writer)
+    document = await before.add("keeper", "guide.md", GUIDE.encode())
+    question = "How much oil does the boat bring?"
+    after = Knowledge(
+        KnowledgeStore(writer),
+        lambda: HashingEmbedder(dimensions=128),  # another vector space
+        KnowledgeLimits(chunk_chars=200, chunk_overlap=30, max_passages=2),
+    )
+    assert await after.for_turn("keeper", "c1", question) == ()  # not comparable yet
+    assert after.reembedder is not None  # started by that search, in the background
+    while await after.reembedder.step():  # the background's steps, here without pauses
+        pass
+    found = await after.for_turn("keeper", "c1", question)
+    assert "forty litres" in found[0].text
+    passages = await after.store.passages("keeper", "c1")
+    assert {passage.model for passage in passages} == {"hashing-128"}
+    assert len(passages) == document.chunks
+    await after.aclose()

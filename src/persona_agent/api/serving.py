@@ -220,6 +220,7 @@ class PersonasLive:
         store, persona_data = self.storage.personas, self.storage.persona_data
         async with AsyncExitStack() as stack:
             stack.push_async_callback(persona_data.aclose)
+            stack.push_async_callback(self.knowledge.aclose)  # its background re-embedding
             # The registry hears each change first, then the deleted persona's data goes.
             unsubscribe = store.subscribe(self.registry.apply)
             stack.callback(store.subscribe(persona_data.on_change))

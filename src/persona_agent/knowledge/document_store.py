@@ -23,6 +23,7 @@ from persona_agent.db import (
     documents_table,
     like_escaped,
 )
+from persona_agent.memory.reembed import VectorRows
 
 __all__ = ["Document", "KnowledgeStore", "StoredPassage"]
 
@@ -80,6 +81,8 @@ class KnowledgeStore:
         """``max_passages``: the most passages one search reads (a persona's limits keep
         it far below)."""
         self._db = writer
+        self.vector_rows = VectorRows(writer, document_chunks_table)
+        """The passages as re-embedding reads and writes them."""
         self._insert_document = insert(documents_table)
         self._insert_chunks = insert(document_chunks_table)
         docs, chunks = documents_table.c, document_chunks_table.c

@@ -25,6 +25,7 @@ from persona_agent.knowledge.turn import AttachedFile, Passage, TurnKnowledge
 
 if TYPE_CHECKING:
     from persona_agent.memory.embeddings import Embedder
+    from persona_agent.memory.reembed import Reembedder
 
 __all__ = ["Knowledge", "KnowledgeLimits"]
 
@@ -90,7 +91,22 @@ class Knowledge(TurnKnowledge):
         self.limits = limits if limits is not None else KnowledgeLimits()
         self._make_embedder = embedder
         self._embedder: Embedder | None = None
+        self.reembedder: Reembedder | None = None
+        """Re-embeds passages another embedder made, once a search met some."""
         self._locks: dict[str, asyncio.Lock] = {}
+
+    def _reembed(self, embedder: Embedder) -> None:
+        """Start re-embedding the passages another embedder made (once)."""
+        if self.reembedder is None:
+            from persona_agent.memory.reembed import Reembedder
+
+            self.reembedder = Reembedder(self.store.vector_rows, embedder, what="passages")
+            self.reembedder.start()
+
+    async def aclose(self) -> None:
+        """Stop re-embedding."""
+        if self.reembedder is not None:
+            await self.reembedder.aclose()
 
     @property
     def embedder(self) -> Embedder:
@@ -192,9 +208,12 @@ class Knowledge(TurnKnowledge):
         from persona_agent.knowledge.passages import select_passages, vectors_of
 
         embedder = self.embedder
-        stored = [passage for passage in stored if passage.model == embedder.name]
-        if not stored:
+        found = [passage for passage in stored if passage.model == embedder.name]
+        if len(found) < len(stored):  # another embedder's: re-embedded in the background
+            self._reembed(embedder)
+        if not found:
             return ()
+        stored = found
         query = await embedder.embed([message], query=True)
         limits = self.limits
 

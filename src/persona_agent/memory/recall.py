@@ -49,7 +49,7 @@ class PersonaMemory(TurnMemory):
         self.embedder = embedder
         self.token_budget = token_budget
         self.max_items = max_items
-        self.reembedder = Reembedder(store, embedder)
+        self.reembedder = Reembedder(store.vector_rows, embedder)
 
     async def recall(
         self, scope: MemoryScope, message: str, in_prompt: Sequence[str], *, new: bool = False

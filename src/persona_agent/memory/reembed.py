@@ -1,8 +1,9 @@
-"""Re-embedding: after a change of embedder, the memories another one made get the new
-one's vectors, a few at a time in the background, so they are found again.
+"""Re-embedding: after a change of embedder, the rows another one made (remembered
+messages, document passages) get the new one's vectors, a few at a time in the
+background, so they are found again.
 
 Vectors of different embedders cannot be compared, so a search reads only the current
-embedder's rows; until re-embedded, older memories are not found. The work goes in
+embedder's rows; until re-embedded, older rows are not found. The work goes in
 steps of a bounded number of rows, the newest first (the likeliest to matter), each
 followed by a pause several times its length: a turn's own embedding waits for one
 step at most, and the embedder stays mostly free for turns.
@@ -14,23 +15,78 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from persona_agent.memory.embeddings import Embedder
-from persona_agent.memory.remembered import MemoryStore
+from sqlalchemy import Table, bindparam, select, update
 
-__all__ = ["Reembedder"]
+from persona_agent.db import GroupCommitWriter
+
+if TYPE_CHECKING:  # numpy and the models are imported only once memory or documents need them
+    from persona_agent.memory.embeddings import Embedder, Vectors
+
+__all__ = ["Reembedder", "VectorRows"]
 
 logger = logging.getLogger(__name__)
 
 
+class VectorRows:
+    """The rows of a ``table`` with ``seq``, ``model`` (the embedder's name), ``text`` and
+    ``vector`` columns (``pa_memories``, ``pa_document_chunks``), as re-embedding reads
+    and writes them."""
+
+    def __init__(self, writer: GroupCommitWriter, table: Table) -> None:
+        self._db = writer
+        c = table.c
+        self._other_models = (
+            select(c.seq, c.model, c.text)
+            .where(c.model != bindparam("model"))
+            .order_by(c.seq.desc())
+            .limit(bindparam("limit"))
+        )
+        self._reembed = (
+            update(table)
+            .where(c.seq == bindparam("b_seq"), c.model == bindparam("b_old"))
+            .values(model=bindparam("b_model"), vector=bindparam("b_vector"))
+        )
+
+    async def other_models(self, model: str, limit: int) -> list[tuple[int, str, str]]:
+        """Up to ``limit`` rows whose vectors another embedder than ``model`` made, the
+        newest first: (seq, their embedder, text)."""
+        rows = await self._db.fetch(self._other_models, {"model": model, "limit": limit})
+        return [(int(seq), str(old), str(text)) for seq, old, text in rows]
+
+    async def reembedded(
+        self, rows: Sequence[tuple[int, str]], model: str, vectors: Vectors
+    ) -> None:
+        """Give rows ((seq, their embedder) each) ``model``'s vectors. A row edited or
+        re-embedded meanwhile (no longer of that embedder) is left as it is."""
+        if not rows:
+            return
+        await self._db.write(
+            self._reembed,
+            [
+                {
+                    "b_seq": seq,
+                    "b_old": old,
+                    "b_model": model,
+                    "b_vector": vector.astype("<f4").tobytes(),
+                }
+                for (seq, old), vector in zip(rows, vectors, strict=True)
+            ],
+        )
+
+
 class Reembedder:
-    """Re-embeds ``store``'s rows of other embedders with ``embedder``, step by step."""
+    """Re-embeds the ``store``'s rows of other embedders with ``embedder``, step by step
+    (``what``: the rows, as the log names them)."""
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: VectorRows,
         embedder: Embedder,
         *,
+        what: str = "memories",
         step_seconds: float = 0.05,
         max_rows: int = 64,
         idle_seconds: float = 300.0,
@@ -41,6 +97,7 @@ class Reembedder:
         embedder)."""
         self.store = store
         self.embedder = embedder
+        self.what = what
         self.step_seconds = step_seconds
         self.max_rows = max_rows
         self.idle_seconds = idle_seconds
@@ -78,7 +135,7 @@ class Reembedder:
             try:
                 done = await self.step()
             except Exception:
-                logger.exception("memories could not be re-embedded (trying again later)")
+                logger.exception("%s could not be re-embedded (trying again later)", self.what)
                 done = 0
             if done:
                 await asyncio.sleep(max(0.01, 4 * (time.perf_counter() - started)))

@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Select, and_, bindparam, func, insert, select, update
+from sqlalchemy import Select, and_, bindparam, func, insert, select
 
 from persona_agent.db import GroupCommitWriter, memories_table
 from persona_agent.memory.embeddings import Vectors
 from persona_agent.memory.index import Remembered, ScopeIndex
+from persona_agent.memory.reembed import VectorRows
 from persona_agent.memory.scope import MemoryScope
 
 __all__ = ["MemoryStore", "Remembered"]
@@ -70,17 +71,8 @@ class MemoryStore:
         self._statements = {
             anonymous: self._scope_statements(anonymous) for anonymous in (False, True)
         }
-        self._other_models = (
-            select(_c.seq, _c.model, _c.text)
-            .where(_c.model != bindparam("model"))
-            .order_by(_c.seq.desc())
-            .limit(bindparam("limit"))
-        )
-        self._reembed = (
-            update(memories_table)
-            .where(_c.seq == bindparam("b_seq"), _c.model == bindparam("b_old"))
-            .values(model=bindparam("b_model"), vector=bindparam("b_vector"))
-        )
+        self.vector_rows = VectorRows(writer, memories_table)
+        """The rows as re-embedding reads and writes them."""
 
     def _scope_statements(self, anonymous: bool) -> dict[str, Select[Any]]:
         where = [
@@ -203,32 +195,6 @@ class MemoryStore:
     def cached_bytes(self) -> int:
         """What the cached indexes hold, about (within ``cache_bytes``)."""
         return self._cached_bytes
-
-    async def other_models(self, model: str, limit: int) -> list[tuple[int, str, str]]:
-        """Up to ``limit`` rows whose vectors another embedder than ``model`` made, the
-        newest first: (seq, their embedder, text)."""
-        rows = await self._db.fetch(self._other_models, {"model": model, "limit": limit})
-        return [(int(seq), str(old), str(text)) for seq, old, text in rows]
-
-    async def reembedded(
-        self, rows: Sequence[tuple[int, str]], model: str, vectors: Vectors
-    ) -> None:
-        """Give rows ((seq, their embedder) each) ``model``'s vectors. A row edited or
-        re-embedded meanwhile (no longer of that embedder) is left as it is."""
-        if not rows:
-            return
-        await self._db.write(
-            self._reembed,
-            [
-                {
-                    "b_seq": seq,
-                    "b_old": old,
-                    "b_model": model,
-                    "b_vector": vector.astype("<f4").tobytes(),
-                }
-                for (seq, old), vector in zip(rows, vectors, strict=True)
-            ],
-        )
 
 
 def _decoded(
