@@ -159,7 +159,8 @@ def _words_average(
       model's average of every token is pulled toward what all sentences share ("what",
       "is", "my"), so any two questions look alike (the reason of SIF's weighting, Arora
       et al. 2017). Measured (bench/memory.py): 78 % of the planted facts found with
-      every token, 92 % with the meaningful words (docs/memory.md#measured).
+      every token, 83 % with the meaningful words, 92 % with the ranks weighed too
+      (:data:`persona_agent.memory.index.PRIORS`; docs/memory.md#measured).
     - One text at a time through the tokenizer's ``encode``: the package's batch encoding
       starts the tokenizer's thread pool for a turn's two or three texts, which cost the
       hub a millisecond of CPU a turn under load (measured with bench/memory.py's
