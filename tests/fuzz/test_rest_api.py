@@ -76,6 +76,8 @@ OPERATIONS = [
     ("GET", "/api/v1/personas/{persona_id}/memories/{memory_id}"),
     ("PATCH", "/api/v1/personas/{persona_id}/memories/{memory_id}"),
     ("DELETE", "/api/v1/personas/{persona_id}/memories/{memory_id}"),
+    ("GET", "/api/v1/personas/{persona_id}/conversation-documents"),
+    ("DELETE", "/api/v1/personas/{persona_id}/conversation-documents/{document_id}"),
     ("DELETE", "/api/v1/memories"),
     ("POST", "/api/v1/personas/{persona_id}/documents"),
     ("DELETE", "/api/v1/personas/{persona_id}/documents/{document_id}"),
