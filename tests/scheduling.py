@@ -35,6 +35,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
             "mcp/test_toolbox",
             "security/test_browser_writes",
             "security/test_persona_fuzz",
+            "security/test_persona_input",
             "security/test_request_heads",
             "security/test_slow_clients",
         )
