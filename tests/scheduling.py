@@ -38,6 +38,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
             "security/test_persona_input",
             "security/test_request_heads",
             "security/test_slow_clients",
+            "security/test_task_visibility",
         )
     },
     # The conformance modules that share one hub per module (``module_hub``).
