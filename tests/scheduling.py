@@ -25,6 +25,22 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "console": ("tests/console/",),
     # One replica set for both tests (a module fixture: three processes, nginx, a database).
     "replicas_nginx": ("tests/deployment/test_nginx_replicas.py::",),
+    # Modules whose tests share a module fixture that starts a process (a hub, an MCP
+    # server): on one worker it starts once, not once on each worker that runs one of them
+    # (each ``persona-agent serve`` costs a second or two of CPU to start).
+    **{
+        path: (f"tests/{path}.py::",)
+        for path in (
+            "cli/test_chat",
+            "mcp/test_toolbox",
+            "security/test_browser_writes",
+            "security/test_persona_fuzz",
+            "security/test_persona_input",
+            "security/test_request_heads",
+            "security/test_slow_clients",
+            "security/test_task_visibility",
+        )
+    },
     # The conformance modules that share one hub per module (``module_hub``).
     **{
         f"conformance_{name}": (f"tests/conformance/test_{name}.py::",)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.personas import persona_data, write_yaml
+from tests.personas import BUNDLED, persona_data, write_yaml
 from tests.security import OFFLINE_LLM, UPLOAD
 from tests.servers.hub_process import hub_process
 
@@ -44,9 +45,13 @@ HOSTILE = {"deep": DEEP, "nested": NESTED, "bomb": alias_bomb()}
 PROBLEMS = {"deep": DEPTH_LIMIT, "nested": DEPTH_LIMIT, "bomb": EXPANDED_LIMIT}
 
 
-@pytest.fixture
-def hub(tmp_path: Path, personas_dir: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    with hub_process(personas_dir, tmp_path / "data", WATCH_PERSONAS="true", **OFFLINE_LLM) as (
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """One hub process for the tests whose requests are all refused (a process takes
+    seconds of CPU to start): none changes it, and each ends by checking it still serves."""
+    root = tmp_path_factory.mktemp("persona-input")
+    shutil.copytree(BUNDLED, root / "personas")
+    with hub_process(root / "personas", root / "data", WATCH_PERSONAS="true", **OFFLINE_LLM) as (
         url,
         process,
     ):

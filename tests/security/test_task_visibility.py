@@ -88,6 +88,14 @@ def test_listing_can_be_turned_off_or_opened(tmp_path: Path, llm: FakeLLM) -> No
         assert [t["id"] for t in listed] == [task["id"]]
 
 
+@pytest.fixture(scope="module")
+def listing_hub(tmp_path_factory: pytest.TempPathFactory, llm: FakeLLM) -> Iterator[str]:
+    """One hub listing every task, for the cases of the id limits (a process takes seconds
+    of CPU to start): each is refused, so the hub stays without a task, which each checks."""
+    with start(tmp_path_factory.mktemp("id-limits"), llm, TASK_LISTING="all") as (url, _):
+        yield url
+
+
 @pytest.mark.parametrize(
     ("method", "params", "field"),
     [
@@ -105,12 +113,13 @@ def test_listing_can_be_turned_off_or_opened(tmp_path: Path, llm: FakeLLM) -> No
     ],
 )
 def test_ids_longer_than_the_limit_are_invalid_params_and_never_stored(
-    tmp_path: Path, llm: FakeLLM, method: str, params: dict[str, Any], field: str
+    listing_hub: str, llm: FakeLLM, method: str, params: dict[str, Any], field: str
 ) -> None:
-    with start(tmp_path, llm, TASK_LISTING="all") as (url, _):
-        error = rpc(url, method, params)["error"]
-        assert error["code"] == INVALID_PARAMS
-        assert error["message"].startswith(field)
-        assert error["message"].endswith(" is longer than 128 characters")
-        assert rpc(url, "ListTasks", {})["result"].get("tasks", []) == []
-        assert llm.requests == []
+    url = listing_hub
+    llm.reset()  # the cases share the hub: what the model is asked is this case's
+    error = rpc(url, method, params)["error"]
+    assert error["code"] == INVALID_PARAMS
+    assert error["message"].startswith(field)
+    assert error["message"].endswith(" is longer than 128 characters")
+    assert rpc(url, "ListTasks", {})["result"].get("tasks", []) == []
+    assert llm.requests == []
