@@ -357,7 +357,15 @@ async def test_personas_cli_against_a_running_hub(hub: Hub, tmp_path: Path) -> N
     assert await card_name(hub, "galileo") == "Galileo"
 
     listed = await asyncio.to_thread(run, "list")
-    assert "galileo" in listed.output
+    rows = listed.output.splitlines()  # one short line a persona: id, name, version
+    assert len(rows) == len(await listed_ids(hub))
+    (row,) = [line for line in rows if line.startswith("galileo ")]
+    assert row.split()[1] == "Galileo"
+    as_json = await asyncio.to_thread(run, "list", "--json")
+    assert as_json.exit_code == 0, as_json.output
+    items = {item["id"]: item for item in json.loads(as_json.output)}
+    assert set(items) == await listed_ids(hub)
+    assert items["galileo"]["name"] == "Galileo"
 
     deleted = await asyncio.to_thread(run, "delete", "galileo")
     assert deleted.exit_code == 0

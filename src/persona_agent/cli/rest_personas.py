@@ -122,16 +122,27 @@ def _read_data(file: Path) -> dict[str, Any]:
 
 
 @personas_app.command("list")
-def list_command(url: HubUrl = DEFAULT_URL, api_key: ApiKey = None) -> None:
-    """List the hub's personas."""
+def list_command(
+    url: HubUrl = DEFAULT_URL,
+    api_key: ApiKey = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the listing's items as one JSON array instead")
+    ] = False,
+) -> None:
+    """List the hub's personas: one line each (id, name, version); --json: the items."""
     offset = 0
+    items: list[dict[str, Any]] = []
     while True:
         page = _call("GET", url, f"/personas?offset={offset}&limit=500", api_key).json()
-        for item in page["items"]:
-            typer.echo(f"{item['id']:<24} {item['name']:<24} {item['version']}")
+        items += page["items"]
         offset += len(page["items"])
         if not page["items"] or offset >= page["total"]:
             break
+    if as_json:
+        typer.echo(json.dumps(items, indent=2, ensure_ascii=False))
+        return
+    for item in items:
+        typer.echo(f"{item['id']:<24} {item['name']:<24} {item['version']}")
 
 
 @personas_app.command("get")
