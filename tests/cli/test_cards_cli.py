@@ -6,9 +6,11 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from persona_agent.cli import app
+from tests.personas import BUNDLED
 from tests.personas.cards import MIRA_V2, ORLA_V3, card_png, decoded_chunk, picture, pixels
 from tests.personas.cards import png_bytes as plain_png
 from tests.personas.test_original_format import TRUMP
@@ -132,3 +134,41 @@ def test_bad_cards_are_cli_errors_and_nothing_is_copied(tmp_path: Path) -> None:
     result = runner.invoke(app, ["export-persona", "nobody", "-d", str(directory)])
     assert result.exit_code == 1
     assert "No persona with id 'nobody'" in result.output
+
+
+def test_import_and_new_write_to_the_user_folder_never_to_the_examples(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a new user runs them in a clone (no -d): ./personas holds the read-only examples,
+    imported and new personas go to DATA_DIR/personas, in the form an upload stores."""
+    for variable in ("PERSONA_AGENT_PERSONAS_DIR", "PERSONA_AGENT_USER_PERSONAS_DIR"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("PERSONA_AGENT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    examples = tmp_path / "personas"
+    examples.mkdir()
+    shutil.copy(BUNDLED / "socrates.yaml", examples)
+    (tmp_path / "orla.png").write_bytes(card_png(ORLA_V3, picture((12, 9))))
+    plato = b"# Plato, commented\n" + (BUNDLED / "socrates.yaml").read_bytes()
+    (tmp_path / "plato.yaml").write_bytes(plato)
+
+    for args in (["import-persona", "orla.png"], ["import-persona", "plato.yaml"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+    written = runner.invoke(app, ["new", "Grace Hopper"])
+    assert written.exit_code == 0, written.output
+
+    user = tmp_path / "data" / "personas"
+    assert sorted(p.name for p in user.iterdir()) == [
+        "grace-hopper.yaml",
+        "orla-of-the-lighthouse.avatar.png",
+        "orla-of-the-lighthouse.json",
+        "plato.yaml",
+    ]
+    assert json.loads((user / "orla-of-the-lighthouse.json").read_bytes()) == ORLA_V3
+    assert (user / "plato.yaml").read_bytes() == plato  # as it came, comment and all
+    assert sorted(p.name for p in examples.iterdir()) == ["socrates.yaml"]
+    listed = runner.invoke(app, ["list-personas", "--json"])
+    assert listed.exit_code == 0, listed.output
+    ids = {row["id"] for row in json.loads(listed.output)}
+    assert {"socrates", "plato", "orla-of-the-lighthouse", "grace-hopper"} <= ids

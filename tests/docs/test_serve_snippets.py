@@ -103,6 +103,10 @@ def test_the_quick_start_serves_the_bundled_personas(
     assert console.headers["content-type"].startswith("text/html")
     assert f"Serving {len(names)} persona(s) at {hub.url}/a2a/{{id}}/" in hub.stderr
     assert f"Web console: {hub.url}/console/" in hub.stderr
+    # A fresh data directory: its schema is created, in one line of ours, without the
+    # migration tool's own lines (issue 35: seven alembic INFO lines at start).
+    assert "Database schema migrated from nothing to " in hub.stderr
+    assert "alembic" not in hub.stderr.lower()
     # `chat socrates` is the first command of docs/chat.md, which test_client_snippets.py runs.
     chat_md = find(CHAT, "uv run persona-agent chat socrates")
     assert words(chat) == words(commands(chat_md)[0])

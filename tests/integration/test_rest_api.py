@@ -348,16 +348,27 @@ async def test_personas_cli_against_a_running_hub(hub: Hub, tmp_path: Path) -> N
     assert got.exit_code == 0
     assert '"name": "Galileo Galilei"' in got.output
 
-    source.write_text(yaml.safe_dump({**HERMIT, "name": "Galileo"}), encoding="utf-8")
+    written = "# Galileo, as the user wrote him\n" + yaml.safe_dump({**HERMIT, "name": "Galileo"})
+    source.write_text(written, encoding="utf-8")
     stale = await asyncio.to_thread(run, "update", "galileo", str(source), "--if-match", '"old"')
     assert stale.exit_code == 1
     assert "412" in stale.output
     updated = await asyncio.to_thread(run, "update", "galileo", str(source))
     assert updated.exit_code == 0, updated.output
     assert await card_name(hub, "galileo") == "Galileo"
+    kept = await hub.http.get(f"{API}/galileo/file")  # stored as written, comment and all
+    assert kept.text == written
 
     listed = await asyncio.to_thread(run, "list")
-    assert "galileo" in listed.output
+    rows = listed.output.splitlines()  # one short line a persona: id, name, version
+    assert len(rows) == len(await listed_ids(hub))
+    (row,) = [line for line in rows if line.startswith("galileo ")]
+    assert row.split()[1] == "Galileo"
+    as_json = await asyncio.to_thread(run, "list", "--json")
+    assert as_json.exit_code == 0, as_json.output
+    items = {item["id"]: item for item in json.loads(as_json.output)}
+    assert set(items) == await listed_ids(hub)
+    assert items["galileo"]["name"] == "Galileo"
 
     deleted = await asyncio.to_thread(run, "delete", "galileo")
     assert deleted.exit_code == 0

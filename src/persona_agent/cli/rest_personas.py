@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import yaml
 
 if TYPE_CHECKING:
     import httpx
@@ -43,6 +42,12 @@ AsJson = Annotated[
     bool, typer.Option("--json", help="Print the persona's whole document as JSON instead")
 ]
 DEFAULT_URL = "http://127.0.0.1:8000"
+FILE_MEDIA_TYPES = {
+    ".yaml": "application/yaml",
+    ".yml": "application/yaml",
+    ".json": "application/json",
+}
+"""The body's type of ``update``'s file (PUT .../file), by its name's suffix."""
 
 
 API_PATH = "/api/v1"
@@ -109,29 +114,28 @@ def _report(response: httpx.Response, done: str, url: str, *, as_json: bool) -> 
     )
 
 
-def _read_data(file: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as error:
-        typer.secho(f"Cannot read {file}: {error}", err=True, fg="red")
-        raise typer.Exit(1) from error
-    if not isinstance(data, dict):
-        typer.secho(f"{file}: the top level must be a mapping", err=True, fg="red")
-        raise typer.Exit(1)
-    return data
-
-
 @personas_app.command("list")
-def list_command(url: HubUrl = DEFAULT_URL, api_key: ApiKey = None) -> None:
-    """List the hub's personas."""
+def list_command(
+    url: HubUrl = DEFAULT_URL,
+    api_key: ApiKey = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the listing's items as one JSON array instead")
+    ] = False,
+) -> None:
+    """List the hub's personas: one line each (id, name, version); --json: the items."""
     offset = 0
+    items: list[dict[str, Any]] = []
     while True:
         page = _call("GET", url, f"/personas?offset={offset}&limit=500", api_key).json()
-        for item in page["items"]:
-            typer.echo(f"{item['id']:<24} {item['name']:<24} {item['version']}")
+        items += page["items"]
         offset += len(page["items"])
         if not page["items"] or offset >= page["total"]:
             break
+    if as_json:
+        typer.echo(json.dumps(items, indent=2, ensure_ascii=False))
+        return
+    for item in items:
+        typer.echo(f"{item['id']:<24} {item['name']:<24} {item['version']}")
 
 
 @personas_app.command("get")
@@ -172,11 +176,21 @@ def update_command(
     if_match: IfMatch = None,
     as_json: AsJson = False,
 ) -> None:
-    """Replace a persona with the content of a file. Prints one line (--json: the persona's
+    """Replace a persona with a file, stored as written (comments and layout kept, as an
+    upload or the console's editor stores it). Prints one line (--json: the persona's
     document)."""
-    headers = {"If-Match": if_match} if if_match else {}
-    data = _read_data(file)
-    response = _call("PUT", url, f"/personas/{persona_id}", api_key, json=data, headers=headers)
+    media = FILE_MEDIA_TYPES.get(file.suffix.lower())
+    if media is None:
+        typer.secho(f"{file}: a persona file ends in .yaml, .yml or .json", err=True, fg="red")
+        raise typer.Exit(1)
+    try:
+        content = file.read_bytes()
+    except OSError as error:
+        typer.secho(f"Cannot read {file}: {error}", err=True, fg="red")
+        raise typer.Exit(1) from error
+    headers = {"Content-Type": media, **({"If-Match": if_match} if if_match else {})}
+    path = f"/personas/{persona_id}/file"
+    response = _call("PUT", url, path, api_key, content=content, headers=headers)
     _report(response, "Updated", url, as_json=as_json)
 
 
