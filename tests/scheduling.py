@@ -20,6 +20,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "tests/integration/test_local_model.py::",
         "tests/llm/test_local_backend.py::",
         "tests/cli/test_cli.py::test_serve_with_no_configuration_answers_with_the_local_model",
+        "tests/console/test_demo_label.py::",  # before "console": its own Chromium
     ),
     # One Chromium for the browser tests (a session fixture).
     "console": ("tests/console/",),
