@@ -408,7 +408,8 @@ def slow_streams(rounds: int, window: float, root: Path, streams: int = 256) -> 
     the tokens counted by the fake LLM (it serves one server at a time)."""
     per: dict[str, list[tuple[float, float]]] = {"hub": [], "lean": [], "streaming": []}
     reached: dict[str, list[float]] = {"hub": [], "lean": [], "streaming": []}
-    """Tokens a second that reached each server: a server that collapses reads few."""
+    """Tokens a second the fake wrote to each server: few for one that falls behind (its
+    answers wait in the socket buffers)."""
     warmup = 4.0
     with (
         fake_llm(20, tokens=SLOW_TOKENS) as llm,
