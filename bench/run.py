@@ -407,6 +407,9 @@ def slow_streams(rounds: int, window: float, root: Path, streams: int = 256) -> 
     each server spends a second of streaming and a token, from ``/proc`` over the window,
     the tokens counted by the fake LLM (it serves one server at a time)."""
     per: dict[str, list[tuple[float, float]]] = {"hub": [], "lean": [], "streaming": []}
+    reached: dict[str, list[float]] = {"hub": [], "lean": [], "streaming": []}
+    """Tokens a second the fake wrote to each server: few for one that falls behind (its
+    answers wait in the socket buffers)."""
     warmup = 4.0
     with (
         fake_llm(20, tokens=SLOW_TOKENS) as llm,
@@ -453,6 +456,7 @@ def slow_streams(rounds: int, window: float, root: Path, streams: int = 256) -> 
                 CHECKED[0] += int(summary["checked"])
                 seconds, tokens = cpu1 - cpu0, chunks1 - chunks0
                 per[name].append((seconds / (at1 - at0), seconds / max(tokens, 1) * 1e6))
+                reached[name].append(tokens / (at1 - at0))
                 print(
                     f"    {LABELS[name]}: {seconds / (at1 - at0):.2f} CPU s/s, "
                     f"{tokens / (at1 - at0):,.0f} tokens/s, {per[name][-1][1]:.1f} µs CPU/token, "
@@ -460,19 +464,28 @@ def slow_streams(rounds: int, window: float, root: Path, streams: int = 256) -> 
                     file=sys.stderr,
                     flush=True,
                 )
-    label = f"c={streams} streams, 20 ms a token"
+    return _slow_rows(f"c={streams} streams, 20 ms a token", per, reached)
+
+
+def _slow_rows(
+    label: str, per: dict[str, list[tuple[float, float]]], reached: dict[str, list[float]]
+) -> list[Row]:
+    """The slow streams' rows: each server's medians (CPU a second, CPU a token, tokens a
+    second that reached it), and the hub's CPU a token against each agent's."""
     rows: list[Row] = []
     for name, values in per.items():
+        server = LABELS[name]
         rows.append(
-            Row(
-                f"{label}: {LABELS[name]} CPU s per s", statistics.median(v for v, _ in values), "s"
-            )
+            Row(f"{label}: {server} CPU s per s", statistics.median(v[0] for v in values), "s")
+        )
+        rows.append(
+            Row(f"{label}: {server} CPU per token", statistics.median(v[1] for v in values), "µs")
         )
         rows.append(
             Row(
-                f"{label}: {LABELS[name]} CPU per token",
-                statistics.median(t for _, t in values),
-                "µs",
+                f"{label}: tokens a second that reached the {server}",
+                statistics.median(reached[name]),
+                "/s",
             )
         )
     ratio = median_ratio([(h[1], b[1]) for h, b in zip(per["hub"], per["streaming"], strict=True)])

@@ -9,6 +9,9 @@ the hub's own answers).
 from __future__ import annotations
 
 import inspect
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 
 import httpx
@@ -263,3 +266,25 @@ async def test_sdk_v03_rest_cuts_a_stream_it_refuses(sdk: httpx.AsyncClient) -> 
     # escapes the app instead of becoming an answer.
     with pytest.raises(ParseError):
         await sdk.post("/v1/message:stream", json={"message": 5})
+
+
+_WRAPPED_WITH_TRACING_OFF = """
+from a2a.server.events.event_queue_v2 import EventQueueSource
+from a2a.server.tasks import task_manager
+print(EventQueueSource.enqueue_event.__code__.co_name)
+print(task_manager.append_artifact_to_task.__code__.co_name)
+"""
+
+
+def test_sdk_wraps_its_methods_with_tracing_off() -> None:
+    """Fix: sdk_fixes/untraced.py (the SDK's no-op tracing wrappers put aside when its
+    tracing is off). Run apart: the hub's app unwraps them for the whole process."""
+    environment = {**os.environ, "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED": "false"}
+    shown = subprocess.run(
+        [sys.executable, "-c", _WRAPPED_WITH_TRACING_OFF],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shown.stdout.split() == ["async_wrapper", "sync_wrapper"]

@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from persona_agent import __version__
 from persona_agent.a2a.cards import A2A_PREFIX
+from persona_agent.a2a.sdk_fixes.untraced import drop_idle_tracing
 from persona_agent.api.assembly import (
     Part,
     Protection,
@@ -66,6 +67,7 @@ def create_app(settings: Settings) -> FastAPI:
     engine = build_engine(settings, model, storage, collaboration, metrics, knowledge)
     protection = build_protection(settings)
     a2a = build_a2a(settings, engine, storage, collaboration, protection, metrics)
+    drop_idle_tracing()  # the SDK's server parts are loaded: no no-op span a call
     replica = storage.cluster.replica if storage.cluster is not None else None
     readiness = Readiness(storage.writer, a2a.registry, model.llm, replica=replica)
     live = build_personas_live(

@@ -1,7 +1,7 @@
 """Every place the hub corrects a2a-sdk (checked against 1.3; ``a2a-sdk~=1.3.0``).
 
-Nothing here patches the SDK: each fix is a subclass or a wrapper of an SDK part,
-used where the hub builds its routes and handler (``a2a/registry.py``,
+Nothing here patches the SDK but :mod:`.untraced`: each fix is a subclass or a wrapper of
+an SDK part, used where the hub builds its routes and handler (``a2a/registry.py``,
 ``a2a/routing.py``). Each names the SDK behaviour it corrects and why, and has a
 canary in ``tests/a2a/test_sdk_fixes.py`` that runs the SDK as shipped and fails the
 day the SDK stops behaving so: then the fix can go.
@@ -24,6 +24,9 @@ day the SDK stops behaving so: then the fix can go.
 - :mod:`.hints`: a 1.0 JSON-RPC call without the ``A2A-Version`` header is told to add
   it; a 1.0 message's unknown role is named, with the roles (the SDK says it is missing).
 - :mod:`.numbers`: the cost-v1 counts are JSON integers (the SDK writes ``12.0``).
+- :mod:`.untraced`: with the SDK's tracing off, its server parts' no-op tracing wrappers
+  (a debug line and a no-op span a call, ten calls a streamed token) are put aside: the
+  one fix that replaces attributes of the SDK's classes, which it builds per task.
 - :mod:`.validation`: a message's required fields are checked without walking every value
   of its data parts in Python (seconds of the event loop for a large one).
 """
