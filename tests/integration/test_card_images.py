@@ -8,6 +8,7 @@ import io
 from typing import Any
 
 import httpx
+import pytest
 from PIL import Image
 
 from persona_agent.api.app import HubApp
@@ -16,6 +17,13 @@ from tests.personas.cards import ORLA_V3, card_png, decoded_chunk
 
 API = "/api/v1/personas"
 UPLOAD = {"X-Requested-With": "tests"}
+
+
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
 
 
 async def upload(hub: Hub, path: str, name: str, content: bytes, **params: Any) -> httpx.Response:

@@ -19,6 +19,13 @@ from persona_agent.settings import Settings
 from tests.integration.conftest import HubFactory
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 def pem(key: Any, path: Path) -> Path:
     path.write_bytes(
         key.private_bytes(

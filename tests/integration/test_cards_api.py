@@ -34,6 +34,13 @@ API = "/api/v1/personas"
 UPLOAD = {"X-Requested-With": "tests"}
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 async def upload(hub: Hub, name: str, content: bytes, **params: Any) -> httpx.Response:
     return await hub.http.post(
         f"{API}/upload", headers=UPLOAD, params=params, files={"file": (name, content)}

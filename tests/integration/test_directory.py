@@ -46,6 +46,13 @@ KEYS = [
 ]
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 def served(hub: Hub) -> dict[str, str]:
     """Every persona the test hub serves: id -> name."""
     return {**{p.id: p.name for p in BUNDLED_PERSONAS.values()}, **TEST_PERSONAS}

@@ -14,6 +14,13 @@ from tests.integration.conftest import BUNDLED, Hub, HubFactory
 BUNDLED_PERSONAS, _ = load_persona_dir(BUNDLED)
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 async def test_every_bundled_persona_has_a_card_with_domain_skills(hub: Hub) -> None:
     assert len(BUNDLED_PERSONAS) >= 4
     for persona in BUNDLED_PERSONAS.values():

@@ -14,6 +14,13 @@ from tests.integration.a2a_helpers import answer_text, get_task, send
 from tests.integration.conftest import TRANSPORTS, HubFactory
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_tasks_and_conversations_survive_a_restart(
     hub_factory: HubFactory, llm: FakeLLM, transport: tuple[str, str]

@@ -13,6 +13,13 @@ from tests.integration.conftest import Hub
 MESSAGE = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "What is time?"}]}
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 def rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
 

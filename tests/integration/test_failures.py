@@ -10,6 +10,13 @@ from tests.integration.a2a_helpers import answer_text, send, status_text
 from tests.integration.conftest import TRANSPORTS, Hub
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_llm_error_fails_the_task_and_the_hub_keeps_serving(
     hub: Hub, llm: FakeLLM, transport: tuple[str, str]

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
+import pytest
 from a2a.types.a2a_pb2 import TaskState
 
 from tests.fakes.fake_llm import FakeLLM, Reply
@@ -31,6 +32,13 @@ LIVE = 5.0
 """Seconds within which each check of :func:`while_live` must be answered: the bugs this
 module guards against blocked the loop for many seconds; a busy machine (parallel
 workers on two cores) takes more than one."""
+
+
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
 
 
 async def while_live(hub: Hub, hostile: Awaitable[T], *, other: str = "socrates") -> T:

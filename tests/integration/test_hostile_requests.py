@@ -7,10 +7,19 @@ import json
 import uuid
 from typing import Any
 
+import pytest
+
 from tests.integration.conftest import Hub
 
 V10 = {"A2A-Version": "1.0", "Content-Type": "application/json"}
 V03 = {"Content-Type": "application/json"}
+
+
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
 
 
 def _message_1_0(role: str, parts: list[dict[str, Any]]) -> dict[str, Any]:

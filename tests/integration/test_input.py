@@ -7,12 +7,20 @@ import json
 import uuid
 from typing import Any
 
+import pytest
 from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest, TaskState
 from google.protobuf.struct_pb2 import Value
 
 from tests.fakes.fake_llm import FakeLLM
 from tests.integration.a2a_helpers import send
 from tests.integration.conftest import Hub, HubFactory
+
+
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
 
 
 def user_message(parts: list[dict[str, Any]]) -> dict[str, Any]:

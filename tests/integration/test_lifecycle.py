@@ -25,6 +25,13 @@ EXECUTORS = [
 ]
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 def unreadable_file() -> SendMessageRequest:
     """A message whose one part passes the handler's check (an inline text file) and cannot
     be read (not UTF-8): a domain error (``InputError``) once the task runs."""

@@ -22,6 +22,13 @@ BOB = {"Authorization": "Bearer bob-key-0123456789abcdef00", **V1}
 KEYS = "alice-key-0123456789abcdef,bob-key-0123456789abcdef00"
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 def rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
 

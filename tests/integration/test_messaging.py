@@ -16,6 +16,13 @@ from tests.integration.conftest import TRANSPORTS, Hub
 pytestmark = pytest.mark.parametrize("transport", TRANSPORTS)
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 async def test_blocking_send_returns_the_completed_task_with_the_answer(
     hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:

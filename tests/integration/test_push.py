@@ -43,6 +43,13 @@ from tests.servers.webhook import Received, Webhook
 
 
 @pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
+@pytest.fixture
 def webhook() -> Iterator[Webhook]:
     with Webhook() as running:
         yield running

@@ -25,6 +25,13 @@ API = "/api/v1/personas"
 UPLOAD = {"X-Requested-With": "tests"}
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 def persona_body(persona_id: str, **changes: Any) -> dict[str, Any]:
     return {**HERMIT, "id": persona_id, **changes}
 

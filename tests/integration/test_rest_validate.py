@@ -7,12 +7,20 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 
 from tests.integration.conftest import HERMIT, Hub, HubFactory
 from tests.personas.cards import MIRA_V2, ORLA_V3, card_png, picture
 
 API = "/api/v1/personas"
+
+
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
 
 
 async def validate(
