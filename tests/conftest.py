@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -41,6 +42,19 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith(("PERSONA_AGENT_", "OPENAI_", "AZURE_OPENAI_", "OTEL_")):
             monkeypatch.delenv(name)
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_restored() -> Iterator[None]:
+    """The root logger's handlers and level as they were before the test: a test that
+    runs ``serve`` in-process (under click's runner, whose stderr is closed once it
+    returns) sets up logging to that stream, and a later test's logging would fail on it
+    ("--- Logging error ---" in whatever that test reads from stderr)."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 MODEL_THREADS = 1

@@ -367,7 +367,7 @@ async def test_personas_cli_against_a_running_hub(hub: Hub, tmp_path: Path) -> N
     assert kept.text == written
 
     listed = await asyncio.to_thread(run, "list")
-    rows = listed.output.splitlines()  # one short line a persona: id, name, version
+    rows = listed.stdout.splitlines()  # one short line a persona: id, name, version
     assert len(rows) == len(await listed_ids(hub))
     (row,) = [line for line in rows if line.startswith("galileo ")]
     assert row.split()[1] == "Galileo"
