@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from persona_agent.memory.embeddings import HashingEmbedder, LocalModelEmbedder
-from persona_agent.memory.index import PRIORS, prior
+from persona_agent.memory.index import FACT_ROLE, PRIORS, prior
 from persona_agent.memory.remembered import Remembered
 from persona_agent.memory.retrieval import estimate_tokens, keyword_scores, select_remembered
 from persona_agent.memory.words import content_text
@@ -109,6 +109,8 @@ def test_what_a_message_is_weighs_its_rank() -> None:
         prior(answered) == prior(other) == PRIORS["said"]
     )  # the persona's "I" is not the caller's
     assert prior(Remembered("user", "Wo wohnt meine Schwester？", 0)) == PRIORS["asked"]
+    kept = Remembered(FACT_ROLE, "The user's sister lives in Toronto.", 0)  # by `remember`
+    assert prior(kept) == PRIORS["told"]
 
 
 async def test_what_the_caller_told_outranks_a_question_that_matches_as_well() -> None:

@@ -19,7 +19,7 @@ import numpy as np
 from persona_agent.memory.embeddings import Vectors
 from persona_agent.memory.words import is_question, speaks_of_self, words
 
-__all__ = ["PRIORS", "Remembered", "ScopeIndex", "prior"]
+__all__ = ["FACT_ROLE", "PRIORS", "Remembered", "ScopeIndex", "prior"]
 
 _ROW_BYTES = 160
 """What a row costs beside its text and vector (its :class:`Remembered`, its seq, its
@@ -37,20 +37,24 @@ class Remembered:
     at_ms: int
 
 
+FACT_ROLE = "fact"
+"""The role of a row the ``remember`` tool kept (the turns' rows are ``user`` and
+``assistant``)."""
+
 PRIORS = {"told": 1.0, "said": 0.5, "asked": 0.3}
 """How much a remembered message's rank counts, by what it is: what a caller *told* of
-itself (a statement in the first person) fully, anything else *said* (the persona's
-answers, a caller's other statements) half, a question *asked* (by either side) a
-third: a new message looks for what answers it, and questions do not. Measured
-(bench/memory.py, wordllama): of 50 planted facts asked back in a new conversation, 40
-found with every message alike, 46 with these."""
+itself (a statement in the first person, or a fact the persona chose to remember) fully,
+anything else *said* (the persona's answers, a caller's other statements) half, a
+question *asked* (by either side) a third: a new message looks for what answers it, and
+questions do not. Measured (bench/memory.py, wordllama): of 50 planted facts asked back in
+a new conversation, 40 found with every message alike, 46 with these."""
 
 
 def prior(item: Remembered) -> float:
     """The :data:`PRIORS` weight of ``item``."""
     if is_question(item.text):
         return PRIORS["asked"]
-    if item.role == "user" and speaks_of_self(item.text):
+    if item.role == FACT_ROLE or (item.role == "user" and speaks_of_self(item.text)):
         return PRIORS["told"]
     return PRIORS["said"]
 

@@ -23,6 +23,7 @@ from sqlalchemy import and_, bindparam, delete
 
 from persona_agent.db import GroupCommitWriter, memories_table
 from persona_agent.memory.embeddings import Embedder
+from persona_agent.memory.index import FACT_ROLE
 from persona_agent.memory.recall import MAX_REMEMBERED_CHARS, PersonaMemory, near_duplicate
 from persona_agent.memory.remembered import Remembered
 from persona_agent.memory.retrieval import estimate_tokens, select_remembered
@@ -36,9 +37,6 @@ __all__ = ["FACT_ROLE", "Found", "SharedMemory", "memory_id"]
 
 logger = logging.getLogger(__name__)
 
-FACT_ROLE = "fact"
-"""The role of a row the ``remember`` tool kept (the turns' rows are ``user`` and
-``assistant``)."""
 MAX_FACT_CHARS = 1000
 """A fact the model keeps is its first 1,000 characters: a fact, not a transcript."""
 _WORD = re.compile(r"\w+", re.UNICODE)
