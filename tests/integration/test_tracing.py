@@ -200,22 +200,15 @@ def test_a_memory_search_is_a_span_of_the_task_with_its_hits_and_tokens(
     llm.script(Reply("Noted."), Reply("Fine."), Reply("Biscuit."))
     said = ["My dog is called Biscuit.", "Let us speak of virtue.", "What is my dog called?"]
     with OTLPReceiver("http") as receiver:
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
-        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
-        monkeypatch.delenv("OTEL_TRACES_EXPORTER", raising=False)
+        _export_to(receiver, monkeypatch)
         settings = {
             "LLM_BASE_URL": llm.base_url,
             "LLM_API_KEY": "test",
             "MEMORY": "on",
             "HISTORY_MAX_MESSAGES": "2",
         }
-        traces = [secrets.token_hex(16) for _ in said]
         with hub_process(personas_dir, tmp_path / "data", **settings) as (url, _):
-            context = ""
-            for trace, text in zip(traces, said, strict=True):
-                events = _stream(url, text, f"00-{trace}-{'1' * 16}-01", context)
-                context = events[-1]["statusUpdate"]["contextId"]
+            traces = _conversation(url, said)
 
             def searched(spans: list[ReceivedSpan]) -> bool:
                 names = {(s.trace_id, s.name) for s in spans}
@@ -248,10 +241,7 @@ def test_a_running_summarys_model_call_is_a_span_as_a_turns_is(
     llm.script_summary(Reply("The user has a dog called Biscuit.", usage=(40, 6)))
     said = ["My dog is called Biscuit.", "Let us speak of virtue.", "What is courage?"]
     with OTLPReceiver("http") as receiver:
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
-        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
-        monkeypatch.delenv("OTEL_TRACES_EXPORTER", raising=False)
+        _export_to(receiver, monkeypatch)
         settings = {
             "LLM_BASE_URL": llm.base_url,
             "LLM_API_KEY": "test",
@@ -259,12 +249,8 @@ def test_a_running_summarys_model_call_is_a_span_as_a_turns_is(
             "MEMORY": "on",
             "HISTORY_MAX_MESSAGES": "4",
         }
-        traces = [secrets.token_hex(16) for _ in said]
         with hub_process(personas_dir, tmp_path / "data", **settings) as (url, _):
-            context = ""
-            for trace, text in zip(traces, said, strict=True):
-                events = _stream(url, text, f"00-{trace}-{'1' * 16}-01", context)
-                context = events[-1]["statusUpdate"]["contextId"]
+            traces = _conversation(url, said)
 
             def summarized(spans: list[ReceivedSpan]) -> bool:
                 return any(s.attributes.get(PURPOSE_ATTRIBUTE) == "summary" for s in spans)
@@ -281,3 +267,22 @@ def test_a_running_summarys_model_call_is_a_span_as_a_turns_is(
     assert summary.attributes["gen_ai.response.finish_reasons"] == ["stop"]
     turns = [s for s in spans if s.name == f"chat {MODEL}" and s is not summary]
     assert all(PURPOSE_ATTRIBUTE not in s.attributes for s in turns)  # a turn's is unmarked
+
+
+def _export_to(receiver: OTLPReceiver, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hub started after this exports its spans to ``receiver`` over OTLP/HTTP, at once."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+    monkeypatch.delenv("OTEL_TRACES_EXPORTER", raising=False)
+
+
+def _conversation(url: str, said: list[str]) -> list[str]:
+    """Each of ``said`` streamed to the hub at ``url`` in one conversation, each in a trace
+    of its own: the trace ids, in order."""
+    traces = [secrets.token_hex(16) for _ in said]
+    context = ""
+    for trace, text in zip(traces, said, strict=True):
+        events = _stream(url, text, f"00-{trace}-{'1' * 16}-01", context)
+        context = events[-1]["statusUpdate"]["contextId"]
+    return traces
