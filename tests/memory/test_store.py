@@ -21,6 +21,7 @@ from persona_agent.memory.recall import PersonaMemory
 from persona_agent.memory.remembered import MemoryStore
 from persona_agent.memory.retrieval import keyword_scores
 from persona_agent.memory.scope import MemoryScope
+from persona_agent.memory.shared import SharedMemory
 from persona_agent.migrations import prepare_db
 from tests.conftest import empty_postgres
 
@@ -191,4 +192,20 @@ async def test_an_anonymous_caller_s_new_conversation_is_not_searched(
     )
     shared = MemoryScope("socrates", "", "c4", shared=("hermit",))  # others' too: searched
     assert await memory.recall(shared, question, [], new=True) != ()
+    await memory.aclose()
+
+
+async def test_forget_by_words_needs_the_words_that_name_a_memory_only(
+    writers: list[GroupCommitWriter],
+) -> None:
+    """``forget`` deletes the items holding every significant word of its description:
+    the question words and other stop words of "where I work" name nothing, so the item
+    about work goes, and an item without "work" stays."""
+    memory = PersonaMemory(MemoryStore(writers[0]), EMBEDDER)
+    shared = SharedMemory(memory, writers[0])
+    await remember(memory.store, ALICE, "I work as a marine biologist.", "My dog is Biscuit.")
+    gone = await shared.forget(ALICE, about="everything about where I work")
+    assert [found.text for found in gone] == ["I work as a marine biologist."]
+    assert await texts_of(memory.store, ALICE) == ["My dog is Biscuit."]
+    assert await shared.forget(ALICE, about="where is it") == []  # names no memory
     await memory.aclose()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from persona_agent.memory.remembered import Remembered
 from persona_agent.memory.retrieval import estimate_tokens, select_remembered
 from persona_agent.memory.retrieval import search as search_index
 from persona_agent.memory.scope import MemoryScope, TurnMemory
+from persona_agent.memory.words import words
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.observe.tracing import TRACER
 from persona_agent.personas.model import Persona
@@ -39,50 +39,9 @@ logger = logging.getLogger(__name__)
 
 MAX_FACT_CHARS = 1000
 """A fact the model keeps is its first 1,000 characters: a fact, not a transcript."""
-_WORD = re.compile(r"\w+", re.UNICODE)
-_COMMON = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "about",
-        "all",
-        "any",
-        "anything",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "everything",
-        "for",
-        "from",
-        "i",
-        "in",
-        "is",
-        "it",
-        "me",
-        "my",
-        "of",
-        "on",
-        "or",
-        "that",
-        "the",
-        "their",
-        "them",
-        "they",
-        "this",
-        "to",
-        "user",
-        "was",
-        "we",
-        "what",
-        "with",
-        "you",
-        "your",
-    ]
-)
-"""Words a ``forget`` description may hold that no item needs to (it names the rest)."""
+_NAMES_NO_MEMORY = frozenset(["all", "any", "anything", "everything", "user"])
+"""Words of a ``forget`` request that name no memory, beside the stop words
+(:data:`persona_agent.memory.words.STOP_WORDS`): "forget everything about my dog"."""
 
 
 def memory_id(text: str) -> str:
@@ -301,9 +260,9 @@ class SharedMemory(TurnMemory):
         Raises:
             Exception: the database failed.
         """
-        words = {word for word in _WORD.findall(about.lower()) if word not in _COMMON}
+        wanted_words = set(words(about)) - _NAMES_NO_MEMORY
         wanted = {item.strip().lower() for item in ids if item.strip()}
-        if not words and not wanted:
+        if not wanted_words and not wanted:
             return []
         embedder = self.memory.embedder
         forgotten: dict[tuple[str, str], Found] = {}
@@ -311,7 +270,7 @@ class SharedMemory(TurnMemory):
             rows, _ = await self.memory.store.load(scope.of(persona_id), embedder.name)
             for item in rows:
                 hit = memory_id(item.text) in wanted or (
-                    bool(words) and words <= set(_WORD.findall(item.text.lower()))
+                    bool(wanted_words) and wanted_words <= set(words(item.text))
                 )
                 if hit:
                     found = self._found(item, persona_id, scope.persona_id)
