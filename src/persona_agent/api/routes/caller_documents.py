@@ -15,11 +15,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response, status
 
 from persona_agent.a2a.lifecycle import conversation_key
-from persona_agent.api.deps import Documents, MemoryReader, MemoryWriter, Store
+from persona_agent.api.deps import Documents, MemoryReader, MemoryWriter
 from persona_agent.api.routes.error_body import ErrorDetail, error_responses
-from persona_agent.api.routes.memories import CallerQuery, audit_memory, caller_owner
+from persona_agent.api.routes.memories import ReadingOwner, WritingOwner, audit_memory
 from persona_agent.memory.records import context_id_of
-from persona_agent.security.authorization import Action
 
 __all__ = ["router"]
 
@@ -38,11 +37,9 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 
 @router.get(_BASE, dependencies=[MemoryReader], responses=_RESPONSES)
 async def list_attached(
-    request: Request,
     persona_id: str,
-    store: Store,
+    owner: ReadingOwner,
     documents: Documents,
-    caller: CallerQuery = None,
     context_id: Annotated[
         str | None,
         Query(alias="contextId", min_length=1, max_length=200, description="one conversation"),
@@ -51,8 +48,6 @@ async def list_attached(
     """The documents the caller attached to its conversations with the persona (A2A file
     parts), the oldest first, each with its conversation's ``contextId``; with
     ``contextId``, those of that conversation only."""
-    owner = caller_owner(request, Action.MEMORY_READ, persona_id, caller)
-    await store.get(persona_id)  # 404 for an unknown persona
     attached = await documents.attached(persona_id, conversation_key(owner, ""))
     if context_id is not None:
         key = conversation_key(owner, context_id)
@@ -76,16 +71,13 @@ async def list_attached(
 async def delete_attached(
     request: Request,
     persona_id: str,
+    owner: WritingOwner,
     document_id: str,
-    store: Store,
     documents: Documents,
-    caller: CallerQuery = None,
 ) -> Response:
     """Delete one document the caller attached to a conversation with the persona, and its
     passages: later turns of that conversation no longer read it (404 if it is not the
     caller's)."""
-    owner = caller_owner(request, Action.MEMORY_WRITE, persona_id, caller)
-    await store.get(persona_id)
     await documents.delete_attached(persona_id, conversation_key(owner, ""), document_id)
     audit_memory(request, "memory.document.delete", persona_id, caller=owner, document=document_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Path, Query, Request, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field, field_validator
 
@@ -31,7 +31,7 @@ from persona_agent.security.audit import request_id_of
 from persona_agent.security.authorization import Action
 from persona_agent.security.principal import Principal
 
-__all__ = ["CallerQuery", "audit_memory", "caller_owner", "router"]
+__all__ = ["CallerQuery", "ReadingOwner", "WritingOwner", "audit_memory", "caller_owner", "router"]
 
 router = APIRouter(tags=["memory"], responses=error_responses(401, 403))
 
@@ -68,6 +68,31 @@ def caller_owner(
             "lasts one conversation and is not managed here",
         )
     return principal.name
+
+
+async def _reading_owner(
+    request: Request, persona_id: str, store: Store, caller: CallerQuery = None
+) -> str:
+    """:func:`caller_owner` for a read of the caller's memory with ``persona_id`` (403
+    first), then 404 for an unknown persona."""
+    owner = caller_owner(request, Action.MEMORY_READ, persona_id, caller)
+    await store.get(persona_id)
+    return owner
+
+
+async def _writing_owner(
+    request: Request, persona_id: str, store: Store, caller: CallerQuery = None
+) -> str:
+    """As :func:`_reading_owner`, for a change."""
+    owner = caller_owner(request, Action.MEMORY_WRITE, persona_id, caller)
+    await store.get(persona_id)
+    return owner
+
+
+ReadingOwner = Annotated[str, Depends(_reading_owner)]
+"""Whose memory a read is about, the persona known (path ``persona_id``, query ``caller``)."""
+WritingOwner = Annotated[str, Depends(_writing_owner)]
+"""Whose memory a change is about, the persona known."""
 
 
 class MemoryItem(BaseModel):
@@ -178,11 +203,9 @@ _BASE = "/personas/{persona_id}/memories"
     responses=_responses(400, 404, 422),
 )
 async def list_memories(
-    request: Request,
     persona_id: str,
-    store: Store,
+    owner: ReadingOwner,
     callers: CallerStore,
-    caller: CallerQuery = None,
     before: Annotated[
         int | None,
         Query(ge=1, description="only memories older than this id (the previous page's next)"),
@@ -191,8 +214,6 @@ async def list_memories(
 ) -> MemoryPage:
     """The caller's memories with the persona, newest first, a page at a time (keyset:
     pages stay right while the persona remembers more)."""
-    owner = caller_owner(request, Action.MEMORY_READ, persona_id, caller)
-    await store.get(persona_id)  # 404 for an unknown persona
     records = await callers.records.page(persona_id, owner, before=before, limit=limit)
     return MemoryPage(
         persona=persona_id,
@@ -209,19 +230,15 @@ async def list_memories(
     responses=_responses(400, 404, 409, 422),
 )
 async def search_memories(
-    request: Request,
     persona_id: str,
-    store: Store,
+    owner: ReadingOwner,
     callers: CallerStore,
     q: Annotated[str, Query(min_length=1, max_length=4000, description="what to look for")],
-    caller: CallerQuery = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 10,
 ) -> SearchResults:
     """The caller's memories with the persona most relevant to ``q``, best first: the
     retrieval the prompt uses (meaning and keywords, fused by rank), without its token
     budget."""
-    owner = caller_owner(request, Action.MEMORY_READ, persona_id, caller)
-    await store.get(persona_id)
     try:
         records = await callers.records.search(persona_id, owner, q, limit=limit)
     except MemoryOff as error:
@@ -248,9 +265,8 @@ async def search_memories(
 async def export_memories(
     request: Request,
     persona_id: str,
-    store: Store,
+    owner: ReadingOwner,
     callers: CallerStore,
-    caller: CallerQuery = None,
     format: Annotated[
         Literal["json", "jsonl"],
         Query(description="json: one document; jsonl: one memory a line"),
@@ -259,8 +275,6 @@ async def export_memories(
     """Every memory of the caller's with the persona, oldest first, streamed: ``json``, a
     document ``{"persona", "caller", "exportedAt", "memories": [...]}``; ``jsonl``, one
     memory a line. Each memory as the list shows it (no vectors: they are the hub's)."""
-    owner = caller_owner(request, Action.MEMORY_READ, persona_id, caller)
-    await store.get(persona_id)
     audit_memory(request, "memory.export", persona_id, caller=owner)
     records = callers.records
 
@@ -306,16 +320,12 @@ async def export_memories(
     responses=_responses(400, 404, 422),
 )
 async def get_memory(
-    request: Request,
     persona_id: str,
+    owner: ReadingOwner,
     memory_id: MemoryId,
-    store: Store,
     callers: CallerStore,
-    caller: CallerQuery = None,
 ) -> MemoryItem:
     """One of the caller's memories with the persona (404 if it is not the caller's)."""
-    owner = caller_owner(request, Action.MEMORY_READ, persona_id, caller)
-    await store.get(persona_id)
     record = await callers.records.get(persona_id, owner, memory_id)
     if record is None:
         raise _not_found(persona_id, memory_id)
@@ -331,16 +341,13 @@ async def get_memory(
 async def edit_memory(
     request: Request,
     persona_id: str,
+    owner: WritingOwner,
     memory_id: MemoryId,
     edit: MemoryEdit,
-    store: Store,
     callers: CallerStore,
-    caller: CallerQuery = None,
 ) -> MemoryItem:
     """Change a memory's text: the edited memory gets a new id and a new vector (it is
     found by its new text from the next turn on), and the time of the edit."""
-    owner = caller_owner(request, Action.MEMORY_WRITE, persona_id, caller)
-    await store.get(persona_id)
     try:
         record = await callers.records.edit(persona_id, owner, memory_id, edit.text)
     except MemoryOff as error:
@@ -362,14 +369,11 @@ async def edit_memory(
 async def delete_memory(
     request: Request,
     persona_id: str,
+    owner: WritingOwner,
     memory_id: MemoryId,
-    store: Store,
     callers: CallerStore,
-    caller: CallerQuery = None,
 ) -> Response:
     """Forget one memory (404 if it is not the caller's)."""
-    owner = caller_owner(request, Action.MEMORY_WRITE, persona_id, caller)
-    await store.get(persona_id)
     if not await callers.records.delete(persona_id, owner, memory_id):
         raise _not_found(persona_id, memory_id)
     audit_memory(request, "memory.delete", persona_id, caller=owner, memory=memory_id)
