@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from persona_agent.a2a.context_keys import PERSONA_STATE_KEY
 from persona_agent.cluster.advisory_locks import AdvisoryLocks
 from persona_agent.cluster.leases import ReplicaLease
-from persona_agent.cluster.notify import Listener
+from persona_agent.cluster.notify import LISTENER_NAME, Listener
 from persona_agent.cluster.task_events import PgTaskEventStream
 from persona_agent.cluster.tasks import REPLICA_LOST, ClusterTaskStore
 from persona_agent.db import GroupCommitWriter, create_engine, replicas_table
@@ -222,15 +222,16 @@ async def test_the_listener_reconnects_and_catches_up(replicas: tuple[Replica, R
     async with asyncio.timeout(5):
         while not b.events.subscriptions:  # noqa: ASYNC110 (no event says it subscribed)
             await asyncio.sleep(0.01)
-    # PostgreSQL ends b's listening connection, as a restart or a network cut would.
+    # PostgreSQL ends the replicas' listening connections (found by their application
+    # name, and nothing else: pooled connections cut too were left unclosed, and their
+    # warnings surfaced in later tests), as a restart or a network cut would.
     async with a.engine.connect() as conn:
         await conn.execute(
             text(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE query LIKE 'LISTEN%' OR (datname = current_database() AND "
-                "pid <> pg_backend_pid() AND application_name = '' AND state = 'idle' "
-                "AND query = 'SELECT 1')"
-            )
+                "WHERE datname = current_database() AND application_name = :name"
+            ),
+            {"name": LISTENER_NAME},
         )
     await a.tasks.save(
         _task("t4"), event=_chunk("t4", "after"), prev=None, prev_version=version, context=CONTEXT

@@ -27,7 +27,7 @@ from persona_agent.db import NOTIFY
 if TYPE_CHECKING:
     import asyncpg  # type: ignore[import-untyped]
 
-__all__ = ["Listener", "asyncpg_dsn", "notify_statement"]
+__all__ = ["LISTENER_NAME", "Listener", "asyncpg_dsn", "notify_statement"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +44,10 @@ def notify_statement() -> TextClause:
 
 Callback = Callable[[str], None]
 """Called with a notification's payload, on the event loop; must not block."""
+
+
+LISTENER_NAME = "persona-agent listener"
+"""The listening connection's ``application_name``: what ``pg_stat_activity`` shows it as."""
 
 
 class Listener:
@@ -95,7 +99,9 @@ class Listener:
     async def _connect(self) -> None:
         import asyncpg
 
-        connection = await asyncpg.connect(self._dsn)
+        connection = await asyncpg.connect(
+            self._dsn, server_settings={"application_name": LISTENER_NAME}
+        )
         self._lost.clear()
         connection.add_termination_listener(lambda _connection: self._lost.set())
         for channel in self._channels:
