@@ -86,3 +86,23 @@ def test_public_base_url_is_normalized_and_checked(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("PERSONA_AGENT_PUBLIC_BASE_URL", "hub.example.org")
     with pytest.raises(ValidationError, match="public_base_url"):
         Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+def test_env_example_sets_each_setting_to_its_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The values .env.example writes out (its uncommented lines) are the defaults: a user
+    who copies it to .env changes nothing (it had kept an old default of the embedder)."""
+    text = (REPO / ".env.example").read_text(encoding="utf-8")
+    written = re.findall(r"^PERSONA_AGENT_([A-Z0-9_]+)=(.*)$", text, re.MULTILINE)
+    assert written
+    for name, value in written:
+        monkeypatch.setenv(f"PERSONA_AGENT_{name}", value)
+    from_file = Settings(_env_file=None)  # type: ignore[call-arg]
+    for name, _ in written:
+        monkeypatch.delenv(f"PERSONA_AGENT_{name}")
+    defaults = Settings(_env_file=None)  # type: ignore[call-arg]
+    differing = [
+        name
+        for name, _ in written
+        if getattr(from_file, name.lower()) != getattr(defaults, name.lower())
+    ]
+    assert differing == []
