@@ -1,0 +1,1 @@
+"""Conversations people steer: branches, user personas, chat files (docs/conversations.md)."""

@@ -1,0 +1,343 @@
+"""A conversation as a file moves it: the neutral chat every format converts to and from,
+the hub's own JSON file, and a Markdown transcript (docs/conversations.md, "Moving chats").
+
+:class:`ImportedChat` is what an import gives the conversation store and what an export
+is written from: the selected branch's messages (OpenAI format, each with when it was
+said) and, for each answer that has alternatives, the final text of every alternative.
+An *answer* is what follows a user message up to the next one (the opening greeting is
+the answer before the first user message); its alternatives are keyed by the index of its
+first message. Everything here is pure: bytes in, a chat out, and back.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from persona_agent.errors import PersonaAgentError
+from persona_agent.llm.base import Message
+
+__all__ = [
+    "FORMAT",
+    "MAX_ALTERNATIVES",
+    "MAX_FILE_BYTES",
+    "MAX_MESSAGES",
+    "Alternatives",
+    "ChatFileError",
+    "Entry",
+    "ImportedChat",
+    "answer_starts",
+    "check_chat",
+    "from_json",
+    "iso_of",
+    "ms_of_iso",
+    "text_of",
+    "to_json",
+    "to_markdown",
+]
+
+MAX_FILE_BYTES = 5 * 1024 * 1024
+"""The largest chat file an import reads (a long SillyTavern chat is ~1 MB)."""
+MAX_MESSAGES = 10_000
+"""The most messages (lines of a SillyTavern file) an imported chat may have."""
+MAX_ALTERNATIVES = 100
+"""The most alternatives (SillyTavern's swipes) one answer may have."""
+FORMAT = "persona-agent.conversation.v1"
+"""The ``format`` field of the hub's JSON chat file."""
+
+_ROLES = ("user", "assistant", "tool")
+
+
+class ChatFileError(PersonaAgentError):
+    """A chat file cannot be imported; the message names the line (or message) and the
+    field, and nothing was stored (the REST API answers 422)."""
+
+    message = "The chat file cannot be read"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One message of the selected branch and when it was said (ms since the epoch)."""
+
+    message: Message
+    at_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Alternatives:
+    """An answer's alternatives: the final text of each, ``selected`` the one shown (its
+    messages are the chat's own), and when each was made."""
+
+    selected: int
+    texts: list[str]
+    at_ms: list[int | None] = field(default_factory=list)
+
+    def messages(self, position: int) -> list[Message]:
+        """The chat messages of alternative ``position`` (an imported one: its text)."""
+        return [{"role": "assistant", "content": self.texts[position]}]
+
+
+@dataclass(frozen=True, slots=True)
+class ImportedChat:
+    """A conversation between formats: the selected branch and the alternatives of its
+    answers, keyed by the index of the answer's first message."""
+
+    messages: list[Entry]
+    swipes: dict[int, Alternatives] = field(default_factory=dict)
+    user_name: str | None = None
+    character_name: str | None = None
+    created_ms: int | None = None
+    notes: list[str] = field(default_factory=list)
+    """What the import left out, for the person who imported it (system messages...)."""
+
+
+def text_of(message: Message) -> str:
+    """A message's text: its content, or the text parts of a list of parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""
+
+
+def answer_starts(messages: list[Entry]) -> list[int]:
+    """The index of each answer's first message: the greeting's (0, when the chat opens
+    with the persona) and each first message after a user message."""
+    starts = []
+    previous = "user"
+    for index, entry in enumerate(messages):
+        role = entry.message.get("role")
+        if role != "user" and previous == "user":
+            starts.append(index)
+        previous = str(role)
+    return starts
+
+
+def iso_of(ms: int | None) -> str | None:
+    """``ms`` since the epoch as ISO 8601 in UTC, with milliseconds (None stays None)."""
+    if ms is None:
+        return None
+    moment = datetime.fromtimestamp(ms / 1000, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def ms_of_iso(value: str) -> int | None:
+    """An ISO 8601 date as ms since the epoch (UTC when it names no zone), or None."""
+    try:
+        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return round(moment.timestamp() * 1000)
+
+
+# --- the hub's JSON file --------------------------------------------------------------
+
+
+def to_json(chat: ImportedChat, *, persona_id: str, context_id: str) -> bytes:
+    """The hub's JSON chat file: every message of the selected branch (tool calls and
+    results included) and each answer's alternatives; :func:`from_json` reads it back."""
+    messages: list[dict[str, Any]] = []
+    for index, entry in enumerate(chat.messages):
+        item: dict[str, Any] = {
+            key: entry.message[key]
+            for key in ("role", "content", "tool_calls", "tool_call_id")
+            if entry.message.get(key) is not None
+        }
+        item["at"] = iso_of(entry.at_ms)
+        alternatives = chat.swipes.get(index)
+        if alternatives is not None:
+            item["swipes"] = {
+                "selected": alternatives.selected,
+                "texts": alternatives.texts,
+                "at": [iso_of(ms) for ms in alternatives.at_ms],
+            }
+        messages.append(item)
+    document = {
+        "format": FORMAT,
+        "persona_id": persona_id,
+        "context_id": context_id,
+        "user_name": chat.user_name,
+        "character_name": chat.character_name,
+        "created": iso_of(chat.created_ms),
+        "messages": messages,
+    }
+    return json.dumps(document, ensure_ascii=False, indent=1).encode()
+
+
+def from_json(data: bytes) -> ImportedChat:
+    """A chat from the hub's JSON file (:func:`to_json`).
+
+    Raises:
+        ChatFileError: not that file, or a message that is not valid (named by its index).
+    """
+    if len(data) > MAX_FILE_BYTES:
+        raise ChatFileError(f"The chat file is larger than {MAX_FILE_BYTES} bytes")
+    try:
+        document = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ChatFileError(f"The chat file is not JSON: {error}") from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise ChatFileError(f'The chat file is not a persona-agent chat ("format": "{FORMAT}")')
+    items = document.get("messages")
+    if not isinstance(items, list):
+        raise ChatFileError('The chat file has no "messages" list')
+    if len(items) > MAX_MESSAGES:
+        raise ChatFileError(f"The chat file has more than {MAX_MESSAGES} messages")
+    messages: list[Entry] = []
+    swipes: dict[int, Alternatives] = {}
+    for index, item in enumerate(items):
+        messages.append(_json_entry(index, item))
+        if isinstance(item, dict) and item.get("swipes") is not None:
+            swipes[index] = _json_alternatives(index, item["swipes"], messages[-1])
+    chat = ImportedChat(
+        messages,
+        swipes,
+        user_name=_optional_text(document, "user_name"),
+        character_name=_optional_text(document, "character_name"),
+        created_ms=_json_date(document.get("created")),
+    )
+    check_chat(chat)
+    return chat
+
+
+def _optional_text(document: dict[str, Any], key: str) -> str | None:
+    value = document.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ChatFileError(f'"{key}": must be text')
+    return value
+
+
+def _json_date(value: object) -> int | None:
+    return ms_of_iso(value) if isinstance(value, str) else None
+
+
+def _json_entry(index: int, item: object) -> Entry:
+    where = f"messages[{index}]"
+    if not isinstance(item, dict):
+        raise ChatFileError(f"{where}: must be an object")
+    role = item.get("role")
+    if role not in _ROLES:
+        raise ChatFileError(f"{where}.role: must be one of {', '.join(_ROLES)}, not {role!r}")
+    content = item.get("content")
+    if content is not None and not isinstance(content, str):
+        raise ChatFileError(f"{where}.content: must be text")
+    message: Message = {"role": role, "content": content}
+    calls = item.get("tool_calls")
+    if calls is not None:
+        if (
+            role != "assistant"
+            or not isinstance(calls, list)
+            or not all(_is_tool_call(call) for call in calls)
+        ):
+            raise ChatFileError(
+                f"{where}.tool_calls: an assistant's list of "
+                '{"id", "type": "function", "function": {"name", "arguments"}}'
+            )
+        message["tool_calls"] = calls
+    if role == "tool":
+        call_id = item.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise ChatFileError(f"{where}.tool_call_id: a tool result names its call")
+        message["tool_call_id"] = call_id
+    elif content is None and calls is None:
+        raise ChatFileError(f"{where}.content: missing")
+    return Entry(message, _json_date(item.get("at")))
+
+
+def _is_tool_call(call: object) -> bool:
+    if not isinstance(call, dict) or not isinstance(call.get("id"), str):
+        return False
+    function = call.get("function")
+    return (
+        isinstance(function, dict)
+        and isinstance(function.get("name"), str)
+        and isinstance(function.get("arguments"), str)
+    )
+
+
+def _json_alternatives(index: int, value: object, entry: Entry) -> Alternatives:
+    where = f"messages[{index}].swipes"
+    if not isinstance(value, dict):
+        raise ChatFileError(f'{where}: must be {{"selected", "texts"}}')
+    texts = value.get("texts")
+    if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
+        raise ChatFileError(f"{where}.texts: must be a list of texts")
+    selected = value.get("selected")
+    if not isinstance(selected, int) or isinstance(selected, bool):
+        raise ChatFileError(f"{where}.selected: must be a number")
+    if not 0 <= selected < len(texts):
+        raise ChatFileError(f"{where}.selected: {selected} is not one of the {len(texts)} texts")
+    dates = value.get("at")
+    at_ms = [_json_date(date) for date in dates] if isinstance(dates, list) else []
+    at_ms = (at_ms + [None] * len(texts))[: len(texts)]
+    if entry.message.get("role") == "user":
+        raise ChatFileError(f"{where}: a user message has no alternatives")
+    return Alternatives(selected, list(texts), at_ms)
+
+
+def check_chat(chat: ImportedChat) -> None:
+    """What every imported chat must be: not empty, within the bounds, tool results right
+    after their calls, alternatives only at the start of an answer.
+
+    Raises:
+        ChatFileError: the first message (by index) that breaks a rule, and the rule.
+    """
+    if not chat.messages:
+        raise ChatFileError("The chat has no messages")
+    if len(chat.messages) > MAX_MESSAGES:
+        raise ChatFileError(f"The chat has more than {MAX_MESSAGES} messages")
+    open_calls: set[str] = set()
+    for index, entry in enumerate(chat.messages):
+        message = entry.message
+        if message["role"] == "tool":
+            if message["tool_call_id"] not in open_calls:
+                raise ChatFileError(
+                    f"messages[{index}].tool_call_id: no call before it has this id"
+                )
+            open_calls.discard(message["tool_call_id"])
+            continue
+        open_calls = {call["id"] for call in message.get("tool_calls") or ()}
+    starts = set(answer_starts(chat.messages))
+    for index, alternatives in chat.swipes.items():
+        if index not in starts:
+            raise ChatFileError(
+                f"messages[{index}].swipes: alternatives belong to an answer's first message"
+            )
+        if len(alternatives.texts) > MAX_ALTERNATIVES:
+            raise ChatFileError(
+                f"messages[{index}].swipes: more than {MAX_ALTERNATIVES} alternatives"
+            )
+
+
+# --- a Markdown transcript ------------------------------------------------------------
+
+
+def to_markdown(chat: ImportedChat, *, title: str) -> str:
+    """A transcript to read: each user and persona message of the selected branch with its
+    speaker and time; tool calls and results are left out, and an answer with
+    alternatives says which of them it is."""
+    user = chat.user_name or "User"
+    character = chat.character_name or "Persona"
+    lines = [f"# {title}", ""]
+    for index, entry in enumerate(chat.messages):
+        role = entry.message.get("role")
+        text = text_of(entry.message).strip()
+        if role == "tool" or not text:
+            continue
+        speaker = user if role == "user" else character
+        when = iso_of(entry.at_ms)
+        heading = f"**{speaker}**" + (f" ({when.replace('T', ' ')[:16]} UTC)" if when else "")
+        alternatives = chat.swipes.get(index)
+        if alternatives is not None:
+            heading += f" (alternative {alternatives.selected + 1} of {len(alternatives.texts)})"
+        lines += [heading, "", text, ""]
+    return "\n".join(lines)
