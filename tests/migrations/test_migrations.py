@@ -31,7 +31,7 @@ from persona_agent.migrations import (
 )
 from tests.conftest import empty_postgres
 
-HEAD = "0009"
+HEAD = "0010"
 NOT_OURS = {"alembic_version", "push_notification_configs"}  # Alembic's, and the SDK's
 
 
@@ -164,7 +164,7 @@ async def test_0009_indexes_memories_by_owner_and_goes_down_again(empty: AsyncEn
             {"v": b"\0" * 8},
         )
     assert "ix_pa_memories_owner" not in await memory_indexes(empty)
-    await upgrade_db(empty)
+    await upgrade_db(empty, "0009")
     assert await db_revision(empty) == ("0009", HEAD)
     assert "ix_pa_memories_owner" in await memory_indexes(empty)
     if empty.dialect.name == "sqlite":  # forgetting a caller reads the index, not the table
@@ -185,6 +185,37 @@ async def test_0009_indexes_memories_by_owner_and_goes_down_again(empty: AsyncEn
     async with empty.connect() as conn:
         owners = (await conn.execute(text("SELECT owner FROM pa_memories"))).all()
     assert [row[0] for row in owners] == ["key:alice"]  # the rows stay, up and down
+
+
+async def test_0010_stamps_messages_and_keeps_alternatives_and_goes_down_again(
+    empty: AsyncEngine,
+) -> None:
+    await upgrade_db(empty, "0009")
+    async with empty.begin() as conn:
+        await conn.execute(
+            text("INSERT INTO pa_messages (conversation, message) VALUES ('ada:c1', '{}')")
+        )
+    await upgrade_db(empty)
+    assert await db_revision(empty) == ("0010", HEAD)
+    async with empty.begin() as conn:
+        rows = (await conn.execute(text("SELECT message, at_ms FROM pa_messages"))).all()
+        await conn.execute(
+            text(
+                "INSERT INTO pa_swipes (conversation, anchor, position, messages, at_ms) "
+                "VALUES ('ada:c1', 0, 0, NULL, 1)"
+            )
+        )
+    assert [tuple(row) for row in rows] == [("{}", None)]  # stored before: no time
+    assert await schema_differences(empty) == []
+    async with revisions.one_at_a_time(), empty.begin() as conn:
+        await conn.run_sync(revisions.downgrade, "0009")
+    async with empty.connect() as conn:
+        tables = await conn.run_sync(lambda c: inspect(c).get_table_names())
+        columns = await conn.run_sync(lambda c: inspect(c).get_columns("pa_messages"))
+        left = (await conn.execute(text("SELECT message FROM pa_messages"))).all()
+    assert "pa_swipes" not in tables
+    assert "at_ms" not in {column["name"] for column in columns}
+    assert [row[0] for row in left] == ["{}"]
 
 
 async def test_replicas_starting_at_once_all_migrate(tmp_path: Path) -> None:

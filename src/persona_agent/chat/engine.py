@@ -104,6 +104,11 @@ class ChatEngine:
         """(conversation, task id) → the tool that asked the user a question in that task,
         and the argument its answer goes in (kept in this process only)."""
 
+    @property
+    def locks(self) -> KeyedLocks:
+        """The per-conversation locks its turns hold (conversation changes take them too)."""
+        return self._locks
+
     async def stream(
         self,
         persona: Persona,

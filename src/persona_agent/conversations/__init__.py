@@ -1,1 +1,2 @@
-"""Conversations people steer: branches, user personas, chat files (docs/conversations.md)."""
+"""Conversations people steer (issue 37): branches and alternatives of answers, user personas,
+import and export (docs/conversations.md)."""
