@@ -79,6 +79,8 @@ OPERATIONS = [
     ("GET", "/api/v1/personas/{persona_id}/conversation-documents"),
     ("DELETE", "/api/v1/personas/{persona_id}/conversation-documents/{document_id}"),
     ("DELETE", "/api/v1/memories"),
+    ("GET", "/api/v1/conversations/{persona_id}/{context_id}/export"),
+    ("POST", "/api/v1/conversations/import"),
     ("POST", "/api/v1/personas/{persona_id}/documents"),
     ("DELETE", "/api/v1/personas/{persona_id}/documents/{document_id}"),
     ("DELETE", "/api/v1/personas/{persona_id}"),

@@ -13,6 +13,7 @@ from persona_agent.api.caller_data import CallerData
 from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.api.readiness import Readiness
 from persona_agent.chat.usage_log import UsageLog
+from persona_agent.conversations.conversation_store import ConversationStore
 from persona_agent.knowledge.library import Knowledge
 from persona_agent.observe.metrics import HubMetrics
 from persona_agent.personas.formats.card_pngs import CardPngs
@@ -33,6 +34,7 @@ __all__ = [
     "BaseUrl",
     "CallerStore",
     "CardImages",
+    "Conversations",
     "Documents",
     "FileChecker",
     "HubReader",
@@ -251,7 +253,7 @@ SOURCE_MEDIA_TYPES: dict[str, Literal["yaml", "json"]] = {
 }
 """The media types of a persona file's text (``PUT .../file``), and the format of each."""
 
-_FILE_PATHS = ("/upload", "/validate", "/documents")
+_FILE_PATHS = ("/upload", "/validate", "/documents", "/conversations/import")
 """Routes that take a file as a form sends it (multipart)."""
 
 
@@ -293,6 +295,7 @@ class ApiParts:
     readiness: Readiness
     caller_data: CallerData
     knowledge: Knowledge
+    conversations: ConversationStore
 
 
 def hub_parts(request: Request) -> ApiParts:
@@ -423,6 +426,14 @@ CallerStore = Annotated[CallerData, Depends(_caller_data)]
 """What the hub keeps of each identified caller: memories, conversations, tasks."""
 Documents = Annotated[Knowledge, Depends(_knowledge)]
 """The personas' knowledge documents."""
+
+
+def _conversations(request: Request) -> ConversationStore:
+    return hub_parts(request).conversations
+
+
+Conversations = Annotated[ConversationStore, Depends(_conversations)]
+"""The stored conversations callers steer (docs/conversations.md)."""
 Reader = Depends(require_read)
 Writer = Depends(require_write)
 PersonaReader = Depends(require_persona_read)

@@ -442,6 +442,7 @@ def _creation(
                 anchored.append(
                     {
                         "c": key,
+                        "k": key,
                         "p": position,
                         "body": body,
                         "at": stamp,

@@ -1,0 +1,280 @@
+"""``/api/v1/conversations/.../export`` and ``/api/v1/conversations/import``: a caller's
+conversation with a persona as a file (SillyTavern's chat JSONL, the hub's JSON, a
+Markdown transcript) and such a file as a new conversation that continues where it
+stopped (docs/conversations.md, "Moving chats").
+
+Whose conversation: the caller's (the principal's name; ``""``, anonymous, on a hub that
+identifies nobody, where anyone who knows a context id continues it, as over A2A); another
+caller's is answered 404, as one that does not exist.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import (
+    APIRouter,
+    File,
+    HTTPException,
+    Path,
+    Query,
+    Request,
+    Response,
+    UploadFile,
+    status,
+)
+from fastapi.responses import JSONResponse
+
+from persona_agent.a2a.lifecycle import conversation_key
+from persona_agent.api.deps import Conversations, MemoryReader, MemoryWriter, Store, api_auth
+from persona_agent.api.routes.error_body import ErrorDetail, error_responses
+from persona_agent.conversations.chat_file import (
+    MAX_FILE_BYTES,
+    Alternatives,
+    ChatFileError,
+    Entry,
+    ImportedChat,
+    from_json,
+    to_json,
+    to_markdown,
+)
+from persona_agent.conversations.sillytavern import from_sillytavern, to_sillytavern
+from persona_agent.conversations.view import ConversationView
+from persona_agent.errors import ConversationNotFound
+from persona_agent.llm.base import Message
+from persona_agent.personas.model import Persona
+from persona_agent.security.authorization import Action
+
+__all__ = ["router"]
+
+router = APIRouter(
+    prefix="/conversations", tags=["conversations"], responses=error_responses(401, 403)
+)
+
+_MEDIA = {
+    "sillytavern": ("application/jsonl", "jsonl"),
+    "json": ("application/json", "json"),
+    "markdown": ("text/markdown; charset=utf-8", "md"),
+}
+_REASONS = {
+    404: "No such persona, or no such conversation of the caller's with it",
+    409: "The context id names a conversation that exists already",
+    413: "The file is larger than the limit",
+    422: "The file cannot be read (the line or message and the field are named), or a "
+    "parameter is not valid",
+}
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorDetail, "description": reason} for code, reason in _REASONS.items()
+}
+ContextId = Annotated[str, Query(min_length=1, max_length=200, description="the conversation")]
+
+
+def _file_name(persona_id: str, context_id: str, extension: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{persona_id}-{context_id}")[:120]
+    return f"{safe}.{extension}"
+
+
+def read_chat(data: bytes, kind: Literal["sillytavern", "json"]) -> ImportedChat:
+    """The chat of an uploaded file (422 for one that cannot be read: ChatFileError)."""
+    if len(data) > MAX_FILE_BYTES:
+        raise HTTPException(
+            status.HTTP_413_CONTENT_TOO_LARGE,
+            f"The chat file is larger than the limit of {MAX_FILE_BYTES:,} bytes",
+        )
+    try:
+        return from_sillytavern(data) if kind == "sillytavern" else from_json(data)
+    except ChatFileError as error:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, error.message) from None
+
+
+def write_chat(
+    chat: ImportedChat,
+    kind: Literal["sillytavern", "json", "markdown"],
+    *,
+    persona_id: str,
+    context_id: str,
+    user_name: str,
+    character_name: str,
+) -> Response:
+    """The file of a chat, to download."""
+    chat = replace(chat, user_name=user_name, character_name=character_name)
+    if kind == "sillytavern":
+        data = to_sillytavern(chat, user_name=user_name, character_name=character_name)
+    elif kind == "json":
+        data = to_json(chat, persona_id=persona_id, context_id=context_id)
+    else:
+        title = f"{character_name} and {user_name}"
+        data = to_markdown(chat, title=title).encode()
+    media, extension = _MEDIA[kind]
+    name = _file_name(persona_id, context_id, extension)
+    return Response(
+        data, media_type=media, headers={"Content-Disposition": f'attachment; filename="{name}"'}
+    )
+
+
+def conversation_owner(request: Request, action: Action, persona_id: str) -> str:
+    """Whose conversations the request is about: the principal's (403 when it may not do
+    ``action`` with the persona), or ``""`` on a hub that identifies nobody."""
+    principal = api_auth(request).authorize(request, action, persona_id)
+    return principal.name if principal is not None else ""
+
+
+def _iso(ms: int | None) -> str | None:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC).isoformat()
+
+
+def conversation_json(persona: Persona, context_id: str, view: ConversationView) -> dict[str, Any]:
+    """A conversation as ``GET /api/v1/conversations/{persona_id}/{context_id}`` shows it."""
+    messages = []
+    for stored in view.messages:
+        item: dict[str, Any] = {
+            "id": stored.id,
+            "role": stored.role,
+            "content": stored.message.get("content"),
+        }
+        for key in ("tool_calls", "tool_call_id"):
+            if stored.message.get(key) is not None:
+                item[key] = stored.message[key]
+        item["at"] = _iso(stored.at_ms)
+        answer = view.alternatives_at(stored.id)
+        if answer is not None:
+            item["swipes"] = {
+                "anchor": answer.anchor,
+                "selected": answer.selected,
+                "count": answer.count,
+                "texts": list(answer.texts),
+            }
+        messages.append(item)
+    greetings = [persona.greeting] if persona.greeting else []
+    return {
+        "persona_id": persona.id,
+        "context_id": context_id,
+        "user": None,
+        "greetings": greetings + list(persona.alternate_greetings),
+        "messages": messages,
+    }
+
+
+def chat_of_view(view: ConversationView) -> ImportedChat:
+    """The chat of a stored conversation: its selected branch and, for each answer with
+    alternatives, their final texts."""
+    index_of = {message.id: index for index, message in enumerate(view.messages)}
+    swipes: dict[int, Alternatives] = {}
+    for answer in view.answers:
+        if answer.first_message is None or answer.selected < 0:
+            continue
+        swipes[index_of[answer.first_message]] = Alternatives(
+            answer.selected, list(answer.texts), [None] * answer.count
+        )
+    messages = [Entry(message.message, message.at_ms) for message in view.messages]
+    return ImportedChat(messages, swipes)
+
+
+def creation_of(
+    chat: ImportedChat,
+) -> tuple[list[Message], dict[int, list[list[Message] | None]]]:
+    """What :meth:`ConversationStore.create` takes to store a chat."""
+    messages = [
+        entry.message if entry.at_ms is None else {**entry.message, "at_ms": entry.at_ms}
+        for entry in chat.messages
+    ]
+    swipes: dict[int, list[list[Message] | None]] = {
+        start: [
+            None if position == alternatives.selected else alternatives.messages(position)
+            for position in range(len(alternatives.texts))
+        ]
+        for start, alternatives in chat.swipes.items()
+    }
+    return messages, swipes
+
+
+ContextPath = Annotated[str, Path(min_length=1, max_length=200, description="the conversation")]
+PersonaQuery = Annotated[str, Query(min_length=1, max_length=100, description="the persona")]
+
+
+@router.get(
+    "/{persona_id}/{context_id}/export",
+    dependencies=[MemoryReader],
+    responses={
+        200: {
+            "description": "The conversation as a file to download",
+            "content": {"application/jsonl": {}, "application/json": {}, "text/markdown": {}},
+        },
+        **_RESPONSES,
+    },
+    response_class=Response,
+)
+async def export_conversation(
+    request: Request,
+    persona_id: str,
+    context_id: ContextPath,
+    store: Store,
+    conversations: Conversations,
+    format: Annotated[
+        Literal["sillytavern", "json", "markdown"],
+        Query(description="sillytavern: SillyTavern's chat JSONL; json: the hub's; markdown"),
+    ] = "sillytavern",
+) -> Response:
+    """The caller's conversation with the persona as a file: ``sillytavern`` (its user
+    and persona messages, each answer's alternatives as swipes), ``json`` (everything,
+    tool calls included; ``POST /conversations/import?format=json`` reads it back) or
+    ``markdown`` (a transcript to read)."""
+    owner = conversation_owner(request, Action.MEMORY_READ, persona_id)
+    persona = await store.get(persona_id)
+    view = await conversations.read(f"{persona_id}:{conversation_key(owner, context_id)}")
+    if view is None:
+        raise ConversationNotFound()
+    chat = chat_of_view(view)
+    return write_chat(
+        chat,
+        format,
+        persona_id=persona_id,
+        context_id=context_id,
+        user_name="User",
+        character_name=persona.name,
+    )
+
+
+@router.post(
+    "/import",
+    dependencies=[MemoryWriter],
+    status_code=status.HTTP_201_CREATED,
+    responses={**error_responses(400), **_RESPONSES},
+)
+async def import_conversation(
+    request: Request,
+    store: Store,
+    conversations: Conversations,
+    persona_id: PersonaQuery,
+    file: Annotated[UploadFile, File(description="The chat file (multipart)")],
+    format: Annotated[
+        Literal["sillytavern", "json"],
+        Query(description="sillytavern: SillyTavern's chat JSONL; json: the hub's export"),
+    ] = "sillytavern",
+    context_id: Annotated[
+        str | None,
+        Query(min_length=1, max_length=200, description="its context id (default: a new one)"),
+    ] = None,
+) -> JSONResponse:
+    """A chat file as a new conversation of the caller's with the persona, which continues
+    where the file stopped (over A2A with its ``context_id``). 422 names the line (or the
+    message) and the field of a file that cannot be read, and nothing is stored; 409 when
+    the caller has a conversation at ``context_id``. The answer is the conversation, and
+    ``notes``: what of the file was left out (system messages, swipes of no answer)."""
+    owner = conversation_owner(request, Action.MEMORY_WRITE, persona_id)
+    persona = await store.get(persona_id)
+    chat = read_chat(await file.read(MAX_FILE_BYTES + 1), format)
+    context_id = context_id or str(uuid.uuid4())
+    key = f"{persona_id}:{conversation_key(owner, context_id)}"
+    messages, swipes = creation_of(chat)
+    await conversations.create(key, messages, swipes)
+    view = await conversations.read(key)
+    if view is None:  # deleted again at once
+        raise ConversationNotFound()
+    body = {**conversation_json(persona, context_id, view), "notes": chat.notes}
+    location = f"/api/v1/conversations/{persona_id}/{context_id}"
+    return JSONResponse(body, status_code=201, headers={"Location": location})
