@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from persona_agent.conversations.chat_file import MAX_FILE_BYTES
 from tests.conftest import empty_postgres
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.a2a_helpers import answer_text, send
@@ -25,7 +26,16 @@ EXPORT = "/api/v1/conversations/socrates"
 UPLOAD = {"X-Requested-With": "test"}
 ALICE_KEY = "alice-key-0123456789abcdef"
 BOB_KEY = "bob-key-0123456789abcdef00"
-KEYS = json.dumps([{"name": "alice", "key": ALICE_KEY}, {"name": "bob", "key": BOB_KEY}])
+TALKER_KEY = "a2a-only-key-0123456789abc"
+ELSEWHERE_KEY = "ada-only-key-0123456789abc"
+KEYS = json.dumps(
+    [
+        {"name": "alice", "key": ALICE_KEY},
+        {"name": "bob", "key": BOB_KEY},
+        {"name": "talker", "key": TALKER_KEY, "scopes": ["a2a"]},
+        {"name": "elsewhere", "key": ELSEWHERE_KEY, "personas": ["ada-lovelace"]},
+    ]
+)
 
 
 async def database(kind: str) -> dict[str, Any]:
@@ -128,6 +138,8 @@ async def test_a_broken_file_is_a_422_naming_the_line_and_nothing_is_stored(hub:
     assert response.status_code == 422
     assert response.json()["detail"] == 'line 3: "is_user" must be true or false'
     assert (await hub.http.get(f"{EXPORT}/broken-1/export")).status_code == 404
+    too_large = b"\n" * (MAX_FILE_BYTES + 1)
+    assert (await upload(hub.http, too_large)).status_code == 413
     for data, params, status in [
         (b'{"format": "other"}', {"format": "json"}, 422),
         (b"\xff", {}, 422),
@@ -170,3 +182,14 @@ async def test_another_callers_conversation_is_not_found(hub_factory: HubFactory
         )
         assert response.status_code == 201, response.text
         assert len((await hub.http.get(path, headers=alice)).content.splitlines()) == 6
+        # A key without the memory scopes, or limited to other personas: 403, nothing stored.
+        for key in (TALKER_KEY, ELSEWHERE_KEY):
+            headers = {"Authorization": f"Bearer {key}"}
+            assert (await hub.http.get(path, headers=headers)).status_code == 403
+            refused = await hub.http.post(
+                IMPORT,
+                params={"persona_id": "socrates", "context_id": "theirs"},
+                files={"file": ("c.jsonl", MARA.read_bytes())},
+                headers=headers,
+            )
+            assert refused.status_code == 403

@@ -30,7 +30,14 @@ from fastapi import (
 from fastapi.responses import JSONResponse
 
 from persona_agent.a2a.lifecycle import conversation_key
-from persona_agent.api.deps import Conversations, MemoryReader, MemoryWriter, Store, api_auth
+from persona_agent.api.deps import (
+    Conversations,
+    MemoryReader,
+    MemoryWriter,
+    Store,
+    api_auth,
+    hub_parts,
+)
 from persona_agent.api.routes.error_body import ErrorDetail, error_responses
 from persona_agent.conversations.chat_file import (
     MAX_FILE_BYTES,
@@ -121,6 +128,17 @@ def conversation_owner(request: Request, action: Action, persona_id: str) -> str
     ``action`` with the persona), or ``""`` on a hub that identifies nobody."""
     principal = api_auth(request).authorize(request, action, persona_id)
     return principal.name if principal is not None else ""
+
+
+async def user_name(request: Request, owner: str, key: str) -> str:
+    """The user's name in the conversation: its user persona's (the conversation's, else
+    the caller's saved one) where the hub keeps user personas, else ``User``."""
+    # The user personas' store (docs/conversations.md, "Who the user is"), when the hub
+    # has it: read through the parts, so these routes do not depend on its module.
+    user_personas = getattr(hub_parts(request), "user_personas", None)
+    if user_personas is None:
+        return "User"
+    return str((await user_personas.resolve(owner, key, None)).name)
 
 
 def _iso(ms: int | None) -> str | None:
@@ -225,7 +243,8 @@ async def export_conversation(
     ``markdown`` (a transcript to read)."""
     owner = conversation_owner(request, Action.MEMORY_READ, persona_id)
     persona = await store.get(persona_id)
-    view = await conversations.read(f"{persona_id}:{conversation_key(owner, context_id)}")
+    key = f"{persona_id}:{conversation_key(owner, context_id)}"
+    view = await conversations.read(key)
     if view is None:
         raise ConversationNotFound()
     chat = chat_of_view(view)
@@ -234,7 +253,7 @@ async def export_conversation(
         format,
         persona_id=persona_id,
         context_id=context_id,
-        user_name="User",
+        user_name=await user_name(request, owner, key),
         character_name=persona.name,
     )
 
