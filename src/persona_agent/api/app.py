@@ -36,6 +36,7 @@ from persona_agent.api.pages import add_pages
 from persona_agent.api.readiness import Readiness
 from persona_agent.api.routes import (
     caller_documents,
+    conversations,
     discovery,
     memories,
     operations,
@@ -45,6 +46,7 @@ from persona_agent.api.routes import (
     personas,
 )
 from persona_agent.api.serving import build_a2a, build_personas_live
+from persona_agent.conversations.conversation_store import ConversationStore
 from persona_agent.errors import HTTP_STATUSES, PersonaAgentError
 from persona_agent.parts import build_memory_records, persona_limits
 from persona_agent.personas.formats.card_pngs import CardPngs
@@ -92,6 +94,8 @@ def create_app(settings: Settings) -> FastAPI:
             knowledge.store,
         ),
         knowledge=knowledge,
+        conversations=ConversationStore(storage.writer, storage.history, locks=engine.locks),
+        engine=engine,
     )
     origins = settings.cors_origin_list
     app = HubApp(
@@ -137,6 +141,7 @@ def _add_routes(app: HubApp, settings: Settings) -> None:
         memories,
         caller_documents,
         persona_documents,
+        conversations,
     ):
         app.include_router(module.router, prefix="/api/v1")
     add_pages(app, app.parts.registry, console=settings.console)
