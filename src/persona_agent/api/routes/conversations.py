@@ -157,6 +157,7 @@ class ForkBody(BaseModel):
 
 
 _REASONS = {
+    400: "The body cannot be parsed",
     401: "No API key, or a wrong one",
     403: "The principal may not read (memory:read) or change (memory:write) conversations",
     404: "No such persona, conversation (of this caller), message or alternative",
@@ -169,6 +170,9 @@ _REASONS = {
 
 
 def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The error answers of a route: 401 and 403 always; a write's body 400 and 415 too."""
+    if 415 in codes or 502 in codes or 409 in codes:
+        codes = (*codes, 400, 415)
     return {
         code: {"model": ErrorDetail, "description": _REASONS[code]} for code in (401, 403, *codes)
     }
