@@ -37,6 +37,7 @@ from persona_agent.api.readiness import Readiness
 from persona_agent.api.routes import (
     caller_documents,
     conversation_files,
+    conversations,
     discovery,
     memories,
     operations,
@@ -95,6 +96,7 @@ def create_app(settings: Settings) -> FastAPI:
         ),
         knowledge=knowledge,
         conversations=ConversationStore(storage.writer, storage.history, locks=engine.locks),
+        engine=engine,
     )
     origins = settings.cors_origin_list
     app = HubApp(
@@ -141,6 +143,7 @@ def _add_routes(app: HubApp, settings: Settings) -> None:
         caller_documents,
         persona_documents,
         conversation_files,
+        conversations,
     ):
         app.include_router(module.router, prefix="/api/v1")
     add_pages(app, app.parts.registry, console=settings.console)

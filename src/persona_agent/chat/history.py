@@ -83,6 +83,11 @@ class ConversationHistory:
         self._max_messages = max_messages
 
     @property
+    def writer(self) -> GroupCommitWriter:
+        """The database's way in, which the history writes through."""
+        return self._db
+
+    @property
     def cached_bytes(self) -> int:
         """What the conversations in memory cost, roughly (see ``cache_bytes``)."""
         return self._bytes

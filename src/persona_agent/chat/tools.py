@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from persona_agent.chat.budget import CallBudget
 from persona_agent.errors import ToolError
@@ -86,6 +86,12 @@ class Turn:
     memory with the persona the turn reads and adds to."""
     files: tuple[AttachedFile, ...] = ()
     """Documents sent with the message (A2A file parts), for the conversation's knowledge."""
+    mode: Literal["message", "regenerate", "continue"] = "message"
+    """Answer the message; or answer the last user message again, or continue the last
+    answer, the message ignored (:mod:`persona_agent.chat.turn_modes`)."""
+    greeting: int | None = None
+    """A new conversation opens with this greeting (0: the first message, k: the k-th
+    alternate greeting), the others kept as its alternatives."""
 
 
 class ToolSource(Protocol):

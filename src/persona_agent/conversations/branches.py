@@ -270,6 +270,24 @@ class Branches:
         self._stashed[key] = (anchor, position)
         return anchor
 
+    async def add_greetings(self, key: str, greetings: Sequence[str], selected: int) -> None:
+        """The greetings of a conversation that just opened with greeting ``selected``: the
+        others become that answer's alternatives."""
+        at = now_ms()
+        rows = [
+            _swipe_row(
+                key,
+                0,
+                position,
+                None
+                if position == selected
+                else json.dumps([{"role": "assistant", "content": text}]),
+                at,
+            )
+            for position, text in enumerate(greetings)
+        ]
+        await self._write(key, [(_INSERT_SWIPE, rows if len(rows) > 1 else [])])
+
     async def keep_answer(self, key: str, anchor: int) -> None:
         """The answer now after ``anchor`` (a regeneration's) becomes its selected alternative."""
         self._stashed.pop(key, None)

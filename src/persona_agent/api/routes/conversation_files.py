@@ -3,9 +3,9 @@ conversation with a persona as a file (SillyTavern's chat JSONL, the hub's JSON,
 Markdown transcript) and such a file as a new conversation that continues where it
 stopped (docs/conversations.md, "Moving chats").
 
-Whose conversation: the caller's (the principal's name; ``""``, anonymous, on a hub that
-identifies nobody, where anyone who knows a context id continues it, as over A2A); another
-caller's is answered 404, as one that does not exist.
+Whose conversation: the caller's, as the other conversation routes find it
+(:mod:`persona_agent.api.routes.conversations`: ``""``, anonymous, on a hub that identifies
+nobody); another caller's is answered 404, as one that does not exist.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import (
@@ -30,14 +29,8 @@ from fastapi import (
 from fastapi.responses import JSONResponse
 
 from persona_agent.a2a.lifecycle import conversation_key
-from persona_agent.api.deps import (
-    Conversations,
-    MemoryReader,
-    MemoryWriter,
-    Store,
-    api_auth,
-    hub_parts,
-)
+from persona_agent.api.deps import Conversations, MemoryReader, MemoryWriter, Store, hub_parts
+from persona_agent.api.routes.conversations import Owner, WritingOwner, conversation_of
 from persona_agent.api.routes.error_body import ErrorDetail, error_responses
 from persona_agent.conversations.chat_file import (
     MAX_FILE_BYTES,
@@ -53,8 +46,6 @@ from persona_agent.conversations.sillytavern import from_sillytavern, to_sillyta
 from persona_agent.conversations.view import ConversationView
 from persona_agent.errors import ConversationNotFound
 from persona_agent.llm.base import Message
-from persona_agent.personas.model import Persona
-from persona_agent.security.authorization import Action
 
 __all__ = ["router"]
 
@@ -123,13 +114,6 @@ def write_chat(
     )
 
 
-def conversation_owner(request: Request, action: Action, persona_id: str) -> str:
-    """Whose conversations the request is about: the principal's (403 when it may not do
-    ``action`` with the persona), or ``""`` on a hub that identifies nobody."""
-    principal = api_auth(request).authorize(request, action, persona_id)
-    return principal.name if principal is not None else ""
-
-
 async def user_name(request: Request, owner: str, key: str) -> str:
     """The user's name in the conversation: its user persona's (the conversation's, else
     the caller's saved one) where the hub keeps user personas, else ``User``."""
@@ -139,42 +123,6 @@ async def user_name(request: Request, owner: str, key: str) -> str:
     if user_personas is None:
         return "User"
     return str((await user_personas.resolve(owner, key, None)).name)
-
-
-def _iso(ms: int | None) -> str | None:
-    return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC).isoformat()
-
-
-def conversation_json(persona: Persona, context_id: str, view: ConversationView) -> dict[str, Any]:
-    """A conversation as ``GET /api/v1/conversations/{persona_id}/{context_id}`` shows it."""
-    messages = []
-    for stored in view.messages:
-        item: dict[str, Any] = {
-            "id": stored.id,
-            "role": stored.role,
-            "content": stored.message.get("content"),
-        }
-        for key in ("tool_calls", "tool_call_id"):
-            if stored.message.get(key) is not None:
-                item[key] = stored.message[key]
-        item["at"] = _iso(stored.at_ms)
-        answer = view.alternatives_at(stored.id)
-        if answer is not None:
-            item["swipes"] = {
-                "anchor": answer.anchor,
-                "selected": answer.selected,
-                "count": answer.count,
-                "texts": list(answer.texts),
-            }
-        messages.append(item)
-    greetings = [persona.greeting] if persona.greeting else []
-    return {
-        "persona_id": persona.id,
-        "context_id": context_id,
-        "user": None,
-        "greetings": greetings + list(persona.alternate_greetings),
-        "messages": messages,
-    }
 
 
 def chat_of_view(view: ConversationView) -> ImportedChat:
@@ -230,6 +178,7 @@ async def export_conversation(
     request: Request,
     persona_id: str,
     context_id: ContextPath,
+    owner: Owner,
     store: Store,
     conversations: Conversations,
     format: Annotated[
@@ -241,7 +190,6 @@ async def export_conversation(
     and persona messages, each answer's alternatives as swipes), ``json`` (everything,
     tool calls included; ``POST /conversations/import?format=json`` reads it back) or
     ``markdown`` (a transcript to read)."""
-    owner = conversation_owner(request, Action.MEMORY_READ, persona_id)
     persona = await store.get(persona_id)
     key = f"{persona_id}:{conversation_key(owner, context_id)}"
     view = await conversations.read(key)
@@ -265,10 +213,10 @@ async def export_conversation(
     responses={**error_responses(400), **_RESPONSES},
 )
 async def import_conversation(
-    request: Request,
     store: Store,
     conversations: Conversations,
     persona_id: PersonaQuery,
+    owner: WritingOwner,
     file: Annotated[UploadFile, File(description="The chat file (multipart)")],
     format: Annotated[
         Literal["sillytavern", "json"],
@@ -284,7 +232,6 @@ async def import_conversation(
     message) and the field of a file that cannot be read, and nothing is stored; 409 when
     the caller has a conversation at ``context_id``. The answer is the conversation, and
     ``notes``: what of the file was left out (system messages, swipes of no answer)."""
-    owner = conversation_owner(request, Action.MEMORY_WRITE, persona_id)
     persona = await store.get(persona_id)
     chat = read_chat(await file.read(MAX_FILE_BYTES + 1), format)
     context_id = context_id or str(uuid.uuid4())
@@ -294,6 +241,9 @@ async def import_conversation(
     view = await conversations.read(key)
     if view is None:  # deleted again at once
         raise ConversationNotFound()
-    body = {**conversation_json(persona, context_id, view), "notes": chat.notes}
+    body = {
+        **conversation_of(persona, context_id, view).model_dump(mode="json"),
+        "notes": chat.notes,
+    }
     location = f"/api/v1/conversations/{persona_id}/{context_id}"
     return JSONResponse(body, status_code=201, headers={"Location": location})
