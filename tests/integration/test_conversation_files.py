@@ -134,10 +134,13 @@ async def test_an_imported_chat_keeps_its_swipes_continues_and_exports_again(
 
 async def test_a_broken_file_is_a_422_naming_the_line_and_nothing_is_stored(hub: Hub) -> None:
     broken = MARA.read_bytes().replace(b'"is_user": true', b'"is_user": "yes"', 1)
+    listing = ("/api/v1/conversations", {"persona_id": "socrates"})
+    before = (await hub.http.get(listing[0], params=listing[1])).json()
     response = await upload(hub.http, broken, context_id="broken-1")
     assert response.status_code == 422
     assert response.json()["detail"] == 'line 3: "is_user" must be true or false'
     assert (await hub.http.get(f"{EXPORT}/broken-1/export")).status_code == 404
+    assert (await hub.http.get(listing[0], params=listing[1])).json() == before
     too_large = b"\n" * (MAX_FILE_BYTES + 1)
     assert (await upload(hub.http, too_large)).status_code == 413
     for data, params, status in [
@@ -227,3 +230,38 @@ async def test_tool_calls_move_in_the_hubs_json_and_stay_out_of_sillytavern(
     prompt = llm.requests[-1]["messages"]
     assert [m["role"] for m in prompt[-5:]] == ["user", "assistant", "tool", "assistant", "user"]
     assert prompt[-3]["tool_call_id"] == prompt[-4]["tool_calls"][0]["id"]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+async def test_a_regenerated_answer_goes_to_sillytavern_as_swipes_and_comes_back(
+    hub_factory: HubFactory, llm: FakeLLM, kind: str
+) -> None:
+    async with hub_factory(**await database(kind)) as hub:
+        llm.script(Reply("Know thyself."), Reply("Question everything."))
+        task = await send(await hub.client("socrates"), "Any advice?")
+        base = f"/api/v1/conversations/socrates/{task.context_id}"
+        again = await hub.http.post(f"{base}/regenerate", json={})
+        assert again.status_code == 200, again.text
+        assert again.json()["answer"] == "Question everything."
+        lines = lines_of((await hub.http.get(f"{base}/export")).content)
+        assert [line["mes"] for line in lines[1:]] == ["Any advice?", "Question everything."]
+        assert lines[2]["swipes"] == ["Know thyself.", "Question everything."]
+        assert lines[2]["swipe_id"] == 1
+        # SillyTavern's file comes back with the same alternatives, and one can be chosen.
+        data = "\n".join(json.dumps(line) for line in lines).encode()
+        imported = await upload(hub.http, data, context_id="advice")
+        assert imported.status_code == 201, imported.text
+        answer = imported.json()["messages"][1]
+        assert answer["swipes"]["texts"] == ["Know thyself.", "Question everything."]
+        assert answer["swipes"]["selected"] == 1
+        anchor = answer["swipes"]["anchor"]
+        chosen = await hub.http.put(
+            f"/api/v1/conversations/socrates/advice/swipes/{anchor}", json={"selected": 0}
+        )
+        assert chosen.status_code == 200, chosen.text
+        assert chosen.json()["messages"][1]["content"] == "Know thyself."
+        back = lines_of(
+            (await hub.http.get("/api/v1/conversations/socrates/advice/export")).content
+        )
+        assert back[2]["mes"] == "Know thyself."
+        assert back[2]["swipe_id"] == 0
