@@ -1,4 +1,4 @@
-"""The "Moving chats" example (docs/conversations-files.md): the SillyTavern file the docs
+"""The "Moving chats" example (docs/conversations.md): the SillyTavern file the docs
 show, saved as ``chat.jsonl`` in a sandbox, imported, read back as Markdown and exported
 as SillyTavern JSONL with its ``curl`` lines as a reader pastes them, against a hub on this
 machine without API keys (the docs' hub is the test hub: ``rewrite``); then the persona
@@ -15,7 +15,7 @@ from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.a2a_helpers import answer_text, send
 from tests.integration.conftest import HubFactory
 
-DOCS = "docs/conversations-files.md"
+DOCS = "docs/conversations.md"
 FILE = claim(DOCS, '"character_name": "Socrates"')
 COMMANDS = claim(DOCS, "conversations/import?persona_id=socrates&context_id=agora-1")
 
