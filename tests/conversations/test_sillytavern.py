@@ -229,3 +229,23 @@ def test_the_bounds() -> None:
         from_sillytavern(too_many)
     at_most = jsonl(HEADER, *({"mes": "x", "is_user": True} for _ in range(MAX_MESSAGES)))
     assert len(from_sillytavern(at_most).messages) == MAX_MESSAGES
+
+
+def test_a_file_saved_on_windows_with_a_bom_and_crlf() -> None:
+    windows = b"\xef\xbb\xbf" + MARA.replace(b"\n", b"\r\n")
+    chat = from_sillytavern(windows)
+    assert chat.messages == from_sillytavern(MARA).messages
+    assert chat.swipes == from_sillytavern(MARA).swipes
+
+
+def test_a_group_chat_is_the_personas_every_character_message() -> None:
+    chat = from_sillytavern(
+        jsonl(
+            {"user_name": "Ann", "character_name": "unused", "chat_metadata": {}},
+            {"name": "Ann", "is_user": True, "mes": "Hello, both of you."},
+            {"name": "Mara", "is_user": False, "mes": "Ahoy."},
+            {"name": "Finn", "is_user": False, "mes": "Hi!"},
+        )
+    )
+    assert [entry.message["role"] for entry in chat.messages] == ["user", "assistant", "assistant"]
+    assert [entry.message["content"] for entry in chat.messages][1:] == ["Ahoy.", "Hi!"]
