@@ -161,7 +161,9 @@ async def test_a_broken_file_is_a_422_naming_the_line_and_nothing_is_stored(hub:
     assert (await upload(hub.http, MARA.read_bytes(), context_id="broken-1")).status_code == 201
 
 
-async def test_another_callers_conversation_is_not_found(hub_factory: HubFactory) -> None:
+async def test_another_callers_conversation_is_not_found(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
     async with hub_factory(api_keys=KEYS) as hub:
         alice = {"Authorization": f"Bearer {ALICE_KEY}"}
         bob = {"Authorization": f"Bearer {BOB_KEY}"}
@@ -185,6 +187,15 @@ async def test_another_callers_conversation_is_not_found(hub_factory: HubFactory
         )
         assert response.status_code == 201, response.text
         assert len((await hub.http.get(path, headers=alice)).content.splitlines()) == 6
+        # Each continues their own over A2A: Alice's prompt holds her imported chat only.
+        async with httpx.AsyncClient(
+            base_url=hub.settings.base_url, headers=alice, timeout=30
+        ) as http:
+            llm.script(Reply("Aye."))
+            await send(await hub.client("socrates", http=http), "Ready?", "mine")
+        shown = [m["content"] for m in llm.requests[-1]["messages"]]
+        assert shown[-2:] == [lines_of(MARA.read_bytes())[-1]["mes"], "Ready?"]
+        assert "hello" not in shown
         # A key without the memory scopes, or limited to other personas: 403, nothing stored.
         for key in (TALKER_KEY, ELSEWHERE_KEY):
             headers = {"Authorization": f"Bearer {key}"}
