@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from persona_agent.conversations.view import ConversationView
 from persona_agent.errors import PersonaAgentError
 from persona_agent.llm.base import Message
 
@@ -29,7 +30,9 @@ __all__ = [
     "Entry",
     "ImportedChat",
     "answer_starts",
+    "chat_of_view",
     "check_chat",
+    "creation_of",
     "from_json",
     "iso_of",
     "ms_of_iso",
@@ -316,6 +319,44 @@ def check_chat(chat: ImportedChat) -> None:
             raise ChatFileError(
                 f"messages[{index}].swipes: more than {MAX_ALTERNATIVES} alternatives"
             )
+
+
+# --- a stored conversation ------------------------------------------------------------
+
+
+def chat_of_view(view: ConversationView) -> ImportedChat:
+    """The chat of a stored conversation: its selected branch and, for each answer with
+    alternatives, their final texts."""
+    index_of = {message.id: index for index, message in enumerate(view.messages)}
+    swipes: dict[int, Alternatives] = {}
+    for answer in view.answers:
+        if answer.first_message is None or answer.selected < 0:
+            continue
+        swipes[index_of[answer.first_message]] = Alternatives(
+            answer.selected, list(answer.texts), [None] * answer.count
+        )
+    messages = [Entry(message.message, message.at_ms) for message in view.messages]
+    return ImportedChat(messages, swipes)
+
+
+def creation_of(
+    chat: ImportedChat,
+) -> tuple[list[Message], dict[int, list[list[Message] | None]]]:
+    """What :meth:`~persona_agent.conversations.conversation_store.ConversationStore.create`
+    takes to store a chat: its messages (each with its ``at_ms``), and each answer's
+    alternatives by its first message (``None`` at the selected one)."""
+    messages = [
+        entry.message if entry.at_ms is None else {**entry.message, "at_ms": entry.at_ms}
+        for entry in chat.messages
+    ]
+    swipes: dict[int, list[list[Message] | None]] = {
+        start: [
+            None if position == alternatives.selected else alternatives.messages(position)
+            for position in range(len(alternatives.texts))
+        ]
+        for start, alternatives in chat.swipes.items()
+    }
+    return messages, swipes
 
 
 # --- a Markdown transcript ------------------------------------------------------------

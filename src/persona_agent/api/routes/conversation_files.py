@@ -34,18 +34,16 @@ from persona_agent.api.routes.conversations import Owner, WritingOwner, conversa
 from persona_agent.api.routes.error_body import ErrorDetail, error_responses
 from persona_agent.conversations.chat_file import (
     MAX_FILE_BYTES,
-    Alternatives,
     ChatFileError,
-    Entry,
     ImportedChat,
+    chat_of_view,
+    creation_of,
     from_json,
     to_json,
     to_markdown,
 )
 from persona_agent.conversations.sillytavern import from_sillytavern, to_sillytavern
-from persona_agent.conversations.view import ConversationView
 from persona_agent.errors import ConversationNotFound
-from persona_agent.llm.base import Message
 
 __all__ = ["router"]
 
@@ -68,7 +66,6 @@ _REASONS = {
 _RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorDetail, "description": reason} for code, reason in _REASONS.items()
 }
-ContextId = Annotated[str, Query(min_length=1, max_length=200, description="the conversation")]
 
 
 def _file_name(persona_id: str, context_id: str, extension: str) -> str:
@@ -123,39 +120,6 @@ async def user_name(request: Request, owner: str, key: str) -> str:
     if user_personas is None:
         return "User"
     return str((await user_personas.resolve(owner, key, None)).name)
-
-
-def chat_of_view(view: ConversationView) -> ImportedChat:
-    """The chat of a stored conversation: its selected branch and, for each answer with
-    alternatives, their final texts."""
-    index_of = {message.id: index for index, message in enumerate(view.messages)}
-    swipes: dict[int, Alternatives] = {}
-    for answer in view.answers:
-        if answer.first_message is None or answer.selected < 0:
-            continue
-        swipes[index_of[answer.first_message]] = Alternatives(
-            answer.selected, list(answer.texts), [None] * answer.count
-        )
-    messages = [Entry(message.message, message.at_ms) for message in view.messages]
-    return ImportedChat(messages, swipes)
-
-
-def creation_of(
-    chat: ImportedChat,
-) -> tuple[list[Message], dict[int, list[list[Message] | None]]]:
-    """What :meth:`ConversationStore.create` takes to store a chat."""
-    messages = [
-        entry.message if entry.at_ms is None else {**entry.message, "at_ms": entry.at_ms}
-        for entry in chat.messages
-    ]
-    swipes: dict[int, list[list[Message] | None]] = {
-        start: [
-            None if position == alternatives.selected else alternatives.messages(position)
-            for position in range(len(alternatives.texts))
-        ]
-        for start, alternatives in chat.swipes.items()
-    }
-    return messages, swipes
 
 
 ContextPath = Annotated[str, Path(min_length=1, max_length=200, description="the conversation")]
