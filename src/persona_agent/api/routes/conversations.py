@@ -32,6 +32,7 @@ from persona_agent.conversations.view import ConversationView
 from persona_agent.errors import BudgetSpentError, ConversationNotFound, LLMError
 from persona_agent.personas.model import Persona
 from persona_agent.security.authorization import Action
+from persona_agent.security.quotas import RateLimited
 
 __all__ = ["Conversation", "Owner", "conversation_of", "router"]
 
@@ -165,6 +166,7 @@ _REASONS = {
     "context id is taken)",
     415: "A hub without keys: the body must be labelled Content-Type: application/json",
     422: "A parameter or the body is not valid (a tool message's text cannot be edited)",
+    429: "Over the caller's or the persona's limits (requests a minute, running tasks)",
     502: "The language model failed: nothing was changed",
 }
 
@@ -417,7 +419,7 @@ async def fork_conversation(
     f"{_BASE}/regenerate",
     dependencies=[MemoryWriter],
     response_model=Answer,
-    responses=_responses(404, 409, 422, 502),
+    responses=_responses(404, 409, 422, 429, 502),
 )
 async def regenerate(
     request: Request,
@@ -435,7 +437,7 @@ async def regenerate(
     f"{_BASE}/continue",
     dependencies=[MemoryWriter],
     response_model=Answer,
-    responses=_responses(404, 409, 422, 502),
+    responses=_responses(404, 409, 422, 429, 502),
 )
 async def continue_answer(
     request: Request,
@@ -456,8 +458,9 @@ async def _run(
     context_id: str,
     mode: Any,
 ) -> Answer:
-    """Run the persona on the conversation in ``mode`` (the engine, under the
-    conversation's lock; the hub's and the persona's budget of calls, usage recorded)."""
+    """Run the persona on the conversation in ``mode``: the engine, under the
+    conversation's lock, with the hub's and the persona's budget of calls and the caller's
+    quotas (requests a minute, running tasks) as an A2A message has them; usage recorded."""
     parts = hub_parts(request)
     persona = parts.registry.persona(persona_id)
     key = _key(persona_id, owner, context_id)
@@ -478,12 +481,25 @@ async def _run(
         owner=owner,
         mode=mode,
     )
+    quotas = parts.registry.services.quotas
+    caller = owner or f"ip:{request.client.host if request.client else ''}"
     done: Done | None = None
-    try:
-        async with aclosing(parts.engine.stream(persona, conversation, "", turn=turn)) as events:
-            async for event in events:
-                if isinstance(event, Done):
-                    done = event
+    try:  # the caller's and the persona's limits, as for an A2A message
+        quotas.check_rate(caller, quotas.limits.requests_per_minute)
+        quotas.check_rate(caller, persona.limits.requests_per_minute or 0, scope=persona_id)
+        quotas.check_start(caller, persona_id, persona.limits.running_tasks or 0)
+        with quotas.running(caller, persona_id):
+            stream = parts.engine.stream(persona, conversation, "", turn=turn)
+            async with aclosing(stream) as events:
+                async for event in events:
+                    if isinstance(event, Done):
+                        done = event
+    except RateLimited as error:
+        raise HTTPException(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            error.message,
+            headers={"Retry-After": str(error.retry_after)},
+        ) from None
     except (LLMError, BudgetSpentError) as error:
         raise HTTPException(status.HTTP_502_BAD_GATEWAY, error.message) from None
     answer = done.text if done is not None else ""
