@@ -262,3 +262,24 @@ async def test_a_change_to_summarized_messages_drops_the_running_summary(
     assert await writer.fetch(summaries) == [("They met.",)]
     await store.edit(KEY, ids[0], "q1, summarized already")
     assert await writer.fetch(summaries) == []  # made again from the messages as they are
+
+
+async def test_an_answer_with_tool_calls_is_swapped_whole(
+    store: ConversationStore, history: ConversationHistory
+) -> None:
+    call = {"id": "call_9", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+    with_tools: list[Message] = [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_9", "content": "3"},
+        {"role": "assistant", "content": "3 it is"},
+    ]
+    await history.append(KEY, [{"role": "user", "content": "1+2?"}, *with_tools])
+    anchor = await store.stash_answer(KEY)
+    await history.append(KEY, [{"role": "assistant", "content": "three"}])
+    await store.keep_answer(KEY, anchor)
+    view = await store.read(KEY)
+    assert view is not None
+    assert view.answers[0].texts == ("3 it is", "three")
+    await store.select(KEY, anchor, 0)
+    assert [row.message for row in (await store.branches.rows(KEY))[1:]] == with_tools
+    assert await history.load(KEY) == [{"role": "user", "content": "1+2?"}, *with_tools]
