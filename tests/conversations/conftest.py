@@ -62,6 +62,7 @@ def start_hub(tmp_path: Path, personas_dir: Path, llm: FakeLLM) -> HubApp:  # no
             app.router.lifespan_context(app),
             httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as http,
         ):
+            http.hub_app = app  # type: ignore[attr-defined]  # for a test that runs the engine
             yield http
 
     return start

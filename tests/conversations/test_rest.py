@@ -5,13 +5,15 @@ another caller's conversation, an unknown message, a deleted one: 404, nothing c
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 from a2a.client import ClientConfig, ClientFactory
 from a2a.client.card_resolver import parse_agent_card
 
-from tests.conversations.conftest import HubApp
+from tests.conversations.conftest import GREETER, HubApp
 from tests.fakes.fake_llm import Fail, FakeLLM, Reply
 from tests.integration.a2a_helpers import answer_text, send
 
@@ -199,3 +201,24 @@ async def test_another_callers_conversation_is_not_found(start_hub: HubApp) -> N
         }
         assert (await http.get(f"{BASE}/gwen/mine", headers=alice)).json() == before
         assert (await http.get(f"{BASE}/gwen/mine")).status_code == 401
+
+
+async def test_regenerate_counts_against_the_callers_limits(
+    start_hub: HubApp, personas_dir: Path, llm: FakeLLM
+) -> None:
+    """A persona's requests a minute count a regeneration as they count a message."""
+    slow = {**GREETER, "name": "Sam the Scarce", "limits": {"requests_per_minute": 1}}
+    (personas_dir / "sam.yaml").write_text(yaml.safe_dump(slow), encoding="utf-8")
+    async with start_hub() as http:
+        llm.script(Reply("a1"))
+        card = (await http.get("/a2a/sam/.well-known/agent-card.json")).json()
+        config = ClientConfig(
+            httpx_client=http, supported_protocol_bindings=["JSONRPC"], streaming=False
+        )
+        await send(ClientFactory(config).create(parse_agent_card(card)), "q1", "s1")
+        before = (await http.get(f"{BASE}/sam/s1")).json()
+        refused = await http.post(f"{BASE}/sam/s1/regenerate", json={})
+        assert refused.status_code == 429, refused.text
+        assert int(refused.headers["Retry-After"]) >= 1
+        assert (await http.get(f"{BASE}/sam/s1")).json() == before
+        assert len(llm.requests) == 1

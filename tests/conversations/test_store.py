@@ -4,11 +4,12 @@ branch and its alternatives, and nothing changed by one that fails."""
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import insert, select
 
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.conversations.conversation_store import ConversationStore
 from persona_agent.conversations.view import ConversationView
-from persona_agent.db import GroupCommitWriter
+from persona_agent.db import GroupCommitWriter, summaries_table
 from persona_agent.errors import (
     ConversationEditError,
     ConversationExistsError,
@@ -247,3 +248,38 @@ async def test_alternatives_go_with_their_conversation(
     limits = RetentionLimits(message_max_count=1, message_max_bytes=0)
     await Retention(writer, limits).sweep()  # the user message q1 is gone
     assert await store.branches.swipes("cat:c1") == []
+
+
+async def test_a_change_to_summarized_messages_drops_the_running_summary(
+    store: ConversationStore, history: ConversationHistory, writer: GroupCommitWriter
+) -> None:
+    await history.append(KEY, exchange("q1", "a1", "q2", "a2"))
+    ids = [row.id for row in await store.branches.rows(KEY)]
+    row = {"persona_id": "ada", "owner": "", "text": "They met.", "upto_seq": ids[1], "at_ms": 1}
+    await writer.write(insert(summaries_table), [{"conversation": KEY, **row}])
+    summaries = select(summaries_table.c.text).where(summaries_table.c.conversation == KEY)
+    await store.edit(KEY, ids[3], "a2, newer than the summary")
+    assert await writer.fetch(summaries) == [("They met.",)]
+    await store.edit(KEY, ids[0], "q1, summarized already")
+    assert await writer.fetch(summaries) == []  # made again from the messages as they are
+
+
+async def test_an_answer_with_tool_calls_is_swapped_whole(
+    store: ConversationStore, history: ConversationHistory
+) -> None:
+    call = {"id": "call_9", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+    with_tools: list[Message] = [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_9", "content": "3"},
+        {"role": "assistant", "content": "3 it is"},
+    ]
+    await history.append(KEY, [{"role": "user", "content": "1+2?"}, *with_tools])
+    anchor = await store.stash_answer(KEY)
+    await history.append(KEY, [{"role": "assistant", "content": "three"}])
+    await store.keep_answer(KEY, anchor)
+    view = await store.read(KEY)
+    assert view is not None
+    assert view.answers[0].texts == ("3 it is", "three")
+    await store.select(KEY, anchor, 0)
+    assert [row.message for row in (await store.branches.rows(KEY))[1:]] == with_tools
+    assert await history.load(KEY) == [{"role": "user", "content": "1+2?"}, *with_tools]

@@ -73,7 +73,11 @@ async def open_turn(
     """
     if turn.mode == "regenerate":
         anchor = await branches.stash_answer(key)
-        past = await history.load(key)
+        try:
+            past = await history.load(key)
+        except BaseException:
+            await branches.restore_answer(key, anchor)
+            raise
         return Opening(past, [], _last_user_text(past), anchor=anchor)
     past = await history.load(key)
     if turn.mode == "continue":

@@ -34,7 +34,7 @@ from sqlalchemy import (
 from sqlalchemy.sql import Executable
 
 from persona_agent.conversations.view import StoredMessage, SwipeRow, answer_spans, loads
-from persona_agent.db import GroupCommitWriter, messages_table, swipes_table
+from persona_agent.db import GroupCommitWriter, messages_table, summaries_table, swipes_table
 from persona_agent.errors import (
     ConversationEditError,
     ConversationExistsError,
@@ -130,6 +130,12 @@ _SELECT_POSITION = (
     )
     .values(messages=null())
 )
+_FORGET_SUMMARY = delete(summaries_table).where(
+    and_(
+        summaries_table.c.conversation == bindparam("c"),
+        summaries_table.c.upto_seq >= bindparam("s"),
+    )
+)
 _ROWS = (
     select(_M.seq, _M.message, _M.at_ms).where(_M.conversation == bindparam("c")).order_by(_M.seq)
 )
@@ -158,7 +164,14 @@ class Branches:
         found = await self._db.fetch(_SWIPES, {"c": key})
         return [SwipeRow(int(a), int(p), loads(body), int(at)) for a, p, body, at in found]
 
-    async def _write(self, key: str, writes: Sequence[Write]) -> None:
+    async def _write(
+        self, key: str, writes: Sequence[Write], *, from_seq: int | None = None
+    ) -> None:
+        """The writes in one transaction; ``from_seq``: the first message changed, and the
+        conversation's running summary goes if it covers that one (the next turn that needs
+        it makes it again from the messages as they are now)."""
+        if from_seq is not None:
+            writes = [*writes, (_FORGET_SUMMARY, [{"c": key, "s": from_seq}])]
         try:
             await self._db.write_together([(s, rows) for s, rows in writes if rows])
         finally:
@@ -197,7 +210,9 @@ class Branches:
         message = dict(row.message)
         message["content"] = content
         await self._write(
-            key, [(_UPDATE_MESSAGE, [{"c": key, "id": row.id, "body": json.dumps(message)}])]
+            key,
+            [(_UPDATE_MESSAGE, [{"c": key, "id": row.id, "body": json.dumps(message)}])],
+            from_seq=row.id,
         )
 
     async def delete(self, key: str, message_id: int, *, following: bool) -> None:
@@ -214,7 +229,7 @@ class Branches:
         writes: list[Write] = [(_DELETE_MESSAGE, [{"c": key, "id": id_} for id_ in sorted(gone)])]
         anchors = [a for a in before if a in gone or a in emptied]
         writes.append((_DELETE_SWIPES_OF, [{"c": key, "a": a} for a in anchors]))
-        await self._write(key, writes)
+        await self._write(key, writes, from_seq=min(gone))
 
     async def select(self, key: str, anchor: int, position: int) -> None:
         """Make the alternative ``position`` of the answer to ``anchor`` the selected one
@@ -236,7 +251,9 @@ class Branches:
             )
         if chosen.messages is None:
             return
-        await self._write(key, _replace_answer(key, rows, swipes, anchor, chosen))
+        await self._write(
+            key, _replace_answer(key, rows, swipes, anchor, chosen), from_seq=anchor + 1
+        )
 
     async def stash_answer(self, key: str) -> int:
         """Move the last answer into its alternatives (a regeneration starts); its anchor.
@@ -266,7 +283,7 @@ class Branches:
             at = answer[0].at_ms or now_ms()
             writes.append((_INSERT_SWIPE, [_swipe_row(key, anchor, position, body, at)]))
         writes.append((_DELETE_FROM, [{"c": key, "a": anchor}]))
-        await self._write(key, writes)
+        await self._write(key, writes, from_seq=anchor + 1)
         self._stashed[key] = (anchor, position)
         return anchor
 
@@ -308,7 +325,7 @@ class Branches:
         writes = _replace_answer(key, rows, swipes, anchor, chosen)
         if len([s for s in swipes if s.anchor == anchor]) == 1:  # no other alternative
             writes.append((_DELETE_SWIPES_OF, [{"c": key, "a": anchor}]))
-        await self._write(key, writes)
+        await self._write(key, writes, from_seq=anchor + 1)
 
     async def extend_last(self, key: str, addition: str) -> None:
         """Add ``addition`` to the text of the conversation's last message, the persona's.
@@ -329,7 +346,9 @@ class Branches:
         message = dict(last.message)
         message["content"] = f"{message['content']}{addition}"
         await self._write(
-            key, [(_UPDATE_MESSAGE, [{"c": key, "id": last.id, "body": json.dumps(message)}])]
+            key,
+            [(_UPDATE_MESSAGE, [{"c": key, "id": last.id, "body": json.dumps(message)}])],
+            from_seq=last.id,
         )
 
     async def delete_conversation(self, key: str) -> bool:
@@ -342,6 +361,7 @@ class Branches:
                 (delete(messages_table).where(_M.conversation == bindparam("c")), [{"c": key}]),
                 (delete(swipes_table).where(_S.conversation == bindparam("c")), [{"c": key}]),
             ],
+            from_seq=0,
         )
         return True
 

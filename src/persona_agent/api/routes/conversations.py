@@ -17,10 +17,20 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response, status
-from pydantic import BaseModel, Field, field_validator
 
 from persona_agent.a2a.lifecycle import conversation_key
 from persona_agent.api.deps import MemoryReader, MemoryWriter, Store, api_auth, hub_parts
+from persona_agent.api.routes.conversation_bodies import (
+    Answer,
+    Conversation,
+    ConversationItem,
+    ConversationList,
+    EditBody,
+    ForkBody,
+    SelectBody,
+    StartBody,
+    conversation_of,
+)
 from persona_agent.api.routes.error_body import ErrorDetail
 from persona_agent.api.routes.memories import CallerQuery
 from persona_agent.chat.budget import CallBudget
@@ -30,8 +40,8 @@ from persona_agent.chat.turn_modes import greetings_of
 from persona_agent.conversations.conversation_store import ConversationStore
 from persona_agent.conversations.view import ConversationView
 from persona_agent.errors import BudgetSpentError, ConversationNotFound, LLMError
-from persona_agent.personas.model import Persona
 from persona_agent.security.authorization import Action
+from persona_agent.security.quotas import RateLimited
 
 __all__ = ["Conversation", "Owner", "conversation_of", "router"]
 
@@ -79,83 +89,6 @@ def _store(request: Request) -> ConversationStore:
 Conversations = Annotated[ConversationStore, Depends(_store)]
 
 
-class Swipes(BaseModel):
-    """The alternatives of the answer this message opens."""
-
-    anchor: int = Field(description="the id of the user message answered (0: the greeting)")
-    selected: int = Field(description="the selected alternative's position (from 0)")
-    count: int
-    texts: list[str] = Field(description="each alternative's final text, by position")
-
-
-class MessageOut(BaseModel):
-    id: int
-    role: str
-    content: str | None
-    tool_calls: list[dict[str, Any]] | None = None
-    tool_call_id: str | None = None
-    at: datetime | None = Field(description="when it was stored (none: before it was recorded)")
-    swipes: Swipes | None = None
-
-
-class UserOut(BaseModel):
-    name: str
-    description: str
-
-
-class Conversation(BaseModel):
-    """A conversation: its selected branch, with the alternatives of its answers."""
-
-    persona_id: str
-    context_id: str
-    user: UserOut | None = None
-    greetings: list[str] = Field(description="the persona's greetings (0: its first message)")
-    messages: list[MessageOut]
-
-
-class ConversationItem(BaseModel):
-    persona_id: str
-    context_id: str
-    messages: int
-    updated_at: datetime | None
-    preview: str
-
-
-class ConversationList(BaseModel):
-    items: list[ConversationItem]
-
-
-class Answer(BaseModel):
-    answer: str = Field(description="the new answer (continue: the text added)")
-    conversation: Conversation
-
-
-class StartBody(BaseModel):
-    persona_id: str = Field(min_length=1, max_length=63)
-    greeting: int = Field(0, ge=0, le=1000, description="0: the first message, k: alternate k")
-    context_id: str | None = Field(None, min_length=1, max_length=200)
-
-
-class EditBody(BaseModel):
-    content: str = Field(min_length=1, max_length=100_000)
-
-    @field_validator("content")
-    @classmethod
-    def _not_blank(cls, content: str) -> str:
-        if not content.strip():
-            raise ValueError("the text is blank: delete the message instead")
-        return content
-
-
-class SelectBody(BaseModel):
-    selected: int = Field(ge=0, le=10_000)
-
-
-class ForkBody(BaseModel):
-    message_id: int = Field(ge=1, le=2**62)
-    context_id: str | None = Field(None, min_length=1, max_length=200)
-
-
 _REASONS = {
     400: "The body cannot be parsed",
     401: "No API key, or a wrong one",
@@ -165,6 +98,7 @@ _REASONS = {
     "context id is taken)",
     415: "A hub without keys: the body must be labelled Content-Type: application/json",
     422: "A parameter or the body is not valid (a tool message's text cannot be edited)",
+    429: "Over the caller's or the persona's limits (requests a minute, running tasks)",
     502: "The language model failed: nothing was changed",
 }
 
@@ -176,41 +110,6 @@ def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {
         code: {"model": ErrorDetail, "description": _REASONS[code]} for code in (401, 403, *codes)
     }
-
-
-def conversation_of(
-    persona: Persona | None, context_id: str, view: ConversationView
-) -> Conversation:
-    """The REST form of a stored conversation."""
-    messages = []
-    for row in view.messages:
-        alternatives = view.alternatives_at(row.id)
-        message = row.message
-        content = message.get("content")
-        messages.append(
-            MessageOut(
-                id=row.id,
-                role=row.role,
-                content=content if isinstance(content, str) else None,
-                tool_calls=message.get("tool_calls"),
-                tool_call_id=message.get("tool_call_id"),
-                at=datetime.fromtimestamp(row.at_ms / 1000, UTC) if row.at_ms is not None else None,
-                swipes=Swipes(
-                    anchor=alternatives.anchor,
-                    selected=alternatives.selected,
-                    count=alternatives.count,
-                    texts=list(alternatives.texts),
-                )
-                if alternatives is not None
-                else None,
-            )
-        )
-    return Conversation(
-        persona_id=view.key.partition(":")[0],
-        context_id=context_id,
-        greetings=greetings_of(persona) if persona is not None else [],
-        messages=messages,
-    )
 
 
 def _key(persona_id: str, owner: str, context_id: str) -> str:
@@ -417,7 +316,7 @@ async def fork_conversation(
     f"{_BASE}/regenerate",
     dependencies=[MemoryWriter],
     response_model=Answer,
-    responses=_responses(404, 409, 422, 502),
+    responses=_responses(404, 409, 422, 429, 502),
 )
 async def regenerate(
     request: Request,
@@ -435,7 +334,7 @@ async def regenerate(
     f"{_BASE}/continue",
     dependencies=[MemoryWriter],
     response_model=Answer,
-    responses=_responses(404, 409, 422, 502),
+    responses=_responses(404, 409, 422, 429, 502),
 )
 async def continue_answer(
     request: Request,
@@ -456,8 +355,9 @@ async def _run(
     context_id: str,
     mode: Any,
 ) -> Answer:
-    """Run the persona on the conversation in ``mode`` (the engine, under the
-    conversation's lock; the hub's and the persona's budget of calls, usage recorded)."""
+    """Run the persona on the conversation in ``mode``: the engine, under the
+    conversation's lock, with the hub's and the persona's budget of calls and the caller's
+    quotas (requests a minute, running tasks) as an A2A message has them; usage recorded."""
     parts = hub_parts(request)
     persona = parts.registry.persona(persona_id)
     key = _key(persona_id, owner, context_id)
@@ -478,12 +378,25 @@ async def _run(
         owner=owner,
         mode=mode,
     )
+    quotas = parts.registry.services.quotas
+    caller = owner or f"ip:{request.client.host if request.client else ''}"
     done: Done | None = None
-    try:
-        async with aclosing(parts.engine.stream(persona, conversation, "", turn=turn)) as events:
-            async for event in events:
-                if isinstance(event, Done):
-                    done = event
+    try:  # the caller's and the persona's limits, as for an A2A message
+        quotas.check_rate(caller, quotas.limits.requests_per_minute)
+        quotas.check_rate(caller, persona.limits.requests_per_minute or 0, scope=persona_id)
+        quotas.check_start(caller, persona_id, persona.limits.running_tasks or 0)
+        with quotas.running(caller, persona_id):
+            stream = parts.engine.stream(persona, conversation, "", turn=turn)
+            async with aclosing(stream) as events:
+                async for event in events:
+                    if isinstance(event, Done):
+                        done = event
+    except RateLimited as error:
+        raise HTTPException(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            error.message,
+            headers={"Retry-After": str(error.retry_after)},
+        ) from None
     except (LLMError, BudgetSpentError) as error:
         raise HTTPException(status.HTTP_502_BAD_GATEWAY, error.message) from None
     answer = done.text if done is not None else ""
