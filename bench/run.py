@@ -21,9 +21,9 @@ with no exporter configured. Each throughput round measures the hub, the agents,
 the hub again (half its window on each side); ratios are taken within a round, then the
 median. The slow streams (``--part "slow streams"``) are 256 concurrent streaming sends,
 a token every 20 ms: each server's CPU (``/proc``) a second and a token delivered (the
-answer text that reached the load generator in the window), rounds interleaved. With valgrind installed, each server also runs under
-callgrind for a count of
-instructions per request, which the machine's speed does not move.
+answer text that reached the load generator in the window), rounds interleaved. With
+valgrind installed, each server also runs under callgrind for a count of instructions
+per request, which the machine's speed does not move.
 
 Prints one table: each figure, its target and PASS or FAIL, and exits 1 when a
 target is missed. ``--quick`` runs one round with short windows, 1,000
