@@ -21,7 +21,11 @@ Only answers that complete inside the measured window count: ``rps`` is their
 number over the window, latencies are theirs. Errors count whenever they
 happen, warm-up included; ``checked`` is every answer that passed the checks.
 ``stream`` mode adds ``ttft_ms`` (send to the first artifact text),
-``text_chunks`` (artifact events with text per answer) and, with
+``text_chunks`` (artifact events with text per answer), ``words_delivered`` (the
+words of answer text, in artifact events, that reached the client inside the window,
+whether or not their answer ended in it: a model's tokens are words for the fake LLM,
+so this is the tokens a server delivered), ``words_per_s`` and ``words_by_second``
+(each second of the window: a server still filling up shows as a rising count) and, with
 ``--timing-file`` and ``--mark``, writes one line a request,
 ``ID<TAB>first<TAB>last<TAB>chunks``: ``time.monotonic()`` when the first and
 the last answer text arrived (the message carries ``[[bench:ID]]``,
@@ -43,6 +47,7 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from functools import partial
 from typing import IO, Any
 from urllib.parse import urlsplit
 
@@ -168,6 +173,25 @@ def result_of(document: Any) -> dict[str, Any]:
 
 
 @dataclass
+class Delivered:
+    """The words of answer text that reached the client inside ``[start, stop)``."""
+
+    start: float
+    stop: float
+    words: int = 0
+    by_second: list[int] = field(default_factory=list)
+
+    def add(self, now: float, text: str) -> None:
+        if self.start <= now < self.stop:
+            count = len(text.split())
+            self.words += count
+            second = int(now - self.start)
+            while len(self.by_second) <= second:
+                self.by_second.append(0)
+            self.by_second[second] += count
+
+
+@dataclass
 class Answer:
     """What the events of one answer said."""
 
@@ -179,6 +203,8 @@ class Answer:
     """The bytes of the response body (for a stream: every SSE event, framing included)."""
     first_text: float = 0.0
     last_text: float = 0.0
+    delivered: Delivered | None = None
+    """Where the words of each artifact event's text are counted (streams)."""
 
     def take(self, result: dict[str, Any], now: float) -> None:
         self.events += 1
@@ -188,6 +214,8 @@ class Answer:
                 self.text_chunks += 1
                 self.first_text = self.first_text or now
                 self.last_text = now
+                if self.delivered is not None:
+                    self.delivered.add(now, "".join(texts))
             self.texts.extend(texts)
         elif "message" in result:
             if result["message"].get("role") != "ROLE_AGENT":
@@ -229,8 +257,10 @@ async def send_one(conn: Connection, data: bytes, expect: str) -> Answer:
     return answer
 
 
-async def stream_one(conn: Connection, data: bytes, expect: str) -> Answer:
-    answer = Answer()
+async def stream_one(
+    conn: Connection, data: bytes, expect: str, delivered: Delivered | None = None
+) -> Answer:
+    answer = Answer(delivered=delivered)
     buffer = b""
 
     def on_chunk(chunk: bytes) -> None:
@@ -322,8 +352,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     parts = urlsplit(args.url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     stream = args.mode == "stream"
+    t_start = time.monotonic()
+    t_measure = t_start + args.warmup
+    t_stop = t_measure + args.duration
+    delivered = Delivered(t_measure, t_stop)
     one: Callable[[Connection, bytes, str], Coroutine[Any, Any, Answer]] = (
-        stream_one if stream else send_one
+        partial(stream_one, delivered=delivered) if stream else send_one
     )
     timing: IO[str] | None = open(args.timing_file, "a") if args.timing_file else None  # noqa: SIM115, ASYNC230 - opened once, before the load starts
     watch = {}
@@ -340,9 +374,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     samples: list[str] = []
     numbers = iter(range(1, 1 << 62))
     started = checked = 0
-    t_start = time.monotonic()
-    t_measure = t_start + args.warmup
-    t_stop = t_measure + args.duration
 
     async def worker(number: int) -> None:
         nonlocal started, checked
@@ -443,6 +474,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         summary["bytes_per_answer"] = (
             round(sum(body_bytes) / len(body_bytes)) if body_bytes else None
         )
+        summary["words_delivered"] = delivered.words
+        summary["words_per_s"] = round(delivered.words / window, 1)
+        summary["words_by_second"] = delivered.by_second
     for sample in samples:
         print("error sample:", sample, file=sys.stderr)
     return summary

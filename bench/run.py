@@ -20,10 +20,10 @@ level (INFO, an access line a request); the agent with
 with no exporter configured. Each throughput round measures the hub, the agents, then
 the hub again (half its window on each side); ratios are taken within a round, then the
 median. The slow streams (``--part "slow streams"``) are 256 concurrent streaming sends,
-a token every 20 ms: each server's CPU (``/proc``) a second and a token (counted by the
-fake), rounds interleaved. With valgrind installed, each server also runs under
-callgrind for a count of
-instructions per request, which the machine's speed does not move.
+a token every 20 ms: each server's CPU (``/proc``) a second and a token delivered (the
+answer text that reached the load generator in the window), rounds interleaved. With
+valgrind installed, each server also runs under callgrind for a count of instructions
+per request, which the machine's speed does not move.
 
 Prints one table: each figure, its target and PASS or FAIL, and exits 1 when a
 target is missed. ``--quick`` runs one round with short windows, 1,000
@@ -404,13 +404,22 @@ def fake_llm_chunks(llm_url: str) -> int:
 
 def slow_streams(rounds: int, window: float, root: Path, streams: int = 256) -> list[Row]:
     """``streams`` concurrent streaming sends, the model giving a token every 20 ms: the CPU
-    each server spends a second of streaming and a token, from ``/proc`` over the window,
-    the tokens counted by the fake LLM (it serves one server at a time)."""
+    each server spends a second of streaming (``/proc``, over the load generator's window)
+    and a token it delivered (the words of answer text that reached the client in that
+    window: the fake's tokens are words), rounds interleaved.
+
+    Counted where the client is, not where the fake LLM writes: a server that falls
+    behind holds a backlog in its socket buffers, and the fake then writes few tokens
+    while the server still spends its CPU on those it read before; CPU over the tokens
+    written would divide a backlog's CPU by the few tokens written meanwhile. The warm-up
+    (``SLOW_WARMUP``) is long enough for each server to reach its steady rate (the load
+    generator's words a second, second by second, are printed: a rising count would say
+    otherwise)."""
     per: dict[str, list[tuple[float, float]]] = {"hub": [], "lean": [], "streaming": []}
     reached: dict[str, list[float]] = {"hub": [], "lean": [], "streaming": []}
-    """Tokens a second the fake wrote to each server: few for one that falls behind (its
-    answers wait in the socket buffers)."""
-    warmup = 4.0
+    """Tokens a second delivered to the client by each server."""
+    written: dict[str, list[float]] = {"hub": [], "lean": [], "streaming": []}
+    """Tokens a second the fake wrote to each server (it serves one server at a time)."""
     with (
         fake_llm(20, tokens=SLOW_TOKENS) as llm,
         hub(llm, hub_home(root, "hub-slow")) as (hub_url, hub_process),
@@ -424,54 +433,67 @@ def slow_streams(rounds: int, window: float, root: Path, streams: int = 256) -> 
         ]
         for round_ in range(rounds):
             for name, url, started in servers if round_ % 2 == 0 else servers[::-1]:
-                command = [PYTHON, str(BENCH / "loadgen.py"), "--url", url, "--mode", "stream"]
-                command += ["-c", str(streams), "-d", str(window), "--warmup", str(warmup)]
-                run = subprocess.Popen(
-                    [*command, "--timeout", "120", "--callers", str(SLOW_CALLERS)],
-                    env=ENV,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                )
-                time.sleep(warmup)
-                cpu0, chunks0, at0 = (
-                    cpu_seconds(started.pid),
-                    fake_llm_chunks(llm),
-                    time.monotonic(),
-                )
-                time.sleep(window)
-                cpu1, chunks1, at1 = (
-                    cpu_seconds(started.pid),
-                    fake_llm_chunks(llm),
-                    time.monotonic(),
-                )
-                stdout, stderr = run.communicate()
-                summary = json.loads(stdout.strip().splitlines()[-1]) if stdout.strip() else {}
-                # Answers longer than the window may all end after it (exit status 1):
-                # the figures here count tokens, not answers.
-                if not summary or summary["errors"]:
-                    raise RuntimeError(
-                        f"slow streams: {summary.get('error_kinds')} {stderr[-1000:]}"
-                    )
-                CHECKED[0] += int(summary["checked"])
-                seconds, tokens = cpu1 - cpu0, chunks1 - chunks0
-                per[name].append((seconds / (at1 - at0), seconds / max(tokens, 1) * 1e6))
-                reached[name].append(tokens / (at1 - at0))
+                summary, fake_rate = _slow_run(url, started.pid, llm, streams, window)
+                cpu = float(summary["server_cpu_pct"]["server"]) / 100  # CPU s a second
+                rate = float(summary["words_per_s"])
+                per[name].append((cpu, cpu / max(rate, 1e-9) * 1e6))
+                reached[name].append(rate)
+                written[name].append(fake_rate)
                 print(
-                    f"    {LABELS[name]}: {seconds / (at1 - at0):.2f} CPU s/s, "
-                    f"{tokens / (at1 - at0):,.0f} tokens/s, {per[name][-1][1]:.1f} µs CPU/token, "
-                    f"{summary['rps']} answers/s, latency {summary['latency_ms']} ms",
+                    f"    {LABELS[name]}: {cpu:.2f} CPU s/s, {rate:,.0f} tokens/s delivered "
+                    f"({fake_rate:,.0f}/s written by the fake), {per[name][-1][1]:.1f} µs CPU "
+                    f"a token delivered; each second {summary['words_by_second']}; "
+                    f"{summary['rps']} answers/s",
                     file=sys.stderr,
                     flush=True,
                 )
-    return _slow_rows(f"c={streams} streams, 20 ms a token", per, reached)
+    return _slow_rows(f"c={streams} streams, 20 ms a token", per, reached, written)
+
+
+SLOW_WARMUP = 8.0
+"""Seconds of slow streams before the window: four answers' time at 20 ms a token, and
+long enough for a saturated server's answers to be spread out (measured: each server's
+tokens a second are level from the window's first second)."""
+
+
+def _slow_run(
+    url: str, pid: int, llm: str, streams: int, window: float
+) -> tuple[dict[str, Any], float]:
+    """One load generator of ``streams`` streams on ``url``, server ``pid`` watched: its
+    summary, and the tokens a second the fake LLM wrote in the same window."""
+    command = [PYTHON, str(BENCH / "loadgen.py"), "--url", url, "--mode", "stream"]
+    command += ["-c", str(streams), "-d", str(window), "--warmup", str(SLOW_WARMUP)]
+    command += ["--watch-pid", f"server={pid}"]
+    run = subprocess.Popen(
+        [*command, "--timeout", "120", "--callers", str(SLOW_CALLERS)],
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(SLOW_WARMUP)
+    chunks0, at0 = fake_llm_chunks(llm), time.monotonic()
+    time.sleep(window)
+    chunks1, at1 = fake_llm_chunks(llm), time.monotonic()
+    stdout, stderr = run.communicate()
+    summary = json.loads(stdout.strip().splitlines()[-1]) if stdout.strip() else {}
+    # Answers longer than the window may all end after it (exit status 1): the figures
+    # here count tokens, not answers.
+    if not summary or summary["errors"]:
+        raise RuntimeError(f"slow streams: {summary.get('error_kinds')} {stderr[-1000:]}")
+    CHECKED[0] += int(summary["checked"])
+    return summary, (chunks1 - chunks0) / (at1 - at0)
 
 
 def _slow_rows(
-    label: str, per: dict[str, list[tuple[float, float]]], reached: dict[str, list[float]]
+    label: str,
+    per: dict[str, list[tuple[float, float]]],
+    reached: dict[str, list[float]],
+    written: dict[str, list[float]],
 ) -> list[Row]:
-    """The slow streams' rows: each server's medians (CPU a second, CPU a token, tokens a
-    second that reached it), and the hub's CPU a token against each agent's."""
+    """The slow streams' rows: each server's medians (CPU a second, CPU a token delivered,
+    tokens a second delivered and written by the fake), and the hub's CPU a token against
+    each agent's."""
     rows: list[Row] = []
     for name, values in per.items():
         server = LABELS[name]
@@ -479,12 +501,23 @@ def _slow_rows(
             Row(f"{label}: {server} CPU s per s", statistics.median(v[0] for v in values), "s")
         )
         rows.append(
-            Row(f"{label}: {server} CPU per token", statistics.median(v[1] for v in values), "µs")
+            Row(
+                f"{label}: {server} CPU per token delivered",
+                statistics.median(v[1] for v in values),
+                "µs",
+            )
         )
         rows.append(
             Row(
-                f"{label}: tokens a second that reached the {server}",
+                f"{label}: tokens a second delivered by the {server}",
                 statistics.median(reached[name]),
+                "/s",
+            )
+        )
+        rows.append(
+            Row(
+                f"{label}: tokens a second the fake wrote to the {server}",
+                statistics.median(written[name]),
                 "/s",
             )
         )

@@ -124,6 +124,8 @@ def test_a_hub_at_its_defaults_loads_no_library_of_a_feature_that_is_off(
     assert loaded(modules, "llama_cpp")  # the default backend, loaded at start-up
     assert [name for name in FEATURES if loaded(modules, name)] == []
     assert not loaded(modules, "httpcore")  # the webhooks' transport, made for the first call
+    # Memory's default embedder (a core dependency): memory is off by default.
+    assert not loaded(modules, "wordllama")
     # grpcio is no dependency of the hub (only of the otlp-grpc extra, installed for the
     # tests); where it is installed, the a2a-sdk's request_handlers package imports it.
     assert not loaded(modules, "grpc") or "a2a.server.request_handlers.grpc_handler" in modules

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
+from a2a.server.id_generator import IDGeneratorContext
 from a2a.types.a2a_pb2 import (
     Artifact,
     ListTasksRequest,
@@ -20,8 +21,8 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import InvalidParamsError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from persona_agent.a2a.context_keys import PERSONA_STATE_KEY
-from persona_agent.a2a.task_store import SqlTaskStore
+from persona_agent.a2a.context_keys import PERSONA_STATE_KEY, WHOLE_ANSWER_STATE_KEY
+from persona_agent.a2a.task_store import NewTaskIds, SqlTaskStore
 from persona_agent.db import GroupCommitWriter, create_engine
 from persona_agent.migrations import init_db
 
@@ -291,4 +292,64 @@ async def test_a_task_saved_while_a_lookup_is_under_way_is_not_marked_absent(
     found = await store.get("t1", ctx("ada"))
     assert found is not None
     assert found.status.state == TaskState.TASK_STATE_COMPLETED
+    await store.aclose()
+
+
+async def test_a_blocking_sends_task_is_written_once_it_settles(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    store = SqlTaskStore(writer, flush_delay=3600)  # no timer flush during the test
+    blocking = ctx("ada")
+    blocking.state[WHOLE_ANSWER_STATE_KEY] = True  # its client sees only the settled task
+    await store.save(make_task("t1", state=TaskState.TASK_STATE_SUBMITTED), blocking)
+    await store.save(make_task("t1", seconds=1), blocking)
+    assert await stored(engine, "t1") is None  # not written yet
+    seen = await store.get("t1", ctx("ada"))  # but read back, as any pending copy
+    assert seen is not None
+    assert seen.status.timestamp.seconds == 1_700_000_001
+    before = writer.transactions
+
+    await store.save(make_task("t1", state=TaskState.TASK_STATE_COMPLETED, seconds=2), blocking)
+    final = await stored(engine, "t1")  # in the database when save returns
+    assert final is not None
+    assert final.status.state == TaskState.TASK_STATE_COMPLETED
+    assert writer.transactions == before + 1  # one write for the whole task
+    await store.aclose()
+    assert writer.transactions == before + 1  # nothing left pending
+
+
+async def test_a_blocking_sends_task_under_way_is_written_by_the_flush(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    store = SqlTaskStore(writer, flush_delay=0.01)
+    blocking = ctx("ada")
+    blocking.state[WHOLE_ANSWER_STATE_KEY] = True
+    await store.save(make_task("t1", state=TaskState.TASK_STATE_SUBMITTED), blocking)
+    for _ in range(200):  # a long answer: the task is in the database while it runs
+        if await stored(engine, "t1") is not None:
+            break
+        await asyncio.sleep(0.01)
+    task = await stored(engine, "t1")
+    assert task is not None
+    assert task.status.state == TaskState.TASK_STATE_SUBMITTED
+    await store.aclose()
+
+
+async def test_a_new_task_id_is_looked_up_in_memory_until_its_first_save(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    store = SqlTaskStore(writer, flush_delay=3600)
+    task_id = NewTaskIds(store).generate(IDGeneratorContext())
+    # A row no store could have for an id made a moment ago, put there to show that the
+    # lookups below are answered without the table.
+    await SqlTaskStore(writer).save(make_task(task_id), ctx("ada"))
+    assert await store.get(task_id, ctx("ada")) is None
+    assert await store.get(task_id, ctx("ada", "someone")) is None
+
+    await store.save(make_task(task_id, seconds=3), ctx("ada"))  # its first save
+    found = await store.get(task_id, ctx("ada"))
+    assert found is not None
+    assert found.status.timestamp.seconds == 1_700_000_003
+    other = await store.get(task_id, ctx("ada", "someone"))  # the table again: not theirs
+    assert other is None
     await store.aclose()

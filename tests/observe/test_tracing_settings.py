@@ -54,3 +54,32 @@ def test_the_callers_trace_context_is_read_from_its_headers() -> None:
     context = get_current_span(parent).get_span_context()
     assert (f"{context.trace_id:032x}", f"{context.span_id:016x}") == (trace_id, span_id)
     assert remote_context([(b"host", b"x")]) is None
+
+
+def test_with_tracing_off_a_hub_span_is_the_callers_context_and_attaches_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from opentelemetry import context as otel_context
+    from opentelemetry.trace import get_current_span
+
+    from persona_agent.observe import tracing
+
+    monkeypatch.setattr(tracing, "_active", False)  # no provider: the hub's default
+    trace_id, span_id = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+    parent = remote_context([(b"traceparent", f"00-{trace_id}-{span_id}-01".encode())])
+    assert parent is not None
+    token = otel_context.attach(parent)
+    try:
+        before = otel_context.get_current()
+        with tracing.TRACER.start_as_current_span("db write") as span:
+            assert otel_context.get_current() is before  # nothing attached
+            assert not span.is_recording()
+            # The context the API's no-op span would have carried: the log lines' trace ids.
+            assert get_current_span().get_span_context() == span.get_span_context()
+            assert f"{span.get_span_context().trace_id:032x}" == trace_id
+        # An error goes through, as it did.
+        with pytest.raises(ValueError, match="raised"), tracing.TRACER.start_as_current_span("c"):
+            raise ValueError("raised")
+        assert otel_context.get_current() is before
+    finally:
+        otel_context.detach(token)

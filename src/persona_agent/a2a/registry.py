@@ -16,6 +16,7 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
+from a2a.server.agent_execution import SimpleRequestContextBuilder
 from a2a.server.cluster import StoredTask, VersionedTaskStore
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
@@ -33,6 +34,7 @@ from persona_agent.a2a.lifecycle import TaskExecutor
 from persona_agent.a2a.router import A2ARouter
 from persona_agent.a2a.sdk_fixes.validation import LeanValidationHandler
 from persona_agent.a2a.services import HubServices
+from persona_agent.a2a.task_store import NewTaskIds, SqlTaskStore
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.personas.model import Persona
 from persona_agent.personas.store import PersonaChange
@@ -131,6 +133,9 @@ class PersonaApp:
     @cached_property
     def handler(self) -> DefaultRequestHandler:
         push = self._services.push
+        store = self._task_store
+        # New task ids told to the hub's store, which then needs no read for them.
+        ids = NewTaskIds(store) if isinstance(store, SqlTaskStore) else None
         return LeanValidationHandler(
             agent_executor=self.executor,
             task_store=self._task_store,
@@ -141,6 +146,7 @@ class PersonaApp:
             push_sender=push.sender if push is not None else None,
             push_url_validator=push.guard if push is not None else None,
             event_stream=self._services.event_stream,
+            request_context_builder=SimpleRequestContextBuilder(task_id_generator=ids),
         )
 
     @property

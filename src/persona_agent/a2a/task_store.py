@@ -13,10 +13,16 @@ Writes are batched. A task's first save and every save that settles it
 the answer), in the group commit with every other write under way
 (:class:`~persona_agent.db.GroupCommitWriter`); the saves in between
 (``working``, each streamed chunk) only replace the task's uncommitted copy, and
-a flush writes them all at most ``flush_delay`` seconds later. Reads see
+a flush writes them all at most ``flush_delay`` seconds later. A blocking send's
+first save waits for the flush too: its client sees nothing before the task
+settles, so a task answered within ``flush_delay`` is written once. Reads see
 uncommitted copies, and ``list`` flushes first, so no client can tell, except
 after a crash, which the next start-up turns into ``failed`` for every task
-left unfinished anyway.
+left unfinished anyway (a blocking send's client, whose call broke off, never
+learnt the id of a task that was not written).
+
+A new task's id is made here (:class:`NewTaskIds`): reads of it before its first
+save are answered from memory, not from the table, where it cannot be.
 
 What the store knows of tasks besides the table is one bounded map, described on
 :class:`SqlTaskStore`.
@@ -27,11 +33,13 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import uuid
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from a2a.helpers.proto_helpers import new_text_message
 from a2a.server.context import ServerCallContext
+from a2a.server.id_generator import IDGenerator, IDGeneratorContext
 from a2a.server.tasks.task_store import TaskStore
 from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse, Task, TaskState
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
@@ -44,7 +52,11 @@ from a2a.utils.task import (
 from sqlalchemy import and_, bindparam, delete, func, or_, select, update
 from sqlalchemy.sql import ColumnElement
 
-from persona_agent.a2a.context_keys import PERSONA_STATE_KEY, TERMINAL_STATES
+from persona_agent.a2a.context_keys import (
+    PERSONA_STATE_KEY,
+    TERMINAL_STATES,
+    WHOLE_ANSWER_STATE_KEY,
+)
 from persona_agent.db import GroupCommitWriter, like_escaped, tasks_table
 
 if TYPE_CHECKING:
@@ -52,7 +64,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SqlTaskStore", "persona_owner", "sort_timestamp"]
+__all__ = ["NewTaskIds", "SqlTaskStore", "persona_owner", "sort_timestamp"]
 
 
 _SETTLED = (
@@ -75,6 +87,19 @@ class _Known(enum.Enum):
     ABSENT = "absent"
     """A read found no such task. The SDK looks a new task up three times before its first
     save; only this store writes the table, so the task stays absent until saved here."""
+
+
+class NewTaskIds(IDGenerator):
+    """The SDK's new task ids (random UUIDs, as its own generator makes), each told to
+    ``store`` as it is made (:meth:`SqlTaskStore.new_task`)."""
+
+    def __init__(self, store: SqlTaskStore) -> None:
+        self._store = store
+
+    def generate(self, context: IDGeneratorContext) -> str:
+        task_id = str(uuid.uuid4())
+        self._store.new_task(task_id)
+        return task_id
 
 
 def persona_owner(context: ServerCallContext) -> str:
@@ -135,6 +160,15 @@ class SqlTaskStore(TaskStore):
         self._changes = 0
         """Saves and deletes so far: a read that saw none during its query may mark absent."""
         self._flusher: asyncio.Task[None] | None = None
+        self._new: OrderedDict[str, None] = OrderedDict()
+        """Ids made by :class:`NewTaskIds` and not saved yet (at most ``max_known``)."""
+
+    def new_task(self, task_id: str) -> None:
+        """``task_id`` was just made for a new task (a random UUID): until its first save,
+        no owner's read of it needs the table."""
+        self._new[task_id] = None
+        if len(self._new) > self._max_known:
+            self._new.popitem(last=False)
 
     @property
     def known(self) -> int:
@@ -144,8 +178,14 @@ class SqlTaskStore(TaskStore):
     async def save(self, task: Task, context: ServerCallContext) -> None:
         key = (persona_owner(context), task.id)
         self._changes += 1
+        self._new.pop(task.id, None)
         settles = task.status.state in _SETTLED
-        if not settles and key in self._known and self._known[key] is not _Known.ABSENT:
+        # Under way and committed already, or a blocking send's (whose client sees nothing
+        # before the task settles): its copy waits for the flush.
+        if not settles and (
+            (key in self._known and self._known[key] is not _Known.ABSENT)
+            or context.state.get(WHOLE_ANSWER_STATE_KEY)
+        ):
             self._known[key] = task
             self._unflushed.add(key)
             if self._flusher is None or self._flusher.done():
@@ -229,7 +269,7 @@ class SqlTaskStore(TaskStore):
             copy = Task()
             copy.CopyFrom(known)
             return copy
-        if known is _Known.ABSENT:
+        if known is _Known.ABSENT or (known is None and task_id in self._new):
             return None
         changes = self._changes
         rows = await self._db.fetch(self._select, {"s_owner": key[0], "s_id": task_id})
@@ -299,6 +339,7 @@ class SqlTaskStore(TaskStore):
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         key = (persona_owner(context), task_id)
         self._changes += 1
+        self._new.pop(task_id, None)
         self._known.pop(key, None)
         self._unflushed.discard(key)
         # In the same group commit as the saves, so it comes after any still under way.
