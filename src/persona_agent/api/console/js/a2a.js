@@ -137,3 +137,18 @@ export function greetingOf(agentCard) {
   const greeting = extensions.find((extension) => extension.uri === GREETING_EXTENSION);
   return (greeting && greeting.params && greeting.params.greeting) || "";
 }
+
+// The card's greetings: its greeting, then its alternate greetings (a character card's),
+// for a new conversation to open with the one chosen.
+export function greetingsOf(agentCard) {
+  const extensions = (agentCard && agentCard.capabilities && agentCard.capabilities.extensions) || [];
+  const greeting = extensions.find((extension) => extension.uri === GREETING_EXTENSION);
+  const params = (greeting && greeting.params) || {};
+  return params.greeting ? [params.greeting, ...(params.alternateGreetings || [])] : [];
+}
+
+// Whether the card is a panel's (its conversation skill tagged "panel"): its turns are
+// each member's answers, read back from its tasks.
+export function isPanel(agentCard) {
+  return ((agentCard && agentCard.skills) || []).some((skill) => (skill.tags || []).includes("panel"));
+}
