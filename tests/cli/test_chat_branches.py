@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from persona_agent.cli import app
 from tests.cli.test_chat import REPO, StartChat, chat, data_dir, remembered
+from tests.docs.snippets import find
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.servers.hub_process import hub_process
 
@@ -252,6 +253,24 @@ def test_the_commands_need_a_hub_and_a_conversation(chat: StartChat, hub: str) -
     other.say("/history")
     assert "needs a persona of a persona-agent hub" in other.text
     assert other.quit() == 0
+
+
+def test_the_docs_transcript_is_what_the_chat_shows(
+    chat: StartChat, llm: FakeLLM, hub: str
+) -> None:
+    """docs/chat.md's example of the commands, typed into the chat: the screen shows it."""
+    transcript = find("docs/chat.md", "you> /retry").text.strip().splitlines()
+    answers = [line.removeprefix("Socrates: ") for line in transcript if line.startswith("Soc")]
+    llm.script(Reply(answers[0]), Reply(answers[1]))
+    session = chat("socrates", "--url", hub, "--new")
+    session.prompt()
+    for line in transcript:
+        if line.startswith("you> "):
+            session.say(line.removeprefix("you> "))
+    shown = session.text.splitlines()
+    start = shown.index(transcript[0])
+    assert shown[start:-1] == transcript  # up to the last prompt, the chat's own
+    assert session.quit() == 0
 
 
 def test_help_names_the_conversation_commands() -> None:
