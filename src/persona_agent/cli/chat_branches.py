@@ -7,9 +7,11 @@ ones ``/history`` shows: the greeting, each message of the user's and each answe
 persona's, counted from 1; a command reads the conversation again before it acts, so
 the numbers are those of the conversation as it is now.
 
-A new conversation that is to open with another greeting (``/greeting K``) or with who the
-user is (``/me``) is made over REST before its first message; that message then continues
-it over A2A like any other.
+A new conversation that is to open with another greeting (``/greeting K``) is made over
+REST before its first message; that message then continues it over A2A like any other.
+Who the user is (``/me``), said before the first message, goes with it: in the REST call
+that makes the conversation, or else in the first message's metadata (the A2A user
+extension).
 
 This module imports httpx, so :mod:`persona_agent.cli.chat` imports it only when the
 command runs.
@@ -35,6 +37,8 @@ COMMANDS = frozenset(
     {"/history", "/retry", "/swipe", "/continue", "/edit", "/delete", "/fork", "/greeting", "/me"}
 )
 """The commands this module carries out."""
+USER_EXTENSION_URI = "urn:persona-agent:extension:user:v1"
+"""Who the user is, in a message's metadata: ``{"name", "description"}`` (docs/a2a.md)."""
 _WRITE = {"X-Requested-With": "persona-agent-chat"}
 """Sent with each change: a keyless hub takes REST writes from this machine (docs/api.md)."""
 
@@ -149,12 +153,17 @@ class BranchCommands:
         persona = quote(self._session.target.persona_id or "", safe="")
         return f"{base}/{persona}/{quote(context, safe='')}{rest}"
 
-    async def _call(self, method: str, url: str, body: object = None) -> Any:
+    async def _call(
+        self, method: str, url: str, body: object = None, *, missing_ok: bool = False
+    ) -> Any:
+        """The hub's answer (None for 204, or for 404 with ``missing_ok``)."""
         headers = _WRITE if method != "GET" else {}
         try:
             response = await self._http.request(method, url, json=body, headers=headers)
         except httpx.HTTPError as error:
             raise ChatError(f"Cannot reach the hub: {error}") from error
+        if missing_ok and response.status_code == 404:
+            return None
         if response.is_error:
             raise ChatError(f"The hub refused ({response.status_code}): {_detail(response)}")
         return None if response.status_code == 204 else response.json()
@@ -288,7 +297,7 @@ class BranchCommands:
         if not argument:
             user = self.user
             if self._session.context_id:
-                user = await self._call("GET", self._path("/user"))
+                user = await self._call("GET", self._path("/user"), missing_ok=True)
             name = (user or {}).get("name") or "User"
             described = f" ({user['description']})" if user and user.get("description") else ""
             typer.secho(f"(you are {name}{described}: /me NAME [-- DESCRIPTION])", dim=True)
@@ -303,11 +312,15 @@ class BranchCommands:
             self.user = user  # the conversation is made with it
         typer.secho(f"(you are {user['name']} in this conversation)", dim=True)
 
-    async def before_first_message(self) -> None:
-        """A new conversation with a chosen greeting or user persona: made now (REST),
-        for the message to continue it."""
-        if self._session.context_id or (self.greeting is None and self.user is None):
-            return
+    async def before_first_message(self) -> dict[str, Any] | None:
+        """A new conversation with a chosen greeting: made now (REST), for the message to
+        continue it. The metadata the message takes: who the user is, if said for a new
+        conversation that is not made here."""
+        if self._session.context_id:
+            return None
+        if self.greeting is None:
+            user, self.user = self.user, None
+            return {USER_EXTENSION_URI: user} if user is not None else None
         target = self._session.target
         body: dict[str, Any] = {"persona_id": target.persona_id, "greeting": self.greeting or 0}
         if self.user is not None:
@@ -317,6 +330,7 @@ class BranchCommands:
         self._session.use_context(context)
         self._remember(context)
         self.greeting = self.user = None
+        return None
 
     def reset(self) -> None:
         """A new conversation: nothing chosen for it yet."""

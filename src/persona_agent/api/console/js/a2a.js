@@ -56,10 +56,11 @@ export async function* serverSentEvents(response) {
 
 // Send a message and yield the stream's events: {task}, {statusUpdate}, {artifactUpdate}
 // or {message}. Without a contextId the hub starts a new conversation (its id is in the
-// first event).
-export async function* streamMessage(personaId, text, contextId, signal) {
+// first event). `metadata`: the message's, such as an extension's value.
+export async function* streamMessage(personaId, text, contextId, signal, metadata = null) {
   const message = { messageId: newId(), role: "ROLE_USER", parts: [{ text }] };
   if (contextId) message.contextId = contextId;
+  if (metadata) message.metadata = metadata;
   const response = await request(endpoint(personaId, "message:stream"), {
     method: "POST",
     headers: { ...A2A, Accept: "text/event-stream" },
@@ -131,6 +132,8 @@ export function stateName(state) {
 }
 
 export const GREETING_EXTENSION = "urn:persona-agent:extension:greeting:v1";
+// Who the user is, in a message's metadata: {name, description} (docs/a2a.md).
+export const USER_EXTENSION = "urn:persona-agent:extension:user:v1";
 
 export function greetingOf(agentCard) {
   const extensions = (agentCard && agentCard.capabilities && agentCard.capabilities.extensions) || [];

@@ -21,6 +21,7 @@ import {
   stateName,
   streamMessage,
   textOf,
+  USER_EXTENSION,
 } from "./a2a.js";
 import { hubUrl } from "./api.js";
 import { readConversation, startConversation, swipeControl, userPersona } from "./branches.js";
@@ -143,6 +144,7 @@ export async function showChat(root, personaId, contextId) {
     personaId,
     context: () => current,
     busy: setBusy,
+    idle: () => !running,
     greeting: () => greetings[0] || "",
     forked: (made) => {
       const first = (made.messages || []).find((m) => m.role === "user");
@@ -217,10 +219,11 @@ export async function showChat(root, personaId, contextId) {
     }
   };
 
-  // A new conversation that opens with another greeting than the first, or with who the
-  // user is, is made first (REST), and the message then continues it.
+  // A new conversation that opens with another greeting than the first is made first
+  // (REST), and the message then continues it; who the user is goes with it, or else with
+  // the first message (the A2A user extension).
   const open = async () => {
-    if (current || panel || (picked === 0 && !pendingUser)) return true;
+    if (current || panel || picked === 0) return true;
     try {
       const made = await startConversation(personaId, picked, pendingUser);
       current = made.context_id;
@@ -249,7 +252,8 @@ export async function showChat(root, personaId, contextId) {
     let taskId = "";
     let detail = "";
     let memory = null;
-    const started = !current;
+    const started = !current || !conversation(personaId, current); // not listed yet
+    const metadata = !current && pendingUser ? { [USER_EXTENSION]: pendingUser } : null;
     // Until the answer is final, the meta line says what happens and for how long: received,
     // then the hub's progress (loading the model, waiting for it, reading), then writing.
     let phase = "received";
@@ -261,7 +265,7 @@ export async function showChat(root, personaId, contextId) {
     const ticker = setInterval(paint, 500);
     paint();
     try {
-      for await (const event of streamMessage(personaId, text, current, controller.signal)) {
+      for await (const event of streamMessage(personaId, text, current, controller.signal, metadata)) {
         if (event.task) {
           taskId = event.task.id;
           state = stateName(event.task.status && event.task.status.state) || state;

@@ -15,13 +15,14 @@ const ROLES = { user: "user", answer: "agent", greeting: "agent greeting" };
 
 // `context()`: the conversation's contextId; `busy(flag)`: the composer waits while an
 // operation runs; `forked(conversation)`: open a new conversation made by a fork;
-// `greeting()`: the card's greeting, shown when the stored conversation has none.
-export function storedThread({ transcript, note, personaId, context, busy, forked, greeting }) {
+// `greeting()`: the card's greeting, shown when the stored conversation has none;
+// `idle()`: whether no answer is being written (an operation waits for it to end).
+export function storedThread({ transcript, note, personaId, context, busy, forked, greeting, idle }) {
   let working = false;
   let view = null;
 
   const act = async (name, ...args) => {
-    if (working) return;
+    if (working || !idle()) return;
     if (name === "remove" && !(await confirmDialog("Delete this message from the conversation?", "Delete"))) return;
     working = true;
     busy(true);
@@ -44,7 +45,7 @@ export function storedThread({ transcript, note, personaId, context, busy, forke
   };
 
   const edit = async (item, turn) => {
-    if (working) return;
+    if (working || !idle()) return;
     const text = await editInPlace(item, turn.own);
     if (text === null || text === turn.own) return;
     await act("edit", turn.id, text);
