@@ -16,6 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from persona_agent.cli import app
+from persona_agent.cli.chat_branches import shown_turns
 from tests.cli.test_chat import REPO, StartChat, chat, data_dir, remembered
 from tests.docs.snippets import find
 from tests.fakes.fake_llm import FakeLLM, Reply
@@ -271,6 +272,28 @@ def test_the_docs_transcript_is_what_the_chat_shows(
     start = shown.index(transcript[0])
     assert shown[start:-1] == transcript  # up to the last prompt, the chat's own
     assert session.quit() == 0
+
+
+def test_history_numbers_an_answer_with_tool_calls_as_one_turn() -> None:
+    swipes = {"anchor": 2, "selected": 1, "count": 2, "texts": ["Four.", "It is 4."]}
+    conversation = {
+        "messages": [
+            {"id": 1, "role": "assistant", "content": FIRST},
+            {"id": 2, "role": "user", "content": "What is 2 + 2?"},
+            {"id": 5, "role": "assistant", "content": "", "swipes": swipes, "tool_calls": [{}]},
+            {"id": 6, "role": "tool", "content": "4", "tool_call_id": "call_1"},
+            {"id": 7, "role": "assistant", "content": "It is 4."},
+            {"id": 8, "role": "user", "content": "Thanks."},
+        ]
+    }
+    shown = shown_turns(conversation)
+    assert [(t.number, t.kind, t.id, t.text) for t in shown] == [
+        (1, "greeting", 1, FIRST),
+        (2, "user", 2, "What is 2 + 2?"),
+        (3, "answer", 7, "It is 4."),  # edited or deleted through its text's message
+        (4, "user", 8, "Thanks."),
+    ]
+    assert shown[2].swipes == swipes
 
 
 def test_help_names_the_conversation_commands() -> None:
