@@ -15,12 +15,14 @@ __all__ = [
     "COST_KIND",
     "GREETING_EXTENSION_URI",
     "MEMORY_KIND",
+    "USER_EXTENSION_URI",
     "cost_extension",
     "cost_payload",
     "greeting_extension",
     "integral_counts",
     "memory_payload",
     "tree_cost",
+    "user_extension",
 ]
 
 COST_EXTENSION_URI = "urn:persona-agent:extension:cost:v1"
@@ -69,6 +71,28 @@ def greeting_extension(greeting: str, alternates: list[str]) -> AgentExtension:
         ),
         required=False,
         params={"greeting": greeting, "alternateGreetings": alternates},
+    )
+
+
+USER_EXTENSION_URI = "urn:persona-agent:extension:user:v1"
+"""Who the user is: a message's metadata under this key, ``{"name": "Ann", "description":
+"..."}`` (name 1 to 64 characters, description at most 2,000, optional), makes it the
+conversation's user persona from that message on: ``{{user}}`` in the persona's prompt,
+greeting and examples becomes the name, and the description is a section of the system
+prompt (docs/a2a.md, docs/conversations.md). A malformed value fails the request with
+InvalidParams (-32602; HTTP 400)."""
+
+
+def user_extension() -> AgentExtension:
+    """The card's user extension (every persona's)."""
+    return AgentExtension(
+        uri=USER_EXTENSION_URI,
+        description=(
+            "Tell the persona who the user is: message metadata "
+            f'{{"{USER_EXTENSION_URI}": {{"name": "Ann", "description": "..."}}}} '
+            "makes it the conversation's user persona ({{user}} is the name)."
+        ),
+        required=False,
     )
 
 

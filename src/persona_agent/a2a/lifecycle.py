@@ -26,7 +26,7 @@ from persona_agent.a2a.context_keys import (
     REQUEST_ID_KEY,
     WHOLE_ANSWER_STATE_KEY,
 )
-from persona_agent.a2a.input import attached_files, message_text
+from persona_agent.a2a.input import attached_files, message_text, message_user
 from persona_agent.chat.budget import BudgetLimits, CallBudget
 from persona_agent.chat.tools import Turn
 from persona_agent.errors import PersonaAgentError
@@ -200,6 +200,7 @@ class TaskExecutor(AgentExecutor):
             owner=owner,
             text=text,
             files=attached_files(message),
+            user=message_user(message),
             updater=updater,
             whole=bool(call.state.get(WHOLE_ANSWER_STATE_KEY)),
             started=started,
