@@ -32,6 +32,7 @@ router = APIRouter(tags=["conversations"], responses=error_responses(401, 403))
 _SAVED = "/user-persona"
 _OF_CONVERSATION = "/conversations/{persona_id}/{context_id}/user"
 _REASONS = {
+    400: "A body that cannot be parsed",
     404: "No such persona, or no user persona saved (for the caller, or the conversation)",
     409: "A hub that identifies no callers: no caller has a saved user persona",
     415: "A hub without keys: the body must be labelled Content-Type: application/json",
@@ -137,7 +138,7 @@ async def get_saved(
     _SAVED,
     dependencies=[MemoryWriter],
     response_model=UserPersonaBody,
-    responses=_responses(409, 415, 422),
+    responses=_responses(400, 409, 415, 422),
 )
 async def put_saved(
     request: Request, body: UserPersonaBody, users: UserPersonaStore, caller: CallerQuery = None
@@ -194,7 +195,7 @@ async def get_of_conversation(
     _OF_CONVERSATION,
     dependencies=[MemoryWriter],
     response_model=UserPersonaBody,
-    responses=_responses(404, 415, 422),
+    responses=_responses(400, 404, 415, 422),
 )
 async def put_of_conversation(
     request: Request,
