@@ -23,6 +23,7 @@ from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.a2a_helpers import answer_text, user_message
 from tests.integration.conftest import Hub, HubFactory
 from tests.integration.persona_yaml import persona, write
+from tests.integration.test_memory_api import database
 
 ANN = {"name": "Ann", "description": "A botanist from Oslo who works with {{char}}."}
 GUIDE = persona(
@@ -158,11 +159,12 @@ async def test_a_malformed_user_extension_is_invalid_params_and_nothing_runs(
     assert llm.requests == []
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
 async def test_a_callers_saved_user_persona_is_its_own(
-    hub_factory: HubFactory, llm: FakeLLM
+    hub_factory: HubFactory, llm: FakeLLM, kind: str
 ) -> None:
     async with (
-        hub_factory(api_keys=KEYS) as hub,
+        hub_factory(api_keys=KEYS, **await database(kind)) as hub,
         caller(hub, ALICE_KEY) as alice,
         caller(hub, BOB_KEY) as bob,
     ):
