@@ -155,7 +155,7 @@ async def test_a_malformed_user_extension_is_invalid_params_and_nothing_runs(
         "/a2a/guide/message:send", json={"message": message}, headers=headers
     )
     assert rest.status_code == 400, rest.text
-    assert says in rest.text
+    assert says in rest.json()["error"]["message"]
     assert llm.requests == []
 
 

@@ -53,7 +53,8 @@ from persona_agent.a2a.context_keys import (
     RPC_BODY_SCOPE_KEY,
     WHOLE_ANSWER_STATE_KEY,
 )
-from persona_agent.a2a.input import check_extensions, check_parts
+from persona_agent.a2a.input import check_parts
+from persona_agent.a2a.message_extensions import check_extensions
 from persona_agent.a2a.sdk_fixes.routes import check_status_filter
 from persona_agent.a2a.sdk_fixes.subscription import without_replayed
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics

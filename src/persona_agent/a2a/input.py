@@ -9,12 +9,9 @@ import json
 from a2a.types.a2a_pb2 import Message, Role
 from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
 from google.protobuf.json_format import MessageToDict
-from google.protobuf.struct_pb2 import Struct
 
-from persona_agent.a2a.extensions import USER_EXTENSION_URI
-from persona_agent.errors import InvalidUserPersonaError, PersonaAgentError
+from persona_agent.errors import PersonaAgentError
 from persona_agent.knowledge.turn import AttachedFile
-from persona_agent.personas.user_identity import UserPersona
 
 __all__ = [
     "DATA_PART_CHARS",
@@ -23,12 +20,10 @@ __all__ = [
     "READABLE_FILE_TYPES",
     "InputError",
     "attached_files",
-    "check_extensions",
     "check_parts",
     "data_as_text",
     "message_text",
     "message_to_text",
-    "message_user",
 ]
 
 READABLE_FILE_TYPES = (
@@ -91,40 +86,6 @@ def check_parts(message: Message) -> None:
             message=f"Part {index} ({kind or 'empty'}, {media}) is not supported: send text, "
             "data, or inline files of " + ", ".join((*READABLE_FILE_TYPES, *DOCUMENT_FILE_TYPES))
         )
-
-
-def check_extensions(message: Message) -> None:
-    """Refuse, before any task is made, a message whose extension metadata is malformed
-    (:func:`message_user`).
-
-    Raises:
-        InvalidParamsError: the user extension's value is not a valid user persona.
-    """
-    try:
-        message_user(message)
-    except InputError as error:
-        raise InvalidParamsError(message=error.message) from None
-
-
-def message_user(message: Message) -> UserPersona | None:
-    """Who the user says they are with this message: the user extension's value in its
-    metadata (:data:`~persona_agent.a2a.extensions.USER_EXTENSION_URI`), or ``None``.
-
-    Raises:
-        InputError: the value is not ``{"name": ..., "description": ...}`` with a name of
-            1 to 64 characters and a description of at most 2,000 (a string, optional).
-    """
-    if USER_EXTENSION_URI not in message.metadata:
-        return None
-    value = message.metadata[USER_EXTENSION_URI]
-    where = f"metadata[{USER_EXTENSION_URI!r}]"
-    if not isinstance(value, Struct):  # a JSON object; anything else is not
-        raise InputError(f'{where} must be an object: {{"name": "...", "description": "..."}}')
-    fields = {key: value[key] for key in value.keys()}  # noqa: SIM118 (a Struct: no get)
-    try:
-        return UserPersona.of(fields.get("name"), fields.get("description", ""))
-    except InvalidUserPersonaError as error:
-        raise InputError(f"{where}: {error.message}") from None
 
 
 async def message_text(message: Message) -> str:
