@@ -96,3 +96,27 @@ async def test_the_rest_curls_save_read_and_delete(
         assert "You are talking to Ann." in await talk()
         assert await asyncio.to_thread(run, drop) == ""
         assert "You are talking to" not in await talk()
+
+
+REGENERATE = claim("docs/a2a.md", '"referenceTaskIds": ["<the latest task\'s id>"]')
+
+
+async def test_the_regenerate_message_answers_again(hub_factory: HubFactory, llm: FakeLLM) -> None:
+    """docs/a2a.md's regenerate message, sent on HTTP+JSON after two answers in its
+    context: the model reads the conversation up to the last user message."""
+    async with hub_factory(mcp_config=None) as hub:
+        llm.script(Reply("Hello."), Reply("First."), Reply("Second."))
+        client = await hub.client("socrates")
+        last = ""
+        for text in ("Hi.", "And?"):
+            request = user_message(text, "walk-1")
+            last = [response async for response in client.send_message(request)][-1].task.id
+        body = REGENERATE.text.replace("<the latest task's id>", last)
+        reply = await hub.http.post(
+            "/a2a/socrates/message:send",
+            content=body,
+            headers={"A2A-Version": "1.0", "Content-Type": "application/json"},
+        )
+        assert reply.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED", reply.text
+        asked = [m["content"] for m in llm.requests[-1]["messages"][1:]]
+        assert asked[-3:] == ["Hi.", "Hello.", "And?"]
