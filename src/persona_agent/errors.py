@@ -15,6 +15,7 @@ __all__ = [
     "DocumentLimitError",
     "DocumentNotFoundError",
     "DocumentTooLargeError",
+    "InvalidUserPersonaError",
     "LLMError",
     "PersonaAgentError",
     "PersonaExistsError",
@@ -142,6 +143,13 @@ class DocumentNotFoundError(PersonaAgentError):
     message = "Document not found"
 
 
+class InvalidUserPersonaError(PersonaAgentError):
+    """A user persona (who the user is: name and description) with no name, or a name or
+    description that is too long."""
+
+    message = "The user persona is not valid"
+
+
 HTTP_STATUSES: dict[type[PersonaAgentError], int] = {
     PersonaNotFoundError: 404,
     DocumentNotFoundError: 404,
@@ -152,6 +160,7 @@ HTTP_STATUSES: dict[type[PersonaAgentError], int] = {
     PersonaExistsError: 409,
     PreconditionFailedError: 412,
     ReadOnlyPersonaError: 409,
+    InvalidUserPersonaError: 422,
 }
 """The REST API's answer to each error a route lets through: this status, with the error's
 message as ``{"detail": ...}`` (``api/app.py`` registers the handlers)."""

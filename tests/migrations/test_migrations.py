@@ -31,7 +31,7 @@ from persona_agent.migrations import (
 )
 from tests.conftest import empty_postgres
 
-HEAD = "0009"
+HEAD = "0011"
 NOT_OURS = {"alembic_version", "push_notification_configs"}  # Alembic's, and the SDK's
 
 
@@ -165,7 +165,7 @@ async def test_0009_indexes_memories_by_owner_and_goes_down_again(empty: AsyncEn
         )
     assert "ix_pa_memories_owner" not in await memory_indexes(empty)
     await upgrade_db(empty)
-    assert await db_revision(empty) == ("0009", HEAD)
+    assert await db_revision(empty) == (HEAD, HEAD)
     assert "ix_pa_memories_owner" in await memory_indexes(empty)
     if empty.dialect.name == "sqlite":  # forgetting a caller reads the index, not the table
         async with empty.connect() as conn:
@@ -185,6 +185,33 @@ async def test_0009_indexes_memories_by_owner_and_goes_down_again(empty: AsyncEn
     async with empty.connect() as conn:
         owners = (await conn.execute(text("SELECT owner FROM pa_memories"))).all()
     assert [row[0] for row in owners] == ["key:alice"]  # the rows stay, up and down
+
+
+async def test_0011_adds_the_user_personas_and_goes_down_again(empty: AsyncEngine) -> None:
+    before = "0009"  # the revision 0011 revises
+    await upgrade_db(empty, before)
+
+    async def tables() -> list[str]:
+        async with empty.connect() as conn:
+            return await conn.run_sync(lambda c: inspect(c).get_table_names())
+
+    assert "pa_user_personas" not in await tables()
+    await upgrade_db(empty)
+    assert "pa_user_personas" in await tables()
+    async with empty.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO pa_user_personas (scope, name, description, at_ms) "
+                "VALUES ('caller:key:ann', 'Ann', 'A botanist.', 1)"
+            )
+        )
+    assert await schema_differences(empty) == []
+    async with revisions.one_at_a_time(), empty.begin() as conn:
+        await conn.run_sync(revisions.downgrade, before)
+    assert await db_revision(empty) == (before, HEAD)
+    assert "pa_user_personas" not in await tables()
+    await upgrade_db(empty)
+    assert await schema_differences(empty) == []
 
 
 async def test_replicas_starting_at_once_all_migrate(tmp_path: Path) -> None:

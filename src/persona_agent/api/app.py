@@ -43,6 +43,7 @@ from persona_agent.api.routes import (
     persona_files,
     persona_usage,
     personas,
+    user_personas,
 )
 from persona_agent.api.serving import build_a2a, build_personas_live
 from persona_agent.errors import HTTP_STATUSES, PersonaAgentError
@@ -90,8 +91,10 @@ def create_app(settings: Settings) -> FastAPI:
             storage.history,
             storage.lean_store,
             knowledge.store,
+            storage.user_personas,
         ),
         knowledge=knowledge,
+        user_personas=storage.user_personas,
     )
     origins = settings.cors_origin_list
     app = HubApp(
@@ -137,6 +140,7 @@ def _add_routes(app: HubApp, settings: Settings) -> None:
         memories,
         caller_documents,
         persona_documents,
+        user_personas,
     ):
         app.include_router(module.router, prefix="/api/v1")
     add_pages(app, app.parts.registry, console=settings.console)

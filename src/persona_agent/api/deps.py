@@ -13,6 +13,7 @@ from persona_agent.api.caller_data import CallerData
 from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.api.readiness import Readiness
 from persona_agent.chat.usage_log import UsageLog
+from persona_agent.conversations.user_persona import UserPersonas
 from persona_agent.knowledge.library import Knowledge
 from persona_agent.observe.metrics import HubMetrics
 from persona_agent.personas.formats.card_pngs import CardPngs
@@ -49,6 +50,7 @@ __all__ = [
     "Signer",
     "Store",
     "Usage",
+    "UserPersonaStore",
     "Writer",
     "hub_parts",
     "is_loopback",
@@ -293,6 +295,7 @@ class ApiParts:
     readiness: Readiness
     caller_data: CallerData
     knowledge: Knowledge
+    user_personas: UserPersonas
 
 
 def hub_parts(request: Request) -> ApiParts:
@@ -404,6 +407,10 @@ def _knowledge(parts: Parts) -> Knowledge:
     return parts.knowledge
 
 
+def _user_personas(parts: Parts) -> UserPersonas:
+    return parts.user_personas
+
+
 Store = Annotated[PersonaStore, Depends(_store)]
 Auth = Annotated[ApiAuth, Depends(api_auth)]
 BaseUrl = Annotated[str, Depends(_base_url)]
@@ -423,6 +430,8 @@ CallerStore = Annotated[CallerData, Depends(_caller_data)]
 """What the hub keeps of each identified caller: memories, conversations, tasks."""
 Documents = Annotated[Knowledge, Depends(_knowledge)]
 """The personas' knowledge documents."""
+UserPersonaStore = Annotated[UserPersonas, Depends(_user_personas)]
+"""Who users say they are: callers' saved user personas and conversations'."""
 Reader = Depends(require_read)
 Writer = Depends(require_write)
 PersonaReader = Depends(require_persona_read)

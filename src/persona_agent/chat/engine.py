@@ -22,6 +22,7 @@ from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.tools import ToolQuestion, ToolResult, ToolSource, ToolUpdate, Turn
 from persona_agent.chat.turn_state import TurnState
 from persona_agent.chat.usage_log import UsageLog
+from persona_agent.chat.user_source import NO_USERS, UserSource
 from persona_agent.errors import LLMError, ToolError
 from persona_agent.knowledge.turn import NO_KNOWLEDGE, Passage, TurnKnowledge
 from persona_agent.llm.base import (
@@ -78,6 +79,7 @@ class ChatEngine:
         memory: TurnMemory = NO_MEMORY,
         summary: ConversationSummary = NO_SUMMARY,
         knowledge: TurnKnowledge = NO_KNOWLEDGE,
+        users: UserSource = NO_USERS,
     ) -> None:
         """``locks``: how turns of one conversation are kept apart (this process's locks;
         replicas pass :class:`~persona_agent.cluster.advisory_locks.AdvisoryLocks`); ``prices``:
@@ -88,7 +90,9 @@ class ChatEngine:
         none by default); ``summary``: the running summary of what left a conversation's
         window (:mod:`persona_agent.memory.summary`: none by default); ``knowledge``: the
         personas' documents, searched for each turn (:mod:`persona_agent.knowledge`: none
-        by default)."""
+        by default); ``users``: who each turn's user is (:mod:`persona_agent.chat.user_source`:
+        by default the message's, else "User")."""
+        self.users = users
         self.memory = memory
         self.summary = summary
         self.knowledge = knowledge
@@ -163,9 +167,11 @@ class ChatEngine:
         system prompt with the lore brought up, the history, the greeting of a new
         conversation, the user's message, the persona's post-history instructions."""
         started = time.monotonic()
-        past = await self.history.load(key)
+        past, user = await asyncio.gather(
+            self.history.load(key), self.users.resolve(turn.owner, key, turn.user)
+        )
         said: list[Message] = []
-        greeting = None if past else render_greeting(persona)
+        greeting = None if past else render_greeting(persona, user.name)
         if greeting is not None:  # a new conversation opens with the persona's greeting
             said.append({"role": "assistant", "content": greeting})
         said.append({"role": "user", "content": user_message})
@@ -186,6 +192,7 @@ class ChatEngine:
             remembered=remembered,
             summary=summary,
             passages=_numbered(found),
+            user=user,
         )
         tools = (
             self.tools.specs(persona) if self.tools is not None and self.llm.supports_tools else []

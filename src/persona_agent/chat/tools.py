@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from persona_agent.chat.budget import CallBudget
 from persona_agent.errors import ToolError
 from persona_agent.knowledge.turn import AttachedFile
 from persona_agent.personas.model import Persona
+from persona_agent.personas.user_identity import UserPersona
 
 __all__ = [
     "MCPTools",
@@ -86,6 +87,16 @@ class Turn:
     memory with the persona the turn reads and adds to."""
     files: tuple[AttachedFile, ...] = ()
     """Documents sent with the message (A2A file parts), for the conversation's knowledge."""
+    mode: Literal["message", "regenerate", "continue"] = "message"
+    """``message``: answer the new message; ``regenerate``: answer the last user message
+    again (the last answer kept as an alternative); ``continue``: continue the last answer."""
+    greeting: int | None = None
+    """A new conversation opens with this greeting (0: the persona's first, k: its k-th
+    alternate greeting); ``None``: the first."""
+    user: UserPersona | None = None
+    """Who the user says they are with this message (the A2A user extension): the
+    conversation's user persona from now on; ``None``: as the conversation, the caller's
+    saved one or the default say (:class:`~persona_agent.chat.user_source.UserSource`)."""
 
 
 class ToolSource(Protocol):

@@ -1,0 +1,1 @@
+"""Conversations as objects: branches, greetings, who the user is (issue 37)."""
