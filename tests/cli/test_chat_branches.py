@@ -216,27 +216,41 @@ def test_greeting_chooses_how_a_new_conversation_opens(
     assert session.quit() == 0
 
 
+def test_a_chosen_greeting_greets_the_user_by_name(chat: StartChat, llm: FakeLLM, hub: str) -> None:
+    llm.script(Reply("Welcome back, Ann."))
+    session = chat("greeter", "--url", hub, "--new")
+    session.prompt()
+    session.say("/me Ann")
+    session.say("/greeting 2")
+    session.say("Hello!")
+    # {{user}} in the chosen greeting is her name.
+    assert prompt(llm.requests[-1])[0] == ("assistant", SECOND.replace("{{user}}", "Ann"))
+    assert session.quit() == 0
+
+
 def test_me_tells_the_persona_who_the_user_is(
     chat: StartChat, llm: FakeLLM, hub: str, data_dir: Path
 ) -> None:
-    llm.script(Reply("Welcome back, Ann."), Reply("A fine trade."))
+    llm.script(Reply("Welcome, Ann."), Reply("A fine trade."))
     session = chat("greeter", "--url", hub, "--new")
     session.prompt()
+    session.say("/me")
+    assert "(you are User: /me NAME [-- DESCRIPTION])" in session.text
     session.say("/me Ann -- a sailor who collects maps")
     assert "(you are Ann in this conversation)" in session.text
-    session.say("/greeting 2")
-    session.say("Hello!")
+    session.say("Hello!")  # who she is goes with the first message
     system = llm.requests[-1]["messages"][0]["content"]
     assert "a sailor who collects maps" in system
-    # {{user}} in the chosen greeting is her name.
-    assert prompt(llm.requests[-1])[0] == ("assistant", SECOND.replace("{{user}}", "Ann"))
+    assert "Ann" in system
     session.say("/me")
-    assert "(you are Ann (a sailor who collects maps)" in session.text
+    assert "(you are Ann (a sailor who collects maps):" in session.text
     session.say("/me Bea")  # from now on, in this conversation
     session.say("I trade spices.")
     assert "Bea" in llm.requests[-1]["messages"][0]["content"]
+    assert "a sailor who collects maps" not in llm.requests[-1]["messages"][0]["content"]
     context = remembered(data_dir)[hub]["greeter"]
-    assert stored(hub, "greeter", context)["user"]["name"] == "Bea"
+    user = httpx.get(f"{hub}/api/v1/conversations/greeter/{context}/user").json()
+    assert user == {"name": "Bea", "description": ""}
     assert session.quit() == 0
 
 

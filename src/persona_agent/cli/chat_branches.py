@@ -28,7 +28,7 @@ import httpx
 import typer
 from a2a.types.a2a_pb2 import AgentCard
 
-from persona_agent.a2a.extensions import GREETING_EXTENSION_URI
+from persona_agent.a2a.extensions import GREETING_EXTENSION_URI, USER_EXTENSION_URI
 from persona_agent.cli.a2a_chat import ChatError, ChatSession
 
 __all__ = ["COMMANDS", "BranchCommands", "Shown", "greetings", "shown_turns"]
@@ -37,8 +37,6 @@ COMMANDS = frozenset(
     {"/history", "/retry", "/swipe", "/continue", "/edit", "/delete", "/fork", "/greeting", "/me"}
 )
 """The commands this module carries out."""
-USER_EXTENSION_URI = "urn:persona-agent:extension:user:v1"
-"""Who the user is, in a message's metadata: ``{"name", "description"}`` (docs/a2a.md)."""
 _WRITE = {"X-Requested-With": "persona-agent-chat"}
 """Sent with each change: a keyless hub takes REST writes from this machine (docs/api.md)."""
 
