@@ -39,6 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.sql import ClauseElement, Executable
 from sqlalchemy.sql.compiler import SQLCompiler
 
+from persona_agent.db_conversations import conversation_tables
 from persona_agent.db_documents import document_tables
 from persona_agent.db_memory import memory_tables
 from persona_agent.db_user_personas import user_personas
@@ -58,6 +59,7 @@ __all__ = [
     "push_callers_table",
     "replicas_table",
     "summaries_table",
+    "swipes_table",
     "task_events_table",
     "tasks_table",
     "usage_table",
@@ -89,15 +91,9 @@ tasks_table = Table(
     Index("ix_pa_tasks_owner_context", "owner", "context_id"),
 )
 
-messages_table = Table(
-    "pa_messages",
-    metadata,
-    Column("seq", Integer, primary_key=True, autoincrement=True),
-    Column("conversation", String(300), nullable=False),  # "{persona_id}:{context_id}"
-    Column("message", Text, nullable=False),  # one chat message, JSON in the OpenAI format
-    Index("ix_pa_messages_conversation", "conversation", "seq"),
-)
-
+messages_table, swipes_table = conversation_tables(metadata)
+"""Each conversation's selected branch, in order (a message's id is its ``seq``), and the
+alternatives of answers that have more than one: :mod:`persona_agent.db_conversations`."""
 
 _Seq = BigInteger().with_variant(Integer, "sqlite")  # SQLite autoincrements INTEGER only
 

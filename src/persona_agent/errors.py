@@ -11,18 +11,24 @@ __all__ = [
     "HTTP_STATUSES",
     "BudgetSpentError",
     "ConfigError",
+    "ConversationEditError",
+    "ConversationExistsError",
+    "ConversationNotFound",
+    "ConversationStateError",
     "DocumentError",
     "DocumentLimitError",
     "DocumentNotFoundError",
     "DocumentTooLargeError",
     "InvalidUserPersonaError",
     "LLMError",
+    "MessageNotFound",
     "PersonaAgentError",
     "PersonaExistsError",
     "PersonaFileError",
     "PersonaNotFoundError",
     "PreconditionFailedError",
     "ReadOnlyPersonaError",
+    "SwipeNotFound",
     "ToolError",
     "UnsupportedDocumentError",
 ]
@@ -150,8 +156,51 @@ class InvalidUserPersonaError(PersonaAgentError):
     message = "The user persona is not valid"
 
 
+class ConversationNotFound(PersonaAgentError):
+    """No conversation of the caller's has this persona and context id (another caller's
+    is not found either: it is never revealed)."""
+
+    message = "Conversation not found"
+
+
+class MessageNotFound(PersonaAgentError):
+    """The conversation has no message with this id (deleted, or of another conversation)."""
+
+    message = "Message not found"
+
+
+class SwipeNotFound(PersonaAgentError):
+    """The answer has no alternative at this position (or no alternatives at all)."""
+
+    message = "No such alternative of this answer"
+
+
+class ConversationStateError(PersonaAgentError):
+    """The operation does not fit the conversation as it is (nothing to regenerate, no
+    answer to continue)."""
+
+    message = "The conversation does not allow this operation now"
+
+
+class ConversationExistsError(ConversationStateError):
+    """A conversation with this persona and context id exists already."""
+
+    message = "A conversation with this context id exists already"
+
+
+class ConversationEditError(PersonaAgentError):
+    """A change a message cannot take (a tool message's text, a blank text)."""
+
+    message = "This message cannot be changed so"
+
+
 HTTP_STATUSES: dict[type[PersonaAgentError], int] = {
     PersonaNotFoundError: 404,
+    ConversationNotFound: 404,
+    MessageNotFound: 404,
+    SwipeNotFound: 404,
+    ConversationStateError: 409,
+    ConversationEditError: 422,
     DocumentNotFoundError: 404,
     UnsupportedDocumentError: 415,
     DocumentTooLargeError: 413,

@@ -31,6 +31,7 @@ from persona_agent.db import (
     memories_table,
     messages_table,
     summaries_table,
+    swipes_table,
     tasks_table,
 )
 
@@ -48,6 +49,12 @@ _ORPHAN_SUMMARIES = text(
     f"WHERE {_MESSAGES}.conversation = {summaries_table.name}.conversation)"
 )
 """A running summary goes with its conversation's last message (docs/memory.md)."""
+_ORPHAN_SWIPES = text(
+    f"DELETE FROM {swipes_table.name} WHERE NOT EXISTS (SELECT 1 FROM {_MESSAGES} "
+    f"WHERE {_MESSAGES}.conversation = {swipes_table.name}.conversation AND "
+    f"({swipes_table.name}.anchor = 0 OR {_MESSAGES}.seq = {swipes_table.name}.anchor))"
+)
+"""An answer's alternatives go with the user message they answer (docs/conversations.md)."""
 _DOCUMENTS = documents_table.name
 _ORPHAN_DOCUMENT = (
     f"{_DOCUMENTS}.conversation <> '' AND {_DOCUMENTS}.created_ms < :cutoff AND NOT EXISTS "
@@ -120,6 +127,7 @@ class Retention:
             statements.append((older, {"cutoff": cutoff_ms}))
         if limits.message_max_count > 0 or limits.message_max_bytes > 0:
             statements.append((_ORPHAN_SUMMARIES, {}))
+            statements.append((_ORPHAN_SWIPES, {}))
         for statement, parameters in statements:
             await self._db.write(statement, [parameters])
         if limits.message_max_count > 0 or limits.message_max_bytes > 0:

@@ -164,8 +164,8 @@ async def test_0009_indexes_memories_by_owner_and_goes_down_again(empty: AsyncEn
             {"v": b"\0" * 8},
         )
     assert "ix_pa_memories_owner" not in await memory_indexes(empty)
-    await upgrade_db(empty)
-    assert await db_revision(empty) == (HEAD, HEAD)
+    await upgrade_db(empty, "0009")
+    assert await db_revision(empty) == ("0009", HEAD)
     assert "ix_pa_memories_owner" in await memory_indexes(empty)
     if empty.dialect.name == "sqlite":  # forgetting a caller reads the index, not the table
         async with empty.connect() as conn:
@@ -188,7 +188,7 @@ async def test_0009_indexes_memories_by_owner_and_goes_down_again(empty: AsyncEn
 
 
 async def test_0011_adds_the_user_personas_and_goes_down_again(empty: AsyncEngine) -> None:
-    before = "0009"  # the revision 0011 revises
+    before = "0010"  # the revision 0011 revises
     await upgrade_db(empty, before)
 
     async def tables() -> list[str]:
@@ -212,6 +212,37 @@ async def test_0011_adds_the_user_personas_and_goes_down_again(empty: AsyncEngin
     assert "pa_user_personas" not in await tables()
     await upgrade_db(empty)
     assert await schema_differences(empty) == []
+
+
+async def test_0010_stamps_messages_and_keeps_alternatives_and_goes_down_again(
+    empty: AsyncEngine,
+) -> None:
+    await upgrade_db(empty, "0009")
+    async with empty.begin() as conn:
+        await conn.execute(
+            text("INSERT INTO pa_messages (conversation, message) VALUES ('ada:c1', '{}')")
+        )
+    await upgrade_db(empty, "0010")
+    assert await db_revision(empty) == ("0010", HEAD)
+    async with empty.begin() as conn:
+        rows = (await conn.execute(text("SELECT message, at_ms FROM pa_messages"))).all()
+        await conn.execute(
+            text(
+                "INSERT INTO pa_swipes (conversation, anchor, position, messages, at_ms) "
+                "VALUES ('ada:c1', 0, 0, NULL, 1)"
+            )
+        )
+    assert [tuple(row) for row in rows] == [("{}", None)]  # stored before: no time
+    assert await schema_differences(empty) == []
+    async with revisions.one_at_a_time(), empty.begin() as conn:
+        await conn.run_sync(revisions.downgrade, "0009")
+    async with empty.connect() as conn:
+        tables = await conn.run_sync(lambda c: inspect(c).get_table_names())
+        columns = await conn.run_sync(lambda c: inspect(c).get_columns("pa_messages"))
+        left = (await conn.execute(text("SELECT message FROM pa_messages"))).all()
+    assert "pa_swipes" not in tables
+    assert "at_ms" not in {column["name"] for column in columns}
+    assert [row[0] for row in left] == ["{}"]
 
 
 async def test_replicas_starting_at_once_all_migrate(tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ from persona_agent.api.pages import add_pages
 from persona_agent.api.readiness import Readiness
 from persona_agent.api.routes import (
     caller_documents,
+    conversations,
     discovery,
     memories,
     operations,
@@ -46,6 +47,7 @@ from persona_agent.api.routes import (
     user_personas,
 )
 from persona_agent.api.serving import build_a2a, build_personas_live
+from persona_agent.conversations.conversation_store import ConversationStore
 from persona_agent.errors import HTTP_STATUSES, PersonaAgentError
 from persona_agent.parts import build_memory_records, persona_limits
 from persona_agent.personas.formats.card_pngs import CardPngs
@@ -95,6 +97,8 @@ def create_app(settings: Settings) -> FastAPI:
         ),
         knowledge=knowledge,
         user_personas=storage.user_personas,
+        conversations=ConversationStore(storage.writer, storage.history, locks=engine.locks),
+        engine=engine,
     )
     origins = settings.cors_origin_list
     app = HubApp(
@@ -141,6 +145,7 @@ def _add_routes(app: HubApp, settings: Settings) -> None:
         caller_documents,
         persona_documents,
         user_personas,
+        conversations,
     ):
         app.include_router(module.router, prefix="/api/v1")
     add_pages(app, app.parts.registry, console=settings.console)

@@ -3,10 +3,11 @@ forgotten: ``DELETE /api/v1/memories``, docs/memory.md).
 
 Per caller the hub keeps: its memories with each persona (``pa_memories``, by owner) and
 the running summaries of its conversations (``pa_summaries``, by owner), its
-conversations with each persona (``pa_messages``, keyed ``{persona}:@{caller}:{contextId}``)
-and its tasks (``pa_tasks``, owned by ``{persona}:{caller}``: each holds the messages of
-its exchange), the documents it attached to its conversations (``pa_documents``), and
-its saved user persona and its conversations' (``pa_user_personas``).
+conversations with each persona (``pa_messages``, keyed ``{persona}:@{caller}:{contextId}``,
+and the alternatives of their answers, ``pa_swipes``: :meth:`ConversationHistory.forget_caller`
+deletes both) and its tasks (``pa_tasks``, owned by ``{persona}:{caller}``: each holds the
+messages of its exchange), the documents it attached to its conversations (``pa_documents``),
+and its saved user persona and its conversations' (``pa_user_personas``).
 Push-notification configs go with their tasks at the next retention sweep. The usage
 records keep no caller; the audit log keeps the caller's name, and records the
 forgetting itself.

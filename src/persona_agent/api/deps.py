@@ -12,7 +12,9 @@ from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.api.caller_data import CallerData
 from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.api.readiness import Readiness
+from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.usage_log import UsageLog
+from persona_agent.conversations.conversation_store import ConversationStore
 from persona_agent.conversations.user_persona import UserPersonas
 from persona_agent.knowledge.library import Knowledge
 from persona_agent.observe.metrics import HubMetrics
@@ -296,6 +298,10 @@ class ApiParts:
     caller_data: CallerData
     knowledge: Knowledge
     user_personas: UserPersonas
+    conversations: ConversationStore
+    """The stored conversations' branches (issue 37), under the engine's locks."""
+    engine: ChatEngine
+    """The engine, for the conversation operations that run the persona (regenerate)."""
 
 
 def hub_parts(request: Request) -> ApiParts:

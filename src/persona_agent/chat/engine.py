@@ -20,9 +20,11 @@ from persona_agent.chat.conversation_locks import KeyedLocks
 from persona_agent.chat.events import ChatEvent, Done, Token, ToolEnd, ToolOutput, ToolStart
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.tools import ToolQuestion, ToolResult, ToolSource, ToolUpdate, Turn
+from persona_agent.chat.turn_modes import Opening, open_turn
 from persona_agent.chat.turn_state import TurnState
 from persona_agent.chat.usage_log import UsageLog
 from persona_agent.chat.user_source import NO_USERS, UserSource
+from persona_agent.conversations.branches import Branches
 from persona_agent.errors import LLMError, ToolError
 from persona_agent.knowledge.turn import NO_KNOWLEDGE, Passage, TurnKnowledge
 from persona_agent.llm.base import (
@@ -40,8 +42,8 @@ from persona_agent.memory.summary import NO_SUMMARY, ConversationSummary
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.observe.pricing import PriceTable
 from persona_agent.personas.model import Persona
-from persona_agent.personas.prompt import render_greeting
 from persona_agent.personas.turn_prompt import assemble_prompt
+from persona_agent.personas.user_identity import UserPersona
 
 __all__ = ["ChatEngine"]
 
@@ -104,9 +106,16 @@ class ChatEngine:
         self.tools = tools
         self.max_tool_iterations = max_tool_iterations
         self._locks = locks if locks is not None else KeyedLocks()
+        self.branches = Branches(history.writer, history)
+        """The conversations' branches (a regeneration's answers, a continuation's text)."""
         self._waiting: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()
         """(conversation, task id) → the tool that asked the user a question in that task,
         and the argument its answer goes in (kept in this process only)."""
+
+    @property
+    def locks(self) -> KeyedLocks:
+        """The per-conversation locks its turns hold (conversation changes take them too)."""
+        return self._locks
 
     async def stream(
         self,
@@ -143,38 +152,47 @@ class ChatEngine:
         if turn is None:
             turn = Turn(persona_id=persona.id, conversation=context_id)
         async with self._locks.hold(key), TurnCalls(turn.budget) as calls:
-            state = await self._assemble(persona, key, user_message, turn, calls)
-            for iteration in range(self.max_tool_iterations + 1):
-                last_call = self._is_last_call(state, iteration)
-                async with aclosing(self._model_step(state, last_call)) as tokens:
-                    async for token in tokens:
-                        yield token
-                if not state.end.tool_calls or last_call:
-                    self._final_answer(state)
-                    break
-                async with aclosing(self._tool_round(state)) as events:
-                    async for event in events:
-                        yield event
-                if state.asked is not None:  # the turn ends with the question, for the user
-                    state.said.append({"role": "assistant", "content": state.asked.text})
-                    break
-            yield await self._finish(state)
+            user = await self.users.resolve(turn.owner, key, turn.user)
+            opening = await open_turn(
+                self.history, self.branches, persona, key, user_message, turn, user.name
+            )
+            try:
+                state = await self._assemble(persona, key, opening, turn, calls, user)
+                for iteration in range(self.max_tool_iterations + 1):
+                    last_call = self._is_last_call(state, iteration)
+                    async with aclosing(self._model_step(state, last_call)) as tokens:
+                        async for token in tokens:
+                            yield token
+                    if not state.end.tool_calls or last_call:
+                        self._final_answer(state)
+                        break
+                    async with aclosing(self._tool_round(state)) as events:
+                        async for event in events:
+                            yield event
+                    if state.asked is not None:  # the turn ends with the question, for the user
+                        state.said.append({"role": "assistant", "content": state.asked.text})
+                        break
+                yield await self._finish(state)
+            except BaseException:
+                if opening.anchor is not None:  # a regeneration failed: the old answer back
+                    await self.branches.restore_answer(key, opening.anchor)
+                raise
 
     async def _assemble(
-        self, persona: Persona, key: str, user_message: str, turn: Turn, calls: TurnCalls
+        self,
+        persona: Persona,
+        key: str,
+        opening: Opening,
+        turn: Turn,
+        calls: TurnCalls,
+        user: UserPersona,
     ) -> TurnState:
         """The turn's prompt (:func:`~persona_agent.personas.turn_prompt.assemble_prompt`): the
         system prompt with the lore brought up, the history, the greeting of a new
-        conversation, the user's message, the persona's post-history instructions."""
+        conversation, the user's message (as the turn's mode opened it: ``opening``), the
+        persona's post-history instructions."""
         started = time.monotonic()
-        past, user = await asyncio.gather(
-            self.history.load(key), self.users.resolve(turn.owner, key, turn.user)
-        )
-        said: list[Message] = []
-        greeting = None if past else render_greeting(persona, user.name)
-        if greeting is not None:  # a new conversation opens with the persona's greeting
-            said.append({"role": "assistant", "content": greeting})
-        said.append({"role": "user", "content": user_message})
+        past, said, user_message = opening.past, opening.said, opening.query
         in_prompt = [m["content"] for m in (*past, *said) if isinstance(m.get("content"), str)]
         scope = self.memory.scope(persona, turn.owner, turn.conversation)
         # What memory, the running summary and the documents bring: read side by side.
@@ -188,14 +206,16 @@ class ChatEngine:
         prompt = await assemble_prompt(
             persona,
             past,
-            said,
+            [*said, *opening.extra],
             remembered=remembered,
             summary=summary,
             passages=_numbered(found),
             user=user,
         )
         tools = (
-            self.tools.specs(persona) if self.tools is not None and self.llm.supports_tools else []
+            self.tools.specs(persona)
+            if self.tools is not None and self.llm.supports_tools and turn.mode != "continue"
+            else []
         )
         return TurnState(
             persona=persona,
@@ -213,7 +233,10 @@ class ChatEngine:
             new_conversation=not past,
             remembered=remembered,
             # The answer to a tool's question goes to that tool, before the model is asked.
-            answering=self._waiting.pop((key, turn.task_id), None),
+            answering=self._waiting.pop((key, turn.task_id), None)
+            if turn.mode == "message"
+            else None,
+            opening=opening,
             citations=tuple(passage.citation() for passage in found),
         )
 
@@ -347,16 +370,24 @@ class ChatEngine:
         cost = self.prices.cost(model, usage)
         if cost is not None:
             self.metrics.cost.labels(persona.id, model).inc(cost)
-        scope = state.memory_scope
-        kept = self.memory.keep(scope, _from_user_on(state.said)) if scope is not None else _none()
-        if self.usage is None:
-            await asyncio.gather(self.history.append(state.key, state.said), kept)
-        else:  # all in one group commit
-            await asyncio.gather(
-                self.history.append(state.key, state.said),
-                self.usage.record(persona.id, model, usage, cost),
-                kept,
-            )
+        scope, opening, mode = state.memory_scope, state.opening, state.turn.mode
+        kept = (
+            self.memory.keep(scope, _from_user_on(state.said))
+            if scope is not None and mode == "message"
+            else _none()
+        )
+        stored = (
+            self.branches.extend_last(state.key, text_answer)
+            if mode == "continue"
+            else self.history.append(state.key, state.said)
+        )
+        recorded = self.usage.record(persona.id, model, usage, cost) if self.usage else _none()
+        await asyncio.gather(stored, recorded, kept)  # all in one group commit
+        if opening is not None and opening.anchor is not None:
+            await self.branches.keep_answer(state.key, opening.anchor)
+            opening.anchor = None
+        if opening is not None and opening.greetings:
+            await self.branches.add_greetings(state.key, opening.greetings, opening.greeting)
         known = len(state.said) if state.new_conversation else 0  # a new one's messages
         self.summary.after_turn(persona, state.key, state.turn.owner, model, known)
         return Done(

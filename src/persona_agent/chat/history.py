@@ -10,12 +10,13 @@ so a restart continues the conversation; only the most recent
 from __future__ import annotations
 
 import json
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from sqlalchemy import bindparam, delete, func, insert, select
+from sqlalchemy import Table, bindparam, delete, func, insert, select
 
-from persona_agent.db import GroupCommitWriter, like_escaped, messages_table
+from persona_agent.db import GroupCommitWriter, like_escaped, messages_table, swipes_table
 from persona_agent.llm.base import Message
 
 __all__ = ["ConversationHistory", "trim_history"]
@@ -82,6 +83,11 @@ class ConversationHistory:
         self._max_messages = max_messages
 
     @property
+    def writer(self) -> GroupCommitWriter:
+        """The database's way in, which the history writes through."""
+        return self._db
+
+    @property
     def cached_bytes(self) -> int:
         """What the conversations in memory cost, roughly (see ``cache_bytes``)."""
         return self._bytes
@@ -92,10 +98,15 @@ class ConversationHistory:
         prefix = f"{persona_id}:"
         for conversation in [key for key in self._cache if key.startswith(prefix)]:
             self._bytes -= self._cache.pop(conversation)[1]
-        statement = delete(messages_table).where(
-            messages_table.c.conversation.like(bindparam("prefix"))
+        await self._db.write_together(
+            [
+                (
+                    delete(table).where(table.c.conversation.like(bindparam("prefix"))),
+                    [{"prefix": f"{prefix}%"}],
+                )
+                for table in (messages_table, swipes_table)
+            ]
         )
-        await self._db.write(statement, [{"prefix": f"{prefix}%"}])
 
     async def forget_caller(self, prefix: str) -> tuple[int, int]:
         """Delete every conversation whose key, after the persona's id, starts with
@@ -103,7 +114,25 @@ class ConversationHistory:
         how many conversations and messages there were.
 
         A scan of the messages (the key's persona part comes first): rare, on request."""
-        column = messages_table.c.conversation
+        found = await self._caller_keys(messages_table, prefix)
+        # An answer's alternatives (conversations/store.py) go with their conversation.
+        keys = set(found) | set(await self._caller_keys(swipes_table, prefix))
+        for conversation in keys:
+            self.drop(conversation)
+        if keys:
+            rows = [{"conversation": key} for key in sorted(keys)]
+            await self._db.write_together(
+                [
+                    (delete(table).where(table.c.conversation == bindparam("conversation")), rows)
+                    for table in (messages_table, swipes_table)
+                ]
+            )
+        return len(found), sum(found.values())
+
+    async def _caller_keys(self, table: Table, prefix: str) -> dict[str, int]:
+        """The conversations of ``table`` whose key, after the persona's id, starts with
+        ``prefix``, and how many rows each has."""
+        column = table.c.conversation
         pattern = "%:" + like_escaped(prefix) + "%"
         rows = await self._db.fetch(
             select(column, func.count())
@@ -112,15 +141,14 @@ class ConversationHistory:
             {"pattern": pattern},
         )
         # LIKE matches the prefix anywhere (and, on SQLite, in any case): keep exact ones.
-        found = {key: int(count) for key, count in rows if key.partition(":")[2].startswith(prefix)}
-        for conversation in found:
-            entry = self._cache.pop(conversation, None)
-            if entry is not None:
-                self._bytes -= entry[1]
-        if found:
-            statement = delete(messages_table).where(column == bindparam("conversation"))
-            await self._db.write(statement, [{"conversation": key} for key in found])
-        return len(found), sum(found.values())
+        return {key: int(count) for key, count in rows if key.partition(":")[2].startswith(prefix)}
+
+    def drop(self, conversation: str) -> None:
+        """Forget a conversation in memory (it was changed in the database: the next load
+        reads it there)."""
+        entry = self._cache.pop(conversation, None)
+        if entry is not None:
+            self._bytes -= entry[1]
 
     @property
     def cached_conversations(self) -> int:
@@ -142,9 +170,13 @@ class ConversationHistory:
         """Durably add a completed turn to a conversation (in the database's group commit)."""
         if not messages:
             return
+        at_ms = int(time.time() * 1000)
         await self._db.write(
             self._insert,
-            [{"conversation": conversation, "message": json.dumps(m)} for m in messages],
+            [
+                {"conversation": conversation, "message": json.dumps(m), "at_ms": at_ms}
+                for m in messages
+            ],
         )
         if self._shared:
             return

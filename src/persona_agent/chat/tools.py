@@ -88,11 +88,11 @@ class Turn:
     files: tuple[AttachedFile, ...] = ()
     """Documents sent with the message (A2A file parts), for the conversation's knowledge."""
     mode: Literal["message", "regenerate", "continue"] = "message"
-    """``message``: answer the new message; ``regenerate``: answer the last user message
-    again (the last answer kept as an alternative); ``continue``: continue the last answer."""
+    """Answer the message; or answer the last user message again, or continue the last
+    answer, the message ignored (:mod:`persona_agent.chat.turn_modes`)."""
     greeting: int | None = None
-    """A new conversation opens with this greeting (0: the persona's first, k: its k-th
-    alternate greeting); ``None``: the first."""
+    """A new conversation opens with this greeting (0: the first message, k: the k-th
+    alternate greeting), the others kept as its alternatives."""
     user: UserPersona | None = None
     """Who the user says they are with this message (the A2A user extension): the
     conversation's user persona from now on; ``None``: as the conversation, the caller's

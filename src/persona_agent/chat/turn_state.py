@@ -8,6 +8,7 @@ from typing import Any
 
 from persona_agent.chat.budget import TurnCalls
 from persona_agent.chat.tools import ToolQuestion, Turn
+from persona_agent.chat.turn_modes import Opening
 from persona_agent.llm.base import Message, StreamEnd, Usage
 from persona_agent.memory.scope import MemoryScope
 from persona_agent.personas.model import Persona
@@ -55,5 +56,7 @@ class TurnState:
     """Whether the turn opens its conversation (no history before it)."""
     remembered: tuple[str, ...] = ()
     """What memory brought into the prompt, each item marked with who said it."""
+    opening: Opening | None = None
+    """How the turn opened (its mode's start: a regeneration's stashed answer...)."""
     citations: tuple[dict[str, Any], ...] = ()
     """Where each passage of the persona's documents in the prompt is, numbered as there."""

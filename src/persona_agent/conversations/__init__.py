@@ -1,1 +1,2 @@
-"""Conversations as objects: branches, greetings, who the user is (issue 37)."""
+"""Conversations people steer (issue 37): branches and alternatives of answers, user personas,
+import and export (docs/conversations.md)."""

@@ -2,7 +2,7 @@
 and each conversation's (``pa_user_personas``, one row per scope).
 
 Revision ID: 0011
-Revises: 0009 (0010, helper CORE's, once it lands)
+Revises: 0010
 Create Date: 2026-11-27
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0011"
-down_revision: str | None = "0009"  # 0010 (helper CORE's) once it lands: rechained then
+down_revision: str | None = "0010"
 branch_labels: str | None = None
 depends_on: str | None = None
 

@@ -1,0 +1,406 @@
+"""``/api/v1/conversations``: the stored conversations a caller steers (docs/conversations.md):
+list, read with the alternatives of each answer, start with a chosen greeting, edit and
+delete messages, choose an alternative, regenerate or continue the last answer, fork.
+
+The caller is the API principal, as for memory (``memory:read`` to read, ``memory:write`` to
+change; a principal with ``memory:admin`` names another with ``caller=``); on a hub without
+keys an anonymous caller reaches anonymous conversations (anyone who knows a context id
+continues it, as over A2A). Another caller's conversation is answered 404, as one that does
+not exist; a failed operation changes nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import aclosing
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response, status
+
+from persona_agent.a2a.lifecycle import conversation_key
+from persona_agent.api.deps import MemoryReader, MemoryWriter, Store, api_auth, hub_parts
+from persona_agent.api.routes.conversation_bodies import (
+    Answer,
+    Conversation,
+    ConversationItem,
+    ConversationList,
+    EditBody,
+    ForkBody,
+    SelectBody,
+    StartBody,
+    conversation_of,
+)
+from persona_agent.api.routes.error_body import ErrorDetail
+from persona_agent.api.routes.memories import CallerQuery
+from persona_agent.chat.budget import CallBudget
+from persona_agent.chat.events import Done
+from persona_agent.chat.tools import Turn
+from persona_agent.chat.turn_modes import greetings_of
+from persona_agent.conversations.conversation_store import ConversationStore
+from persona_agent.conversations.view import ConversationView
+from persona_agent.errors import BudgetSpentError, ConversationNotFound, LLMError
+from persona_agent.security.authorization import Action
+from persona_agent.security.quotas import RateLimited
+
+__all__ = ["Conversation", "Owner", "conversation_of", "router"]
+
+router = APIRouter(tags=["conversations"])
+
+_BASE = "/conversations/{persona_id}/{context_id}"
+PersonaId = Annotated[str, Path(min_length=1, max_length=63)]
+ContextId = Annotated[str, Path(min_length=1, max_length=200)]
+MessageId = Annotated[int, Path(ge=1, le=2**62, description="the message's id")]
+
+
+def _owner(request: Request, action: Action, persona_id: str | None, caller: str | None) -> str:
+    principal = api_auth(request).authorize(request, action, persona_id, caller=caller)
+    if caller is not None:
+        return caller
+    return principal.name if principal is not None else ""
+
+
+async def _reading(
+    request: Request, persona_id: str, store: Store, caller: CallerQuery = None
+) -> str:
+    owner = _owner(request, Action.MEMORY_READ, persona_id, caller)
+    await store.get(persona_id)
+    return owner
+
+
+async def _writing(
+    request: Request, persona_id: str, store: Store, caller: CallerQuery = None
+) -> str:
+    owner = _owner(request, Action.MEMORY_WRITE, persona_id, caller)
+    await store.get(persona_id)
+    return owner
+
+
+Owner = Annotated[str, Depends(_reading)]
+"""Whose conversations a read is about ("": anonymous ones), the persona known."""
+WritingOwner = Annotated[str, Depends(_writing)]
+
+
+def _store(request: Request) -> ConversationStore:
+    store: ConversationStore = hub_parts(request).conversations
+    return store
+
+
+Conversations = Annotated[ConversationStore, Depends(_store)]
+
+
+_REASONS = {
+    400: "The body cannot be parsed",
+    401: "No API key, or a wrong one",
+    403: "The principal may not read (memory:read) or change (memory:write) conversations",
+    404: "No such persona, conversation (of this caller), message or alternative",
+    409: "The conversation does not allow it now (nothing to regenerate or continue; the "
+    "context id is taken)",
+    415: "A hub without keys: the body must be labelled Content-Type: application/json",
+    422: "A parameter or the body is not valid (a tool message's text cannot be edited)",
+    429: "Over the caller's or the persona's limits (requests a minute, running tasks)",
+    502: "The language model failed: nothing was changed",
+}
+
+
+def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The error answers of a route: 401 and 403 always; a write's body 400 and 415 too."""
+    if 415 in codes or 502 in codes or 409 in codes:
+        codes = (*codes, 400, 415)
+    return {
+        code: {"model": ErrorDetail, "description": _REASONS[code]} for code in (401, 403, *codes)
+    }
+
+
+def _key(persona_id: str, owner: str, context_id: str) -> str:
+    return f"{persona_id}:{conversation_key(owner, context_id)}"
+
+
+async def _read(
+    request: Request, store: ConversationStore, persona_id: str, owner: str, context_id: str
+) -> Conversation:
+    view = await store.read(_key(persona_id, owner, context_id))
+    if view is None:
+        raise ConversationNotFound()
+    persona = hub_parts(request).registry.persona(persona_id)
+    return conversation_of(persona, context_id, view)
+
+
+async def _existing(store: ConversationStore, key: str) -> None:
+    if await store.read(key) is None:
+        raise ConversationNotFound()
+
+
+@router.get(
+    "/conversations",
+    dependencies=[MemoryReader],
+    response_model=ConversationList,
+    responses=_responses(404, 422),
+)
+async def list_conversations(
+    request: Request,
+    store: Store,
+    conversations: Conversations,
+    persona_id: Annotated[str, Query(min_length=1, max_length=63)],
+    caller: CallerQuery = None,
+) -> ConversationList:
+    """The caller's conversations with the persona, the latest changed first."""
+    owner = await _reading(request, persona_id, store, caller)
+    infos = await conversations.list(persona_id, conversation_key(owner, "") if owner else "")
+    return ConversationList(
+        items=[
+            ConversationItem(
+                persona_id=info.persona_id,
+                context_id=info.context_id,
+                messages=info.messages,
+                updated_at=datetime.fromtimestamp(info.updated_ms / 1000, UTC)
+                if info.updated_ms is not None
+                else None,
+                preview=info.preview,
+            )
+            for info in infos
+        ]
+    )
+
+
+@router.post(
+    "/conversations",
+    dependencies=[MemoryWriter],
+    status_code=status.HTTP_201_CREATED,
+    response_model=Conversation,
+    responses=_responses(404, 409, 415, 422),
+)
+async def start_conversation(
+    request: Request,
+    body: StartBody,
+    store: Store,
+    conversations: Conversations,
+    caller: CallerQuery = None,
+) -> Conversation:
+    """A new conversation opening with the persona's greeting ``greeting`` (its other
+    greetings kept as that answer's alternatives); a new context id unless one is given."""
+    owner = await _writing(request, body.persona_id, store, caller)
+    persona = hub_parts(request).registry.persona(body.persona_id)
+    greetings = greetings_of(persona) if persona is not None else []
+    if body.greeting and body.greeting >= len(greetings):
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            f"The persona has no greeting {body.greeting} (it has {len(greetings)}: 0 is its "
+            "first message, 1 and on its alternate greetings)",
+        )
+    context_id = body.context_id or str(uuid.uuid4())
+    key = _key(body.persona_id, owner, context_id)
+    text = greetings[body.greeting] if greetings else ""
+    await conversations.start(key, text, greetings, body.greeting)
+    view = await conversations.read(key)
+    return conversation_of(persona, context_id, view or ConversationView(key, (), ()))
+
+
+@router.get(
+    _BASE, dependencies=[MemoryReader], response_model=Conversation, responses=_responses(404, 422)
+)
+async def read_conversation(
+    request: Request,
+    persona_id: PersonaId,
+    context_id: ContextId,
+    owner: Owner,
+    conversations: Conversations,
+) -> Conversation:
+    """The conversation: its selected branch, each answer's alternatives on its first message."""
+    return await _read(request, conversations, persona_id, owner, context_id)
+
+
+@router.delete(_BASE, dependencies=[MemoryWriter], status_code=204, responses=_responses(404, 422))
+async def delete_conversation(
+    persona_id: PersonaId, context_id: ContextId, owner: WritingOwner, conversations: Conversations
+) -> Response:
+    """Delete the conversation, with its alternatives."""
+    await conversations.delete_conversation(_key(persona_id, owner, context_id))
+    return Response(status_code=204)
+
+
+@router.patch(
+    f"{_BASE}/messages/{{message_id}}",
+    dependencies=[MemoryWriter],
+    response_model=Conversation,
+    responses=_responses(404, 415, 422),
+)
+async def edit_message(
+    request: Request,
+    persona_id: PersonaId,
+    context_id: ContextId,
+    message_id: MessageId,
+    body: EditBody,
+    owner: WritingOwner,
+    conversations: Conversations,
+) -> Conversation:
+    """Change the text of a message of the user's or the persona's."""
+    key = _key(persona_id, owner, context_id)
+    await _existing(conversations, key)
+    await conversations.edit(key, message_id, body.content)
+    return await _read(request, conversations, persona_id, owner, context_id)
+
+
+@router.delete(
+    f"{_BASE}/messages/{{message_id}}",
+    dependencies=[MemoryWriter],
+    response_model=Conversation,
+    responses=_responses(404, 422),
+)
+async def delete_message(
+    request: Request,
+    persona_id: PersonaId,
+    context_id: ContextId,
+    message_id: MessageId,
+    owner: WritingOwner,
+    conversations: Conversations,
+    following: bool = False,
+) -> Conversation:
+    """Delete a message (a tool call with its results), or it and all after it (``following``)."""
+    key = _key(persona_id, owner, context_id)
+    await _existing(conversations, key)
+    await conversations.delete(key, message_id, following)
+    return await _read(request, conversations, persona_id, owner, context_id)
+
+
+@router.put(
+    f"{_BASE}/swipes/{{anchor}}",
+    dependencies=[MemoryWriter],
+    response_model=Conversation,
+    responses=_responses(404, 415, 422),
+)
+async def select_alternative(
+    request: Request,
+    persona_id: PersonaId,
+    context_id: ContextId,
+    anchor: Annotated[
+        int, Path(ge=0, le=2**62, description="the user message answered (0: the greeting)")
+    ],
+    body: SelectBody,
+    owner: WritingOwner,
+    conversations: Conversations,
+) -> Conversation:
+    """Make alternative ``selected`` the answer (the messages after it keep their place,
+    with new ids)."""
+    key = _key(persona_id, owner, context_id)
+    await _existing(conversations, key)
+    await conversations.select(key, anchor, body.selected)
+    return await _read(request, conversations, persona_id, owner, context_id)
+
+
+@router.post(
+    f"{_BASE}/fork",
+    dependencies=[MemoryWriter],
+    status_code=status.HTTP_201_CREATED,
+    response_model=Conversation,
+    responses=_responses(404, 409, 415, 422),
+)
+async def fork_conversation(
+    request: Request,
+    persona_id: PersonaId,
+    context_id: ContextId,
+    body: ForkBody,
+    owner: WritingOwner,
+    conversations: Conversations,
+) -> Conversation:
+    """A new conversation of the messages up to and including ``message_id``, with their
+    alternatives; a new context id unless one is given."""
+    key = _key(persona_id, owner, context_id)
+    await _existing(conversations, key)
+    new_context = body.context_id or str(uuid.uuid4())
+    await conversations.fork(key, body.message_id, _key(persona_id, owner, new_context))
+    return await _read(request, conversations, persona_id, owner, new_context)
+
+
+@router.post(
+    f"{_BASE}/regenerate",
+    dependencies=[MemoryWriter],
+    response_model=Answer,
+    responses=_responses(404, 409, 422, 429, 502),
+)
+async def regenerate(
+    request: Request,
+    persona_id: PersonaId,
+    context_id: ContextId,
+    owner: WritingOwner,
+    conversations: Conversations,
+) -> Answer:
+    """Answer the last user message again: the answer it had is kept as an alternative, the
+    new one selected (the model sees the selected branch up to that message)."""
+    return await _run(request, conversations, persona_id, owner, context_id, "regenerate")
+
+
+@router.post(
+    f"{_BASE}/continue",
+    dependencies=[MemoryWriter],
+    response_model=Answer,
+    responses=_responses(404, 409, 422, 429, 502),
+)
+async def continue_answer(
+    request: Request,
+    persona_id: PersonaId,
+    context_id: ContextId,
+    owner: WritingOwner,
+    conversations: Conversations,
+) -> Answer:
+    """Continue the last answer: the text the model adds is appended to it."""
+    return await _run(request, conversations, persona_id, owner, context_id, "continue")
+
+
+async def _run(
+    request: Request,
+    conversations: ConversationStore,
+    persona_id: str,
+    owner: str,
+    context_id: str,
+    mode: Any,
+) -> Answer:
+    """Run the persona on the conversation in ``mode``: the engine, under the
+    conversation's lock, with the hub's and the persona's budget of calls and the caller's
+    quotas (requests a minute, running tasks) as an A2A message has them; usage recorded."""
+    parts = hub_parts(request)
+    persona = parts.registry.persona(persona_id)
+    key = _key(persona_id, owner, context_id)
+    if persona is None:
+        raise ConversationNotFound()
+    await _existing(conversations, key)
+    own = persona.limits
+    limits = parts.registry.services.budget.lowered(
+        own.model_calls_per_request, own.tool_calls_per_request
+    )
+    conversation = conversation_key(owner, context_id)
+    turn = Turn(
+        persona_id=persona_id,
+        conversation=conversation,
+        context_id=context_id,
+        budget=CallBudget(limits),
+        whole=True,
+        owner=owner,
+        mode=mode,
+    )
+    quotas = parts.registry.services.quotas
+    caller = owner or f"ip:{request.client.host if request.client else ''}"
+    done: Done | None = None
+    try:  # the caller's and the persona's limits, as for an A2A message
+        quotas.check_rate(caller, quotas.limits.requests_per_minute)
+        quotas.check_rate(caller, persona.limits.requests_per_minute or 0, scope=persona_id)
+        quotas.check_start(caller, persona_id, persona.limits.running_tasks or 0)
+        with quotas.running(caller, persona_id):
+            stream = parts.engine.stream(persona, conversation, "", turn=turn)
+            async with aclosing(stream) as events:
+                async for event in events:
+                    if isinstance(event, Done):
+                        done = event
+    except RateLimited as error:
+        raise HTTPException(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            error.message,
+            headers={"Retry-After": str(error.retry_after)},
+        ) from None
+    except (LLMError, BudgetSpentError) as error:
+        raise HTTPException(status.HTTP_502_BAD_GATEWAY, error.message) from None
+    answer = done.text if done is not None else ""
+    return Answer(
+        answer=answer,
+        conversation=await _read(request, conversations, persona_id, owner, context_id),
+    )

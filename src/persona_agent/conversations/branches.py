@@ -1,0 +1,492 @@
+"""The writes that steer a stored conversation, without its lock (the engine holds it for a
+regeneration; :class:`~persona_agent.conversations.conversation_store.ConversationStore`
+takes it for the rest).
+
+The selected branch is in ``pa_messages`` (a message's id is its ``seq``); an answer's other
+alternatives are rows of ``pa_swipes`` (its anchor: the id of the user message it answers,
+0 for the greeting). Each operation is one transaction. Choosing an alternative of an
+earlier answer writes the messages after it again, so their ids change, and the
+alternatives of later answers are re-anchored in the same transaction (on the ids the new
+rows got: a subquery by position).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from sqlalchemy import (
+    BigInteger,
+    Integer,
+    String,
+    Text,
+    and_,
+    bindparam,
+    delete,
+    insert,
+    null,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.sql import Executable
+
+from persona_agent.conversations.view import StoredMessage, SwipeRow, answer_spans, loads
+from persona_agent.db import GroupCommitWriter, messages_table, summaries_table, swipes_table
+from persona_agent.errors import (
+    ConversationEditError,
+    ConversationExistsError,
+    ConversationStateError,
+    MessageNotFound,
+    SwipeNotFound,
+)
+from persona_agent.llm.base import Message
+
+__all__ = ["Branches", "Forgetful", "now_ms"]
+
+Write = tuple[Executable, list[dict[str, Any]]]
+
+_M = messages_table.c
+_S = swipes_table.c
+
+
+class Forgetful(Protocol):
+    """What keeps conversations in memory (the engine's history): told of each change."""
+
+    def drop(self, conversation: str) -> None: ...
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+_INSERT_MESSAGE = insert(messages_table)
+_INSERT_SWIPE = insert(swipes_table)
+
+
+def _message_row(key: str, body: str, at: int | None) -> dict[str, Any]:
+    return {"conversation": key, "message": body, "at_ms": at}
+
+
+def _swipe_row(key: str, anchor: int, position: int, body: str | None, at: int) -> dict[str, Any]:
+    return {
+        "conversation": key,
+        "anchor": anchor,
+        "position": position,
+        "messages": body,
+        "at_ms": at,
+    }
+
+
+_INSERT_SWIPE_AT = text(
+    f"INSERT INTO {swipes_table.name} (conversation, anchor, position, messages, at_ms) "
+    f"VALUES (:c, (SELECT seq FROM {messages_table.name} WHERE conversation = :k AND "
+    "seq > :after ORDER BY seq LIMIT 1 OFFSET :j), :p, :body, :at)"
+).bindparams(
+    bindparam("c", type_=String()),
+    bindparam("k", type_=String()),
+    bindparam("after", type_=Integer()),
+    bindparam("j", type_=Integer()),
+    bindparam("p", type_=Integer()),
+    bindparam("body", type_=Text()),
+    bindparam("at", type_=BigInteger()),
+)
+"""An alternative anchored on the ``j``-th message after ``after`` (written just before it, in
+the same transaction: its id is not known yet)."""
+_DELETE_FROM = delete(messages_table).where(
+    and_(_M.conversation == bindparam("c"), _M.seq > bindparam("a"))
+)
+_DELETE_MESSAGE = delete(messages_table).where(
+    and_(_M.conversation == bindparam("c"), _M.seq == bindparam("id"))
+)
+_UPDATE_MESSAGE = (
+    update(messages_table)
+    .where(and_(_M.conversation == bindparam("c"), _M.seq == bindparam("id")))
+    .values(message=bindparam("body"))
+)
+_DELETE_SWIPES_OF = delete(swipes_table).where(
+    and_(_S.conversation == bindparam("c"), _S.anchor == bindparam("a"))
+)
+_DELETE_SWIPES_AFTER = delete(swipes_table).where(
+    and_(_S.conversation == bindparam("c"), _S.anchor > bindparam("a"))
+)
+_STASH_SELECTED = (
+    update(swipes_table)
+    .where(
+        and_(_S.conversation == bindparam("c"), _S.anchor == bindparam("a"), _S.messages.is_(None))
+    )
+    .values(messages=bindparam("body"))
+)
+_SELECT_POSITION = (
+    update(swipes_table)
+    .where(
+        and_(
+            _S.conversation == bindparam("c"),
+            _S.anchor == bindparam("a"),
+            _S.position == bindparam("p"),
+        )
+    )
+    .values(messages=null())
+)
+_FORGET_SUMMARY = delete(summaries_table).where(
+    and_(
+        summaries_table.c.conversation == bindparam("c"),
+        summaries_table.c.upto_seq >= bindparam("s"),
+    )
+)
+_ROWS = (
+    select(_M.seq, _M.message, _M.at_ms).where(_M.conversation == bindparam("c")).order_by(_M.seq)
+)
+_SWIPES = (
+    select(_S.anchor, _S.position, _S.messages, _S.at_ms)
+    .where(_S.conversation == bindparam("c"))
+    .order_by(_S.anchor, _S.position)
+)
+
+
+class Branches:
+    """A conversation's branches, read and changed (the caller holds the conversation's
+    lock); every change drops the conversation from ``history``'s memory."""
+
+    def __init__(self, writer: GroupCommitWriter, history: Forgetful) -> None:
+        self._db = writer
+        self._history = history
+        self._stashed: dict[str, tuple[int, int]] = {}
+        """A regeneration under way in this process: the stashed answer's anchor and position."""
+
+    async def rows(self, key: str) -> list[StoredMessage]:
+        found = await self._db.fetch(_ROWS, {"c": key})
+        return [StoredMessage(int(seq), json.loads(body), at) for seq, body, at in found]
+
+    async def swipes(self, key: str) -> list[SwipeRow]:
+        found = await self._db.fetch(_SWIPES, {"c": key})
+        return [SwipeRow(int(a), int(p), loads(body), int(at)) for a, p, body, at in found]
+
+    async def _write(
+        self, key: str, writes: Sequence[Write], *, from_seq: int | None = None
+    ) -> None:
+        """The writes in one transaction; ``from_seq``: the first message changed, and the
+        conversation's running summary goes if it covers that one (the next turn that needs
+        it makes it again from the messages as they are now)."""
+        if from_seq is not None:
+            writes = [*writes, (_FORGET_SUMMARY, [{"c": key, "s": from_seq}])]
+        try:
+            await self._db.write_together([(s, rows) for s, rows in writes if rows])
+        finally:
+            self._history.drop(key)
+
+    async def exists(self, key: str) -> bool:
+        return bool(await self.rows(key)) or bool(await self.swipes(key))
+
+    async def create(
+        self,
+        key: str,
+        messages: Sequence[Message],
+        swipes: Mapping[int, Sequence[Sequence[Message] | None]] | None = None,
+    ) -> None:
+        """A new conversation of ``messages`` (each may carry ``at_ms``, when it was said).
+        ``swipes``: by the index in ``messages`` of an answer's first message, all of that
+        answer's alternatives in order, ``None`` at the selected one (``messages``' own).
+
+        Raises:
+            ConversationExistsError: ``key`` has messages or alternatives already.
+            ConversationStateError: ``swipes`` names no answer's first message, or has not
+                exactly one ``None``.
+        """
+        if await self.exists(key):
+            raise ConversationExistsError()
+        await self._write(key, _creation(key, messages, swipes or {}, after=0))
+
+    async def edit(self, key: str, message_id: int, content: str) -> None:
+        rows = await self.rows(key)
+        row = _find(rows, message_id)
+        if row.role not in ("user", "assistant"):
+            raise ConversationEditError(
+                f"Message {message_id} is a {row.role or 'system'} message: only the text of "
+                "the user's and the persona's messages can be changed"
+            )
+        message = dict(row.message)
+        message["content"] = content
+        await self._write(
+            key,
+            [(_UPDATE_MESSAGE, [{"c": key, "id": row.id, "body": json.dumps(message)}])],
+            from_seq=row.id,
+        )
+
+    async def delete(self, key: str, message_id: int, *, following: bool) -> None:
+        """Delete a message (an assistant message with tool calls with its tool results, a
+        tool result with its call), or it and every message after it (``following``). An
+        answer left without messages loses its alternatives, a deleted user message the
+        alternatives of its answer."""
+        rows = await self.rows(key)
+        index = rows.index(_find(rows, message_id))
+        gone = {row.id for row in rows[index:]} if following else _group(rows, index)
+        left = [row for row in rows if row.id not in gone]
+        before, after = answer_spans(rows), answer_spans(left)
+        emptied = [a for a, span in before.items() if span and a not in gone and not after.get(a)]
+        writes: list[Write] = [(_DELETE_MESSAGE, [{"c": key, "id": id_} for id_ in sorted(gone)])]
+        anchors = [a for a in before if a in gone or a in emptied]
+        writes.append((_DELETE_SWIPES_OF, [{"c": key, "a": a} for a in anchors]))
+        await self._write(key, writes, from_seq=min(gone))
+
+    async def select(self, key: str, anchor: int, position: int) -> None:
+        """Make the alternative ``position`` of the answer to ``anchor`` the selected one
+        (the messages after that answer keep their place, with new ids).
+
+        Raises:
+            MessageNotFound: ``anchor`` is not a user message of the conversation (nor 0).
+            SwipeNotFound: the answer has no alternative ``position``.
+        """
+        rows, swipes = await self.rows(key), await self.swipes(key)
+        if anchor != 0:
+            _find(rows, anchor)
+        mine = {s.position: s for s in swipes if s.anchor == anchor}
+        chosen = mine.get(position)
+        if chosen is None:
+            raise SwipeNotFound(
+                f"The answer has no alternative {position}"
+                + (f" (it has positions 0 to {len(mine) - 1})" if mine else " (it has none)")
+            )
+        if chosen.messages is None:
+            return
+        await self._write(
+            key, _replace_answer(key, rows, swipes, anchor, chosen), from_seq=anchor + 1
+        )
+
+    async def stash_answer(self, key: str) -> int:
+        """Move the last answer into its alternatives (a regeneration starts); its anchor.
+
+        Raises:
+            ConversationStateError: there is no user message, or no answer after the last.
+        """
+        rows, swipes = await self.rows(key), await self.swipes(key)
+        users = [row for row in rows if row.role == "user"]
+        if not users:
+            raise ConversationStateError(
+                "Nothing to regenerate: the conversation has no message of the user"
+            )
+        anchor = users[-1].id
+        answer = [row for row in rows if row.id > anchor]
+        if not answer:
+            raise ConversationStateError("Nothing to regenerate: the last message has no answer")
+        mine = [s for s in swipes if s.anchor == anchor]
+        body = json.dumps([row.message for row in answer])
+        selected = [s.position for s in mine if s.messages is None]
+        writes: list[Write] = []
+        if selected:
+            position = selected[0]
+            writes.append((_STASH_SELECTED, [{"c": key, "a": anchor, "body": body}]))
+        else:
+            position = max((s.position for s in mine), default=-1) + 1
+            at = answer[0].at_ms or now_ms()
+            writes.append((_INSERT_SWIPE, [_swipe_row(key, anchor, position, body, at)]))
+        writes.append((_DELETE_FROM, [{"c": key, "a": anchor}]))
+        await self._write(key, writes, from_seq=anchor + 1)
+        self._stashed[key] = (anchor, position)
+        return anchor
+
+    async def add_greetings(self, key: str, greetings: Sequence[str], selected: int) -> None:
+        """The greetings of a conversation that just opened with greeting ``selected``: the
+        others become that answer's alternatives."""
+        at = now_ms()
+        rows = [
+            _swipe_row(
+                key,
+                0,
+                position,
+                None
+                if position == selected
+                else json.dumps([{"role": "assistant", "content": text}]),
+                at,
+            )
+            for position, text in enumerate(greetings)
+        ]
+        await self._write(key, [(_INSERT_SWIPE, rows if len(rows) > 1 else [])])
+
+    async def keep_answer(self, key: str, anchor: int) -> None:
+        """The answer now after ``anchor`` (a regeneration's) becomes its selected alternative."""
+        self._stashed.pop(key, None)
+        swipes = [s for s in await self.swipes(key) if s.anchor == anchor]
+        position = max((s.position for s in swipes), default=-1) + 1
+        row = _swipe_row(key, anchor, position, None, now_ms())
+        await self._write(key, [(_INSERT_SWIPE, [row])])
+
+    async def restore_answer(self, key: str, anchor: int) -> None:
+        """A regeneration failed: the answer stashed for it is the selected one again."""
+        stashed = self._stashed.pop(key, None)
+        rows, swipes = await self.rows(key), await self.swipes(key)
+        mine = [s for s in swipes if s.anchor == anchor and s.messages is not None]
+        if not mine or any(s.anchor == anchor and s.messages is None for s in swipes):
+            return
+        position = stashed[1] if stashed is not None and stashed[0] == anchor else mine[-1].position
+        chosen = next((s for s in mine if s.position == position), mine[-1])
+        writes = _replace_answer(key, rows, swipes, anchor, chosen)
+        if len([s for s in swipes if s.anchor == anchor]) == 1:  # no other alternative
+            writes.append((_DELETE_SWIPES_OF, [{"c": key, "a": anchor}]))
+        await self._write(key, writes, from_seq=anchor + 1)
+
+    async def extend_last(self, key: str, addition: str) -> None:
+        """Add ``addition`` to the text of the conversation's last message, the persona's.
+
+        Raises:
+            ConversationStateError: the last message is not an answer with text.
+        """
+        rows = await self.rows(key)
+        last = rows[-1] if rows else None
+        if (
+            last is None
+            or last.role != "assistant"
+            or not isinstance(last.message.get("content"), str)
+        ):
+            raise ConversationStateError(
+                "Nothing to continue: the last message is not the persona's answer"
+            )
+        message = dict(last.message)
+        message["content"] = f"{message['content']}{addition}"
+        await self._write(
+            key,
+            [(_UPDATE_MESSAGE, [{"c": key, "id": last.id, "body": json.dumps(message)}])],
+            from_seq=last.id,
+        )
+
+    async def delete_conversation(self, key: str) -> bool:
+        """Delete the conversation; whether there was one."""
+        if not await self.exists(key):
+            return False
+        await self._write(
+            key,
+            [
+                (delete(messages_table).where(_M.conversation == bindparam("c")), [{"c": key}]),
+                (delete(swipes_table).where(_S.conversation == bindparam("c")), [{"c": key}]),
+            ],
+            from_seq=0,
+        )
+        return True
+
+
+def _find(rows: Sequence[StoredMessage], message_id: int) -> StoredMessage:
+    for row in rows:
+        if row.id == message_id:
+            return row
+    raise MessageNotFound(f"The conversation has no message {message_id}")
+
+
+def _group(rows: Sequence[StoredMessage], index: int) -> set[int]:
+    """The ids that go with the message at ``index``: a tool call with its results."""
+    row = rows[index]
+    if row.role == "tool":  # a result goes with its call (and the call's other results)
+        call_id = row.message.get("tool_call_id")
+        for earlier in reversed(rows[:index]):
+            ids = [c.get("id") for c in earlier.message.get("tool_calls") or ()]
+            if call_id in ids:
+                return _group(rows, rows.index(earlier))
+        return {row.id}
+    calls = {c.get("id") for c in row.message.get("tool_calls") or ()}
+    gone = {row.id}
+    for later in rows[index + 1 :]:
+        if later.role == "tool" and later.message.get("tool_call_id") in calls:
+            gone.add(later.id)
+        elif later.role != "tool":
+            break
+    return gone
+
+
+def _replace_answer(
+    key: str,
+    rows: Sequence[StoredMessage],
+    swipes: Sequence[SwipeRow],
+    anchor: int,
+    chosen: SwipeRow,
+) -> list[Write]:
+    """The writes that put ``chosen``'s messages in place of the answer to ``anchor`` (that
+    one stored as the alternative it was), the messages after it written again."""
+    spans = answer_spans(rows)
+    current = [rows[i].message for i in spans.get(anchor, [])]
+    start = spans[anchor][-1] + 1 if spans.get(anchor) else _after_anchor(rows, anchor)
+    tail = rows[start:]
+    new_rows: list[tuple[Message, int | None]] = [(m, chosen.at_ms) for m in chosen.messages or []]
+    new_rows += [(row.message, row.at_ms) for row in tail]
+    body = json.dumps(current)
+    writes: list[Write] = [
+        (_STASH_SELECTED, [{"c": key, "a": anchor, "body": body}]),
+        (_SELECT_POSITION, [{"c": key, "a": anchor, "p": chosen.position}]),
+        (_DELETE_FROM, [{"c": key, "a": anchor}]),
+        (_INSERT_MESSAGE, [_message_row(key, json.dumps(m), at) for m, at in new_rows]),
+    ]
+    offset = len(chosen.messages or [])
+    where = {row.id: offset + i for i, row in enumerate(tail) if row.role == "user"}
+    later = [s for s in swipes if s.anchor in where]
+    writes.append((_DELETE_SWIPES_AFTER, [{"c": key, "a": anchor}] if later else []))
+    writes.append(
+        (
+            _INSERT_SWIPE_AT,
+            [
+                {
+                    "c": key,
+                    "k": key,
+                    "after": anchor,
+                    "j": where[s.anchor],
+                    "p": s.position,
+                    "body": None if s.messages is None else json.dumps(s.messages),
+                    "at": s.at_ms,
+                }
+                for s in later
+            ],
+        )
+    )
+    return writes
+
+
+def _after_anchor(rows: Sequence[StoredMessage], anchor: int) -> int:
+    """The index just after the user message ``anchor`` (0 for the greeting)."""
+    for index, row in enumerate(rows):
+        if row.id == anchor:
+            return index + 1
+    return 0
+
+
+def _creation(
+    key: str,
+    messages: Sequence[Message],
+    swipes: Mapping[int, Sequence[Sequence[Message] | None]],
+    *,
+    after: int,
+) -> list[Write]:
+    """The writes of a new conversation (its messages, then its alternatives)."""
+    at = now_ms()
+    rows = []
+    for message in messages:
+        plain = {k: v for k, v in message.items() if k != "at_ms"}
+        stamp = message.get("at_ms")
+        rows.append(_message_row(key, json.dumps(plain), stamp if isinstance(stamp, int) else at))
+    greeting: list[dict[str, Any]] = []
+    anchored: list[dict[str, Any]] = []
+    for start, alternatives in sorted(swipes.items()):
+        if not 0 <= start < len(messages) or messages[start].get("role") == "user":
+            raise ConversationStateError(
+                f"Alternatives given at message {start}, which starts no answer"
+            )
+        if sum(a is None for a in alternatives) != 1:
+            raise ConversationStateError(
+                f"The alternatives at message {start} must leave exactly one out, the selected one"
+            )
+        users = [i for i in range(start) if messages[i].get("role") == "user"]
+        for position, alternative in enumerate(alternatives):
+            body = None if alternative is None else json.dumps(list(alternative))
+            stamp = rows[start]["at_ms"]
+            if users:
+                anchored.append(
+                    {
+                        "c": key,
+                        "p": position,
+                        "body": body,
+                        "at": stamp,
+                        "after": after,
+                        "j": users[-1],
+                    }
+                )
+            else:
+                greeting.append(_swipe_row(key, 0, position, body, stamp))
+    return [(_INSERT_MESSAGE, rows), (_INSERT_SWIPE, greeting), (_INSERT_SWIPE_AT, anchored)]

@@ -1,0 +1,206 @@
+"""The stored conversations a caller steers (issue 37; docs/conversations.md): list, read
+with branches, and each change under the conversation's lock, so that it never interleaves
+with a turn being answered (on replicas the lock spans them)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
+
+from sqlalchemy import bindparam, func, select
+
+from persona_agent.conversations.branches import Branches, Forgetful
+from persona_agent.conversations.view import ConversationInfo, ConversationView, final_text
+from persona_agent.db import GroupCommitWriter, like_escaped, messages_table
+from persona_agent.errors import ConversationExistsError, ConversationNotFound, MessageNotFound
+from persona_agent.llm.base import Message
+
+__all__ = ["ConversationStore", "Locks"]
+
+_M = messages_table.c
+
+
+class Locks(Protocol):
+    """Per-conversation locks (the engine's
+    :class:`~persona_agent.chat.conversation_locks.KeyedLocks`)."""
+
+    def hold(self, key: str) -> AbstractAsyncContextManager[None]: ...
+
+
+class _NoLocks:
+    def hold(self, key: str) -> AbstractAsyncContextManager[None]:
+        return _nothing()
+
+
+class _Nothing:
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *_: object) -> None:
+        return None
+
+
+def _nothing() -> AbstractAsyncContextManager[None]:
+    return _Nothing()
+
+
+_LIST = (
+    select(_M.conversation, func.count(), func.max(_M.seq), func.max(_M.at_ms))
+    .where(_M.conversation.like(bindparam("pattern"), escape="\\"))
+    .group_by(_M.conversation)
+)
+
+
+class ConversationStore:
+    """Conversations by key (``{persona_id}:{conversation_key(owner, context_id)}``, as the
+    engine's history has them)."""
+
+    def __init__(
+        self, writer: GroupCommitWriter, history: Forgetful, *, locks: Locks | None = None
+    ) -> None:
+        self._db = writer
+        self.branches = Branches(writer, history)
+        """The same operations without the lock (for who holds it: the engine)."""
+        self._locks: Locks = locks if locks is not None else _NoLocks()
+
+    async def list(self, persona_id: str, owner_prefix: str) -> list[ConversationInfo]:
+        """The conversations of a caller with a persona, the latest changed first.
+        ``owner_prefix``: the caller's ``conversation_key(owner, "")`` (empty: anonymous
+        conversations, whose keys are the context id, ``@:`` before one that starts with ``@``)."""
+        prefix = f"{persona_id}:{owner_prefix}"
+        rows = await self._db.fetch(_LIST, {"pattern": like_escaped(prefix) + "%"})
+        found = [  # LIKE ignores case on SQLite; an anonymous key starts with @ only as @:
+            row
+            for row in rows
+            if str(row[0]).startswith(prefix)
+            and (
+                owner_prefix
+                or not str(row[0])[len(prefix) :].startswith("@")
+                or str(row[0])[len(prefix) :].startswith("@:")
+            )
+        ]
+        last = {int(row[2]) for row in found}
+        previews: dict[int, str] = {}
+        if last:
+            query = select(_M.seq, _M.message).where(_M.seq.in_(sorted(last)))
+            for seq, body in await self._db.fetch(query):
+                message = json.loads(body)
+                previews[int(seq)] = _preview(message)
+        infos = []
+        for key, count, seq, at_ms in found:
+            context_id = str(key)[len(prefix) :]
+            if not owner_prefix and context_id.startswith("@:"):
+                context_id = context_id[2:]
+            infos.append(
+                ConversationInfo(
+                    persona_id=persona_id,
+                    context_id=context_id,
+                    key=str(key),
+                    messages=int(count),
+                    updated_ms=int(at_ms) if at_ms is not None else None,
+                    preview=previews.get(int(seq), ""),
+                )
+            )
+        infos.sort(key=lambda info: (info.updated_ms or 0, info.key), reverse=True)
+        return infos
+
+    async def read(self, key: str) -> ConversationView | None:
+        rows, swipes = await self.branches.rows(key), await self.branches.swipes(key)
+        if not rows and not swipes:
+            return None
+        return ConversationView.of(key, rows, swipes)
+
+    async def start(
+        self, key: str, greeting_text: str, greetings: Sequence[str], selected: int
+    ) -> None:
+        """A new conversation opening with greeting ``selected`` (``greeting_text``: it
+        rendered); the other ``greetings`` are that answer's alternatives."""
+        swipes: dict[int, list[list[Message] | None]] = {}
+        if len(greetings) > 1:
+            swipes[0] = [
+                None if i == selected else [{"role": "assistant", "content": text}]
+                for i, text in enumerate(greetings)
+            ]
+        messages: list[Message] = (
+            [{"role": "assistant", "content": greeting_text}] if greeting_text else []
+        )
+        async with self._locks.hold(key):
+            await self.branches.create(key, messages, swipes if messages else {})
+
+    async def create(
+        self,
+        key: str,
+        messages: Sequence[Message],
+        swipes: Mapping[int, Sequence[Sequence[Message] | None]] | None = None,
+    ) -> None:
+        """A new conversation (an import): see :meth:`Branches.create`."""
+        async with self._locks.hold(key):
+            await self.branches.create(key, messages, swipes)
+
+    async def edit(self, key: str, message_id: int, content: str) -> None:
+        async with self._locks.hold(key):
+            await self.branches.edit(key, message_id, content)
+
+    async def delete(self, key: str, message_id: int, following: bool = False) -> None:
+        async with self._locks.hold(key):
+            await self.branches.delete(key, message_id, following=following)
+
+    async def select(self, key: str, anchor: int, position: int) -> None:
+        async with self._locks.hold(key):
+            await self.branches.select(key, anchor, position)
+
+    async def stash_answer(self, key: str) -> int:
+        async with self._locks.hold(key):
+            return await self.branches.stash_answer(key)
+
+    async def keep_answer(self, key: str, anchor: int) -> None:
+        async with self._locks.hold(key):
+            await self.branches.keep_answer(key, anchor)
+
+    async def extend_last(self, key: str, text: str) -> None:
+        async with self._locks.hold(key):
+            await self.branches.extend_last(key, text)
+
+    async def fork(self, key: str, message_id: int, new_key: str) -> None:
+        """A new conversation ``new_key`` of the messages up to and including ``message_id``,
+        with the alternatives of their answers.
+
+        Raises:
+            MessageNotFound: no such message (deleted, or of another conversation).
+            ConversationExistsError: ``new_key`` is taken.
+        """
+        async with self._locks.hold(key):
+            rows, swipes = await self.branches.rows(key), await self.branches.swipes(key)
+        upto = next((i for i, row in enumerate(rows) if row.id == message_id), None)
+        if upto is None:
+            raise MessageNotFound(f"The conversation has no message {message_id}")
+        kept = rows[: upto + 1]
+        messages: list[Message] = [{**row.message, "at_ms": row.at_ms} for row in kept]
+        starts: dict[int, int] = {}  # anchor -> index of its answer's first message
+        anchor = 0
+        for index, row in enumerate(kept):
+            if row.role == "user":
+                anchor = row.id
+            elif anchor not in starts:
+                starts[anchor] = index
+        alternatives: dict[int, list[list[Message] | None]] = {}
+        for swipe in swipes:
+            if swipe.anchor in starts:
+                alternatives.setdefault(starts[swipe.anchor], []).append(swipe.messages)
+        async with self._locks.hold(new_key):
+            if await self.branches.exists(new_key):
+                raise ConversationExistsError()
+            await self.branches.create(new_key, messages, alternatives)
+
+    async def delete_conversation(self, key: str) -> None:
+        async with self._locks.hold(key):
+            if not await self.branches.delete_conversation(key):
+                raise ConversationNotFound()
+
+
+def _preview(message: Message, limit: int = 200) -> str:
+    text = final_text([message]) if message.get("role") == "assistant" else message.get("content")
+    text = text if isinstance(text, str) else ""
+    return text if len(text) <= limit else text[: limit - 1] + "…"

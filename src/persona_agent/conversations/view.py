@@ -1,0 +1,140 @@
+"""A stored conversation as it reads: its selected branch, message by message with ids, and
+the alternatives of each answer that has more than one (``pa_messages``, ``pa_swipes``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from persona_agent.llm.base import Message
+
+__all__ = [
+    "Alternatives",
+    "ConversationInfo",
+    "ConversationView",
+    "StoredMessage",
+    "SwipeRow",
+    "answer_spans",
+    "final_text",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """One message of the selected branch: its id (``pa_messages.seq``), the chat message,
+    and when it was stored (ms since the epoch; none before migration 0010)."""
+
+    id: int
+    message: Message
+    at_ms: int | None
+
+    @property
+    def role(self) -> str:
+        return str(self.message.get("role", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class SwipeRow:
+    """One alternative of an answer (``pa_swipes``): ``messages`` none for the selected one."""
+
+    anchor: int
+    position: int
+    messages: list[Message] | None
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Alternatives:
+    """The alternatives of the answer to the user message ``anchor`` (0: the greeting)."""
+
+    anchor: int
+    selected: int
+    """The selected one's position (-1: none, a regeneration under way)."""
+    count: int
+    texts: tuple[str, ...]
+    """Each alternative's final text, in position order."""
+    first_message: int | None
+    """The id of the selected answer's first message (none: the answer is empty)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationInfo:
+    """A conversation in a list: whose, how long, when last changed, how it ends."""
+
+    persona_id: str
+    context_id: str
+    key: str
+    messages: int
+    updated_ms: int | None
+    preview: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationView:
+    """A conversation: its selected branch, and the alternatives of its answers."""
+
+    key: str
+    messages: tuple[StoredMessage, ...]
+    answers: tuple[Alternatives, ...]
+
+    def alternatives_at(self, message_id: int) -> Alternatives | None:
+        """The alternatives of the answer whose first message is ``message_id``."""
+        for answer in self.answers:
+            if answer.first_message == message_id:
+                return answer
+        return None
+
+    @classmethod
+    def of(
+        cls, key: str, rows: Sequence[StoredMessage], swipes: Sequence[SwipeRow]
+    ) -> ConversationView:
+        spans = answer_spans(rows)
+        by_anchor: dict[int, list[SwipeRow]] = {}
+        for swipe in swipes:
+            by_anchor.setdefault(swipe.anchor, []).append(swipe)
+        answers: list[Alternatives] = []
+        for anchor, alternatives in sorted(by_anchor.items()):
+            span = spans.get(anchor, [])
+            texts: list[str] = []
+            selected = -1
+            for index, swipe in enumerate(sorted(alternatives, key=lambda s: s.position)):
+                if swipe.messages is None:
+                    selected = index
+                    texts.append(final_text([rows[i].message for i in span]))
+                else:
+                    texts.append(final_text(swipe.messages))
+            first = rows[span[0]].id if span else None
+            answers.append(Alternatives(anchor, selected, len(texts), tuple(texts), first))
+        return cls(key, tuple(rows), tuple(answers))
+
+
+def answer_spans(rows: Sequence[StoredMessage]) -> dict[int, list[int]]:
+    """Each answer's messages (indexes in ``rows``) by anchor: the id of the user message
+    it answers (0: the greeting, the messages before the first user message)."""
+    spans: dict[int, list[int]] = {0: []}
+    anchor = 0
+    for index, row in enumerate(rows):
+        if row.role == "user":
+            anchor = row.id
+            spans[anchor] = []
+        else:
+            spans[anchor].append(index)
+    return spans
+
+
+def final_text(messages: Sequence[Message]) -> str:
+    """An answer's final text: its last assistant message's text."""
+    for message in reversed(messages):
+        content = message.get("content")
+        if message.get("role") == "assistant" and isinstance(content, str) and content:
+            return content
+    return ""
+
+
+def loads(text: str | None) -> list[Message] | None:
+    """An alternative's messages, stored as JSON (none: the selected one)."""
+    if text is None:
+        return None
+    value = json.loads(text)
+    return value if isinstance(value, list) else []
