@@ -8,12 +8,13 @@ the model was sent from the scripted LLM's recorded requests."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 
@@ -24,8 +25,8 @@ from tests.console.conftest import (
     open_console,
     screenshot,
     severe_browser_errors,
-    wait,
 )
+from tests.console.conftest import wait as wait_for
 from tests.console.test_chat import (
     TAUGHT,
     VIRTUE,
@@ -38,9 +39,23 @@ from tests.console.test_chat import (
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.personas.cards import MIRA_V2
 
+_T = TypeVar("_T")
 HABIT = "Virtue is a habit of the soul, practised until it is second nature."
 MIRA_FIRST = "*Captain Mira Voss looks up from the star chart.* So you're the new mechanic, User?"
 MIRA_OTHER = "*The airlock hisses.* You're late, User."
+
+
+def wait(driver: webdriver.Chrome, what: str, condition: Callable[[], _T]) -> _T:
+    """:func:`~tests.console.conftest.wait`, through the moments a bubble is replaced (the
+    conversation shown again after each operation): an element gone stale reads as not yet."""
+
+    def settled() -> _T | None:
+        try:
+            return condition()
+        except StaleElementReferenceException:
+            return None
+
+    return wait_for(driver, what, settled)
 
 
 @pytest.fixture(params=[1280, 400], ids=["1280px", "400px"])

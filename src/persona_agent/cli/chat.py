@@ -436,11 +436,7 @@ def _turn(loop: _Loop, session: ChatSession, branches: BranchCommands, text: str
     """One message and its answer; Ctrl-C while it is written cancels it."""
     from persona_agent.cli.a2a_chat import ChatError
 
-    try:  # a new conversation with a chosen greeting: made first
-        metadata = loop.run(branches.before_first_message())
-    except ChatError as error:
-        typer.secho(str(error), fg="red")
-        return
+    metadata = branches.first_message_metadata()  # a new one's greeting, who the user is
     answer = loop.submit(session.send(text, metadata))
     try:
         answer.result()

@@ -7,11 +7,9 @@ ones ``/history`` shows: the greeting, each message of the user's and each answe
 persona's, counted from 1; a command reads the conversation again before it acts, so
 the numbers are those of the conversation as it is now.
 
-A new conversation that is to open with another greeting (``/greeting K``) is made over
-REST before its first message; that message then continues it over A2A like any other.
-Who the user is (``/me``), said before the first message, goes with it: in the REST call
-that makes the conversation, or else in the first message's metadata (the A2A user
-extension).
+A new conversation's chosen greeting (``/greeting K``) and who the user is (``/me``, said
+before the first message) go with its first message, in the message's metadata (the A2A
+conversation and user extensions, docs/a2a.md).
 
 This module imports httpx, so :mod:`persona_agent.cli.chat` imports it only when the
 command runs.
@@ -28,7 +26,11 @@ import httpx
 import typer
 from a2a.types.a2a_pb2 import AgentCard
 
-from persona_agent.a2a.extensions import GREETING_EXTENSION_URI, USER_EXTENSION_URI
+from persona_agent.a2a.extensions import (
+    CONVERSATION_EXTENSION_URI,
+    GREETING_EXTENSION_URI,
+    USER_EXTENSION_URI,
+)
 from persona_agent.cli.a2a_chat import ChatError, ChatSession
 
 __all__ = ["COMMANDS", "BranchCommands", "Shown", "greetings", "shown_turns"]
@@ -220,7 +222,8 @@ class BranchCommands:
     async def _generate(self, name: str) -> None:
         regenerate = name == "/retry"
         typer.secho("(writing another answer...)" if regenerate else "(continuing...)", dim=True)
-        done = await self._call("POST", self._path("/regenerate" if regenerate else "/continue"))
+        operation = "/regenerate" if regenerate else "/continue"
+        done = await self._call("POST", self._path(operation), {})
         answer = str(done.get("answer", ""))
         if not regenerate:
             _say(self._session.name, f"…{answer}")
@@ -310,25 +313,19 @@ class BranchCommands:
             self.user = user  # the conversation is made with it
         typer.secho(f"(you are {user['name']} in this conversation)", dim=True)
 
-    async def before_first_message(self) -> dict[str, Any] | None:
-        """A new conversation with a chosen greeting: made now (REST), for the message to
-        continue it. The metadata the message takes: who the user is, if said for a new
-        conversation that is not made here."""
+    def first_message_metadata(self) -> dict[str, Any] | None:
+        """The metadata of a new conversation's first message: the greeting it opens with
+        (the A2A conversation extension) and who the user is (the user extension), if
+        chosen; then nothing is chosen any more."""
         if self._session.context_id:
             return None
-        if self.greeting is None:
-            user, self.user = self.user, None
-            return {USER_EXTENSION_URI: user} if user is not None else None
-        target = self._session.target
-        body: dict[str, Any] = {"persona_id": target.persona_id, "greeting": self.greeting or 0}
+        metadata: dict[str, Any] = {}
+        if self.greeting:
+            metadata[CONVERSATION_EXTENSION_URI] = {"greeting": self.greeting}
         if self.user is not None:
-            body["user"] = self.user
-        made = await self._call("POST", self._base(), body)
-        context = str(made["context_id"])
-        self._session.use_context(context)
-        self._remember(context)
+            metadata[USER_EXTENSION_URI] = self.user
         self.greeting = self.user = None
-        return None
+        return metadata or None
 
     def reset(self) -> None:
         """A new conversation: nothing chosen for it yet."""

@@ -134,6 +134,9 @@ export function stateName(state) {
 export const GREETING_EXTENSION = "urn:persona-agent:extension:greeting:v1";
 // Who the user is, in a message's metadata: {name, description} (docs/a2a.md).
 export const USER_EXTENSION = "urn:persona-agent:extension:user:v1";
+// Regenerate, continue, or a new conversation's greeting ({greeting: k}), in a message's
+// metadata (docs/a2a.md).
+export const CONVERSATION_EXTENSION = "urn:persona-agent:extension:conversation:v1";
 
 export function greetingOf(agentCard) {
   const extensions = (agentCard && agentCard.capabilities && agentCard.capabilities.extensions) || [];

@@ -25,14 +25,6 @@ export async function readConversation(personaId, contextId) {
   return (await request(path(personaId, contextId))).json();
 }
 
-// A new conversation opening with greeting `greeting` (0: the card's first, k: its k-th
-// alternate), with this caller's user persona for it if given.
-export function startConversation(personaId, greeting, user) {
-  const body = { persona_id: personaId, greeting };
-  if (user) body.user = user;
-  return send("api/v1/conversations", "POST", body);
-}
-
 export const operations = {
   edit: (p, c, id, content) => send(path(p, c, `/messages/${id}`), "PATCH", { content }),
   remove: (p, c, id) => send(path(p, c, `/messages/${id}?following=false`), "DELETE"),

@@ -21,10 +21,11 @@ import {
   stateName,
   streamMessage,
   textOf,
+  CONVERSATION_EXTENSION,
   USER_EXTENSION,
 } from "./a2a.js";
 import { hubUrl } from "./api.js";
-import { readConversation, startConversation, swipeControl, userPersona } from "./branches.js";
+import { readConversation, swipeControl, userPersona } from "./branches.js";
 import { artifactsText, bubble, describeCost, progressOf, turnsOfTasks } from "./bubbles.js";
 import { conversation, conversationsOf, forget, recordTurn, remember } from "./conversations.js";
 import { storedThread } from "./thread.js";
@@ -219,25 +220,6 @@ export async function showChat(root, personaId, contextId) {
     }
   };
 
-  // A new conversation that opens with another greeting than the first is made first
-  // (REST), and the message then continues it; who the user is goes with it, or else with
-  // the first message (the A2A user extension).
-  const open = async () => {
-    if (current || panel || picked === 0) return true;
-    try {
-      const made = await startConversation(personaId, picked, pendingUser);
-      current = made.context_id;
-      history.replaceState(null, "", chatHref(personaId, current));
-      pendingUser = null;
-      thread.show(made);
-      showYou();
-      return true;
-    } catch (error) {
-      note.replaceChildren(errorBox(error));
-      return false;
-    }
-  };
-
   const ask = async (text) => {
     for (const picker of transcript.querySelectorAll(".greeting-picker")) picker.remove();
     const user = bubble("user", text);
@@ -253,7 +235,10 @@ export async function showChat(root, personaId, contextId) {
     let detail = "";
     let memory = null;
     const started = !current || !conversation(personaId, current); // not listed yet
-    const metadata = !current && pendingUser ? { [USER_EXTENSION]: pendingUser } : null;
+    // A new conversation's chosen greeting and who the user is go with its first message.
+    const metadata = current ? null : {};
+    if (metadata && picked && !panel) metadata[CONVERSATION_EXTENSION] = { greeting: picked };
+    if (metadata && pendingUser) metadata[USER_EXTENSION] = pendingUser;
     // Until the answer is final, the meta line says what happens and for how long: received,
     // then the hub's progress (loading the model, waiting for it, reading), then writing.
     let phase = "received";
@@ -265,7 +250,8 @@ export async function showChat(root, personaId, contextId) {
     const ticker = setInterval(paint, 500);
     paint();
     try {
-      for await (const event of streamMessage(personaId, text, current, controller.signal, metadata)) {
+      const given = metadata && Object.keys(metadata).length ? metadata : null;
+      for await (const event of streamMessage(personaId, text, current, controller.signal, given)) {
         if (event.task) {
           taskId = event.task.id;
           state = stateName(event.task.status && event.task.status.state) || state;
@@ -338,16 +324,12 @@ export async function showChat(root, personaId, contextId) {
     }
   };
 
-  composer.addEventListener("submit", async (event) => {
+  composer.addEventListener("submit", (event) => {
     event.preventDefault();
     const text = input.value.trim();
     if (!text || running || !joined || send.disabled) return;
     input.value = "";
-    setBusy(true);
-    const opened = await open();
-    setBusy(false);
-    if (opened) ask(text);
-    else input.value = text;
+    ask(text);
   });
   input.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
