@@ -53,7 +53,8 @@ def agent_bubbles(driver: webdriver.Chrome) -> list[tuple[str, str]]:
 
 
 def user_bubbles(driver: webdriver.Chrome) -> list[str]:
-    return [b.text for b in driver.find_elements(By.CSS_SELECTOR, "#transcript .turn.user")]
+    """The text of each message of the user's (not its actions)."""
+    return [b.text for b in driver.find_elements(By.CSS_SELECTOR, "#transcript .turn.user > .text")]
 
 
 def last_answer(driver: webdriver.Chrome) -> tuple[str, str]:

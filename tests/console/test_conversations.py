@@ -89,11 +89,15 @@ def click(driver: webdriver.Chrome, kind: str, index: int, action: str) -> None:
         )
         return found[0] if found and found[0].is_enabled() else None
 
-    wait(driver, f"the {action} button of {kind} {index}", button)
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", button())
-    element = button()
-    assert element is not None
-    element.click()
+    def clicked() -> bool:
+        element = button()
+        if element is None:
+            return False
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+        element.click()
+        return True
+
+    wait(driver, f"the {action} button of {kind} {index} clicked", clicked)
 
 
 def swipe_count(driver: webdriver.Chrome, kind: str = "answer") -> str:
