@@ -40,6 +40,7 @@ from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.personas.cards import MIRA_V2
 
 _T = TypeVar("_T")
+MORE = " Shall we ask Meno?"
 HABIT = "Virtue is a habit of the soul, practised until it is second nature."
 MIRA_FIRST = "*Captain Mira Voss looks up from the star chart.* So you're the new mechanic, User?"
 MIRA_OTHER = "*The airlock hisses.* You're late, User."
@@ -124,7 +125,7 @@ def prompt(request: dict[str, Any]) -> list[tuple[str, str]]:
 async def test_regenerate_and_swipe_between_answers(
     hub: ConsoleHub, browser: webdriver.Chrome, llm: FakeLLM, sized: int, tmp_path: Path
 ) -> None:
-    llm.script(Reply(VIRTUE), Reply(HABIT), Reply(TAUGHT))
+    llm.script(Reply(VIRTUE), Reply(HABIT), Reply(TAUGHT), Reply(MORE))
 
     def scenario() -> str:
         open_console(browser, hub, "chat/socrates")
@@ -142,10 +143,13 @@ async def test_regenerate_and_swipe_between_answers(
         send_message(browser, "Can it be taught?")
         wait(browser, "the next answer", lambda: last_answer(browser) == (TAUGHT, "completed"))
         assert [text for text, _ in agent_bubbles(browser)] == [VIRTUE, TAUGHT]
+        click(browser, "answer", -1, "continue")  # the last answer goes on
+        wait(browser, "the answer continued", lambda: last_answer(browser)[0] == TAUGHT + MORE)
         assert severe_browser_errors(browser) == []
         return context_of(browser)
 
     context = await browse(scenario)
+    assert "Continue your last message" in str(llm.requests[-1]["messages"][-1]["content"])
     # Regenerating asked with the conversation up to the user's message; the selected
     # branch (the first answer) went on.
     assert prompt(llm.requests[1]) == [("user", "What is virtue?")]
