@@ -80,6 +80,8 @@ TRANSPORTS = [
 async def test_regenerate_sends_the_selected_branch_and_makes_a_new_swipe(
     hub: Hub, llm: FakeLLM, binding: str, streaming: bool
 ) -> None:
+    card = await hub.card("host")
+    assert CONVERSATION_EXTENSION_URI in [e.uri for e in card.capabilities.extensions]
     client = await hub.client("host", (binding, "1.0"), streaming=streaming)
     context = str(uuid.uuid4())
     llm.script(Reply("Hi."), Reply("First answer."), Reply("Second answer."), Reply("On."))

@@ -244,3 +244,33 @@ async def test_an_open_hub_has_no_saved_user_persona_but_conversations_have_thei
     llm.script(Reply("Hello Cy."))
     await say(await hub.client("guide"), "Hello.", context)
     assert prompt(llm)[1]["content"] == "Hello Cy, I am Gil the Guide."
+
+
+async def test_a_conversation_started_over_rest_keeps_its_user(hub: Hub, llm: FakeLLM) -> None:
+    started = await hub.http.post(
+        "/api/v1/conversations",
+        json={"persona_id": "guide", "user": {"name": "Dee", "description": "A hiker."}},
+    )
+    assert started.status_code == 201, started.text
+    body = started.json()
+    assert body["user"] == {"name": "Dee", "description": "A hiker."}
+    assert body["messages"][0]["content"] == "Hello Dee, I am Gil the Guide."
+    context = body["context_id"]
+    llm.script(Reply("Hi Dee."))
+    await say(await hub.client("guide"), "Hello.", context)
+    assert "Dee's persona: A hiker." in prompt(llm)[0]["content"]
+    read = (await hub.http.get(f"/api/v1/conversations/guide/{context}")).json()
+    forked = await hub.http.post(
+        f"/api/v1/conversations/guide/{context}/fork",
+        json={"message_id": read["messages"][-1]["id"]},
+    )
+    assert forked.json()["user"] == body["user"]
+    assert (await hub.http.delete(f"/api/v1/conversations/guide/{context}")).status_code == 204
+    assert (await hub.http.get(f"/api/v1/conversations/guide/{context}/user")).status_code == 404
+    refused = await hub.http.post(
+        "/api/v1/conversations",
+        json={"persona_id": "guide", "context_id": forked.json()["context_id"], "user": ANN},
+    )
+    assert refused.status_code == 409, refused.text
+    kept = await hub.http.get(f"/api/v1/conversations/guide/{forked.json()['context_id']}/user")
+    assert kept.json()["name"] == "Dee"  # the refused start changed nothing

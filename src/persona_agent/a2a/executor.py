@@ -140,8 +140,14 @@ class PersonaAgentExecutor(TaskExecutor):
                 )
         if turn.mode == "message" or self.tasks is None:
             return
+        # The latest task that answered (one that failed or was canceled left nothing).
         listed = await self.tasks.list(
-            ListTasksRequest(context_id=turn.context_id, page_size=3), turn.origin
+            ListTasksRequest(
+                context_id=turn.context_id,
+                status=TaskState.TASK_STATE_COMPLETED,
+                page_size=2,
+            ),
+            turn.origin,
         )
         latest = next((task for task in listed.tasks if task.id != turn.task_id), None)
         if latest is None:
@@ -149,12 +155,7 @@ class PersonaAgentExecutor(TaskExecutor):
         if latest.id != turn.reference:
             raise InputError(
                 f"{turn.mode} takes the conversation's latest answer: referenceTaskIds names "
-                f"task {turn.reference}, and the latest task is {latest.id}"
-            )
-        if latest.status.state != TaskState.TASK_STATE_COMPLETED:
-            raise InputError(
-                f"Nothing to {turn.mode}: the latest task, {latest.id}, has no answer "
-                "(it did not complete)"
+                f"task {turn.reference}, and the latest completed task is {latest.id}"
             )
 
     async def _done(
