@@ -42,6 +42,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from persona_agent.db_conversations import conversation_tables
 from persona_agent.db_documents import document_tables
 from persona_agent.db_memory import memory_tables
+from persona_agent.db_user_personas import user_personas
 from persona_agent.errors import ConfigError
 from persona_agent.observe.tracing import TRACER
 
@@ -62,6 +63,7 @@ __all__ = [
     "task_events_table",
     "tasks_table",
     "usage_table",
+    "user_personas_table",
 ]
 
 NOTIFY = text("SELECT pg_notify(:channel, :payload)")
@@ -154,6 +156,7 @@ and each conversation's running summary of the messages that left its window
 
 documents_table, document_chunks_table = document_tables(metadata, _Seq)
 """Knowledge documents and their passages (:mod:`persona_agent.db_documents`)."""
+user_personas_table = user_personas(metadata)  # who users say they are (issue 37)
 
 
 push_callers_table = Table(

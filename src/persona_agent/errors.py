@@ -19,6 +19,7 @@ __all__ = [
     "DocumentLimitError",
     "DocumentNotFoundError",
     "DocumentTooLargeError",
+    "InvalidUserPersonaError",
     "LLMError",
     "MessageNotFound",
     "PersonaAgentError",
@@ -148,6 +149,13 @@ class DocumentNotFoundError(PersonaAgentError):
     message = "Document not found"
 
 
+class InvalidUserPersonaError(PersonaAgentError):
+    """A user persona (who the user is: name and description) with no name, or a name or
+    description that is too long."""
+
+    message = "The user persona is not valid"
+
+
 class ConversationNotFound(PersonaAgentError):
     """No conversation of the caller's has this persona and context id (another caller's
     is not found either: it is never revealed)."""
@@ -201,6 +209,7 @@ HTTP_STATUSES: dict[type[PersonaAgentError], int] = {
     PersonaExistsError: 409,
     PreconditionFailedError: 412,
     ReadOnlyPersonaError: 409,
+    InvalidUserPersonaError: 422,
 }
 """The REST API's answer to each error a route lets through: this status, with the error's
 message as ``{"detail": ...}`` (``api/app.py`` registers the handlers)."""

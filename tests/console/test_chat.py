@@ -53,7 +53,8 @@ def agent_bubbles(driver: webdriver.Chrome) -> list[tuple[str, str]]:
 
 
 def user_bubbles(driver: webdriver.Chrome) -> list[str]:
-    return [b.text for b in driver.find_elements(By.CSS_SELECTOR, "#transcript .turn.user")]
+    """The text of each message of the user's (not its actions)."""
+    return [b.text for b in driver.find_elements(By.CSS_SELECTOR, "#transcript .turn.user > .text")]
 
 
 def last_answer(driver: webdriver.Chrome) -> tuple[str, str]:
@@ -333,22 +334,33 @@ async def test_a_link_to_a_conversation_started_elsewhere_asks_before_joining(
     assert "The plan is on." in str(llm.requests[2]["messages"])  # the joined one
 
 
-async def test_without_task_listing_the_browser_keeps_the_transcript(
+async def test_without_task_listing_the_hub_or_the_browser_keeps_the_transcript(
     console_hub: ConsoleHubFactory, browser: webdriver.Chrome, llm: FakeLLM
 ) -> None:
     llm.script(Reply(VIRTUE))
     async with console_hub(task_listing="off") as hub:
 
-        def scenario() -> None:
+        def scenario() -> str:
             open_console(browser, hub, "chat/socrates")
             send_message(browser, "What is virtue?")
             wait(browser, "the answer", lambda: last_answer(browser) == (VIRTUE, "completed"))
-            browser.refresh()
+            browser.refresh()  # the stored conversation (REST), tasks or not
+            find(browser, "#view > .page[data-ready]")
+            assert agent_bubbles(browser) == [(VIRTUE, "completed")]
+            assert find(browser, "#transcript-note").get_attribute("textContent") == ""
+            return context_of(browser)
+
+        context = await browse(scenario)
+        gone = await hub.http.delete(f"/api/v1/conversations/socrates/{context}")
+        assert gone.status_code == 204
+
+        def without_the_hubs_copy() -> None:
+            browser.refresh()  # neither tasks nor the stored conversation: the browser's copy
             find(browser, "#view > .page[data-ready]")
             assert agent_bubbles(browser) == [(VIRTUE, "completed")]
             assert "this browser's copy" in find(browser, "#transcript-note").text
 
-        await browse(scenario)
+        await browse(without_the_hubs_copy)
 
 
 async def test_a_greeting_opens_the_conversation(

@@ -54,5 +54,6 @@ RUN_ELSEWHERE: dict[tuple[str, str], str] = {
     ("README.md", "from a2a.client import ClientConfig, ClientFactory"): (
         "tests/integration/test_readme.py"
     ),
+    ("docs/chat.md", "you> /retry"): "tests/cli/test_chat_branches.py",
 }
 """Blocks another test runs: (file, text only that block holds) → that test's file."""

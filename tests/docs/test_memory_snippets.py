@@ -84,6 +84,7 @@ async def test_the_memory_curls_list_search_edit_delete_export_and_forget(
             "messages": 4,
             "tasks": 2,
             "documents": 0,  # the forgetting of documents: tests/memory/test_forgetting_a_caller.py
+            "userPersonas": 0,
         }
 
 

@@ -205,6 +205,7 @@ async def test_the_right_to_be_forgotten_deletes_everything_of_a_caller_and_is_a
             "messages": 4,
             "tasks": 2,
             "documents": 0,  # the forgetting of documents: tests/memory/test_forgetting_a_caller.py
+            "userPersonas": 0,  # tests/integration/test_user_personas.py
         }
         assert (await alice.get(MEMORIES)).json()["items"] == []
         assert (await alice.get("/api/v1/personas/hermit/memories")).json()["items"] == []

@@ -11,6 +11,7 @@ from persona_agent.llm.local.transcript import USER_LABEL, build_prompt, section
 from persona_agent.personas.model import Persona
 from persona_agent.personas.scan import load_persona_dir
 from persona_agent.personas.turn_prompt import PromptSections, assemble_prompt
+from persona_agent.personas.user_identity import UserPersona
 from tests.personas.cards import MIRA_DATA
 
 BUNDLED = Path(__file__).resolve().parents[2] / "personas"
@@ -122,6 +123,17 @@ async def test_the_greeting_opens_the_transcript_of_a_new_conversation() -> None
     sections = await assemble_prompt(persona, [], [greeting, *said("I am.")])
     prompt = build_prompt(sections, count_tokens=words, budget=10_000)
     assert "Captain Mira Voss: So you're the new mechanic, User?\n\nUser: I am.\n" in prompt
+
+
+async def test_the_user_who_said_who_they_are_is_in_the_transcript() -> None:
+    ann = UserPersona("Ann", "A mechanic from {{char}}'s home port.")
+    greeting = {"role": "assistant", "content": "Hello."}
+    sections = await assemble_prompt(MIRA, [], [greeting, *said("I am.")], user=ann)
+    prompt = build_prompt(sections, count_tokens=words, budget=10_000)
+    assert "Captain Mira Voss talks to Ann: A mechanic from Captain Mira Voss's home port." in (
+        prompt
+    )
+    assert f"\n{USER_LABEL}: I am.\n" in prompt  # the turns keep the label the model stops at
 
 
 async def test_what_does_not_fit_goes_in_the_documented_order() -> None:

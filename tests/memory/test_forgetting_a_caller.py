@@ -16,6 +16,7 @@ from persona_agent.a2a.lifecycle import conversation_key
 from persona_agent.a2a.task_store import SqlTaskStore
 from persona_agent.api.caller_data import CallerData
 from persona_agent.chat.history import ConversationHistory
+from persona_agent.conversations.user_persona import UserPersona, UserPersonas
 from persona_agent.db import GroupCommitWriter, memories_table
 from persona_agent.knowledge.turn import AttachedFile
 from persona_agent.memory.records import MemoryRecords
@@ -53,10 +54,13 @@ async def test_a_caller_is_forgotten_with_every_persona_and_nobody_else(
     records = MemoryRecords(writer)
     summaries = SummaryStore(writer)
     library = knowledge(writer)
+    users = UserPersonas(writer)
     for owner in [TARGET, *LOOKALIKES]:
+        await users.put_caller(owner, UserPersona(f"{owner} saved"))
         for persona_id in ("socrates", "hermit"):
             key = f"{persona_id}:{conversation_key(owner, 'c1')}"
             await history.append(key, said(owner))
+            await users.put_conversation(key, UserPersona(f"{owner} here"))
             # A document the caller sent in the conversation (an A2A file part).
             note = AttachedFile("note.html", "text/html", f"<p>{owner} vault 4711</p>".encode())
             await library.for_turn(persona_id, conversation_key(owner, "c1"), "vault?", [note])
@@ -72,12 +76,18 @@ async def test_a_caller_is_forgotten_with_every_persona_and_nobody_else(
     # An anonymous caller's context id that spells the target's key.
     anonymous = f"socrates:{conversation_key('', 'x:@key%3Aa_b:y')}"
     await history.append(anonymous, said("anonymous"))
+    await users.put_conversation(anonymous, UserPersona("anonymous"))
     await tasks.flush()
 
-    gone = await CallerData(records, history, tasks, library.store).forget(TARGET)
+    gone = await CallerData(records, history, tasks, library.store, users).forget(TARGET)
 
     counts = (gone.memories, gone.conversations, gone.messages, gone.tasks, gone.documents)
     assert counts == (2, 2, 4, 2, 2)
+    assert gone.user_personas == 3  # its saved one, and its two conversations'
+    assert await users.get_caller(TARGET) is None
+    for owner in LOOKALIKES:
+        assert await users.get_caller(owner) == UserPersona(f"{owner} saved"), owner
+    assert await users.get_conversation(anonymous) == UserPersona("anonymous")
     fresh = ConversationHistory(writer)  # the database, not the forgetting store's cache
     fresh_tasks = SqlTaskStore(writer)
     for persona_id in ("socrates", "hermit"):
@@ -86,12 +96,14 @@ async def test_a_caller_is_forgotten_with_every_persona_and_nobody_else(
         assert await history.load(key) == []  # nor in the cache of the store that had it
         assert await fresh_tasks.get(f"{persona_id}-{TARGET}", ctx(persona_id, TARGET)) is None
         assert await records.page(persona_id, TARGET, before=None, limit=10) == []
+        assert await users.get_conversation(key) is None
         assert await summaries.get(key) == Summary()
         target_conversation = conversation_key(TARGET, "c1")
         assert await library.for_turn(persona_id, target_conversation, "vault?") == ()
         for owner in LOOKALIKES:
             key = f"{persona_id}:{conversation_key(owner, 'c1')}"
             assert await fresh.load(key) == said(owner), owner
+            assert await users.get_conversation(key) == UserPersona(f"{owner} here"), owner
             task = await fresh_tasks.get(f"{persona_id}-{owner}", ctx(persona_id, owner))
             assert task is not None, owner
             left = await records.page(persona_id, owner, before=None, limit=10)

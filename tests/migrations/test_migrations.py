@@ -31,7 +31,7 @@ from persona_agent.migrations import (
 )
 from tests.conftest import empty_postgres
 
-HEAD = "0010"
+HEAD = "0011"
 NOT_OURS = {"alembic_version", "push_notification_configs"}  # Alembic's, and the SDK's
 
 
@@ -187,6 +187,33 @@ async def test_0009_indexes_memories_by_owner_and_goes_down_again(empty: AsyncEn
     assert [row[0] for row in owners] == ["key:alice"]  # the rows stay, up and down
 
 
+async def test_0011_adds_the_user_personas_and_goes_down_again(empty: AsyncEngine) -> None:
+    before = "0010"  # the revision 0011 revises
+    await upgrade_db(empty, before)
+
+    async def tables() -> list[str]:
+        async with empty.connect() as conn:
+            return await conn.run_sync(lambda c: inspect(c).get_table_names())
+
+    assert "pa_user_personas" not in await tables()
+    await upgrade_db(empty)
+    assert "pa_user_personas" in await tables()
+    async with empty.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO pa_user_personas (scope, name, description, at_ms) "
+                "VALUES ('caller:key:ann', 'Ann', 'A botanist.', 1)"
+            )
+        )
+    assert await schema_differences(empty) == []
+    async with revisions.one_at_a_time(), empty.begin() as conn:
+        await conn.run_sync(revisions.downgrade, before)
+    assert await db_revision(empty) == (before, HEAD)
+    assert "pa_user_personas" not in await tables()
+    await upgrade_db(empty)
+    assert await schema_differences(empty) == []
+
+
 async def test_0010_stamps_messages_and_keeps_alternatives_and_goes_down_again(
     empty: AsyncEngine,
 ) -> None:
@@ -196,7 +223,7 @@ async def test_0010_stamps_messages_and_keeps_alternatives_and_goes_down_again(
             text("INSERT INTO pa_messages (conversation, message) VALUES ('ada:c1', '{}')")
         )
     await upgrade_db(empty)
-    assert await db_revision(empty) == ("0010", HEAD)
+    assert await db_revision(empty) == (HEAD, HEAD)
     async with empty.begin() as conn:
         rows = (await conn.execute(text("SELECT message, at_ms FROM pa_messages"))).all()
         await conn.execute(

@@ -22,7 +22,12 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
 
 from persona_agent import __version__
-from persona_agent.a2a.extensions import cost_extension, greeting_extension
+from persona_agent.a2a.extensions import (
+    conversation_extension,
+    cost_extension,
+    greeting_extension,
+    user_extension,
+)
 from persona_agent.a2a.input import DOCUMENT_FILE_TYPES, READABLE_FILE_TYPES
 from persona_agent.personas.model import Persona
 from persona_agent.personas.panel_listing import card_description, card_tags
@@ -147,8 +152,9 @@ def _skills(persona: Persona, member_names: Mapping[str, str]) -> list[AgentSkil
 
 
 def _extensions(persona: Persona) -> list[AgentExtension]:
-    """The card's extensions: cost always, the greeting when the persona has one."""
-    extensions = [cost_extension()]
+    """The card's extensions: cost, user and conversation always, the greeting when the
+    persona has one (its ``{{user}}`` as "User": the card is not any one caller's)."""
+    extensions = [cost_extension(), user_extension(), conversation_extension()]
     greeting = render_greeting(persona)
     if greeting is not None:
         name = persona.name.strip()

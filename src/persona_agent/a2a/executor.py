@@ -5,14 +5,23 @@ from __future__ import annotations
 import time
 import uuid
 from contextlib import aclosing
-from typing import Any
+from typing import Any, Protocol
 
+from a2a.server.context import ServerCallContext
 from a2a.server.tasks import TaskUpdater
-from a2a.types.a2a_pb2 import Artifact, Part, TaskArtifactUpdateEvent, TaskState
+from a2a.types.a2a_pb2 import (
+    Artifact,
+    ListTasksRequest,
+    ListTasksResponse,
+    Part,
+    TaskArtifactUpdateEvent,
+    TaskState,
+)
 from google.protobuf.struct_pb2 import Value
 
 from persona_agent.a2a.context_keys import PARTS_METADATA_KEY
 from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload, memory_payload
+from persona_agent.a2a.input import InputError
 from persona_agent.a2a.lifecycle import TaskExecutor, TaskTurn
 from persona_agent.chat.budget import BudgetLimits
 from persona_agent.chat.engine import ChatEngine
@@ -29,6 +38,15 @@ ANSWER_ARTIFACT_NAME = "answer"
 CITATIONS_METADATA_KEY = "citations"
 """The final message's metadata key listing the documents' passages the answer was given
 (docs/knowledge.md)."""
+
+
+class TaskLister(Protocol):
+    """Where the executor finds a conversation's latest task: the persona's task store
+    (the SDK's ``TaskStore`` or, on replicas, ``VersionedTaskStore``)."""
+
+    async def list(
+        self, params: ListTasksRequest, context: ServerCallContext
+    ) -> ListTasksResponse: ...
 
 
 class PersonaAgentExecutor(TaskExecutor):
@@ -61,13 +79,24 @@ class PersonaAgentExecutor(TaskExecutor):
         quotas: Quotas,
         metrics: HubMetrics,
         budget: BudgetLimits,
+        tasks: TaskLister | None = None,
     ) -> None:
-        """``budget``: the calls one request may make, its whole tree together."""
+        """``budget``: the calls one request may make, its whole tree together; ``tasks``:
+        the persona's tasks, where a ``regenerate`` or ``continue`` finds the conversation's
+        latest (without: any task it names is taken as the latest)."""
         super().__init__(persona, audit=audit, quotas=quotas, metrics=metrics, budget=budget)
         self.engine = engine
+        self.tasks = tasks
 
     async def answer(self, turn: TaskTurn) -> str:
-        """The engine's answer, as it streams (see the class)."""
+        """The engine's answer, as it streams (see the class).
+
+        Raises:
+            InputError: a ``regenerate`` or ``continue`` that names another task than the
+                conversation's latest completed one, or a greeting the persona does not
+                have or for a conversation under way (the conversation extension).
+        """
+        await self._check_conversation_op(turn)
         task_id, updater = turn.task_id, turn.updater
         chunks = _AnswerChunks(updater)
         memory: dict[str, list[str]] = {}  # what the memory tools changed, for memory-v1
@@ -92,6 +121,42 @@ class PersonaAgentExecutor(TaskExecutor):
                         _gather_memory(memory, event.data)
                     await _tool_status(updater, event)
         return "completed"
+
+    async def _check_conversation_op(self, turn: TaskTurn) -> None:
+        """What the conversation extension asks is what this conversation can do."""
+        if turn.greeting is not None:
+            persona = self.persona
+            count = 1 + len(persona.alternate_greetings) if persona.greeting is not None else 0
+            if turn.greeting >= count:
+                raise InputError(
+                    f"The persona has no greeting {turn.greeting}: it has {count} "
+                    f"(0 to {count - 1})"
+                    if count
+                    else "The persona has no greeting to choose"
+                )
+            if await self.engine.history.load(f"{persona.id}:{turn.conversation}"):
+                raise InputError(
+                    "A greeting opens a new conversation: this context has begun already"
+                )
+        if turn.mode == "message" or self.tasks is None:
+            return
+        # The latest task that answered (one that failed or was canceled left nothing).
+        listed = await self.tasks.list(
+            ListTasksRequest(
+                context_id=turn.context_id,
+                status=TaskState.TASK_STATE_COMPLETED,
+                page_size=2,
+            ),
+            turn.origin,
+        )
+        latest = next((task for task in listed.tasks if task.id != turn.task_id), None)
+        if latest is None:
+            raise InputError(f"Nothing to {turn.mode}: this conversation has no answer yet")
+        if latest.id != turn.reference:
+            raise InputError(
+                f"{turn.mode} takes the conversation's latest answer: referenceTaskIds names "
+                f"task {turn.reference}, and the latest completed task is {latest.id}"
+            )
 
     async def _done(
         self, done: Done, turn: TaskTurn, chunks: _AnswerChunks, memory: dict[str, list[str]]

@@ -11,16 +11,20 @@ from persona_agent.chat.events import Done
 from persona_agent.llm.base import Usage
 
 __all__ = [
+    "CONVERSATION_EXTENSION_URI",
     "COST_EXTENSION_URI",
     "COST_KIND",
     "GREETING_EXTENSION_URI",
     "MEMORY_KIND",
+    "USER_EXTENSION_URI",
+    "conversation_extension",
     "cost_extension",
     "cost_payload",
     "greeting_extension",
     "integral_counts",
     "memory_payload",
     "tree_cost",
+    "user_extension",
 ]
 
 COST_EXTENSION_URI = "urn:persona-agent:extension:cost:v1"
@@ -69,6 +73,55 @@ def greeting_extension(greeting: str, alternates: list[str]) -> AgentExtension:
         ),
         required=False,
         params={"greeting": greeting, "alternateGreetings": alternates},
+    )
+
+
+USER_EXTENSION_URI = "urn:persona-agent:extension:user:v1"
+"""Who the user is: a message's metadata under this key, ``{"name": "Ann", "description":
+"..."}`` (name 1 to 64 characters, description at most 2,000, optional), makes it the
+conversation's user persona from that message on: ``{{user}}`` in the persona's prompt,
+greeting and examples becomes the name, and the description is a section of the system
+prompt (docs/a2a.md, docs/conversations.md). A malformed value fails the request with
+InvalidParams (-32602; HTTP 400)."""
+
+
+def user_extension() -> AgentExtension:
+    """The card's user extension (every persona's)."""
+    return AgentExtension(
+        uri=USER_EXTENSION_URI,
+        description=(
+            "Tell the persona who the user is: message metadata "
+            f'{{"{USER_EXTENSION_URI}": {{"name": "Ann", "description": "..."}}}} '
+            "makes it the conversation's user persona ({{user}} is the name)."
+        ),
+        required=False,
+    )
+
+
+CONVERSATION_EXTENSION_URI = "urn:persona-agent:extension:conversation:v1"
+"""Steering the conversation (docs/a2a.md, docs/conversations.md): a message's metadata
+under this key, ``{"op": "regenerate"}`` or ``{"op": "continue"}`` with the context's
+latest task in ``referenceTaskIds`` (the message's text is not read), answers that task's
+answer again as a new alternative (the selected one from then on), or continues it;
+``{"greeting": k}`` on a new context's first message opens the conversation with greeting
+k (0: the card's first greeting, k: its k-th alternate greeting). A malformed value fails
+the request with InvalidParams (-32602; HTTP 400); a well-formed one the conversation
+cannot do (the task is not the latest, nothing to regenerate, no such greeting) fails the
+task with a message saying why."""
+
+
+def conversation_extension() -> AgentExtension:
+    """The card's conversation extension (every persona's)."""
+    return AgentExtension(
+        uri=CONVERSATION_EXTENSION_URI,
+        description=(
+            "Steer the conversation: message metadata "
+            f'{{"{CONVERSATION_EXTENSION_URI}": {{"op": "regenerate"}}}} (or "continue"), '
+            "with the context's latest task in referenceTaskIds, answers that task's answer "
+            'again as a new alternative (or continues it); {"greeting": k} on a new '
+            "context's first message opens it with greeting k."
+        ),
+        required=False,
     )
 
 

@@ -54,6 +54,7 @@ from persona_agent.a2a.context_keys import (
     WHOLE_ANSWER_STATE_KEY,
 )
 from persona_agent.a2a.input import check_parts
+from persona_agent.a2a.message_extensions import check_extensions
 from persona_agent.a2a.sdk_fixes.routes import check_status_filter
 from persona_agent.a2a.sdk_fixes.subscription import without_replayed
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
@@ -286,6 +287,7 @@ class PersonaRequestHandler(RequestHandler):
         self._check_message(params.message)
         handler = self._handler(context, params.message.task_id or None)
         check_parts(params.message)
+        check_extensions(params.message)
         # A blocking send's client sees only the finished task: the answer goes out whole.
         context.state[WHOLE_ANSWER_STATE_KEY] = not params.configuration.return_immediately
         return await handler.on_message_send(params, context)
@@ -301,6 +303,7 @@ class PersonaRequestHandler(RequestHandler):
         self._check_message(params.message)
         handler = self._handler(context, params.message.task_id or None)
         check_parts(params.message)
+        check_extensions(params.message)
         async for event in handler.on_message_send_stream(params, context):
             yield event
 

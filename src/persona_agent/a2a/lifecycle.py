@@ -27,6 +27,7 @@ from persona_agent.a2a.context_keys import (
     WHOLE_ANSWER_STATE_KEY,
 )
 from persona_agent.a2a.input import attached_files, message_text
+from persona_agent.a2a.message_extensions import ConversationOp, message_conversation, message_user
 from persona_agent.chat.budget import BudgetLimits, CallBudget
 from persona_agent.chat.tools import Turn
 from persona_agent.errors import PersonaAgentError
@@ -56,6 +57,9 @@ class TaskTurn(Turn):
     """Where the task's events go."""
     started: float
     """When the task started (``time.monotonic()``)."""
+    reference: str = ""
+    """The task whose answer a ``regenerate`` or ``continue`` takes (its message's
+    ``referenceTaskIds``: the conversation extension)."""
 
 
 class TaskExecutor(AgentExecutor):
@@ -184,7 +188,9 @@ class TaskExecutor(AgentExecutor):
     ) -> str:
         """:meth:`answer`, counted as the caller's running task while it runs."""
         persona = self.persona
-        text = await message_text(message)
+        op = message_conversation(message) or ConversationOp()
+        # Regenerate and continue answer what was said: the message's text is not read.
+        text = await message_text(message) if op.mode == "message" else ""
         budget, nested = task_budget(call, persona, self.budget)
         user = call.user
         owner = user.user_name if user.is_authenticated else ""
@@ -200,6 +206,10 @@ class TaskExecutor(AgentExecutor):
             owner=owner,
             text=text,
             files=attached_files(message),
+            user=message_user(message),
+            mode=op.mode,
+            greeting=op.greeting,
+            reference=op.reference,
             updater=updater,
             whole=bool(call.state.get(WHOLE_ANSWER_STATE_KEY)),
             started=started,

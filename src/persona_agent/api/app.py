@@ -45,6 +45,7 @@ from persona_agent.api.routes import (
     persona_files,
     persona_usage,
     personas,
+    user_personas,
 )
 from persona_agent.api.serving import build_a2a, build_personas_live
 from persona_agent.conversations.conversation_store import ConversationStore
@@ -93,8 +94,10 @@ def create_app(settings: Settings) -> FastAPI:
             storage.history,
             storage.lean_store,
             knowledge.store,
+            storage.user_personas,
         ),
         knowledge=knowledge,
+        user_personas=storage.user_personas,
         conversations=ConversationStore(storage.writer, storage.history, locks=engine.locks),
         engine=engine,
     )
@@ -143,6 +146,7 @@ def _add_routes(app: HubApp, settings: Settings) -> None:
         caller_documents,
         persona_documents,
         conversation_files,
+        user_personas,
         conversations,
     ):
         app.include_router(module.router, prefix="/api/v1")

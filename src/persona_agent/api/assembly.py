@@ -25,6 +25,7 @@ from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.tools import MCPTools, ToolSource, ToolSources
 from persona_agent.chat.usage_log import UsageLog
+from persona_agent.conversations.user_persona import UserPersonas
 from persona_agent.db import GroupCommitWriter, create_engine
 from persona_agent.errors import ConfigError
 from persona_agent.knowledge.document_store import KnowledgeStore
@@ -132,6 +133,8 @@ class Storage:
     persona_data: DeletedPersonaData
     documents: KnowledgeStore
     """The personas' and conversations' knowledge documents."""
+    user_personas: UserPersonas
+    """Who users say they are: callers' saved user personas, conversations' (issue 37)."""
     auto_upgrade: bool
 
     @asynccontextmanager
@@ -185,6 +188,7 @@ def build_storage(settings: Settings, metrics: HubMetrics) -> Storage:
     else:
         personas = load_personas(settings)
     documents = KnowledgeStore(writer)
+    user_personas = UserPersonas(writer)
     return Storage(
         db=db,
         writer=writer,
@@ -196,9 +200,15 @@ def build_storage(settings: Settings, metrics: HubMetrics) -> Storage:
         personas=personas,
         sql_personas=sql_personas,
         persona_data=DeletedPersonaData(
-            lean_store, history, usage, memories=writer, documents=documents
+            lean_store,
+            history,
+            usage,
+            memories=writer,
+            documents=documents,
+            user_personas=user_personas,
         ),
         documents=documents,
+        user_personas=user_personas,
         auto_upgrade=settings.db_auto_upgrade,
     )
 
@@ -339,6 +349,7 @@ def build_engine(
         memory=memory,
         summary=summary,
         knowledge=knowledge,
+        users=storage.user_personas,
     )
 
 

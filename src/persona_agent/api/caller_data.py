@@ -6,7 +6,8 @@ the running summaries of its conversations (``pa_summaries``, by owner), its
 conversations with each persona (``pa_messages``, keyed ``{persona}:@{caller}:{contextId}``,
 and the alternatives of their answers, ``pa_swipes``: :meth:`ConversationHistory.forget_caller`
 deletes both) and its tasks (``pa_tasks``, owned by ``{persona}:{caller}``: each holds the
-messages of its exchange), and the documents it attached to its conversations (``pa_documents``).
+messages of its exchange), the documents it attached to its conversations (``pa_documents``),
+and its saved user persona and its conversations' (``pa_user_personas``).
 Push-notification configs go with their tasks at the next retention sweep. The usage
 records keep no caller; the audit log keeps the caller's name, and records the
 forgetting itself.
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from persona_agent.a2a.lifecycle import conversation_key
 from persona_agent.a2a.task_store import SqlTaskStore
 from persona_agent.chat.history import ConversationHistory
+from persona_agent.conversations.user_persona import UserPersonas
 from persona_agent.knowledge.document_store import KnowledgeStore
 from persona_agent.memory.records import MemoryRecords
 
@@ -34,6 +36,7 @@ class Forgotten:
     messages: int
     tasks: int
     documents: int
+    user_personas: int
 
 
 class CallerData:
@@ -45,15 +48,17 @@ class CallerData:
         history: ConversationHistory,
         tasks: SqlTaskStore,
         documents: KnowledgeStore,
+        user_personas: UserPersonas,
     ) -> None:
         self.records = records
+        self._user_personas = user_personas
         self._history = history
         self._tasks = tasks
         self._documents = documents
 
     async def forget(self, caller: str) -> Forgotten:
-        """Delete ``caller``'s memories, conversations, tasks and the documents it
-        attached to its conversations, with every persona.
+        """Delete ``caller``'s memories, conversations, tasks, the documents it
+        attached to its conversations and its user personas, with every persona.
 
         A turn of the caller's that is still being answered may remember its exchange
         after this: the caller asks again once it has ended (the answer counts rows)."""
@@ -62,4 +67,5 @@ class CallerData:
         conversations, messages = await self._history.forget_caller(prefix)
         tasks = await self._tasks.forget_caller(caller)
         documents = await self._documents.forget_conversations(prefix)
-        return Forgotten(memories, conversations, messages, tasks, documents)
+        users = await self._user_personas.forget_caller(caller, prefix)
+        return Forgotten(memories, conversations, messages, tasks, documents, users)

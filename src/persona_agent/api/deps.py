@@ -15,6 +15,7 @@ from persona_agent.api.readiness import Readiness
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.usage_log import UsageLog
 from persona_agent.conversations.conversation_store import ConversationStore
+from persona_agent.conversations.user_persona import UserPersonas
 from persona_agent.knowledge.library import Knowledge
 from persona_agent.observe.metrics import HubMetrics
 from persona_agent.personas.formats.card_pngs import CardPngs
@@ -52,6 +53,7 @@ __all__ = [
     "Signer",
     "Store",
     "Usage",
+    "UserPersonaStore",
     "Writer",
     "hub_parts",
     "is_loopback",
@@ -296,6 +298,7 @@ class ApiParts:
     readiness: Readiness
     caller_data: CallerData
     knowledge: Knowledge
+    user_personas: UserPersonas
     conversations: ConversationStore
     """The stored conversations' branches (issue 37), under the engine's locks."""
     engine: ChatEngine
@@ -411,6 +414,10 @@ def _knowledge(parts: Parts) -> Knowledge:
     return parts.knowledge
 
 
+def _user_personas(parts: Parts) -> UserPersonas:
+    return parts.user_personas
+
+
 Store = Annotated[PersonaStore, Depends(_store)]
 Auth = Annotated[ApiAuth, Depends(api_auth)]
 BaseUrl = Annotated[str, Depends(_base_url)]
@@ -438,6 +445,8 @@ def _conversations(request: Request) -> ConversationStore:
 
 Conversations = Annotated[ConversationStore, Depends(_conversations)]
 """The stored conversations callers steer (docs/conversations.md)."""
+UserPersonaStore = Annotated[UserPersonas, Depends(_user_personas)]
+"""Who users say they are: callers' saved user personas and conversations'."""
 Reader = Depends(require_read)
 Writer = Depends(require_write)
 PersonaReader = Depends(require_persona_read)

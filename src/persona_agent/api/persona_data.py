@@ -16,6 +16,7 @@ import logging
 from persona_agent.a2a.task_store import SqlTaskStore
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.usage_log import UsageLog
+from persona_agent.conversations.user_persona import UserPersonas
 from persona_agent.db import GroupCommitWriter
 from persona_agent.knowledge.document_store import KnowledgeStore
 from persona_agent.memory.scope import forget_persona
@@ -37,9 +38,12 @@ class DeletedPersonaData:
         *,
         memories: GroupCommitWriter | None = None,
         documents: KnowledgeStore | None = None,
+        user_personas: UserPersonas | None = None,
     ) -> None:
         """``memories``: the database whose memories of the persona go too;
-        ``documents``: where its knowledge documents go from."""
+        ``documents``: where its knowledge documents go from; ``user_personas``: where its
+        conversations' user personas go from."""
+        self._user_personas = user_personas
         self._memories = memories
         self._documents = documents
         self._task_store = task_store
@@ -79,6 +83,8 @@ class DeletedPersonaData:
                 await forget_persona(self._memories, persona_id)
             if self._documents is not None:
                 await self._documents.forget_persona(persona_id)
+            if self._user_personas is not None:
+                await self._user_personas.forget_persona(persona_id)
         except Exception:
             logger.exception("Could not delete the tasks and history of persona '%s'", persona_id)
             raise

@@ -23,6 +23,7 @@ from persona_agent.chat.tools import ToolQuestion, ToolResult, ToolSource, ToolU
 from persona_agent.chat.turn_modes import Opening, open_turn
 from persona_agent.chat.turn_state import TurnState
 from persona_agent.chat.usage_log import UsageLog
+from persona_agent.chat.user_source import NO_USERS, UserSource
 from persona_agent.conversations.branches import Branches
 from persona_agent.errors import LLMError, ToolError
 from persona_agent.knowledge.turn import NO_KNOWLEDGE, Passage, TurnKnowledge
@@ -42,6 +43,7 @@ from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.observe.pricing import PriceTable
 from persona_agent.personas.model import Persona
 from persona_agent.personas.turn_prompt import assemble_prompt
+from persona_agent.personas.user_identity import UserPersona
 
 __all__ = ["ChatEngine"]
 
@@ -79,6 +81,7 @@ class ChatEngine:
         memory: TurnMemory = NO_MEMORY,
         summary: ConversationSummary = NO_SUMMARY,
         knowledge: TurnKnowledge = NO_KNOWLEDGE,
+        users: UserSource = NO_USERS,
     ) -> None:
         """``locks``: how turns of one conversation are kept apart (this process's locks;
         replicas pass :class:`~persona_agent.cluster.advisory_locks.AdvisoryLocks`); ``prices``:
@@ -89,7 +92,9 @@ class ChatEngine:
         none by default); ``summary``: the running summary of what left a conversation's
         window (:mod:`persona_agent.memory.summary`: none by default); ``knowledge``: the
         personas' documents, searched for each turn (:mod:`persona_agent.knowledge`: none
-        by default)."""
+        by default); ``users``: who each turn's user is (:mod:`persona_agent.chat.user_source`:
+        by default the message's, else "User")."""
+        self.users = users
         self.memory = memory
         self.summary = summary
         self.knowledge = knowledge
@@ -147,9 +152,12 @@ class ChatEngine:
         if turn is None:
             turn = Turn(persona_id=persona.id, conversation=context_id)
         async with self._locks.hold(key), TurnCalls(turn.budget) as calls:
-            opening = await open_turn(self.history, self.branches, persona, key, user_message, turn)
+            user = await self.users.resolve(turn.owner, key, turn.user)
+            opening = await open_turn(
+                self.history, self.branches, persona, key, user_message, turn, user.name
+            )
             try:
-                state = await self._assemble(persona, key, opening, turn, calls)
+                state = await self._assemble(persona, key, opening, turn, calls, user)
                 for iteration in range(self.max_tool_iterations + 1):
                     last_call = self._is_last_call(state, iteration)
                     async with aclosing(self._model_step(state, last_call)) as tokens:
@@ -171,7 +179,13 @@ class ChatEngine:
                 raise
 
     async def _assemble(
-        self, persona: Persona, key: str, opening: Opening, turn: Turn, calls: TurnCalls
+        self,
+        persona: Persona,
+        key: str,
+        opening: Opening,
+        turn: Turn,
+        calls: TurnCalls,
+        user: UserPersona,
     ) -> TurnState:
         """The turn's prompt (:func:`~persona_agent.personas.turn_prompt.assemble_prompt`): the
         system prompt with the lore brought up, the history, the greeting of a new
@@ -196,6 +210,7 @@ class ChatEngine:
             remembered=remembered,
             summary=summary,
             passages=_numbered(found),
+            user=user,
         )
         tools = (
             self.tools.specs(persona)

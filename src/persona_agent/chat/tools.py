@@ -16,6 +16,7 @@ from persona_agent.chat.budget import CallBudget
 from persona_agent.errors import ToolError
 from persona_agent.knowledge.turn import AttachedFile
 from persona_agent.personas.model import Persona
+from persona_agent.personas.user_identity import UserPersona
 
 __all__ = [
     "MCPTools",
@@ -92,6 +93,10 @@ class Turn:
     greeting: int | None = None
     """A new conversation opens with this greeting (0: the first message, k: the k-th
     alternate greeting), the others kept as its alternatives."""
+    user: UserPersona | None = None
+    """Who the user says they are with this message (the A2A user extension): the
+    conversation's user persona from now on; ``None``: as the conversation, the caller's
+    saved one or the default say (:class:`~persona_agent.chat.user_source.UserSource`)."""
 
 
 class ToolSource(Protocol):

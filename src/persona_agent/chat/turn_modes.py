@@ -21,7 +21,7 @@ from persona_agent.chat.tools import Turn
 from persona_agent.conversations.branches import Branches
 from persona_agent.errors import ConversationStateError
 from persona_agent.llm.base import Message
-from persona_agent.personas.macros import apply_macros
+from persona_agent.personas.macros import USER_NAME, apply_macros
 from persona_agent.personas.model import Persona
 
 __all__ = ["CONTINUE_NUDGE", "Opening", "greetings_of", "open_turn"]
@@ -48,13 +48,14 @@ class Opening:
     """Shown to the model after ``said`` and never stored (the nudge of a continuation)."""
 
 
-def greetings_of(persona: Persona) -> list[str]:
-    """The persona's greetings, macros replaced: its first message, then the alternate ones
-    (none without a first message)."""
+def greetings_of(persona: Persona, user: str = USER_NAME) -> list[str]:
+    """The persona's greetings, macros replaced (``{{user}}`` as ``user``): its first
+    message, then the alternate ones (none without a first message)."""
     if persona.greeting is None:
         return []
     name = persona.name.strip()
-    return [apply_macros(text, name) for text in [persona.greeting, *persona.alternate_greetings]]
+    texts = [persona.greeting, *persona.alternate_greetings]
+    return [apply_macros(text, name, user) for text in texts]
 
 
 async def open_turn(
@@ -64,8 +65,10 @@ async def open_turn(
     key: str,
     user_message: str,
     turn: Turn,
+    user: str = USER_NAME,
 ) -> Opening:
-    """The turn's start by its mode (the conversation's lock held).
+    """The turn's start by its mode (the conversation's lock held); ``user``: what
+    ``{{user}}`` in a new conversation's greeting becomes.
 
     Raises:
         ConversationStateError: nothing to regenerate or continue; a greeting the persona
@@ -91,7 +94,7 @@ async def open_turn(
     said: list[Message] = [{"role": "user", "content": user_message}]
     if past:
         return Opening(past, said, user_message)
-    greetings = greetings_of(persona)
+    greetings = greetings_of(persona, user)
     index = turn.greeting or 0
     if index and not 0 <= index < len(greetings):
         raise ConversationStateError(

@@ -16,6 +16,7 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -359,13 +360,16 @@ class ChatSession:
         self.context_id = context_id
         self._input_task = None
 
-    async def send(self, text: str) -> None:
-        """One turn: send ``text`` in the conversation and print the answer as it streams."""
+    async def send(self, text: str, metadata: dict[str, Any] | None = None) -> None:
+        """One turn: send ``text`` in the conversation and print the answer as it streams;
+        ``metadata``: the message's (an extension's value, say)."""
         if self._client is None:
             raise ChatError("not connected to an agent")
         message = Message(
             role=Role.ROLE_USER, message_id=str(uuid.uuid4()), parts=[Part(text=text)]
         )
+        if metadata:
+            message.metadata.update(metadata)
         if self.context_id:
             message.context_id = self.context_id
         if self._input_task:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import json
 import logging
 import os
 import socket
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from persona_agent.cli.chat_contexts import CONTEXTS_FILE, ContextMemory
 from persona_agent.cli.command_settings import command_settings, fail
 from persona_agent.settings import Settings
 
@@ -35,13 +35,12 @@ if TYPE_CHECKING:
     import uvicorn
 
     from persona_agent.cli.a2a_chat import ChatSession
+    from persona_agent.cli.chat_branches import BranchCommands
 
-__all__ = ["ContextMemory", "chat"]
+__all__ = ["chat"]
 
 T = TypeVar("T")
 
-CONTEXTS_FILE = "chat-contexts.json"
-"""In the data directory: the last conversation with each persona of each hub."""
 HUB_LOG_FILE = "chat-hub.log"
 """In the data directory: the log of the hub a chat starts in its process."""
 EMBEDDED = "embedded"
@@ -49,53 +48,21 @@ EMBEDDED = "embedded"
 
 HELP = """\
 Commands:
-  /help         this help
-  /new          start a new conversation
-  /persona ID   talk with another persona of the same hub
-  /quit         leave (Ctrl-D too)
+  /help            this help
+  /new             start a new conversation
+  /persona ID      talk with another persona of the same hub
+  /history         the conversation, its messages numbered
+  /retry           another answer in place of the last one (the others kept)
+  /swipe N         show alternative N of the last answer instead
+  /continue        the persona goes on with its last answer
+  /edit [N] TEXT   change message N (else the last) to TEXT
+  /delete N        delete message N
+  /fork [N]        a new conversation up to message N (else the last), continued here
+  /greeting [K]    list the persona's greetings; K: open the new conversation with it
+  /me NAME [-- DESCRIPTION]   who you are to the persona in this conversation
+  /quit            leave (Ctrl-D too)
 Ctrl-C cancels an answer while it is written; at the prompt it leaves.
 A line starting with // is sent as a message, without its first /."""
-
-
-class ContextMemory:
-    """The last conversation (A2A context id) with each agent, in a small JSON file, for
-    the next ``chat`` to continue it: ``{target: {persona id: context id}}``.
-
-    A file that cannot be read is taken as empty and one that cannot be written is left
-    alone: remembering is a convenience, never a reason for the chat to fail.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def _read(self) -> dict[str, dict[str, str]]:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        if not isinstance(data, dict):
-            return {}
-        return {k: v for k, v in data.items() if isinstance(v, dict)}
-
-    def get(self, key: tuple[str, str]) -> str | None:
-        value = self._read().get(key[0], {}).get(key[1])
-        return value if isinstance(value, str) and value else None
-
-    def put(self, key: tuple[str, str], context_id: str | None) -> None:
-        """Remember ``context_id`` for ``key``; ``None`` forgets it."""
-        data = self._read()
-        contexts = data.setdefault(key[0], {})
-        if context_id is None:
-            contexts.pop(key[1], None)
-        else:
-            contexts[key[1]] = context_id
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            temporary.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-            temporary.replace(self.path)  # another chat never reads half a file
-        except OSError:
-            temporary.unlink(missing_ok=True)
 
 
 class _Loop:
@@ -303,8 +270,10 @@ def chat(
     remembered in the data directory (PERSONA_AGENT_DATA_DIR, chat-contexts.json). --new
     starts a new one; --context ID continues any.
 
-    In the chat: /help, /new, /persona ID, /quit. Ctrl-C cancels an answer while it is
-    written; at the prompt, Ctrl-C or Ctrl-D leaves. See docs/chat.md.
+    In the chat: /help, /new, /persona ID, /quit; and on the conversation with a persona:
+    /history (numbered), /retry, /swipe N, /continue, /edit [N] TEXT, /delete N,
+    /fork [N], /greeting K, /me NAME [-- DESCRIPTION]. Ctrl-C cancels an answer while it
+    is written; at the prompt, Ctrl-C or Ctrl-D leaves. See docs/chat.md.
     """
     if agent is not None and (persona_id is not None or url is not None):
         fail("--agent names the agent to talk with: give it without a persona id or --url", 2)
@@ -336,10 +305,12 @@ def _chat(
     import httpx
 
     from persona_agent.cli.a2a_chat import TIMEOUT, ChatError, ChatSession, Target
+    from persona_agent.cli.chat_branches import BranchCommands
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     http = httpx.AsyncClient(timeout=TIMEOUT, headers=headers)
     session = ChatSession(http, lambda t, context_id: memory.put(t.key, context_id))
+    branches = BranchCommands(http, session, lambda c: memory.put(session.target.key, c))
     hub = None
     try:
         if agent is not None:
@@ -357,7 +328,7 @@ def _chat(
         if context is None and not new:
             context = memory.get(target.key)
         _begin(session, memory, context)
-        _repl(loop, session, memory)
+        _repl(loop, session, memory, branches)
     finally:
         for closing in (session.close(), http.aclose()):
             with contextlib.suppress(Exception):  # leaving: nothing left to tell
@@ -384,12 +355,18 @@ def _begin(session: ChatSession, memory: ContextMemory, context_id: str | None) 
         memory.put(session.target.key, context_id)
         _dim(f"Continuing conversation {context_id} (/new starts a new one).")
         return
+    from persona_agent.cli.chat_branches import greetings
+
     text = greeting(session.card)
     if text:
         typer.echo(typer.style(f"{session.name}: ", fg="cyan", bold=True) + text)
+    if len(others := greetings(session.card)[1:]) > 0:
+        _dim(f"({len(others) + 1} greetings: /greeting lists them, /greeting K chooses one)")
 
 
-def _repl(loop: _Loop, session: ChatSession, memory: ContextMemory) -> None:
+def _repl(
+    loop: _Loop, session: ChatSession, memory: ContextMemory, branches: BranchCommands
+) -> None:
     with contextlib.suppress(ImportError):
         import readline  # noqa: F401  (line editing and history at the prompt)
     while True:
@@ -399,15 +376,18 @@ def _repl(loop: _Loop, session: ChatSession, memory: ContextMemory) -> None:
             typer.echo()
             return
         if line.startswith("/") and not line.startswith("//"):
-            if not _command(loop, session, memory, line):
+            if not _command(loop, session, memory, branches, line):
                 return
         elif line:
-            _turn(loop, session, line.removeprefix("/"))
+            _turn(loop, session, branches, line.removeprefix("/"))
 
 
-def _command(loop: _Loop, session: ChatSession, memory: ContextMemory, line: str) -> bool:
+def _command(
+    loop: _Loop, session: ChatSession, memory: ContextMemory, branches: BranchCommands, line: str
+) -> bool:
     """Carry out a slash command; ``False`` to leave."""
     from persona_agent.cli.a2a_chat import ChatError
+    from persona_agent.cli.chat_branches import COMMANDS
 
     name, _, argument = line.partition(" ")
     argument = argument.strip()
@@ -416,8 +396,11 @@ def _command(loop: _Loop, session: ChatSession, memory: ContextMemory, line: str
         return False
     if name == "/help":
         typer.echo(HELP)
+    elif name in COMMANDS:
+        _branch(loop, branches, name, argument)
     elif name == "/new":
         memory.put(target.key, None)
+        branches.reset()
         _dim("A new conversation.")
         _begin(session, memory, None)
     elif name == "/persona" and argument:
@@ -427,6 +410,7 @@ def _command(loop: _Loop, session: ChatSession, memory: ContextMemory, line: str
             typer.secho(str(error), fg="red")
             return True
         _introduce(session)
+        branches.reset()
         _begin(session, memory, memory.get(session.target.key))
     elif name == "/persona":
         typer.echo("/persona ID: which persona?")
@@ -435,11 +419,25 @@ def _command(loop: _Loop, session: ChatSession, memory: ContextMemory, line: str
     return True
 
 
-def _turn(loop: _Loop, session: ChatSession, text: str) -> None:
+def _branch(loop: _Loop, branches: BranchCommands, name: str, argument: str) -> None:
+    """A conversation command (:mod:`persona_agent.cli.chat_branches`); Ctrl-C stops
+    waiting for it (the hub finishes what it started)."""
+    from persona_agent.cli.a2a_chat import ChatError
+
+    try:
+        loop.run(branches.run(name, argument))
+    except ChatError as error:
+        typer.secho(str(error), fg="red")
+    except KeyboardInterrupt:
+        typer.secho("\n(stopped waiting: /history shows what the hub did)", fg="yellow")
+
+
+def _turn(loop: _Loop, session: ChatSession, branches: BranchCommands, text: str) -> None:
     """One message and its answer; Ctrl-C while it is written cancels it."""
     from persona_agent.cli.a2a_chat import ChatError
 
-    answer = loop.submit(session.send(text))
+    metadata = branches.first_message_metadata()  # a new one's greeting, who the user is
+    answer = loop.submit(session.send(text, metadata))
     try:
         answer.result()
     except KeyboardInterrupt:

@@ -19,7 +19,7 @@ from typing import Any
 
 from persona_agent.personas.formats.lore_scan import lore_selection, lore_selection_sync
 from persona_agent.personas.formats.lorebook import LoreSelection
-from persona_agent.personas.macros import ORIGINAL, apply_macros
+from persona_agent.personas.macros import ORIGINAL, USER_NAME, apply_macros
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import (
     render_background,
@@ -27,6 +27,7 @@ from persona_agent.personas.prompt import (
     render_system_prompt,
     sample_exchanges,
 )
+from persona_agent.personas.user_identity import DEFAULT_USER, UserPersona
 
 __all__ = [
     "DOCUMENTS_HEADING",
@@ -81,6 +82,11 @@ class PromptSections:
     """The persona's greeting; in ``conversation`` already when it opened this one."""
     post_history: str = ""
     """The persona's post-history instructions: read after the conversation."""
+    user: str = USER_NAME
+    """Who the persona talks to: the name ``{{user}}`` became (the user's display name)."""
+    user_description: str = ""
+    """What the user said of themselves (their user persona's description, macros
+    replaced); in :attr:`system` already, in its own section."""
     remembered: tuple[str, ...] = ()
     """What memory found for this turn (:mod:`persona_agent.memory`), each marked with who
     said it: past turns gone from the window or from the caller's other conversations."""
@@ -123,15 +129,18 @@ async def assemble_prompt(
     remembered: Sequence[str] = (),
     summary: str = "",
     passages: Sequence[str] = (),
+    user: UserPersona = DEFAULT_USER,
 ) -> PromptSections:
     """The prompt of the turn that answers ``said`` (the greeting of a new conversation,
     if any, and the new message) after ``past``: the lore is chosen by the conversation's
     latest messages (the book's ``scan_depth``), off the event loop when the scan is large;
     ``remembered``: what memory found for the turn; ``summary``: the running summary of
-    what has left the window; ``passages``: what the documents did."""
+    what has left the window; ``passages``: what the documents did; ``user``: who the
+    persona talks to (``{{user}}`` is their name, their description a section of the
+    system prompt)."""
     conversation = (*past, *said)
-    lore = await lore_selection(persona, _texts(conversation))
-    sections = _sections(persona, conversation, lore)
+    lore = await lore_selection(persona, _texts(conversation), user.name)
+    sections = _sections(persona, conversation, lore, user)
     if remembered or summary or passages:
         sections = replace(
             sections, remembered=tuple(remembered), summary=summary, passages=tuple(passages)
@@ -139,12 +148,13 @@ async def assemble_prompt(
     return sections
 
 
-def assemble_prompt_sync(persona: Persona, conversation: Sequence[Message]) -> PromptSections:
+def assemble_prompt_sync(
+    persona: Persona, conversation: Sequence[Message], user: UserPersona = DEFAULT_USER
+) -> PromptSections:
     """:func:`assemble_prompt` for ``conversation`` (ending with the new message), the lore
     scanned here and now: for a caller with no event loop to spare it (a worker thread)."""
-    return _sections(
-        persona, tuple(conversation), lore_selection_sync(persona, _texts(conversation))
-    )
+    lore = lore_selection_sync(persona, _texts(conversation), user.name)
+    return _sections(persona, tuple(conversation), lore, user)
 
 
 def _texts(conversation: Sequence[Message]) -> list[str]:
@@ -157,12 +167,15 @@ def _texts(conversation: Sequence[Message]) -> list[str]:
 
 
 def _sections(
-    persona: Persona, conversation: tuple[Message, ...], lore: LoreSelection | None
+    persona: Persona,
+    conversation: tuple[Message, ...],
+    lore: LoreSelection | None,
+    user: UserPersona,
 ) -> PromptSections:
-    name = persona.name.strip()
+    name, you = persona.name.strip(), user.name
 
     def text(value: str | None) -> str:
-        return apply_macros(value.strip(), name) if value else ""
+        return apply_macros(value.strip(), name, you) if value else ""
 
     style = persona.language_style
     instructions = ""
@@ -170,19 +183,21 @@ def _sections(
         instructions = " ".join(ORIGINAL.sub("", text(persona.system_prompt)).split())
     return PromptSections(
         name=name,
-        system=render_system_prompt(persona, lore),
+        system=render_system_prompt(persona, lore, user),
         conversation=conversation,
         instructions=instructions,
         description=text(persona.description),
         personality=text(persona.personality),
         scenario=text(persona.scenario),
-        background=render_background(persona),
+        background=render_background(persona, you),
         tone=text(style.tone) if style is not None else "",
         phrases=tuple(text(phrase) for phrase in style.sample_phrases) if style else (),
         knowledge=tuple(domain.strip() for domain in persona.knowledge_domains),
-        examples=tuple((q, a) for q, a in sample_exchanges(persona) if q),
+        examples=tuple((q, a) for q, a in sample_exchanges(persona, you) if q),
         lore_before=lore.before if lore is not None else (),
         lore_after=lore.after if lore is not None else (),
-        greeting=render_greeting(persona),
+        greeting=render_greeting(persona, you),
         post_history=text(persona.post_history_instructions),
+        user=you,
+        user_description=text(user.description),
     )

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from persona_agent.api.routes.user_personas import UserPersonaBody
 from persona_agent.chat.turn_modes import greetings_of
 from persona_agent.conversations.view import ConversationView
 from persona_agent.personas.model import Persona
@@ -83,6 +84,9 @@ class StartBody(BaseModel):
     persona_id: str = Field(min_length=1, max_length=63)
     greeting: int = Field(0, ge=0, le=1000, description="0: the first message, k: alternate k")
     context_id: str | None = Field(None, min_length=1, max_length=200)
+    user: UserPersonaBody | None = Field(
+        None, description="who the user is in this conversation (docs/conversations-user.md)"
+    )
 
 
 class EditBody(BaseModel):

@@ -19,7 +19,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response, status
 
 from persona_agent.a2a.lifecycle import conversation_key
-from persona_agent.api.deps import MemoryReader, MemoryWriter, Store, api_auth, hub_parts
+from persona_agent.api.deps import (
+    Conversations,
+    MemoryReader,
+    MemoryWriter,
+    Store,
+    UserPersonaStore,
+    api_auth,
+    hub_parts,
+)
 from persona_agent.api.routes.conversation_bodies import (
     Answer,
     Conversation,
@@ -29,6 +37,7 @@ from persona_agent.api.routes.conversation_bodies import (
     ForkBody,
     SelectBody,
     StartBody,
+    UserOut,
     conversation_of,
 )
 from persona_agent.api.routes.error_body import ErrorDetail
@@ -38,7 +47,6 @@ from persona_agent.chat.events import Done
 from persona_agent.chat.tools import Turn
 from persona_agent.chat.turn_modes import greetings_of
 from persona_agent.conversations.conversation_store import ConversationStore
-from persona_agent.conversations.view import ConversationView
 from persona_agent.errors import BudgetSpentError, ConversationNotFound, LLMError
 from persona_agent.security.authorization import Action
 from persona_agent.security.quotas import RateLimited
@@ -81,14 +89,6 @@ Owner = Annotated[str, Depends(_reading)]
 WritingOwner = Annotated[str, Depends(_writing)]
 
 
-def _store(request: Request) -> ConversationStore:
-    store: ConversationStore = hub_parts(request).conversations
-    return store
-
-
-Conversations = Annotated[ConversationStore, Depends(_store)]
-
-
 _REASONS = {
     400: "The body cannot be parsed",
     401: "No API key, or a wrong one",
@@ -119,11 +119,16 @@ def _key(persona_id: str, owner: str, context_id: str) -> str:
 async def _read(
     request: Request, store: ConversationStore, persona_id: str, owner: str, context_id: str
 ) -> Conversation:
-    view = await store.read(_key(persona_id, owner, context_id))
+    key = _key(persona_id, owner, context_id)
+    view = await store.read(key)
     if view is None:
         raise ConversationNotFound()
-    persona = hub_parts(request).registry.persona(persona_id)
-    return conversation_of(persona, context_id, view)
+    parts = hub_parts(request)
+    conversation = conversation_of(parts.registry.persona(persona_id), context_id, view)
+    user = await parts.user_personas.get_conversation(key)
+    if user is not None:
+        conversation.user = UserOut(name=user.name, description=user.description)
+    return conversation
 
 
 async def _existing(store: ConversationStore, key: str) -> None:
@@ -181,19 +186,24 @@ async def start_conversation(
     greetings kept as that answer's alternatives); a new context id unless one is given."""
     owner = await _writing(request, body.persona_id, store, caller)
     persona = hub_parts(request).registry.persona(body.persona_id)
-    greetings = greetings_of(persona) if persona is not None else []
+    context_id = body.context_id or str(uuid.uuid4())
+    key = _key(body.persona_id, owner, context_id)
+    given = body.user.persona() if body.user is not None else None
+    users = hub_parts(request).user_personas
+    # {{user}} in the greetings: the given user, else whom the conversation would have.
+    name = given.name if given is not None else (await users.resolve(owner, key, None)).name
+    greetings = greetings_of(persona, name) if persona is not None else []
     if body.greeting and body.greeting >= len(greetings):
         raise HTTPException(
             status.HTTP_422_UNPROCESSABLE_CONTENT,
             f"The persona has no greeting {body.greeting} (it has {len(greetings)}: 0 is its "
             "first message, 1 and on its alternate greetings)",
         )
-    context_id = body.context_id or str(uuid.uuid4())
-    key = _key(body.persona_id, owner, context_id)
     text = greetings[body.greeting] if greetings else ""
     await conversations.start(key, text, greetings, body.greeting)
-    view = await conversations.read(key)
-    return conversation_of(persona, context_id, view or ConversationView(key, (), ()))
+    if given is not None:
+        await users.put_conversation(key, given)
+    return await _read(request, conversations, body.persona_id, owner, context_id)
 
 
 @router.get(
@@ -212,10 +222,16 @@ async def read_conversation(
 
 @router.delete(_BASE, dependencies=[MemoryWriter], status_code=204, responses=_responses(404, 422))
 async def delete_conversation(
-    persona_id: PersonaId, context_id: ContextId, owner: WritingOwner, conversations: Conversations
+    persona_id: PersonaId,
+    context_id: ContextId,
+    owner: WritingOwner,
+    conversations: Conversations,
+    users: UserPersonaStore,
 ) -> Response:
-    """Delete the conversation, with its alternatives."""
-    await conversations.delete_conversation(_key(persona_id, owner, context_id))
+    """Delete the conversation, with its alternatives and its user persona."""
+    key = _key(persona_id, owner, context_id)
+    await conversations.delete_conversation(key)
+    await users.delete_conversation(key)
     return Response(status_code=204)
 
 
@@ -308,7 +324,12 @@ async def fork_conversation(
     key = _key(persona_id, owner, context_id)
     await _existing(conversations, key)
     new_context = body.context_id or str(uuid.uuid4())
-    await conversations.fork(key, body.message_id, _key(persona_id, owner, new_context))
+    new_key = _key(persona_id, owner, new_context)
+    await conversations.fork(key, body.message_id, new_key)
+    users = hub_parts(request).user_personas
+    user = await users.get_conversation(key)
+    if user is not None:  # the fork is the same user's
+        await users.put_conversation(new_key, user)
     return await _read(request, conversations, persona_id, owner, new_context)
 
 

@@ -153,6 +153,8 @@ class Forgotten(BaseModel):
     tasks: int
     documents: int
     """Knowledge documents the caller attached to its conversations (A2A file parts)."""
+    userPersonas: int
+    """The caller's saved user persona and its conversations' (who the user said they are)."""
 
 
 def _item(owner: str, record: MemoryRecord) -> MemoryItem:
@@ -404,6 +406,7 @@ async def forget_caller(
         messages=gone.messages,
         tasks=gone.tasks,
         documents=gone.documents,
+        userPersonas=gone.user_personas,
     )
     return Forgotten(
         caller=owner,
@@ -412,6 +415,7 @@ async def forget_caller(
         messages=gone.messages,
         tasks=gone.tasks,
         documents=gone.documents,
+        userPersonas=gone.user_personas,
     )
 
 

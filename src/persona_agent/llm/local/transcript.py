@@ -138,12 +138,14 @@ def _render(layout: _Layout) -> str:
     paragraphs.append(_intro(layout))
     if layout.background:
         paragraphs.append(layout.background)
-    if layout.details and (sections.knowledge or sections.scenario):
+    if layout.details and (sections.knowledge or sections.scenario or sections.user_description):
         facts = []
         if sections.knowledge:
             facts.append(f"{name} knows about: {', '.join(sections.knowledge)}.")
         if sections.scenario:
             facts.append(f"Scenario: {_flat(sections.scenario)}")
+        if sections.user_description:  # who the user said they are (docs/conversations-user.md)
+            facts.append(f"{name} talks to {sections.user}: {_flat(sections.user_description)}")
         paragraphs.append(" ".join(facts))
     for question, answer in layout.examples:
         paragraphs.append(f"{USER_LABEL}: {question}\n{name}: {answer}")

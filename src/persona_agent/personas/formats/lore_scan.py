@@ -17,6 +17,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from persona_agent.personas.formats.lorebook import LoreIndex, LoreSelection
+from persona_agent.personas.macros import USER_NAME
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import PROMPT_CACHE_SIZE, apply_macros, render_system_prompt
 
@@ -76,17 +77,21 @@ def lore_index(persona: Persona) -> LoreIndex | None:
     return _INDEXES.get(persona) if persona.lore is not None else None
 
 
-def lore_selection_sync(persona: Persona, recent: Sequence[str]) -> LoreSelection | None:
+def lore_selection_sync(
+    persona: Persona, recent: Sequence[str], user: str = USER_NAME
+) -> LoreSelection | None:
     """The lore entries ``recent`` (the conversation's messages, oldest first) brings up,
-    macros replaced; ``None`` for a persona without a book."""
+    macros replaced (``{{user}}`` as ``user``); ``None`` for a persona without a book."""
     index = lore_index(persona)
     if index is None:
         return None
     name = persona.name.strip()
-    return index.select(recent, macros=lambda text: apply_macros(text, name))
+    return index.select(recent, macros=lambda text: apply_macros(text, name, user))
 
 
-async def lore_selection(persona: Persona, recent: Sequence[str]) -> LoreSelection | None:
+async def lore_selection(
+    persona: Persona, recent: Sequence[str], user: str = USER_NAME
+) -> LoreSelection | None:
     """:func:`lore_selection_sync`, in a worker thread when making the book ready or
     scanning would hold the event loop for more than a moment."""
     if persona.lore is None:
@@ -94,14 +99,14 @@ async def lore_selection(persona: Persona, recent: Sequence[str]) -> LoreSelecti
     index = _INDEXES.peek(persona)
     if index is None:
         if len(persona.lore.entries) > INLINE_BOOK_ENTRIES:
-            return await asyncio.to_thread(lore_selection_sync, persona, recent)
+            return await asyncio.to_thread(lore_selection_sync, persona, recent, user)
         index = _INDEXES.get(persona)
     chars = len(index.scanned(recent))
     if persona.lore.recursive_scanning:
         chars += index.content_chars  # what recursion may scan besides
     if chars * index.keys <= INLINE_SCAN_WORK:
-        return lore_selection_sync(persona, recent)
-    return await asyncio.to_thread(lore_selection_sync, persona, recent)
+        return lore_selection_sync(persona, recent, user)
+    return await asyncio.to_thread(lore_selection_sync, persona, recent, user)
 
 
 def lore_system_prompt_sync(persona: Persona, recent: Sequence[str]) -> str:

@@ -56,10 +56,11 @@ export async function* serverSentEvents(response) {
 
 // Send a message and yield the stream's events: {task}, {statusUpdate}, {artifactUpdate}
 // or {message}. Without a contextId the hub starts a new conversation (its id is in the
-// first event).
-export async function* streamMessage(personaId, text, contextId, signal) {
+// first event). `metadata`: the message's, such as an extension's value.
+export async function* streamMessage(personaId, text, contextId, signal, metadata = null) {
   const message = { messageId: newId(), role: "ROLE_USER", parts: [{ text }] };
   if (contextId) message.contextId = contextId;
+  if (metadata) message.metadata = metadata;
   const response = await request(endpoint(personaId, "message:stream"), {
     method: "POST",
     headers: { ...A2A, Accept: "text/event-stream" },
@@ -131,9 +132,29 @@ export function stateName(state) {
 }
 
 export const GREETING_EXTENSION = "urn:persona-agent:extension:greeting:v1";
+// Who the user is, in a message's metadata: {name, description} (docs/a2a.md).
+export const USER_EXTENSION = "urn:persona-agent:extension:user:v1";
+// Regenerate, continue, or a new conversation's greeting ({greeting: k}), in a message's
+// metadata (docs/a2a.md).
+export const CONVERSATION_EXTENSION = "urn:persona-agent:extension:conversation:v1";
 
 export function greetingOf(agentCard) {
   const extensions = (agentCard && agentCard.capabilities && agentCard.capabilities.extensions) || [];
   const greeting = extensions.find((extension) => extension.uri === GREETING_EXTENSION);
   return (greeting && greeting.params && greeting.params.greeting) || "";
+}
+
+// The card's greetings: its greeting, then its alternate greetings (a character card's),
+// for a new conversation to open with the one chosen.
+export function greetingsOf(agentCard) {
+  const extensions = (agentCard && agentCard.capabilities && agentCard.capabilities.extensions) || [];
+  const greeting = extensions.find((extension) => extension.uri === GREETING_EXTENSION);
+  const params = (greeting && greeting.params) || {};
+  return params.greeting ? [params.greeting, ...(params.alternateGreetings || [])] : [];
+}
+
+// Whether the card is a panel's (its conversation skill tagged "panel"): its turns are
+// each member's answers, read back from its tasks.
+export function isPanel(agentCard) {
+  return ((agentCard && agentCard.skills) || []).some((skill) => (skill.tags || []).includes("panel"));
 }

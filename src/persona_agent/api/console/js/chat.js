@@ -1,8 +1,12 @@
 // A conversation with one persona, streamed through its A2A HTTP+JSON endpoint.
 //
 // #/chat/{id} starts a new conversation; #/chat/{id}/{contextId} resumes one: its turns
-// are read back from the hub (ListTasks of that context) and the next message is sent
-// with the same contextId, which the hub continues with the conversation's history.
+// are read back from the hub (the stored conversation, REST /api/v1/conversations; a
+// panel's from ListTasks of that context) and the next message is sent with the same
+// contextId, which the hub continues with the conversation's history. The stored
+// conversation's turns carry their actions (thread.js): swipes, regenerate, continue,
+// edit, fork, delete. A persona with alternate greetings lets a new conversation choose
+// the one it opens with.
 // A contextId this browser does not know (a link from someone else) is joined only once
 // the user says so: without keys, whoever knows a contextId reads the conversation.
 
@@ -11,82 +15,29 @@ import {
   card,
   conversationTasks,
   costOf,
-  greetingOf,
+  greetingsOf,
+  isPanel,
   memoryOf,
   stateName,
   streamMessage,
   textOf,
+  CONVERSATION_EXTENSION,
+  USER_EXTENSION,
 } from "./a2a.js";
 import { hubUrl } from "./api.js";
-import { conversation, conversationsOf, forget, recordTurn } from "./conversations.js";
+import { readConversation, swipeControl, userPersona } from "./branches.js";
+import { artifactsText, bubble, describeCost, progressOf, turnsOfTasks } from "./bubbles.js";
+import { conversation, conversationsOf, forget, recordTurn, remember } from "./conversations.js";
+import { storedThread } from "./thread.js";
 import { avatar, confirmDialog, el, errorBox } from "./ui.js";
+import { userPersonaDialog } from "./userpersona.js";
 
 // The states after which a stream has nothing more to say about its task.
 const FINAL = new Set(["completed", "failed", "canceled", "rejected", "input required", "auth required"]);
 
-// The text of a turn's artifacts: a persona's one "answer" as it is; a panel's answers (one
-// artifact per member's turn, named after the member) each under its name.
-function artifactsText(artifacts) {
-  const shown = artifacts.filter((a) => a.text);
-  if (shown.length === 1 && shown[0].name === "answer") return shown[0].text;
-  return shown.map((a) => (a.name && a.name !== "answer" ? `${a.name}\n${a.text}` : a.text)).join("\n\n");
-}
-
 function chatHref(personaId, contextId) {
   const base = `#/chat/${encodeURIComponent(personaId)}`;
   return contextId ? `${base}/${encodeURIComponent(contextId)}` : base;
-}
-
-function describeCost(cost) {
-  if (!cost) return "";
-  const parts = [];
-  if (cost.usage && cost.usage.totalTokens) parts.push(`${cost.usage.totalTokens} tokens`);
-  if (cost.durationMs) parts.push(`${(cost.durationMs / 1000).toFixed(1)} s`);
-  if (typeof cost.costUsd === "number") parts.push(`$${cost.costUsd.toFixed(4)}`);
-  if (cost.demoModel) parts.push("demo model"); // the embedded model: docs/local-model.md
-  return parts.join(" · ");
-}
-
-// A folded note of what memory did for an answer: the items it brought into the prompt,
-// the facts the persona kept, the items it forgot (nothing when it did nothing).
-function rememberedNote(memory) {
-  const lines = [
-    ...((memory && memory.recalled) || []),
-    ...((memory && memory.kept) || []).map((text) => `Kept: ${text}`),
-    ...((memory && memory.forgotten) || []).map((text) => `Forgot: ${text}`),
-  ];
-  if (!lines.length) return null;
-  return el(
-    "details",
-    { class: "remembered" },
-    el("summary", {}, `Remembered (${lines.length})`),
-    el("ul", {}, ...lines.map((line) => el("li", {}, line))),
-  );
-}
-
-// One bubble of the transcript; set(text, state, detail) changes it as events come, and
-// remember(memory) adds what memory did for it.
-// Whether a status message is the hub's report of what the model does before it writes.
-function progressOf(message) {
-  return ((message && message.parts) || []).some((part) => part.data && part.data.kind === "progress");
-}
-
-function bubble(role, text, state = "") {
-  const body = el("div", { class: "text" }, text);
-  const meta = el("div", { class: "meta" });
-  const item = el("li", { class: `turn ${role}`, dataset: { state } }, body, meta);
-  item.set = (newText, newState, detail = "") => {
-    if (newText !== null) body.textContent = newText;
-    if (newState !== null) item.dataset.state = newState;
-    const shownState = role === "agent" && newState && newState !== "completed" ? newState : "";
-    meta.textContent = [shownState, detail].filter(Boolean).join(" · ");
-  };
-  item.remember = (memory) => {
-    const note = rememberedNote(memory);
-    if (note) item.append(note);
-  };
-  if (state && role === "agent") item.set(null, state);
-  return item;
 }
 
 export async function showChat(root, personaId, contextId) {
@@ -101,6 +52,7 @@ export async function showChat(root, personaId, contextId) {
   const cancel = el("button", { type: "button", id: "cancel", class: "danger", hidden: true }, "Cancel");
   const list = el("ul", { id: "conversation-list", class: "conversation-list" });
   const head = el("div", { class: "persona-head" });
+  const you = el("button", { type: "button", id: "user-persona", class: "small", title: "Who you are to the persona" }, "You: User");
   const composer = el("form", { id: "composer", class: "composer" }, input, el("div", { class: "buttons" }, send, cancel));
   // On a narrow screen the sidebar folds to its head and this button.
   const sidebarToggle = el("button", {
@@ -123,6 +75,7 @@ export async function showChat(root, personaId, contextId) {
         "aside",
         { class: "sidebar" },
         head,
+        you,
         sidebarToggle,
         el("a", { class: "button primary", id: "new-conversation", href: chatHref(personaId) }, "New conversation"),
         el("h2", {}, "Conversations"),
@@ -134,7 +87,11 @@ export async function showChat(root, personaId, contextId) {
 
   let current = contextId || "";
   let running = null; // {taskId, controller} while an answer streams
-  let greeting = "";
+  let greetings = []; // the card's greeting, then its alternate greetings
+  let picked = 0; // the greeting a new conversation opens with
+  let panel = false; // a panel's turns come from its tasks, without actions
+  let pendingUser = null; // who the user is in a conversation not started yet
+  let savedUser = null; // the caller's saved user persona, if the hub keeps one
   // Nothing is read from or sent to a conversation this browser did not start or join
   // until the user agrees to join it.
   let joined = !current || Boolean(conversation(personaId, current));
@@ -178,9 +135,47 @@ export async function showChat(root, personaId, contextId) {
     cancel.disabled = !(value && value.taskId);
   };
 
+  const setBusy = (value) => {
+    send.disabled = value || !joined;
+  };
+
+  const thread = storedThread({
+    transcript,
+    note,
+    personaId,
+    context: () => current,
+    busy: setBusy,
+    idle: () => !running,
+    greeting: () => greetings[0] || "",
+    forked: (made) => {
+      const first = (made.messages || []).find((m) => m.role === "user");
+      remember(personaId, made.context_id, `Fork: ${first ? first.content : made.context_id}`);
+      location.hash = chatHref(personaId, made.context_id);
+    },
+  });
+
+  const showYou = () => {
+    const user = (thread.view && thread.view.user) || pendingUser || savedUser;
+    you.textContent = `You: ${(user && user.name) || "User"}`;
+  };
+
+  // A new conversation's greeting: ‹ 1/3 › chooses among the card's greetings.
+  const greetingBubble = () => {
+    const item = bubble("agent greeting", greetings[picked], "completed");
+    if (greetings.length > 1 && !panel) {
+      const pick = (k) => {
+        picked = k;
+        item.replaceWith(greetingBubble());
+      };
+      const row = el("div", { class: "turn-actions greeting-picker" }, swipeControl(picked, greetings.length, pick));
+      item.append(row);
+    }
+    return item;
+  };
+
   const showTurns = (turns) => {
     transcript.replaceChildren();
-    if (greeting) transcript.append(bubble("agent greeting", greeting, "completed"));
+    if (greetings.length) transcript.append(current ? bubble("agent greeting", greetings[0], "completed") : greetingBubble());
     for (const turn of turns) {
       transcript.append(bubble("user", turn.user));
       const answer = bubble("agent", turn.answer, turn.state);
@@ -191,28 +186,26 @@ export async function showChat(root, personaId, contextId) {
     transcript.scrollTop = transcript.scrollHeight;
   };
 
-  // A resumed conversation's turns: the hub's tasks of the context, else this browser's copy.
+  // A resumed conversation's turns: the hub's stored conversation (a panel's: the tasks of
+  // the context), else this browser's copy.
   const loadTurns = async () => {
     const local = conversation(personaId, current);
+    if (!panel) {
+      try {
+        const tasks = conversationTasks(personaId, current).catch(() => []);
+        const stored = await readConversation(personaId, current);
+        thread.show(stored, turnsOfTasks(await tasks));
+        note.textContent = "";
+        showYou();
+        return;
+      } catch {
+        // a hub without the conversations API: its tasks, below
+      }
+    }
     try {
       const tasks = await conversationTasks(personaId, current);
       if (tasks.length) {
-        showTurns(
-          tasks.map((task) => {
-            const user = (task.history || []).find((m) => m.role === "ROLE_USER");
-            const answer = artifactsText((task.artifacts || []).map((a) => ({ name: a.name, text: textOf(a.parts) })));
-            const status = task.status || {};
-            const said = textOf(status.message && status.message.parts);
-            const completed = status.state === "TASK_STATE_COMPLETED";
-            return {
-              user: user ? textOf(user.parts) : "",
-              answer: answer || (completed ? said : ""),
-              state: stateName(status.state),
-              detail: completed ? describeCost(costOf(status.message)) : said,
-              memory: completed ? memoryOf(status.message) : null,
-            };
-          }),
-        );
+        showTurns(turnsOfTasks(tasks));
         note.textContent = "";
         return;
       }
@@ -228,6 +221,7 @@ export async function showChat(root, personaId, contextId) {
   };
 
   const ask = async (text) => {
+    for (const picker of transcript.querySelectorAll(".greeting-picker")) picker.remove();
     const user = bubble("user", text);
     const agent = bubble("agent", "", "submitted");
     transcript.append(user, agent);
@@ -240,7 +234,11 @@ export async function showChat(root, personaId, contextId) {
     let taskId = "";
     let detail = "";
     let memory = null;
-    const started = !current;
+    const started = !current || !conversation(personaId, current); // not listed yet
+    // A new conversation's chosen greeting and who the user is go with its first message.
+    const metadata = current ? null : {};
+    if (metadata && picked && !panel) metadata[CONVERSATION_EXTENSION] = { greeting: picked };
+    if (metadata && pendingUser) metadata[USER_EXTENSION] = pendingUser;
     // Until the answer is final, the meta line says what happens and for how long: received,
     // then the hub's progress (loading the model, waiting for it, reading), then writing.
     let phase = "received";
@@ -252,7 +250,8 @@ export async function showChat(root, personaId, contextId) {
     const ticker = setInterval(paint, 500);
     paint();
     try {
-      for await (const event of streamMessage(personaId, text, current, controller.signal)) {
+      const given = metadata && Object.keys(metadata).length ? metadata : null;
+      for await (const event of streamMessage(personaId, text, current, controller.signal, given)) {
         if (event.task) {
           taskId = event.task.id;
           state = stateName(event.task.status && event.task.status.state) || state;
@@ -313,12 +312,22 @@ export async function showChat(root, personaId, contextId) {
       recordTurn(personaId, current, { taskId, user: text, answer, state, detail });
       if (started) renderList();
     }
+    // The stored conversation again: the turns' ids and actions (not after a failed or
+    // canceled answer, whose bubble says what happened).
+    if (current && !panel && state === "completed") {
+      try {
+        await thread.refresh();
+        showYou();
+      } catch {
+        // a hub without the conversations API: the turns stay as they are, without actions
+      }
+    }
   };
 
   composer.addEventListener("submit", (event) => {
     event.preventDefault();
     const text = input.value.trim();
-    if (!text || running || !joined) return;
+    if (!text || running || !joined || send.disabled) return;
     input.value = "";
     ask(text);
   });
@@ -343,7 +352,9 @@ export async function showChat(root, personaId, contextId) {
   try {
     const agentCard = await card(personaId);
     personaName = agentCard.name || personaId;
-    greeting = greetingOf(agentCard);
+    greetings = greetingsOf(agentCard);
+    panel = isPanel(agentCard);
+    you.hidden = panel;
     head.replaceChildren(
       avatar(personaId, agentCard.name, agentCard, hubUrl),
       el(
@@ -356,6 +367,24 @@ export async function showChat(root, personaId, contextId) {
   } catch (error) {
     root.querySelector(".thread").prepend(errorBox(error));
   }
+  you.addEventListener("click", async () => {
+    const known = (thread.view && current && thread.view.user) || pendingUser || savedUser;
+    await userPersonaDialog(known, async (user) => {
+      if (!current) {
+        pendingUser = user; // sent when the conversation starts
+        return;
+      }
+      if (user) await userPersona.saveFor(personaId, current, user);
+      else await userPersona.forgetFor(personaId, current);
+      await thread.refresh();
+    });
+    savedUser = await userPersona.savedQuietly();
+    showYou();
+  });
+  userPersona.savedQuietly().then((user) => {
+    savedUser = user;
+    showYou();
+  });
   renderList();
   if (!joined) {
     joined = await confirmDialog(

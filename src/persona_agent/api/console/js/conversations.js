@@ -59,6 +59,15 @@ export function recordTurn(personaId, contextId, turn) {
   store(all);
 }
 
+// Add a conversation made otherwise than by a first message (a fork), with its title.
+export function remember(personaId, contextId, title) {
+  const all = load();
+  if (!all.some((c) => c.persona === personaId && c.contextId === contextId)) {
+    all.push({ persona: personaId, contextId, title: title.slice(0, 80), turns: [], updated: Date.now() });
+    store(all);
+  }
+}
+
 export function forget(personaId, contextId) {
   store(load().filter((c) => !(c.persona === personaId && c.contextId === contextId)));
 }

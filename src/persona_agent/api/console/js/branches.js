@@ -1,0 +1,182 @@
+// A stored conversation as the hub keeps it (REST /api/v1/conversations, docs/conversations.md):
+// read with its message ids and alternatives, and changed in place: swipe to another
+// answer, regenerate or continue the last one, edit, delete, fork.
+//
+// Every operation answers with the conversation as it now is (ids change when the branch
+// does), which the chat shows again.
+
+import { apiKey, hubUrl, request } from "./api.js";
+import { el } from "./ui.js";
+
+const WRITE = { "Content-Type": "application/json", "X-Requested-With": "persona-agent-console" };
+
+function path(personaId, contextId, rest = "") {
+  return `api/v1/conversations/${encodeURIComponent(personaId)}/${encodeURIComponent(contextId)}${rest}`;
+}
+
+async function send(target, method, body) {
+  const options = { method, headers: WRITE };
+  if (body !== undefined) options.body = JSON.stringify(body);
+  const response = await request(target, options);
+  return response.status === 204 ? null : response.json();
+}
+
+export async function readConversation(personaId, contextId) {
+  return (await request(path(personaId, contextId))).json();
+}
+
+export const operations = {
+  edit: (p, c, id, content) => send(path(p, c, `/messages/${id}`), "PATCH", { content }),
+  remove: (p, c, id) => send(path(p, c, `/messages/${id}?following=false`), "DELETE"),
+  select: (p, c, anchor, selected) => send(path(p, c, `/swipes/${anchor}`), "PUT", { selected }),
+  regenerate: async (p, c) => (await send(path(p, c, "/regenerate"), "POST", {})).conversation,
+  continue: async (p, c) => (await send(path(p, c, "/continue"), "POST", {})).conversation,
+  fork: (p, c, id) => send(path(p, c, "/fork"), "POST", { message_id: id }),
+};
+
+// The caller's saved user persona, or null: asked without prompting for a key, and only
+// with one (an anonymous caller has none).
+async function savedQuietly() {
+  if (!apiKey()) return null;
+  const headers = { Authorization: `Bearer ${apiKey()}` };
+  try {
+    const response = await fetch(hubUrl("api/v1/user-persona"), { cache: "no-cache", headers });
+    const body = response.ok ? await response.json() : null;
+    return body && body.name ? body : null;
+  } catch {
+    return null;
+  }
+}
+
+// The user persona: the caller's saved one, or one conversation's.
+export const userPersona = {
+  savedQuietly,
+  save: (user) => send("api/v1/user-persona", "PUT", user),
+  forget: () => send("api/v1/user-persona", "DELETE"),
+  ofConversation: (p, c) => request(path(p, c, "/user")).then((r) => r.json()),
+  saveFor: (p, c, user) => send(path(p, c, "/user"), "PUT", user),
+  forgetFor: (p, c) => send(path(p, c, "/user"), "DELETE"),
+};
+
+function contentText(message) {
+  return typeof message.content === "string" ? message.content : "";
+}
+
+// The conversation as the chat shows it: an optional greeting, then user messages and the
+// answers after them. An answer is the assistant's messages (tool calls and results
+// included) up to the next user message; it is shown as its text, and edited or deleted
+// through its last message with text. Its alternatives are on its first message.
+export function turnsOf(conversation) {
+  const turns = [];
+  let answer = null;
+  const close = () => {
+    if (answer) turns.push(answer);
+    answer = null;
+  };
+  for (const message of conversation.messages || []) {
+    if (message.role === "user") {
+      close();
+      const text = contentText(message);
+      turns.push({ kind: "user", id: message.id, text, own: text });
+    } else if (message.role === "assistant" || message.role === "tool") {
+      if (!answer) {
+        const greeting = !turns.some((turn) => turn.kind === "user");
+        answer = { kind: greeting ? "greeting" : "answer", id: null, texts: [], swipes: message.swipes || null };
+        answer.first = message.id;
+      }
+      const text = message.role === "assistant" ? contentText(message) : "";
+      if (text) {
+        answer.texts.push(text);
+        answer.id = message.id;
+      } else if (answer.id === null && message.role === "assistant") {
+        answer.id = message.id;
+      }
+    }
+  }
+  close();
+  for (const turn of turns) {
+    if (!turn.texts) continue;
+    turn.text = turn.texts.join("\n\n");
+    turn.own = turn.texts.length ? turn.texts[turn.texts.length - 1] : ""; // what editing changes
+  }
+  const answers = turns.filter((turn) => turn.kind === "answer");
+  if (answers.length) answers[answers.length - 1].last = true;
+  return turns;
+}
+
+function small(label, className, title, onClick) {
+  return el("button", { type: "button", class: `small ${className}`, title, "aria-label": title, on: { click: onClick } }, label);
+}
+
+// ‹ 2/3 ›: the alternatives of an answer (or the greetings to choose from). `onNext` at the
+// last one is `atEnd` when given (regenerate: a new alternative).
+export function swipeControl(position, count, onPick, atEnd = null) {
+  const previous = small("‹", "swipe-prev", "Previous alternative", () => onPick(position - 1));
+  previous.disabled = position <= 0;
+  const last = position >= count - 1;
+  const next = small("›", "swipe-next", last && atEnd ? "A new alternative" : "Next alternative", () =>
+    last ? atEnd && atEnd() : onPick(position + 1),
+  );
+  next.disabled = last && !atEnd;
+  return el(
+    "span",
+    { class: "swipes", dataset: { position: String(position), count: String(count) } },
+    previous,
+    el("span", { class: "swipe-count" }, `${position + 1}/${count}`),
+    next,
+  );
+}
+
+// The row of actions under one shown turn. `act(name, ...args)` runs an operation;
+// `startEdit()` puts the text in place for editing.
+export function turnActions(turn, act, startEdit) {
+  const row = el("div", { class: "turn-actions" });
+  const swipes = turn.swipes;
+  if (swipes && swipes.count > 1) {
+    const atEnd = turn.last ? () => act("regenerate") : null;
+    row.append(swipeControl(swipes.selected, swipes.count, (k) => act("select", swipes.anchor, k), atEnd));
+  } else if (turn.last) {
+    row.append(swipeControl(0, 1, () => {}, () => act("regenerate")));
+  }
+  if (turn.last) {
+    row.append(small("↻", "regenerate", "Regenerate this answer", () => act("regenerate")));
+    row.append(small("Continue", "continue", "Continue this answer", () => act("continue")));
+  }
+  if (turn.id !== null && turn.id !== undefined) {
+    row.append(small("Edit", "edit", "Edit this message", startEdit));
+    row.append(small("Fork", "fork", "A new conversation up to this message", () => act("fork", turn.id)));
+    row.append(small("Delete", "delete-message", "Delete this message", () => act("remove", turn.id)));
+  }
+  return row;
+}
+
+// The text of a bubble as a field with Save and Cancel; resolves to the new text, or null.
+export function editInPlace(bubble, text) {
+  const body = bubble.querySelector(".text");
+  const field = el("textarea", { class: "edit-text", rows: Math.min(12, Math.max(3, text.split("\n").length + 1)) });
+  field.value = text;
+  return new Promise((resolve) => {
+    const done = (value) => {
+      form.remove();
+      body.hidden = false;
+      resolve(value);
+    };
+    const form = el(
+      "form",
+      { class: "edit-form", on: { submit: (event) => (event.preventDefault(), done(field.value)) } },
+      field,
+      el(
+        "div",
+        { class: "buttons" },
+        el("button", { type: "submit", class: "primary small edit-save" }, "Save"),
+        el("button", { type: "button", class: "small edit-cancel", on: { click: () => done(null) } }, "Cancel"),
+      ),
+    );
+    field.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") done(null);
+    });
+    body.hidden = true;
+    body.after(form);
+    field.focus();
+  });
+}

@@ -1,0 +1,88 @@
+// The transcript's bubbles: a user message, an answer (its text, how it ended, its cost,
+// what memory did for it), the greeting; and the turns of a conversation read back from
+// its A2A tasks.
+
+import { costOf, memoryOf, stateName, textOf } from "./a2a.js";
+import { el } from "./ui.js";
+
+// The text of a turn's artifacts: a persona's one "answer" as it is; a panel's answers (one
+// artifact per member's turn, named after the member) each under its name.
+export function artifactsText(artifacts) {
+  const shown = artifacts.filter((a) => a.text);
+  if (shown.length === 1 && shown[0].name === "answer") return shown[0].text;
+  return shown.map((a) => (a.name && a.name !== "answer" ? `${a.name}\n${a.text}` : a.text)).join("\n\n");
+}
+
+export function describeCost(cost) {
+  if (!cost) return "";
+  const parts = [];
+  if (cost.usage && cost.usage.totalTokens) parts.push(`${cost.usage.totalTokens} tokens`);
+  if (cost.durationMs) parts.push(`${(cost.durationMs / 1000).toFixed(1)} s`);
+  if (typeof cost.costUsd === "number") parts.push(`$${cost.costUsd.toFixed(4)}`);
+  if (cost.demoModel) parts.push("demo model"); // the embedded model: docs/local-model.md
+  return parts.join(" · ");
+}
+
+// A folded note of what memory did for an answer: the items it brought into the prompt,
+// the facts the persona kept, the items it forgot (nothing when it did nothing).
+function rememberedNote(memory) {
+  const lines = [
+    ...((memory && memory.recalled) || []),
+    ...((memory && memory.kept) || []).map((text) => `Kept: ${text}`),
+    ...((memory && memory.forgotten) || []).map((text) => `Forgot: ${text}`),
+  ];
+  if (!lines.length) return null;
+  return el(
+    "details",
+    { class: "remembered" },
+    el("summary", {}, `Remembered (${lines.length})`),
+    el("ul", {}, ...lines.map((line) => el("li", {}, line))),
+  );
+}
+
+// Whether a status message is the hub's report of what the model does before it writes.
+export function progressOf(message) {
+  return ((message && message.parts) || []).some((part) => part.data && part.data.kind === "progress");
+}
+
+const KINDS = { user: "user", agent: "answer", "agent greeting": "greeting" };
+
+// One bubble of the transcript; set(text, state, detail) changes it as events come, and
+// remember(memory) adds what memory did for it. Its data-kind (user, answer, greeting)
+// and text say which turn of a stored conversation it shows.
+export function bubble(role, text, state = "") {
+  const body = el("div", { class: "text" }, text);
+  const meta = el("div", { class: "meta" });
+  const item = el("li", { class: `turn ${role}`, dataset: { state, kind: KINDS[role] } }, body, meta);
+  item.set = (newText, newState, detail = "") => {
+    if (newText !== null) body.textContent = newText;
+    if (newState !== null) item.dataset.state = newState;
+    const shownState = role === "agent" && newState && newState !== "completed" ? newState : "";
+    meta.textContent = [shownState, detail].filter(Boolean).join(" · ");
+  };
+  item.remember = (memory) => {
+    const note = rememberedNote(memory);
+    if (note) item.append(note);
+  };
+  if (state && role === "agent") item.set(null, state);
+  return item;
+}
+
+// A conversation's turns from its A2A tasks (ListTasks of the context): what a panel's
+// conversation, or a hub without the conversations API, is read back from.
+export function turnsOfTasks(tasks) {
+  return tasks.map((task) => {
+    const user = (task.history || []).find((m) => m.role === "ROLE_USER");
+    const answer = artifactsText((task.artifacts || []).map((a) => ({ name: a.name, text: textOf(a.parts) })));
+    const status = task.status || {};
+    const said = textOf(status.message && status.message.parts);
+    const completed = status.state === "TASK_STATE_COMPLETED";
+    return {
+      user: user ? textOf(user.parts) : "",
+      answer: answer || (completed ? said : ""),
+      state: stateName(status.state),
+      detail: completed ? describeCost(costOf(status.message)) : said,
+      memory: completed ? memoryOf(status.message) : null,
+    };
+  });
+}
