@@ -25,7 +25,6 @@ from persona_agent.api.deps import (
     MemoryWriter,
     Store,
     UserPersonaStore,
-    api_auth,
     hub_parts,
 )
 from persona_agent.api.routes.conversation_bodies import (
@@ -41,7 +40,7 @@ from persona_agent.api.routes.conversation_bodies import (
     conversation_of,
 )
 from persona_agent.api.routes.error_body import ErrorDetail
-from persona_agent.api.routes.memories import CallerQuery
+from persona_agent.api.routes.memories import CallerQuery, owner_of
 from persona_agent.chat.budget import CallBudget
 from persona_agent.chat.events import Done
 from persona_agent.chat.tools import Turn
@@ -61,32 +60,12 @@ ContextId = Annotated[str, Path(min_length=1, max_length=200)]
 MessageId = Annotated[int, Path(ge=1, le=2**62, description="the message's id")]
 
 
-def _owner(request: Request, action: Action, persona_id: str | None, caller: str | None) -> str:
-    principal = api_auth(request).authorize(request, action, persona_id, caller=caller)
-    if caller is not None:
-        return caller
-    return principal.name if principal is not None else ""
-
-
-async def _reading(
-    request: Request, persona_id: str, store: Store, caller: CallerQuery = None
-) -> str:
-    owner = _owner(request, Action.MEMORY_READ, persona_id, caller)
-    await store.get(persona_id)
-    return owner
-
-
-async def _writing(
-    request: Request, persona_id: str, store: Store, caller: CallerQuery = None
-) -> str:
-    owner = _owner(request, Action.MEMORY_WRITE, persona_id, caller)
-    await store.get(persona_id)
-    return owner
-
-
-Owner = Annotated[str, Depends(_reading)]
+_reading_owner = owner_of(Action.MEMORY_READ, anonymous=True)
+_writing_owner = owner_of(Action.MEMORY_WRITE, anonymous=True)
+Owner = Annotated[str, Depends(_reading_owner)]
 """Whose conversations a read is about ("": anonymous ones), the persona known."""
-WritingOwner = Annotated[str, Depends(_writing)]
+WritingOwner = Annotated[str, Depends(_writing_owner)]
+"""Whose conversation a change is about, the persona known."""
 
 
 _REASONS = {
@@ -150,7 +129,7 @@ async def list_conversations(
     caller: CallerQuery = None,
 ) -> ConversationList:
     """The caller's conversations with the persona, the latest changed first."""
-    owner = await _reading(request, persona_id, store, caller)
+    owner = await _reading_owner(request, persona_id, store, caller)
     infos = await conversations.list(persona_id, conversation_key(owner, "") if owner else "")
     return ConversationList(
         items=[
@@ -184,7 +163,7 @@ async def start_conversation(
 ) -> Conversation:
     """A new conversation opening with the persona's greeting ``greeting`` (its other
     greetings kept as that answer's alternatives); a new context id unless one is given."""
-    owner = await _writing(request, body.persona_id, store, caller)
+    owner = await _writing_owner(request, body.persona_id, store, caller)
     persona = hub_parts(request).registry.persona(body.persona_id)
     context_id = body.context_id or str(uuid.uuid4())
     key = _key(body.persona_id, owner, context_id)

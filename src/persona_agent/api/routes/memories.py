@@ -9,7 +9,7 @@ owner, so another caller's memory is answered 404, as one that does not exist.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -31,7 +31,16 @@ from persona_agent.security.audit import request_id_of
 from persona_agent.security.authorization import Action
 from persona_agent.security.principal import Principal
 
-__all__ = ["CallerQuery", "ReadingOwner", "WritingOwner", "audit_memory", "caller_owner", "router"]
+__all__ = [
+    "CallerQuery",
+    "ReadingOwner",
+    "WritingOwner",
+    "audit_memory",
+    "caller_owner",
+    "owner_of",
+    "principal_named",
+    "router",
+]
 
 router = APIRouter(tags=["memory"], responses=error_responses(401, 403))
 
@@ -50,48 +59,57 @@ CallerQuery = Annotated[
 MemoryId = Annotated[int, Path(ge=1, le=2**62, description="the memory's id")]
 
 
-def caller_owner(
+def principal_named(
     request: Request, action: Action, persona_id: str | None, caller: str | None
-) -> str:
-    """Whose memory the request is about: ``caller``, which the principal may name (else
-    403), or the principal's own."""
+) -> str | None:
+    """Whom the request is about: ``caller``, which the principal may name (else 403), the
+    principal's own name, or ``None`` on a hub that identifies nobody."""
     principal: Principal | None = api_auth(request).authorize(
         request, action, persona_id, caller=caller
     )
     if caller is not None:
         return caller
-    if principal is None:
+    return principal.name if principal is not None else None
+
+
+def caller_owner(
+    request: Request, action: Action, persona_id: str | None, caller: str | None
+) -> str:
+    """Whose memory the request is about: ``caller``, which the principal may name (else
+    403), or the principal's own."""
+    owner = principal_named(request, action, persona_id, caller)
+    if owner is None:
         raise HTTPException(
             status.HTTP_400_BAD_REQUEST,
             "This hub identifies no callers (no API keys or OIDC issuer): name whose memory "
             "with ?caller=key:{name} or ?caller=oidc:{sub}. An anonymous caller's memory "
             "lasts one conversation and is not managed here",
         )
-    return principal.name
-
-
-async def _reading_owner(
-    request: Request, persona_id: str, store: Store, caller: CallerQuery = None
-) -> str:
-    """:func:`caller_owner` for a read of the caller's memory with ``persona_id`` (403
-    first), then 404 for an unknown persona."""
-    owner = caller_owner(request, Action.MEMORY_READ, persona_id, caller)
-    await store.get(persona_id)
     return owner
 
 
-async def _writing_owner(
-    request: Request, persona_id: str, store: Store, caller: CallerQuery = None
-) -> str:
-    """As :func:`_reading_owner`, for a change."""
-    owner = caller_owner(request, Action.MEMORY_WRITE, persona_id, caller)
-    await store.get(persona_id)
+def owner_of(action: Action, *, anonymous: bool) -> Callable[..., Awaitable[str]]:
+    """A dependency: whose data (memory, conversations) a request about the path's
+    ``persona_id`` is, checked first (403), then the persona (404). ``anonymous``: on a hub
+    that identifies nobody, the anonymous caller's ("", as its conversations are keyed),
+    else :func:`caller_owner`'s 400."""
+
+    async def owner(
+        request: Request, persona_id: str, store: Store, caller: CallerQuery = None
+    ) -> str:
+        if anonymous:
+            named = principal_named(request, action, persona_id, caller) or ""
+        else:
+            named = caller_owner(request, action, persona_id, caller)
+        await store.get(persona_id)
+        return named
+
     return owner
 
 
-ReadingOwner = Annotated[str, Depends(_reading_owner)]
+ReadingOwner = Annotated[str, Depends(owner_of(Action.MEMORY_READ, anonymous=False))]
 """Whose memory a read is about, the persona known (path ``persona_id``, query ``caller``)."""
-WritingOwner = Annotated[str, Depends(_writing_owner)]
+WritingOwner = Annotated[str, Depends(owner_of(Action.MEMORY_WRITE, anonymous=False))]
 """Whose memory a change is about, the persona known."""
 
 

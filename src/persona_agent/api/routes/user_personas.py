@@ -18,9 +18,9 @@ from fastapi import APIRouter, HTTPException, Path, Request, Response, status
 from pydantic import BaseModel, Field, model_validator
 
 from persona_agent.a2a.lifecycle import conversation_key
-from persona_agent.api.deps import MemoryReader, MemoryWriter, Store, UserPersonaStore, api_auth
+from persona_agent.api.deps import MemoryReader, MemoryWriter, Store, UserPersonaStore
 from persona_agent.api.routes.error_body import ErrorDetail, error_responses
-from persona_agent.api.routes.memories import CallerQuery, audit_memory
+from persona_agent.api.routes.memories import CallerQuery, audit_memory, principal_named
 from persona_agent.errors import InvalidUserPersonaError
 from persona_agent.personas.user_identity import MAX_USER_DESCRIPTION_CHARS, UserPersona
 from persona_agent.security.authorization import Action
@@ -82,10 +82,8 @@ def _saved_owner(request: Request, action: Action, caller: str | None) -> str:
     """Whose saved user persona: ``caller`` (a principal may name another with
     ``memory:admin``, else 403), or the principal's own; 409 on a hub that identifies no
     callers."""
-    principal = api_auth(request).authorize(request, action, None, caller=caller)
-    if caller is not None:
-        return caller
-    if principal is None:
+    owner = principal_named(request, action, None, caller)
+    if owner is None:
         raise HTTPException(
             status.HTTP_409_CONFLICT,
             "This hub identifies no callers (no API keys or OIDC issuer), and a saved user "
@@ -93,7 +91,7 @@ def _saved_owner(request: Request, action: Action, caller: str | None) -> str:
             "(PUT /api/v1/conversations/{persona_id}/{context_id}/user, or the A2A user "
             "extension urn:persona-agent:extension:user:v1)",
         )
-    return principal.name
+    return owner
 
 
 async def _conversation(
@@ -106,8 +104,7 @@ async def _conversation(
 ) -> str:
     """The history's key of the caller's conversation (an anonymous caller's: the context
     id's); 403 first, then 404 for an unknown persona."""
-    principal = api_auth(request).authorize(request, action, persona_id, caller=caller)
-    owner = caller if caller is not None else principal.name if principal is not None else ""
+    owner = principal_named(request, action, persona_id, caller) or ""
     await store.get(persona_id)
     return f"{persona_id}:{conversation_key(owner, context_id)}"
 
