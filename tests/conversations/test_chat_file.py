@@ -58,7 +58,7 @@ def test_the_json_file_keeps_everything() -> None:
     assert (again.user_name, again.character_name, again.created_ms) == ("Ann", "Mara", 500)
 
 
-def document(*messages: dict[str, Any]) -> bytes:
+def document(*messages: Any) -> bytes:
     return json.dumps({"format": FORMAT, "messages": list(messages)}).encode()
 
 

@@ -5,6 +5,7 @@ does not have refused with nothing stored."""
 from __future__ import annotations
 
 from contextlib import aclosing
+from typing import Any
 
 import httpx
 import pytest
@@ -16,7 +17,7 @@ from tests.conversations.test_rest import BASE, shown, texts
 from tests.fakes.fake_llm import FakeLLM, Reply
 
 
-async def turn(http: httpx.AsyncClient, context_id: str, text: str, **options: object) -> str:
+async def turn(http: httpx.AsyncClient, context_id: str, text: str, **options: Any) -> str:
     app = http.hub_app  # type: ignore[attr-defined]
     persona = app.parts.registry.persona("gwen")
     engine = app.parts.engine

@@ -44,7 +44,8 @@ def texts(conversation: dict[str, Any]) -> list[tuple[str, str]]:
 async def start(http: httpx.AsyncClient, **body: Any) -> dict[str, Any]:
     response = await http.post(BASE, json={"persona_id": "gwen", **body})
     assert response.status_code == 201, response.text
-    return response.json()
+    conversation: dict[str, Any] = response.json()
+    return conversation
 
 
 async def test_regenerate_shows_the_selected_branch_and_keeps_the_old_answer(
@@ -134,7 +135,7 @@ async def test_bad_input_is_a_4xx_and_changes_nothing(hub: httpx.AsyncClient, ll
     await say(hub, "c5", "q1")
     before = (await hub.get(f"{BASE}/gwen/c5")).json()
     ids = [m["id"] for m in before["messages"]]
-    cases = [
+    cases: list[tuple[str, str, dict[str, Any], int]] = [
         ("patch", f"{BASE}/gwen/c5/messages/999999", {"json": {"content": "x"}}, 404),
         ("delete", f"{BASE}/gwen/c5/messages/999999", {}, 404),
         ("put", f"{BASE}/gwen/c5/swipes/{ids[1]}", {"json": {"selected": 3}}, 404),
@@ -186,14 +187,15 @@ async def test_another_callers_conversation_is_not_found(start_hub: HubApp) -> N
         assert opened.status_code == 201, opened.text
         greeting = opened.json()["messages"][0]["id"]
         before = (await http.get(f"{BASE}/gwen/mine", headers=alice)).json()
-        for method, url, options in [
+        calls: list[tuple[str, str, dict[str, Any]]] = [
             ("get", f"{BASE}/gwen/mine", {}),
             ("patch", f"{BASE}/gwen/mine/messages/{greeting}", {"json": {"content": "x"}}),
             ("delete", f"{BASE}/gwen/mine/messages/{greeting}", {}),
             ("put", f"{BASE}/gwen/mine/swipes/0", {"json": {"selected": 1}}),
             ("post", f"{BASE}/gwen/mine/fork", {"json": {"message_id": greeting}}),
             ("delete", f"{BASE}/gwen/mine", {}),
-        ]:
+        ]
+        for method, url, options in calls:
             response = await getattr(http, method)(url, headers=bob, **options)
             assert response.status_code == 404, (method, url, response.text)
         assert (await http.get(BASE, params={"persona_id": "gwen"}, headers=bob)).json() == {

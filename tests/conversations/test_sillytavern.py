@@ -29,8 +29,8 @@ DATA = Path(__file__).parent / "data"
 MARA = (DATA / "captain_mara.jsonl").read_bytes()
 
 
-def ms(*parts: int) -> int:
-    return round(datetime(*parts, tzinfo=UTC).timestamp() * 1000)  # type: ignore[misc]
+def ms(year: int, month: int, day: int, hour: int, minute: int, second: int = 0) -> int:
+    return round(datetime(year, month, day, hour, minute, second, tzinfo=UTC).timestamp() * 1000)
 
 
 def jsonl(*lines: dict[str, Any]) -> bytes:
