@@ -76,15 +76,16 @@ def llm(fake_llm: FakeLLM) -> FakeLLM:
     return fake_llm
 
 
-def _personas(directory: Path) -> Path:
+def personas_with(directory: Path, greeter: dict[str, Any] = GREETER) -> Path:
+    """The bundled personas and ``greeter`` (as ``greeter.yaml``), in ``directory``."""
     shutil.copytree(REPO / "personas", directory)
-    (directory / "greeter.yaml").write_text(yaml.safe_dump(GREETER), encoding="utf-8")
+    (directory / "greeter.yaml").write_text(yaml.safe_dump(greeter), encoding="utf-8")
     return directory
 
 
 @pytest.fixture
 def personas_dir(tmp_path: Path) -> Path:
-    return _personas(tmp_path / "personas")
+    return personas_with(tmp_path / "personas")
 
 
 @pytest.fixture
@@ -96,7 +97,7 @@ def data_dir(tmp_path: Path) -> Path:
 def hub(fake_llm: FakeLLM, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``persona-agent serve`` as a process, on the scripted LLM: its URL."""
     root = tmp_path_factory.mktemp("hub")
-    personas = _personas(root / "personas")
+    personas = personas_with(root / "personas")
     llm = {"LLM_BASE_URL": fake_llm.base_url, "LLM_API_KEY": "test-key", "LLM_MAX_RETRIES": "0"}
     with hub_process(personas, root / "data", **llm) as (url, _process):
         yield url

@@ -5,24 +5,30 @@ what the model was sent from the scripted LLM's recorded requests."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from persona_agent.cli import app
 from persona_agent.cli.chat_branches import shown_turns
-from tests.cli.test_chat import REPO, StartChat, chat, data_dir, remembered
+from tests.cli.test_chat import (
+    StartChat,
+    chat,
+    data_dir,
+    fake_llm,
+    llm,
+    personas_with,
+    remembered,
+)
 from tests.docs.snippets import find
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.servers.hub_process import hub_process
 
-__all__ = ["chat", "data_dir"]
+__all__ = ["chat", "data_dir", "fake_llm", "llm"]
 
 FIRST = "Well met, traveller. Sit by the fire."
 SECOND = "Back again, {{user}}? Your usual seat is free."
@@ -38,34 +44,16 @@ GREETER = {
 }
 
 
-@pytest.fixture(scope="module")
-def fake_llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
-
-
-@pytest.fixture
-def llm(fake_llm: FakeLLM) -> FakeLLM:
-    fake_llm.reset()
-    return fake_llm
-
-
-def _personas(directory: Path) -> Path:
-    shutil.copytree(REPO / "personas", directory)
-    (directory / "greeter.yaml").write_text(yaml.safe_dump(GREETER), encoding="utf-8")
-    return directory
-
-
 @pytest.fixture
 def personas_dir(tmp_path: Path) -> Path:
-    return _personas(tmp_path / "personas")
+    return personas_with(tmp_path / "personas", GREETER)
 
 
 @pytest.fixture(scope="module")
 def hub(fake_llm: FakeLLM, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``persona-agent serve`` as a process, on the scripted LLM: its URL."""
     root = tmp_path_factory.mktemp("hub")
-    personas = _personas(root / "personas")
+    personas = personas_with(root / "personas", GREETER)
     llm = {"LLM_BASE_URL": fake_llm.base_url, "LLM_API_KEY": "test-key", "LLM_MAX_RETRIES": "0"}
     with hub_process(personas, root / "data", **llm) as (url, _process):
         yield url
