@@ -457,6 +457,15 @@ async def _soak(replicas: ReplicaSet) -> Soak:
             json={"id": "soak", "name": "Soak", "description": "generation=0"},
         )
         assert created.status_code == 201, created.text
+
+        async def everywhere() -> bool:  # the others hear of it through NOTIFY, a moment later
+            served = [
+                await _card_description(clients.http, replica.url, "soak")
+                for replica in replicas.replicas
+            ]
+            return None not in served
+
+        await _within(30, everywhere, "every replica serves the new persona")
         operations = iter(range(SOAK_OPERATIONS))
 
         async def worker() -> None:
