@@ -50,7 +50,7 @@ from persona_agent.errors import BudgetSpentError, ConversationNotFound, LLMErro
 from persona_agent.security.authorization import Action
 from persona_agent.security.quotas import RateLimited
 
-__all__ = ["Conversation", "Owner", "conversation_of", "router"]
+__all__ = ["Conversation", "Owner", "WritingOwner", "conversation_of", "history_key", "router"]
 
 router = APIRouter(tags=["conversations"])
 
@@ -91,14 +91,15 @@ def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
-def _key(persona_id: str, owner: str, context_id: str) -> str:
+def history_key(persona_id: str, owner: str, context_id: str) -> str:
+    """The history's key of ``owner``'s conversation ``context_id`` with the persona."""
     return f"{persona_id}:{conversation_key(owner, context_id)}"
 
 
 async def _read(
     request: Request, store: ConversationStore, persona_id: str, owner: str, context_id: str
 ) -> Conversation:
-    key = _key(persona_id, owner, context_id)
+    key = history_key(persona_id, owner, context_id)
     view = await store.read(key)
     if view is None:
         raise ConversationNotFound()
@@ -166,7 +167,7 @@ async def start_conversation(
     owner = await _writing_owner(request, body.persona_id, store, caller)
     persona = hub_parts(request).registry.persona(body.persona_id)
     context_id = body.context_id or str(uuid.uuid4())
-    key = _key(body.persona_id, owner, context_id)
+    key = history_key(body.persona_id, owner, context_id)
     given = body.user.persona() if body.user is not None else None
     users = hub_parts(request).user_personas
     # {{user}} in the greetings: the given user, else whom the conversation would have.
@@ -208,7 +209,7 @@ async def delete_conversation(
     users: UserPersonaStore,
 ) -> Response:
     """Delete the conversation, with its alternatives and its user persona."""
-    key = _key(persona_id, owner, context_id)
+    key = history_key(persona_id, owner, context_id)
     await conversations.delete_conversation(key)
     await users.delete_conversation(key)
     return Response(status_code=204)
@@ -230,7 +231,7 @@ async def edit_message(
     conversations: Conversations,
 ) -> Conversation:
     """Change the text of a message of the user's or the persona's."""
-    key = _key(persona_id, owner, context_id)
+    key = history_key(persona_id, owner, context_id)
     await _existing(conversations, key)
     await conversations.edit(key, message_id, body.content)
     return await _read(request, conversations, persona_id, owner, context_id)
@@ -252,7 +253,7 @@ async def delete_message(
     following: bool = False,
 ) -> Conversation:
     """Delete a message (a tool call with its results), or it and all after it (``following``)."""
-    key = _key(persona_id, owner, context_id)
+    key = history_key(persona_id, owner, context_id)
     await _existing(conversations, key)
     await conversations.delete(key, message_id, following)
     return await _read(request, conversations, persona_id, owner, context_id)
@@ -277,7 +278,7 @@ async def select_alternative(
 ) -> Conversation:
     """Make alternative ``selected`` the answer (the messages after it keep their place,
     with new ids)."""
-    key = _key(persona_id, owner, context_id)
+    key = history_key(persona_id, owner, context_id)
     await _existing(conversations, key)
     await conversations.select(key, anchor, body.selected)
     return await _read(request, conversations, persona_id, owner, context_id)
@@ -300,10 +301,10 @@ async def fork_conversation(
 ) -> Conversation:
     """A new conversation of the messages up to and including ``message_id``, with their
     alternatives; a new context id unless one is given."""
-    key = _key(persona_id, owner, context_id)
+    key = history_key(persona_id, owner, context_id)
     await _existing(conversations, key)
     new_context = body.context_id or str(uuid.uuid4())
-    new_key = _key(persona_id, owner, new_context)
+    new_key = history_key(persona_id, owner, new_context)
     await conversations.fork(key, body.message_id, new_key)
     users = hub_parts(request).user_personas
     user = await users.get_conversation(key)
@@ -360,7 +361,7 @@ async def _run(
     quotas (requests a minute, running tasks) as an A2A message has them; usage recorded."""
     parts = hub_parts(request)
     persona = parts.registry.persona(persona_id)
-    key = _key(persona_id, owner, context_id)
+    key = history_key(persona_id, owner, context_id)
     if persona is None:
         raise ConversationNotFound()
     await _existing(conversations, key)

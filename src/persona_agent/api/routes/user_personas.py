@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Path, Request, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Path, Request, Response, status
 from pydantic import BaseModel, Field, model_validator
 
 from persona_agent.a2a.lifecycle import conversation_key
-from persona_agent.api.deps import MemoryReader, MemoryWriter, Store, UserPersonaStore
+from persona_agent.api.deps import MemoryReader, MemoryWriter, UserPersonaStore
 from persona_agent.api.routes.error_body import ErrorDetail, error_responses
-from persona_agent.api.routes.memories import CallerQuery, audit_memory, principal_named
+from persona_agent.api.routes.memories import CallerQuery, audit_memory, owner_of, principal_named
 from persona_agent.errors import InvalidUserPersonaError
 from persona_agent.personas.user_identity import MAX_USER_DESCRIPTION_CHARS, UserPersona
 from persona_agent.security.authorization import Action
@@ -94,18 +94,12 @@ def _saved_owner(request: Request, action: Action, caller: str | None) -> str:
     return owner
 
 
-async def _conversation(
-    request: Request,
-    action: Action,
-    store: Store,
-    persona_id: str,
-    context_id: str,
-    caller: str | None,
-) -> str:
-    """The history's key of the caller's conversation (an anonymous caller's: the context
-    id's); 403 first, then 404 for an unknown persona."""
-    owner = principal_named(request, action, persona_id, caller) or ""
-    await store.get(persona_id)
+Owner = Annotated[str, Depends(owner_of(Action.MEMORY_READ, anonymous=True))]
+"""Whose conversation a read is about ("": an anonymous caller's), the persona known."""
+WritingOwner = Annotated[str, Depends(owner_of(Action.MEMORY_WRITE, anonymous=True))]
+
+
+def _key(persona_id: str, owner: str, context_id: str) -> str:
     return f"{persona_id}:{conversation_key(owner, context_id)}"
 
 
@@ -172,16 +166,11 @@ async def delete_saved(
     responses=_responses(404, 422),
 )
 async def get_of_conversation(
-    request: Request,
-    persona_id: str,
-    context_id: ContextId,
-    store: Store,
-    users: UserPersonaStore,
-    caller: CallerQuery = None,
+    persona_id: str, context_id: ContextId, owner: Owner, users: UserPersonaStore
 ) -> UserPersonaBody:
     """The conversation's own user persona (404 when it was given none: its turns use the
     caller's saved one, or "User")."""
-    key = await _conversation(request, Action.MEMORY_READ, store, persona_id, context_id, caller)
+    key = _key(persona_id, owner, context_id)
     user = await users.get_conversation(key)
     if user is None:
         raise _none_saved(f"conversation {context_id} with persona '{persona_id}'")
@@ -199,13 +188,12 @@ async def put_of_conversation(
     persona_id: str,
     context_id: ContextId,
     body: UserPersonaBody,
-    store: Store,
+    owner: WritingOwner,
     users: UserPersonaStore,
-    caller: CallerQuery = None,
 ) -> UserPersonaBody:
     """Who the user is in this conversation, from its next turn on (a conversation not
     started yet starts with it)."""
-    key = await _conversation(request, Action.MEMORY_WRITE, store, persona_id, context_id, caller)
+    key = _key(persona_id, owner, context_id)
     await users.put_conversation(key, body.persona())
     audit_memory(request, "user_persona.save", persona_id, contextId=context_id)
     return body
@@ -221,13 +209,12 @@ async def delete_of_conversation(
     request: Request,
     persona_id: str,
     context_id: ContextId,
-    store: Store,
+    owner: WritingOwner,
     users: UserPersonaStore,
-    caller: CallerQuery = None,
 ) -> Response:
     """Forget the conversation's own user persona: its next turns use the caller's saved
     one, or "User" (404 when it had none)."""
-    key = await _conversation(request, Action.MEMORY_WRITE, store, persona_id, context_id, caller)
+    key = _key(persona_id, owner, context_id)
     if not await users.delete_conversation(key):
         raise _none_saved(f"conversation {context_id} with persona '{persona_id}'")
     audit_memory(request, "user_persona.delete", persona_id, contextId=context_id)
