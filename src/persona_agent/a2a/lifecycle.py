@@ -38,7 +38,14 @@ from persona_agent.personas.model import Persona
 from persona_agent.security.audit import AuditLog
 from persona_agent.security.quotas import Quotas
 
-__all__ = ["CANCELED_TEXT", "TaskExecutor", "TaskTurn", "conversation_key", "task_budget"]
+__all__ = [
+    "CANCELED_TEXT",
+    "TaskExecutor",
+    "TaskTurn",
+    "conversation_key",
+    "history_key",
+    "task_budget",
+]
 
 CANCELED_TEXT = "Canceled at the client's request"
 """The message of a task's ``canceled`` status."""
@@ -323,3 +330,9 @@ def conversation_key(owner: str, context_id: str) -> str:
     if not owner:
         return f"@:{context_id}" if context_id.startswith("@") else context_id
     return f"@{quote(owner, safe='')}:{context_id}"
+
+
+def history_key(persona_id: str, owner: str, context_id: str) -> str:
+    """The history's key of ``owner``'s conversation ``context_id`` with the persona: the
+    persona's id, then :func:`conversation_key`."""
+    return f"{persona_id}:{conversation_key(owner, context_id)}"

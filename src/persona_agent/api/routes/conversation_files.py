@@ -28,7 +28,7 @@ from fastapi import (
 )
 from fastapi.responses import JSONResponse
 
-from persona_agent.a2a.lifecycle import conversation_key
+from persona_agent.a2a.lifecycle import history_key
 from persona_agent.api.deps import Conversations, MemoryReader, MemoryWriter, Store, hub_parts
 from persona_agent.api.routes.conversations import Owner, WritingOwner, conversation_of
 from persona_agent.api.routes.error_body import ErrorDetail, error_responses
@@ -155,7 +155,7 @@ async def export_conversation(
     tool calls included; ``POST /conversations/import?format=json`` reads it back) or
     ``markdown`` (a transcript to read)."""
     persona = await store.get(persona_id)
-    key = f"{persona_id}:{conversation_key(owner, context_id)}"
+    key = history_key(persona_id, owner, context_id)
     view = await conversations.read(key)
     if view is None:
         raise ConversationNotFound()
@@ -199,7 +199,7 @@ async def import_conversation(
     persona = await store.get(persona_id)
     chat = read_chat(await file.read(MAX_FILE_BYTES + 1), format)
     context_id = context_id or str(uuid.uuid4())
-    key = f"{persona_id}:{conversation_key(owner, context_id)}"
+    key = history_key(persona_id, owner, context_id)
     messages, swipes = creation_of(chat)
     await conversations.create(key, messages, swipes)
     view = await conversations.read(key)

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response, status
 
-from persona_agent.a2a.lifecycle import conversation_key
+from persona_agent.a2a.lifecycle import conversation_key, history_key
 from persona_agent.api.deps import (
     Conversations,
     MemoryReader,
@@ -50,7 +50,7 @@ from persona_agent.errors import BudgetSpentError, ConversationNotFound, LLMErro
 from persona_agent.security.authorization import Action
 from persona_agent.security.quotas import RateLimited
 
-__all__ = ["Conversation", "Owner", "WritingOwner", "conversation_of", "history_key", "router"]
+__all__ = ["Conversation", "Owner", "WritingOwner", "conversation_of", "router"]
 
 router = APIRouter(tags=["conversations"])
 
@@ -89,11 +89,6 @@ def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {
         code: {"model": ErrorDetail, "description": _REASONS[code]} for code in (401, 403, *codes)
     }
-
-
-def history_key(persona_id: str, owner: str, context_id: str) -> str:
-    """The history's key of ``owner``'s conversation ``context_id`` with the persona."""
-    return f"{persona_id}:{conversation_key(owner, context_id)}"
 
 
 async def _read(

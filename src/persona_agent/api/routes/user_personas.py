@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Path, Request, Response, status
 from pydantic import BaseModel, Field, model_validator
 
-from persona_agent.a2a.lifecycle import conversation_key
+from persona_agent.a2a.lifecycle import history_key
 from persona_agent.api.deps import MemoryReader, MemoryWriter, UserPersonaStore
 from persona_agent.api.routes.error_body import ErrorDetail, error_responses
 from persona_agent.api.routes.memories import CallerQuery, audit_memory, owner_of, principal_named
@@ -99,10 +99,6 @@ Owner = Annotated[str, Depends(owner_of(Action.MEMORY_READ, anonymous=True))]
 WritingOwner = Annotated[str, Depends(owner_of(Action.MEMORY_WRITE, anonymous=True))]
 
 
-def _key(persona_id: str, owner: str, context_id: str) -> str:
-    return f"{persona_id}:{conversation_key(owner, context_id)}"
-
-
 def _none_saved(what: str) -> HTTPException:
     return HTTPException(status.HTTP_404_NOT_FOUND, f"No user persona is saved for {what}")
 
@@ -170,7 +166,7 @@ async def get_of_conversation(
 ) -> UserPersonaBody:
     """The conversation's own user persona (404 when it was given none: its turns use the
     caller's saved one, or "User")."""
-    key = _key(persona_id, owner, context_id)
+    key = history_key(persona_id, owner, context_id)
     user = await users.get_conversation(key)
     if user is None:
         raise _none_saved(f"conversation {context_id} with persona '{persona_id}'")
@@ -193,7 +189,7 @@ async def put_of_conversation(
 ) -> UserPersonaBody:
     """Who the user is in this conversation, from its next turn on (a conversation not
     started yet starts with it)."""
-    key = _key(persona_id, owner, context_id)
+    key = history_key(persona_id, owner, context_id)
     await users.put_conversation(key, body.persona())
     audit_memory(request, "user_persona.save", persona_id, contextId=context_id)
     return body
@@ -214,7 +210,7 @@ async def delete_of_conversation(
 ) -> Response:
     """Forget the conversation's own user persona: its next turns use the caller's saved
     one, or "User" (404 when it had none)."""
-    key = _key(persona_id, owner, context_id)
+    key = history_key(persona_id, owner, context_id)
     if not await users.delete_conversation(key):
         raise _none_saved(f"conversation {context_id} with persona '{persona_id}'")
     audit_memory(request, "user_persona.delete", persona_id, contextId=context_id)
