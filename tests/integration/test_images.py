@@ -85,7 +85,8 @@ async def ask(hub: Hub, persona_id: str, request: SendMessageRequest) -> Task:
 
 def image_of(url: str) -> Image.Image:
     head, _, data = url.partition(",")
-    assert head.startswith("data:image/") and head.endswith(";base64")
+    assert head.startswith("data:image/")
+    assert head.endswith(";base64")
     return Image.open(io.BytesIO(base64.b64decode(data)))
 
 
@@ -158,11 +159,13 @@ async def test_a_persona_that_cannot_see_is_refused_with_the_content_type_error(
     reply = await hub.http.post("/a2a/blind/", json=body, headers=headers)
     error = reply.json()["error"]
     assert error["code"] == -32005
-    assert "image/png" in error["message"] and "does not see images" in error["message"]
+    assert "image/png" in error["message"]
+    assert "does not see images" in error["message"]
     rest = await hub.http.post(
         "/a2a/blind/message:send", json={"message": body["params"]["message"]}, headers=headers
     )
-    assert rest.status_code == 400 and "does not see images" in rest.text
+    assert rest.status_code == 400
+    assert "does not see images" in rest.text
     assert llm.requests == []
 
 
@@ -183,7 +186,8 @@ async def test_a_decompression_bomb_fails_the_task_and_the_hub_serves_on(
         task = await ask(hub, "iris", message(Part(text="Look"), part))
         assert task.status.state == TaskState.TASK_STATE_FAILED
         reason = task.status.message.parts[0].text
-        assert "Part 1 (bomb.png)" in reason and "decompression bomb" in reason
+        assert "Part 1 (bomb.png)" in reason
+        assert "decompression bomb" in reason
     assert llm.requests == []
     task = await ask(hub, "iris", message(Part(text="Still there?")))
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
@@ -208,7 +212,8 @@ async def test_a_url_is_fetched_only_when_its_host_is_public_or_allowed(
         task = await ask(hub, "iris", message(Part(text="See"), inward))
         assert task.status.state == TaskState.TASK_STATE_FAILED
         reason = task.status.message.parts[0].text
-        assert f"http://localhost:{images.port}" in reason and "is refused" in reason
+        assert f"http://localhost:{images.port}" in reason
+        assert "is refused" in reason
 
 
 async def test_svg_by_url_is_refused_before_any_fetch(hub: Hub, images: ImageServer) -> None:
@@ -230,7 +235,8 @@ async def test_image_tokens_the_model_reports_are_in_cost_v1(hub: Hub, llm: Fake
     task = await ask(hub, "iris", message(part))
     data = [p.data for p in task.status.message.parts if p.HasField("data")]
     usage = data[0].struct_value["usage"]
-    assert usage["imageTokens"] == 765 and usage["promptTokens"] == 900
+    assert usage["imageTokens"] == 765
+    assert usage["promptTokens"] == 900
 
 
 async def test_the_conversation_read_shows_the_image_and_serves_its_bytes(
@@ -255,7 +261,8 @@ async def test_the_conversation_read_shows_the_image_and_serves_its_bytes(
         },
     ]
     got = await hub.http.get(user["parts"][1]["url"])
-    assert got.status_code == 200 and got.headers["content-type"] == "image/png"
+    assert got.status_code == 200
+    assert got.headers["content-type"] == "image/png"
     assert got.headers["cache-control"] == "private, max-age=31536000, immutable"
     assert got.headers["etag"] == f'"{sha}"'
     assert Image.open(io.BytesIO(got.content)).size == (1568, 784)

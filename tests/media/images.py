@@ -17,7 +17,6 @@ def image_bytes(
 ) -> bytes:
     """An image of ``fmt`` (PNG, JPEG, WEBP, GIF) with a gradient; a PNG with ``text`` in
     a tEXt chunk (metadata the hub must strip); a GIF of ``frames`` frames."""
-    width, height = size
     image = Image.linear_gradient("L").resize(size).convert("RGB")
     buffer = io.BytesIO()
     if fmt == "PNG" and text:
@@ -29,7 +28,6 @@ def image_bytes(
         image.save(buffer, format="GIF", save_all=True, append_images=others)
     else:
         image.save(buffer, format=fmt)
-    assert width and height
     return buffer.getvalue()
 
 
