@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest, Task, TaskState
+from google.protobuf.json_format import MessageToDict
 from PIL import Image
 from starlette.types import Receive, Scope, Send
 
@@ -149,21 +150,15 @@ async def test_a_persona_that_cannot_see_is_refused_with_the_content_type_error(
     hub: Hub, llm: FakeLLM
 ) -> None:
     png = {"raw": base64.b64encode(CAT).decode(), "mediaType": "image/png", "filename": "c.png"}
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [png]}},
-    }
+    sent = {"messageId": "m1", "role": "ROLE_USER", "parts": [png]}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": sent}}
     headers = {"A2A-Version": "1.0"}
     reply = await hub.http.post("/a2a/blind/", json=body, headers=headers)
     error = reply.json()["error"]
     assert error["code"] == -32005
     assert "image/png" in error["message"]
     assert "does not see images" in error["message"]
-    rest = await hub.http.post(
-        "/a2a/blind/message:send", json={"message": body["params"]["message"]}, headers=headers
-    )
+    rest = await hub.http.post("/a2a/blind/message:send", json={"message": sent}, headers=headers)
     assert rest.status_code == 400
     assert "does not see images" in rest.text
     assert llm.requests == []
@@ -233,8 +228,8 @@ async def test_image_tokens_the_model_reports_are_in_cost_v1(hub: Hub, llm: Fake
     llm.script(Reply("A cat.", usage=(900, 2), image_tokens=765))
     part = Part(raw=CAT, media_type="image/png", filename="cat.png")
     task = await ask(hub, "iris", message(part))
-    data = [p.data for p in task.status.message.parts if p.HasField("data")]
-    usage = data[0].struct_value["usage"]
+    data = [MessageToDict(p.data) for p in task.status.message.parts if p.HasField("data")]
+    usage = data[0]["usage"]
     assert usage["imageTokens"] == 765
     assert usage["promptTokens"] == 900
 

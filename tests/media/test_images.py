@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import io
+from typing import Any
 
 import pytest
 from PIL import Image
@@ -70,7 +71,7 @@ def test_vision_by_persona_then_by_model_name_and_never_embedded() -> None:
 async def test_a_model_that_does_not_see_reads_a_note_and_no_history_keys() -> None:
     image = prepare_image(image_bytes("PNG"), "cat.png", LIMITS, "Part 0")
     files = [{"name": "r.pdf", "mediaType": "application/pdf", "bytes": 3}]
-    stored = [
+    stored: list[dict[str, Any]] = [
         {"role": "user", "content": "Look", "media": [image.meta()], "files": files},
         {"role": "assistant", "content": "Nice"},
     ]
