@@ -48,7 +48,12 @@ class ImageServer(ServedInThread):
 
     label = "image server"
 
+    def __init__(self) -> None:
+        self.hosts: list[str] = []
+        """The ``Host`` header of each request."""
+
     async def _app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.hosts.append(dict(scope["headers"]).get(b"host", b"").decode())
         path = scope["path"]
         if path == "/cat.png":
             await _respond(send, 200, CAT, [(b"content-type", b"image/png")])
@@ -222,6 +227,17 @@ async def test_a_url_is_fetched_only_when_its_host_is_public_or_allowed(
         reason = task.status.message.parts[0].text
         assert f"http://localhost:{images.port}" in reason
         assert "is refused" in reason
+
+
+async def test_a_named_host_is_called_at_the_address_judged_with_its_name_as_host(
+    hub_factory: HubFactory, llm: FakeLLM, images: ImageServer
+) -> None:
+    named = f"localhost:{images.port}"
+    async with hub_factory(image_url_allowed_hosts=named) as hub:
+        part = Part(url=f"http://{named}/cat.png", media_type="image/png")
+        task = await ask(hub, "iris", message(Part(text="See"), part))
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert images.hosts == [named]
 
 
 async def test_svg_by_url_is_refused_before_any_fetch(hub: Hub, images: ImageServer) -> None:
