@@ -9,11 +9,12 @@ import hashlib
 import io
 import warnings
 from dataclasses import dataclass
-from typing import Any
-
-from PIL import Image, ImageOps, UnidentifiedImageError
+from typing import TYPE_CHECKING, Any
 
 from persona_agent.errors import PersonaAgentError
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PillowImage
 
 __all__ = ["IMAGE_TYPES", "ImageError", "ImageInput", "ImageLimits", "prepare_image"]
 
@@ -73,6 +74,9 @@ def prepare_image(data: bytes, name: str, limits: ImageLimits, where: str) -> Im
     Raises:
         ImageError: too many bytes or pixels, not a PNG, JPEG, WebP or GIF, or broken.
     """
+    # Pillow is imported by the first image only: a hub that is sent none does not load it.
+    from PIL import Image, UnidentifiedImageError
+
     if len(data) > limits.max_bytes:
         raise ImageError(
             f"{where} has {len(data):,} bytes: images may have {limits.max_bytes:,} at most"
@@ -90,7 +94,9 @@ def prepare_image(data: bytes, name: str, limits: ImageLimits, where: str) -> Im
         raise ImageError(f"{where} cannot be decoded: {error}") from error
 
 
-def _ready(image: Image.Image, name: str, limits: ImageLimits, where: str) -> ImageInput:
+def _ready(image: PillowImage, name: str, limits: ImageLimits, where: str) -> ImageInput:
+    from PIL import Image, ImageOps
+
     kind = image.format or ""
     width, height = image.size
     if width * height > limits.max_pixels:  # read from the header: nothing is decoded yet
@@ -123,7 +129,7 @@ def _ready(image: Image.Image, name: str, limits: ImageLimits, where: str) -> Im
     )
 
 
-def _mode(image: Image.Image, output: str) -> str:
+def _mode(image: PillowImage, output: str) -> str:
     has_alpha = image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info
     if output == "JPEG":
         return "RGB"
