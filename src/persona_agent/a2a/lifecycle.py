@@ -26,11 +26,12 @@ from persona_agent.a2a.context_keys import (
     REQUEST_ID_KEY,
     WHOLE_ANSWER_STATE_KEY,
 )
-from persona_agent.a2a.input import attached_files, message_text
+from persona_agent.a2a.input import DEFAULT_BUDGET, MessageRead, read_message
 from persona_agent.a2a.message_extensions import ConversationOp, message_conversation, message_user
 from persona_agent.chat.budget import BudgetLimits, CallBudget
 from persona_agent.chat.tools import Turn
 from persona_agent.errors import PersonaAgentError
+from persona_agent.knowledge.sent_documents import DocumentBudget
 from persona_agent.observe.logs import LOG_FIELDS, bind_log_fields
 from persona_agent.observe.metrics import HubMetrics
 from persona_agent.observe.tracing import TRACER
@@ -109,10 +110,13 @@ class TaskExecutor(AgentExecutor):
         quotas: Quotas,
         metrics: HubMetrics,
         budget: BudgetLimits,
+        documents: DocumentBudget = DEFAULT_BUDGET,
     ) -> None:
         """``audit``, ``quotas``, ``metrics``: the hub's (each does nothing when off);
-        ``budget``: the calls one request may make, its whole tree together."""
+        ``budget``: the calls one request may make, its whole tree together; ``documents``:
+        the tokens a message's documents may show the model, and what reading one may cost."""
         self.persona = persona
+        self.documents = documents
         self.audit = audit
         self.quotas = quotas
         self.metrics = metrics
@@ -197,7 +201,9 @@ class TaskExecutor(AgentExecutor):
         persona = self.persona
         op = message_conversation(message) or ConversationOp()
         # Regenerate and continue answer what was said: the message's text is not read.
-        text = await message_text(message) if op.mode == "message" else ""
+        read = (
+            await read_message(message, self.documents) if op.mode == "message" else MessageRead("")
+        )
         budget, nested = task_budget(call, persona, self.budget)
         user = call.user
         owner = user.user_name if user.is_authenticated else ""
@@ -211,8 +217,9 @@ class TaskExecutor(AgentExecutor):
             origin=call,
             budget=budget,
             owner=owner,
-            text=text,
-            files=attached_files(message),
+            text=read.text,
+            files=read.kept,
+            documents=read.documents,
             user=message_user(message),
             mode=op.mode,
             greeting=op.greeting,

@@ -13,6 +13,7 @@ from a2a.types.a2a_pb2 import AgentProvider
 
 from persona_agent.a2a.push import PushParts
 from persona_agent.chat.budget import BudgetLimits
+from persona_agent.knowledge.sent_documents import DocumentBudget
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.personas.formats.png import CleanImage
 from persona_agent.security.audit import AuditLog
@@ -58,6 +59,8 @@ class HubServices:
     """Who runs the hub, on every card (None: "persona-agent" at the hub's URL)."""
     budget: BudgetLimits = field(default_factory=BudgetLimits)
     """Calls one request may make, its whole tree together (none: no limit)."""
+    documents: DocumentBudget = field(default_factory=DocumentBudget)
+    """The tokens a message's documents may show the model, and what reading one may cost."""
 
     @property
     def auth(self) -> Authenticator | None:

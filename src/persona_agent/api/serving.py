@@ -32,8 +32,10 @@ from persona_agent.collab.local_calls import LocalCalls
 from persona_agent.collab.panel_executor import PanelExecutor
 from persona_agent.collab.panel_prompts import warn_panel_problems
 from persona_agent.errors import ConfigError
+from persona_agent.knowledge.documents import ReadLimits
 from persona_agent.knowledge.folders import DocumentFolders
 from persona_agent.knowledge.library import Knowledge
+from persona_agent.knowledge.sent_documents import DocumentBudget
 from persona_agent.llm.base import LLMBackend
 from persona_agent.memory.scope import TurnMemory
 from persona_agent.observe.metrics import HubMetrics
@@ -122,7 +124,7 @@ def build_a2a(
         if settings.push_notifications
         else None
     )
-    services = _services(settings, storage, protection, push, metrics)
+    services = _services(settings, storage, protection, push, metrics, engine.llm)
 
     def panel_executor(persona: Persona) -> PanelExecutor:
         return PanelExecutor(
@@ -164,6 +166,7 @@ def _services(
     protection: Protection,
     push: PushParts | None,
     metrics: HubMetrics,
+    llm: LLMBackend,
 ) -> HubServices:
     cluster = storage.cluster
     return HubServices(
@@ -184,7 +187,19 @@ def _services(
             model_calls=settings.request_budget_model_calls,
             tool_calls=settings.request_budget_tool_calls,
         ),
+        documents=document_budget(settings, llm),
     )
+
+
+def document_budget(settings: Settings, llm: LLMBackend) -> DocumentBudget:
+    """The tokens a message's documents show the model: ``document_tokens``, and no more
+    than half of what a prompt of a backend that says so may take (the embedded model's
+    context less its answer: the other half is the persona and the conversation)."""
+    tokens = settings.document_tokens
+    if llm.prompt_tokens is not None:
+        tokens = min(tokens, llm.prompt_tokens // 2)
+    limits = ReadLimits(settings.document_max_pages, settings.document_max_decoded_bytes)
+    return DocumentBudget(tokens, limits)
 
 
 async def _import_personas(directory: Path, store: SqlPersonaStore, listener: Listener) -> None:

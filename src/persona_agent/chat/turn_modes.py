@@ -91,7 +91,10 @@ async def open_turn(
             )
         nudge: Message = {"role": "system", "content": CONTINUE_NUDGE}
         return Opening(past, [], _last_user_text(past), extra=[nudge])
-    said: list[Message] = [{"role": "user", "content": user_message}]
+    asked: Message = {"role": "user", "content": user_message}
+    if turn.documents:  # their text is in the content; what they were, beside it
+        asked["files"] = [dict(entry) for entry in turn.documents]
+    said: list[Message] = [asked]
     if past:
         return Opening(past, said, user_message)
     greetings = greetings_of(persona, user)
