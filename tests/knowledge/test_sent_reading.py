@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 from a2a.types.a2a_pb2 import Message, Part, Role
 
@@ -50,8 +51,8 @@ def test_a_cut_ends_at_a_line_or_a_word_and_says_so() -> None:
 
 
 def test_the_embedded_model_takes_at_most_half_of_its_prompt(tmp_path: Path) -> None:
-    def settings(**values: object) -> Settings:
-        return Settings(_env_file=None, data_dir=tmp_path, **values)  # type: ignore[arg-type]
+    def settings(**values: Any) -> Settings:
+        return Settings(_env_file=None, data_dir=tmp_path, **values)  # type: ignore[call-arg]
 
     local = settings(llm_backend="local", local_context_tokens=2048, local_max_tokens=160)
     assert document_budget(local, build_llm_backend(local)).tokens == (2048 - 160) // 2

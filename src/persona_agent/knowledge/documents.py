@@ -77,7 +77,8 @@ def document_type(name: str, media_type: str | None = None) -> str:
         return media
     raise UnsupportedDocumentError(
         f"{name}: {media or 'no'} type is not read as a document: send text (.txt), "
-        "Markdown (.md), HTML (.html) or PDF (.pdf)"
+        "Markdown (.md), CSV (.csv), JSON (.json), YAML (.yaml), XML (.xml), HTML (.html) "
+        "or PDF (.pdf)"
     )
 
 
