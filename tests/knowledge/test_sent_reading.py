@@ -50,12 +50,12 @@ def test_a_cut_ends_at_a_line_or_a_word_and_says_so() -> None:
     assert read.kept().name == "file.txt"
 
 
-def test_the_embedded_model_takes_at_most_half_of_its_prompt(tmp_path: Path) -> None:
+def test_the_embedded_model_takes_at_most_a_quarter_of_its_prompt(tmp_path: Path) -> None:
     def settings(**values: Any) -> Settings:
         return Settings(_env_file=None, data_dir=tmp_path, **values)  # type: ignore[call-arg]
 
     local = settings(llm_backend="local", local_context_tokens=2048, local_max_tokens=160)
-    assert document_budget(local, build_llm_backend(local)).tokens == (2048 - 160) // 2
+    assert document_budget(local, build_llm_backend(local)).tokens == (2048 - 160) // 4
     small = settings(llm_backend="local", document_tokens=300)
     assert document_budget(small, build_llm_backend(small)).tokens == 300
     remote = settings(llm_base_url="http://127.0.0.1:9/v1", document_max_pages=7)

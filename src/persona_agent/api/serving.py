@@ -192,12 +192,14 @@ def _services(
 
 
 def document_budget(settings: Settings, llm: LLMBackend) -> DocumentBudget:
-    """The tokens a message's documents show the model: ``document_tokens``, and no more
-    than half of what a prompt of a backend that says so may take (the embedded model's
-    context less its answer: the other half is the persona and the conversation)."""
+    """The tokens a message's documents show the model: ``document_tokens``, and, for a
+    backend that says what a prompt may take (the embedded model: its context less its
+    answer), no more than a quarter of that in tokens of 4 characters: digits and
+    punctuation take up to twice as many on its tokenizer (2 characters a token), so the
+    documents fill at most half the prompt, the other half the persona and the conversation."""
     tokens = settings.document_tokens
     if llm.prompt_tokens is not None:
-        tokens = min(tokens, llm.prompt_tokens // 2)
+        tokens = min(tokens, llm.prompt_tokens // 4)
     limits = ReadLimits(settings.document_max_pages, settings.document_max_decoded_bytes)
     return DocumentBudget(tokens, limits)
 

@@ -20,15 +20,21 @@ from typing import Any
 from persona_agent.errors import DocumentError
 from persona_agent.knowledge.documents import DEFAULT_LIMITS, ReadLimits, read_document
 from persona_agent.knowledge.turn import AttachedFile
-from persona_agent.memory.retrieval import estimate_tokens
 
 __all__ = [
     "DocumentBudget",
     "ReadDocument",
     "SentDocument",
+    "estimate_tokens",
     "fair_shares",
     "read_sent",
 ]
+
+
+def estimate_tokens(text: str) -> int:
+    """Characters / 4, rounded up: memory's and the lorebook's rule (no tokenizer fits every
+    model), written here so that reading a message loads nothing of memory's (numpy)."""
+    return -(-len(text) // 4)
 
 
 @dataclass(frozen=True, slots=True)

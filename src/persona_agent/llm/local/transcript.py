@@ -208,7 +208,7 @@ def _turns(messages: Sequence[dict[str, Any]], name: str) -> list[tuple[str, str
             continue  # an assistant message that only called tools
         turns.append((USER_LABEL if role == "user" else name, text))
     # A past turn is cut; the newest is whole (the documents it brings are within their
-    # budget, half of what the prompt may take: docs/media.md#documents).
+    # budget, at most half of what the prompt may take: docs/media.md#documents).
     return [
         (speaker, text[: _TURN_CHARS - 1].rstrip() + "…" if len(text) > _TURN_CHARS else text)
         for speaker, text in turns[:-1]
