@@ -125,7 +125,7 @@ async def test_the_budget_is_shared_and_what_is_cut_is_said(
     report = ("report.md", "text/markdown", long_text.encode())
     async with hub_factory(document_tokens=40) as hub:
         llm.script(Reply("Read."))
-        task = await ask(hub, message_of("Both, please.", short, report))
+        task = await ask(hub, message_of("What does line 97 say?", short, report))
         assert task.status.state == TaskState.TASK_STATE_COMPLETED, status_text(task)
         content = llm.requests[-1]["messages"][-1]["content"]
         # The short one (10 tokens) whole; the report gets the other 30 (120 characters), cut
@@ -133,13 +133,16 @@ async def test_the_budget_is_shared_and_what_is_cut_is_said(
         shown = long_text[:120].rsplit(" ", 1)[0]
         shown_tokens = -(-len(shown) // 4)
         assert content == (
-            "Both, please.\n\n"
+            "What does line 97 say?\n\n"
             "[document: short.txt]\nTen tokens of text, or nearly so, here.\n[end of short.txt]\n\n"
             f"[document: report.md]\n{shown}\n"
             f"[report.md is cut here: {shown_tokens} of its {-(-len(long_text) // 4)} tokens "
             "shown. The whole document is kept with this conversation: passages of the rest that a "
             "message asks about are looked up]"
         )
+        # The report is kept with the conversation, and searched with the user's own words:
+        # the passage that answers is found at once.
+        assert "Line 97 of the long report." in str(llm.requests[-1]["messages"][0]["content"])
         [asked] = [row for row in await stored(hub, task.context_id) if row["role"] == "user"]
         assert [(f["name"], f["tokens"], f["shownTokens"]) for f in asked["files"]] == [
             ("short.txt", 10, 10),
@@ -200,3 +203,23 @@ async def test_a_bad_document_fails_its_task_naming_the_part_and_the_hub_serves_
         llm.script(Reply("Still here."))
         served = await send(await hub.client("socrates"), "Are you there?")
         assert served.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_a_cut_document_is_searched_with_the_users_own_words(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    """The rest of a cut document is looked up at once: the passage that answers the
+    question, beyond what the budget showed, is in the prompt of the same turn (searched
+    with the message's own words, not the documents' text: see read_message_now)."""
+    olives = [f"Olive oil from the north grove sold at {n} obols the jar." for n in range(80)]
+    lines = [*olives[:50], "The harbour master is called Kallias.", *olives[50:]]
+    ledger = ("ledger.txt", "text/plain", "\n".join(lines).encode())
+    async with hub_factory(document_tokens=40) as hub:
+        llm.script(Reply("Kallias [1]."))
+        task = await ask(hub, message_of("Who is the harbour master?", ledger))
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED, status_text(task)
+        content = llm.requests[-1]["messages"][-1]["content"]
+        assert "Kallias" not in content  # not among what the budget showed
+        assert "The harbour master is called Kallias." in str(
+            llm.requests[-1]["messages"][0]["content"]
+        )

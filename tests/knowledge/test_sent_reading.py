@@ -11,7 +11,7 @@ from typing import Any
 
 from a2a.types.a2a_pb2 import Message, Part, Role
 
-from persona_agent.a2a.input import read_message
+from persona_agent.a2a.input import read_message, read_message_now
 from persona_agent.api.serving import document_budget
 from persona_agent.knowledge.documents import ReadLimits
 from persona_agent.knowledge.sent_documents import (
@@ -92,3 +92,13 @@ async def test_a_pdf_is_read_off_the_event_loop() -> None:
     assert "Boom" in read.text
     assert took > 0.2  # long enough for the check below to mean something
     assert max(gaps) < took / 2, (max(gaps), took)
+
+
+def test_with_documents_the_question_is_the_users_own_words() -> None:
+    csv = Part(raw=b"a,b\n1,2\n", media_type="text/csv", filename="t.csv")
+    parts = [Part(text="Sum column b."), csv, Part(text="Then double it.")]
+    read = read_message_now(Message(role=Role.ROLE_USER, parts=parts))
+    assert read.question == "Sum column b.\n\nThen double it."
+    assert read.text.startswith("Sum column b.\n\n[document: t.csv]\na,b\n1,2\n")
+    plain = read_message_now(Message(role=Role.ROLE_USER, parts=[Part(text="Hello.")]))
+    assert (plain.text, plain.question, plain.documents) == ("Hello.", "", ())

@@ -105,6 +105,9 @@ class MessageRead:
     """The documents' ``files`` entries (name, media type, bytes, tokens, shown tokens)."""
     kept: tuple[AttachedFile, ...] = ()
     """The documents that were cut, for the conversation's knowledge (where the rest is)."""
+    question: str = ""
+    """With documents, the text and data parts alone (the user's own words: what memory and
+    the documents are searched with); without, empty (the text is the question)."""
 
 
 async def read_message(message: Message, budget: DocumentBudget = DEFAULT_BUDGET) -> MessageRead:
@@ -155,10 +158,12 @@ def read_message_now(message: Message, budget: DocumentBudget = DEFAULT_BUDGET) 
     text = "\n\n".join(piece for piece in texts if piece.strip())
     if not text:
         raise InputError()
+    own = [piece for piece in pieces if isinstance(piece, str) and piece.strip()]
     return MessageRead(
         text,
         tuple(document.entry() for document in read),
         tuple(document.kept() for document in read if document.cut),
+        "\n\n".join(own) if sent else "",
     )
 
 

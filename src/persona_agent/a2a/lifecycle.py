@@ -220,6 +220,7 @@ class TaskExecutor(AgentExecutor):
             text=read.text,
             files=read.kept,
             documents=read.documents,
+            question=read.question,
             user=message_user(message),
             mode=op.mode,
             greeting=op.greeting,

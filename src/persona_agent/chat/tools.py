@@ -91,6 +91,9 @@ class Turn:
     documents: tuple[dict[str, Any], ...] = ()
     """The message's documents, as the stored user message's ``files`` entries (name,
     mediaType, bytes, tokens, shownTokens); their text is in the message's text already."""
+    question: str = ""
+    """The user's own words when the message brings documents (its text and data parts):
+    what memory and the documents are searched with, rather than the documents' text."""
     mode: Literal["message", "regenerate", "continue"] = "message"
     """Answer the message; or answer the last user message again, or continue the last
     answer, the message ignored (:mod:`persona_agent.chat.turn_modes`)."""
