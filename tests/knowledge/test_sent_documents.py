@@ -16,9 +16,10 @@ from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest, Task, Tas
 
 from persona_agent.a2a.lifecycle import history_key
 from persona_agent.api.app import HubApp
+from tests.conformance.conftest import Wire, file_part, text_part
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.a2a_helpers import send
-from tests.integration.conftest import Hub, HubFactory
+from tests.integration.conftest import TRANSPORTS, Hub, HubFactory
 from tests.knowledge.pdfs import encrypted_pdf_of, pdf_bomb, pdf_of
 
 PDF = pdf_of(["Ledger of the year.", "The treasury holds nine hundred drachmas."])
@@ -68,9 +69,9 @@ def message_of(text: str, *documents: tuple[str, str, bytes], context_id: str = 
 
 
 async def ask(hub: Hub, message: Message) -> Task:
+    """A blocking send through the real client (JSON-RPC, A2A 1.0): its task."""
     client = await hub.client("socrates")
-    responses = [r async for r in client.send_message(SendMessageRequest(message=message))]
-    (response,) = responses
+    (response,) = [r async for r in client.send_message(SendMessageRequest(message=message))]
     return response.task
 
 
@@ -223,3 +224,31 @@ async def test_a_cut_document_is_searched_with_the_users_own_words(
         assert "The harbour master is called Kallias." in str(
             llm.requests[-1]["messages"][0]["content"]
         )
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("streaming", [False, True], ids=["send", "stream"])
+async def test_documents_are_read_on_every_binding_and_version(
+    hub_factory: HubFactory, llm: FakeLLM, transport: tuple[str, str], streaming: bool
+) -> None:
+    """Sent as each binding writes a file part (raw HTTP: the SDK's v0.3 HTTP+JSON client
+    cannot decode the file bytes of the task it gets back, whatever the type)."""
+    documents = [DOCUMENTS[3], DOCUMENTS[5]]  # the CSV and the PDF
+    async with hub_factory(mcp_config=None) as hub:
+        llm.script(Reply("Three obols."))
+        wire = Wire(hub.http, "socrates", transport)
+        parts = [text_part("Prices?"), *(file_part(d, m, n) for n, m, d in documents)]
+        if streaming:
+            events = wire.events(await wire.send_streaming_message(parts))
+            assert events, "no events"
+        else:
+            task = wire.task(await wire.send_message(parts))
+            assert wire.state(task) == "TASK_STATE_COMPLETED", task
+        blocks = [
+            f"[document: {name}]\n{TEXTS[index]}\n[end of {name}]"
+            for index, (name, _, _) in ((3, DOCUMENTS[3]), (5, DOCUMENTS[5]))
+        ]
+        assert llm.requests[-1]["messages"][-1] == {
+            "role": "user",
+            "content": "\n\n".join(["Prices?", *blocks]),
+        }
