@@ -13,7 +13,12 @@ from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
 from google.protobuf.json_format import MessageToDict
 
 from persona_agent.errors import PersonaAgentError
-from persona_agent.knowledge.sent_documents import DocumentBudget, SentDocument, read_sent
+from persona_agent.knowledge.sent_documents import (
+    DocumentBudget,
+    SentDocument,
+    document_name,
+    read_sent,
+)
 from persona_agent.knowledge.turn import AttachedFile
 
 __all__ = [
@@ -145,7 +150,7 @@ def read_message_now(message: Message, budget: DocumentBudget = DEFAULT_BUDGET) 
             pieces.append(data_as_text(MessageToDict(part.data), index))
         elif kind == "raw" and part.media_type in (*READABLE_FILE_TYPES, *DOCUMENT_FILE_TYPES):
             pieces.append(len(sent))
-            name = part.filename or f"part-{index}"
+            name = document_name(part.filename, index)
             sent.append(SentDocument(index, name, part.media_type, part.raw))
         else:
             media = part.media_type or "unknown type"

@@ -25,6 +25,7 @@ __all__ = [
     "DocumentBudget",
     "ReadDocument",
     "SentDocument",
+    "document_name",
     "estimate_tokens",
     "fair_shares",
     "read_sent",
@@ -35,6 +36,16 @@ def estimate_tokens(text: str) -> int:
     """Characters / 4, rounded up: memory's and the lorebook's rule (no tokenizer fits every
     model), written here so that reading a message loads nothing of memory's (numpy)."""
     return -(-len(text) // 4)
+
+
+def document_name(filename: str, index: int) -> str:
+    """How a document part is named to the model and in ``files``: its file's own name (no
+    directories), printable, brackets made parentheses (so that no name can write a line
+    of the frame around a document), at most 255 characters; ``part-{index}`` without one."""
+    base = filename.replace("\\", "/").rsplit("/", 1)[-1]
+    base = "".join(ch for ch in base if ch.isprintable()).strip()
+    base = base.replace("[", "(").replace("]", ")")
+    return base[:255] or f"part-{index}"
 
 
 @dataclass(frozen=True, slots=True)
