@@ -252,3 +252,18 @@ async def test_documents_are_read_on_every_binding_and_version(
             "role": "user",
             "content": "\n\n".join(["Prices?", *blocks]),
         }
+
+
+async def test_an_uploaded_pdf_bomb_is_refused_by_the_same_limit(hub_factory: HubFactory) -> None:
+    """The persona's documents (REST, the folder) are read within the same limits."""
+    async with hub_factory(document_max_decoded_bytes=2 * 1024 * 1024) as hub:
+        response = await hub.http.post(
+            "/api/v1/personas/socrates/documents",
+            headers={"X-Requested-With": "tests"},
+            files={"file": ("bomb.pdf", pdf_bomb(8 * 1024 * 1024))},
+        )
+        assert response.status_code == 422, response.text
+        assert response.json()["detail"] == (
+            "bomb.pdf: the PDF's content decodes to more than 2,097,152 bytes "
+            "(PERSONA_AGENT_DOCUMENT_MAX_DECODED_BYTES)"
+        )

@@ -22,7 +22,7 @@ from typing import Any
 
 from persona_agent.errors import DocumentError, UnsupportedDocumentError
 
-__all__ = ["DOCUMENT_TYPES", "ReadLimits", "document_type", "read_document"]
+__all__ = ["DEFAULT_LIMITS", "DOCUMENT_TYPES", "ReadLimits", "document_type", "read_document"]
 
 DOCUMENT_TYPES = {
     ".txt": "text/plain",
