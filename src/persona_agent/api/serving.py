@@ -135,6 +135,7 @@ def build_a2a(
             quotas=services.quotas,
             metrics=services.metrics,
             budget=services.budget,
+            documents=services.documents,
             demo_model=engine.llm.demo_model,
         )
 
