@@ -291,6 +291,7 @@ def build_knowledge(
         ConfigError: ``openai`` embeddings without the ``openai`` LLM backend (said at
             start-up, not at the first document).
     """
+    from persona_agent.knowledge.documents import ReadLimits
     from persona_agent.knowledge.library import Knowledge, KnowledgeLimits
 
     if settings.memory_embeddings == "openai" and llm.name != "openai":
@@ -304,6 +305,7 @@ def build_knowledge(
         chunk_overlap=settings.knowledge_chunk_chars // 7,
         token_budget=settings.knowledge_token_budget,
         max_passages=settings.knowledge_max_passages,
+        read=ReadLimits(settings.document_max_pages, settings.document_max_decoded_bytes),
     )
     shared = settings.resolved_database_url.startswith("postgresql")
     return Knowledge(store, embedder, limits, shared=shared)

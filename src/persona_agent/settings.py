@@ -308,6 +308,17 @@ class Settings(BaseSettings):
     image_url_allowed_hosts: str = ""
     """Comma-separated hosts (``host`` or ``host:port``) an image URL may be on although
     they are not public addresses, for local development (as ``push_allowed_hosts``)."""
+    # Media: documents
+    document_tokens: int = Field(default=8000, ge=0)
+    """Tokens (characters / 4) of documents one message shows the model, its documents
+    together; a document over its share is cut, said so, and kept as the conversation's
+    document (docs/media.md#documents). With the embedded model, at most a quarter of what
+    its prompt may take (``local_context_tokens`` less ``local_max_tokens``)."""
+    document_max_pages: int = Field(default=500, ge=1)
+    """Pages of a PDF read; a PDF of more is refused, naming its part."""
+    document_max_decoded_bytes: int = Field(default=32 * 1024 * 1024, ge=1024 * 1024)
+    """Bytes a PDF's content streams may decode to, all pages together (a "PDF bomb" is
+    refused, naming its part, as soon as it passes this)."""
 
     @field_validator("public_base_url", "provider_url")
     @classmethod

@@ -51,7 +51,7 @@ async def test_data_and_text_file_parts_reach_the_model(hub: Hub, llm: FakeLLM) 
     assert content.startswith("Explain this:")
     embedded = content.split("```json\n", 1)[1].split("\n```", 1)[0]
     assert json.loads(embedded) == {"question": "mass-energy", "units": ["kg", "J"]}
-    assert "[note.txt]\nE = m c^2" in content
+    assert content.endswith("\n\n[document: note.txt]\nE = m c^2\n[end of note.txt]")
 
 
 async def test_unsupported_media_is_refused_with_the_content_type_error(hub: Hub) -> None:

@@ -34,7 +34,7 @@ def mcp_config_file() -> None:
 
 def unreadable_file() -> SendMessageRequest:
     """A message whose one part passes the handler's check (an inline text file) and cannot
-    be read (not UTF-8): a domain error (``InputError``) once the task runs."""
+    be read (not UTF-8): a domain error (``DocumentError``) once the task runs."""
     part = Part(raw=b"caf\xe9 \xff", media_type="text/plain", filename="notes.txt")
     return SendMessageRequest(
         message=Message(role=Role.ROLE_USER, message_id="m-unreadable", parts=[part])
@@ -58,7 +58,8 @@ async def test_a_domain_error_fails_the_task_with_its_message_and_a_reference(
     assert task.status.state == TaskState.TASK_STATE_FAILED
     # The client reads what was wrong, and where the log says more: as for a persona.
     told = re.fullmatch(
-        r"Part 0 \(notes\.txt\) is not UTF-8 \(reference ([0-9a-f]{12}): see the hub's log\)",
+        r"Part 0 \(notes\.txt\): not UTF-8 text \(byte 3\): save it as UTF-8 "
+        r"\(reference ([0-9a-f]{12}): see the hub's log\)",
         status_text(task),
     )
     assert told is not None, status_text(task)

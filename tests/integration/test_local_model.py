@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,15 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
-from a2a.types.a2a_pb2 import CancelTaskRequest, Task, TaskState
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    Task,
+    TaskState,
+)
 from google.protobuf.json_format import MessageToDict
 
 from persona_agent.api.app import HubApp, create_app
@@ -250,3 +259,34 @@ async def test_readyz_waits_for_the_model_and_a_probe_loads_it(
                 await asyncio.sleep(0.2)
         assert answer.json()["llm"] == {"backend": "local", "model": LOCAL_MODEL_NAME}
         assert answer.json()["notReady"] == []
+
+
+@MODULE_LOOP
+async def test_a_document_reaches_the_embedded_model_within_its_budget(local_hub: Hub) -> None:
+    """A document read into the turn is in the model's prompt: a short one adds about its
+    tokens; a long one is cut to the budget (a quarter of what the prompt may take, in
+    tokens of 4 characters: here (2,048 - 64) / 4 = 496, some 2,000 characters), which the
+    newest turn of the transcript carries whole (a past turn would be cut to 1,200
+    characters), and the model answers within its context. The text is heavy in digits,
+    the worst case: about 2 characters a token on this model's tokenizer."""
+    client = await local_hub.client("keeper")
+    log = " ".join(f"Log {n}: the lamp was lit at dusk and the sea was calm." for n in range(8))
+    long = " ".join(
+        f"Entry {n}: a gale from the north-west, the glass falling." for n in range(800)
+    )
+
+    async def asked(document: str) -> Task:
+        parts = [Part(text="What do you make of this?")]
+        if document:
+            parts.append(Part(raw=document.encode(), media_type="text/plain", filename="log.txt"))
+        message = Message(role=Role.ROLE_USER, message_id=str(uuid.uuid4()), parts=parts)
+        (response,) = [r async for r in client.send_message(SendMessageRequest(message=message))]
+        task = response.task
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED, task.status
+        return task
+
+    plain, short, cut = [await asked(document) for document in ("", log, long)]
+    read = [int(cost_of(task)["usage"]["promptTokens"]) for task in (plain, short, cut)]
+    assert 60 <= read[1] - read[0] <= len(log) // 2, read  # the log's ~110 tokens, and more
+    assert read[2] - read[0] >= 800, read  # some 1,000 tokens: 2,000 characters, not 1,200
+    assert read[2] <= (2048 - CAP) * 3 // 4, read  # room to spare in the context

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["pdf_of"]
+__all__ = ["encrypted_pdf_of", "pdf_bomb", "pdf_of"]
 
 
 def _escape(text: str) -> str:
@@ -32,6 +32,59 @@ def pdf_of(pages: Sequence[str]) -> bytes:
         objects.append(
             b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream"
         )
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n".encode() + body + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    for offset in offsets:
+        out += f"{offset:010d} 00000 n \n".encode()
+    out += (
+        f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n"
+    ).encode()
+    return bytes(out)
+
+
+def encrypted_pdf_of(pages: Sequence[str], password: str = "secret") -> bytes:
+    """:func:`pdf_of`'s PDF, encrypted by pypdf's writer (AES-256) with ``password``."""
+    import io
+
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf_of(pages))))
+    writer.encrypt(password, algorithm="AES-256")
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def pdf_bomb(decoded_bytes: int = 100 * 1024 * 1024) -> bytes:
+    """A one-page PDF whose content stream is a FlateDecode stream of a few hundred KB
+    that inflates to ``decoded_bytes`` (spaces, then a line of text)."""
+    import zlib
+
+    compressor = zlib.compressobj(9)
+    block = b" " * (1024 * 1024)
+    compressed = bytearray()
+    for _ in range(decoded_bytes // len(block)):
+        compressed += compressor.compress(block)
+    compressed += compressor.compress(b"BT /F1 11 Tf 50 740 Td (Boom) Tj ET")
+    compressed += compressor.flush()
+    stream = bytes(compressed)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 5 0 R "
+        b"/Resources << /Font << /F1 3 0 R >> >> >>",
+        b"<< /Length "
+        + str(len(stream)).encode()
+        + b" /Filter /FlateDecode >>\nstream\n"
+        + stream
+        + b"\nendstream",
+    ]
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, 1):

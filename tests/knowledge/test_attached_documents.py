@@ -36,7 +36,8 @@ async def test_a_caller_lists_and_deletes_the_documents_it_attached(
     pdf = pdf_of(["Ledger of the year.", "The treasury holds nine hundred drachmas."])
     log = tmp_path / "audit.jsonl"
     async with (
-        hub_factory(api_keys=KEYS, audit_log=str(log)) as hub,
+        # A budget of 8 tokens cuts the ledger: the conversation keeps it, for the rest.
+        hub_factory(api_keys=KEYS, audit_log=str(log), document_tokens=8) as hub,
         caller(hub, ALICE_KEY) as alice,
         caller(hub, BOB_KEY) as bob,
     ):

@@ -1,9 +1,9 @@
 """A persona's knowledge documents through the real hub (uvicorn, the scripted fake
 OpenAI server): uploaded over REST, the passage that answers reaches the model's prompt
 in its own marked section and the answer's metadata cites it; a bad file gets a 4xx
-naming it and changes nothing; a PDF sent as an A2A file part is read in its conversation
-only; a file put in the persona's documents folder is taken in; a deleted persona's
-documents go with it."""
+naming it and changes nothing; a PDF sent as an A2A file part is read into its turn, and
+one cut to the document budget is kept for its conversation only; a file put in the
+persona's documents folder is taken in; a deleted persona's documents go with it."""
 
 from __future__ import annotations
 
@@ -137,28 +137,58 @@ def pdf_message(text: str, pdf: bytes, context_id: str | None = None) -> SendMes
     return SendMessageRequest(message=message)
 
 
-async def test_a_pdf_file_part_is_read_in_its_conversation_only(
+async def test_a_pdf_file_part_is_read_into_its_turn_in_its_conversation_only(
     hub_factory: HubFactory, llm: FakeLLM
 ) -> None:
     pdf = pdf_of(["Ledger of the year.", "The treasury holds nine hundred drachmas."])
     async with hub_factory() as hub:
         client = await hub.client("socrates")
-        llm.script(Reply("Nine hundred [1]."), Reply("Still nine hundred."), Reply("Unknown."))
+        llm.script(Reply("Nine hundred."), Reply("Still nine hundred."), Reply("Unknown."))
         responses = [
             r
             async for r in client.send_message(pdf_message("How much does the treasury hold?", pdf))
         ]
         first = responses[0].task
-        assert "[attached document: ledger.pdf]" in json.dumps(llm.requests[-1]["messages"])
-        assert "(ledger.pdf, page 2, passage 2)" in system_prompt(llm)
-        cited = {(c["document"], c["page"], c["passage"]) for c in citations(first)}
-        assert ("ledger.pdf", 2, 2) in cited
+        asked = llm.requests[-1]["messages"][-1]
+        assert asked == {
+            "role": "user",
+            "content": "How much does the treasury hold?\n\n[document: ledger.pdf]\n"
+            "Ledger of the year.\n\nThe treasury holds nine hundred drachmas.\n"
+            "[end of ledger.pdf]",
+        }
+        assert DOCUMENTS_HEADING not in system_prompt(llm)  # whole in the turn: not kept
+        assert citations(first) == []
         await send(client, "Remind me: how much is in the treasury?", first.context_id)
-        assert "nine hundred drachmas" in system_prompt(llm)  # later turns read it too
+        assert "nine hundred drachmas" in json.dumps(llm.requests[-1]["messages"][1:])  # history
 
         await send(client, "How much does the treasury hold?")  # another conversation
         assert "drachmas" not in json.dumps(llm.requests[-1])
         assert await listed(hub) == []  # the conversation's, not the persona's
+
+
+async def test_a_pdf_cut_to_the_budget_is_kept_and_its_rest_looked_up(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    pdf = pdf_of(["Ledger of the year.", "The treasury holds nine hundred drachmas."])
+    async with hub_factory(document_tokens=5) as hub:
+        client = await hub.client("socrates")
+        llm.script(Reply("Nine hundred [1]."), Reply("Still nine hundred [1]."))
+        responses = [
+            r async for r in client.send_message(pdf_message("How much is in the treasury?", pdf))
+        ]
+        first = responses[0].task
+        content = llm.requests[-1]["messages"][-1]["content"]
+        assert content == (
+            "How much is in the treasury?\n\n[document: ledger.pdf]\nLedger of the year.\n"
+            "[ledger.pdf is cut here: 5 of its 16 tokens shown. The whole document is kept "
+            "with this conversation: passages of the rest that a message asks about are "
+            "looked up]"
+        )
+        assert "(ledger.pdf, page 2, passage 2)" in system_prompt(llm)  # the rest, found
+        cited = {(c["document"], c["page"], c["passage"]) for c in citations(first)}
+        assert ("ledger.pdf", 2, 2) in cited
+        await send(client, "Remind me: how much is in the treasury?", first.context_id)
+        assert "nine hundred drachmas" in system_prompt(llm)  # later turns look it up too
 
 
 async def test_a_corrupt_pdf_part_fails_the_task_naming_it(
@@ -171,7 +201,7 @@ async def test_a_corrupt_pdf_part_fails_the_task_naming_it(
         ]
         task = responses[0].task
         text = "".join(p.text for p in task.status.message.parts)
-        assert "ledger.pdf: not a readable PDF" in text
+        assert "Part 1 (ledger.pdf): not a readable PDF" in text
         assert llm.requests == []  # the model never asked
 
 

@@ -5,6 +5,8 @@ conversation only; the passage that answers a question is the one found."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from persona_agent.db import GroupCommitWriter
@@ -35,8 +37,8 @@ Oil arrives by boat on the first Monday of each month; the keeper signs for fort
 
 
 def knowledge(writer: GroupCommitWriter, **limits: int) -> Knowledge:
-    values = {"chunk_chars": 200, "chunk_overlap": 30, "max_passages": 2, **limits}
-    return Knowledge(KnowledgeStore(writer), HashingEmbedder, KnowledgeLimits(**values))
+    values: dict[str, Any] = {"chunk_chars": 200, "chunk_overlap": 30, "max_passages": 2}
+    return Knowledge(KnowledgeStore(writer), HashingEmbedder, KnowledgeLimits(**values | limits))
 
 
 async def everything(writer: GroupCommitWriter, persona_id: str) -> tuple[object, ...]:

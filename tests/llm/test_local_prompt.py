@@ -198,3 +198,17 @@ def test_with_no_persona_the_system_prompt_is_a_plain_description() -> None:
         "The following is a conversation with an assistant. You answer briefly.\n\n"
         "User: Hi\nAssistant:"
     )
+
+
+async def test_the_newest_message_is_whole_a_past_one_cut() -> None:
+    """A message with a document (within its budget, docs/media.md#documents) reaches the
+    transcript whole, on one line; the same text as a past turn is cut to 1,200 characters."""
+    persona = PERSONAS["marie-curie"]
+    document = " ".join(f"Row {n}: radium sample, {n} milligrams." for n in range(120))
+    asked = f"Read this.\n\n[document: samples.csv]\n{document}\n[end of samples.csv]"
+    prompt, _ = await transcript(persona, said(asked))
+    assert prompt.endswith(f"User: {' '.join(asked.split())}\nMarie Curie:")
+    later, _ = await transcript(persona, said(asked, "Noted.", "And the last row?"))
+    assert "Row 119: radium sample, 119 milligrams. [end of samples.csv]" not in later
+    assert "User: And the last row?\nMarie Curie:" in later
+    assert "Row 20: radium sample" in later  # the past turn, its first 1,200 characters

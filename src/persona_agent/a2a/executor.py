@@ -22,12 +22,13 @@ from google.protobuf.struct_pb2 import Value
 from persona_agent.a2a.context_keys import PARTS_METADATA_KEY
 from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload, memory_payload
 from persona_agent.a2a.image_parts import NO_INTAKE, ImageIntake
-from persona_agent.a2a.input import InputError
+from persona_agent.a2a.input import DEFAULT_BUDGET, InputError
 from persona_agent.a2a.lifecycle import TaskExecutor, TaskTurn
 from persona_agent.chat.budget import BudgetLimits
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.events import Done, Progress, Token, ToolEnd, ToolOutput, ToolStart
 from persona_agent.chat.memory_tools import MEMORY_DATA_KEY
+from persona_agent.knowledge.sent_documents import DocumentBudget
 from persona_agent.observe.metrics import HistogramLike, HubMetrics
 from persona_agent.personas.model import Persona
 from persona_agent.security.audit import AuditLog
@@ -80,15 +81,23 @@ class PersonaAgentExecutor(TaskExecutor):
         quotas: Quotas,
         metrics: HubMetrics,
         budget: BudgetLimits,
+        documents: DocumentBudget = DEFAULT_BUDGET,
         tasks: TaskLister | None = None,
         images: ImageIntake = NO_INTAKE,
     ) -> None:
-        """``budget``: the calls one request may make, its whole tree together; ``tasks``:
+        """``budget``: the calls one request may make, its whole tree together;
+        ``documents``: the tokens a message's documents may show the model; ``tasks``:
         the persona's tasks, where a ``regenerate`` or ``continue`` finds the conversation's
         latest (without: any task it names is taken as the latest); ``images``: how the
         message's images are read."""
         super().__init__(
-            persona, audit=audit, quotas=quotas, metrics=metrics, budget=budget, images=images
+            persona,
+            audit=audit,
+            quotas=quotas,
+            metrics=metrics,
+            budget=budget,
+            documents=documents,
+            images=images,
         )
         self.engine = engine
         self.tasks = tasks

@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass
+from typing import Any
 
 from a2a.types.a2a_pb2 import Message, Role
 from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
 from google.protobuf.json_format import MessageToDict
 
 from persona_agent.errors import PersonaAgentError
+from persona_agent.knowledge.sent_documents import (
+    DocumentBudget,
+    SentDocument,
+    document_name,
+    read_sent,
+)
 from persona_agent.knowledge.turn import AttachedFile
 from persona_agent.media.images import IMAGE_TYPES
 
@@ -20,11 +28,11 @@ __all__ = [
     "INLINE_MESSAGE_BYTES",
     "READABLE_FILE_TYPES",
     "InputError",
-    "attached_files",
+    "MessageRead",
     "check_parts",
     "data_as_text",
-    "message_text",
-    "message_to_text",
+    "read_message",
+    "read_message_now",
 ]
 
 READABLE_FILE_TYPES = (
@@ -38,9 +46,9 @@ READABLE_FILE_TYPES = (
 """Media types of inline file parts that are read as text (the card declares them)."""
 
 DOCUMENT_FILE_TYPES = ("application/pdf", "text/html")
-"""Media types of inline file parts taken as documents of the conversation: read, cut into
-passages, and the passages relevant to each of its turns put in the prompt, cited
-(docs/knowledge.md). The card declares them too."""
+"""Media types of inline file parts whose text is extracted (PDF pages, the text of HTML);
+the card declares them too. Every document part, of these types or the text ones, is read
+into the turn within the message's document budget (docs/media.md#documents)."""
 
 INLINE_MESSAGE_BYTES = 64 * 1024
 """The largest message read on the event loop; a larger one (a data part of many values:
@@ -50,6 +58,9 @@ DATA_PART_CHARS = 1024 * 1024
 """The most of a data part's JSON the model is shown (characters); the rest is cut, and a
 note says how much. A message is at most ``PERSONA_AGENT_MAX_MESSAGE_BYTES`` (1 MiB by
 default), but its JSON can be longer: numbers are doubles (``1`` reads back as ``1.0``)."""
+
+
+DEFAULT_BUDGET = DocumentBudget()
 
 
 class InputError(PersonaAgentError):
@@ -97,27 +108,54 @@ def check_parts(message: Message, *, sees: bool = False) -> None:
         )
 
 
-async def message_text(message: Message) -> str:
-    """:func:`message_to_text`, in a worker thread for a message over
-    :data:`INLINE_MESSAGE_BYTES`.
+@dataclass(frozen=True, slots=True)
+class MessageRead:
+    """A user's message, read for the turn."""
+
+    text: str
+    """What the model reads: the text parts, the data parts as JSON, the documents' text
+    (each within its share of the budget), in the parts' order."""
+    documents: tuple[dict[str, Any], ...] = ()
+    """The documents' ``files`` entries (name, media type, bytes, tokens, shown tokens)."""
+    kept: tuple[AttachedFile, ...] = ()
+    """The documents that were cut, for the conversation's knowledge (where the rest is)."""
+    question: str = ""
+    """With documents, the text and data parts alone (the user's own words: what memory and
+    the documents are searched with); without, empty (the text is the question)."""
+
+
+async def read_message(message: Message, budget: DocumentBudget = DEFAULT_BUDGET) -> MessageRead:
+    """The user's message for the model (:func:`read_message_now`): in a worker thread when
+    it has a document or is over :data:`INLINE_MESSAGE_BYTES`.
 
     Raises:
-        InputError: as :func:`message_to_text`.
+        InputError: as :func:`read_message_now`.
+        DocumentError: a document cannot be read (its part named).
     """
-    if message.ByteSize() <= INLINE_MESSAGE_BYTES:
-        return message_to_text(message)
-    return await asyncio.to_thread(message_to_text, message)
+    documents = any(
+        part.WhichOneof("content") == "raw" and part.media_type not in IMAGE_TYPES
+        for part in message.parts
+    )
+    if not documents and message.ByteSize() <= INLINE_MESSAGE_BYTES:
+        return read_message_now(message, budget)
+    return await asyncio.to_thread(read_message_now, message, budget)
 
 
-def message_to_text(message: Message) -> str:
-    """The user's message as text for the model.
+def read_message_now(message: Message, budget: DocumentBudget = DEFAULT_BUDGET) -> MessageRead:
+    """The user's message for the model.
 
-    Text parts are the conversation; data parts are passed as JSON; file parts
-    with inline bytes of a text type are read; images are left out (the model is shown
-    them apart: a message of images alone has no text). Anything else raises
-    :class:`InputError` naming the part.
+    Text parts are the conversation; data parts are passed as JSON; file parts with inline
+    bytes of a document type are read (:mod:`persona_agent.knowledge.sent_documents`), all
+    of them within ``budget``; images are left out (the model is shown them apart: a
+    message of images alone has no text). Anything else raises :class:`InputError` naming
+    the part.
+
+    Raises:
+        InputError: a part of another kind, or nothing to read.
+        DocumentError: a document cannot be read (its part named).
     """
-    pieces: list[str] = []
+    pieces: list[str | int] = []  # text, or the index of a document among ``sent``
+    sent: list[SentDocument] = []
     images = False
     for index, part in enumerate(message.parts):
         kind = part.WhichOneof("content")
@@ -127,41 +165,28 @@ def message_to_text(message: Message) -> str:
             pieces.append(part.text)
         elif kind == "data":
             pieces.append(data_as_text(MessageToDict(part.data), index))
-        elif kind == "raw" and part.media_type in READABLE_FILE_TYPES:
-            try:
-                text = part.raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise InputError(
-                    f"Part {index} ({part.filename or 'file'}) is not UTF-8"
-                ) from error
-            name = part.filename or "attached file"
-            pieces.append(f"[{name}]\n{text}")
-        elif kind == "raw" and part.media_type in DOCUMENT_FILE_TYPES:
-            pieces.append(f"[attached document: {_document_name(part.filename, index)}]")
+        elif kind == "raw" and part.media_type in (*READABLE_FILE_TYPES, *DOCUMENT_FILE_TYPES):
+            pieces.append(len(sent))
+            name = document_name(part.filename, index)
+            sent.append(SentDocument(index, name, part.media_type, part.raw))
         else:
             media = part.media_type or "unknown type"
             raise InputError(
                 f"Part {index} ({kind or 'empty'}, {media}) is not supported: "
-                "send text, data, or inline text files"
+                "send text, data, or inline documents"
             )
-    text = "\n\n".join(piece for piece in pieces if piece.strip())
+    read = read_sent(sent, budget)
+    texts = [piece if isinstance(piece, str) else read[piece].text for piece in pieces]
+    text = "\n\n".join(piece for piece in texts if piece.strip())
     if not text and not images:
         raise InputError()
-    return text
-
-
-def attached_files(message: Message) -> tuple[AttachedFile, ...]:
-    """The message's documents (inline file parts of :data:`DOCUMENT_FILE_TYPES`), for the
-    conversation's knowledge."""
-    return tuple(
-        AttachedFile(_document_name(part.filename, index), part.media_type, part.raw)
-        for index, part in enumerate(message.parts)
-        if part.WhichOneof("content") == "raw" and part.media_type in DOCUMENT_FILE_TYPES
+    own = [piece for piece in pieces if isinstance(piece, str) and piece.strip()]
+    return MessageRead(
+        text,
+        tuple(document.entry() for document in read),
+        tuple(document.kept() for document in read if document.cut),
+        "\n\n".join(own) if sent else "",
     )
-
-
-def _document_name(filename: str, index: int) -> str:
-    return filename or f"part-{index}"
 
 
 def data_as_text(data: object, index: int, limit: int = DATA_PART_CHARS) -> str:

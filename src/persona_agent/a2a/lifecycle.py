@@ -27,11 +27,12 @@ from persona_agent.a2a.context_keys import (
     WHOLE_ANSWER_STATE_KEY,
 )
 from persona_agent.a2a.image_parts import NO_INTAKE, ImageIntake
-from persona_agent.a2a.input import attached_files, message_text
+from persona_agent.a2a.input import DEFAULT_BUDGET, MessageRead, read_message
 from persona_agent.a2a.message_extensions import ConversationOp, message_conversation, message_user
 from persona_agent.chat.budget import BudgetLimits, CallBudget
 from persona_agent.chat.tools import Turn
 from persona_agent.errors import PersonaAgentError
+from persona_agent.knowledge.sent_documents import DocumentBudget
 from persona_agent.observe.logs import LOG_FIELDS, bind_log_fields
 from persona_agent.observe.metrics import HubMetrics
 from persona_agent.observe.tracing import TRACER
@@ -110,12 +111,15 @@ class TaskExecutor(AgentExecutor):
         quotas: Quotas,
         metrics: HubMetrics,
         budget: BudgetLimits,
+        documents: DocumentBudget = DEFAULT_BUDGET,
         images: ImageIntake = NO_INTAKE,
     ) -> None:
         """``audit``, ``quotas``, ``metrics``: the hub's (each does nothing when off);
-        ``budget``: the calls one request may make, its whole tree together; ``images``:
-        how the message's images are read (fetched, prepared)."""
+        ``budget``: the calls one request may make, its whole tree together; ``documents``:
+        the tokens a message's documents may show the model, and what reading one may cost;
+        ``images``: how the message's images are read (fetched, prepared)."""
         self.persona = persona
+        self.documents = documents
         self.images = images
         self.audit = audit
         self.quotas = quotas
@@ -201,7 +205,9 @@ class TaskExecutor(AgentExecutor):
         persona = self.persona
         op = message_conversation(message) or ConversationOp()
         # Regenerate and continue answer what was said: the message's text is not read.
-        text = await message_text(message) if op.mode == "message" else ""
+        read = (
+            await read_message(message, self.documents) if op.mode == "message" else MessageRead("")
+        )
         images = await self.images.read(message) if op.mode == "message" else ()
         budget, nested = task_budget(call, persona, self.budget)
         user = call.user
@@ -216,8 +222,10 @@ class TaskExecutor(AgentExecutor):
             origin=call,
             budget=budget,
             owner=owner,
-            text=text,
-            files=attached_files(message),
+            text=read.text,
+            files=read.kept,
+            documents=read.documents,
+            question=read.question,
             images=images,
             user=message_user(message),
             mode=op.mode,

@@ -78,6 +78,7 @@ class PersonaApp:
             quotas=services.quotas,
             metrics=services.metrics,
             budget=services.budget,
+            documents=services.documents,
             tasks=task_store,
             images=services.images,
         )

@@ -14,6 +14,7 @@ from a2a.types.a2a_pb2 import AgentProvider
 from persona_agent.a2a.image_parts import NO_INTAKE, ImageIntake
 from persona_agent.a2a.push import PushParts
 from persona_agent.chat.budget import BudgetLimits
+from persona_agent.knowledge.sent_documents import DocumentBudget
 from persona_agent.media.vision import Vision
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.personas.formats.png import CleanImage
@@ -64,6 +65,8 @@ class HubServices:
     """Which personas see images (by default none: image parts are refused)."""
     images: ImageIntake = NO_INTAKE
     """How image parts are read: fetched by URL, prepared."""
+    documents: DocumentBudget = field(default_factory=DocumentBudget)
+    """The tokens a message's documents may show the model, and what reading one may cost."""
 
     @property
     def auth(self) -> Authenticator | None:

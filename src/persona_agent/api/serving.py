@@ -33,8 +33,10 @@ from persona_agent.collab.local_calls import LocalCalls
 from persona_agent.collab.panel_executor import PanelExecutor
 from persona_agent.collab.panel_prompts import warn_panel_problems
 from persona_agent.errors import ConfigError
+from persona_agent.knowledge.documents import ReadLimits
 from persona_agent.knowledge.folders import DocumentFolders
 from persona_agent.knowledge.library import Knowledge
+from persona_agent.knowledge.sent_documents import DocumentBudget
 from persona_agent.llm.base import LLMBackend
 from persona_agent.media.vision import Vision
 from persona_agent.memory.scope import TurnMemory
@@ -125,7 +127,9 @@ def build_a2a(
         if settings.push_notifications
         else None
     )
-    services = _services(settings, storage, protection, push, metrics, engine.images.vision)
+    services = _services(
+        settings, storage, protection, push, metrics, engine.images.vision, engine.llm
+    )
 
     def panel_executor(persona: Persona) -> PanelExecutor:
         return PanelExecutor(
@@ -136,6 +140,7 @@ def build_a2a(
             quotas=services.quotas,
             metrics=services.metrics,
             budget=services.budget,
+            documents=services.documents,
             demo_model=engine.llm.demo_model,
         )
 
@@ -168,6 +173,7 @@ def _services(
     push: PushParts | None,
     metrics: HubMetrics,
     vision: Vision,
+    llm: LLMBackend,
 ) -> HubServices:
     cluster = storage.cluster
     return HubServices(
@@ -192,7 +198,21 @@ def _services(
         images=ImageIntake(
             image_limits(settings), PushUrlGuard(settings.image_url_allowed_host_list)
         ),
+        documents=document_budget(settings, llm),
     )
+
+
+def document_budget(settings: Settings, llm: LLMBackend) -> DocumentBudget:
+    """The tokens a message's documents show the model: ``document_tokens``, and, for a
+    backend that says what a prompt may take (the embedded model: its context less its
+    answer), no more than a quarter of that in tokens of 4 characters: digits and
+    punctuation take up to twice as many on its tokenizer (2 characters a token), so the
+    documents fill at most half the prompt, the other half the persona and the conversation."""
+    tokens = settings.document_tokens
+    if llm.prompt_tokens is not None:
+        tokens = min(tokens, llm.prompt_tokens // 4)
+    limits = ReadLimits(settings.document_max_pages, settings.document_max_decoded_bytes)
+    return DocumentBudget(tokens, limits)
 
 
 async def _import_personas(directory: Path, store: SqlPersonaStore, listener: Listener) -> None:

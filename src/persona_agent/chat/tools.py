@@ -87,7 +87,14 @@ class Turn:
     """The identified caller the conversation belongs to (empty: anonymous), whose
     memory with the persona the turn reads and adds to."""
     files: tuple[AttachedFile, ...] = ()
-    """Documents sent with the message (A2A file parts), for the conversation's knowledge."""
+    """Documents sent with the message (A2A file parts) that were cut to fit the turn:
+    kept as the conversation's knowledge, where the rest is looked up."""
+    documents: tuple[dict[str, Any], ...] = ()
+    """The message's documents, as the stored user message's ``files`` entries (name,
+    mediaType, bytes, tokens, shownTokens); their text is in the message's text already."""
+    question: str = ""
+    """The user's own words when the message brings documents (its text and data parts):
+    what memory and the documents are searched with, rather than the documents' text."""
     mode: Literal["message", "regenerate", "continue"] = "message"
     """Answer the message; or answer the last user message again, or continue the last
     answer, the message ignored (:mod:`persona_agent.chat.turn_modes`)."""

@@ -38,7 +38,8 @@ class Opening:
     said: list[Message]
     """What the turn adds before its answer (a new conversation's greeting, the message)."""
     query: str
-    """What memory and the documents are searched with (the user's latest message)."""
+    """What memory and the documents are searched with (the user's latest message; its own
+    words, when it brings documents)."""
     anchor: int | None = None
     """A regeneration: the user message whose answer was stashed."""
     greetings: list[str] = field(default_factory=list)
@@ -91,11 +92,15 @@ async def open_turn(
             )
         nudge: Message = {"role": "system", "content": CONTINUE_NUDGE}
         return Opening(past, [], _last_user_text(past), extra=[nudge])
-    said: list[Message] = [{"role": "user", "content": user_message}]
+    asked: Message = {"role": "user", "content": user_message}
     if turn.images:  # what the history keeps of them (their bytes: persona_agent.media)
-        said[0]["media"] = [image.meta() for image in turn.images]
+        asked["media"] = [image.meta() for image in turn.images]
+    if turn.documents:  # their text is in the content; what they were, beside it
+        asked["files"] = [dict(entry) for entry in turn.documents]
+    said: list[Message] = [asked]
+    query = turn.question or user_message
     if past:
-        return Opening(past, said, user_message)
+        return Opening(past, said, query)
     greetings = greetings_of(persona, user)
     index = turn.greeting or 0
     if index and not 0 <= index < len(greetings):
@@ -106,7 +111,7 @@ async def open_turn(
     if greetings:
         said.insert(0, {"role": "assistant", "content": greetings[index]})
     return Opening(
-        past, said, user_message, greetings=greetings if len(greetings) > 1 else [], greeting=index
+        past, said, query, greetings=greetings if len(greetings) > 1 else [], greeting=index
     )
 
 

@@ -17,11 +17,13 @@ from a2a.types.a2a_pb2 import Part
 
 from persona_agent.a2a.executor import data_value
 from persona_agent.a2a.extensions import COST_EXTENSION_URI, tree_cost
+from persona_agent.a2a.input import DEFAULT_BUDGET
 from persona_agent.a2a.lifecycle import TaskExecutor, TaskTurn
 from persona_agent.chat.budget import BudgetLimits
 from persona_agent.collab.local_calls import LocalCalls
 from persona_agent.collab.meeting import Meeting
 from persona_agent.collab.panel_prompts import Said, transcript
+from persona_agent.knowledge.sent_documents import DocumentBudget
 from persona_agent.observe.metrics import HubMetrics
 from persona_agent.personas.model import Persona
 from persona_agent.security.audit import AuditLog
@@ -59,14 +61,18 @@ class PanelExecutor(TaskExecutor):
         quotas: Quotas,
         metrics: HubMetrics,
         budget: BudgetLimits,
+        documents: DocumentBudget = DEFAULT_BUDGET,
         demo_model: bool = False,
     ) -> None:
         """``budget``: the calls one request may make, the members' included
-        (:func:`~persona_agent.a2a.lifecycle.task_budget`); ``demo_model``: the members
-        answer on the embedded demo model (the cost-v1 data says so, for clients to label)."""
+        (:func:`~persona_agent.a2a.lifecycle.task_budget`); ``documents``: the tokens a
+        message's documents may show the members; ``demo_model``: the members answer on
+        the embedded demo model (the cost-v1 data says so, for clients to label)."""
         if persona.panel is None:
             raise ValueError(f"persona {persona.id} is not a panel")
-        super().__init__(persona, audit=audit, quotas=quotas, metrics=metrics, budget=budget)
+        super().__init__(
+            persona, audit=audit, quotas=quotas, metrics=metrics, budget=budget, documents=documents
+        )
         self.calls = calls
         self.lookup = lookup
         self.demo_model = demo_model

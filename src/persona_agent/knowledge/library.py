@@ -20,7 +20,12 @@ from typing import TYPE_CHECKING
 from persona_agent.errors import DocumentLimitError, DocumentNotFoundError, DocumentTooLargeError
 from persona_agent.knowledge.chunking import chunk_pages
 from persona_agent.knowledge.document_store import Document, KnowledgeStore
-from persona_agent.knowledge.documents import document_type, read_document
+from persona_agent.knowledge.documents import (
+    DEFAULT_LIMITS,
+    ReadLimits,
+    document_type,
+    read_document,
+)
 from persona_agent.knowledge.turn import AttachedFile, Passage, TurnKnowledge
 
 if TYPE_CHECKING:
@@ -52,6 +57,9 @@ class KnowledgeLimits:
     """Tokens of passages in a turn's prompt, at most (characters / 4)."""
     max_passages: int = 4
     """Passages in a turn's prompt, at most."""
+    read: ReadLimits = DEFAULT_LIMITS
+    """What reading one PDF may cost (``PERSONA_AGENT_DOCUMENT_MAX_PAGES``,
+    ``..._MAX_DECODED_BYTES``): the same for an upload, a folder's file, a file part."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +250,7 @@ class Knowledge(TurnKnowledge):
             )
 
         def cut() -> list[tuple[int, int | None, str]]:
-            pages = read_document(name, data, kind)
+            pages = read_document(name, data, kind, limits.read)
             chunks = chunk_pages(
                 name,
                 pages,

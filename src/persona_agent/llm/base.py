@@ -201,6 +201,9 @@ class LLMBackend(ABC):
     demo_model: bool = False
     """Its answers come from a model that is only there so that something answers (the
     embedded one): clients label them as such (``demoModel`` in cost-v1)."""
+    prompt_tokens: int | None = None
+    """Tokens a prompt may take, where the backend knows (the embedded model: its context
+    less its answer's length); ``None``: the model server's to say."""
 
     @property
     @abstractmethod

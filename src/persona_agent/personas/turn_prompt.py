@@ -115,7 +115,12 @@ class PromptSections:
         if self.passages:
             system = f"{system}\n\n{DOCUMENTS_HEADING}\n" + "\n\n".join(self.passages)
         messages: list[Message] = [{"role": "system", "content": system}]
-        messages += [dict(message) for message in self.conversation]
+        # A stored user message's ``files`` (what its documents were) is for the hub's
+        # readers: their text is in its content, and a model server refuses unknown keys.
+        messages += [
+            {key: value for key, value in message.items() if key != "files"}
+            for message in self.conversation
+        ]
         if self.post_history:
             messages.append({"role": "system", "content": self.post_history})
         return messages

@@ -154,6 +154,7 @@ class LocalBackend(LLMBackend):
         self._template: ChatTemplate | None = None
         self._max_tokens = max_tokens
         self._context_tokens = context_tokens
+        self.prompt_tokens = context_tokens - max_tokens
         self._threads = threads or os.cpu_count() or 1
         self._seed = seed
         self._executor = concurrent.futures.ThreadPoolExecutor(

@@ -46,7 +46,7 @@ BACKGROUND_CHARS = 700
 little from more, and every token is read before the first word of an answer."""
 SHORT_DESCRIPTION_CHARS = 400
 """A description is cut to this length when nothing else is left to shorten."""
-_TURN_CHARS = 1200  # a past turn longer than this (from a chattier model) is cut
+_TURN_CHARS = 1200  # a past turn longer than this (a chattier model's, a document) is cut
 _ARTICLE = re.compile(r"(?:The|A|An) ")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
@@ -206,10 +206,13 @@ def _turns(messages: Sequence[dict[str, Any]], name: str) -> list[tuple[str, str
         text = _flat(_content(message))
         if not text:
             continue  # an assistant message that only called tools
-        if len(text) > _TURN_CHARS:
-            text = text[: _TURN_CHARS - 1].rstrip() + "…"
         turns.append((USER_LABEL if role == "user" else name, text))
-    return turns
+    # A past turn is cut; the newest is whole (the documents it brings are within their
+    # budget, at most half of what the prompt may take: docs/media.md#documents).
+    return [
+        (speaker, text[: _TURN_CHARS - 1].rstrip() + "…" if len(text) > _TURN_CHARS else text)
+        for speaker, text in turns[:-1]
+    ] + turns[-1:]
 
 
 def _flat(text: str) -> str:
