@@ -79,6 +79,7 @@ class PersonaApp:
             metrics=services.metrics,
             budget=services.budget,
             tasks=task_store,
+            speech=services.speech,
         )
         self._base_url = base_url
         self._task_store = task_store
@@ -95,8 +96,17 @@ class PersonaApp:
             push=services.push is not None,
             provided_by=services.provider,
             member_names=self._member_names(),
+            speaks=self._speaks(),
         )
         return services.signer.sign(card) if services.signer is not None else card
+
+    def _speaks(self) -> bool:
+        """Whether the persona's answers can be spoken: a persona (not a panel) with a
+        voice installed (docs/media.md#voice)."""
+        speech = self._services.speech
+        if self.persona.panel is not None or not isinstance(self.executor, PersonaAgentExecutor):
+            return False
+        return speech.voice(self.persona.voice) is not None
 
     def _member_names(self) -> dict[str, str]:
         """A panel's members and moderator served now, by id, with their names."""

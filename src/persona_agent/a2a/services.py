@@ -20,6 +20,7 @@ from persona_agent.security.authentication import Authenticator
 from persona_agent.security.authorization import Authorization
 from persona_agent.security.card_signing import CardSigner
 from persona_agent.security.quotas import Quotas
+from persona_agent.speech import NO_SPEECH, Speech
 
 __all__ = ["Avatars", "HubServices"]
 
@@ -58,6 +59,8 @@ class HubServices:
     """Who runs the hub, on every card (None: "persona-agent" at the hub's URL)."""
     budget: BudgetLimits = field(default_factory=BudgetLimits)
     """Calls one request may make, its whole tree together (none: no limit)."""
+    speech: Speech = NO_SPEECH
+    """Spoken answers for clients that accept audio (by default none: docs/media.md#voice)."""
 
     @property
     def auth(self) -> Authenticator | None:

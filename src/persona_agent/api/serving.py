@@ -37,7 +37,12 @@ from persona_agent.knowledge.library import Knowledge
 from persona_agent.llm.base import LLMBackend
 from persona_agent.memory.scope import TurnMemory
 from persona_agent.observe.metrics import HubMetrics
-from persona_agent.parts import prepare_llm_backend, warn_unknown_agents, warn_unknown_tool_servers
+from persona_agent.parts import (
+    build_speech,
+    prepare_llm_backend,
+    warn_unknown_agents,
+    warn_unknown_tool_servers,
+)
 from persona_agent.personas.file_store import FilePersonaStore
 from persona_agent.personas.model import Persona
 from persona_agent.personas.watcher import watch_personas
@@ -81,6 +86,7 @@ class A2AParts:
                 stack.push_async_callback(self.push.aclose)
             await self._join(stack)
             stack.push_async_callback(self.memory.aclose)  # its background work, once idle
+            stack.push_async_callback(self.services.speech.aclose)  # after the tasks
             stack.push_async_callback(self.registry.aclose)
             yield
 
@@ -184,6 +190,7 @@ def _services(
             model_calls=settings.request_budget_model_calls,
             tool_calls=settings.request_budget_tool_calls,
         ),
+        speech=build_speech(settings),
     )
 
 
