@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -117,7 +118,7 @@ async def test_a_streaming_send_gets_the_answer_spoken_sentence_by_sentence(
     assert_speech(
         joined([u.artifact.parts[0].raw for u in voice]),
         LIGHTHOUSE,
-        "tonight",
+        "above the rocks",
         "brings you",
         "morning",
     )
@@ -167,7 +168,7 @@ async def test_a_blocking_send_gets_one_wav_of_the_whole_answer(
     (voice,) = voice_artifacts(task)
     (part,) = voice.parts
     assert part.media_type == "audio/wav"
-    assert_speech(part.raw, LIGHTHOUSE, "tonight", "brings you", "morning")
+    assert_speech(part.raw, LIGHTHOUSE, "above the rocks", "brings you", "morning")
 
 
 @pytest.mark.parametrize("modes", [(), ("*/*",), ("text/plain", "application/json")])
@@ -303,3 +304,36 @@ async def test_cancel_stops_the_speaking(keeper: str, hub: Hub, llm: FakeLLM) ->
     await asyncio.sleep(1.5)  # long enough for several more sentences, were they spoken
     assert speech.spoken <= spoken_at_cancel + 1  # the one being spoken, at most
     assert speech.spoken < len(sentences) // 2
+
+
+async def test_answers_spoken_at_once_share_the_one_speech_worker(
+    keeper: str, hub: Hub, llm: FakeLLM
+) -> None:
+    texts = [
+        "The harbour is quiet tonight. What brings you to the lighthouse?",
+        "The ships will come home before the morning. Sit by the fire with me.",
+        "I will tell you of the storm of last winter. The lamp never went out.",
+    ]
+    llm.script(*(Reply(text, token_delay=0.02) for text in texts))
+    client = await hub.client(keeper, streaming=True)
+
+    async def spoken(question: str) -> tuple[str, bytes]:
+        events = [e async for e in client.send_message(asking_audio(question))]
+        final = events[-1].status_update.status.message.parts[0].text
+        voice = [
+            e.artifact_update.artifact.parts[0].raw
+            for e in events
+            if e.HasField("artifact_update") and e.artifact_update.artifact.name == "voice"
+        ]
+        return final, joined(voice)
+
+    async with asyncio.timeout(90):
+        answers = await asyncio.gather(*(spoken(f"Question {n}") for n in range(3)))
+
+    workers = [t for t in threading.enumerate() if t.name.startswith("persona-agent-speech")]
+    assert len(workers) == 1
+    heard = {text: hear(wav) for text, wav in answers}
+    assert sorted(heard) == sorted(texts)  # each answer spoken, none mixed with another's
+    assert "brings you" in heard[texts[0]].words
+    assert "morning" in heard[texts[1]].words
+    assert "storm of last" in heard[texts[2]].words
