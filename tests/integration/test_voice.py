@@ -39,6 +39,10 @@ LIGHTHOUSE = (
     "What brings you to the lighthouse? "
     "The ships will come home before the morning."
 )
+STORY = (
+    f"{LIGHTHOUSE} Sit by the fire with me, and I will tell you of the storm of last "
+    "winter. The lamp never went out, not once, in all those nights."
+)
 KEEPER = persona("Kit the Keeper", voice={"name": "en_US-joe-medium"})
 WORDS_PER_SECOND = (1.2, 4.5)
 """Speech a listener can follow: words a second, slow to fast."""
@@ -90,7 +94,7 @@ The hub's v0.3 HTTP+JSON answer is read raw instead
 async def test_a_streaming_send_gets_the_answer_spoken_sentence_by_sentence(
     keeper: str, hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:
-    llm.script(Reply(LIGHTHOUSE, token_delay=0.1))
+    llm.script(Reply(STORY, token_delay=0.1))  # some 7 s of text: speech starts well before
     client = await hub.client(keeper, transport, streaming=True)
 
     events: list[StreamResponse] = []
@@ -117,7 +121,7 @@ async def test_a_streaming_send_gets_the_answer_spoken_sentence_by_sentence(
     assert order.index(id(voice[0])) < order.index(id(answer[-1]))
     assert_speech(
         joined([u.artifact.parts[0].raw for u in voice]),
-        LIGHTHOUSE,
+        STORY,
         "above the rocks",
         "brings you",
         "morning",
@@ -125,12 +129,12 @@ async def test_a_streaming_send_gets_the_answer_spoken_sentence_by_sentence(
     # The final status is the text and its cost, as for any client.
     final = events[-1].status_update.status
     assert final.state == TaskState.TASK_STATE_COMPLETED
-    assert final.message.parts[0].text == LIGHTHOUSE
+    assert final.message.parts[0].text == STORY
     assert final.message.parts[1].HasField("data")
     assert VOICE_ERROR_METADATA_KEY not in final.message.metadata
     # The stored task keeps both artifacts, the voice's parts in order.
     stored = await get_task(await hub.client(keeper, transport), voice[0].task_id)
-    assert answer_text(stored) == LIGHTHOUSE
+    assert answer_text(stored) == STORY
     (kept,) = voice_artifacts(stored)
     assert [p.filename for p in kept.parts] == [f"voice-{n}.wav" for n in range(1, len(voice) + 1)]
 
@@ -310,7 +314,7 @@ async def test_answers_spoken_at_once_share_the_one_speech_worker(
     keeper: str, hub: Hub, llm: FakeLLM
 ) -> None:
     texts = [
-        "The harbour is quiet tonight. What brings you to the lighthouse?",
+        "Virtue is knowledge, my friend. Nobody does wrong willingly.",
         "The ships will come home before the morning. Sit by the fire with me.",
         "I will tell you of the storm of last winter. The lamp never went out.",
     ]
@@ -334,6 +338,23 @@ async def test_answers_spoken_at_once_share_the_one_speech_worker(
     assert len(workers) == 1
     heard = {text: hear(wav) for text, wav in answers}
     assert sorted(heard) == sorted(texts)  # each answer spoken, none mixed with another's
-    assert "brings you" in heard[texts[0]].words
-    assert "morning" in heard[texts[1]].words
+    assert "my friend" in heard[texts[0]].words
+    assert "ships will come home" in heard[texts[1]].words
     assert "storm of last" in heard[texts[2]].words
+
+
+async def test_a_long_answer_is_spoken_up_to_the_limit(
+    keeper: str, hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    long = " ".join([LIGHTHOUSE] * 6)
+    async with hub_factory(voice_max_chars=80) as hub:
+        llm.script(Reply(long))
+        client = await hub.client(keeper)
+        (response,) = [r async for r in client.send_message(asking_audio("Evening"))]
+
+    assert answer_text(response.task) == long  # the text is whole
+    (voice,) = voice_artifacts(response.task)
+    heard = hear(voice.parts[0].raw)
+    assert 2.0 < heard.seconds < 8.0, heard  # about 80 characters, not 900
+    assert "above the rocks" in heard.words
+    assert "brings you" not in heard.words
