@@ -23,6 +23,7 @@ from persona_agent.security.authentication import Authenticator
 from persona_agent.security.authorization import Authorization
 from persona_agent.security.card_signing import CardSigner
 from persona_agent.security.quotas import Quotas
+from persona_agent.speech import NO_SPEECH, Speech
 
 __all__ = ["Avatars", "HubServices"]
 
@@ -67,6 +68,8 @@ class HubServices:
     """How image parts are read: fetched by URL, prepared."""
     documents: DocumentBudget = field(default_factory=DocumentBudget)
     """The tokens a message's documents may show the model, and what reading one may cost."""
+    speech: Speech = NO_SPEECH
+    """Spoken answers for clients that accept audio (by default none: docs/media.md#voice)."""
 
     @property
     def auth(self) -> Authenticator | None:
