@@ -6,6 +6,7 @@
 // does), which the chat shows again.
 
 import { apiKey, hubUrl, request } from "./api.js";
+import { shownOfParts } from "./attachments.js";
 import { el } from "./ui.js";
 
 const WRITE = { "Content-Type": "application/json", "X-Requested-With": "persona-agent-console" };
@@ -62,6 +63,16 @@ function contentText(message) {
   return typeof message.content === "string" ? message.content : "";
 }
 
+// What a user message shows: the text of its parts when the hub gives them (the REST
+// read's `parts`: its content also holds the text of its documents), else its content.
+function shownText(message) {
+  if (!Array.isArray(message.parts)) return contentText(message);
+  return message.parts
+    .filter((part) => part.kind === "text")
+    .map((part) => part.text)
+    .join("\n\n");
+}
+
 // The conversation as the chat shows it: an optional greeting, then user messages and the
 // answers after them. An answer is the assistant's messages (tool calls and results
 // included) up to the next user message; it is shown as its text, and edited or deleted
@@ -76,8 +87,9 @@ export function turnsOf(conversation) {
   for (const message of conversation.messages || []) {
     if (message.role === "user") {
       close();
-      const text = contentText(message);
-      turns.push({ kind: "user", id: message.id, text, own: text });
+      const own = contentText(message);
+      const attachments = shownOfParts(message.parts);
+      turns.push({ kind: "user", id: message.id, text: shownText(message), own, attachments });
     } else if (message.role === "assistant" || message.role === "tool") {
       if (!answer) {
         const greeting = !turns.some((turn) => turn.kind === "user");

@@ -1,0 +1,126 @@
+"""Files and images attached to a message in the console (Chromium): chosen with the
+Attach button, dropped on the composer, pasted into the field; previewed and removable
+before sending; sent as A2A file parts (what the model then read comes from the scripted
+LLM's recorded requests); shown in the transcript as chips and thumbnails, also when the
+conversation is read back from the hub."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from PIL import Image
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webelement import WebElement
+
+from tests.console.conftest import (
+    ConsoleHub,
+    browse,
+    find,
+    open_console,
+    screenshot,
+    severe_browser_errors,
+    wait,
+)
+from tests.console.test_chat import VIRTUE, last_answer, send_message
+from tests.console.test_conversations import fits, sized, suffix
+from tests.fakes.fake_llm import FakeLLM, Reply
+
+__all__ = ["sized"]
+
+NOTES = "# Notes on virtue\n\nMeno asks whether virtue can be taught.\n"
+TABLE = "city,virtue\nAthens,wisdom\nSparta,courage\n"
+DROPPED = "A dropped file that is then removed again.\n"
+
+DROP = """
+const [target, name, type, text] = arguments;
+const transfer = new DataTransfer();
+transfer.items.add(new File([text], name, { type }));
+for (const kind of ["dragenter", "dragover", "drop"]) {
+  const init = { dataTransfer: transfer, bubbles: true, cancelable: true };
+  target.dispatchEvent(new DragEvent(kind, init));
+}
+"""
+"""Drop a file made of ``text`` on ``target``, as a drag from the desktop does."""
+
+PASTE = """
+const [target, name, type, data] = arguments;
+const bytes = Uint8Array.from(atob(data), (c) => c.charCodeAt(0));
+const transfer = new DataTransfer();
+transfer.items.add(new File([bytes], name, { type }));
+const init = { clipboardData: transfer, bubbles: true, cancelable: true };
+target.dispatchEvent(new ClipboardEvent("paste", init));
+"""
+"""Paste a file of base64 ``data`` into ``target``, as pasting a copied image does."""
+
+
+def png(size: tuple[int, int] = (64, 48), colour: tuple[int, int, int] = (200, 60, 40)) -> bytes:
+    """A real PNG picture made here."""
+    buffer = io.BytesIO()
+    Image.new("RGB", size, colour).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def chips(element: WebElement | webdriver.Chrome) -> list[str]:
+    """The file chips' texts (name and size) under ``element``."""
+    found = element.find_elements(By.CSS_SELECTOR, ".attachments .file-chip .file-facts")
+    return [chip.text for chip in found]
+
+
+def previews(driver: webdriver.Chrome) -> list[str]:
+    """The composer's previews: each file chip's text, each thumbnail's name."""
+    row = driver.find_elements(By.CSS_SELECTOR, "#attachment-previews .attachments > *")
+    return [item.get_attribute("data-name") or item.text for item in row]
+
+
+def last_user(driver: webdriver.Chrome) -> WebElement | None:
+    shown = driver.find_elements(By.CSS_SELECTOR, "#transcript .turn.user")
+    return shown[-1] if shown else None
+
+
+def user_content(llm: FakeLLM) -> str:
+    """The last user message the model was sent, as text."""
+    content = [m for m in llm.requests[-1]["messages"] if m["role"] == "user"][-1]["content"]
+    if isinstance(content, str):
+        return content
+    return "\n".join(str(p.get("text", "")) for p in content if p.get("type") == "text")
+
+
+async def test_documents_attached_by_button_and_drop_reach_the_model(
+    hub: ConsoleHub, browser: webdriver.Chrome, llm: FakeLLM, sized: int, tmp_path: Path
+) -> None:
+    llm.script(Reply(VIRTUE, token_delay=0.05))  # its bubbles are read while it streams
+    notes = tmp_path / "notes.md"
+    notes.write_text(NOTES, encoding="utf-8")
+
+    def scenario() -> None:
+        open_console(browser, hub, "chat/socrates")
+        find(browser, "#attach-input").send_keys(str(notes))
+        composer = find(browser, "#composer")
+        browser.execute_script(DROP, composer, "table.csv", "text/csv", TABLE)
+        browser.execute_script(DROP, composer, "dropped.txt", "text/plain", DROPPED)
+        wait(browser, "three previews", lambda: len(previews(browser)) == 3)
+        assert chips(find(browser, "#attachment-previews")) == [
+            f"notes.md · {len(NOTES)} B",
+            f"table.csv · {len(TABLE)} B",
+            f"dropped.txt · {len(DROPPED)} B",
+        ]
+        assert fits(browser)
+        screenshot(browser, tmp_path, f"console-attach{suffix(sized)}")
+        # A preview's × takes the file back.
+        find(browser, '#attachment-previews .file-chip[title="text/plain"] .remove').click()
+        wait(browser, "two previews", lambda: len(previews(browser)) == 2)
+        send_message(browser, "What do my notes say?")
+        mine = wait(browser, "the message sent", lambda: last_user(browser))
+        assert chips(mine) == [f"notes.md · {len(NOTES)} B", f"table.csv · {len(TABLE)} B"]
+        assert previews(browser) == []  # sent: the composer is empty again
+        wait(browser, "the answer", lambda: last_answer(browser) == (VIRTUE, "completed"))
+        assert severe_browser_errors(browser) == []
+
+    await browse(scenario)
+    said = user_content(llm)
+    assert "What do my notes say?" in said
+    assert "Meno asks whether virtue can be taught." in said
+    assert "Sparta,courage" in said
+    assert "dropped file" not in said
