@@ -30,12 +30,14 @@ from a2a.types.a2a_pb2 import (
 from starlette.applications import Starlette
 
 from tests.cli.test_chat import StartChat, chat, data_dir, fake_llm, llm, personas_dir, said
+from tests.docs.snippets import find
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.servers.threaded import ThreadedServer
 
 __all__ = ["chat", "data_dir", "fake_llm", "llm", "personas_dir"]
 
 NOTES = "# Notes\n\nMeno asks whether virtue can be taught.\n"
+"""notes.md of docs/chat.md's example (its size is there: 49 B)."""
 TABLE = "city,virtue\nAthens,wisdom\n"
 SENTENCES = ["Well met.", "The fire is warm.", "Sit down."]
 
@@ -212,3 +214,24 @@ def test_voice_on_a_persona_that_does_not_speak_says_so(chat: StartChat, tmp_pat
     session.prompt()
     assert "(the agent's card offers no audio: its answers may come as text only)" in session.text
     assert session.quit() == 0
+
+
+def test_the_docs_attach_transcript_is_what_the_chat_shows(
+    chat: StartChat, llm: FakeLLM, tmp_path: Path
+) -> None:
+    """docs/chat.md's example of /attach, typed into the chat (run in ``tmp_path``, where
+    its notes.md is): the screen shows it, and the model read the file."""
+    (tmp_path / "notes.md").write_text(NOTES, encoding="utf-8")
+    transcript = find("docs/chat.md", "you> /attach notes.md").text.strip().splitlines()
+    answers = [line.removeprefix("Socrates: ") for line in transcript if line.startswith("Soc")]
+    llm.script(*(Reply(answer) for answer in answers))
+    session = chat("socrates", "--new")
+    session.prompt()
+    for line in transcript:
+        if line.startswith("you> "):
+            session.say(line.removeprefix("you> "))
+    shown = session.text.splitlines()
+    start = shown.index(transcript[0])
+    assert shown[start:-1] == transcript  # up to the last prompt, the chat's own
+    assert session.quit() == 0
+    assert "Meno asks whether virtue can be taught." in said(llm.requests[0])[-1]

@@ -6,8 +6,11 @@ conversation is read back from the hub."""
 
 from __future__ import annotations
 
+import base64
 import io
+import json
 from pathlib import Path
+from typing import Any
 
 from PIL import Image
 from selenium import webdriver
@@ -25,6 +28,7 @@ from tests.console.conftest import (
 )
 from tests.console.test_chat import VIRTUE, last_answer, send_message
 from tests.console.test_conversations import fits, sized, suffix
+from tests.docs.snippets import find as doc_block
 from tests.fakes.fake_llm import FakeLLM, Reply
 
 __all__ = ["sized"]
@@ -53,6 +57,37 @@ const init = { clipboardData: transfer, bubbles: true, cancelable: true };
 target.dispatchEvent(new ClipboardEvent("paste", init));
 """
 """Paste a file of base64 ``data`` into ``target``, as pasting a copied image does."""
+
+
+RECORD = """
+window.sentMessages = [];
+const original = window.fetch;
+window.fetch = (url, options) => {
+  if (String(url).endsWith("message:stream")) window.sentMessages.push(JSON.parse(options.body));
+  return original(url, options);
+};
+"""
+"""Keep the body of each message the console sends (SendStreamingMessage)."""
+
+
+def documented_message() -> dict[str, Any]:
+    """docs/media.md's example of a message with an image, as the console sends it."""
+    example: dict[str, Any] = json.loads(doc_block("docs/media.md", '"acceptedOutputModes"').text)
+    return example
+
+
+def check_shape(sent: dict[str, Any], files: list[tuple[str, str, bytes]]) -> None:
+    """``sent`` is shaped as docs/media.md's example, its file parts ``files`` (name, media
+    type, bytes) in order after the text."""
+    example = documented_message()["message"]
+    assert set(sent["message"]) - {"contextId", "metadata"} == set(example)
+    text, *file_parts = sent["message"]["parts"]
+    assert set(text) == set(example["parts"][0])
+    assert len(file_parts) == len(files)
+    for part, (name, media_type, data) in zip(file_parts, files, strict=True):
+        assert set(part) == set(example["parts"][1])
+        assert (part["filename"], part["mediaType"]) == (name, media_type)
+        assert base64.b64decode(part["raw"]) == data
 
 
 def png(size: tuple[int, int] = (64, 48), colour: tuple[int, int, int] = (200, 60, 40)) -> bytes:
@@ -94,8 +129,9 @@ async def test_documents_attached_by_button_and_drop_reach_the_model(
     notes = tmp_path / "notes.md"
     notes.write_text(NOTES, encoding="utf-8")
 
-    def scenario() -> None:
+    def scenario() -> list[dict[str, Any]]:
         open_console(browser, hub, "chat/socrates")
+        browser.execute_script(RECORD)
         find(browser, "#attach-input").send_keys(str(notes))
         composer = find(browser, "#composer")
         browser.execute_script(DROP, composer, "table.csv", "text/csv", TABLE)
@@ -117,8 +153,15 @@ async def test_documents_attached_by_button_and_drop_reach_the_model(
         assert previews(browser) == []  # sent: the composer is empty again
         wait(browser, "the answer", lambda: last_answer(browser) == (VIRTUE, "completed"))
         assert severe_browser_errors(browser) == []
+        sent: list[dict[str, Any]] = browser.execute_script("return window.sentMessages")
+        return sent
 
-    await browse(scenario)
+    (sent,) = await browse(scenario)
+    check_shape(
+        sent,
+        [("notes.md", "text/markdown", NOTES.encode()), ("table.csv", "text/csv", TABLE.encode())],
+    )
+    assert "configuration" not in sent  # no voice asked for
     said = user_content(llm)
     assert "What do my notes say?" in said
     assert "Meno asks whether virtue can be taught." in said

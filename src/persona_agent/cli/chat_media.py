@@ -164,7 +164,7 @@ class VoiceFiles:
         Raises:
             MediaError: the directory cannot be made, or is a file.
         """
-        directory = Path(given).expanduser().resolve()
+        directory = Path(given).expanduser()
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as error:
