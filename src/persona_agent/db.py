@@ -41,6 +41,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 
 from persona_agent.db_conversations import conversation_tables
 from persona_agent.db_documents import document_tables
+from persona_agent.db_media import media
 from persona_agent.db_memory import memory_tables
 from persona_agent.db_user_personas import user_personas
 from persona_agent.errors import ConfigError
@@ -52,6 +53,7 @@ __all__ = [
     "document_chunks_table",
     "documents_table",
     "like_escaped",
+    "media_table",
     "memories_table",
     "messages_table",
     "metadata",
@@ -157,6 +159,7 @@ and each conversation's running summary of the messages that left its window
 documents_table, document_chunks_table = document_tables(metadata, _Seq)
 """Knowledge documents and their passages (:mod:`persona_agent.db_documents`)."""
 user_personas_table = user_personas(metadata)  # who users say they are (issue 37)
+media_table = media(metadata)  # images sent to conversations (issue 38)
 
 
 push_callers_table = Table(

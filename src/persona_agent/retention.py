@@ -28,6 +28,7 @@ from persona_agent.db import (
     GroupCommitWriter,
     document_chunks_table,
     documents_table,
+    media_table,
     memories_table,
     messages_table,
     summaries_table,
@@ -70,6 +71,11 @@ _ORPHAN_DOCUMENTS = (
     ),
     text(f"DELETE FROM {_DOCUMENTS} WHERE {_ORPHAN_DOCUMENT}"),
 )
+_ORPHAN_MEDIA = text(
+    f"DELETE FROM {media_table.name} WHERE created_ms < :cutoff AND NOT EXISTS (SELECT 1 FROM "
+    f"{_MESSAGES} WHERE {_MESSAGES}.conversation = {media_table.name}.conversation)"
+)
+"""An image goes with its conversation's last message (docs/media.md)."""
 DOCUMENT_GRACE_SECONDS = 3600
 """A conversation's document is stored before its turn's messages are: one younger than
 this is kept whether its conversation has messages or not."""
@@ -134,6 +140,7 @@ class Retention:
             aged = {"cutoff": int((time.time() - DOCUMENT_GRACE_SECONDS) * 1000)}
             # In one transaction: no document is left without its passages.
             await self._db.write_together([(sql, [aged]) for sql in _ORPHAN_DOCUMENTS])
+            await self._db.write(_ORPHAN_MEDIA, [aged])
         for prune in self._prune:
             await prune()
 

@@ -289,6 +289,26 @@ class Settings(BaseSettings):
     personas in a browser, through the same A2A and REST endpoints as any client (so with
     the same credentials); ``false``: not served, and ``/`` is a page of links instead."""
 
+    # Media: images
+    vision_models: str = (
+        "gpt-4o*,gpt-4.1*,gpt-5*,o3*,o4*,claude-*,gemini-*,*vision*,llava*,*-vl*,pixtral*"
+    )
+    """Comma-separated patterns (``fnmatch``, case-insensitive: ``gpt-4o*``) of the model
+    names that see images; a persona's ``model.vision`` overrides; the embedded model
+    sees none (docs/media.md). Empty: no model sees unless its persona says so."""
+    image_max_bytes: int = Field(default=10 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    """Largest image part (bytes sent inline, or fetched from its URL)."""
+    image_max_pixels: int = Field(default=40_000_000, ge=10_000, le=200_000_000)
+    """Most pixels (width × height, read from the header before decoding) an image part
+    may have: more is refused as a decompression bomb."""
+    image_max_side: int = Field(default=1568, ge=64, le=8192)
+    """Images are scaled down to this longest side before they are stored and sent."""
+    image_fetch_seconds: float = Field(default=10.0, gt=0, le=120)
+    """The most an image URL's fetch may take, redirects included."""
+    image_url_allowed_hosts: str = ""
+    """Comma-separated hosts (``host`` or ``host:port``) an image URL may be on although
+    they are not public addresses, for local development (as ``push_allowed_hosts``)."""
+
     @field_validator("public_base_url", "provider_url")
     @classmethod
     def _strip_slash(cls, value: str | None) -> str | None:
@@ -306,6 +326,14 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
         return value.strip() or None if value is not None else None
+
+    @property
+    def image_url_allowed_host_list(self) -> list[str]:
+        return [host.strip() for host in self.image_url_allowed_hosts.split(",") if host.strip()]
+
+    @property
+    def vision_model_list(self) -> tuple[str, ...]:
+        return tuple(name.strip() for name in self.vision_models.split(",") if name.strip())
 
     @property
     def push_allowed_host_list(self) -> list[str]:

@@ -126,6 +126,8 @@ class Reply:
     cached_tokens: int = 0
     """Of the prompt tokens, those reported read from the server's cache
     (``usage.prompt_tokens_details.cached_tokens``, as OpenAI sends it)."""
+    image_tokens: int = 0
+    """Of the prompt tokens, those of images (``usage.prompt_tokens_details.image_tokens``)."""
     break_after: int | None = None
     error_after: int | None = None
     error_message: str = "scripted stream error"
@@ -773,8 +775,9 @@ class _Answer:
     def usage_of(self, reply: Reply) -> dict[str, Any]:
         prompt, completion = reply.usage or (self.prompt_tokens(), len(reply.text.split()))
         usage = _usage(prompt, completion)
-        if reply.cached_tokens:
-            usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+        details = {"cached_tokens": reply.cached_tokens, "image_tokens": reply.image_tokens}
+        if reply.cached_tokens or reply.image_tokens:
+            usage["prompt_tokens_details"] = {k: v for k, v in details.items() if v}
         return usage
 
     def tool_usage(self, item: ToolCalls) -> dict[str, int]:

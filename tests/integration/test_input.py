@@ -55,12 +55,13 @@ async def test_data_and_text_file_parts_reach_the_model(hub: Hub, llm: FakeLLM) 
 
 
 async def test_unsupported_media_is_refused_with_the_content_type_error(hub: Hub) -> None:
-    png = {"raw": base64.b64encode(b"\x89PNG").decode(), "mediaType": "image/png"}
+    svg = b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>'
+    part = {"raw": base64.b64encode(svg).decode(), "mediaType": "image/svg+xml"}
     reply = await hub.http.post(
-        "/a2a/socrates/", json=rpc_body([png]), headers={"A2A-Version": "1.0"}
+        "/a2a/socrates/", json=rpc_body([part]), headers={"A2A-Version": "1.0"}
     )
     assert reply.json()["error"]["code"] == -32005
-    assert "image/png" in reply.json()["error"]["message"]
+    assert "image/svg+xml" in reply.json()["error"]["message"]
 
 
 async def test_oversized_messages_get_a_clear_error(hub_factory: HubFactory, llm: FakeLLM) -> None:

@@ -31,7 +31,7 @@ from persona_agent.migrations import (
 )
 from tests.conftest import empty_postgres
 
-HEAD = "0011"
+HEAD = "0012"
 NOT_OURS = {"alembic_version", "push_notification_configs"}  # Alembic's, and the SDK's
 
 
@@ -210,6 +210,34 @@ async def test_0011_adds_the_user_personas_and_goes_down_again(empty: AsyncEngin
         await conn.run_sync(revisions.downgrade, before)
     assert await db_revision(empty) == (before, HEAD)
     assert "pa_user_personas" not in await tables()
+    await upgrade_db(empty)
+    assert await schema_differences(empty) == []
+
+
+async def test_0012_adds_the_media_and_goes_down_again(empty: AsyncEngine) -> None:
+    before = "0011"  # the revision 0012 revises
+    await upgrade_db(empty, before)
+
+    async def tables() -> list[str]:
+        async with empty.connect() as conn:
+            return await conn.run_sync(lambda c: inspect(c).get_table_names())
+
+    assert "pa_media" not in await tables()
+    await upgrade_db(empty)
+    assert "pa_media" in await tables()
+    async with empty.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO pa_media (conversation, sha256, media_type, bytes, width, height, "
+                "data, created_ms) VALUES ('ada:c1', :sha, 'image/png', 3, 1, 1, :data, 1)"
+            ),
+            {"sha": "a" * 64, "data": b"png"},
+        )
+    assert await schema_differences(empty) == []
+    async with revisions.one_at_a_time(), empty.begin() as conn:
+        await conn.run_sync(revisions.downgrade, before)
+    assert await db_revision(empty) == (before, HEAD)
+    assert "pa_media" not in await tables()
     await upgrade_db(empty)
     assert await schema_differences(empty) == []
 

@@ -29,6 +29,7 @@ from persona_agent.a2a.extensions import (
     user_extension,
 )
 from persona_agent.a2a.input import DOCUMENT_FILE_TYPES, READABLE_FILE_TYPES
+from persona_agent.media.images import IMAGE_TYPES
 from persona_agent.personas.model import Persona
 from persona_agent.personas.panel_listing import card_description, card_tags
 from persona_agent.personas.prompt import apply_macros, render_greeting
@@ -171,6 +172,7 @@ def build_agent_card(
     push: bool = False,
     provided_by: AgentProvider | None = None,
     member_names: Mapping[str, str] | None = None,
+    images: bool = False,
 ) -> AgentCard:
     """The persona's card: a ``conversation`` skill plus one skill per knowledge domain.
 
@@ -180,6 +182,8 @@ def build_agent_card(
     the extended card that authenticated callers get. ``provided_by``: the card's
     provider (default: "persona-agent" at ``base_url``). A panel's conversation skill
     says its mode and lists its members (``member_names``: id → name) and tags them.
+    ``images``: the persona's model sees images: its input modes (and its skills') add
+    :data:`~persona_agent.media.images.IMAGE_TYPES`.
     """
     url = persona_url(base_url, persona.id)
     card = AgentCard(
@@ -198,6 +202,10 @@ def build_agent_card(
         default_output_modes=OUTPUT_MODES,
         skills=_skills(persona, member_names or {}),
     )
+    if images:
+        card.default_input_modes.extend(IMAGE_TYPES)
+        for skill in card.skills:
+            skill.input_modes.extend(IMAGE_TYPES)
     if persona.avatar is not None:  # an empty iconUrl would still be written out
         card.icon_url = url.rstrip("/") + AVATAR_PATH
     if auth is not None and auth.enabled:
@@ -222,7 +230,7 @@ def build_extended_card(card: AgentCard, tools: list[dict[str, Any]]) -> AgentCa
                 name=f"Tool {name}",
                 description=str(function.get("description") or f"The MCP tool {name}"),
                 tags=["tool", name.partition("__")[0]],
-                input_modes=INPUT_MODES,
+                input_modes=list(card.default_input_modes),
                 output_modes=OUTPUT_MODES,
             )
         )

@@ -21,6 +21,7 @@ from google.protobuf.struct_pb2 import Value
 
 from persona_agent.a2a.context_keys import PARTS_METADATA_KEY
 from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload, memory_payload
+from persona_agent.a2a.image_parts import NO_INTAKE, ImageIntake
 from persona_agent.a2a.input import InputError
 from persona_agent.a2a.lifecycle import TaskExecutor, TaskTurn
 from persona_agent.chat.budget import BudgetLimits
@@ -80,11 +81,15 @@ class PersonaAgentExecutor(TaskExecutor):
         metrics: HubMetrics,
         budget: BudgetLimits,
         tasks: TaskLister | None = None,
+        images: ImageIntake = NO_INTAKE,
     ) -> None:
         """``budget``: the calls one request may make, its whole tree together; ``tasks``:
         the persona's tasks, where a ``regenerate`` or ``continue`` finds the conversation's
-        latest (without: any task it names is taken as the latest)."""
-        super().__init__(persona, audit=audit, quotas=quotas, metrics=metrics, budget=budget)
+        latest (without: any task it names is taken as the latest); ``images``: how the
+        message's images are read."""
+        super().__init__(
+            persona, audit=audit, quotas=quotas, metrics=metrics, budget=budget, images=images
+        )
         self.engine = engine
         self.tasks = tasks
 

@@ -32,7 +32,8 @@ COST_EXTENSION_URI = "urn:persona-agent:extension:cost:v1"
 
 ``{"kind": "cost-v1", "usage": {"promptTokens", "completionTokens", "totalTokens"},
 "durationMs", "model", "llmCalls", "toolCalls"}``, plus ``usage.cachedPromptTokens`` when
-the model server read prompt tokens from its cache, ``costUsd`` when the model has a
+the model server read prompt tokens from its cache, ``usage.imageTokens`` when it says how
+many of the prompt's were images, ``costUsd`` when the model has a
 price (:mod:`persona_agent.observe.pricing`) and ``demoModel: true`` when the answer comes
 from the embedded demo model (docs/local-model.md), for a client to label it as such.
 The tokens, calls and price are the task's whole tree's: its own model calls and those
@@ -42,7 +43,13 @@ field but ``model``, ``costUsd`` and ``demoModel`` is an integer (on the JSON wi
 """
 COST_KIND = "cost-v1"
 _COUNTS = ("durationMs", "llmCalls", "toolCalls")
-_USAGE_COUNTS = ("promptTokens", "completionTokens", "totalTokens", "cachedPromptTokens")
+_USAGE_COUNTS = (
+    "promptTokens",
+    "completionTokens",
+    "totalTokens",
+    "cachedPromptTokens",
+    "imageTokens",
+)
 
 
 def cost_extension() -> AgentExtension:
@@ -184,6 +191,8 @@ def _usage(usage: Usage) -> dict[str, int]:
     }
     if usage.cached_prompt_tokens:
         counts["cachedPromptTokens"] = usage.cached_prompt_tokens
+    if usage.image_tokens:
+        counts["imageTokens"] = usage.image_tokens
     return counts
 
 

@@ -74,6 +74,9 @@ class HandlerOwner(Protocol):
     @property
     def handler(self) -> RequestHandler: ...
 
+    @property
+    def sees_images(self) -> bool: ...
+
 
 __all__ = [
     "MAX_ID_LENGTH",
@@ -225,6 +228,10 @@ class PersonaRequestHandler(RequestHandler):
     def _handler(self, context: ServerCallContext, task_id: str | None = None) -> RequestHandler:
         """The handler of the persona; for a call about a running task, the one running it
         (a task keeps running on the definition it started with after a replace)."""
+        return self._app(context, task_id).handler
+
+    def _app(self, context: ServerCallContext, task_id: str | None = None) -> HandlerOwner:
+        """The persona's app the call goes to (:meth:`_handler`), the caller allowed."""
         persona_id = context.state.get(PERSONA_STATE_KEY, "")
         app = self._lookup(persona_id, task_id)
         if app is None:
@@ -239,7 +246,7 @@ class PersonaRequestHandler(RequestHandler):
         )
         if refused is not None:
             raise InvalidRequestError(message=refused.message, data={"httpStatus": refused.status})
-        return app.handler
+        return app
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         return await self._counted("GetTask", context, lambda: self._get_task(params, context))
@@ -285,8 +292,9 @@ class PersonaRequestHandler(RequestHandler):
 
     async def _send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
         self._check_message(params.message)
-        handler = self._handler(context, params.message.task_id or None)
-        check_parts(params.message)
+        app = self._app(context, params.message.task_id or None)
+        handler = app.handler
+        check_parts(params.message, sees=app.sees_images)
         check_extensions(params.message)
         # A blocking send's client sees only the finished task: the answer goes out whole.
         context.state[WHOLE_ANSWER_STATE_KEY] = not params.configuration.return_immediately
@@ -301,8 +309,9 @@ class PersonaRequestHandler(RequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         self._check_message(params.message)
-        handler = self._handler(context, params.message.task_id or None)
-        check_parts(params.message)
+        app = self._app(context, params.message.task_id or None)
+        handler = app.handler
+        check_parts(params.message, sees=app.sees_images)
         check_extensions(params.message)
         async for event in handler.on_message_send_stream(params, context):
             yield event

@@ -12,6 +12,7 @@ from google.protobuf.json_format import MessageToDict
 
 from persona_agent.errors import PersonaAgentError
 from persona_agent.knowledge.turn import AttachedFile
+from persona_agent.media.images import IMAGE_TYPES
 
 __all__ = [
     "DATA_PART_CHARS",
@@ -55,7 +56,7 @@ class InputError(PersonaAgentError):
     message = "The message has no content the persona can read"
 
 
-def check_parts(message: Message) -> None:
+def check_parts(message: Message, *, sees: bool = False) -> None:
     """Refuse, before any task is made, a message the persona cannot take: one that is
     not the user's, or has a part the persona cannot read. (The SDK's task builder raised
     ``ValueError`` for the first two below: an Internal error ``-32603``, a ``500`` on
@@ -65,7 +66,8 @@ def check_parts(message: Message) -> None:
         InvalidParamsError: the role is not ``ROLE_USER`` (a client sends the user's
             turn), or a text part is empty.
         ContentTypeNotSupportedError: a file by URL, a file of another media type,
-            or a part with no content.
+            or a part with no content; an image (bytes or URL) when the persona does not
+            see images (``sees``: its model does, :mod:`persona_agent.media.vision`).
     """
     if message.role != Role.ROLE_USER:
         raise InvalidParamsError(
@@ -76,6 +78,13 @@ def check_parts(message: Message) -> None:
         if kind == "text" and not part.text:
             raise InvalidParamsError(
                 message=f"Part {index} is an empty text part: send text, or leave the part out"
+            )
+        if kind in ("raw", "url") and part.media_type in IMAGE_TYPES:
+            if sees:
+                continue
+            raise ContentTypeNotSupportedError(
+                message=f"Part {index} ({kind}, {part.media_type}) is not supported: this "
+                "persona's model does not see images"
             )
         if kind in ("text", "data") or (
             kind == "raw" and part.media_type in (*READABLE_FILE_TYPES, *DOCUMENT_FILE_TYPES)
@@ -104,13 +113,17 @@ def message_to_text(message: Message) -> str:
     """The user's message as text for the model.
 
     Text parts are the conversation; data parts are passed as JSON; file parts
-    with inline bytes of a text type are read. Anything else raises
+    with inline bytes of a text type are read; images are left out (the model is shown
+    them apart: a message of images alone has no text). Anything else raises
     :class:`InputError` naming the part.
     """
     pieces: list[str] = []
+    images = False
     for index, part in enumerate(message.parts):
         kind = part.WhichOneof("content")
-        if kind == "text":
+        if kind in ("raw", "url") and part.media_type in IMAGE_TYPES:
+            images = True  # shown to the model apart (persona_agent.media)
+        elif kind == "text":
             pieces.append(part.text)
         elif kind == "data":
             pieces.append(data_as_text(MessageToDict(part.data), index))
@@ -132,7 +145,7 @@ def message_to_text(message: Message) -> str:
                 "send text, data, or inline text files"
             )
     text = "\n\n".join(piece for piece in pieces if piece.strip())
-    if not text:
+    if not text and not images:
         raise InputError()
     return text
 

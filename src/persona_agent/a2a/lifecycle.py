@@ -26,6 +26,7 @@ from persona_agent.a2a.context_keys import (
     REQUEST_ID_KEY,
     WHOLE_ANSWER_STATE_KEY,
 )
+from persona_agent.a2a.image_parts import NO_INTAKE, ImageIntake
 from persona_agent.a2a.input import attached_files, message_text
 from persona_agent.a2a.message_extensions import ConversationOp, message_conversation, message_user
 from persona_agent.chat.budget import BudgetLimits, CallBudget
@@ -109,10 +110,13 @@ class TaskExecutor(AgentExecutor):
         quotas: Quotas,
         metrics: HubMetrics,
         budget: BudgetLimits,
+        images: ImageIntake = NO_INTAKE,
     ) -> None:
         """``audit``, ``quotas``, ``metrics``: the hub's (each does nothing when off);
-        ``budget``: the calls one request may make, its whole tree together."""
+        ``budget``: the calls one request may make, its whole tree together; ``images``:
+        how the message's images are read (fetched, prepared)."""
         self.persona = persona
+        self.images = images
         self.audit = audit
         self.quotas = quotas
         self.metrics = metrics
@@ -198,6 +202,7 @@ class TaskExecutor(AgentExecutor):
         op = message_conversation(message) or ConversationOp()
         # Regenerate and continue answer what was said: the message's text is not read.
         text = await message_text(message) if op.mode == "message" else ""
+        images = await self.images.read(message) if op.mode == "message" else ()
         budget, nested = task_budget(call, persona, self.budget)
         user = call.user
         owner = user.user_name if user.is_authenticated else ""
@@ -213,6 +218,7 @@ class TaskExecutor(AgentExecutor):
             owner=owner,
             text=text,
             files=attached_files(message),
+            images=images,
             user=message_user(message),
             mode=op.mode,
             greeting=op.greeting,

@@ -79,7 +79,10 @@ class PersonaApp:
             metrics=services.metrics,
             budget=services.budget,
             tasks=task_store,
+            images=services.images,
         )
+        self.sees_images = services.vision.sees(persona)
+        """Whether the persona's model is shown images (image parts are refused else)."""
         self._base_url = base_url
         self._task_store = task_store
         self._engine = engine
@@ -95,6 +98,7 @@ class PersonaApp:
             push=services.push is not None,
             provided_by=services.provider,
             member_names=self._member_names(),
+            images=self.sees_images,
         )
         return services.signer.sign(card) if services.signer is not None else card
 

@@ -100,6 +100,9 @@ class ServedPersona(Protocol):
     @property
     def card_etag(self) -> str: ...
 
+    @property
+    def sees_images(self) -> bool: ...
+
 
 class _RouteSet:
     """One set of SDK routes: the JSON-RPC dispatcher (called directly) and the rest."""

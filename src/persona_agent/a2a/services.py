@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from a2a.server.cluster import TaskEventStream
 from a2a.types.a2a_pb2 import AgentProvider
 
+from persona_agent.a2a.image_parts import NO_INTAKE, ImageIntake
 from persona_agent.a2a.push import PushParts
 from persona_agent.chat.budget import BudgetLimits
+from persona_agent.media.vision import Vision
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.personas.formats.png import CleanImage
 from persona_agent.security.audit import AuditLog
@@ -58,6 +60,10 @@ class HubServices:
     """Who runs the hub, on every card (None: "persona-agent" at the hub's URL)."""
     budget: BudgetLimits = field(default_factory=BudgetLimits)
     """Calls one request may make, its whole tree together (none: no limit)."""
+    vision: Vision = field(default_factory=Vision)
+    """Which personas see images (by default none: image parts are refused)."""
+    images: ImageIntake = NO_INTAKE
+    """How image parts are read: fetched by URL, prepared."""
 
     @property
     def auth(self) -> Authenticator | None:

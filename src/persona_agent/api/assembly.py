@@ -31,6 +31,10 @@ from persona_agent.errors import ConfigError
 from persona_agent.knowledge.document_store import KnowledgeStore
 from persona_agent.llm.base import LLMBackend, Usage
 from persona_agent.llm.local.weights import LOCAL_MODEL_NAME
+from persona_agent.media.images import ImageLimits
+from persona_agent.media.media_store import MediaStore
+from persona_agent.media.turn_images import TurnImages
+from persona_agent.media.vision import Vision
 from persona_agent.migrations import prepare_db
 from persona_agent.observe.metrics import HubMetrics
 from persona_agent.observe.pricing import load_prices
@@ -350,6 +354,27 @@ def build_engine(
         summary=summary,
         knowledge=knowledge,
         users=storage.user_personas,
+        images=build_images(settings, storage.writer, model.llm),
+    )
+
+
+def build_images(settings: Settings, writer: GroupCommitWriter, llm: LLMBackend) -> TurnImages:
+    """Who sees the images sent, and where a conversation's are kept (docs/media.md)."""
+    vision = Vision(
+        models=settings.vision_model_list,
+        default_model=llm.default_model,
+        embedded=not llm.supports_images,
+    )
+    return TurnImages(vision, MediaStore(writer))
+
+
+def image_limits(settings: Settings) -> ImageLimits:
+    """What an image part may be (the ``PERSONA_AGENT_IMAGE_*`` settings)."""
+    return ImageLimits(
+        max_bytes=settings.image_max_bytes,
+        max_pixels=settings.image_max_pixels,
+        max_side=settings.image_max_side,
+        fetch_seconds=settings.image_fetch_seconds,
     )
 
 

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from persona_agent.a2a.cards import A2A_PREFIX, provider
+from persona_agent.a2a.image_parts import ImageIntake
 from persona_agent.a2a.push import PushParts
 from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.a2a.services import HubServices
-from persona_agent.api.assembly import Collaboration, Protection, Storage
+from persona_agent.api.assembly import Collaboration, Protection, Storage, image_limits
 from persona_agent.api.deps import is_loopback
 from persona_agent.api.pages import CONSOLE_PATH
 from persona_agent.api.readiness import Readiness
@@ -35,6 +36,7 @@ from persona_agent.errors import ConfigError
 from persona_agent.knowledge.folders import DocumentFolders
 from persona_agent.knowledge.library import Knowledge
 from persona_agent.llm.base import LLMBackend
+from persona_agent.media.vision import Vision
 from persona_agent.memory.scope import TurnMemory
 from persona_agent.observe.metrics import HubMetrics
 from persona_agent.parts import prepare_llm_backend, warn_unknown_agents, warn_unknown_tool_servers
@@ -42,6 +44,7 @@ from persona_agent.personas.file_store import FilePersonaStore
 from persona_agent.personas.model import Persona
 from persona_agent.personas.watcher import watch_personas
 from persona_agent.retention import Retention, RetentionLimits
+from persona_agent.security.push_urls import PushUrlGuard
 from persona_agent.settings import Settings
 
 if TYPE_CHECKING:
@@ -122,7 +125,7 @@ def build_a2a(
         if settings.push_notifications
         else None
     )
-    services = _services(settings, storage, protection, push, metrics)
+    services = _services(settings, storage, protection, push, metrics, engine.images.vision)
 
     def panel_executor(persona: Persona) -> PanelExecutor:
         return PanelExecutor(
@@ -164,6 +167,7 @@ def _services(
     protection: Protection,
     push: PushParts | None,
     metrics: HubMetrics,
+    vision: Vision,
 ) -> HubServices:
     cluster = storage.cluster
     return HubServices(
@@ -183,6 +187,10 @@ def _services(
         budget=BudgetLimits(
             model_calls=settings.request_budget_model_calls,
             tool_calls=settings.request_budget_tool_calls,
+        ),
+        vision=vision,
+        images=ImageIntake(
+            image_limits(settings), PushUrlGuard(settings.image_url_allowed_host_list)
         ),
     )
 

@@ -37,6 +37,7 @@ from persona_agent.llm.base import (
     ToolCall,
 )
 from persona_agent.llm.observed import observed_stream
+from persona_agent.media.turn_images import NO_IMAGES, TurnImages
 from persona_agent.memory.scope import NO_MEMORY, TurnMemory
 from persona_agent.memory.summary import NO_SUMMARY, ConversationSummary
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
@@ -82,6 +83,7 @@ class ChatEngine:
         summary: ConversationSummary = NO_SUMMARY,
         knowledge: TurnKnowledge = NO_KNOWLEDGE,
         users: UserSource = NO_USERS,
+        images: TurnImages = NO_IMAGES,
     ) -> None:
         """``locks``: how turns of one conversation are kept apart (this process's locks;
         replicas pass :class:`~persona_agent.cluster.advisory_locks.AdvisoryLocks`); ``prices``:
@@ -93,7 +95,8 @@ class ChatEngine:
         window (:mod:`persona_agent.memory.summary`: none by default); ``knowledge``: the
         personas' documents, searched for each turn (:mod:`persona_agent.knowledge`: none
         by default); ``users``: who each turn's user is (:mod:`persona_agent.chat.user_source`:
-        by default the message's, else "User")."""
+        by default the message's, else "User"); ``images``: who sees images, where they are kept."""
+        self.images = images
         self.users = users
         self.memory = memory
         self.summary = summary
@@ -225,7 +228,7 @@ class ChatEngine:
             calls=calls,
             model=persona.model.name or self.llm.default_model,
             prompt=prompt,
-            messages=prompt.messages(),
+            messages=await self.images.for_model(persona, key, prompt.messages(), turn.images),
             said=said,
             tools=tools,
             started=started,
@@ -382,7 +385,8 @@ class ChatEngine:
             else self.history.append(state.key, state.said)
         )
         recorded = self.usage.record(persona.id, model, usage, cost) if self.usage else _none()
-        await asyncio.gather(stored, recorded, kept)  # all in one group commit
+        images = self.images.keep(state.key, state.turn.images if mode == "message" else ())
+        await asyncio.gather(stored, recorded, kept, images)  # all in one group commit
         if opening is not None and opening.anchor is not None:
             await self.branches.keep_answer(state.key, opening.anchor)
             opening.anchor = None
@@ -454,8 +458,7 @@ async def _none() -> None:
     """Nothing to wait for (a persona that remembers nothing keeps nothing)."""
 
 
-async def _nothing() -> tuple[str, ...]:
-    """Nothing recalled (a persona that remembers nothing)."""
+async def _nothing() -> tuple[str, ...]:  # nothing recalled (a persona that remembers nothing)
     return ()
 
 

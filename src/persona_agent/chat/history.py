@@ -16,7 +16,13 @@ from collections.abc import Sequence
 
 from sqlalchemy import Table, bindparam, delete, func, insert, select
 
-from persona_agent.db import GroupCommitWriter, like_escaped, messages_table, swipes_table
+from persona_agent.db import (
+    GroupCommitWriter,
+    like_escaped,
+    media_table,
+    messages_table,
+    swipes_table,
+)
 from persona_agent.llm.base import Message
 
 __all__ = ["ConversationHistory", "trim_history"]
@@ -104,7 +110,7 @@ class ConversationHistory:
                     delete(table).where(table.c.conversation.like(bindparam("prefix"))),
                     [{"prefix": f"{prefix}%"}],
                 )
-                for table in (messages_table, swipes_table)
+                for table in (messages_table, swipes_table, media_table)
             ]
         )
 
@@ -124,7 +130,7 @@ class ConversationHistory:
             await self._db.write_together(
                 [
                     (delete(table).where(table.c.conversation == bindparam("conversation")), rows)
-                    for table in (messages_table, swipes_table)
+                    for table in (messages_table, swipes_table, media_table)
                 ]
             )
         return len(found), sum(found.values())

@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol
 from persona_agent.chat.budget import CallBudget
 from persona_agent.errors import ToolError
 from persona_agent.knowledge.turn import AttachedFile
+from persona_agent.media.images import ImageInput
 from persona_agent.personas.model import Persona
 from persona_agent.personas.user_identity import UserPersona
 
@@ -97,6 +98,9 @@ class Turn:
     """Who the user says they are with this message (the A2A user extension): the
     conversation's user persona from now on; ``None``: as the conversation, the caller's
     saved one or the default say (:class:`~persona_agent.chat.user_source.UserSource`)."""
+    images: tuple[ImageInput, ...] = ()
+    """The message's images, prepared (:mod:`persona_agent.media`): stored with the
+    conversation and shown to a model that sees."""
 
 
 class ToolSource(Protocol):

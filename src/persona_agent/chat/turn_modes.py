@@ -92,6 +92,8 @@ async def open_turn(
         nudge: Message = {"role": "system", "content": CONTINUE_NUDGE}
         return Opening(past, [], _last_user_text(past), extra=[nudge])
     said: list[Message] = [{"role": "user", "content": user_message}]
+    if turn.images:  # what the history keeps of them (their bytes: persona_agent.media)
+        said[0]["media"] = [image.meta() for image in turn.images]
     if past:
         return Opening(past, said, user_message)
     greetings = greetings_of(persona, user)

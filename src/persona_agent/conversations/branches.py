@@ -43,6 +43,7 @@ from persona_agent.errors import (
     SwipeNotFound,
 )
 from persona_agent.llm.base import Message
+from persona_agent.media.media_store import DELETE_CONVERSATION_MEDIA
 
 __all__ = ["Branches", "Forgetful", "now_ms"]
 
@@ -360,6 +361,7 @@ class Branches:
             [
                 (delete(messages_table).where(_M.conversation == bindparam("c")), [{"c": key}]),
                 (delete(swipes_table).where(_S.conversation == bindparam("c")), [{"c": key}]),
+                (DELETE_CONVERSATION_MEDIA, [{"c": key}]),
             ],
             from_seq=0,
         )

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
 
 from persona_agent.llm.base import Message
 
@@ -17,6 +19,7 @@ __all__ = [
     "SwipeRow",
     "answer_spans",
     "final_text",
+    "message_parts",
 ]
 
 
@@ -138,3 +141,28 @@ def loads(text: str | None) -> list[Message] | None:
         return None
     value = json.loads(text)
     return value if isinstance(value, list) else []
+
+
+def message_parts(message: Message, persona_id: str, context_id: str) -> list[dict[str, Any]]:
+    """A stored message as the parts it was made of (docs/media.md): its text, its images
+    (each with the URL of the conversation's media route) and its documents."""
+    parts: list[dict[str, Any]] = []
+    content = message.get("content")
+    if isinstance(content, str) and content:
+        parts.append({"kind": "text", "text": content})
+    base = f"/api/v1/conversations/{quote(persona_id, safe='')}/{quote(context_id, safe='')}"
+    for entry in message.get("media") or ():
+        parts.append(
+            {
+                "kind": "image",
+                "mediaType": entry.get("mediaType"),
+                "name": entry.get("name"),
+                "width": entry.get("width"),
+                "height": entry.get("height"),
+                "url": f"{base}/media/{entry.get('sha256')}",
+            }
+        )
+    for entry in message.get("files") or ():
+        names = ("name", "mediaType", "bytes", "tokens", "shownTokens")
+        parts.append({"kind": "file", **{name: entry.get(name) for name in names}})
+    return parts

@@ -196,6 +196,8 @@ class LLMBackend(ABC):
 
     name: str = "llm"
     supports_tools: bool = True
+    supports_images: bool = True
+    """It can pass images on to its models (which see: :mod:`persona_agent.media.vision`)."""
     demo_model: bool = False
     """Its answers come from a model that is only there so that something answers (the
     embedded one): clients label them as such (``demoModel`` in cost-v1)."""

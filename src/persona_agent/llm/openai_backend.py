@@ -352,9 +352,12 @@ def _usage(chunk: Chunk) -> Usage | None:
     if not isinstance(usage, dict):
         return None
     details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else 0
+    details = details if isinstance(details, dict) else {}
     return Usage(
-        _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")), _count(cached)
+        _count(usage.get("prompt_tokens")),
+        _count(usage.get("completion_tokens")),
+        _count(details.get("cached_tokens")),
+        _count(details.get("image_tokens")),
     )
 
 

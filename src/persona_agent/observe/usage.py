@@ -13,6 +13,9 @@ class Usage:
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0
     """Of ``prompt_tokens``, those the server read from its prompt cache (priced apart)."""
+    image_tokens: int = 0
+    """Of ``prompt_tokens``, those of images, when the server says
+    (``prompt_tokens_details.image_tokens``)."""
 
     @property
     def total_tokens(self) -> int:
@@ -23,4 +26,5 @@ class Usage:
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
             self.cached_prompt_tokens + other.cached_prompt_tokens,
+            self.image_tokens + other.image_tokens,
         )

@@ -93,6 +93,9 @@ class ModelSettings(_Section):
     name: Text | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
+    vision: bool | None = None
+    """Whether the model sees images (docs/media.md); ``None``: as the hub's
+    ``PERSONA_AGENT_VISION_MODELS`` say of its name."""
 
 
 class ToolSettings(_Section):

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from persona_agent.api.routes.user_personas import UserPersonaBody
 from persona_agent.chat.turn_modes import greetings_of
-from persona_agent.conversations.view import ConversationView
+from persona_agent.conversations.view import ConversationView, message_parts
 from persona_agent.personas.model import Persona
 
 __all__ = [
@@ -46,6 +46,11 @@ class MessageOut(BaseModel):
     tool_call_id: str | None = None
     at: datetime | None = Field(description="when it was stored (none: before it was recorded)")
     swipes: Swipes | None = None
+    parts: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="what the message was made of: text, images (with their media URL), "
+        "documents (docs/media.md)",
+    )
 
 
 class UserOut(BaseModel):
@@ -134,6 +139,7 @@ def conversation_of(
                 )
                 if alternatives is not None
                 else None,
+                parts=message_parts(message, view.key.partition(":")[0], context_id),
             )
         )
     return Conversation(

@@ -47,6 +47,7 @@ from persona_agent.chat.tools import Turn
 from persona_agent.chat.turn_modes import greetings_of
 from persona_agent.conversations.conversation_store import ConversationStore
 from persona_agent.errors import BudgetSpentError, ConversationNotFound, LLMError
+from persona_agent.media.images import IMAGE_TYPES
 from persona_agent.security.authorization import Action
 from persona_agent.security.quotas import RateLimited
 
@@ -193,6 +194,35 @@ async def read_conversation(
 ) -> Conversation:
     """The conversation: its selected branch, each answer's alternatives on its first message."""
     return await _read(request, conversations, persona_id, owner, context_id)
+
+
+@router.get(
+    _BASE + "/media/{sha256}",
+    dependencies=[MemoryReader],
+    response_class=Response,
+    responses={
+        200: {"content": {t: {} for t in IMAGE_TYPES}, "description": "The image's bytes"},
+        **_responses(404, 422),
+    },
+)
+async def read_media(
+    request: Request,
+    persona_id: PersonaId,
+    context_id: ContextId,
+    sha256: Annotated[str, Path(pattern="^[0-9a-f]{64}$", description="the image's hash")],
+    owner: Owner,
+) -> Response:
+    """An image of the conversation (as stored: scaled down, without its metadata)."""
+    store = hub_parts(request).engine.images.store
+    key = history_key(persona_id, owner, context_id)
+    found = await store.load(key, [sha256]) if store is not None else {}
+    image = found.get(sha256)
+    if image is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "No such image in this conversation")
+    headers = {"Cache-Control": "private, max-age=31536000, immutable", "ETag": f'"{sha256}"'}
+    if request.headers.get("if-none-match") == f'"{sha256}"':
+        return Response(status_code=304, headers=headers)
+    return Response(image.data, media_type=image.media_type, headers=headers)
 
 
 @router.delete(_BASE, dependencies=[MemoryWriter], status_code=204, responses=_responses(404, 422))

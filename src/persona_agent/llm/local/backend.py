@@ -132,6 +132,7 @@ class LocalBackend(LLMBackend):
 
     name = "local"
     supports_tools = False
+    supports_images = False
 
     def __init__(
         self,

@@ -1,0 +1,76 @@
+"""An image part's URL fetched by the hub under the push URL guard's rules: every hop
+(the URL and each redirect's target) is judged before it is called, so no redirect leads
+inward; the bytes and the time are bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.parse
+
+import httpx
+
+from persona_agent.media.images import ImageError, ImageLimits
+from persona_agent.security.push_urls import PushUrlGuard, destination
+
+__all__ = ["MAX_REDIRECTS", "ImageFetcher"]
+
+MAX_REDIRECTS = 3
+
+
+class ImageFetcher:
+    """Fetches image URLs; ``guard`` judges each hop (its allow-list:
+    ``PERSONA_AGENT_IMAGE_URL_ALLOWED_HOSTS``)."""
+
+    def __init__(self, guard: PushUrlGuard, limits: ImageLimits) -> None:
+        self.guard = guard
+        self.limits = limits
+
+    async def fetch(self, url: str, where: str) -> bytes:
+        """The bytes at ``url``; ``where`` names the part in errors.
+
+        Raises:
+            ImageError: a hop refused by the guard, too many redirects, an HTTP error,
+                more bytes than the limit, or slower than it.
+        """
+        try:
+            async with asyncio.timeout(self.limits.fetch_seconds):
+                async with httpx.AsyncClient(trust_env=False, follow_redirects=False) as client:
+                    return await self._follow(client, url, where)
+        except TimeoutError as error:
+            raise ImageError(
+                f"{where}: fetching {destination(url)} took more than "
+                f"{self.limits.fetch_seconds:g} s"
+            ) from error
+        except httpx.HTTPError as error:
+            raise ImageError(f"{where}: {destination(url)} cannot be fetched ({error})") from error
+
+    async def _follow(self, client: httpx.AsyncClient, url: str, where: str) -> bytes:
+        for _hop in range(MAX_REDIRECTS + 1):
+            if not await self.guard(url):
+                raise ImageError(
+                    f"{where}: the URL {destination(url)} is refused: the hub fetches only "
+                    "public http(s) addresses (see the hub's log for why; "
+                    "PERSONA_AGENT_IMAGE_URL_ALLOWED_HOSTS allows others)"
+                )
+            async with client.stream("GET", url) as response:
+                if response.is_redirect:
+                    url = urllib.parse.urljoin(url, response.headers.get("location", ""))
+                    continue
+                if response.status_code != 200:
+                    raise ImageError(
+                        f"{where}: {destination(url)} answered HTTP {response.status_code}"
+                    )
+                return await self._body(response, where)
+        raise ImageError(f"{where}: more than {MAX_REDIRECTS} redirects")
+
+    async def _body(self, response: httpx.Response, where: str) -> bytes:
+        limit = self.limits.max_bytes
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise ImageError(f"{where}: the image has {int(declared):,} bytes, more than {limit:,}")
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > limit:
+                raise ImageError(f"{where}: the image has more than {limit:,} bytes")
+        return bytes(body)

@@ -1,0 +1,81 @@
+"""The images of conversations (``pa_media``): each stored once a conversation by the hash
+of its prepared bytes, read back for the model's prompt and for the REST media route."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import bindparam, delete, insert, select
+
+from persona_agent.db import GroupCommitWriter, media_table
+from persona_agent.media.images import ImageInput
+
+__all__ = ["DELETE_CONVERSATION_MEDIA", "MediaStore", "StoredImage"]
+
+_M = media_table.c
+
+DELETE_CONVERSATION_MEDIA = delete(media_table).where(_M.conversation == bindparam("c"))
+"""Deletes the images of the conversation ``c`` (with it, in its transaction)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredImage:
+    sha256: str
+    media_type: str
+    data: bytes
+
+
+class MediaStore:
+    """Rows of ``pa_media`` through the hub's group-commit writer. Writes of one
+    conversation are made under its lock (the engine's turn), so a hash is looked up and
+    inserted without a race."""
+
+    def __init__(self, writer: GroupCommitWriter) -> None:
+        self._db = writer
+        self._insert = insert(media_table)
+        self._known = select(_M.sha256).where(
+            _M.conversation == bindparam("conversation"),
+            _M.sha256.in_(bindparam("hashes", expanding=True)),
+        )
+        self._read = select(_M.sha256, _M.media_type, _M.data).where(
+            _M.conversation == bindparam("conversation"),
+            _M.sha256.in_(bindparam("hashes", expanding=True)),
+        )
+
+    async def keep(self, conversation: str, images: Sequence[ImageInput]) -> None:
+        """Store the images the conversation does not have yet (the conversation's lock
+        held)."""
+        if not images:
+            return
+        hashes = sorted({image.sha256 for image in images})
+        rows = await self._db.fetch(self._known, {"conversation": conversation, "hashes": hashes})
+        have = {row[0] for row in rows}
+        now = int(time.time() * 1000)
+        new: dict[str, ImageInput] = {i.sha256: i for i in images if i.sha256 not in have}
+        if new:
+            await self._db.write(
+                self._insert,
+                [
+                    {
+                        "conversation": conversation,
+                        "sha256": image.sha256,
+                        "media_type": image.media_type,
+                        "bytes": len(image.data),
+                        "width": image.width,
+                        "height": image.height,
+                        "data": image.data,
+                        "created_ms": now,
+                    }
+                    for image in new.values()
+                ],
+            )
+
+    async def load(self, conversation: str, hashes: Iterable[str]) -> dict[str, StoredImage]:
+        """The conversation's images of ``hashes`` it has, by hash."""
+        wanted = sorted(set(hashes))
+        if not wanted:
+            return {}
+        rows = await self._db.fetch(self._read, {"conversation": conversation, "hashes": wanted})
+        return {row[0]: StoredImage(row[0], row[1], bytes(row[2])) for row in rows}
