@@ -20,6 +20,8 @@ from persona_agent.security.api_keys import ApiKeys
 from persona_agent.security.authentication import Authenticator
 from persona_agent.security.limits import Limits
 from persona_agent.settings import Settings
+from persona_agent.speech import Speech, VoiceLibrary
+from persona_agent.speech.voices import engine_installed
 
 if TYPE_CHECKING:
     from persona_agent.db import GroupCommitWriter
@@ -138,6 +140,31 @@ def build_llm_backend(settings: Settings) -> LLMBackend:
         max_tokens=settings.local_max_tokens,
         context_tokens=settings.local_context_tokens,
         threads=settings.local_threads,
+    )
+
+
+def build_speech(settings: Settings) -> Speech:
+    """The hub's speech (docs/media.md#voice): off when ``PERSONA_AGENT_VOICE=off`` or the
+    engine is not installed. Nothing is loaded here: the engine and a voice are, in the
+    speech worker, when a client first asks for audio."""
+    if settings.voice == "off":
+        return Speech(None)
+    if not engine_installed():
+        logger.info("Spoken answers are off: install the voice extra (piper-tts) for them")
+        return Speech(None)
+    library = VoiceLibrary(settings.voices_dir or settings.data_dir / "voices")
+    if library.find(settings.default_voice) is None:
+        logger.warning(
+            "The default voice %r is not installed (voices: %s): only personas naming "
+            "another voice speak",
+            settings.default_voice,
+            ", ".join(library.names()) or "none",
+        )
+    return Speech(
+        library,
+        default_voice=settings.default_voice,
+        threads=settings.voice_threads,
+        max_chars=settings.voice_max_chars,
     )
 
 

@@ -308,6 +308,22 @@ class Settings(BaseSettings):
     image_url_allowed_hosts: str = ""
     """Comma-separated hosts (``host`` or ``host:port``) an image URL may be on although
     they are not public addresses, for local development (as ``push_allowed_hosts``)."""
+    # Media: voice
+    voice: Literal["auto", "off"] = "auto"
+    """Spoken answers (docs/media.md#voice) for clients whose ``acceptedOutputModes`` name
+    ``audio/wav``: ``auto``, when the speech engine is installed (the ``voice`` extra);
+    ``off``: never (cards do not offer audio)."""
+    voices_dir: Path | None = None
+    """A directory of further Piper voices, each ``NAME.onnx`` beside ``NAME.onnx.json``
+    (read when a voice is looked up); default ``<data_dir>/voices``."""
+    default_voice: str = Field(
+        default="en_US-joe-medium", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
+    )
+    """The voice of a persona that names none (the voice extra ships ``en_US-joe-medium``)."""
+    voice_threads: int = Field(default=1, ge=1, le=64)
+    """Threads of the one speech worker (onnxruntime's): 1 keeps speech to one core."""
+    voice_max_chars: int = Field(default=3000, ge=1, le=100_000)
+    """Characters of one answer spoken at most; the rest is not spoken."""
 
     @field_validator("public_base_url", "provider_url")
     @classmethod

@@ -19,6 +19,7 @@ from selenium.webdriver.remote.webelement import WebElement
 
 from tests.console.conftest import (
     ConsoleHub,
+    ConsoleHubFactory,
     browse,
     find,
     open_console,
@@ -26,7 +27,7 @@ from tests.console.conftest import (
     severe_browser_errors,
     wait,
 )
-from tests.console.test_chat import VIRTUE, last_answer, send_message
+from tests.console.test_chat import VIRTUE, context_of, last_answer, send_message
 from tests.console.test_conversations import fits, sized, suffix
 from tests.docs.snippets import find as doc_block
 from tests.fakes.fake_llm import FakeLLM, Reply
@@ -106,7 +107,10 @@ def chips(element: WebElement | webdriver.Chrome) -> list[str]:
 def previews(driver: webdriver.Chrome) -> list[str]:
     """The composer's previews: each file chip's text, each thumbnail's name."""
     row = driver.find_elements(By.CSS_SELECTOR, "#attachment-previews .attachments > *")
-    return [item.get_attribute("data-name") or item.text for item in row]
+    return [
+        item.get_attribute("data-name") or item.find_element(By.CSS_SELECTOR, ".file-facts").text
+        for item in row
+    ]
 
 
 def last_user(driver: webdriver.Chrome) -> WebElement | None:
@@ -143,7 +147,7 @@ async def test_documents_attached_by_button_and_drop_reach_the_model(
             f"dropped.txt · {len(DROPPED)} B",
         ]
         assert fits(browser)
-        screenshot(browser, tmp_path, f"console-attach{suffix(sized)}")
+        screenshot(browser, tmp_path, f"console-attach-files{suffix(sized)}")
         # A preview's × takes the file back.
         find(browser, '#attachment-previews .file-chip[title="text/plain"] .remove').click()
         wait(browser, "two previews", lambda: len(previews(browser)) == 2)
@@ -167,3 +171,76 @@ async def test_documents_attached_by_button_and_drop_reach_the_model(
     assert "Meno asks whether virtue can be taught." in said
     assert "Sparta,courage" in said
     assert "dropped file" not in said
+
+
+def thumbnails(element: WebElement | webdriver.Chrome) -> list[dict[str, Any]]:
+    """The thumbnails under ``element``: name, media type, whether the picture loaded and
+    its size."""
+    found = element.find_elements(By.CSS_SELECTOR, ".attachments .thumb")
+    return [
+        {
+            "name": thumb.get_attribute("data-name"),
+            "mediaType": thumb.get_attribute("data-media-type"),
+            "width": thumb.find_element(By.CSS_SELECTOR, "img").get_property("naturalWidth"),
+        }
+        for thumb in found
+    ]
+
+
+def loaded(driver: webdriver.Chrome) -> list[dict[str, Any]] | None:
+    """The last user message's thumbnails, once each picture has loaded."""
+    mine = last_user(driver)
+    shown = thumbnails(mine) if mine is not None else []
+    return shown if shown and all(t["width"] for t in shown) else None
+
+
+async def test_a_pasted_image_reaches_a_model_that_sees_and_shows_again_when_read_back(
+    console_hub: ConsoleHubFactory, browser: webdriver.Chrome, llm: FakeLLM, tmp_path: Path
+) -> None:
+    llm.script(Reply("A red chart, and your notes."))
+    picture = png((64, 48))
+    notes = tmp_path / "notes.md"
+    notes.write_text(NOTES, encoding="utf-8")
+
+    def scenario(hub: ConsoleHub) -> tuple[list[dict[str, Any]], str]:
+        open_console(browser, hub, "chat/socrates")
+        browser.execute_script(RECORD)
+        field = find(browser, "#message-input")
+        encoded = base64.b64encode(picture).decode()
+        browser.execute_script(PASTE, field, "chart.png", "image/png", encoded)
+        find(browser, "#attach-input").send_keys(str(notes))
+        wait(
+            browser,
+            "two previews",
+            lambda: previews(browser) == ["chart.png", f"notes.md · {len(NOTES)} B"],
+        )
+        assert field.get_attribute("value") == ""  # the picture is not pasted as text
+        screenshot(browser, tmp_path, "console-attach")
+        send_message(browser, "What is on this chart?")
+        wait(browser, "the answer", lambda: last_answer(browser)[1] == "completed")
+        mine = last_user(browser)
+        assert mine is not None
+        context = context_of(browser)
+        # The conversation read back from the hub: the picture from its media URL.
+        open_console(browser, hub, f"chat/socrates/{context}")
+        shown = wait(browser, "the picture read back", lambda: loaded(browser))
+        assert shown == [{"name": "chart.png", "mediaType": "image/png", "width": 64}]
+        mine = last_user(browser)
+        assert mine is not None
+        assert chips(mine) == [f"notes.md · {len(NOTES)} B"]
+        assert severe_browser_errors(browser) == []
+        sent: list[dict[str, Any]] = browser.execute_script("return window.sentMessages")
+        return sent, context
+
+    async with console_hub(vision_models="*") as hub:
+        (sent,), context = await browse(scenario, hub)
+        stored = (await hub.http.get(f"/api/v1/conversations/socrates/{context}")).json()
+    check_shape(
+        sent, [("chart.png", "image/png", picture), ("notes.md", "text/markdown", NOTES.encode())]
+    )
+    content = [m for m in llm.requests[-1]["messages"] if m["role"] == "user"][-1]["content"]
+    images = [part for part in content if part.get("type") == "image_url"]
+    assert len(images) == 1
+    assert images[0]["image_url"]["url"].startswith("data:image/png;base64,")
+    kinds = [part["kind"] for part in stored["messages"][0]["parts"]]
+    assert kinds == ["text", "image", "file"]

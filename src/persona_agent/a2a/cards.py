@@ -43,6 +43,7 @@ __all__ = [
     "DIRECTORY_SKILL_ID",
     "INPUT_MODES",
     "OUTPUT_MODES",
+    "SPOKEN_OUTPUT_MODES",
     "build_agent_card",
     "build_extended_card",
     "build_hub_card",
@@ -57,6 +58,8 @@ AVATAR_PATH = "/avatar"
 """Below a persona's endpoint: its avatar image, when it has one."""
 INPUT_MODES = [*READABLE_FILE_TYPES, *DOCUMENT_FILE_TYPES]
 OUTPUT_MODES = ["text/plain", "application/json"]
+SPOKEN_OUTPUT_MODES = [*OUTPUT_MODES, "audio/wav"]
+"""A persona that speaks (docs/media.md#voice): its answer as WAV files too."""
 
 
 def provider(organization: str, url: str) -> AgentProvider:
@@ -104,7 +107,9 @@ def _collaboration_tags(persona: Persona) -> list[str]:
     return [f"consults:{i}" for i in consults] + [f"calls-agent:{a}" for a in persona.agents]
 
 
-def _skills(persona: Persona, member_names: Mapping[str, str]) -> list[AgentSkill]:
+def _skills(
+    persona: Persona, member_names: Mapping[str, str], output_modes: list[str]
+) -> list[AgentSkill]:
     """A persona's skills: its conversation, one per knowledge domain, and its card's own."""
     skills = [
         AgentSkill(
@@ -123,7 +128,7 @@ def _skills(persona: Persona, member_names: Mapping[str, str]) -> list[AgentSkil
             ],
             examples=list(persona.card.examples),
             input_modes=INPUT_MODES,
-            output_modes=OUTPUT_MODES,
+            output_modes=output_modes,
         )
     ]
     for domain, topics in persona.knowledge_domains.items():
@@ -134,7 +139,7 @@ def _skills(persona: Persona, member_names: Mapping[str, str]) -> list[AgentSkil
                 description=f"{persona.name} on {domain}: " + ", ".join(topics),
                 tags=[domain, *topics],
                 input_modes=INPUT_MODES,
-                output_modes=OUTPUT_MODES,
+                output_modes=output_modes,
             )
         )
     for extra in persona.card.skills:
@@ -146,7 +151,7 @@ def _skills(persona: Persona, member_names: Mapping[str, str]) -> list[AgentSkil
                 tags=list(extra.tags),
                 examples=list(extra.examples),
                 input_modes=INPUT_MODES,
-                output_modes=OUTPUT_MODES,
+                output_modes=output_modes,
             )
         )
     return skills
@@ -173,6 +178,7 @@ def build_agent_card(
     provided_by: AgentProvider | None = None,
     member_names: Mapping[str, str] | None = None,
     images: bool = False,
+    speaks: bool = False,
 ) -> AgentCard:
     """The persona's card: a ``conversation`` skill plus one skill per knowledge domain.
 
@@ -184,8 +190,10 @@ def build_agent_card(
     says its mode and lists its members (``member_names``: id → name) and tags them.
     ``images``: the persona's model sees images: its input modes (and its skills') add
     :data:`~persona_agent.media.images.IMAGE_TYPES`.
+    ``speaks``: the persona's answers can be spoken (its output modes add ``audio/wav``).
     """
     url = persona_url(base_url, persona.id)
+    output_modes = SPOKEN_OUTPUT_MODES if speaks else OUTPUT_MODES
     card = AgentCard(
         name=persona.name,
         description=persona.description,
@@ -199,8 +207,8 @@ def build_agent_card(
             extensions=_extensions(persona),
         ),
         default_input_modes=INPUT_MODES,
-        default_output_modes=OUTPUT_MODES,
-        skills=_skills(persona, member_names or {}),
+        default_output_modes=output_modes,
+        skills=_skills(persona, member_names or {}, output_modes),
     )
     if images:
         card.default_input_modes.extend(IMAGE_TYPES)

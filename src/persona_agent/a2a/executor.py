@@ -24,6 +24,7 @@ from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload, memor
 from persona_agent.a2a.image_parts import NO_INTAKE, ImageIntake
 from persona_agent.a2a.input import InputError
 from persona_agent.a2a.lifecycle import TaskExecutor, TaskTurn
+from persona_agent.a2a.spoken import VOICE_ERROR_METADATA_KEY, SpokenAnswer
 from persona_agent.chat.budget import BudgetLimits
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.events import Done, Progress, Token, ToolEnd, ToolOutput, ToolStart
@@ -32,6 +33,7 @@ from persona_agent.observe.metrics import HistogramLike, HubMetrics
 from persona_agent.personas.model import Persona
 from persona_agent.security.audit import AuditLog
 from persona_agent.security.quotas import Quotas
+from persona_agent.speech import NO_SPEECH, Speech
 
 __all__ = ["ANSWER_ARTIFACT_NAME", "CITATIONS_METADATA_KEY", "PersonaAgentExecutor", "data_value"]
 
@@ -64,6 +66,12 @@ class PersonaAgentExecutor(TaskExecutor):
     user, an outside agent's, as the status message: the task's next message is the
     answer).
 
+    When the client accepts audio (:attr:`TaskTurn.audio`) and the persona has a voice,
+    the answer is also spoken as it streams: a second artifact, ``voice``
+    (:class:`~persona_agent.a2a.spoken.SpokenAnswer`), whose last chunk comes before the
+    final status. A voice that fails leaves the text answer whole, and the final message's
+    metadata ``voiceError`` says why.
+
     Each task has its node of the request's call budget
     (:func:`~persona_agent.a2a.lifecycle.task_budget`), and its cost-v1 covers that node's
     whole tree (its consultations' calls too). Its span is the parent of the engine's
@@ -82,16 +90,19 @@ class PersonaAgentExecutor(TaskExecutor):
         budget: BudgetLimits,
         tasks: TaskLister | None = None,
         images: ImageIntake = NO_INTAKE,
+        speech: Speech = NO_SPEECH,
     ) -> None:
         """``budget``: the calls one request may make, its whole tree together; ``tasks``:
         the persona's tasks, where a ``regenerate`` or ``continue`` finds the conversation's
         latest (without: any task it names is taken as the latest); ``images``: how the
-        message's images are read."""
+        message's images are read; ``speech``: the hub's voices, for clients that accept
+        audio."""
         super().__init__(
             persona, audit=audit, quotas=quotas, metrics=metrics, budget=budget, images=images
         )
         self.engine = engine
         self.tasks = tasks
+        self.speech = speech
 
     async def answer(self, turn: TaskTurn) -> str:
         """The engine's answer, as it streams (see the class).
@@ -106,26 +117,44 @@ class PersonaAgentExecutor(TaskExecutor):
         chunks = _AnswerChunks(updater)
         memory: dict[str, list[str]] = {}  # what the memory tools changed, for memory-v1
         first_text: HistogramLike | None = self.metrics.first_text_seconds.labels(self.persona.id)
+        spoken = self._spoken(turn)
         answer = self.engine.stream(self.persona, turn.conversation, turn.text, turn=turn)
-        async with aclosing(answer) as events:
-            async for event in events:
-                if self.is_canceled(task_id):
-                    return "canceled"
-                if isinstance(event, Token):
-                    if first_text is not None:
-                        first_text.observe(time.monotonic() - turn.started)
-                        first_text = None
-                    if not turn.whole:  # else Done carries the whole text
-                        await chunks.add(event.text, last=False)
-                elif isinstance(event, Done):
-                    return await self._done(event, turn, chunks, memory)
-                elif isinstance(event, Progress):
-                    await _progress_status(updater, event)
-                else:
-                    if isinstance(event, ToolEnd) and not event.is_error:
-                        _gather_memory(memory, event.data)
-                    await _tool_status(updater, event)
+        try:
+            async with aclosing(answer) as events:
+                async for event in events:
+                    if self.is_canceled(task_id):
+                        return "canceled"
+                    if isinstance(event, Token):
+                        if first_text is not None:
+                            first_text.observe(time.monotonic() - turn.started)
+                            first_text = None
+                        if not turn.whole:  # else Done carries the whole text
+                            await chunks.add(event.text, last=False)
+                        if isinstance(spoken, SpokenAnswer):
+                            spoken.add(event.text)
+                    elif isinstance(event, Done):
+                        return await self._done(event, turn, chunks, memory, spoken)
+                    elif isinstance(event, Progress):
+                        await _progress_status(updater, event)
+                    else:
+                        if isinstance(event, ToolEnd) and not event.is_error:
+                            _gather_memory(memory, event.data)
+                        await _tool_status(updater, event)
+        finally:
+            if isinstance(spoken, SpokenAnswer):
+                spoken.cancel()  # ended early: what waits is not spoken (done: nothing waits)
         return "completed"
+
+    def _spoken(self, turn: TaskTurn) -> SpokenAnswer | str | None:
+        """The task's spoken answer when its client accepts audio and the persona speaks;
+        else why it cannot (its voice is not installed), or ``None`` (no speech asked)."""
+        persona, speech = self.persona, self.speech
+        if turn.audio is None or not speech.enabled or persona.panel is not None:
+            return None
+        voice = speech.voice(persona.voice)
+        if voice is None:
+            return speech.missing(persona.voice)
+        return SpokenAnswer(speech, voice, turn.updater, whole=turn.whole)
 
     async def _check_conversation_op(self, turn: TaskTurn) -> None:
         """What the conversation extension asks is what this conversation can do."""
@@ -164,13 +193,19 @@ class PersonaAgentExecutor(TaskExecutor):
             )
 
     async def _done(
-        self, done: Done, turn: TaskTurn, chunks: _AnswerChunks, memory: dict[str, list[str]]
+        self,
+        done: Done,
+        turn: TaskTurn,
+        chunks: _AnswerChunks,
+        memory: dict[str, list[str]],
+        spoken: SpokenAnswer | str | None,
     ) -> str:
-        """The answer's last chunk, then the task's final status with its cost (and what
-        memory did, when it did anything)."""
+        """The answer's last chunk (and the spoken answer's), then the task's final status
+        with its cost (and what memory did, when it did anything)."""
         updater = turn.updater
         if done.question is None or done.text:  # a question alone is no answer
             await chunks.add(done.text if turn.whole else "", last=True)
+        unspoken = await spoken.finish() if isinstance(spoken, SpokenAnswer) else spoken
         said = done.text if done.question is None else done.question
         cost = cost_payload(done, turn.budget)
         parts = [Part(text=said), Part(data=data_value(cost))]
@@ -181,6 +216,8 @@ class PersonaAgentExecutor(TaskExecutor):
         final.extensions.append(COST_EXTENSION_URI)
         if done.citations:  # the persona's documents the answer was given: [1] first
             final.metadata.update({CITATIONS_METADATA_KEY: list(done.citations)})
+        if unspoken is not None:
+            final.metadata.update({VOICE_ERROR_METADATA_KEY: unspoken})
         if self.is_canceled(updater.task_id):
             return "canceled"
         if done.question is not None:

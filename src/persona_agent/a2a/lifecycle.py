@@ -16,7 +16,7 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
-from a2a.types.a2a_pb2 import Message, Part
+from a2a.types.a2a_pb2 import Message, Part, SendMessageConfiguration
 from opentelemetry.trace import Span, StatusCode
 
 from persona_agent.a2a.context_keys import (
@@ -40,9 +40,11 @@ from persona_agent.security.audit import AuditLog
 from persona_agent.security.quotas import Quotas
 
 __all__ = [
+    "AUDIO_MODES",
     "CANCELED_TEXT",
     "TaskExecutor",
     "TaskTurn",
+    "accepted_audio",
     "conversation_key",
     "history_key",
     "task_budget",
@@ -68,6 +70,9 @@ class TaskTurn(Turn):
     reference: str = ""
     """The task whose answer a ``regenerate`` or ``continue`` takes (its message's
     ``referenceTaskIds``: the conversation extension)."""
+    audio: str | None = None
+    """The audio media type the client accepts (``audio/wav``): the answer is spoken too
+    (docs/media.md#voice); ``None``: it accepts no audio (:func:`accepted_audio`)."""
 
 
 class TaskExecutor(AgentExecutor):
@@ -178,7 +183,8 @@ class TaskExecutor(AgentExecutor):
         running.inc()
         try:
             await updater.start_work()
-            state = await self._limited(message, call, updater, started)
+            audio = accepted_audio(context.configuration)
+            state = await self._limited(message, call, updater, started, audio=audio)
         except Exception as error:
             state = await self._failed(updater, span, error)
         finally:
@@ -195,7 +201,13 @@ class TaskExecutor(AgentExecutor):
             LOG_FIELDS.reset(log_fields)
 
     async def _limited(
-        self, message: Message, call: ServerCallContext, updater: TaskUpdater, started: float
+        self,
+        message: Message,
+        call: ServerCallContext,
+        updater: TaskUpdater,
+        started: float,
+        *,
+        audio: str | None = None,
     ) -> str:
         """:meth:`answer`, counted as the caller's running task while it runs."""
         persona = self.persona
@@ -226,6 +238,7 @@ class TaskExecutor(AgentExecutor):
             updater=updater,
             whole=bool(call.state.get(WHOLE_ANSWER_STATE_KEY)),
             started=started,
+            audio=audio,
         )
         caller = call.state.get(CALLER_KEY)
         if not caller:
@@ -302,6 +315,22 @@ class TaskExecutor(AgentExecutor):
             taskId=task_id,
             **details,
         )
+
+
+AUDIO_MODES = frozenset({"audio/wav", "audio/x-wav", "audio/wave", "audio/*"})
+"""Accepted output modes that ask for the answer spoken (as WAV files)."""
+
+
+def accepted_audio(configuration: SendMessageConfiguration | None) -> str | None:
+    """``audio/wav`` when the send's ``acceptedOutputModes`` name it (or ``audio/x-wav``,
+    ``audio/wave``, ``audio/*``; parameters and case aside), else ``None``: no modes mean
+    "anything" in A2A, and ``*/*`` too, neither of which should cost speech."""
+    if configuration is None:
+        return None
+    for mode in configuration.accepted_output_modes:
+        if mode.partition(";")[0].strip().lower() in AUDIO_MODES:
+            return "audio/wav"
+    return None
 
 
 def task_budget(

@@ -80,6 +80,7 @@ class PersonaApp:
             budget=services.budget,
             tasks=task_store,
             images=services.images,
+            speech=services.speech,
         )
         self.sees_images = services.vision.sees(persona)
         """Whether the persona's model is shown images (image parts are refused else)."""
@@ -99,8 +100,17 @@ class PersonaApp:
             provided_by=services.provider,
             member_names=self._member_names(),
             images=self.sees_images,
+            speaks=self._speaks(),
         )
         return services.signer.sign(card) if services.signer is not None else card
+
+    def _speaks(self) -> bool:
+        """Whether the persona's answers can be spoken: a persona (not a panel) with a
+        voice installed (docs/media.md#voice)."""
+        speech = self._services.speech
+        if self.persona.panel is not None or not isinstance(self.executor, PersonaAgentExecutor):
+            return False
+        return speech.voice(self.persona.voice) is not None
 
     def _member_names(self) -> dict[str, str]:
         """A panel's members and moderator served now, by id, with their names."""

@@ -22,6 +22,7 @@ from persona_agent.security.authentication import Authenticator
 from persona_agent.security.authorization import Authorization
 from persona_agent.security.card_signing import CardSigner
 from persona_agent.security.quotas import Quotas
+from persona_agent.speech import NO_SPEECH, Speech
 
 __all__ = ["Avatars", "HubServices"]
 
@@ -64,6 +65,8 @@ class HubServices:
     """Which personas see images (by default none: image parts are refused)."""
     images: ImageIntake = NO_INTAKE
     """How image parts are read: fetched by URL, prepared."""
+    speech: Speech = NO_SPEECH
+    """Spoken answers for clients that accept audio (by default none: docs/media.md#voice)."""
 
     @property
     def auth(self) -> Authenticator | None:

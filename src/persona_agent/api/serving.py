@@ -39,7 +39,12 @@ from persona_agent.llm.base import LLMBackend
 from persona_agent.media.vision import Vision
 from persona_agent.memory.scope import TurnMemory
 from persona_agent.observe.metrics import HubMetrics
-from persona_agent.parts import prepare_llm_backend, warn_unknown_agents, warn_unknown_tool_servers
+from persona_agent.parts import (
+    build_speech,
+    prepare_llm_backend,
+    warn_unknown_agents,
+    warn_unknown_tool_servers,
+)
 from persona_agent.personas.file_store import FilePersonaStore
 from persona_agent.personas.model import Persona
 from persona_agent.personas.watcher import watch_personas
@@ -84,6 +89,7 @@ class A2AParts:
                 stack.push_async_callback(self.push.aclose)
             await self._join(stack)
             stack.push_async_callback(self.memory.aclose)  # its background work, once idle
+            stack.push_async_callback(self.services.speech.aclose)  # after the tasks
             stack.push_async_callback(self.registry.aclose)
             yield
 
@@ -192,6 +198,7 @@ def _services(
         images=ImageIntake(
             image_limits(settings), PushUrlGuard(settings.image_url_allowed_host_list)
         ),
+        speech=build_speech(settings),
     )
 
 

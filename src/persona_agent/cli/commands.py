@@ -200,13 +200,17 @@ def agent_card(
     from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 
     from persona_agent.a2a.cards import build_agent_card, provider
+    from persona_agent.parts import build_speech
 
     settings = command_settings(personas_dir=personas_dir, public_base_url=base_url)
     personas = load_all(settings)
     by = provider(settings.provider_organization, settings.provider_url or settings.base_url)
+    speech = build_speech(settings)
 
     def card_of(persona: Persona) -> dict[str, Any]:
-        return agent_card_to_dict(build_agent_card(persona, settings.base_url, provided_by=by))
+        speaks = persona.panel is None and speech.voice(persona.voice) is not None
+        card = build_agent_card(persona, settings.base_url, provided_by=by, speaks=speaks)
+        return agent_card_to_dict(card)
 
     if persona_id is not None:
         if persona_id not in personas:

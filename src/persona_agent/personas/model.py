@@ -56,6 +56,7 @@ from persona_agent.personas.sections import (
     PanelSettings,
     PersonaLimits,
     ToolSettings,
+    VoiceSettings,
 )
 from persona_agent.security.limits import DEFAULT_LIMITS, Limits
 
@@ -74,6 +75,7 @@ __all__ = [
     "Persona",
     "PersonaLimits",
     "ToolSettings",
+    "VoiceSettings",
     "is_valid_persona_id",
     "slugify",
     "validation_problems",
@@ -139,6 +141,10 @@ class Persona(BaseModel):
     """Agents outside the hub this one may call (names from ``PERSONA_AGENT_AGENTS_FILE``)."""
     panel: PanelSettings | None = None
     """Makes this persona a panel of others (docs/collaboration.md)."""
+    voice: VoiceSettings | bool | None = None
+    """The voice its answers are spoken with, for clients that accept audio
+    (docs/media.md#voice): ``{name, speed}``; ``false``: never spoken; ``None`` or ``true``:
+    the hub's default voice."""
     extensions: FreeKeys = Field(default_factory=dict)
     """Free keys: what other tools keep here (a character card's fields that have no place
     in the persona, under ``character_card``) is kept and written back."""

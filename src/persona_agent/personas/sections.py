@@ -1,5 +1,5 @@
 """The persona model's sections: language style, interaction samples, and the settings of
-its model, tools, agent card, limits and panel."""
+its model, tools, agent card, limits, panel and voice."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ __all__ = [
     "PanelSettings",
     "PersonaLimits",
     "ToolSettings",
+    "VoiceSettings",
 ]
 
 
@@ -185,3 +186,14 @@ class PanelSettings(_Section):
         if len(set(self.members)) != len(self.members):
             raise PydanticCustomError("panel_members", "a member is listed twice")
         return self
+
+
+class VoiceSettings(_Section):
+    """The voice a persona's answers are spoken with, for clients that accept audio
+    (docs/media.md#voice)."""
+
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+    """A Piper voice of the hub (``en_US-joe-medium``, or a file ``NAME.onnx`` of its voices
+    directory); ``None``: the hub's default voice (``PERSONA_AGENT_DEFAULT_VOICE``)."""
+    speed: float = Field(default=1.0, ge=0.5, le=2.0)
+    """How fast it speaks: 1.0 the voice's own pace, 0.5 half as fast, 2.0 twice as fast."""
