@@ -109,6 +109,7 @@ export function voicePlayer() {
           dataset: { index: String(chunks.children.length), bytes: String(blob.size), type: blob.type },
         });
         audio.src = URL.createObjectURL(blob);
+        audio.blob = blob; // the chunk itself (the page's policy lets no fetch read blob: URLs)
         audio.addEventListener("ended", () => {
           audio.dataset.ended = "1";
           if (running && playing === player) start(next);
