@@ -89,6 +89,7 @@ OPERATIONS = [
     ("POST", "/api/v1/conversations"),
     ("GET", "/api/v1/conversations/{persona_id}/{context_id}"),
     ("DELETE", "/api/v1/conversations/{persona_id}/{context_id}"),
+    ("GET", "/api/v1/conversations/{persona_id}/{context_id}/media/{sha256}"),
     ("PATCH", "/api/v1/conversations/{persona_id}/{context_id}/messages/{message_id}"),
     ("DELETE", "/api/v1/conversations/{persona_id}/{context_id}/messages/{message_id}"),
     ("PUT", "/api/v1/conversations/{persona_id}/{context_id}/swipes/{anchor}"),

@@ -98,14 +98,17 @@ def _ready(image: Image.Image, name: str, limits: ImageLimits, where: str) -> Im
             f"{where} is refused: {width}×{height} is {width * height:,} pixels, more than "
             f"the {limits.max_pixels:,} an image may have (a decompression bomb?)"
         )
-    if kind == "JPEG":  # decode at a fraction of the size when that is enough
-        image.draft("RGB", (limits.max_side, limits.max_side))
+    scale = min(1.0, limits.max_side / max(width, height))
+    if kind == "JPEG" and scale < 1:  # decode at 1/2, 1/4 or 1/8 when that is enough
+        image.draft("RGB", (max(1, int(width * scale)), max(1, int(height * scale))))
     image.seek(0)  # an animation's first frame
     image.load()
-    upright = ImageOps.exif_transpose(image) if kind in ("JPEG", "WEBP") else image
+    if kind in ("JPEG", "WEBP"):
+        ImageOps.exif_transpose(image, in_place=True)
     output = _OUTPUT[kind]
-    frame = upright.convert(_mode(upright, output))
-    frame.thumbnail((limits.max_side, limits.max_side), Image.Resampling.LANCZOS)
+    mode = _mode(image, output)
+    frame = image if image.mode == mode else image.convert(mode)
+    frame.thumbnail((limits.max_side, limits.max_side), Image.Resampling.BICUBIC)
     buffer = io.BytesIO()
     options: dict[str, Any] = {"quality": 85} if output in ("JPEG", "WEBP") else {}
     frame.save(buffer, format=output, **options)  # no metadata: none is passed on

@@ -3,6 +3,7 @@ of its prepared bytes, read back for the model's prompt and for the REST media r
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -35,13 +36,9 @@ class MediaStore:
     def __init__(self, writer: GroupCommitWriter) -> None:
         self._db = writer
         self._insert = insert(media_table)
-        self._known = select(_M.sha256).where(
-            _M.conversation == bindparam("conversation"),
-            _M.sha256.in_(bindparam("hashes", expanding=True)),
-        )
+        self._known = select(_M.sha256).where(_M.conversation == bindparam("conversation"))
         self._read = select(_M.sha256, _M.media_type, _M.data).where(
-            _M.conversation == bindparam("conversation"),
-            _M.sha256.in_(bindparam("hashes", expanding=True)),
+            _M.conversation == bindparam("conversation"), _M.sha256 == bindparam("sha256")
         )
 
     async def keep(self, conversation: str, images: Sequence[ImageInput]) -> None:
@@ -49,8 +46,7 @@ class MediaStore:
         held)."""
         if not images:
             return
-        hashes = sorted({image.sha256 for image in images})
-        rows = await self._db.fetch(self._known, {"conversation": conversation, "hashes": hashes})
+        rows = await self._db.fetch(self._known, {"conversation": conversation})
         have = {row[0] for row in rows}
         now = int(time.time() * 1000)
         new: dict[str, ImageInput] = {i.sha256: i for i in images if i.sha256 not in have}
@@ -73,9 +69,11 @@ class MediaStore:
             )
 
     async def load(self, conversation: str, hashes: Iterable[str]) -> dict[str, StoredImage]:
-        """The conversation's images of ``hashes`` it has, by hash."""
-        wanted = sorted(set(hashes))
-        if not wanted:
-            return {}
-        rows = await self._db.fetch(self._read, {"conversation": conversation, "hashes": wanted})
-        return {row[0]: StoredImage(row[0], row[1], bytes(row[2])) for row in rows}
+        """The conversation's images of ``hashes`` it has, by hash (a query each, side by
+        side: a prompt shows a few)."""
+        reads = [
+            self._db.fetch(self._read, {"conversation": conversation, "sha256": sha256})
+            for sha256 in sorted(set(hashes))
+        ]
+        found = [row for rows in await asyncio.gather(*reads) for row in rows]
+        return {row[0]: StoredImage(row[0], row[1], bytes(row[2])) for row in found}
