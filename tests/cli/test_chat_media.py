@@ -190,7 +190,7 @@ def test_voice_saves_each_answers_speech_as_wav_files(
     session.say("Once more")
     assert len(wav_files(voice)) == 3
     assert session.quit() == 0
-    assert executor.accepted == [[], ["text/plain", "audio/wav"], []]
+    assert executor.accepted == [[], ["audio/wav", "text/plain"], []]
 
 
 def test_voice_dir_option_asks_for_voice_from_the_first_message(
@@ -205,7 +205,7 @@ def test_voice_dir_option_asks_for_voice_from_the_first_message(
     session.say("/voice")
     assert f"(voice on: saved in {voice}; /voice off stops it)" in session.text
     assert session.quit() == 0
-    assert executor.accepted == [["text/plain", "audio/wav"]]
+    assert executor.accepted == [["audio/wav", "text/plain"]]
 
 
 def test_voice_on_a_persona_that_does_not_speak_says_so(chat: StartChat, tmp_path: Path) -> None:

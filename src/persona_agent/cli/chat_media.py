@@ -62,7 +62,7 @@ MAX_ATTACHMENT_BYTES = 32 * 1024 * 1024
 """A file larger than this is not attached: the hub's own limit on a message
 (``PERSONA_AGENT_MAX_MESSAGE_BYTES``) is lower by default, and says so."""
 
-AUDIO_MODES = ("text/plain", "audio/wav")
+AUDIO_MODES = ("audio/wav", "text/plain")
 """The output modes a chat that saves voice accepts (acceptedOutputModes)."""
 
 

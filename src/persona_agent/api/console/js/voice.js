@@ -7,7 +7,7 @@ import { el } from "./ui.js";
 
 const STORAGE = "persona-agent.voice";
 export const VOICE_ARTIFACT = "voice";
-export const AUDIO_MODES = ["text/plain", "audio/wav"];
+export const AUDIO_MODES = ["audio/wav", "text/plain"];
 
 // Whether the card says the persona speaks (audio among its output modes).
 export function speaks(agentCard) {
