@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 import struct
 import wave
 from collections.abc import Iterator
@@ -27,6 +28,7 @@ from a2a.types.a2a_pb2 import (
     AgentSkill,
     Part,
 )
+from PIL import Image
 from starlette.applications import Starlette
 
 from tests.cli.test_chat import StartChat, chat, data_dir, fake_llm, llm, personas_dir, said
@@ -40,6 +42,8 @@ NOTES = "# Notes\n\nMeno asks whether virtue can be taught.\n"
 """notes.md of docs/chat.md's example (its size is there: 49 B)."""
 TABLE = "city,virtue\nAthens,wisdom\n"
 SENTENCES = ["Well met.", "The fire is warm.", "Sit down."]
+TASK_STEM = re.compile(r"\b[0-9a-f]{8}-(?=\d\d\.wav)")
+"""The task id's first 8 characters in a voice file's name (docs/chat.md shows one)."""
 
 
 def tone(seconds: float, hertz: float = 440.0, rate: int = 16000) -> bytes:
@@ -235,3 +239,52 @@ def test_the_docs_attach_transcript_is_what_the_chat_shows(
     assert shown[start:-1] == transcript  # up to the last prompt, the chat's own
     assert session.quit() == 0
     assert "Meno asks whether virtue can be taught." in said(llm.requests[0])[-1]
+
+
+def test_the_docs_voice_transcript_is_what_the_chat_shows_with_the_hubs_voice(
+    chat: StartChat, llm: FakeLLM, tmp_path: Path
+) -> None:
+    """docs/chat.md's example of /voice against the hub's own voice (Piper), typed into the
+    chat in ``tmp_path``: the screen shows it (the answer's task id aside) and the WAV file
+    saved there is speech of the answer's length."""
+    transcript = find("docs/chat.md", "you> /voice voice").text.strip().splitlines()
+    answers = [line.removeprefix("Socrates: ") for line in transcript if line.startswith("Soc")]
+    llm.script(*(Reply(answer) for answer in answers))
+    session = chat("socrates", "--new")
+    session.prompt()
+    for line in transcript:
+        if line.startswith("you> "):
+            session.say(line.removeprefix("you> "))
+    shown = session.text.splitlines()
+    start = shown.index(transcript[0])
+    assert [TASK_STEM.sub("-", line) for line in shown[start:-1]] == [
+        TASK_STEM.sub("-", line) for line in transcript
+    ]
+    assert session.quit() == 0
+    (saved,) = wav_files(tmp_path / "voice")
+    with wave.open(str(saved)) as reading:
+        seconds = reading.getnframes() / reading.getframerate()
+    assert 1.0 < seconds < 10.0  # "A man who knows that he knows nothing.", spoken
+    assert [m for m in llm.requests[0]["messages"] if m["role"] == "user"][-1] == {
+        "role": "user",
+        "content": "Who are you?",
+    }
+
+
+def test_an_attached_image_reaches_a_model_that_sees(
+    chat: StartChat, llm: FakeLLM, tmp_path: Path
+) -> None:
+    picture = tmp_path / "chart.png"
+    Image.new("RGB", (40, 30), (20, 120, 200)).save(picture, format="PNG")
+    llm.script(Reply("A blue square."))
+    session = chat("socrates", vision_models="*")
+    session.prompt()
+    session.say(f"/attach {picture}")
+    assert f"(attached chart.png (image/png, {picture.stat().st_size} B)" in session.text
+    session.say("What is this?")
+    assert "Socrates: A blue square." in session.text
+    assert session.quit() == 0
+    content = [m for m in llm.requests[0]["messages"] if m["role"] == "user"][-1]["content"]
+    assert {"type": "text", "text": "What is this?"} in content
+    (image,) = [part for part in content if part["type"] == "image_url"]
+    assert image["image_url"]["url"].startswith("data:image/png;base64,")

@@ -65,27 +65,33 @@ export function voicePlayer() {
   let next = 0; // the chunk to play when the one playing ends
   let running = false;
 
+  // The button says what a click does: play, or stop what plays.
+  const showPlaying = (flag) => {
+    box.dataset.playing = flag ? "1" : "";
+    button.textContent = flag ? "■ Stop" : "▶ Play";
+  };
+
   const stop = () => {
     for (const audio of chunks.children) {
       audio.pause();
       audio.currentTime = 0;
     }
     running = false;
-    box.dataset.playing = "";
+    showPlaying(false);
   };
 
   const start = (index) => {
     const audio = chunks.children[index];
     if (!audio) {
       running = false; // waits for the next chunk, if one comes
-      box.dataset.playing = "";
+      showPlaying(false);
       return;
     }
     if (playing && playing !== player) playing.stop();
     playing = player;
     running = true;
     next = index + 1;
-    box.dataset.playing = "1";
+    showPlaying(true);
     box.dataset.playOrder = [box.dataset.playOrder, String(index)].filter(Boolean).join(",");
     audio.play().then(
       () => (audio.dataset.started = "1"),
@@ -93,7 +99,7 @@ export function voicePlayer() {
         // Refused (no user gesture) or undecodable: the Play button stays for the user.
         audio.dataset.refused = error.name || "error";
         running = false;
-        box.dataset.playing = "";
+        showPlaying(false);
       },
     );
   };
