@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import base64
 import io
-import sqlite3
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,11 @@ import pytest
 from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest, Task, TaskState
 from google.protobuf.json_format import MessageToDict
 from PIL import Image
+from sqlalchemy import text
 from starlette.types import Receive, Scope, Send
 
+from persona_agent.db import create_engine
+from tests.conftest import empty_postgres
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.conftest import Hub, HubFactory
 from tests.integration.persona_yaml import persona, write
@@ -46,7 +48,12 @@ class ImageServer(ServedInThread):
 
     label = "image server"
 
+    def __init__(self) -> None:
+        self.hosts: list[str] = []
+        """The ``Host`` header of each request."""
+
     async def _app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.hosts.append(dict(scope["headers"]).get(b"host", b"").decode())
         path = scope["path"]
         if path == "/cat.png":
             await _respond(send, 200, CAT, [(b"content-type", b"image/png")])
@@ -91,17 +98,28 @@ def image_of(url: str) -> Image.Image:
     return Image.open(io.BytesIO(base64.b64decode(data)))
 
 
-def media_rows(hub: Hub) -> list[tuple[Any, ...]]:
-    path = hub.settings.data_dir / "persona-agent.db"
-    with sqlite3.connect(path) as db:
-        return db.execute(
-            "SELECT conversation, sha256, media_type, width, height FROM pa_media"
-        ).fetchall()
+async def media_rows(hub: Hub) -> list[tuple[Any, ...]]:
+    engine = create_engine(hub.settings.resolved_database_url)
+    try:
+        async with engine.connect() as conn:
+            query = text("SELECT conversation, sha256, media_type, width, height FROM pa_media")
+            return [tuple(row) for row in (await conn.execute(query)).all()]
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def stored_hub(request: pytest.FixtureRequest, hub_factory: HubFactory) -> AsyncIterator[Hub]:
+    """A hub on SQLite, and one on PostgreSQL (PERSONA_AGENT_TEST_POSTGRES_URL)."""
+    url = await empty_postgres() if request.param == "postgresql" else None
+    async with hub_factory(database_url=url) as running:
+        yield running
 
 
 async def test_an_image_reaches_the_model_as_image_url_content_and_stays_in_the_history(
-    hub: Hub, llm: FakeLLM
+    stored_hub: Hub, llm: FakeLLM
 ) -> None:
+    hub = stored_hub
     part = Part(raw=CAT, media_type="image/png", filename="cat.png")
     task = await ask(hub, "iris", message(Part(text="What is this?"), part))
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
@@ -119,7 +137,7 @@ async def test_an_image_reaches_the_model_as_image_url_content_and_stays_in_the_
     users = [m for m in messages if m["role"] == "user"]
     assert users[0]["content"][1] == {"type": "image_url", "image_url": {"url": first_url}}
     assert all("media" not in m and "files" not in m for m in messages)
-    rows = media_rows(hub)
+    rows = await media_rows(hub)
     assert len(rows) == 1  # the same image twice: stored once
     assert rows[0][2:] == ("image/png", 1568, 784)
 
@@ -211,6 +229,17 @@ async def test_a_url_is_fetched_only_when_its_host_is_public_or_allowed(
         assert "is refused" in reason
 
 
+async def test_a_named_host_is_called_at_the_address_judged_with_its_name_as_host(
+    hub_factory: HubFactory, llm: FakeLLM, images: ImageServer
+) -> None:
+    named = f"localhost:{images.port}"
+    async with hub_factory(image_url_allowed_hosts=named) as hub:
+        part = Part(url=f"http://{named}/cat.png", media_type="image/png")
+        task = await ask(hub, "iris", message(Part(text="See"), part))
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert images.hosts == [named]
+
+
 async def test_svg_by_url_is_refused_before_any_fetch(hub: Hub, images: ImageServer) -> None:
     part = {"url": f"http://127.0.0.1:{images.port}/x.svg", "mediaType": "image/svg+xml"}
     body = {
@@ -235,15 +264,16 @@ async def test_image_tokens_the_model_reports_are_in_cost_v1(hub: Hub, llm: Fake
 
 
 async def test_the_conversation_read_shows_the_image_and_serves_its_bytes(
-    hub: Hub, llm: FakeLLM
+    stored_hub: Hub, llm: FakeLLM
 ) -> None:
+    hub = stored_hub
     part = Part(raw=CAT, media_type="image/png", filename="cat.png")
     task = await ask(hub, "iris", message(Part(text="Mine"), part))
     base = f"/api/v1/conversations/iris/{task.context_id}"
     read = (await hub.http.get(base)).json()
     user = next(m for m in read["messages"] if m["role"] == "user")
     assert user["content"] == "Mine"
-    sha = media_rows(hub)[0][1]
+    sha = (await media_rows(hub))[0][1]
     assert user["parts"] == [
         {"kind": "text", "text": "Mine"},
         {
@@ -267,5 +297,5 @@ async def test_the_conversation_read_shows_the_image_and_serves_its_bytes(
     assert other.status_code == 404  # another conversation has no such image
 
     assert (await hub.http.delete(base)).status_code == 204
-    assert media_rows(hub) == []
+    assert await media_rows(hub) == []
     assert (await hub.http.get(user["parts"][1]["url"])).status_code == 404

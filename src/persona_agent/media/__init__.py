@@ -1,3 +1,3 @@
 """Images a user sends: read and made small (:mod:`.images`), fetched by URL under the push
-URL guard's rules (:mod:`.fetch`), stored once a conversation (:mod:`.store`), shown to the
+URL guard's rules (:mod:`.fetch`), stored once a conversation (:mod:`.media_store`), shown to the
 models that see (:mod:`.vision`, :mod:`.expand`)."""

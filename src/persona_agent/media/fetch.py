@@ -5,7 +5,11 @@ inward; the bytes and the time are bounded."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import urllib.parse
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 
@@ -46,13 +50,9 @@ class ImageFetcher:
 
     async def _follow(self, client: httpx.AsyncClient, url: str, where: str) -> bytes:
         for _hop in range(MAX_REDIRECTS + 1):
-            if not await self.guard(url):
-                raise ImageError(
-                    f"{where}: the URL {destination(url)} is refused: the hub fetches only "
-                    "public http(s) addresses (see the hub's log for why; "
-                    "PERSONA_AGENT_IMAGE_URL_ALLOWED_HOSTS allows others)"
-                )
-            async with client.stream("GET", url) as response:
+            address, headers, extensions = await self._pinned(url, where)
+            request = client.build_request("GET", address, headers=headers, extensions=extensions)
+            async with _streamed(client, request) as response:
                 if response.is_redirect:
                     url = urllib.parse.urljoin(url, response.headers.get("location", ""))
                     continue
@@ -62,6 +62,35 @@ class ImageFetcher:
                     )
                 return await self._body(response, where)
         raise ImageError(f"{where}: more than {MAX_REDIRECTS} redirects")
+
+    async def _pinned(self, url: str, where: str) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """The request for ``url`` made to the address the guard judged: the URL with its
+        host's address in place of its name, the name in ``Host`` (and in TLS's SNI, which
+        the certificate is checked against). A name resolved again when connecting could
+        answer otherwise (DNS rebinding): the address judged is the one called."""
+        refused = ImageError(
+            f"{where}: the URL {destination(url)} is refused: the hub fetches only public "
+            "http(s) addresses (see the hub's log for why; PERSONA_AGENT_IMAGE_URL_ALLOWED_HOSTS "
+            "allows others)"
+        )
+        if not await self.guard(url):
+            raise refused
+        parsed = urllib.parse.urlsplit(url)
+        host = parsed.hostname or ""
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(
+                host, port, type=socket.SOCK_STREAM
+            )
+        except OSError as error:
+            raise refused from error
+        address = str(infos[0][4][0]).split("%", 1)[0]
+        literal = f"[{address}]" if ":" in address else address
+        pinned = parsed._replace(netloc=f"{literal}:{port}").geturl()
+        allowed = host in self.guard.allowed or f"{host}:{port}" in self.guard.allowed
+        if not allowed and not await self.guard(pinned):  # the name answers otherwise now
+            raise refused
+        return pinned, {"Host": parsed.netloc}, {"sni_hostname": host}
 
     async def _body(self, response: httpx.Response, where: str) -> bytes:
         limit = self.limits.max_bytes
@@ -74,3 +103,14 @@ class ImageFetcher:
             if len(body) > limit:
                 raise ImageError(f"{where}: the image has more than {limit:,} bytes")
         return bytes(body)
+
+
+@asynccontextmanager
+async def _streamed(
+    client: httpx.AsyncClient, request: httpx.Request
+) -> AsyncIterator[httpx.Response]:
+    response = await client.send(request, stream=True)
+    try:
+        yield response
+    finally:
+        await response.aclose()
