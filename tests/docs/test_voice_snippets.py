@@ -28,5 +28,5 @@ async def test_the_voice_curl_saves_the_answer_spoken(
     heard = hear((sandbox.root / "answer.wav").read_bytes())
     assert 2.0 < heard.seconds < 8.0, heard
     assert heard.rms > 0.02, heard
-    for words in ("knowledge", "my friend", "wrong"):
+    for words in ("my friend", "wrong"):
         assert words in heard.words, heard

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,10 @@ LIGHTHOUSE = (
     "The harbour is quiet tonight, and the lamp turns slowly above the rocks. "
     "What brings you to the lighthouse? "
     "The ships will come home before the morning."
+)
+STORY = (
+    f"{LIGHTHOUSE} Sit by the fire with me, and I will tell you of the storm of last "
+    "winter. The lamp never went out, not once, in all those nights."
 )
 KEEPER = persona("Kit the Keeper", voice={"name": "en_US-joe-medium"})
 WORDS_PER_SECOND = (1.2, 4.5)
@@ -89,7 +94,7 @@ The hub's v0.3 HTTP+JSON answer is read raw instead
 async def test_a_streaming_send_gets_the_answer_spoken_sentence_by_sentence(
     keeper: str, hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:
-    llm.script(Reply(LIGHTHOUSE, token_delay=0.1))
+    llm.script(Reply(STORY, token_delay=0.1))  # some 7 s of text: speech starts well before
     client = await hub.client(keeper, transport, streaming=True)
 
     events: list[StreamResponse] = []
@@ -116,20 +121,20 @@ async def test_a_streaming_send_gets_the_answer_spoken_sentence_by_sentence(
     assert order.index(id(voice[0])) < order.index(id(answer[-1]))
     assert_speech(
         joined([u.artifact.parts[0].raw for u in voice]),
-        LIGHTHOUSE,
-        "tonight",
+        STORY,
+        "above the rocks",
         "brings you",
         "morning",
     )
     # The final status is the text and its cost, as for any client.
     final = events[-1].status_update.status
     assert final.state == TaskState.TASK_STATE_COMPLETED
-    assert final.message.parts[0].text == LIGHTHOUSE
+    assert final.message.parts[0].text == STORY
     assert final.message.parts[1].HasField("data")
     assert VOICE_ERROR_METADATA_KEY not in final.message.metadata
     # The stored task keeps both artifacts, the voice's parts in order.
     stored = await get_task(await hub.client(keeper, transport), voice[0].task_id)
-    assert answer_text(stored) == LIGHTHOUSE
+    assert answer_text(stored) == STORY
     (kept,) = voice_artifacts(stored)
     assert [p.filename for p in kept.parts] == [f"voice-{n}.wav" for n in range(1, len(voice) + 1)]
 
@@ -167,7 +172,7 @@ async def test_a_blocking_send_gets_one_wav_of_the_whole_answer(
     (voice,) = voice_artifacts(task)
     (part,) = voice.parts
     assert part.media_type == "audio/wav"
-    assert_speech(part.raw, LIGHTHOUSE, "tonight", "brings you", "morning")
+    assert_speech(part.raw, LIGHTHOUSE, "above the rocks", "brings you", "morning")
 
 
 @pytest.mark.parametrize("modes", [(), ("*/*",), ("text/plain", "application/json")])
@@ -303,3 +308,53 @@ async def test_cancel_stops_the_speaking(keeper: str, hub: Hub, llm: FakeLLM) ->
     await asyncio.sleep(1.5)  # long enough for several more sentences, were they spoken
     assert speech.spoken <= spoken_at_cancel + 1  # the one being spoken, at most
     assert speech.spoken < len(sentences) // 2
+
+
+async def test_answers_spoken_at_once_share_the_one_speech_worker(
+    keeper: str, hub: Hub, llm: FakeLLM
+) -> None:
+    texts = [
+        "Virtue is knowledge, my friend. Nobody does wrong willingly.",
+        "The ships will come home before the morning. Sit by the fire with me.",
+        "I will tell you of the storm of last winter. The lamp never went out.",
+    ]
+    llm.script(*(Reply(text, token_delay=0.02) for text in texts))
+    client = await hub.client(keeper, streaming=True)
+
+    async def spoken(question: str) -> tuple[str, bytes]:
+        events = [e async for e in client.send_message(asking_audio(question))]
+        final = events[-1].status_update.status.message.parts[0].text
+        voice = [
+            e.artifact_update.artifact.parts[0].raw
+            for e in events
+            if e.HasField("artifact_update") and e.artifact_update.artifact.name == "voice"
+        ]
+        return final, joined(voice)
+
+    async with asyncio.timeout(90):
+        answers = await asyncio.gather(*(spoken(f"Question {n}") for n in range(3)))
+
+    workers = [t for t in threading.enumerate() if t.name.startswith("persona-agent-speech")]
+    assert len(workers) == 1
+    heard = {text: hear(wav) for text, wav in answers}
+    assert sorted(heard) == sorted(texts)  # each answer spoken, none mixed with another's
+    assert "my friend" in heard[texts[0]].words
+    assert "ships will come home" in heard[texts[1]].words
+    assert "storm of last" in heard[texts[2]].words
+
+
+async def test_a_long_answer_is_spoken_up_to_the_limit(
+    keeper: str, hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    long = " ".join([LIGHTHOUSE] * 6)
+    async with hub_factory(voice_max_chars=80) as hub:
+        llm.script(Reply(long))
+        client = await hub.client(keeper)
+        (response,) = [r async for r in client.send_message(asking_audio("Evening"))]
+
+    assert answer_text(response.task) == long  # the text is whole
+    (voice,) = voice_artifacts(response.task)
+    heard = hear(voice.parts[0].raw)
+    assert 2.0 < heard.seconds < 8.0, heard  # about 80 characters, not 900
+    assert "above the rocks" in heard.words
+    assert "brings you" not in heard.words

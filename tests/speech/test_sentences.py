@@ -76,3 +76,16 @@ def test_speakable_reads_markdown_as_words() -> None:
         "The lamp Hello there, see the log or a link. one two That is all."
     )
     assert speakable("*waves* `code` ~~gone~~") == "waves code gone"
+
+
+def test_a_long_first_sentence_gives_its_first_clause_at_once() -> None:
+    splitter = SentenceSplitter()
+    assert splitter.feed("The harbour is quiet tonight, and") == []  # 28 characters: too short
+    assert splitter.feed(" the lamp turns slowly above the rocks, ") == []  # the next clause?
+    assert splitter.feed("while") == [
+        "The harbour is quiet tonight, and the lamp turns slowly above the rocks,"
+    ]
+    # Only the first: later sentences wait for their end.
+    assert splitter.feed(" the sea sleeps below, grey and calm and cold as stone. What") == [
+        "while the sea sleeps below, grey and calm and cold as stone."
+    ]

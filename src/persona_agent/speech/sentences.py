@@ -14,6 +14,8 @@ _ABBREVIATIONS = frozenset(
     {"mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "vs", "etc", "e.g", "i.e", "no"}
     | {"fig", "mt", "capt", "gen", "col", "lt", "sgt", "rev"}
 )
+_CLAUSE = re.compile(r"[,;:](?=\s+\S)")
+"""The end of a clause, where the first piece may end when its sentence is long."""
 _LAST_WORD = re.compile(r"(\S+)\.$")
 _CODE_BLOCK = re.compile(r"```.*?(```|$)", re.DOTALL)
 _LINK = re.compile(r"\[([^\]\n]{0,500})\]\([^)\s]{0,2000}\)")
@@ -38,14 +40,19 @@ class SentenceSplitter:
     """Feed it the answer's pieces as they stream (:meth:`feed`); it gives back each
     sentence once the next one has begun, short ones (under ``min_chars``) joined to the
     next, and a run longer than ``max_chars`` without an end cut at its last comma or
-    space (so that no sentence waits for the whole answer). :meth:`rest` is what is left
-    at the end."""
+    space (so that no sentence waits for the whole answer). The very first piece may be
+    a clause: a comma (semicolon, colon) past ``first_clause_chars`` ends it, so that
+    speech starts sooner. :meth:`rest` is what is left at the end."""
 
-    def __init__(self, *, min_chars: int = 24, max_chars: int = 300) -> None:
+    def __init__(
+        self, *, min_chars: int = 24, max_chars: int = 300, first_clause_chars: int = 40
+    ) -> None:
         self.min_chars = min_chars
         self.max_chars = max_chars
+        self.first_clause_chars = first_clause_chars
         self._text = ""
         self._held = ""  # short sentences waiting to be joined to the next
+        self._started = False  # a first piece was given out
 
     def feed(self, piece: str) -> list[str]:
         """The sentences ``piece`` completes (often none)."""
@@ -59,6 +66,11 @@ class SentenceSplitter:
             start = end.end()
             done.extend(self._joined(sentence))
         self._text = self._text[start:]
+        if not done and not self._started and not self._held:
+            clause = _CLAUSE.search(self._text, self.first_clause_chars)
+            if clause is not None:  # the first words sooner: the first clause alone
+                done.extend(self._joined(self._text[: clause.end()]))
+                self._text = self._text[clause.end() :]
         while len(self._text) > self.max_chars:
             cut = _cut(self._text, self.max_chars)
             done.extend(self._joined(self._text[:cut]))
@@ -78,6 +90,7 @@ class SentenceSplitter:
             self._held = whole
             return []
         self._held = ""
+        self._started = self._started or bool(whole)
         return [whole] if whole else []
 
 
