@@ -63,14 +63,30 @@ function contentText(message) {
   return typeof message.content === "string" ? message.content : "";
 }
 
+// A document as the model read it, in a message's content (docs/media.md#documents):
+// "[document: NAME]", its text, then "[end of NAME]" or "[NAME is cut here: ...]".
+function withoutDocument(text, name) {
+  const start = text.indexOf(`[document: ${name}]\n`);
+  if (start < 0) return text;
+  const ends = [`\n[end of ${name}]`, `\n[${name} is cut here:`].map((mark) => text.indexOf(mark, start));
+  const found = ends.filter((at) => at >= 0);
+  if (!found.length) return text;
+  const close = text.indexOf("]", Math.min(...found) + 2);
+  return close < 0 ? text : text.slice(0, start) + text.slice(close + 1);
+}
+
 // What a user message shows: the text of its parts when the hub gives them (the REST
-// read's `parts`: its content also holds the text of its documents), else its content.
+// read's `parts`), without the text of its documents (shown as chips), else its content.
 function shownText(message) {
   if (!Array.isArray(message.parts)) return contentText(message);
-  return message.parts
+  let text = message.parts
     .filter((part) => part.kind === "text")
     .map((part) => part.text)
     .join("\n\n");
+  for (const part of message.parts) {
+    if (part.kind === "file" && part.name) text = withoutDocument(text, part.name);
+  }
+  return text.replace(/\n{3,}/g, "\n\n").trim();
 }
 
 // The conversation as the chat shows it: an optional greeting, then user messages and the
