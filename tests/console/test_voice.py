@@ -98,8 +98,13 @@ async def test_a_spoken_answer_plays_its_chunks_in_order_and_again(
         screenshot(browser, tmp_path, "console-voice")
         # Play again: from the first chunk.
         find(browser, "#transcript .turn.agent .voice-play").click()
-        again_from_0 = lambda: (voice_box(browser) or {}).get("order", "x")[:1] == "0"  # noqa: E731
-        wait(browser, "the voice playing again", again_from_0)
+
+        def playing_again() -> bool:
+            box = voice_box(browser)
+            return bool(box and box["order"].startswith("0") and box["playing"])
+
+        wait(browser, "the voice playing again", playing_again)
+        assert find(browser, "#transcript .turn.agent .voice-play").text == "■ Stop"
         context = context_of(browser)
         # Opened again: the voice comes from the answer's task, to play with the button.
         open_console(browser, hub, f"chat/socrates/{context}")
