@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from PIL import Image
+from PIL import Image, ImageFilter
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
@@ -262,3 +262,31 @@ async def test_an_image_to_a_persona_that_does_not_see_is_refused_naming_its_typ
         meta = await browse(scenario, hub)
     assert "image/png" in meta
     assert llm.requests == []  # refused before the model
+
+
+async def test_a_large_photo_is_scaled_down_to_fit_the_message(
+    hub: ConsoleHub, browser: webdriver.Chrome, llm: FakeLLM, tmp_path: Path
+) -> None:
+    """A photo over the hub's default message size (1 MiB, base64 included) as it is: the
+    console scales it to 1568 px and it is taken."""
+    noise = Image.effect_noise((3000, 2000), 40).convert("RGB").filter(ImageFilter.GaussianBlur(2))
+    photo = tmp_path / "photo.jpg"
+    noise.save(photo, format="JPEG", quality=95)
+    assert photo.stat().st_size * 4 / 3 > hub.settings.max_message_bytes  # too large as it is
+    llm.script(Reply("A grey fog."))
+
+    def scenario() -> list[dict[str, Any]]:
+        open_console(browser, hub, "chat/socrates")
+        browser.execute_script(RECORD)
+        find(browser, "#attach-input").send_keys(str(photo))
+        wait(browser, "the preview", lambda: previews(browser) == ["photo.jpg"])
+        send_message(browser, "What is this?")
+        wait(browser, "the answer", lambda: last_answer(browser) == ("A grey fog.", "completed"))
+        sent: list[dict[str, Any]] = browser.execute_script("return window.sentMessages")
+        return sent
+
+    (sent,) = await browse(scenario)
+    (part,) = [p for p in sent["message"]["parts"] if "raw" in p]
+    assert (part["filename"], part["mediaType"]) == ("photo.jpg", "image/jpeg")
+    with Image.open(io.BytesIO(base64.b64decode(part["raw"]))) as picture:
+        assert picture.size == (1568, 1045)

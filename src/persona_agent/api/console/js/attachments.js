@@ -60,10 +60,43 @@ function base64(file) {
   });
 }
 
-// A2A file parts of the files, in order: {raw: base64, mediaType, filename}.
+// A picture over SCALE_ABOVE bytes is scaled down to SCALED_SIDE (the hub's default
+// PERSONA_AGENT_IMAGE_MAX_SIDE: the hub would scale it there anyway) before it is sent:
+// a phone's photo (3 to 5 MB) is over the hub's default message size (1 MiB, base64
+// included) as it is, and fits once scaled. A picture that does not get smaller goes as it is.
+const SCALED_SIDE = 1568;
+const SCALE_ABOVE = 512 * 1024;
+const SCALABLE = new Set(["image/jpeg", "image/png", "image/webp"]);
+
+async function scaled(file) {
+  const type = mediaTypeOf(file);
+  if (!SCALABLE.has(type) || file.size <= SCALE_ABOVE || typeof OffscreenCanvas === "undefined") return file;
+  try {
+    const bitmap = await createImageBitmap(file);
+    const ratio = Math.min(1, SCALED_SIDE / Math.max(bitmap.width, bitmap.height));
+    const canvas = new OffscreenCanvas(Math.round(bitmap.width * ratio), Math.round(bitmap.height * ratio));
+    canvas.getContext("2d").drawImage(bitmap, 0, 0, canvas.width, canvas.height);
+    bitmap.close();
+    let blob = await canvas.convertToBlob({ type, quality: 0.85 });
+    if (blob.size > SCALE_ABOVE && type !== "image/jpeg") {
+      blob = await canvas.convertToBlob({ type: "image/jpeg", quality: 0.85 }); // a photo as PNG
+    }
+    if (blob.size >= file.size) return file;
+    const name = blob.type === type ? file.name : file.name.replace(/(\.[^.]*)?$/, ".jpg");
+    return new File([blob], name, { type: blob.type });
+  } catch {
+    return file; // not decodable here: the hub says what it makes of it
+  }
+}
+
+// A2A file parts of the files, in order: {raw: base64, mediaType, filename}; large pictures
+// scaled down first.
 export async function fileParts(files) {
   return Promise.all(
-    files.map(async (file) => ({ raw: await base64(file), mediaType: mediaTypeOf(file), filename: file.name })),
+    files.map(async (given) => {
+      const file = await scaled(given);
+      return { raw: await base64(file), mediaType: mediaTypeOf(file), filename: file.name };
+    }),
   );
 }
 
