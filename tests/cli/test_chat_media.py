@@ -6,6 +6,7 @@ against an agent of a2a-sdk alone that speaks (the hub's own voice: test_chat_vo
 
 from __future__ import annotations
 
+import base64
 import io
 import math
 import re
@@ -28,9 +29,10 @@ from a2a.types.a2a_pb2 import (
     AgentSkill,
     Part,
 )
-from PIL import Image
+from PIL import Image, ImageFilter
 from starlette.applications import Starlette
 
+from persona_agent.cli.chat_media import size_text
 from tests.cli.test_chat import StartChat, chat, data_dir, fake_llm, llm, personas_dir, said
 from tests.docs.snippets import find
 from tests.fakes.fake_llm import FakeLLM, Reply
@@ -288,3 +290,25 @@ def test_an_attached_image_reaches_a_model_that_sees(
     assert {"type": "text", "text": "What is this?"} in content
     (image,) = [part for part in content if part["type"] == "image_url"]
     assert image["image_url"]["url"].startswith("data:image/png;base64,")
+
+
+def test_a_large_photo_is_scaled_down_to_fit_the_message(
+    chat: StartChat, llm: FakeLLM, tmp_path: Path
+) -> None:
+    photo = tmp_path / "photo.jpg"
+    noise = Image.effect_noise((3000, 2000), 40).convert("RGB").filter(ImageFilter.GaussianBlur(2))
+    noise.save(photo, format="JPEG", quality=95)
+    assert photo.stat().st_size * 4 / 3 > 1024 * 1024  # over the default message size
+    llm.script(Reply("A grey fog."))
+    session = chat("socrates", vision_models="*")
+    session.prompt()
+    session.say(f"/attach {photo}")
+    assert f"scaled down from {size_text(photo.stat().st_size)})" in session.text
+    session.say("What is this?")
+    assert "Socrates: A grey fog." in session.text
+    assert session.quit() == 0
+    content = [m for m in llm.requests[0]["messages"] if m["role"] == "user"][-1]["content"]
+    (image,) = [part for part in content if part["type"] == "image_url"]
+    data = base64.b64decode(image["image_url"]["url"].split(",", 1)[1])
+    with Image.open(io.BytesIO(data)) as picture:
+        assert picture.size == (1568, 1045)

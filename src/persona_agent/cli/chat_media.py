@@ -11,15 +11,20 @@ order they are played.
 
 from __future__ import annotations
 
+import io
 import mimetypes
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from a2a.types.a2a_pb2 import AgentCard, Part
 
 from persona_agent.cli.command_settings import fail
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
 
 __all__ = [
     "AUDIO_MODES",
@@ -91,19 +96,62 @@ def size_text(count: int) -> str:
     return f"{count / 1024 / 1024:.1f} MiB"
 
 
+SCALE_ABOVE = 512 * 1024
+"""A picture larger than this (bytes) is scaled down before it is sent, as the console
+does: a phone's photo is over the hub's default message size (1 MiB, base64 included)."""
+SCALED_SIDE = 1568
+"""The longer side it is scaled to: the hub's default ``PERSONA_AGENT_IMAGE_MAX_SIDE``."""
+
+
 @dataclass(frozen=True)
 class Attached:
-    """One queued file: where it was, its media type and its bytes."""
+    """One queued file: where it was, its media type and its bytes (a large picture's
+    scaled down: ``original`` is then the file's own size)."""
 
     path: Path
     media_type: str
     data: bytes
+    name: str
+    original: int | None = None
 
     def part(self) -> Part:
-        return Part(raw=self.data, media_type=self.media_type, filename=self.path.name)
+        return Part(raw=self.data, media_type=self.media_type, filename=self.name)
 
     def describe(self) -> str:
-        return f"{self.path.name} ({self.media_type}, {size_text(len(self.data))})"
+        scaled = f", scaled down from {size_text(self.original)}" if self.original else ""
+        return f"{self.name} ({self.media_type}, {size_text(len(self.data))}{scaled})"
+
+
+def _scaled(path: Path, media_type: str, data: bytes) -> Attached:
+    """``data`` as attached: a PNG, JPEG or WebP picture over :data:`SCALE_ABOVE` bytes
+    scaled to :data:`SCALED_SIDE` (a PNG still large as JPEG), when that makes it smaller."""
+    plain = Attached(path, media_type, data, path.name)
+    formats = {"image/jpeg": "JPEG", "image/png": "PNG", "image/webp": "WEBP"}
+    if media_type not in formats or len(data) <= SCALE_ABOVE:
+        return plain
+    from PIL import Image, ImageOps  # only for a large picture
+
+    try:
+        with Image.open(io.BytesIO(data)) as opened:
+            picture = ImageOps.exif_transpose(opened)
+            picture.thumbnail((SCALED_SIDE, SCALED_SIDE))
+            kind = formats[media_type]
+            out = _encoded(picture, kind)
+            if len(out) > SCALE_ABOVE and kind != "JPEG":
+                kind, out = "JPEG", _encoded(picture.convert("RGB"), "JPEG")
+    except (OSError, ValueError, Image.DecompressionBombError):
+        return plain  # the hub says what it makes of it
+    if len(out) >= len(data):
+        return plain
+    scaled_type = "image/jpeg" if kind == "JPEG" else media_type
+    name = path.name if scaled_type == media_type else f"{path.stem}.jpg"
+    return Attached(path, scaled_type, out, name, len(data))
+
+
+def _encoded(picture: Image, kind: str) -> bytes:
+    buffer = io.BytesIO()
+    picture.save(buffer, format=kind, quality=85)
+    return buffer.getvalue()
 
 
 class Attachments:
@@ -130,7 +178,7 @@ class Attachments:
             data = path.read_bytes()
         except OSError as error:
             raise MediaError(f"/attach: cannot read {path}: {error.strerror or error}") from error
-        attached = Attached(path, media_type_of(path), data)
+        attached = _scaled(path, media_type_of(path), data)
         self._files.append(attached)
         return attached
 
