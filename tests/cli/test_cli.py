@@ -234,3 +234,16 @@ def test_the_secrets_serve_redacts_include_the_mcp_servers_credentials(tmp_path:
     # A broken MCP file is create_app's to report: the other secrets are still known.
     config.write_text("servers: [", encoding="utf-8")
     assert {"hub-key-1", "sk-llm-3456"} <= set(configured_secrets(settings, environ))
+
+
+def test_agent_card_says_images_as_the_hub_would(
+    personas_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedded model sees nothing; a hub on gpt-4o-mini (the default model) sees."""
+    args = ["agent-card", "socrates", "-d", str(personas_dir)]
+    local = json.loads(runner.invoke(app, args).output)
+    assert "image/png" not in local["defaultInputModes"]
+    monkeypatch.setenv("PERSONA_AGENT_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    served = json.loads(runner.invoke(app, args).output)
+    assert "image/png" in served["defaultInputModes"]
+    assert "image/webp" in served["skills"][0]["inputModes"]

@@ -104,10 +104,11 @@ async def test_a_file_of_an_unsupported_media_type_is_content_type_not_supported
     module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:
     wire = Wire(module_hub.http, "socrates", transport)
-    png = file_part(b"\x89PNG\r\n\x1a\n", "image/png", "dot.png")
-    error = wire.error(await wire.send_message([text_part("Look at this"), png]))
+    # socrates sees images (the hub's default model does): an SVG is refused all the same
+    svg = file_part(b'<svg xmlns="http://www.w3.org/2000/svg"/>', "image/svg+xml", "dot.svg")
+    error = wire.error(await wire.send_message([text_part("Look at this"), svg]))
     assert error.matches(wire.binding, SPEC_ERRORS["ContentTypeNotSupported"])
-    assert "image/png" in error.message
+    assert "image/svg+xml" in error.message
     assert llm.requests == []
 
 

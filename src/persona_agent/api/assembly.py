@@ -360,12 +360,16 @@ def build_engine(
 
 def build_images(settings: Settings, writer: GroupCommitWriter, llm: LLMBackend) -> TurnImages:
     """Who sees the images sent, and where a conversation's are kept (docs/media.md)."""
-    vision = Vision(
+    return TurnImages(vision_of(settings, llm), MediaStore(writer))
+
+
+def vision_of(settings: Settings, llm: LLMBackend) -> Vision:
+    """Which personas see images, on the hub of ``settings`` answering with ``llm``."""
+    return Vision(
         models=settings.vision_model_list,
         default_model=llm.default_model,
         embedded=not llm.supports_images,
     )
-    return TurnImages(vision, MediaStore(writer))
 
 
 def image_limits(settings: Settings) -> ImageLimits:

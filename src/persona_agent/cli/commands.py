@@ -200,16 +200,24 @@ def agent_card(
     from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 
     from persona_agent.a2a.cards import build_agent_card, provider
-    from persona_agent.parts import build_speech
+    from persona_agent.api.assembly import vision_of
+    from persona_agent.parts import build_llm_backend, build_speech
 
     settings = command_settings(personas_dir=personas_dir, public_base_url=base_url)
     personas = load_all(settings)
     by = provider(settings.provider_organization, settings.provider_url or settings.base_url)
     speech = build_speech(settings)
+    vision = vision_of(settings, build_llm_backend(settings))  # nothing loaded: names only
 
     def card_of(persona: Persona) -> dict[str, Any]:
         speaks = persona.panel is None and speech.voice(persona.voice) is not None
-        card = build_agent_card(persona, settings.base_url, provided_by=by, speaks=speaks)
+        card = build_agent_card(
+            persona,
+            settings.base_url,
+            provided_by=by,
+            images=vision.sees(persona),
+            speaks=speaks,
+        )
         return agent_card_to_dict(card)
 
     if persona_id is not None:
