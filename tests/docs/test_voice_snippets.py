@@ -10,10 +10,10 @@ from tests.docs.sandbox import DOC_URL, Sandbox, rewrite
 from tests.docs.snippets import claim, expect
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.conftest import HubFactory
-from tests.speech.audio import hear
+from tests.speech.audio import hear, recall
 
 SPOKEN = claim("docs/media.md", '"acceptedOutputModes": ["text/plain", "audio/wav"]')
-VIRTUE = "Virtue is knowledge, my friend. Nobody does wrong willingly."
+VIRTUE = "Virtue is knowledge, my friend. The ships will come home before the morning."
 
 
 async def test_the_voice_curl_saves_the_answer_spoken(
@@ -28,5 +28,5 @@ async def test_the_voice_curl_saves_the_answer_spoken(
     heard = hear((sandbox.root / "answer.wav").read_bytes())
     assert 2.0 < heard.seconds < 8.0, heard
     assert heard.rms > 0.02, heard
-    for words in ("my friend", "wrong"):
-        assert words in heard.words, heard
+    assert recall(VIRTUE, heard.words) >= 0.5, heard  # most of its words
+    assert "my friend" in heard.words or "ships will come home" in heard.words, heard

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import functools
 import io
+import re
 import wave
 from dataclasses import dataclass
 
 import numpy as np
 from pocketsphinx import Decoder
 
-__all__ = ["Heard", "hear", "joined", "read_wav"]
+__all__ = ["Heard", "hear", "joined", "read_wav", "recall"]
 
 RECOGNIZER_RATE = 16_000
 
@@ -65,3 +66,10 @@ def hear(data: bytes) -> Heard:
     decoder.end_utt()
     hypothesis = decoder.hyp()
     return Heard(seconds, rms, hypothesis.hypstr if hypothesis is not None else "")
+
+
+def recall(text: str, heard: str) -> float:
+    """The share of ``text``'s words of four letters or more that the recognizer heard
+    (it mishears some of a synthetic voice's words, not most)."""
+    words = {word for word in re.findall(r"[a-z]+", text.lower()) if len(word) >= 4}
+    return len(words & set(heard.split())) / len(words)

