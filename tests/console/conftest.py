@@ -144,6 +144,8 @@ def chromium() -> Iterator[webdriver.Chrome]:
         "--window-size=1280,860",
         "--force-color-profile=srgb",
         "--lang=en-US",
+        # Spoken answers play as they come (tests/console/test_voice.py), with no click.
+        "--autoplay-policy=no-user-gesture-required",
     ):
         options.add_argument(argument)
     # The network requests of each page, to check that none leaves the hub.

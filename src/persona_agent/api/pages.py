@@ -45,7 +45,8 @@ CONSOLE_HEADERS = [
     # is shown as text, and even markup slipped into it could load or run nothing.
     (
         b"content-security-policy",
-        b"default-src 'self'; img-src 'self' data: blob:; object-src 'none'; "
+        b"default-src 'self'; img-src 'self' data: blob:; media-src 'self' blob:; "
+        b"object-src 'none'; "
         b"base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
     ),
     (b"x-content-type-options", b"nosniff"),

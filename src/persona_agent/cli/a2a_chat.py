@@ -29,6 +29,7 @@ from a2a.types.a2a_pb2 import (
     Message,
     Part,
     Role,
+    SendMessageConfiguration,
     SendMessageRequest,
     StreamResponse,
     Task,
@@ -47,6 +48,7 @@ __all__ = [
     "TIMEOUT",
     "ChatError",
     "ChatSession",
+    "Sent",
     "Target",
     "greeting",
     "resolve_card",
@@ -74,6 +76,8 @@ _ENDED = {
     TaskState.TASK_STATE_AUTH_REQUIRED,
 }
 """The states a turn ends in: terminal, or waiting for the user."""
+VOICE_ARTIFACT = "voice"
+"""The artifact of an answer's speech, beside ``answer`` (docs/media.md)."""
 
 
 class ChatError(Exception):
@@ -185,12 +189,17 @@ class _Answer:
     """The answer came from the hub's embedded demo model (its cost-v1 says so)."""
     remembered: str = ""
     """What memory did for the answer, on one line (its memory-v1 data), or ''."""
+    audio: list[Part] = field(default_factory=list)
+    """The audio parts of the answer's ``voice`` artifact, in order (never printed)."""
 
     def show(self, event: StreamResponse) -> None:
         if event.HasField("artifact_update"):
             update = event.artifact_update
             artifact = update.artifact
             self.streamed.add(artifact.artifact_id)
+            if artifact.name == VOICE_ARTIFACT:
+                self.audio.extend(p for p in artifact.parts if p.HasField("raw"))
+                return
             piece = "".join(p.text for p in artifact.parts if p.HasField("text"))
             if artifact.name and artifact.name != "answer":
                 name, text = self.held.get(artifact.artifact_id, (artifact.name, ""))
@@ -212,6 +221,9 @@ class _Answer:
         for artifact in task.artifacts:
             if artifact.artifact_id not in self.streamed:
                 self.streamed.add(artifact.artifact_id)
+                if artifact.name == VOICE_ARTIFACT:
+                    self.audio.extend(p for p in artifact.parts if p.HasField("raw"))
+                    continue
                 text = "".join(p.text for p in artifact.parts if p.HasField("text"))
                 if artifact.name and artifact.name != "answer":
                     self.named(artifact.name, text)
@@ -305,6 +317,14 @@ def _echo(text: str, fg: str | None = None, *, bold: bool = False, dim: bool = F
     typer.echo(styled, nl=False)
 
 
+@dataclass(frozen=True)
+class Sent:
+    """What a turn left besides what it printed: its task, and its voice's audio parts."""
+
+    task_id: str = ""
+    audio: list[Part] = field(default_factory=list)
+
+
 class ChatSession:
     """The agent being talked to, its client and the conversation (A2A context) under way.
 
@@ -360,13 +380,21 @@ class ChatSession:
         self.context_id = context_id
         self._input_task = None
 
-    async def send(self, text: str, metadata: dict[str, Any] | None = None) -> None:
+    async def send(
+        self,
+        text: str,
+        metadata: dict[str, Any] | None = None,
+        files: list[Part] | None = None,
+        accepted: tuple[str, ...] = (),
+    ) -> Sent:
         """One turn: send ``text`` in the conversation and print the answer as it streams;
-        ``metadata``: the message's (an extension's value, say)."""
+        ``metadata``: the message's (an extension's value, say); ``files``: file parts sent
+        after the text; ``accepted``: the output modes asked for (``audio/wav``: voice)."""
         if self._client is None:
             raise ChatError("not connected to an agent")
+        parts = [Part(text=text)] if text else []
         message = Message(
-            role=Role.ROLE_USER, message_id=str(uuid.uuid4()), parts=[Part(text=text)]
+            role=Role.ROLE_USER, message_id=str(uuid.uuid4()), parts=[*parts, *(files or [])]
         )
         if metadata:
             message.metadata.update(metadata)
@@ -378,14 +406,20 @@ class ChatSession:
         answer = self._answer = _Answer(self.name)
         answer.waiting.start()  # at once: the message is on its way
         task_id = None
+        request = SendMessageRequest(
+            message=message,
+            configuration=SendMessageConfiguration(accepted_output_modes=accepted)
+            if accepted
+            else None,
+        )
         try:
-            async for event in self._client.send_message(SendMessageRequest(message=message)):
+            async for event in self._client.send_message(request):
                 self._note_ids(event)
                 task_id = self._task_id
                 answer.show(event)
         except (A2AError, httpx.HTTPError) as error:
             answer.aside(self._failure(error), fg="red")
-            return
+            return Sent(task_id or "", answer.audio)
         finally:
             answer.waiting.clear()
             self._task_id = self._answer = None  # nothing left to cancel
@@ -397,6 +431,7 @@ class ChatSession:
         # An agent that asks for more input expects the answer in the same task.
         waiting = answer.state == TaskState.TASK_STATE_INPUT_REQUIRED
         self._input_task = task_id if waiting else None
+        return Sent(task_id or "", answer.audio)
 
     def _failure(self, error: A2AError | httpx.HTTPError) -> str:
         unreachable = error if isinstance(error, httpx.RequestError) else error.__cause__

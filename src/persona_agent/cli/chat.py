@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from persona_agent.cli.a2a_chat import ChatSession
     from persona_agent.cli.chat_branches import BranchCommands
+    from persona_agent.cli.chat_media import MediaCommands
 
 __all__ = ["chat"]
 
@@ -60,6 +61,9 @@ Commands:
   /fork [N]        a new conversation up to message N (else the last), continued here
   /greeting [K]    list the persona's greetings; K: open the new conversation with it
   /me NAME [-- DESCRIPTION]   who you are to the persona in this conversation
+  /attach PATH     attach a file (an image, a document) to your next message
+  /attach          list the files attached;  /detach  forgets them
+  /voice DIR       save each answer's speech as WAV files in DIR;  /voice off
   /quit            leave (Ctrl-D too)
 Ctrl-C cancels an answer while it is written; at the prompt it leaves.
 A line starting with // is sent as a message, without its first /."""
@@ -235,6 +239,15 @@ PersonasDirOption = Annotated[
         show_default=False,
     ),
 ]
+VoiceDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--voice-dir",
+        help="Ask for spoken answers and save each one's speech as WAV files in this "
+        "directory (/voice DIR in the chat)",
+        show_default=False,
+    ),
+]
 ApiKeyOption = Annotated[
     str | None,
     typer.Option(
@@ -255,6 +268,7 @@ def chat(
     new: NewOption = False,
     personas_dir: PersonasDirOption = None,
     api_key: ApiKeyOption = None,
+    voice_dir: VoiceDirOption = None,
 ) -> None:
     """Chat with a persona in the terminal, over A2A; answers stream as they are written.
 
@@ -272,7 +286,8 @@ def chat(
 
     In the chat: /help, /new, /persona ID, /quit; and on the conversation with a persona:
     /history (numbered), /retry, /swipe N, /continue, /edit [N] TEXT, /delete N,
-    /fork [N], /greeting K, /me NAME [-- DESCRIPTION]. Ctrl-C cancels an answer while it
+    /fork [N], /greeting K, /me NAME [-- DESCRIPTION]; /attach PATH (a file for the
+    next message), /attach, /detach, /voice DIR, /voice off. Ctrl-C cancels an answer while it
     is written; at the prompt, Ctrl-C or Ctrl-D leaves. See docs/chat.md.
     """
     if agent is not None and (persona_id is not None or url is not None):
@@ -285,7 +300,7 @@ def chat(
     memory = ContextMemory(settings.data_dir / CONTEXTS_FILE)
     with _running_loop() as loop:
         try:
-            _chat(loop, settings, memory, persona_id, url, agent, context, new, api_key)
+            _chat(loop, settings, memory, persona_id, url, agent, context, new, api_key, voice_dir)
         except KeyboardInterrupt:  # while starting; at the prompt, the chat ends by itself
             typer.echo()
             raise typer.Exit(130) from None
@@ -301,16 +316,19 @@ def _chat(
     context: str | None,
     new: bool,
     api_key: str | None,
+    voice_dir: Path | None,
 ) -> None:
     import httpx
 
     from persona_agent.cli.a2a_chat import TIMEOUT, ChatError, ChatSession, Target
     from persona_agent.cli.chat_branches import BranchCommands
+    from persona_agent.cli.chat_media import MediaCommands, voice_files
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     http = httpx.AsyncClient(timeout=TIMEOUT, headers=headers)
     session = ChatSession(http, lambda t, context_id: memory.put(t.key, context_id))
     branches = BranchCommands(http, session, lambda c: memory.put(session.target.key, c))
+    media = MediaCommands(voice_files(voice_dir), lambda: session.card)
     hub = None
     try:
         if agent is not None:
@@ -328,7 +346,8 @@ def _chat(
         if context is None and not new:
             context = memory.get(target.key)
         _begin(session, memory, context)
-        _repl(loop, session, memory, branches)
+        media.warn_silent()
+        _repl(loop, session, memory, branches, media)
     finally:
         for closing in (session.close(), http.aclose()):
             with contextlib.suppress(Exception):  # leaving: nothing left to tell
@@ -365,7 +384,11 @@ def _begin(session: ChatSession, memory: ContextMemory, context_id: str | None) 
 
 
 def _repl(
-    loop: _Loop, session: ChatSession, memory: ContextMemory, branches: BranchCommands
+    loop: _Loop,
+    session: ChatSession,
+    memory: ContextMemory,
+    branches: BranchCommands,
+    media: MediaCommands,
 ) -> None:
     with contextlib.suppress(ImportError):
         import readline  # noqa: F401  (line editing and history at the prompt)
@@ -376,18 +399,24 @@ def _repl(
             typer.echo()
             return
         if line.startswith("/") and not line.startswith("//"):
-            if not _command(loop, session, memory, branches, line):
+            if not _command(loop, session, memory, branches, media, line):
                 return
         elif line:
-            _turn(loop, session, branches, line.removeprefix("/"))
+            _turn(loop, session, branches, media, line.removeprefix("/"))
 
 
 def _command(
-    loop: _Loop, session: ChatSession, memory: ContextMemory, branches: BranchCommands, line: str
+    loop: _Loop,
+    session: ChatSession,
+    memory: ContextMemory,
+    branches: BranchCommands,
+    media: MediaCommands,
+    line: str,
 ) -> bool:
     """Carry out a slash command; ``False`` to leave."""
     from persona_agent.cli.a2a_chat import ChatError
     from persona_agent.cli.chat_branches import COMMANDS
+    from persona_agent.cli.chat_media import MEDIA_COMMANDS
 
     name, _, argument = line.partition(" ")
     argument = argument.strip()
@@ -398,6 +427,8 @@ def _command(
         typer.echo(HELP)
     elif name in COMMANDS:
         _branch(loop, branches, name, argument)
+    elif name in MEDIA_COMMANDS:
+        media.run(name, argument)
     elif name == "/new":
         memory.put(target.key, None)
         branches.reset()
@@ -432,21 +463,26 @@ def _branch(loop: _Loop, branches: BranchCommands, name: str, argument: str) -> 
         typer.secho("\n(stopped waiting: /history shows what the hub did)", fg="yellow")
 
 
-def _turn(loop: _Loop, session: ChatSession, branches: BranchCommands, text: str) -> None:
-    """One message and its answer; Ctrl-C while it is written cancels it."""
+def _turn(
+    loop: _Loop, session: ChatSession, branches: BranchCommands, media: MediaCommands, text: str
+) -> None:
+    """One message (with the files attached) and its answer, its voice saved; Ctrl-C while
+    it is written cancels it."""
     from persona_agent.cli.a2a_chat import ChatError
 
     metadata = branches.first_message_metadata()  # a new one's greeting, who the user is
-    answer = loop.submit(session.send(text, metadata))
+    files = media.attachments.take()
+    answer = loop.submit(session.send(text, metadata, files, media.accepted))
     try:
-        answer.result()
+        sent = answer.result()
+        media.saved(sent.task_id, sent.audio)
     except KeyboardInterrupt:
         _cancel(loop, session, answer)
     except ChatError as error:
         typer.secho(str(error), fg="red")
 
 
-def _cancel(loop: _Loop, session: ChatSession, answer: concurrent.futures.Future[None]) -> None:
+def _cancel(loop: _Loop, session: ChatSession, answer: concurrent.futures.Future[Any]) -> None:
     """Ask the agent to cancel the answer (CancelTask); it then ends the answer's stream as
     canceled, which the answer prints. An agent that does not (or a second Ctrl-C) is left
     to itself: the chat stops reading the answer."""

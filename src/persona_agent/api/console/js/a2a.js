@@ -56,15 +56,20 @@ export async function* serverSentEvents(response) {
 
 // Send a message and yield the stream's events: {task}, {statusUpdate}, {artifactUpdate}
 // or {message}. Without a contextId the hub starts a new conversation (its id is in the
-// first event). `metadata`: the message's, such as an extension's value.
-export async function* streamMessage(personaId, text, contextId, signal, metadata = null) {
-  const message = { messageId: newId(), role: "ROLE_USER", parts: [{ text }] };
+// first event). `metadata`: the message's, such as an extension's value; `files`: A2A file
+// parts sent after the text ({raw, mediaType, filename}); `accepted`: the output modes the
+// answer may use (acceptedOutputModes: audio/wav asks for the voice artifact).
+export async function* streamMessage(personaId, text, contextId, signal, { metadata = null, files = [], accepted = null } = {}) {
+  const parts = [...(text ? [{ text }] : []), ...files];
+  const message = { messageId: newId(), role: "ROLE_USER", parts };
   if (contextId) message.contextId = contextId;
   if (metadata) message.metadata = metadata;
+  const body = { message };
+  if (accepted) body.configuration = { acceptedOutputModes: accepted };
   const response = await request(endpoint(personaId, "message:stream"), {
     method: "POST",
     headers: { ...A2A, Accept: "text/event-stream" },
-    body: JSON.stringify({ message }),
+    body: JSON.stringify(body),
     signal,
   });
   yield* serverSentEvents(response);

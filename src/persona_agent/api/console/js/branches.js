@@ -6,6 +6,7 @@
 // does), which the chat shows again.
 
 import { apiKey, hubUrl, request } from "./api.js";
+import { shownOfParts } from "./attachments.js";
 import { el } from "./ui.js";
 
 const WRITE = { "Content-Type": "application/json", "X-Requested-With": "persona-agent-console" };
@@ -62,6 +63,32 @@ function contentText(message) {
   return typeof message.content === "string" ? message.content : "";
 }
 
+// A document as the model read it, in a message's content (docs/media.md#documents):
+// "[document: NAME]", its text, then "[end of NAME]" or "[NAME is cut here: ...]".
+function withoutDocument(text, name) {
+  const start = text.indexOf(`[document: ${name}]\n`);
+  if (start < 0) return text;
+  const ends = [`\n[end of ${name}]`, `\n[${name} is cut here:`].map((mark) => text.indexOf(mark, start));
+  const found = ends.filter((at) => at >= 0);
+  if (!found.length) return text;
+  const close = text.indexOf("]", Math.min(...found) + 2);
+  return close < 0 ? text : text.slice(0, start) + text.slice(close + 1);
+}
+
+// What a user message shows: the text of its parts when the hub gives them (the REST
+// read's `parts`), without the text of its documents (shown as chips), else its content.
+function shownText(message) {
+  if (!Array.isArray(message.parts)) return contentText(message);
+  let text = message.parts
+    .filter((part) => part.kind === "text")
+    .map((part) => part.text)
+    .join("\n\n");
+  for (const part of message.parts) {
+    if (part.kind === "file" && part.name) text = withoutDocument(text, part.name);
+  }
+  return text.replace(/\n{3,}/g, "\n\n").trim();
+}
+
 // The conversation as the chat shows it: an optional greeting, then user messages and the
 // answers after them. An answer is the assistant's messages (tool calls and results
 // included) up to the next user message; it is shown as its text, and edited or deleted
@@ -76,8 +103,9 @@ export function turnsOf(conversation) {
   for (const message of conversation.messages || []) {
     if (message.role === "user") {
       close();
-      const text = contentText(message);
-      turns.push({ kind: "user", id: message.id, text, own: text });
+      const own = contentText(message);
+      const attachments = shownOfParts(message.parts);
+      turns.push({ kind: "user", id: message.id, text: shownText(message), own, attachments });
     } else if (message.role === "assistant" || message.role === "tool") {
       if (!answer) {
         const greeting = !turns.some((turn) => turn.kind === "user");

@@ -1,9 +1,11 @@
-// The transcript's bubbles: a user message, an answer (its text, how it ended, its cost,
-// what memory did for it), the greeting; and the turns of a conversation read back from
-// its A2A tasks.
+// The transcript's bubbles: a user message (with its attachments), an answer (its text,
+// how it ended, its cost, what memory did for it, its voice), the greeting; and the turns
+// of a conversation read back from its A2A tasks.
 
 import { costOf, memoryOf, stateName, textOf } from "./a2a.js";
+import { attachmentsRow, shownOfA2A } from "./attachments.js";
 import { el } from "./ui.js";
+import { audioBlobs, voicePlayer, VOICE_ARTIFACT } from "./voice.js";
 
 // The text of a turn's artifacts: a persona's one "answer" as it is; a panel's answers (one
 // artifact per member's turn, named after the member) each under its name.
@@ -48,7 +50,8 @@ export function progressOf(message) {
 const KINDS = { user: "user", agent: "answer", "agent greeting": "greeting" };
 
 // One bubble of the transcript; set(text, state, detail) changes it as events come, and
-// remember(memory) adds what memory did for it. Its data-kind (user, answer, greeting)
+// remember(memory) adds what memory did for it, attach(shown) the message's attachments
+// (attachments.js), voice() the answer's player (voice.js, made once). Its data-kind (user, answer, greeting)
 // and text say which turn of a stored conversation it shows.
 export function bubble(role, text, state = "") {
   const body = el("div", { class: "text" }, text);
@@ -64,6 +67,20 @@ export function bubble(role, text, state = "") {
     const note = rememberedNote(memory);
     if (note) item.append(note);
   };
+  item.attach = (shown) => {
+    const old = item.querySelector(":scope > .attachments");
+    if (old) old.remove();
+    const row = attachmentsRow(shown || []);
+    if (row) item.insertBefore(row, body);
+  };
+  let player = null;
+  item.voice = () => {
+    if (!player) {
+      player = voicePlayer();
+      meta.before(player.element);
+    }
+    return player;
+  };
   if (state && role === "agent") item.set(null, state);
   return item;
 }
@@ -73,12 +90,16 @@ export function bubble(role, text, state = "") {
 export function turnsOfTasks(tasks) {
   return tasks.map((task) => {
     const user = (task.history || []).find((m) => m.role === "ROLE_USER");
-    const answer = artifactsText((task.artifacts || []).map((a) => ({ name: a.name, text: textOf(a.parts) })));
+    const artifacts = task.artifacts || [];
+    const answer = artifactsText(artifacts.map((a) => ({ name: a.name, text: textOf(a.parts) })));
+    const voice = artifacts.filter((a) => a.name === VOICE_ARTIFACT).flatMap((a) => audioBlobs(a.parts));
     const status = task.status || {};
     const said = textOf(status.message && status.message.parts);
     const completed = status.state === "TASK_STATE_COMPLETED";
     return {
       user: user ? textOf(user.parts) : "",
+      attachments: user ? shownOfA2A(user.parts) : [],
+      voice,
       answer: answer || (completed ? said : ""),
       state: stateName(status.state),
       detail: completed ? describeCost(costOf(status.message)) : said,

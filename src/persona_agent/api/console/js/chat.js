@@ -5,7 +5,8 @@
 // panel's from ListTasks of that context) and the next message is sent with the same
 // contextId, which the hub continues with the conversation's history. The stored
 // conversation's turns carry their actions (thread.js): swipes, regenerate, continue,
-// edit, fork, delete. A persona with alternate greetings lets a new conversation choose
+// edit, fork, delete. A message may carry images and files (attachments.js), and an
+// answer may be spoken (voice.js). A persona with alternate greetings lets a new conversation choose
 // the one it opens with.
 // A contextId this browser does not know (a link from someone else) is joined only once
 // the user says so: without keys, whoever knows a contextId reads the conversation.
@@ -25,12 +26,14 @@ import {
   USER_EXTENSION,
 } from "./a2a.js";
 import { hubUrl } from "./api.js";
+import { composerAttachments, fileParts, shownOfFile } from "./attachments.js";
 import { readConversation, swipeControl, userPersona } from "./branches.js";
 import { artifactsText, bubble, describeCost, progressOf, turnsOfTasks } from "./bubbles.js";
 import { conversation, conversationsOf, forget, recordTurn, remember } from "./conversations.js";
 import { storedThread } from "./thread.js";
 import { avatar, confirmDialog, el, errorBox } from "./ui.js";
 import { userPersonaDialog } from "./userpersona.js";
+import { AUDIO_MODES, audioBlobs, speaks, voiceToggle, VOICE_ARTIFACT } from "./voice.js";
 
 // The states after which a stream has nothing more to say about its task.
 const FINAL = new Set(["completed", "failed", "canceled", "rejected", "input required", "auth required"]);
@@ -53,7 +56,15 @@ export async function showChat(root, personaId, contextId) {
   const list = el("ul", { id: "conversation-list", class: "conversation-list" });
   const head = el("div", { class: "persona-head" });
   const you = el("button", { type: "button", id: "user-persona", class: "small", title: "Who you are to the persona" }, "You: User");
-  const composer = el("form", { id: "composer", class: "composer" }, input, el("div", { class: "buttons" }, send, cancel));
+  const composer = el("form", { id: "composer", class: "composer" });
+  const attachments = composerAttachments(composer, input);
+  const voice = voiceToggle();
+  voice.offer(false); // until the card says the persona speaks
+  composer.append(
+    attachments.previews,
+    el("div", { class: "composer-row" }, input, el("div", { class: "buttons" }, send, cancel)),
+    el("div", { class: "composer-tools" }, attachments.button, attachments.input, voice.button),
+  );
   // On a narrow screen the sidebar folds to its head and this button.
   const sidebarToggle = el("button", {
     type: "button",
@@ -177,10 +188,13 @@ export async function showChat(root, personaId, contextId) {
     transcript.replaceChildren();
     if (greetings.length) transcript.append(current ? bubble("agent greeting", greetings[0], "completed") : greetingBubble());
     for (const turn of turns) {
-      transcript.append(bubble("user", turn.user));
+      const mine = bubble("user", turn.user);
+      mine.attach(turn.attachments);
+      transcript.append(mine);
       const answer = bubble("agent", turn.answer, turn.state);
       if (turn.detail) answer.set(null, turn.state, turn.detail);
       if (turn.memory) answer.remember(turn.memory);
+      if (turn.voice && turn.voice.length) answer.voice().add(turn.voice, false);
       transcript.append(answer);
     }
     transcript.scrollTop = transcript.scrollHeight;
@@ -220,9 +234,10 @@ export async function showChat(root, personaId, contextId) {
     }
   };
 
-  const ask = async (text) => {
+  const ask = async (text, files = []) => {
     for (const picker of transcript.querySelectorAll(".greeting-picker")) picker.remove();
     const user = bubble("user", text);
+    user.attach(files.map(shownOfFile));
     const agent = bubble("agent", "", "submitted");
     transcript.append(user, agent);
     transcript.scrollTop = transcript.scrollHeight;
@@ -251,7 +266,8 @@ export async function showChat(root, personaId, contextId) {
     paint();
     try {
       const given = metadata && Object.keys(metadata).length ? metadata : null;
-      for await (const event of streamMessage(personaId, text, current, controller.signal, given)) {
+      const options = { metadata: given, files: await fileParts(files), accepted: voice.on ? AUDIO_MODES : null };
+      for await (const event of streamMessage(personaId, text, current, controller.signal, options)) {
         if (event.task) {
           taskId = event.task.id;
           state = stateName(event.task.status && event.task.status.state) || state;
@@ -264,6 +280,10 @@ export async function showChat(root, personaId, contextId) {
         } else if (event.artifactUpdate) {
           const update = event.artifactUpdate;
           const artifact = update.artifact || {};
+          if (artifact.name === VOICE_ARTIFACT) {
+            agent.voice().add(audioBlobs(artifact.parts)); // played as it comes
+            continue;
+          }
           const piece = textOf(artifact.parts);
           const known = artifacts.get(artifact.artifactId);
           const text = update.append && known ? known.text + piece : piece;
@@ -309,7 +329,8 @@ export async function showChat(root, personaId, contextId) {
     }
     agent.remember(memory);
     if (current) {
-      recordTurn(personaId, current, { taskId, user: text, answer, state, detail });
+      const named = files.map((file) => `[${file.name}]`).join(" ");
+      recordTurn(personaId, current, { taskId, user: [text, named].filter(Boolean).join(" "), answer, state, detail });
       if (started) renderList();
     }
     // The stored conversation again: the turns' ids and actions (not after a failed or
@@ -327,9 +348,9 @@ export async function showChat(root, personaId, contextId) {
   composer.addEventListener("submit", (event) => {
     event.preventDefault();
     const text = input.value.trim();
-    if (!text || running || !joined || send.disabled) return;
+    if (!(text || attachments.count) || running || !joined || send.disabled) return;
     input.value = "";
-    ask(text);
+    ask(text, attachments.take());
   });
   input.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
@@ -354,6 +375,7 @@ export async function showChat(root, personaId, contextId) {
     personaName = agentCard.name || personaId;
     greetings = greetingsOf(agentCard);
     panel = isPanel(agentCard);
+    voice.offer(speaks(agentCard));
     you.hidden = panel;
     head.replaceChildren(
       avatar(personaId, agentCard.name, agentCard, hubUrl),

@@ -70,12 +70,17 @@ export function storedThread({ transcript, note, personaId, context, busy, forke
           const [task] = unused.splice(index, 1);
           if (task.detail) fresh.set(null, "completed", task.detail);
           fresh.remember(task.memory);
+          if (task.voice && task.voice.length) fresh.voice().add(task.voice, false);
         }
+        if (turn.attachments) fresh.attach(turn.attachments);
         if (item) item.replaceWith(fresh);
         else transcript.append(fresh);
         item = fresh;
       } else if (item.dataset.state === "working") {
         item.set(null, "completed");
+      }
+      if (turn.attachments && turn.attachments.length && !item.querySelector(":scope > .attachments")) {
+        item.attach(turn.attachments);
       }
       item.dataset.messageId = turn.id === null ? "" : String(turn.id);
       const old = item.querySelector(".turn-actions");
