@@ -226,6 +226,11 @@ async def test_a_pasted_image_reaches_a_model_that_sees_and_shows_again_when_rea
         open_console(browser, hub, f"chat/socrates/{context}")
         shown = wait(browser, "the picture read back", lambda: loaded(browser))
         assert shown == [{"name": "chart.png", "mediaType": "image/png", "width": 64}]
+        reopened = last_user(browser)
+        assert reopened is not None
+        assert chips(reopened) == [f"notes.md · {len(NOTES.encode())} B"]  # its file's chip
+        # the documents' text is left to their chip: the bubble shows the user's words
+        assert "[document:" not in reopened.text
         assert severe_browser_errors(browser) == []
         return sent, context
 
@@ -240,7 +245,7 @@ async def test_a_pasted_image_reaches_a_model_that_sees_and_shows_again_when_rea
     assert len(images) == 1
     assert images[0]["image_url"]["url"].startswith("data:image/png;base64,")
     kinds = [part["kind"] for part in stored["messages"][0]["parts"]]
-    assert kinds[:2] == ["text", "image"]  # and its file with the documents room's `files`
+    assert kinds == ["text", "image", "file"]
 
 
 async def test_an_image_to_a_persona_that_does_not_see_is_refused_naming_its_type(
