@@ -22,6 +22,7 @@ import typer
 from a2a.types.a2a_pb2 import AgentCard, Part
 
 from persona_agent.cli.command_settings import fail
+from persona_agent.knowledge.documents import DOCUMENT_TYPES
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -47,18 +48,7 @@ MEDIA_TYPES = {
     ".jpeg": "image/jpeg",
     ".webp": "image/webp",
     ".gif": "image/gif",
-    ".txt": "text/plain",
-    ".text": "text/plain",
-    ".md": "text/markdown",
-    ".markdown": "text/markdown",
-    ".csv": "text/csv",
-    ".json": "application/json",
-    ".yaml": "application/yaml",
-    ".yml": "application/yaml",
-    ".xml": "application/xml",
-    ".html": "text/html",
-    ".htm": "text/html",
-    ".pdf": "application/pdf",
+    **DOCUMENT_TYPES,
 }
 """The media type sent for each extension the hub reads (docs/media.md); any other file
 is sent with the type Python's ``mimetypes`` guesses, and the hub says whether it reads it."""
