@@ -188,6 +188,8 @@ SLOW = (
     "tests/integration/test_tracing_off.py",
     "tests/integration/test_readme.py",
     "tests/cli/test_chat.py",
+    "tests/cli/test_chat_media.py",  # terminal chats in a pty, real speech
+    "tests/integration/test_voice.py",  # real speech, heard by a recognizer
     "tests/cli/test_first_run.py",
     "tests/docs/test_client_snippets.py",
     "tests/docs/test_hub_snippets.py",
