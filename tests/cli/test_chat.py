@@ -23,19 +23,11 @@ import pytest
 import yaml
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
-from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore
 from a2a.types.a2a_pb2 import (
-    AgentCapabilities,
-    AgentCard,
-    AgentInterface,
-    AgentSkill,
     Message,
     Part,
     Role,
 )
-from starlette.applications import Starlette
 from typer.testing import CliRunner
 
 from persona_agent.a2a.executor import data_value
@@ -44,7 +36,7 @@ from persona_agent.cli.a2a_chat import DEMO_NOTE
 from persona_agent.cli.chat_parts import REMEMBERED_WIDTH
 from tests.fakes.fake_llm import Fail, FakeLLM, Reply, ToolCalls
 from tests.servers.hub_process import hub_process
-from tests.servers.threaded import ThreadedServer
+from tests.servers.sdk_agent import sdk_agent
 
 REPO = Path(__file__).resolve().parents[2]
 ROWS, COLUMNS = 200, 240
@@ -432,31 +424,10 @@ class _Echo(AgentExecutor):
 def echo_agent() -> Iterator[tuple[str, _Echo]]:
     """Any A2A agent: the SDK's own routes, JSON-RPC only, no streaming, no greeting."""
     executor = _Echo()
-    app = Starlette()  # its routes once the port, which the card names, is known
-    server = ThreadedServer(app, "echo agent")
-    url = f"http://127.0.0.1:{server.start()}"
-    card = AgentCard(
-        name="Echo",
-        description="Says it back.",
-        version="1",
-        capabilities=AgentCapabilities(streaming=False),
-        default_input_modes=["text/plain"],
-        default_output_modes=["text/plain"],
-        skills=[AgentSkill(id="echo", name="echo", description="Echoes.", tags=["echo"])],
-        supported_interfaces=[
-            AgentInterface(url=f"{url}/", protocol_binding="JSONRPC", protocol_version="1.0")
-        ],
-    )
-    handler = DefaultRequestHandler(
-        agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card
-    )
-    app.router.routes.extend(
-        [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url="/")]
-    )
-    try:
+    with sdk_agent(
+        executor, name="Echo", description="Says it back.", skill="echo", streaming=False
+    ) as url:
         yield url, executor
-    finally:
-        server.stop()
 
 
 def test_agent_talks_with_any_a2a_agent(chat: StartChat, echo_agent: tuple[str, _Echo]) -> None:

@@ -19,24 +19,17 @@ import pytest
 from a2a.helpers.proto_helpers import new_task_from_user_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
-from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import (
-    AgentCapabilities,
-    AgentCard,
-    AgentInterface,
-    AgentSkill,
     Part,
 )
 from PIL import Image, ImageFilter
-from starlette.applications import Starlette
 
 from persona_agent.cli.chat_media import size_text
 from tests.cli.test_chat import StartChat, chat, data_dir, fake_llm, llm, personas_dir, said
 from tests.docs.snippets import find
 from tests.fakes.fake_llm import FakeLLM, Reply
-from tests.servers.threaded import ThreadedServer
+from tests.servers.sdk_agent import sdk_agent
 
 __all__ = ["chat", "data_dir", "fake_llm", "llm", "personas_dir"]
 
@@ -143,31 +136,15 @@ class _Speaker(AgentExecutor):
 def speaker() -> Iterator[tuple[str, _Speaker]]:
     """A streaming A2A agent whose card offers audio/wav: its URL and its executor."""
     executor = _Speaker()
-    app = Starlette()
-    server = ThreadedServer(app, "speaking agent")
-    url = f"http://127.0.0.1:{server.start()}"
-    card = AgentCard(
+    with sdk_agent(
+        executor,
         name="Bard",
         description="Speaks.",
-        version="1",
-        capabilities=AgentCapabilities(streaming=True),
-        default_input_modes=["text/plain"],
-        default_output_modes=["text/plain", "audio/wav"],
-        skills=[AgentSkill(id="speak", name="speak", description="Speaks.", tags=["voice"])],
-        supported_interfaces=[
-            AgentInterface(url=f"{url}/", protocol_binding="JSONRPC", protocol_version="1.0")
-        ],
-    )
-    handler = DefaultRequestHandler(
-        agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card
-    )
-    app.router.routes.extend(
-        [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url="/")]
-    )
-    try:
+        skill="speak",
+        streaming=True,
+        output_modes=("text/plain", "audio/wav"),
+    ) as url:
         yield url, executor
-    finally:
-        server.stop()
 
 
 def wav_files(directory: Path) -> list[Path]:
