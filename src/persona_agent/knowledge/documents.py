@@ -14,7 +14,7 @@ import io
 import logging
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import PurePath
@@ -151,16 +151,11 @@ def _pdf_pages(name: str, data: bytes, limits: ReadLimits) -> list[tuple[int | N
 @contextmanager
 def _pdf_limits(decoded_bytes: int) -> Iterator[Any]:
     """pypdf's own decompression limits, lowered to ``decoded_bytes`` for this thread's
-    reading (a context variable: other readings keep theirs). pypdf before 7 has no such
-    configuration: its module defaults (75 MB a stream) hold there."""
+    reading (a context variable: other readings keep theirs; ``apply_configuration`` is
+    pypdf 7's, the version pyproject.toml asks for)."""
     import pypdf
 
-    apply = getattr(pypdf, "apply_configuration", None)
-    if apply is None:  # pragma: no cover - pypdf < 7
-        with nullcontext() as done:
-            yield done
-        return
-    with apply(
+    with pypdf.apply_configuration(
         zlib_maximum_output_length=decoded_bytes,
         lzw_maximum_output_length=decoded_bytes,
         run_length_maximum_output_length=decoded_bytes,
