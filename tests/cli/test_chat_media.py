@@ -26,7 +26,7 @@ from a2a.types.a2a_pb2 import (
 from PIL import Image, ImageFilter
 
 from persona_agent.cli.chat_media import size_text
-from tests.cli.test_chat import StartChat, chat, data_dir, fake_llm, llm, personas_dir, said
+from tests.cli.test_chat import Chat, StartChat, chat, data_dir, fake_llm, llm, personas_dir, said
 from tests.docs.snippets import find
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.servers.sdk_agent import sdk_agent
@@ -199,13 +199,13 @@ def test_voice_on_a_persona_that_does_not_speak_says_so(chat: StartChat, tmp_pat
     assert session.quit() == 0
 
 
-def test_the_docs_attach_transcript_is_what_the_chat_shows(
-    chat: StartChat, llm: FakeLLM, tmp_path: Path
-) -> None:
-    """docs/chat.md's example of /attach, typed into the chat (run in ``tmp_path``, where
-    its notes.md is): the screen shows it, and the model read the file."""
-    (tmp_path / "notes.md").write_text(NOTES, encoding="utf-8")
-    transcript = find("docs/chat.md", "you> /attach notes.md").text.strip().splitlines()
+def type_transcript(
+    chat: StartChat, llm: FakeLLM, marker: str
+) -> tuple[list[str], Chat, list[str]]:
+    """docs/chat.md's transcript that holds ``marker``, its answers scripted and its lines
+    typed into a chat with Socrates: the transcript, the chat, and what the screen shows from
+    the transcript's first line up to the last prompt (the chat's own)."""
+    transcript = find("docs/chat.md", marker).text.strip().splitlines()
     answers = [line.removeprefix("Socrates: ") for line in transcript if line.startswith("Soc")]
     llm.script(*(Reply(answer) for answer in answers))
     session = chat("socrates", "--new")
@@ -215,7 +215,17 @@ def test_the_docs_attach_transcript_is_what_the_chat_shows(
             session.say(line.removeprefix("you> "))
     shown = session.text.splitlines()
     start = shown.index(transcript[0])
-    assert shown[start:-1] == transcript  # up to the last prompt, the chat's own
+    return transcript, session, shown[start:-1]
+
+
+def test_the_docs_attach_transcript_is_what_the_chat_shows(
+    chat: StartChat, llm: FakeLLM, tmp_path: Path
+) -> None:
+    """docs/chat.md's example of /attach, typed into the chat (run in ``tmp_path``, where
+    its notes.md is): the screen shows it, and the model read the file."""
+    (tmp_path / "notes.md").write_text(NOTES, encoding="utf-8")
+    transcript, session, shown = type_transcript(chat, llm, "you> /attach notes.md")
+    assert shown == transcript  # up to the last prompt, the chat's own
     assert session.quit() == 0
     assert "Meno asks whether virtue can be taught." in said(llm.requests[0])[-1]
 
@@ -226,17 +236,8 @@ def test_the_docs_voice_transcript_is_what_the_chat_shows_with_the_hubs_voice(
     """docs/chat.md's example of /voice against the hub's own voice (Piper), typed into the
     chat in ``tmp_path``: the screen shows it (the answer's task id aside) and the WAV file
     saved there is speech of the answer's length."""
-    transcript = find("docs/chat.md", "you> /voice voice").text.strip().splitlines()
-    answers = [line.removeprefix("Socrates: ") for line in transcript if line.startswith("Soc")]
-    llm.script(*(Reply(answer) for answer in answers))
-    session = chat("socrates", "--new")
-    session.prompt()
-    for line in transcript:
-        if line.startswith("you> "):
-            session.say(line.removeprefix("you> "))
-    shown = session.text.splitlines()
-    start = shown.index(transcript[0])
-    assert [TASK_STEM.sub("-", line) for line in shown[start:-1]] == [
+    transcript, session, shown = type_transcript(chat, llm, "you> /voice voice")
+    assert [TASK_STEM.sub("-", line) for line in shown] == [
         TASK_STEM.sub("-", line) for line in transcript
     ]
     assert session.quit() == 0

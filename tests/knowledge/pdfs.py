@@ -32,19 +32,7 @@ def pdf_of(pages: Sequence[str]) -> bytes:
         objects.append(
             b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream"
         )
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += f"{number} 0 obj\n".encode() + body + b"\nendobj\n"
-    xref = len(out)
-    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
-    for offset in offsets:
-        out += f"{offset:010d} 00000 n \n".encode()
-    out += (
-        f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n"
-    ).encode()
-    return bytes(out)
+    return pdf_file(objects)
 
 
 def encrypted_pdf_of(pages: Sequence[str], password: str = "secret") -> bytes:
@@ -85,6 +73,12 @@ def pdf_bomb(decoded_bytes: int = 100 * 1024 * 1024) -> bytes:
         + stream
         + b"\nendstream",
     ]
+    return pdf_file(objects)
+
+
+def pdf_file(objects: Sequence[bytes]) -> bytes:
+    """A PDF file of ``objects`` (numbered from 1, the first the catalog), its
+    cross-reference table and trailer written by hand."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, 1):
