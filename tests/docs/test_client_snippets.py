@@ -325,3 +325,14 @@ async def test_the_hubs_own_agent_names_every_persona_and_its_card(
             rf"^(- )?{re.escape(persona['name'])} \({persona['id']}\): .+ Card: {re.escape(card)}$"
         )
         assert re.search(line, printed, re.MULTILINE), printed
+
+
+STRICT_CARD = claim("docs/a2a.md", "agent-card.json -H 'A2A-Version: 1.0'")
+
+
+async def test_the_strict_card_curl_gets_1_0_fields_alone(sandbox: Sandbox, hub: Hub) -> None:
+    (curl,) = expect(STRICT_CARD, "curl -s ")
+    card = (await run(sandbox, rewrite(curl, {DOC_URL: hub.settings.base_url}))).ok().json()
+    assert card["name"] == "Socrates"
+    assert card["supportedInterfaces"][0]["protocolVersion"] == "1.0"
+    assert not {"url", "preferredTransport", "protocolVersion", "additionalInterfaces"} & set(card)

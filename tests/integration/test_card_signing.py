@@ -69,6 +69,11 @@ async def test_every_card_is_signed_and_verifies(
             resolver = A2ACardResolver(hub.http, f"{hub.settings.base_url}/a2a/{persona_id}")
             card = await resolver.get_agent_card(signature_verifier=verify)
             assert len(card.signatures) == 1
+            # The strict 1.0 form (docs/a2a.md#card-forms) carries the same signature.
+            strict = await resolver.get_agent_card(
+                signature_verifier=verify, http_kwargs={"headers": {"A2A-Version": "1.0"}}
+            )
+            assert strict == card
         assert fetched[0] == ("k1", f"{hub.settings.base_url}/.well-known/jwks.json")
 
         card.description = "A forged description."

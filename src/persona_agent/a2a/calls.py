@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
+from persona_agent.a2a.card_forms import VARY, card_form
 from persona_agent.a2a.cards import AVATAR_PATH, CARD_PATH
 from persona_agent.a2a.sdk_fixes.jsonrpc_body import INVALID_REQUEST, jsonrpc_error
 
@@ -138,8 +139,10 @@ def not_found_response(persona_id: str) -> JSONResponse:
 
 def card_response(request: Request, card: dict[str, Any], etag: str) -> Response:
     """An agent card, with its ``ETag`` and ``Cache-Control``; ``304`` when the request's
-    ``If-None-Match`` names it."""
-    headers = {"ETag": etag, "Cache-Control": CARD_CACHE_CONTROL}
+    ``If-None-Match`` names it. A request saying ``A2A-Version: 1.0`` gets the card as
+    1.0 alone defines it (:mod:`.card_forms`)."""
+    card, etag = card_form(request, card, etag)
+    headers = {"ETag": etag, "Cache-Control": CARD_CACHE_CONTROL, "Vary": VARY}
     if_none_match = request.headers.get("if-none-match", "")
     tags = [tag.strip().removeprefix("W/") for tag in if_none_match.split(",")]
     if "*" in tags or etag.removeprefix("W/") in tags:

@@ -9,7 +9,7 @@ instead of ~37 KiB for a Starlette app each).
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Literal, Protocol, TypeVar
 
 from a2a.server.context import ServerCallContext
@@ -53,7 +53,7 @@ from persona_agent.a2a.context_keys import (
     RPC_BODY_SCOPE_KEY,
     WHOLE_ANSWER_STATE_KEY,
 )
-from persona_agent.a2a.input import check_parts
+from persona_agent.a2a.input import check_output_modes, check_parts
 from persona_agent.a2a.message_extensions import check_extensions
 from persona_agent.a2a.sdk_fixes.routes import check_status_filter
 from persona_agent.a2a.sdk_fixes.subscription import without_replayed
@@ -76,6 +76,9 @@ class HandlerOwner(Protocol):
 
     @property
     def sees_images(self) -> bool: ...
+
+    @property
+    def output_modes(self) -> Sequence[str]: ...
 
 
 __all__ = [
@@ -295,6 +298,7 @@ class PersonaRequestHandler(RequestHandler):
         app = self._app(context, params.message.task_id or None)
         handler = app.handler
         check_parts(params.message, sees=app.sees_images)
+        check_output_modes(params.configuration.accepted_output_modes, app.output_modes)
         check_extensions(params.message)
         # A blocking send's client sees only the finished task: the answer goes out whole.
         context.state[WHOLE_ANSWER_STATE_KEY] = not params.configuration.return_immediately
@@ -312,6 +316,7 @@ class PersonaRequestHandler(RequestHandler):
         app = self._app(context, params.message.task_id or None)
         handler = app.handler
         check_parts(params.message, sees=app.sees_images)
+        check_output_modes(params.configuration.accepted_output_modes, app.output_modes)
         check_extensions(params.message)
         async for event in handler.on_message_send_stream(params, context):
             yield event

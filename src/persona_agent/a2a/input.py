@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ __all__ = [
     "READABLE_FILE_TYPES",
     "InputError",
     "MessageRead",
+    "check_output_modes",
     "check_parts",
     "data_as_text",
     "read_message",
@@ -106,6 +108,35 @@ def check_parts(message: Message, *, sees: bool = False) -> None:
             message=f"Part {index} ({kind or 'empty'}, {media}) is not supported: send text, "
             "data, or inline files of " + ", ".join((*READABLE_FILE_TYPES, *DOCUMENT_FILE_TYPES))
         )
+
+
+def check_output_modes(accepted: Sequence[str], offered: Sequence[str]) -> None:
+    """Refuse, before any task is made, a send whose ``acceptedOutputModes`` name media
+    types of which the persona answers in none (``offered``: its card's output modes):
+    the answer could only be one the client said it cannot take.
+
+    ``*/*`` and ``type/*`` match as in HTTP's ``Accept``; media type parameters and case
+    are ignored. A mode that is not a media type (``text``, as early A2A samples sent)
+    says nothing the hub can check, so a list holding one is taken as it is.
+
+    Raises:
+        ContentTypeNotSupportedError: every accepted mode is a media type the persona
+            does not answer in.
+    """
+    wanted = [mode.split(";", 1)[0].strip().lower() for mode in accepted]
+    if not wanted or any("/" not in mode for mode in wanted):
+        return
+    answers = [mode.lower() for mode in offered]
+    for mode in wanted:
+        kind, _, subtype = mode.partition("/")
+        if mode == "*/*" or mode in answers:
+            return
+        if subtype == "*" and any(answer.startswith(f"{kind}/") for answer in answers):
+            return
+    raise ContentTypeNotSupportedError(
+        message=f"acceptedOutputModes ({', '.join(accepted)}) names none of the media "
+        f"types this persona answers in ({', '.join(offered)}): accept one of them"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -136,6 +136,11 @@ class PersonaApp:
             del extended.signatures[:]
             signer.sign(extended)
         return extended
+
+    @property
+    def output_modes(self) -> Sequence[str]:
+        """The media types the persona answers in (its card's default output modes)."""
+        return self.card.default_output_modes
 
     @cached_property
     def card_dict(self) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from a2a.server.request_handlers import RequestHandler
@@ -102,6 +102,9 @@ class ServedPersona(Protocol):
 
     @property
     def sees_images(self) -> bool: ...
+
+    @property
+    def output_modes(self) -> Sequence[str]: ...
 
 
 class _RouteSet:
