@@ -32,6 +32,7 @@ from persona_agent.api.assembly import (
 )
 from persona_agent.api.caller_data import CallerData
 from persona_agent.api.deps import UPLOAD_HEADER, ApiParts, is_loopback
+from persona_agent.api.mcp_server import MCP_PATH, McpPersonas
 from persona_agent.api.pages import add_pages
 from persona_agent.api.readiness import Readiness
 from persona_agent.api.routes import (
@@ -77,6 +78,13 @@ def create_app(settings: Settings) -> FastAPI:
     live = build_personas_live(
         settings, storage, a2a, model.llm, collaboration, readiness, knowledge
     )
+    mcp = McpPersonas(
+        a2a.registry,
+        design=settings.mcp_tools,
+        persona_tools_max=settings.mcp_persona_tools_max,
+        max_body_bytes=settings.max_message_bytes,
+        store=storage.personas,
+    )
     parts = ApiParts(
         auth=protection.api_auth,
         store=storage.personas,
@@ -106,11 +114,13 @@ def create_app(settings: Settings) -> FastAPI:
         parts,
         a2a=CORSMiddleware(a2a.registry, **cors_options(origins)) if origins else a2a.registry,
         guard=_host_guard(settings, protection),
+        mcp=mcp,
+        serve_mcp=settings.mcp_server,
         title="persona-agent",
         version=__version__,
         description="A multi-persona A2A hub.",
         lifespan=_lifespan(
-            [telemetry, storage, model, collaboration, engine.summary, protection, a2a, live]
+            [telemetry, storage, model, collaboration, engine.summary, protection, a2a, live, mcp]
         ),
         docs_url=None,  # /docs and /redoc: add_pages, with files served by the hub
         redoc_url=None,
@@ -192,11 +202,17 @@ class HubApp(FastAPI):
         *,
         a2a: ASGIApp,
         guard: Callable[[ASGIApp], ASGIApp],
+        mcp: McpPersonas,
+        serve_mcp: bool = True,
         **options: Any,
     ) -> None:
         super().__init__(**options)
         self.parts = parts
         """What the routes are given (:mod:`.deps`)."""
+        self.mcp = mcp
+        """The personas as MCP tools: at ``/mcp`` when ``serve_mcp``, and for ``persona-agent
+        mcp`` (stdio)."""
+        self.serve_mcp = serve_mcp
         self.a2a = a2a
         """The registry, behind CORS when origins are allowed."""
         self.guarded = guard(self.serve)
@@ -206,12 +222,16 @@ class HubApp(FastAPI):
         await self.guarded(scope, receive, send)
 
     async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Every route: A2A straight to the registry, the rest through FastAPI."""
+        """Every route: A2A straight to the registry, ``/mcp`` to the MCP server, the rest
+        through FastAPI."""
         # Behind a proxy's root path, the mount takes it (it knows how to strip it).
         if scope["type"] == "http" and not scope.get("root_path"):
             path: str = scope["path"]
             if path.startswith(_A2A_PATH) and path != _PERSONA_LIST_PATH:
                 await self.a2a({**scope, "root_path": A2A_PREFIX}, receive, send)
+                return
+            if path == MCP_PATH and self.serve_mcp:
+                await self.mcp(scope, receive, send)
                 return
         await super().__call__(scope, receive, send)
 
