@@ -6,18 +6,24 @@ and the same doors as A2A (API keys: 401, a key for some personas only)."""
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import anyio
 import httpx
 import httpx2
 import mcp.types as types
+import pytest
 from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.conftest import Hub, HubFactory
+from tests.servers.hub_process import STARTUP
 
 ALICE_KEY = "alice-key-0123456789abcdef"
 SOCRATIC_KEY = "socratic-key-0123456789abcdef"
@@ -156,3 +162,33 @@ async def test_the_doors_of_a2a(hub_factory: HubFactory, llm: FakeLLM) -> None:
             )
         assert mine.json()["result"]["id"] == task_id
         assert "error" in theirs.json()
+
+
+@pytest.mark.slow
+async def test_persona_agent_mcp_serves_stdio(
+    tmp_path: Path, personas_dir: Path, llm: FakeLLM
+) -> None:
+    """``persona-agent mcp`` as a desktop client starts it: a process speaking on stdio."""
+    llm.script(Reply("Through stdio, greetings."))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PERSONA_AGENT_", "OPENAI_"))}
+    env.update(
+        {
+            "PERSONA_AGENT_DATA_DIR": str(tmp_path / "data"),
+            "PERSONA_AGENT_LLM_BASE_URL": llm.base_url,
+            "PERSONA_AGENT_LLM_API_KEY": "test-key",
+            "PERSONA_AGENT_WATCH_PERSONAS": "false",
+        }
+    )
+    command = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "persona_agent.cli", "mcp", "-d", str(personas_dir)],
+        env=env,
+        cwd=str(tmp_path),
+    )
+    with anyio.fail_after(STARTUP):
+        async with Client(command, cache=None) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert "socrates" in names
+            answer = await client.call_tool("socrates", {"message": "Hello over stdio"})
+    assert "Through stdio, greetings." in text_of(answer)
+    assert (answer.structured_content or {})["conversation_id"]

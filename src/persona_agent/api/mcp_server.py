@@ -219,6 +219,21 @@ class McpPersonas:
 
     # -- who calls ---------------------------------------------------------
 
+    async def act_as(self, api_key: str | None) -> str:
+        """Calls with no HTTP request (stdio) are made with ``api_key`` (``None``: as an
+        anonymous caller on this machine): who that is.
+
+        Raises:
+            AuthError: the key is not one of the hub's.
+        """
+        headers = [(b"x-api-key", api_key.encode("latin-1"))] if api_key else []
+        auth = self._registry.services.auth
+        principal = await auth.principal(headers) if auth is not None and headers else None
+        if api_key and principal is None:
+            raise AuthError(401, "The API key is not one of the hub's (PERSONA_AGENT_API_KEYS)")
+        self._local_scope = {**self._local_scope, "headers": headers}
+        return principal.name if principal is not None else "anonymous"
+
     def _scope(self, ctx: ServerRequestContext[Any, Any]) -> Scope:
         request = ctx.request
         return request.scope if isinstance(request, Request) else self._local_scope
