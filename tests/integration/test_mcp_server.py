@@ -55,12 +55,13 @@ async def test_a_persona_is_a_tool_that_answers_and_remembers(
     llm.script(Reply("Know thyself, first of all."), Reply("As I said before."))
     heard: list[tuple[float, str | None]] = []
 
-    async def progress(done: float, _total: float | None, message: str | None) -> None:
-        heard.append((done, message))
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, message))
 
     async with hub_factory() as hub, mcp_client(hub) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-        assert "socrates" in tools and "science-panel" in tools
+        assert "socrates" in tools
+        assert "science-panel" in tools
         assert "Socrates" in (tools["socrates"].description or "")
         with anyio.fail_after(WAIT):
             first = await client.call_tool(
@@ -70,8 +71,10 @@ async def test_a_persona_is_a_tool_that_answers_and_remembers(
         assert "Know thyself, first of all." in text_of(first)
         facts = first.structured_content or {}
         conversation = facts["conversation_id"]
-        assert conversation and facts["state"] == "completed"
-        assert heard and heard[-1][1] == "Know thyself, first of all."
+        assert conversation
+        assert facts["state"] == "completed"
+        assert heard
+        assert heard[-1][1] == "Know thyself, first of all."
 
         with anyio.fail_after(WAIT):
             second = await client.call_tool(
@@ -79,7 +82,8 @@ async def test_a_persona_is_a_tool_that_answers_and_remembers(
             )
         assert (second.structured_content or {})["conversation_id"] == conversation
         earlier = json.dumps(llm.requests[-1]["messages"])
-        assert "What should I learn?" in earlier and "Know thyself, first of all." in earlier
+        assert "What should I learn?" in earlier
+        assert "Know thyself, first of all." in earlier
 
         card = await client.read_resource("persona://socrates/card")
         content = card.contents[0]
@@ -118,7 +122,8 @@ async def test_one_ask_tool_past_the_threshold(hub_factory: HubFactory, llm: Fak
         assert names == ["ask_persona", "list_personas"]
         listed = await client.call_tool("list_personas", {"query": "curie"})
         found = [entry["id"] for entry in json.loads(text_of(listed))]
-        assert "marie-curie" in found and "socrates" not in found
+        assert "marie-curie" in found
+        assert "socrates" not in found
         with anyio.fail_after(WAIT):
             answer = await client.call_tool(
                 "ask_persona", {"persona": "marie-curie", "message": "What glows?"}
@@ -144,7 +149,8 @@ async def test_the_doors_of_a2a(hub_factory: HubFactory, llm: FakeLLM) -> None:
             names = {tool.name for tool in (await client.list_tools()).tools}
             assert names == {"socrates"}
             refused = await client.call_tool("marie-curie", {"message": "Hello"})
-            assert refused.is_error and "may not use persona 'marie-curie'" in text_of(refused)
+            assert refused.is_error
+            assert "may not use persona 'marie-curie'" in text_of(refused)
             with anyio.fail_after(WAIT):
                 answer = await client.call_tool("socrates", {"message": "Hello"})
             assert not answer.is_error

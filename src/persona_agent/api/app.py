@@ -60,7 +60,7 @@ from persona_agent.settings import Settings
 __all__ = ["HubApp", "cors_options", "create_app"]
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings) -> HubApp:
     """The hub as an ASGI app. Its parts are built here in the order they start in its
     lifespan (storage first), which closes them the other way round."""
     telemetry = build_telemetry(settings)

@@ -71,6 +71,8 @@ PAGE = 500
 """Resources (and persona tools) a page of a list holds."""
 MAX_SESSIONS_HEARD = 10_000
 """Handshake-era sessions told of persona changes at most (the most recent)."""
+UNAUTHORIZED = -32001
+"""The JSON-RPC error code of a 401's body (the MCP SDK's own server answers the same)."""
 PROGRESS_TAIL = 2000
 """Characters of the answer so far a progress notification carries at most (its end)."""
 
@@ -88,9 +90,7 @@ class _HubServer(Server[Any]):
         changes = notification_options or NotificationOptions(
             tools_changed=True, resources_changed=True
         )
-        return super().create_initialization_options(
-            changes, experimental_capabilities, extensions
-        )
+        return super().create_initialization_options(changes, experimental_capabilities, extensions)
 
 
 class McpPersonas:
@@ -210,7 +210,8 @@ class McpPersonas:
                     )
             except AuthError as error:
                 headers = {"WWW-Authenticate": auth.challenge(error)}
-                body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": error.message}}
+                error_body = {"code": UNAUTHORIZED, "message": error.message}
+                body = {"jsonrpc": "2.0", "id": None, "error": error_body}
                 await JSONResponse(body, status_code=error.status, headers=headers)(
                     scope, receive, send
                 )
@@ -294,10 +295,10 @@ class McpPersonas:
             if not isinstance(query, str):
                 raise MCPError(types.INVALID_PARAMS, "query must be a string")
             entries = []
-            for persona in await self._visible(ctx):
-                app = self._registry.get(persona.id)
+            for visible in await self._visible(ctx):
+                app = self._registry.get(visible.id)
                 if app is not None:
-                    entries.append((persona.id, app.card))
+                    entries.append((visible.id, app.card))
             return _text_result(listing(entries, query))
         if params.name == ASK_TOOL:
             persona_id = _argument(arguments, "persona", required=True)
@@ -455,12 +456,14 @@ def _answer(
         "task_id": task_id,
         "state": end.state,
     }
-    content = [types.TextContent(type="text", text=text or f"({end.state}, no text)")]
+    content: list[types.ContentBlock] = [
+        types.TextContent(type="text", text=text or f"({end.state}, no text)")
+    ]
     if conversation:
         content.append(types.TextContent(type="text", text=f"conversation_id: {conversation}"))
     return types.CallToolResult(
         content=content,
         structured_content=facts,
         is_error=not end.ok,
-        meta={"conversationId": conversation, "taskId": task_id},
+        _meta={"conversationId": conversation, "taskId": task_id},
     )

@@ -1,9 +1,10 @@
 """The ``persona-agent`` command line.
 
-Here: the app, ``serve``, ``mcp`` (stdio: :mod:`.mcp_stdio`) and the commands that read the persona directory
-(``agent-card``, ``list-personas``, ``validate``). The others are registered from their
-modules: ``chat`` (:mod:`.chat`), ``personas`` (:mod:`.rest_personas`), the commands on
-persona files (:mod:`.persona_commands`) and ``db`` (:mod:`.db_commands`).
+Here: the app, ``serve``, ``mcp`` (stdio: :mod:`.mcp_stdio`) and the commands that read
+the persona directory (``agent-card``, ``list-personas``, ``validate``). The others are
+registered from their modules: ``chat`` (:mod:`.chat`), ``personas``
+(:mod:`.rest_personas`), the commands on persona files (:mod:`.persona_commands`) and
+``db`` (:mod:`.db_commands`).
 """
 
 from __future__ import annotations
