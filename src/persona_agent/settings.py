@@ -344,7 +344,7 @@ class Settings(BaseSettings):
     ``ask``, one ``ask_persona`` tool with the persona as an argument and ``list_personas``;
     ``auto``, a tool per persona while a caller may call at most
     ``mcp_persona_tools_max`` personas, else ``ask`` (docs/mcp.md has the measurement)."""
-    mcp_persona_tools_max: int = Field(default=20, ge=0, le=10_000)
+    mcp_persona_tools_max: int = Field(default=10, ge=0, le=10_000)
     """``mcp_tools=auto``: the most personas listed as tools of their own."""
 
     @field_validator("public_base_url", "provider_url")

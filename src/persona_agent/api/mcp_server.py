@@ -107,7 +107,7 @@ class McpPersonas:
         registry: A2ARegistry,
         *,
         design: McpToolDesign = "auto",
-        persona_tools_max: int = 20,
+        persona_tools_max: int = 10,
         max_body_bytes: int = 1024 * 1024,
         local_headers: list[tuple[bytes, bytes]] | None = None,
         store: PersonaStore | None = None,

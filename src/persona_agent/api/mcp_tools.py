@@ -44,7 +44,7 @@ CARD_TEMPLATE = "persona://{persona_id}/card"
 _CARD_PREFIX = "persona://"
 _CARD_SUFFIX = "/card"
 
-MAX_DESCRIPTION = 2000
+MAX_DESCRIPTION = 1000
 """Characters of a persona tool's description at most (its card, summarized)."""
 
 _MESSAGE = {"type": "string", "description": "What to say to the persona."}
