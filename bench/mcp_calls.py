@@ -1,7 +1,8 @@
 """The MCP server's figures (issue 39): the size of the tool list each design gives a client,
 and what a ``/mcp`` tool call adds over the A2A path to the same persona (target <= 2 ms).
 
-``uv run python bench/mcp_calls.py`` runs both parts (not ``bench/mcp.py``: run from ``bench/``, that name would hide the ``mcp`` package); ``--part lists`` or ``--part overhead`` one.
+``uv run python bench/mcp_calls.py`` runs both parts; ``--part lists`` or ``--part overhead``
+one. (Not ``bench/mcp.py``: run from ``bench/``, that name would hide the ``mcp`` package.)
 
 - ``lists``: the ``tools/list`` result, as JSON on the wire, at 10, 100 and 1,000 personas
   for each design (a tool per persona, described by its card; one ``ask_persona`` tool and
@@ -71,9 +72,8 @@ def lists() -> list[Row]:
             result = types.ListToolsResult(tools=listed)
             wire = json.dumps(result.model_dump(by_alias=True, mode="json", exclude_none=True))
             rows.append(Row(f"tools/list, {design}, {count} personas", len(wire) / 1024, "KiB"))
-            rows.append(
-                Row(f"tools/list, {design}, {count} personas", count_tokens(wire), f"tokens ({name})")
-            )
+            figure = f"tools/list, {design}, {count} personas"
+            rows.append(Row(figure, count_tokens(wire), f"tokens ({name})"))
     return rows
 
 

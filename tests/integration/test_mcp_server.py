@@ -133,7 +133,11 @@ async def test_one_ask_tool_past_the_threshold(hub_factory: HubFactory, llm: Fak
 
 async def test_the_doors_of_a2a(hub_factory: HubFactory, llm: FakeLLM) -> None:
     llm.script(Reply("An unexamined life..."))
-    settings = {"api_keys": json.dumps(KEYS), "a2a_access": "authenticated"}
+    settings = {
+        "api_keys": json.dumps(KEYS),
+        "a2a_access": "authenticated",
+        "max_message_bytes": 4096,
+    }
     async with hub_factory(**settings) as hub:
         anonymous = await hub.http.post(
             "/mcp",
@@ -144,6 +148,12 @@ async def test_the_doors_of_a2a(hub_factory: HubFactory, llm: FakeLLM) -> None:
         assert anonymous.headers["WWW-Authenticate"].startswith("Bearer")
         wrong = await hub.http.post("/mcp", json={}, headers={"X-API-Key": "not-a-key"})
         assert wrong.status_code == 401
+        too_large = await hub.http.post(
+            "/mcp",
+            content=b"{" + b" " * 5000 + b"}",
+            headers={"X-API-Key": ALICE_KEY, "Content-Type": "application/json"},
+        )
+        assert too_large.status_code == 413
 
         async with mcp_client(hub, Authorization=f"Bearer {SOCRATIC_KEY}") as client:
             names = {tool.name for tool in (await client.list_tools()).tools}

@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.middleware.cors import CORSMiddleware
-from starlette.routing import Mount
+from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from persona_agent import __version__
@@ -143,7 +143,8 @@ def _lifespan(parts: Sequence[Part]) -> Callable[[FastAPI], AbstractAsyncContext
 
 
 def _add_routes(app: HubApp, settings: Settings) -> None:
-    """Discovery, operations, the REST API, the pages, and A2A mounted under ``/a2a``; each
+    """Discovery, operations, the REST API, the pages, A2A mounted under ``/a2a`` and MCP at
+    ``/mcp``; each
     error of :data:`~persona_agent.errors.HTTP_STATUSES` answered with its status."""
     app.add_middleware(BodyLimit, limits=persona_limits(settings))
     app.include_router(discovery.router)
@@ -167,6 +168,9 @@ def _add_routes(app: HubApp, settings: Settings) -> None:
     if origins:  # off by default: no browser page of another origin may call the hub
         app.add_middleware(CORSMiddleware, **cors_options(origins))
     app.router.routes.append(Mount(A2A_PREFIX, app=app.a2a))
+    if settings.mcp_server:  # reached this way behind a proxy's root path (HubApp.serve)
+        methods = ["GET", "POST", "DELETE"]
+        app.router.routes.append(Route(MCP_PATH, endpoint=app.mcp, methods=methods))
 
 
 def _host_guard(settings: Settings, protection: Protection) -> Callable[[ASGIApp], ASGIApp]:
