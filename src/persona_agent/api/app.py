@@ -32,7 +32,7 @@ from persona_agent.api.assembly import (
 )
 from persona_agent.api.caller_data import CallerData
 from persona_agent.api.deps import UPLOAD_HEADER, ApiParts, is_loopback
-from persona_agent.api.mcp_server import MCP_PATH, McpPersonas
+from persona_agent.api.mcp_door import MCP_PATH, McpDoor
 from persona_agent.api.pages import add_pages
 from persona_agent.api.readiness import Readiness
 from persona_agent.api.routes import (
@@ -78,12 +78,12 @@ def create_app(settings: Settings) -> HubApp:
     live = build_personas_live(
         settings, storage, a2a, model.llm, collaboration, readiness, knowledge
     )
-    mcp = McpPersonas(
+    mcp = McpDoor(
         a2a.registry,
+        storage.personas,
         design=settings.mcp_tools,
         persona_tools_max=settings.mcp_persona_tools_max,
         max_body_bytes=settings.max_message_bytes,
-        store=storage.personas,
     )
     parts = ApiParts(
         auth=protection.api_auth,
@@ -206,7 +206,7 @@ class HubApp(FastAPI):
         *,
         a2a: ASGIApp,
         guard: Callable[[ASGIApp], ASGIApp],
-        mcp: McpPersonas,
+        mcp: McpDoor,
         serve_mcp: bool = True,
         **options: Any,
     ) -> None:

@@ -8,6 +8,7 @@ tasks: :class:`~persona_agent.a2a.admission.Admission`), the same owner and the 
 audit log as an A2A call. Its answer is the tool's text; its ``contextId`` is the
 conversation id a later call passes to continue. While the persona answers, a client that
 gave a progress token hears the answer so far. Each persona's agent card is a resource.
+Built on first use by :mod:`.mcp_door` (what it imports is not small).
 """
 
 from __future__ import annotations
@@ -64,9 +65,8 @@ from persona_agent.personas.store import PersonaChange, PersonaStore
 from persona_agent.security.authorization import Action
 from persona_agent.security.principal import AuthError, Principal
 
-__all__ = ["MCP_PATH", "McpPersonas"]
+__all__ = ["McpPersonas"]
 
-MCP_PATH = "/mcp"
 PAGE = 500
 """Resources (and persona tools) a page of a list holds."""
 MAX_SESSIONS_HEARD = 10_000

@@ -28,8 +28,9 @@ async def serve_stdio(settings: Settings, api_key: str | None) -> None:
     """
     app = create_app(settings)
     async with app.router.lifespan_context(app):
-        caller = await app.mcp.act_as(api_key)
+        personas = await app.mcp.server()
+        caller = await personas.act_as(api_key)
         logger.info("MCP on stdio: %d persona(s), calling as %s", len(app.parts.registry), caller)
-        server = app.mcp.server
+        server = personas.server
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
