@@ -11,6 +11,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -18,8 +19,10 @@ import httpx2
 import mcp.types as types
 import pytest
 from mcp.client import Client
+from mcp.client.client import ConnectMode
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.conftest import Hub, HubFactory
@@ -35,11 +38,16 @@ WAIT = 10
 
 
 @asynccontextmanager
-async def mcp_client(hub: Hub, **headers: str) -> AsyncIterator[Client]:
+async def mcp_client(
+    hub: Hub, mode: ConnectMode = "auto", on_message: Any = None, **headers: str
+) -> AsyncIterator[Client]:
     async with (
         httpx2.AsyncClient(headers=headers, timeout=30) as http,
         Client(
-            streamable_http_client(f"{hub.settings.base_url}/mcp", http_client=http), cache=None
+            streamable_http_client(f"{hub.settings.base_url}/mcp", http_client=http),
+            cache=None,
+            mode=mode,
+            message_handler=on_message,
         ) as client,
     ):
         yield client
@@ -113,6 +121,36 @@ async def test_persona_changes_reach_the_tool_list(hub_factory: HubFactory, llm:
                     break
         names = {tool.name for tool in (await client.list_tools()).tools}
         assert "newcomer" in names
+
+
+async def test_a_handshake_era_client_hears_of_changes(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    """A 2025-11-25 client (the initialize handshake, as desktop clients speak today): the
+    same tools and answers, and the list change on its session's standalone stream."""
+    llm.script(Reply("Of old, as now."))
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with (
+        hub_factory() as hub,
+        mcp_client(hub, mode="legacy", on_message=on_message) as client,
+    ):
+        assert client.protocol_version not in MODERN_PROTOCOL_VERSIONS
+        assert client.server_capabilities.tools is not None
+        assert client.server_capabilities.tools.list_changed
+        with anyio.fail_after(WAIT):
+            answer = await client.call_tool("socrates", {"message": "Hello"})
+        assert "Of old, as now." in text_of(answer)
+        deleted = await hub.http.delete("/api/v1/personas/hermit")
+        assert deleted.status_code == 204, deleted.text
+        with anyio.fail_after(WAIT):
+            await changed.wait()
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert "hermit" not in names
 
 
 async def test_one_ask_tool_past_the_threshold(hub_factory: HubFactory, llm: FakeLLM) -> None:
