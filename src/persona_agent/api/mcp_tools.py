@@ -28,6 +28,7 @@ __all__ = [
     "card_description",
     "card_resource",
     "card_uri",
+    "listing",
     "persona_of_uri",
     "persona_tool",
     "persona_tool_schema",
