@@ -335,6 +335,17 @@ class Settings(BaseSettings):
     """Threads of the one speech worker (onnxruntime's): 1 keeps speech to one core."""
     voice_max_chars: int = Field(default=3000, ge=1, le=100_000)
     """Characters of one answer spoken at most; the rest is not spoken."""
+    # MCP server
+    mcp_server: bool = True
+    """Serve the personas as MCP tools at ``/mcp`` (streamable HTTP; docs/mcp.md);
+    ``persona-agent mcp`` serves them on stdio whatever this says."""
+    mcp_tools: Literal["auto", "persona", "ask"] = "auto"
+    """The MCP tools: ``persona``, a tool per persona (and panel) described by its card;
+    ``ask``, one ``ask_persona`` tool with the persona as an argument and ``list_personas``;
+    ``auto``, a tool per persona while a caller may call at most
+    ``mcp_persona_tools_max`` personas, else ``ask`` (docs/mcp.md has the measurement)."""
+    mcp_persona_tools_max: int = Field(default=10, ge=0, le=10_000)
+    """``mcp_tools=auto``: the most personas listed as tools of their own."""
 
     @field_validator("public_base_url", "provider_url")
     @classmethod

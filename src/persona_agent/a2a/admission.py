@@ -41,7 +41,21 @@ class Admission:
     async def admit(
         self, persona: Persona | None, rest: str, scope: Scope, inner: dict[str, Any]
     ) -> Response | None:
-        """Who calls (into ``inner``), and whether it may: a refusal, or ``None``.
+        """Who calls (into ``inner``), and whether it may: a refusal in the binding's shape
+        (``rest``: the path below the persona), or ``None``. See :meth:`refusal`."""
+        refused = await self.refusal(persona, scope, inner)
+        if isinstance(refused, AuthError):
+            return self._refused(rest, refused)
+        if isinstance(refused, RateLimited):
+            return _rate_limited(rest, refused)
+        return None
+
+    async def refusal(
+        self, persona: Persona | None, scope: Scope, inner: dict[str, Any]
+    ) -> AuthError | RateLimited | None:
+        """Who calls (into ``inner``: ``user``, ``auth`` and the caller's name), and whether
+        it may: the refusal (counted and audited), or ``None``. Every door that calls a
+        persona for a caller over the network asks this (A2A's router, ``/mcp``).
 
         The decision is :class:`~persona_agent.security.authorization.Authorization`'s. The
         directory (``persona`` None) is admitted as a persona without ``access:`` or
@@ -63,7 +77,7 @@ class Admission:
             except AuthError as error:
                 self._record("auth.refused", persona_id, inner, str(error.status), error.message)
                 self._refusal(persona_id, "unauthenticated" if error.status == 401 else "forbidden")
-                return self._refused(rest, error)
+                return error
             if principal is not None:  # the SDK's context builder reads the Starlette user
                 inner["user"] = principal
                 inner["auth"] = AuthCredentials(sorted(principal.scopes))
@@ -77,7 +91,20 @@ class Admission:
         except RateLimited as error:
             self._record("rate.refused", persona_id, inner, "429", error.message)
             self._refusal(persona_id, "rate_limited")
-            return _rate_limited(rest, error)
+            return error
+        return None
+
+    def start_refusal(self, persona: Persona, inner: dict[str, Any]) -> RateLimited | None:
+        """Whether the caller admitted into ``inner`` may start a task of ``persona`` now
+        (its running tasks, the persona's): the refusal (counted and audited), or ``None``."""
+        try:
+            self._quotas.check_start(
+                inner[CALLER_KEY], persona.id, persona.limits.running_tasks or 0
+            )
+        except RateLimited as error:
+            self._record("rate.refused", persona.id, inner, "429", error.message)
+            self._refusal(persona.id, "rate_limited")
+            return error
         return None
 
     @asynccontextmanager

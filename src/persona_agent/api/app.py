@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.middleware.cors import CORSMiddleware
-from starlette.routing import Mount
+from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from persona_agent import __version__
@@ -32,6 +32,7 @@ from persona_agent.api.assembly import (
 )
 from persona_agent.api.caller_data import CallerData
 from persona_agent.api.deps import UPLOAD_HEADER, ApiParts, is_loopback
+from persona_agent.api.mcp_door import MCP_PATH, McpDoor
 from persona_agent.api.pages import add_pages
 from persona_agent.api.readiness import Readiness
 from persona_agent.api.routes import (
@@ -59,7 +60,7 @@ from persona_agent.settings import Settings
 __all__ = ["HubApp", "cors_options", "create_app"]
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings) -> HubApp:
     """The hub as an ASGI app. Its parts are built here in the order they start in its
     lifespan (storage first), which closes them the other way round."""
     telemetry = build_telemetry(settings)
@@ -76,6 +77,13 @@ def create_app(settings: Settings) -> FastAPI:
     readiness = Readiness(storage.writer, a2a.registry, model.llm, replica=replica)
     live = build_personas_live(
         settings, storage, a2a, model.llm, collaboration, readiness, knowledge
+    )
+    mcp = McpDoor(
+        a2a.registry,
+        storage.personas,
+        design=settings.mcp_tools,
+        persona_tools_max=settings.mcp_persona_tools_max,
+        max_body_bytes=settings.max_message_bytes,
     )
     parts = ApiParts(
         auth=protection.api_auth,
@@ -106,11 +114,13 @@ def create_app(settings: Settings) -> FastAPI:
         parts,
         a2a=CORSMiddleware(a2a.registry, **cors_options(origins)) if origins else a2a.registry,
         guard=_host_guard(settings, protection),
+        mcp=mcp,
+        serve_mcp=settings.mcp_server,
         title="persona-agent",
         version=__version__,
         description="A multi-persona A2A hub.",
         lifespan=_lifespan(
-            [telemetry, storage, model, collaboration, engine.summary, protection, a2a, live]
+            [telemetry, storage, model, collaboration, engine.summary, protection, a2a, live, mcp]
         ),
         docs_url=None,  # /docs and /redoc: add_pages, with files served by the hub
         redoc_url=None,
@@ -133,7 +143,8 @@ def _lifespan(parts: Sequence[Part]) -> Callable[[FastAPI], AbstractAsyncContext
 
 
 def _add_routes(app: HubApp, settings: Settings) -> None:
-    """Discovery, operations, the REST API, the pages, and A2A mounted under ``/a2a``; each
+    """Discovery, operations, the REST API, the pages, A2A mounted under ``/a2a`` and MCP at
+    ``/mcp``; each
     error of :data:`~persona_agent.errors.HTTP_STATUSES` answered with its status."""
     app.add_middleware(BodyLimit, limits=persona_limits(settings))
     app.include_router(discovery.router)
@@ -157,6 +168,9 @@ def _add_routes(app: HubApp, settings: Settings) -> None:
     if origins:  # off by default: no browser page of another origin may call the hub
         app.add_middleware(CORSMiddleware, **cors_options(origins))
     app.router.routes.append(Mount(A2A_PREFIX, app=app.a2a))
+    if settings.mcp_server:  # reached this way behind a proxy's root path (HubApp.serve)
+        methods = ["GET", "POST", "DELETE"]
+        app.router.routes.append(Route(MCP_PATH, endpoint=app.mcp, methods=methods))
 
 
 def _host_guard(settings: Settings, protection: Protection) -> Callable[[ASGIApp], ASGIApp]:
@@ -192,11 +206,17 @@ class HubApp(FastAPI):
         *,
         a2a: ASGIApp,
         guard: Callable[[ASGIApp], ASGIApp],
+        mcp: McpDoor,
+        serve_mcp: bool = True,
         **options: Any,
     ) -> None:
         super().__init__(**options)
         self.parts = parts
         """What the routes are given (:mod:`.deps`)."""
+        self.mcp = mcp
+        """The personas as MCP tools: at ``/mcp`` when ``serve_mcp``, and for ``persona-agent
+        mcp`` (stdio)."""
+        self.serve_mcp = serve_mcp
         self.a2a = a2a
         """The registry, behind CORS when origins are allowed."""
         self.guarded = guard(self.serve)
@@ -206,12 +226,16 @@ class HubApp(FastAPI):
         await self.guarded(scope, receive, send)
 
     async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Every route: A2A straight to the registry, the rest through FastAPI."""
+        """Every route: A2A straight to the registry, ``/mcp`` to the MCP server, the rest
+        through FastAPI."""
         # Behind a proxy's root path, the mount takes it (it knows how to strip it).
         if scope["type"] == "http" and not scope.get("root_path"):
             path: str = scope["path"]
             if path.startswith(_A2A_PATH) and path != _PERSONA_LIST_PATH:
                 await self.a2a({**scope, "root_path": A2A_PREFIX}, receive, send)
+                return
+            if path == MCP_PATH and self.serve_mcp:
+                await self.mcp(scope, receive, send)
                 return
         await super().__call__(scope, receive, send)
 

@@ -1,9 +1,10 @@
 """The ``persona-agent`` command line.
 
-Here: the app, ``serve`` and the commands that read the persona directory
-(``agent-card``, ``list-personas``, ``validate``). The others are registered from their
-modules: ``chat`` (:mod:`.chat`), ``personas`` (:mod:`.rest_personas`), the commands on
-persona files (:mod:`.persona_commands`) and ``db`` (:mod:`.db_commands`).
+Here: the app, ``serve``, ``mcp`` (stdio: :mod:`.mcp_stdio`) and the commands that read
+the persona directory (``agent-card``, ``list-personas``, ``validate``). The others are
+registered from their modules: ``chat`` (:mod:`.chat`), ``personas``
+(:mod:`.rest_personas`), the commands on persona files (:mod:`.persona_commands`) and
+``db`` (:mod:`.db_commands`).
 """
 
 from __future__ import annotations
@@ -134,6 +135,60 @@ def serve(
         ),
         timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_seconds)),
     )
+
+
+MCP_HELP = "\n\n".join(
+    [
+        "Serve every persona as an MCP tool on stdio, for desktop MCP clients.",
+        "A desktop client (Claude Desktop, an IDE) starts this command and speaks MCP on its "
+        "standard input and output. Each persona (and panel) is a tool, or, past "
+        "PERSONA_AGENT_MCP_PERSONA_TOOLS_MAX personas, one ask_persona tool beside "
+        "list_personas; each card is a persona://ID/card resource.",
+        "The hub runs in this process, on the same settings, persona directory and database "
+        "as `serve`, and opens no port; logs go to standard error. A running hub serves the "
+        "same tools over HTTP at /mcp.",
+        "docs/mcp.md has a worked Claude Desktop configuration.",
+    ]
+)
+
+
+@app.command("mcp", help=MCP_HELP)
+def mcp(
+    personas_dir: PersonasDir = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            envvar="PERSONA_AGENT_MCP_API_KEY",
+            help="Call the personas as this API key's caller (one of PERSONA_AGENT_API_KEYS); "
+            "without it, as an anonymous caller on this machine.",
+        ),
+    ] = None,
+    log_level: Annotated[
+        str | None, typer.Option(help="Log level on standard error (default: WARNING)")
+    ] = None,
+) -> None:
+    settings = command_settings(personas_dir=personas_dir, log_level=log_level or "WARNING")
+    try:
+        configure_logging(
+            settings.log_level, configured_secrets(settings, os.environ), settings.log_format
+        )
+    except ValueError as error:
+        typer.secho(f"Invalid settings: log level: {error}", err=True, fg="red")
+        raise typer.Exit(2) from error
+    _tracing_off_without_exporter(os.environ)
+    import asyncio
+
+    from persona_agent.cli.mcp_stdio import serve_stdio
+    from persona_agent.security.principal import AuthError
+
+    try:
+        asyncio.run(serve_stdio(settings, api_key))
+    except (ConfigError, PersonaFileError, AuthError) as error:
+        typer.secho(f"Cannot start: {error}", err=True, fg="red")
+        raise typer.Exit(1) from error
+    except KeyboardInterrupt:
+        pass
 
 
 def _listen_problem(host: str, port: int) -> str | None:

@@ -1,0 +1,469 @@
+"""Personas as MCP tools: the hub's MCP server, at ``/mcp`` (streamable HTTP) and on stdio
+(``persona-agent mcp``), on the ``mcp`` SDK's own server and session manager (docs/mcp.md).
+
+A tool call is an A2A task of the persona, made through the hub's forwarding handler
+(:class:`~persona_agent.collab.local_calls.LocalCalls`) for the caller the request's
+credentials name: the same admission (authentication, authorization, rates, running
+tasks: :class:`~persona_agent.a2a.admission.Admission`), the same owner and the same
+audit log as an A2A call. Its answer is the tool's text; its ``contextId`` is the
+conversation id a later call passes to continue. While the persona answers, a client that
+gave a progress token hears the answer so far. Each persona's agent card is a resource.
+Built on first use by :mod:`.mcp_door` (what it imports is not small).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing, asynccontextmanager
+from typing import Any
+
+import mcp.types as types
+from a2a.auth.user import UnauthenticatedUser
+from a2a.server.context import ServerCallContext
+from a2a.server.routes.common import StarletteUser
+from a2a.utils.errors import A2AError
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.session import ServerSession
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    ResourcesListChanged,
+    ToolsListChanged,
+)
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+from persona_agent import __version__
+from persona_agent.a2a.admission import Admission
+from persona_agent.a2a.context_keys import CALLER_KEY, PRINCIPAL_STATE_KEY, REQUEST_ID_KEY
+from persona_agent.a2a.registry import A2ARegistry
+from persona_agent.api.mcp_tools import (
+    ASK_TOOL,
+    CARD_MIME,
+    CARD_TEMPLATE,
+    LIST_TOOL,
+    McpToolDesign,
+    ask_tools,
+    card_resource,
+    listing,
+    persona_of_uri,
+    persona_tool,
+    persona_tool_schema,
+)
+from persona_agent.collab.local_calls import LocalCalls, LocalEnd, LocalStart, LocalText
+from persona_agent.personas.model import Persona
+from persona_agent.personas.store import PersonaChange, PersonaStore
+from persona_agent.security.authorization import Action
+from persona_agent.security.principal import AuthError, Principal
+
+__all__ = ["McpPersonas"]
+
+PAGE = 500
+"""Resources (and persona tools) a page of a list holds."""
+MAX_SESSIONS_HEARD = 10_000
+"""Handshake-era sessions told of persona changes at most (the most recent)."""
+UNAUTHORIZED = -32001
+"""The JSON-RPC error code of a 401's body (the MCP SDK's own server answers the same)."""
+PROGRESS_TAIL = 2000
+"""Characters of the answer so far a progress notification carries at most (its end)."""
+
+
+class _HubServer(Server[Any]):
+    """The SDK's low-level server, telling handshake-era clients that its tool and resource
+    lists change (2026-07-28 clients learn it from ``subscriptions/listen`` being served)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        changes = notification_options or NotificationOptions(
+            tools_changed=True, resources_changed=True
+        )
+        return super().create_initialization_options(changes, experimental_capabilities, extensions)
+
+
+class McpPersonas:
+    """The hub's MCP server: the personas a caller may call, as tools and resources.
+
+    ``design`` and ``persona_tools_max``: which tools (:mod:`.mcp_tools`); ``max_body_bytes``:
+    the largest request body (413 above); ``local_headers``: the credentials of a caller with
+    no HTTP request (stdio), as ASGI headers; ``store``: the persona store whose changes
+    are announced (``list_changed``).
+    """
+
+    def __init__(
+        self,
+        registry: A2ARegistry,
+        *,
+        design: McpToolDesign = "auto",
+        persona_tools_max: int = 10,
+        max_body_bytes: int = 1024 * 1024,
+        local_headers: list[tuple[bytes, bytes]] | None = None,
+        store: PersonaStore | None = None,
+    ) -> None:
+        self._registry = registry
+        self._store = store
+        self._calls = LocalCalls(registry.local_handler)
+        self._admission = Admission(registry.services)
+        self._design: McpToolDesign = design
+        self._tools_max = persona_tools_max
+        self._local_scope: Scope = {
+            "type": "stdio",
+            "headers": local_headers or [],
+            "client": ("127.0.0.1", 0),
+        }
+        self._bus = InMemorySubscriptionBus()
+        self._listen = ListenHandler(self._bus)
+        self._sessions: OrderedDict[str, ServerSession] = OrderedDict()
+        self._announcing: set[asyncio.Task[None]] = set()
+        self.server = _HubServer(
+            "persona-agent",
+            version=__version__,
+            title="persona-agent",
+            instructions="Each tool asks one of this hub's personas (or ask_persona asks the "
+            "one you name). Pass the conversation_id of an answer to continue that conversation.",
+            get_tool_input_schema=self._input_schema,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources,
+            on_list_resource_templates=self._list_templates,
+            on_read_resource=self._read_resource,
+            on_subscriptions_listen=self._listen,
+        )
+        self.manager = StreamableHTTPSessionManager(
+            self.server, max_request_body_size=max_body_bytes
+        )
+        """Serves ``/mcp``; its ``run()`` is entered by :meth:`running`."""
+
+    # -- life --------------------------------------------------------------
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The session manager runs; every persona change is announced to the clients."""
+        unsubscribe = self._registry_changes()
+        try:
+            async with self.manager.run():
+                yield
+                self._listen.close()
+        finally:
+            unsubscribe()
+            for task in list(self._announcing):
+                task.cancel()
+
+    def _registry_changes(self) -> Callable[[], None]:
+        if self._store is None:
+            return lambda: None
+        return self._store.subscribe(self.changed)
+
+    def changed(self, _change: PersonaChange | None = None) -> None:
+        """A persona came, changed or went: tell the clients their lists changed."""
+        task = asyncio.ensure_future(self._announce())
+        self._announcing.add(task)
+        task.add_done_callback(self._announcing.discard)
+
+    async def _announce(self) -> None:
+        await self._bus.publish(ToolsListChanged())
+        await self._bus.publish(ResourcesListChanged())
+        for key, session in list(self._sessions.items()):
+            try:
+                await session.send_tool_list_changed()
+                await session.send_resource_list_changed()
+            except Exception:  # the session ended: forget it
+                self._sessions.pop(key, None)
+
+    def _heard(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        """Keep a handshake-era session, to tell it of persona changes later."""
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return
+        request = ctx.request
+        key = request.headers.get("mcp-session-id") if isinstance(request, Request) else "stdio"
+        if not key:
+            return
+        self._sessions[key] = ctx.session
+        self._sessions.move_to_end(key)
+        if len(self._sessions) > MAX_SESSIONS_HEARD:
+            self._sessions.popitem(last=False)
+
+    # -- HTTP --------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """``/mcp``: a caller with a credential that is not valid, or with none where the
+        hub's access is ``authenticated``, is answered 401 with ``WWW-Authenticate``."""
+        auth = self._registry.services.auth
+        if auth is not None and scope["type"] == "http":
+            try:
+                principal = await auth.principal(scope["headers"])
+                if principal is None and auth.default_access == "authenticated":
+                    raise AuthError(
+                        401, "Authentication required (Authorization: Bearer ..., or X-API-Key)"
+                    )
+            except AuthError as error:
+                headers = {"WWW-Authenticate": auth.challenge(error)}
+                error_body = {"code": UNAUTHORIZED, "message": error.message}
+                body = {"jsonrpc": "2.0", "id": None, "error": error_body}
+                await JSONResponse(body, status_code=error.status, headers=headers)(
+                    scope, receive, send
+                )
+                return
+        await self.manager.handle_request(scope, receive, send)
+
+    # -- who calls ---------------------------------------------------------
+
+    async def act_as(self, api_key: str | None) -> str:
+        """Calls with no HTTP request (stdio) are made with ``api_key`` (``None``: as an
+        anonymous caller on this machine): who that is.
+
+        Raises:
+            AuthError: the key is not one of the hub's.
+        """
+        headers = [(b"x-api-key", api_key.encode("latin-1"))] if api_key else []
+        auth = self._registry.services.auth
+        principal = await auth.principal(headers) if auth is not None and headers else None
+        if api_key and principal is None:
+            raise AuthError(401, "The API key is not one of the hub's (PERSONA_AGENT_API_KEYS)")
+        self._local_scope = {**self._local_scope, "headers": headers}
+        return principal.name if principal is not None else "anonymous"
+
+    def _scope(self, ctx: ServerRequestContext[Any, Any]) -> Scope:
+        request = ctx.request
+        return request.scope if isinstance(request, Request) else self._local_scope
+
+    async def _principal(self, ctx: ServerRequestContext[Any, Any]) -> Principal | None:
+        auth = self._registry.services.auth
+        if auth is None:
+            return None
+        try:
+            return await auth.principal(self._scope(ctx)["headers"])
+        except AuthError as error:
+            raise MCPError(types.INVALID_REQUEST, error.message) from None
+
+    async def _visible(self, ctx: ServerRequestContext[Any, Any]) -> list[Persona]:
+        """The personas the caller may call, by id."""
+        self._heard(ctx)
+        principal = await self._principal(ctx)
+        authorization = self._registry.services.authorization
+        return [
+            persona
+            for persona in self._registry.personas()
+            if authorization.refusal(principal, Action.CALL, persona.id, access=persona.access)
+            is None
+        ]
+
+    def _persona_tools(self, count: int) -> bool:
+        return self._design == "persona" or (self._design == "auto" and count <= self._tools_max)
+
+    # -- tools -------------------------------------------------------------
+
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        """A tool's input schema, without listing the tools (the 2026-07-28 header check)."""
+        if name == ASK_TOOL:
+            return ask_tools()[0].input_schema
+        if name == LIST_TOOL:
+            return ask_tools()[1].input_schema
+        return persona_tool_schema() if name in self._registry else None
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        personas = await self._visible(ctx)
+        if not self._persona_tools(len(personas)):
+            return types.ListToolsResult(tools=ask_tools())
+        tools = []
+        for persona in personas:
+            app = self._registry.get(persona.id)
+            if app is not None:
+                tools.append(persona_tool(persona.id, app.card))
+        return types.ListToolsResult(tools=tools)
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        arguments = params.arguments or {}
+        if params.name == LIST_TOOL:
+            query = arguments.get("query") or ""
+            if not isinstance(query, str):
+                raise MCPError(types.INVALID_PARAMS, "query must be a string")
+            entries = []
+            for visible in await self._visible(ctx):
+                app = self._registry.get(visible.id)
+                if app is not None:
+                    entries.append((visible.id, app.card))
+            return _text_result(listing(entries, query))
+        if params.name == ASK_TOOL:
+            persona_id = _argument(arguments, "persona", required=True)
+        else:
+            persona_id = params.name
+        persona = self._registry.persona(persona_id)
+        if persona is None:
+            known = ", ".join(p.id for p in self._registry.personas()[:20])
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"No persona '{persona_id}' here (personas: {known}; {LIST_TOOL} lists them)",
+            )
+        message = _argument(arguments, "message", required=True)
+        conversation = _argument(arguments, "conversation_id", required=False)
+        return await self._ask(ctx, persona, message, conversation)
+
+    async def _ask(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        persona: Persona,
+        message: str,
+        conversation: str,
+    ) -> types.CallToolResult:
+        """Ask ``persona`` for the caller, through the admission and the forwarding handler."""
+        inner: dict[str, Any] = {REQUEST_ID_KEY: f"mcp-{ctx.request_id}"}
+        refused = await self._admission.refusal(persona, self._scope(ctx), inner)
+        if refused is None:
+            refused = self._admission.start_refusal(persona, inner)
+        if refused is not None:
+            return _text_result(refused.message, error=True)
+        origin = _call_context(inner)
+        progress = _wants_progress(ctx)
+        pieces: list[str] = []
+        start: LocalStart | None = None
+        end = LocalEnd("", "failed", "The persona did not answer")
+        events = self._calls.stream(
+            persona.id, message, origin=origin, context_id=conversation, whole=not progress
+        )
+        try:
+            async with aclosing(events) as stream:
+                async for event in stream:
+                    if isinstance(event, LocalStart):
+                        start = event
+                    elif isinstance(event, LocalText):
+                        pieces.append(event.text)
+                        if progress:
+                            await _report(ctx, pieces)
+                    else:
+                        end = event
+        except A2AError as error:
+            return _text_result(f"{persona.id}: {error.message}", error=True)
+        text = "".join(pieces) if end.ok and pieces else end.text or "".join(pieces)
+        return _answer(persona.id, start, end, text)
+
+    # -- resources ---------------------------------------------------------
+
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        personas = await self._visible(ctx)
+        offset = _offset(params)
+        resources = []
+        for persona in personas[offset : offset + PAGE]:
+            app = self._registry.get(persona.id)
+            if app is not None:
+                resources.append(card_resource(persona.id, app.card))
+        more = offset + PAGE < len(personas)
+        return types.ListResourcesResult(
+            resources=resources, next_cursor=str(offset + PAGE) if more else None
+        )
+
+    async def _list_templates(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        template = types.ResourceTemplate(
+            uri_template=CARD_TEMPLATE,
+            name="persona-card",
+            title="A persona's agent card",
+            description="The A2A agent card of a persona: who it is, its skills, its endpoints.",
+            mime_type=CARD_MIME,
+        )
+        return types.ListResourceTemplatesResult(resource_templates=[template])
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        persona_id = persona_of_uri(uri)
+        visible = {persona.id for persona in await self._visible(ctx)}
+        app = self._registry.get(persona_id) if persona_id in visible and persona_id else None
+        if app is None:
+            raise MCPError(types.INVALID_PARAMS, f"No resource '{uri}' (try {CARD_TEMPLATE})")
+        text = json.dumps(app.card_dict, ensure_ascii=False)
+        contents = types.TextResourceContents(uri=uri, mime_type=CARD_MIME, text=text)
+        return types.ReadResourceResult(contents=[contents])
+
+
+def _argument(arguments: dict[str, Any], name: str, *, required: bool) -> str:
+    value = arguments.get(name)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise MCPError(types.INVALID_PARAMS, f"'{name}' must be a non-empty string")
+    return value
+
+
+def _offset(params: types.PaginatedRequestParams | None) -> int:
+    cursor = params.cursor if params is not None else None
+    if not cursor:
+        return 0
+    if not cursor.isdigit():
+        raise MCPError(types.INVALID_PARAMS, f"Unknown cursor '{cursor[:40]}'")
+    return int(cursor)
+
+
+def _call_context(inner: dict[str, Any]) -> ServerCallContext:
+    """The A2A call context of the admitted caller: it owns the task, its principal is the
+    one the forwarding handler authorizes."""
+    user = inner.get("user")
+    state: dict[str, Any] = {CALLER_KEY: inner[CALLER_KEY], REQUEST_ID_KEY: inner[REQUEST_ID_KEY]}
+    if isinstance(user, Principal):
+        state[PRINCIPAL_STATE_KEY] = user
+        return ServerCallContext(user=StarletteUser(user), state=state)
+    return ServerCallContext(user=UnauthenticatedUser(), state=state)
+
+
+def _wants_progress(ctx: ServerRequestContext[Any, Any]) -> bool:
+    meta: Any = ctx.meta
+    if not isinstance(meta, dict):
+        return False
+    return meta.get("progress_token", meta.get("progressToken")) is not None
+
+
+async def _report(ctx: ServerRequestContext[Any, Any], pieces: list[str]) -> None:
+    """The answer so far (its end), and its length in characters as the progress."""
+    text = "".join(pieces)
+    shown = text if len(text) <= PROGRESS_TAIL else "…" + text[-PROGRESS_TAIL:]
+    await ctx.session.report_progress(float(len(text)), None, shown)
+
+
+def _text_result(text: str, *, error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=error)
+
+
+def _answer(
+    persona_id: str, start: LocalStart | None, end: LocalEnd, text: str
+) -> types.CallToolResult:
+    """The persona's answer, with the conversation to continue (structured, in ``_meta``,
+    and as a last line of text: a client that shows its model the text alone)."""
+    conversation = start.context_id if start is not None else ""
+    task_id = end.task_id or (start.task_id if start is not None else "")
+    facts = {
+        "persona": persona_id,
+        "conversation_id": conversation,
+        "task_id": task_id,
+        "state": end.state,
+    }
+    content: list[types.ContentBlock] = [
+        types.TextContent(type="text", text=text or f"({end.state}, no text)")
+    ]
+    if conversation:
+        content.append(types.TextContent(type="text", text=f"conversation_id: {conversation}"))
+    return types.CallToolResult(
+        content=content,
+        structured_content=facts,
+        is_error=not end.ok,
+        _meta={"conversationId": conversation, "taskId": task_id},
+    )

@@ -1,0 +1,179 @@
+"""What ``/mcp`` shows an MCP client: the tools that ask personas, their results, and the
+persona cards as resources (docs/mcp.md).
+
+Two designs of tools, chosen by the number of personas a caller may call
+(``PERSONA_AGENT_MCP_TOOLS``): a tool per persona (and per panel) named by its id, whose
+description is its agent card, while there are few; one ``ask_persona`` tool, with the
+persona as an argument, and ``list_personas`` to find one, past
+``PERSONA_AGENT_MCP_PERSONA_TOOLS_MAX`` (measured in docs/mcp.md: a client sends every
+tool's description to its model on each turn).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import mcp.types as types
+from a2a.types.a2a_pb2 import AgentCard
+
+__all__ = [
+    "ASK_TOOL",
+    "CARD_MIME",
+    "CARD_TEMPLATE",
+    "LIST_TOOL",
+    "McpToolDesign",
+    "ask_tools",
+    "card_description",
+    "card_resource",
+    "card_uri",
+    "listing",
+    "persona_of_uri",
+    "persona_tool",
+    "persona_tool_schema",
+]
+
+McpToolDesign = Literal["auto", "persona", "ask"]
+"""``PERSONA_AGENT_MCP_TOOLS``: ``persona`` (a tool per persona), ``ask`` (one tool with
+the persona as an argument), ``auto`` (``persona`` up to the setting's count, else ``ask``)."""
+
+ASK_TOOL = "ask_persona"
+LIST_TOOL = "list_personas"
+CARD_MIME = "application/json"
+CARD_TEMPLATE = "persona://{persona_id}/card"
+_CARD_PREFIX = "persona://"
+_CARD_SUFFIX = "/card"
+
+MAX_DESCRIPTION = 1000
+"""Characters of a persona tool's description at most (its card, summarized)."""
+
+_MESSAGE = {"type": "string", "description": "What to say to the persona."}
+_CONVERSATION = {
+    "type": "string",
+    "description": "Continue a conversation: the conversation_id an earlier answer returned "
+    "(leave it out to start a new one).",
+}
+
+
+def persona_tool_schema() -> dict[str, Any]:
+    """The input of a persona's own tool: a message, and a conversation to continue."""
+    return {
+        "type": "object",
+        "properties": {"message": _MESSAGE, "conversation_id": _CONVERSATION},
+        "required": ["message"],
+        "additionalProperties": False,
+    }
+
+
+def _ask_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "persona": {
+                "type": "string",
+                "description": f"The persona's id (from {LIST_TOOL} or the persona:// resources).",
+            },
+            "message": _MESSAGE,
+            "conversation_id": _CONVERSATION,
+        },
+        "required": ["persona", "message"],
+        "additionalProperties": False,
+    }
+
+
+def _list_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "query": {
+                "type": "string",
+                "description": "Words to look for in a persona's id, name or description "
+                "(leave it out to list them all).",
+            }
+        },
+        "additionalProperties": False,
+    }
+
+
+_ANSWERS = types.ToolAnnotations(read_only_hint=False, open_world_hint=False)
+
+
+def card_description(card: AgentCard) -> str:
+    """A persona's card as a tool's description: who it is, then what it knows (its skills),
+    at most :data:`MAX_DESCRIPTION` characters."""
+    lines = [f"Ask {card.name}: {card.description}".strip()]
+    skills = [skill for skill in card.skills if skill.description]
+    if skills:
+        lines.append("Skills:")
+        lines.extend(f"- {skill.name}: {skill.description}" for skill in skills)
+    lines.append("Answers as text; pass the returned conversation_id to continue the conversation.")
+    text = "\n".join(lines)
+    return text if len(text) <= MAX_DESCRIPTION else text[: MAX_DESCRIPTION - 1] + "…"
+
+
+def persona_tool(persona_id: str, card: AgentCard) -> types.Tool:
+    """A persona's own tool: named by its id (a slug, which no other tool name can be)."""
+    return types.Tool(
+        name=persona_id,
+        title=card.name,
+        description=card_description(card),
+        input_schema=persona_tool_schema(),
+        annotations=_ANSWERS,
+    )
+
+
+def ask_tools() -> list[types.Tool]:
+    """The ``ask`` design: one tool to ask any persona, one to find them."""
+    return [
+        types.Tool(
+            name=ASK_TOOL,
+            title="Ask a persona",
+            description="Ask one of this hub's personas (characters, experts, panels) and get "
+            f"its answer. Find personas with {LIST_TOOL}; pass the returned conversation_id "
+            "to continue a conversation.",
+            input_schema=_ask_schema(),
+            annotations=_ANSWERS,
+        ),
+        types.Tool(
+            name=LIST_TOOL,
+            title="List personas",
+            description="The personas you may ask: each one's id, name and description.",
+            input_schema=_list_schema(),
+            annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        ),
+    ]
+
+
+def card_uri(persona_id: str) -> str:
+    return f"{_CARD_PREFIX}{persona_id}{_CARD_SUFFIX}"
+
+
+def persona_of_uri(uri: str) -> str | None:
+    """The persona id of a card's URI, ``None`` for any other URI."""
+    if not (uri.startswith(_CARD_PREFIX) and uri.endswith(_CARD_SUFFIX)):
+        return None
+    persona_id = uri[len(_CARD_PREFIX) : -len(_CARD_SUFFIX)]
+    return persona_id if persona_id and "/" not in persona_id else None
+
+
+def card_resource(persona_id: str, card: AgentCard) -> types.Resource:
+    return types.Resource(
+        uri=card_uri(persona_id),
+        name=persona_id,
+        title=card.name,
+        description=card.description,
+        mime_type=CARD_MIME,
+    )
+
+
+def listing(entries: Sequence[tuple[str, AgentCard]], query: str) -> str:
+    """``list_personas``' answer: a JSON list of id, name and description, filtered by the
+    words of ``query`` (each must appear, case-insensitively)."""
+    words = query.casefold().split()
+    found = []
+    for persona_id, card in entries:
+        text = f"{persona_id} {card.name} {card.description}".casefold()
+        if all(word in text for word in words):
+            found.append({"id": persona_id, "name": card.name, "description": card.description})
+    return json.dumps(found, ensure_ascii=False)

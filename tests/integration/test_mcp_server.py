@@ -1,0 +1,248 @@
+"""Personas as MCP tools (``/mcp``), driven by the ``mcp`` SDK's own client over streamable
+HTTP against the hub on a real uvicorn: tools listed, a persona asked (the scripted model
+answers), the conversation continued, progress heard, a card read, list changes announced,
+and the same doors as A2A (API keys: 401, a key for some personas only)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import mcp.types as types
+import pytest
+from mcp.client import Client
+from mcp.client.client import ConnectMode
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from tests.fakes.fake_llm import FakeLLM, Reply
+from tests.integration.conftest import Hub, HubFactory
+from tests.servers.hub_process import STARTUP
+
+ALICE_KEY = "alice-key-0123456789abcdef"
+SOCRATIC_KEY = "socratic-key-0123456789abcdef"
+KEYS = [
+    {"name": "alice", "key": ALICE_KEY},
+    {"name": "socratic", "key": SOCRATIC_KEY, "personas": ["socrates"]},
+]
+WAIT = 10
+
+
+@asynccontextmanager
+async def mcp_client(
+    hub: Hub, mode: ConnectMode = "auto", on_message: Any = None, **headers: str
+) -> AsyncIterator[Client]:
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(
+            streamable_http_client(f"{hub.settings.base_url}/mcp", http_client=http),
+            cache=None,
+            mode=mode,
+            message_handler=on_message,
+        ) as client,
+    ):
+        yield client
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "\n".join(part.text for part in result.content if isinstance(part, types.TextContent))
+
+
+async def test_a_persona_is_a_tool_that_answers_and_remembers(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    llm.script(Reply("Know thyself, first of all."), Reply("As I said before."))
+    heard: list[tuple[float, str | None]] = []
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, message))
+
+    async with hub_factory() as hub, mcp_client(hub) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert "socrates" in tools
+        assert "science-panel" in tools
+        assert "Socrates" in (tools["socrates"].description or "")
+        with anyio.fail_after(WAIT):
+            first = await client.call_tool(
+                "socrates", {"message": "What should I learn?"}, progress_callback=progress
+            )
+        assert not first.is_error, text_of(first)
+        assert "Know thyself, first of all." in text_of(first)
+        facts = first.structured_content or {}
+        conversation = facts["conversation_id"]
+        assert conversation
+        assert facts["state"] == "completed"
+        assert heard
+        assert heard[-1][1] == "Know thyself, first of all."
+
+        with anyio.fail_after(WAIT):
+            second = await client.call_tool(
+                "socrates", {"message": "Say it again", "conversation_id": conversation}
+            )
+        assert (second.structured_content or {})["conversation_id"] == conversation
+        earlier = json.dumps(llm.requests[-1]["messages"])
+        assert "What should I learn?" in earlier
+        assert "Know thyself, first of all." in earlier
+
+        card = await client.read_resource("persona://socrates/card")
+        content = card.contents[0]
+        assert isinstance(content, types.TextResourceContents)
+        assert json.loads(content.text)["name"] == "Socrates"
+        resources = {str(r.uri) for r in (await client.list_resources()).resources}
+        assert "persona://socrates/card" in resources
+
+
+async def test_persona_changes_reach_the_tool_list(hub_factory: HubFactory, llm: FakeLLM) -> None:
+    async with hub_factory() as hub, mcp_client(hub) as client:
+        async with client.listen(tools_list_changed=True) as subscription:
+            created = await hub.http.post(
+                "/api/v1/personas",
+                json={
+                    "id": "newcomer",
+                    "name": "Nell the Newcomer",
+                    "description": "A persona made during the test.",
+                    "personal_background": "Nell was made a moment ago.",
+                    "language_style": {"tone": "plain"},
+                    "knowledge_domains": {"Novelty": ["beginnings"]},
+                },
+            )
+            assert created.status_code == 201, created.text
+            with anyio.fail_after(WAIT):
+                async for _event in subscription:
+                    break
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert "newcomer" in names
+
+
+async def test_a_handshake_era_client_hears_of_changes(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    """A 2025-11-25 client (the initialize handshake, as desktop clients speak today): the
+    same tools and answers, and the list change on its session's standalone stream."""
+    llm.script(Reply("Of old, as now."))
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with (
+        hub_factory() as hub,
+        mcp_client(hub, mode="legacy", on_message=on_message) as client,
+    ):
+        assert client.protocol_version not in MODERN_PROTOCOL_VERSIONS
+        assert client.server_capabilities.tools is not None
+        assert client.server_capabilities.tools.list_changed
+        with anyio.fail_after(WAIT):
+            answer = await client.call_tool("socrates", {"message": "Hello"})
+        assert "Of old, as now." in text_of(answer)
+        deleted = await hub.http.delete("/api/v1/personas/hermit")
+        assert deleted.status_code == 204, deleted.text
+        with anyio.fail_after(WAIT):
+            await changed.wait()
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert "hermit" not in names
+
+
+async def test_one_ask_tool_past_the_threshold(hub_factory: HubFactory, llm: FakeLLM) -> None:
+    llm.script(Reply("Radium glows."))
+    async with hub_factory(mcp_persona_tools_max=2) as hub, mcp_client(hub) as client:
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        assert names == ["ask_persona", "list_personas"]
+        listed = await client.call_tool("list_personas", {"query": "curie"})
+        found = [entry["id"] for entry in json.loads(text_of(listed))]
+        assert "marie-curie" in found
+        assert "socrates" not in found
+        with anyio.fail_after(WAIT):
+            answer = await client.call_tool(
+                "ask_persona", {"persona": "marie-curie", "message": "What glows?"}
+            )
+        assert "Radium glows." in text_of(answer)
+
+
+async def test_the_doors_of_a2a(hub_factory: HubFactory, llm: FakeLLM) -> None:
+    llm.script(Reply("An unexamined life..."))
+    settings = {
+        "api_keys": json.dumps(KEYS),
+        "a2a_access": "authenticated",
+        "max_message_bytes": 4096,
+    }
+    async with hub_factory(**settings) as hub:
+        anonymous = await hub.http.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={"Accept": "application/json, text/event-stream"},
+        )
+        assert anonymous.status_code == 401
+        assert anonymous.headers["WWW-Authenticate"].startswith("Bearer")
+        wrong = await hub.http.post("/mcp", json={}, headers={"X-API-Key": "not-a-key"})
+        assert wrong.status_code == 401
+        too_large = await hub.http.post(
+            "/mcp",
+            content=b"{" + b" " * 5000 + b"}",
+            headers={"X-API-Key": ALICE_KEY, "Content-Type": "application/json"},
+        )
+        assert too_large.status_code == 413
+
+        async with mcp_client(hub, Authorization=f"Bearer {SOCRATIC_KEY}") as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert names == {"socrates"}
+            refused = await client.call_tool("marie-curie", {"message": "Hello"})
+            assert refused.is_error
+            assert "may not use persona 'marie-curie'" in text_of(refused)
+            with anyio.fail_after(WAIT):
+                answer = await client.call_tool("socrates", {"message": "Hello"})
+            assert not answer.is_error
+            task_id = (answer.structured_content or {})["task_id"]
+
+        # The caller owns the task: another caller does not find it over A2A.
+        async with httpx.AsyncClient(base_url=hub.settings.base_url, timeout=30) as http:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}
+            headers = {"A2A-Version": "1.0"}
+            mine = await http.post(
+                "/a2a/socrates/", json=body, headers={**headers, "X-API-Key": SOCRATIC_KEY}
+            )
+            theirs = await http.post(
+                "/a2a/socrates/", json=body, headers={**headers, "X-API-Key": ALICE_KEY}
+            )
+        assert mine.json()["result"]["id"] == task_id
+        assert "error" in theirs.json()
+
+
+@pytest.mark.slow
+async def test_persona_agent_mcp_serves_stdio(
+    tmp_path: Path, personas_dir: Path, llm: FakeLLM
+) -> None:
+    """``persona-agent mcp`` as a desktop client starts it: a process speaking on stdio."""
+    llm.script(Reply("Through stdio, greetings."))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PERSONA_AGENT_", "OPENAI_"))}
+    env.update(
+        {
+            "PERSONA_AGENT_DATA_DIR": str(tmp_path / "data"),
+            "PERSONA_AGENT_LLM_BASE_URL": llm.base_url,
+            "PERSONA_AGENT_LLM_API_KEY": "test-key",
+            "PERSONA_AGENT_WATCH_PERSONAS": "false",
+        }
+    )
+    command = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "persona_agent.cli", "mcp", "-d", str(personas_dir)],
+        env=env,
+        cwd=str(tmp_path),
+    )
+    with anyio.fail_after(STARTUP):
+        async with Client(command, cache=None) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert "socrates" in names
+            answer = await client.call_tool("socrates", {"message": "Hello over stdio"})
+    assert "Through stdio, greetings." in text_of(answer)
+    assert (answer.structured_content or {})["conversation_id"]
