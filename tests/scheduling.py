@@ -48,7 +48,9 @@ GROUPS: dict[str, tuple[str, ...]] = {
         for name in (
             "bad_requests",
             "card",
+            "card_forms",
             "concurrency",
+            "content_types",
             "errors",
             "lifecycle",
             "methods",
