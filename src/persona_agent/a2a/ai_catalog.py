@@ -88,7 +88,9 @@ class HubCatalog:
         """The document and its ``ETag``, built again when a persona has come, gone or
         changed (each replacement is a new app)."""
         apps = self._apps()
-        key = tuple((app.persona.id, app.persona.version, id(app)) for app in apps)
+        key: tuple[object, ...] = tuple(
+            (app.persona.id, app.persona.version, id(app)) for app in apps
+        )
         key += (self._directory.card_etag,)
         built = self._built
         if built is not None and built.key == key:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any
 
+from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -141,7 +142,7 @@ def not_found_response(persona_id: str) -> JSONResponse:
     )
 
 
-def catalog_link(headers: MutableMapping[str, str]) -> None:
+def catalog_link(headers: MutableHeaders | MutableMapping[str, str]) -> None:
     """Add the ``Link`` to the hub's AI Catalog to ``headers`` (on the hub's pages, cards
     and discovery lists), after any ``Link`` they already have."""
     existing = headers.get("link") or headers.get("Link")
