@@ -392,6 +392,38 @@ def test_agent_takes_a_persona_card_url(chat: StartChat, llm: FakeLLM, hub: str)
     assert session.quit() == 0
 
 
+def test_agent_takes_an_ai_catalog_and_asks_which_agent(
+    chat: StartChat, llm: FakeLLM, hub: str
+) -> None:
+    catalog = f"{hub}/.well-known/ai-catalog.json"
+    session = chat("--agent", catalog)
+    session.expect("Talk with (number or name): ")
+    assert f"The AI Catalog at {catalog} lists:" in session.text
+    assert "1. persona-agent hub" in session.text  # the hub's directory agent, first
+    assert "Charles Darwin (charles-darwin): " in session.text
+    session.child.sendline("nobody")
+    session.expect(f"No agent 'nobody' in the AI Catalog at {catalog} (it has: persona-agent-hub,")
+    session.child.sendline("charles-darwin")
+    session.prompt()
+    card = f"{hub}/a2a/charles-darwin/.well-known/agent-card.json"
+    assert f"Talking with Charles Darwin at {card}" in session.text
+    llm.script(Reply("Finches vary."))
+    session.say("What varies?")
+    assert "Charles Darwin: Finches vary." in session.text
+    assert session.quit() == 0
+
+
+def test_agent_catalog_url_with_a_name_chooses_without_asking(
+    chat: StartChat, llm: FakeLLM, hub: str
+) -> None:
+    catalog = f"{hub}/.well-known/ai-catalog.json"
+    session = chat("--agent", f"{catalog}#Socrates")
+    session.prompt()
+    assert "Talk with" not in session.text
+    assert "Talking with Socrates at " in session.text
+    assert session.quit() == 0
+
+
 class _Echo(AgentExecutor):
     """An agent of a2a-sdk alone that answers with a message (no task), naming its turn."""
 
