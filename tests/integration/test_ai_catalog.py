@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]  # it ships no stubs (it comes with schemathesis)
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 

@@ -13,10 +13,9 @@ import pytest
 import yaml
 from a2a.types.a2a_pb2 import TaskState
 from cryptography.hazmat.primitives.asymmetric import ec
-from starlette.applications import Starlette
+from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from persona_agent.api.app import create_app
 from persona_agent.chat.tools import ToolResult, Turn
@@ -87,7 +86,9 @@ async def test_a_catalog_down_at_start_up_is_read_again_when_its_agent_is_called
             return JSONResponse(document, media_type="application/ai-catalog+json")
 
         sock, base_url = loopback_socket()
-        async with serving(Starlette(routes=[Route(CATALOG, catalog)]), sock):
+        server = FastAPI()
+        server.add_route(CATALOG, catalog)
+        async with serving(server, sock):
             clock = Clock()
             config = parse_agents_config(
                 {"catalogs": {"lab": {"url": f"{base_url}{CATALOG}", "exclude": ["marie-curie"]}}},
