@@ -31,6 +31,7 @@ from persona_agent.security.catalog_signing import (
     CARD_RELATION,
     ENTRIES_RELATION,
     digest,
+    entries_digest,
     signed_manifest,
 )
 
@@ -83,6 +84,7 @@ class HubCatalog:
         self._directory = directory
         self._services = services
         self._built: BuiltCatalog | None = None
+        self._entries: dict[tuple[int, str], dict[str, Any]] = {}
 
     def current(self) -> BuiltCatalog:
         """The document and its ``ETag``, built again when a persona has come, gone or
@@ -105,10 +107,18 @@ class HubCatalog:
         base_url = self._directory.base_url
         directory = self._entry(self._directory.card_dict, f"{base_url}{CARD_PATH}", ["directory"])
         entries = [directory]
+        kept: dict[tuple[int, str], dict[str, Any]] = {}
         for app in apps:
-            card_url = persona_url(base_url, app.persona.id).rstrip("/") + CARD_PATH
-            tags = ["panel"] if app.persona.panel is not None else ["persona"]
-            entries.append(self._entry(app.card_dict, card_url, tags))
+            # An unchanged persona's entry (its digest and signature) is the one built before.
+            key = (id(app), app.persona.version)
+            entry = self._entries.get(key)
+            if entry is None:
+                card_url = persona_url(base_url, app.persona.id).rstrip("/") + CARD_PATH
+                tags = ["panel"] if app.persona.panel is not None else ["persona"]
+                entry = self._entry(app.card_dict, card_url, tags)
+            kept[key] = entry
+            entries.append(entry)
+        self._entries = kept
         provider = self._services.provider
         host: dict[str, Any] = {
             "displayName": provider.organization if provider is not None else "persona-agent",
@@ -117,7 +127,7 @@ class HubCatalog:
         signer = self._services.signer
         if signer is not None:
             link = {"relation": ENTRIES_RELATION, "sourceId": base_url, "sourceDigest": ""}
-            link["sourceDigest"] = digest(entries)
+            link["sourceDigest"] = entries_digest(entries)
             host["trustManifest"] = signed_manifest(base_url, [link], signer.sign_detached)
         return {"specVersion": SPEC_VERSION, "host": host, "entries": entries}
 

@@ -159,7 +159,7 @@ async def _get_json(http: httpx.AsyncClient, url: str, what: str, accept: str) -
     except httpx.HTTPError as error:
         raise CatalogError(f"{what} {url} cannot be read ({error!r})", transient=True) from None
     if response.status_code != 200:
-        transient = response.status_code in (429, 502, 503, 504) or response.status_code >= 500
+        transient = response.status_code == 429 or response.status_code >= 500
         raise CatalogError(
             f"{what} {url} answered HTTP {response.status_code}", transient=transient
         )

@@ -78,10 +78,14 @@ class AgentCatalogs:
 
     def read_soon(self, name: str) -> None:
         """In the background, read again a catalog that could bring in ``name``."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop: the next call reads it
+            return
         for catalog in self._wanted(name):
             if catalog.lock.locked():
                 continue
-            task = asyncio.get_running_loop().create_task(self._read(catalog))
+            task = loop.create_task(self._read(catalog))
             self._pending.add(task)
             task.add_done_callback(self._pending.discard)
 

@@ -5,8 +5,9 @@ the catalog: the manifest's ``signature`` is a detached JWS (RFC 7515, compact f
 payload part) over the manifest without ``signature``, canonicalized with JCS (RFC 8785).
 The hub puts one on every entry, binding the entry's identifier to the SHA-256 digest of
 the card it carries (``provenance[0].sourceDigest``), and one on the host, whose
-provenance link ``catalogEntries`` is the digest of the whole ``entries`` array: an entry
-added, removed or changed, or a manifest stripped, no longer matches.
+provenance link ``catalogEntries`` is the digest of the ``entries`` array without the cards
+(which the entries' own manifests cover): an entry added, removed or changed, or a
+manifest stripped, no longer matches.
 
 :func:`verify_catalog` checks all of it against a JWK set (the hub's
 ``/.well-known/jwks.json``), and raises :class:`CatalogSignatureError` naming what is
@@ -27,6 +28,7 @@ __all__ = [
     "CatalogSignatureError",
     "canonical_json",
     "digest",
+    "entries_digest",
     "signed_manifest",
     "verify_catalog",
 ]
@@ -64,15 +66,43 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _plain(value: Any) -> bool:
+    """Whether ``json.dumps`` writes ``value`` as JCS does: no float (JCS writes ``1.0`` as
+    ``1``) and no key beyond the BMP (there code point and UTF-16 orders differ)."""
+    if isinstance(value, dict):
+        return all(
+            isinstance(key, str) and (key.isascii() or max(key) < "\U00010000") and _plain(item)
+            for key, item in value.items()
+        )
+    if isinstance(value, list | tuple):
+        return all(_plain(item) for item in value)
+    return not isinstance(value, float)
+
+
 def canonical_json(value: Any) -> bytes:
     """``value`` in the JSON Canonicalization Scheme (RFC 8785): keys sorted by UTF-16 code
-    units, no whitespace, numbers in their shortest form, UTF-8."""
+    units, no whitespace, numbers in their shortest form, UTF-8. (A card has no floats: it
+    takes the C encoder's path, some 30 times faster than the general one.)"""
+    if _plain(value):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     return _canonical(value).encode("utf-8")
 
 
 def digest(value: Any) -> str:
     """``sha256:{hex}`` of ``value``'s canonical JSON (the specification's digest format)."""
     return "sha256:" + hashlib.sha256(canonical_json(value)).hexdigest()
+
+
+def entries_digest(entries: list[Any]) -> str:
+    """The digest the host's manifest carries: of every entry without its ``data`` (each
+    entry's own manifest carries the digest of its ``data``, and is covered here)."""
+    return digest([_without_data(entry) for entry in entries])
+
+
+def _without_data(entry: Any) -> Any:
+    if not isinstance(entry, dict):
+        return entry
+    return {key: value for key, value in entry.items() if key != "data"}
 
 
 def signed_manifest(
@@ -107,11 +137,11 @@ def verify_catalog(catalog: dict[str, Any], jwks: dict[str, Any], *, required: b
         raise CatalogSignatureError("host.trustManifest: its identity is not host.identifier")
     entries = catalog.get("entries")
     covered = _provenance(manifest, ENTRIES_RELATION, "host.trustManifest")
-    if covered != digest(entries):
+    if not isinstance(entries, list) or covered != entries_digest(entries):
         raise CatalogSignatureError(
             "entries: not the entries the host signed (added, removed or changed)"
         )
-    for index, entry in enumerate(entries if isinstance(entries, list) else []):
+    for index, entry in enumerate(entries):
         _check_entry(entry, index, keys)
     return True
 
