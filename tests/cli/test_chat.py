@@ -34,6 +34,7 @@ from persona_agent.a2a.executor import data_value
 from persona_agent.cli import app
 from persona_agent.cli.a2a_chat import DEMO_NOTE
 from persona_agent.cli.chat_parts import REMEMBERED_WIDTH
+from tests.docs.snippets import commands, find, words
 from tests.fakes.fake_llm import Fail, FakeLLM, Reply, ToolCalls
 from tests.servers.hub_process import hub_process
 from tests.servers.sdk_agent import sdk_agent
@@ -389,6 +390,41 @@ def test_agent_takes_a_persona_card_url(chat: StartChat, llm: FakeLLM, hub: str)
     assert "Charles Darwin: Finches vary." in session.text
     session.say("/persona socrates")
     assert "/persona needs a persona-agent hub" in session.text
+    assert session.quit() == 0
+
+
+def test_agent_takes_an_ai_catalog_and_asks_which_agent(
+    chat: StartChat, llm: FakeLLM, hub: str
+) -> None:
+    catalog = f"{hub}/.well-known/ai-catalog.json"
+    session = chat("--agent", catalog)
+    session.expect("Talk with (number or name): ")
+    assert f"The AI Catalog at {catalog} lists:" in session.text
+    assert "1. persona-agent hub" in session.text  # the hub's directory agent, first
+    assert "Charles Darwin (charles-darwin): " in session.text
+    session.child.sendline("nobody")
+    session.expect(f"No agent 'nobody' in the AI Catalog at {catalog} (it has: persona-agent-hub,")
+    session.child.sendline("charles-darwin")
+    session.prompt()
+    card = f"{hub}/a2a/charles-darwin/.well-known/agent-card.json"
+    assert f"Talking with Charles Darwin at {card}" in session.text
+    llm.script(Reply("Finches vary."))
+    session.say("What varies?")
+    assert "Charles Darwin: Finches vary." in session.text
+    assert session.quit() == 0
+
+
+def test_agent_catalog_url_with_a_name_chooses_without_asking(
+    chat: StartChat, llm: FakeLLM, hub: str
+) -> None:
+    """As docs/discovery.md has it (its address the test hub's)."""
+    (command,) = commands(find("docs/discovery.md", "chat --agent"))
+    *_, option, url = words(command)
+    assert option == "--agent"
+    session = chat("--agent", url.replace("http://127.0.0.1:8000", hub))
+    session.prompt()
+    assert "Talk with" not in session.text
+    assert "Talking with Socrates at " in session.text
     assert session.quit() == 0
 
 

@@ -10,6 +10,7 @@ from persona_agent.collab.agents_file import (
     AgentAuth,
     AgentConfig,
     BreakerConfig,
+    CatalogConfig,
     OAuth2ClientCredentials,
     load_agents_config,
     parse_agents_config,
@@ -85,15 +86,22 @@ def test_an_unreadable_file_is_named(tmp_path: Path) -> None:
 
 def test_the_example_agents_file_is_valid_and_shows_every_field() -> None:
     path = Path(__file__).resolve().parents[2] / "examples" / "agents.yaml"
-    variables = {"GRACE_HUB_KEY": "k", "LIBRARIAN_TOKEN": "t", "ARCHIVE_CLIENT_SECRET": "s"}
+    variables = {
+        "GRACE_HUB_KEY": "k",
+        "LIBRARIAN_TOKEN": "t",
+        "ARCHIVE_CLIENT_SECRET": "s",
+        "LAB_TOKEN": "l",
+    }
     config = load_agents_config(path, variables)
     assert set(config.agents) == {"grace", "librarian", "archive"}
+    assert set(config.catalogs) == {"lab"}
     text = path.read_text(encoding="utf-8")
     shown = {
         *AgentConfig.model_fields,
         *BreakerConfig.model_fields,
         *AgentAuth.model_fields,
         *OAuth2ClientCredentials.model_fields,
+        *CatalogConfig.model_fields,
     }
     missing = [name for name in shown if f"{name}:" not in text]
     assert not missing, f"examples/agents.yaml does not show {missing}"

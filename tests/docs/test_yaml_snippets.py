@@ -1,7 +1,8 @@
 """Every YAML block of the docs, read by what reads such a file in the hub: a persona
 (whole, or a section shown on its own) by the persona loader, an MCP servers file by
-``persona_agent.mcp.config``, a price file by ``persona_agent.observe.pricing``. A YAML block
-that is none of these fails, until a test reads it for what it is."""
+``persona_agent.mcp.config``, an agents file with catalogs by
+``persona_agent.collab.agents_file``, a price file by ``persona_agent.observe.pricing``. A
+YAML block that is none of these fails, until a test reads it for what it is."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 import yaml
 
 from persona_agent.a2a.cards import build_agent_card
+from persona_agent.collab.agents_file import parse_agents_config
 from persona_agent.errors import ConfigError
 from persona_agent.mcp.config import load_mcp_config
 from persona_agent.observe.pricing import load_prices
@@ -36,13 +38,15 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
 
 def kind(snippet: Snippet) -> str:
     """What the block is: ``persona``, ``fragment`` (persona sections), ``mcp``,
-    ``prices`` or ``prometheus``."""
+    ``agents`` (an agents file with catalogs), ``prices`` or ``prometheus``."""
     data = yaml.safe_load(snippet.text)
     assert isinstance(data, dict), f"{snippet}: not a YAML mapping"
     if set(data) == {"servers"}:
         return "mcp"
     if PROMETHEUS in data:
         return "prometheus"
+    if "catalogs" in data and set(data) <= {"agents", "catalogs"}:
+        return "agents"
     if all(
         isinstance(v, dict) and set(v) <= {"input", "output", "cached_input"} for v in data.values()
     ):
@@ -91,6 +95,10 @@ def test_each_yaml_block_is_read_by_the_hub(snippet: Snippet, tmp_path: Path) ->
         assert set(config.servers) == set(data["servers"])
         for server in config.servers.values():
             assert (server.command is None) != (server.url is None)
+    elif found == "agents":
+        variables = _VARIABLE.findall(snippet.text)
+        agents = parse_agents_config(data, {name: f"value-of-{name}" for name in variables})
+        assert set(agents.catalogs) == set(data["catalogs"])
     elif found == "prices":
         path = tmp_path / "prices.yaml"
         path.write_text(snippet.text, encoding="utf-8")

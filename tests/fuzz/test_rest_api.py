@@ -56,6 +56,7 @@ OPERATIONS = [
     ("GET", "/.well-known/agent-card.json"),
     ("GET", "/a2a/personas"),
     ("GET", "/.well-known/jwks.json"),
+    ("GET", "/.well-known/ai-catalog.json"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),

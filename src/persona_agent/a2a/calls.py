@@ -9,8 +9,10 @@ error on HTTP+JSON.
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from typing import Any
 
+from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -21,11 +23,13 @@ from persona_agent.a2a.cards import AVATAR_PATH, CARD_PATH
 from persona_agent.a2a.sdk_fixes.jsonrpc_body import INVALID_REQUEST, jsonrpc_error
 
 __all__ = [
+    "AI_CATALOG_LINK",
     "CARD_CACHE_CONTROL",
     "PUBLIC_PATHS",
     "ParsedRequest",
     "call_kind",
     "card_response",
+    "catalog_link",
     "first_segments",
     "http_error",
     "labelled_json",
@@ -35,6 +39,8 @@ __all__ = [
 ]
 
 CARD_CACHE_CONTROL = "public, max-age=60, must-revalidate"
+AI_CATALOG_LINK = '</.well-known/ai-catalog.json>; rel="ai-catalog"'
+"""Where the hub's AI Catalog is (RFC 8288 ``Link``, the AI Catalog's link relation)."""
 
 PUBLIC_PATHS = frozenset({CARD_PATH.lstrip("/"), AVATAR_PATH.lstrip("/")})
 """Below a persona: what anyone may read, whatever its access (its card and picture)."""
@@ -137,12 +143,20 @@ def not_found_response(persona_id: str) -> JSONResponse:
     )
 
 
+def catalog_link(headers: MutableHeaders | MutableMapping[str, str]) -> None:
+    """Add the ``Link`` to the hub's AI Catalog to ``headers`` (on the hub's pages, cards
+    and discovery lists), after any ``Link`` they already have."""
+    existing = headers.get("link") or headers.get("Link")
+    headers["Link"] = f"{existing}, {AI_CATALOG_LINK}" if existing else AI_CATALOG_LINK
+
+
 def card_response(request: Request, card: dict[str, Any], etag: str) -> Response:
     """An agent card, with its ``ETag`` and ``Cache-Control``; ``304`` when the request's
     ``If-None-Match`` names it. A request saying ``A2A-Version: 1.0`` gets the card as
     1.0 alone defines it (:mod:`.card_forms`)."""
     card, etag = card_form(request, card, etag)
     headers = {"ETag": etag, "Cache-Control": CARD_CACHE_CONTROL, "Vary": VARY}
+    catalog_link(headers)
     if_none_match = request.headers.get("if-none-match", "")
     tags = [tag.strip().removeprefix("W/") for tag in if_none_match.split(",")]
     if "*" in tags or etag.removeprefix("W/") in tags:

@@ -25,6 +25,7 @@ from a2a.server.tasks.task_store import TaskStore
 from a2a.types.a2a_pb2 import AgentCard, CancelTaskRequest
 from starlette.types import Receive, Scope, Send
 
+from persona_agent.a2a.ai_catalog import HubCatalog
 from persona_agent.a2a.cards import build_agent_card, build_extended_card
 from persona_agent.a2a.context_keys import TERMINAL_STATES
 from persona_agent.a2a.directory import HubDirectory
@@ -207,6 +208,8 @@ class A2ARegistry:
         """Replaced apps whose tasks still run: cancel and subscribe must reach them."""
         self.directory = HubDirectory(self.personas, base_url, self.services)
         """The hub's own agent, at ``/a2a/`` itself: where the personas are."""
+        self.catalog = HubCatalog(self.apps, self.directory, self.services)
+        """The AI Catalog of the agents served (``/.well-known/ai-catalog.json``)."""
         self.router = A2ARouter(
             self.app_for,
             max_message_bytes=max_message_bytes,

@@ -27,6 +27,7 @@ from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from persona_agent.a2a.calls import AI_CATALOG_LINK, catalog_link
 from persona_agent.a2a.cards import A2A_PREFIX, CARD_PATH
 from persona_agent.a2a.registry import A2ARegistry
 
@@ -54,6 +55,7 @@ CONSOLE_HEADERS = [
     # Revalidated on every load (an ETag answers 304): a new version of the hub is seen at
     # once, never a page of one version with the scripts of another.
     (b"cache-control", b"no-cache"),
+    (b"link", AI_CATALOG_LINK.encode()),  # where the hub's agents are listed for machines
 ]
 
 
@@ -137,8 +139,11 @@ def add_pages(app: FastAPI, registry: A2ARegistry, *, console: bool) -> None:
         address finds its way either way)."""
         prefix = _root_path(request)
         if console:
-            return RedirectResponse(f"{prefix}{CONSOLE_PATH}/", status_code=307)
-        return HTMLResponse(_links_page(prefix, app.title, openapi_path, registry))
+            page: Response = RedirectResponse(f"{prefix}{CONSOLE_PATH}/", status_code=307)
+        else:
+            page = HTMLResponse(_links_page(prefix, app.title, openapi_path, registry))
+        catalog_link(page.headers)
+        return page
 
 
 def _docs_page(page: HTMLResponse) -> HTMLResponse:
@@ -165,6 +170,8 @@ def _links_page(prefix: str, title: str, openapi_path: str, registry: A2ARegistr
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{html.escape(title)}</title>
+<link rel="ai-catalog" href="{html.escape(prefix)}/.well-known/ai-catalog.json"
+ type="application/ai-catalog+json">
 <style>body {{ font: 16px/1.5 system-ui, sans-serif; max-width: 50rem; margin: 2rem auto;
 padding: 0 1rem; }}</style>
 </head>

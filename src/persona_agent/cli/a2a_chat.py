@@ -97,6 +97,7 @@ class Target:
     hub_url: str | None = None
     persona_id: str | None = None
     hub_key: str | None = None
+    card: AgentCard | None = field(default=None, compare=False)  # as an AI Catalog carries it
 
     @classmethod
     def hub_persona(cls, hub_url: str, persona_id: str, hub_key: str | None = None) -> Target:
@@ -128,6 +129,8 @@ class Target:
 async def resolve_card(http: httpx.AsyncClient, target: Target) -> AgentCard:
     """The target's agent card; a :class:`ChatError` that says what is wrong otherwise
     (a hub's unknown persona is named, with the personas the hub has)."""
+    if target.card is not None:
+        return target.card
     resolver = A2ACardResolver(http, target.card_url, agent_card_path="")
     where = target.hub_url or target.card_url
     try:

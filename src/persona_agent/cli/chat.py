@@ -215,8 +215,8 @@ AgentOption = Annotated[
     str | None,
     typer.Option(
         "--agent",
-        help="Any A2A agent instead of a persona: the URL of its agent card, or its base "
-        "URL (card at /.well-known/agent-card.json)",
+        help="Any A2A agent instead of a persona: the URL of its agent card, its base URL "
+        "(card at /.well-known/agent-card.json), or an AI Catalog's (URL#name picks one)",
         show_default=False,
     ),
 ]
@@ -278,17 +278,17 @@ def chat(
 
     chat ID --url http://host:port: the persona of a hub that is running.
 
-    chat --agent URL: any A2A agent, by the URL of its agent card or its base URL.
+    chat --agent URL: any A2A agent, by its card's URL, its base URL, or an AI Catalog.
 
     The conversation goes on across runs: the last one with each persona of each hub is
     remembered in the data directory (PERSONA_AGENT_DATA_DIR, chat-contexts.json). --new
     starts a new one; --context ID continues any.
 
     In the chat: /help, /new, /persona ID, /quit; and on the conversation with a persona:
-    /history (numbered), /retry, /swipe N, /continue, /edit [N] TEXT, /delete N,
-    /fork [N], /greeting K, /me NAME [-- DESCRIPTION]; /attach PATH (a file for the
-    next message), /attach, /detach, /voice DIR, /voice off. Ctrl-C cancels an answer while it
-    is written; at the prompt, Ctrl-C or Ctrl-D leaves. See docs/chat.md.
+    /history (numbered), /retry, /swipe N, /continue, /edit [N] TEXT, /delete N, /fork [N],
+    /greeting K, /me NAME [-- DESCRIPTION]; /attach PATH (a file for the next message),
+    /attach, /detach, /voice DIR, /voice off. Ctrl-C cancels an answer while it is written; at
+    the prompt, Ctrl-C or Ctrl-D leaves. See docs/chat.md.
     """
     if agent is not None and (persona_id is not None or url is not None):
         fail("--agent names the agent to talk with: give it without a persona id or --url", 2)
@@ -322,6 +322,7 @@ def _chat(
 
     from persona_agent.cli.a2a_chat import TIMEOUT, ChatError, ChatSession, Target
     from persona_agent.cli.chat_branches import BranchCommands
+    from persona_agent.cli.chat_catalog import agent_target
     from persona_agent.cli.chat_media import MediaCommands, voice_files
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -332,7 +333,7 @@ def _chat(
     hub = None
     try:
         if agent is not None:
-            target = Target.agent(agent)
+            target = agent_target(loop.run, http, agent)
         elif url is not None:
             target = Target.hub_persona(url, persona_id or "")
         else:
@@ -358,10 +359,8 @@ def _chat(
 
 def _introduce(session: ChatSession) -> None:
     target = session.target
-    if target.persona_id is not None and target.hub_url is not None:
-        where = f"({target.persona_id}) on {target.hub_url}"
-    else:
-        where = f"at {target.card_url}"
+    hub = target.persona_id is not None and target.hub_url is not None
+    where = f"({target.persona_id}) on {target.hub_url}" if hub else f"at {target.card_url}"
     _dim(f"Talking with {session.name} {where}. /help lists the commands.")
 
 

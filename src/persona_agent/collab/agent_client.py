@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 from a2a.client import Client, ClientConfig, ClientFactory
@@ -67,8 +69,12 @@ class RemoteAgent:
         *,
         clock: Callable[[], float] = time.monotonic,
         on_breaker_change: Callable[[str, str, str], None] | None = None,
+        card: dict[str, Any] | None = None,
     ) -> None:
+        """``card``: the agent's card as an AI Catalog carries it, used as it is (never
+        fetched from ``config.card_url``)."""
         self.name = name
+        self._inline = card
         self.config = config
         self._clock = clock
         self.http = httpx.AsyncClient(
@@ -152,6 +158,8 @@ class RemoteAgent:
             logger.info("Outside agent %s: card not read (%s)", self.name, failure.message)
 
     async def _read_card(self) -> _Card:
+        if self._inline is not None:
+            return self._use_card(self._inline)
         cached = self._card
         headers = {"Accept": "application/json"}
         if cached is not None and cached.etag:
@@ -180,6 +188,20 @@ class RemoteAgent:
             await cached.client.close()
         self._card = _Card(card, response.headers.get("etag"), self._clock(), client)
         self._failed_at = None
+        return self._card
+
+    def _use_card(self, data: dict[str, Any]) -> _Card:
+        """A card a catalog carried: checked never again (the catalog is its source)."""
+        try:
+            card = parse_agent_card(data)
+            client = ClientFactory(
+                ClientConfig(httpx_client=self.http, supported_protocol_bindings=BINDINGS)
+            ).create(card, interceptors=[self.credentials] if self.credentials else None)
+        except (ValueError, ParseError) as error:
+            where = self.config.card_url
+            message = f"its card in the catalog ({where}) cannot be used: {error}"
+            raise Failure("refused", message) from None
+        self._card = _Card(card, None, math.inf, client)
         return self._card
 
     async def exchange(

@@ -28,9 +28,10 @@ from typing import Any
 from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest
 
 from persona_agent.chat.tools import ToolProgress, ToolQuestion, ToolResult, ToolUpdate, Turn
+from persona_agent.collab.agent_catalogs import AgentCatalogs
 from persona_agent.collab.agent_client import AGENT_PREFIX, RemoteAgent
 from persona_agent.collab.agent_exchange import Exchange, Failure
-from persona_agent.collab.agents_file import AgentsConfig
+from persona_agent.collab.agents_file import AgentConfig, AgentsConfig
 from persona_agent.collab.breaker import BreakerOpenError
 from persona_agent.errors import ToolError
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
@@ -76,18 +77,31 @@ class RemoteAgents:
     ) -> None:
         self.metrics = metrics
         self._sleep = sleep
+        self._clock = clock
         self.agents = {
             name: RemoteAgent(name, agent, clock=clock, on_breaker_change=self._breaker_changed)
             for name, agent in config.agents.items()
         }
+        self.catalogs = AgentCatalogs(config.catalogs, self._add, clock=clock)
+        """The agents file's catalogs, which add their agents to :attr:`agents`."""
         self._contexts: OrderedDict[tuple[str, str, str], str] = OrderedDict()
         self._waiting: OrderedDict[tuple[str, str], _RemoteTask] = OrderedDict()
         for name in self.agents:
             metrics.remote_breaker.labels(name).set(0)
 
     def names(self) -> list[str]:
-        """The configured agents' names."""
+        """The configured agents' names (a catalog's, once it has been read)."""
         return list(self.agents)
+
+    def _add(self, name: str, config: AgentConfig, card: dict[str, Any] | None) -> bool:
+        """An agent a catalog brings in (False: the name is taken)."""
+        if name in self.agents:
+            return False
+        self.agents[name] = RemoteAgent(
+            name, config, clock=self._clock, on_breaker_change=self._breaker_changed, card=card
+        )
+        self.metrics.remote_breaker.labels(name).set(0)
+        return True
 
     async def start(self) -> None:
         """Read every card (in parallel, each within its timeout); an agent whose card
@@ -104,9 +118,11 @@ class RemoteAgents:
                     failure.message,
                 )
 
+        await self.catalogs.start()
         await asyncio.gather(*(read(agent) for agent in self.agents.values()))
 
     async def aclose(self) -> None:
+        await self.catalogs.aclose()
         await asyncio.gather(*(agent.aclose() for agent in self.agents.values()))
 
     def specs(self, persona: Persona) -> list[dict[str, Any]]:
@@ -116,6 +132,8 @@ class RemoteAgents:
             if agent is not None:
                 agent.read_soon()
                 specs.append(_spec(agent))
+            else:  # perhaps a catalog's, which could not be read yet
+                self.catalogs.read_soon(name)
         return specs
 
     def owns(self, name: str) -> bool:
@@ -124,6 +142,7 @@ class RemoteAgents:
     async def call(
         self, persona: Persona, name: str, arguments: dict[str, Any], turn: Turn
     ) -> AsyncGenerator[ToolUpdate, None]:
+        await self.catalogs.ensure(name.removeprefix(AGENT_PREFIX))
         agent = self._agent(persona, name)
         text = arguments.get("message")
         if not isinstance(text, str) or not text.strip():

@@ -10,6 +10,13 @@ A YAML or JSON file (``PERSONA_AGENT_AGENTS_FILE``, see docs/collaboration.md)::
         timeout: 60
         retries: 2
         breaker: {threshold: 5, cool_down: 30}
+    catalogs:
+      lab:                                 # every A2A agent of an AI Catalog
+        url: https://lab.example.com/.well-known/ai-catalog.json
+        auth: {bearer: "${LAB_TOKEN}"}     # sent to the catalog and to its agents
+        prefix: lab                        # its agents are lab-{slug}: lab-ada-lovelace
+        include: [ada-lovelace]            # or exclude: [...]; by default, all
+        signed: true                       # refuse it unless its signature verifies
 
 A persona names the agents it may call (``agents: [scholar]``); the model sees a tool
 ``agent__{name}`` for each. ``${NAME}`` and ``${NAME:-default}`` in any string value are
@@ -43,6 +50,7 @@ __all__ = [
     "AgentConfig",
     "AgentsConfig",
     "BreakerConfig",
+    "CatalogConfig",
     "OAuth2ClientCredentials",
     "load_agents_config",
     "parse_agents_config",
@@ -138,10 +146,50 @@ class AgentConfig(_Section):
         return _http_url(value)
 
 
+class CatalogConfig(_Section):
+    """An AI Catalog whose A2A agents are all outside agents, named ``{prefix}-{slug}`` (the
+    slug of each agent's display name: ``lab-ada-lovelace``)."""
+
+    url: str
+    """Where the catalog is (e.g. ``https://host/.well-known/ai-catalog.json``)."""
+    auth: AgentAuth | None = None
+    """Sent when reading the catalog, and to each of its agents."""
+    prefix: str | None = Field(default=None, pattern=r"^[a-zA-Z0-9_-]{1,40}$")
+    """Its agents' names begin with ``{prefix}-`` (by default, the catalog's name)."""
+    include: list[str] | None = None
+    """Only these agents (their slugs); by default, all."""
+    exclude: list[str] = []
+    signed: bool = False
+    """Refuse the catalog unless it is signed and verifies (a signed one is always checked)."""
+    jwks_url: str | None = None
+    """The key set of its signatures; by default ``/.well-known/jwks.json`` at its origin."""
+
+    @field_validator("url", "jwks_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return _http_url(value) if value is not None else None
+
+    def agent(self, card_url: str) -> AgentConfig:
+        """The configuration of one of its agents: its credential, default timeouts."""
+        return AgentConfig(card_url=card_url, auth=self.auth)
+
+
 class AgentsConfig(_Section):
-    """Every remote agent, by name (``^[a-zA-Z0-9_-]{1,57}$``, without ``__``)."""
+    """Every remote agent, by name (``^[a-zA-Z0-9_-]{1,57}$``, without ``__``), and the
+    catalogs that bring in more."""
 
     agents: dict[str, AgentConfig] = {}
+    catalogs: dict[str, CatalogConfig] = {}
+
+    @field_validator("catalogs")
+    @classmethod
+    def _catalog_names(cls, catalogs: dict[str, CatalogConfig]) -> dict[str, CatalogConfig]:
+        for name, catalog in catalogs.items():
+            if catalog.prefix is None and not re.fullmatch(r"[a-zA-Z0-9_-]{1,40}", name):
+                raise ValueError(
+                    f"catalog name {name!r} must match ^[a-zA-Z0-9_-]{{1,40}}$ (or give prefix)"
+                )
+        return catalogs
 
     @field_validator("agents")
     @classmethod
@@ -187,6 +235,6 @@ def parse_agents_config(
 
 def _where(loc: tuple[str | int, ...]) -> str:
     """``agent 'scholar', field auth.api_key`` for a location under ``agents``."""
-    if len(loc) > 2 and loc[0] == "agents":
-        return f"agent {loc[1]!r}, field {'.'.join(str(p) for p in loc[2:])}"
+    if len(loc) > 2 and loc[0] in ("agents", "catalogs"):
+        return f"{str(loc[0])[:-1]} {loc[1]!r}, field {'.'.join(str(p) for p in loc[2:])}"
     return ".".join(str(part) for part in loc) or "(top level)"

@@ -57,6 +57,7 @@ class CardSigner:
             "typ": "JOSE",
         }
         self._sign = create_agent_card_signer(private_key, header)
+        self._key, self._header = private_key, header
 
     @classmethod
     def from_file(cls, path: Path, key_id: str, base_url: str) -> CardSigner:
@@ -78,6 +79,16 @@ class CardSigner:
     def sign(self, card: AgentCard) -> AgentCard:
         """``card`` with a signature added (the card is changed in place)."""
         return self._sign(card)
+
+    def sign_detached(self, payload: bytes) -> str:
+        """A detached JWS of ``payload`` (compact, empty payload part), with the cards'
+        header (``kid``, ``jku``): an AI Catalog's Trust Manifest signature."""
+        import jwt
+
+        headers = {"kid": self.key_id, "jku": self._header["jku"], "typ": "JOSE"}
+        return jwt.PyJWS().encode(
+            payload, self._key, self.algorithm, headers=headers, is_payload_detached=True
+        )
 
     def jwks(self) -> dict[str, Any]:
         return {"keys": [self.jwk]}

@@ -1,5 +1,5 @@
-"""Discovery: every agent card at once, the hub's own card, the personas listed, and the
-cards' signing key."""
+"""Discovery: every agent card at once, the hub's own card, the personas listed, the AI
+Catalog, and the cards' signing key; each with the ``Link`` to the AI Catalog."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
+from persona_agent.a2a.ai_catalog import AI_CATALOG_PATH, CATALOG_MEDIA_TYPE
+from persona_agent.a2a.calls import CARD_CACHE_CONTROL, catalog_link
 from persona_agent.a2a.cards import A2A_PREFIX, CARD_PATH
 from persona_agent.a2a.router import card_response
 from persona_agent.api.deps import Registry, Signer
@@ -21,8 +23,9 @@ router = APIRouter(tags=["discovery"])
 
 
 @router.get("/.well-known/agent.json")
-async def aggregate_card(registry: Registry) -> dict[str, Any]:
+async def aggregate_card(registry: Registry, response: Response) -> dict[str, Any]:
     """Every persona's agent card, with the hub's own card (its directory agent's)."""
+    catalog_link(response.headers)
     return {
         "hub": registry.directory.card_dict,
         "agents": [app_.card_dict for app_ in registry.apps()],
@@ -42,10 +45,36 @@ async def hub_card(request: Request, registry: Registry) -> Response:
     return card_response(request, directory.card_dict, directory.card_etag)
 
 
+@router.get(
+    AI_CATALOG_PATH,
+    response_class=Response,
+    responses={
+        200: {
+            "description": "The AI Catalog (docs/discovery.md)",
+            "content": {CATALOG_MEDIA_TYPE: {"schema": {"type": "object"}}},
+        },
+        304: {"description": "Not modified (If-None-Match)"},
+    },
+)
+async def ai_catalog(request: Request, registry: Registry) -> Response:
+    """The AI Catalog: every persona and panel, and the hub's directory agent, each an
+    A2A agent card entry (signed when the cards are); ``ETag``, ``304`` on
+    ``If-None-Match``."""
+    built = registry.catalog.current()
+    headers = {"ETag": built.etag, "Cache-Control": CARD_CACHE_CONTROL}
+    catalog_link(headers)
+    asked = request.headers.get("if-none-match", "")
+    tags = [tag.strip().removeprefix("W/") for tag in asked.split(",")]
+    if "*" in tags or built.etag.removeprefix("W/") in tags:
+        return Response(status_code=304, headers=headers)
+    return Response(built.body, media_type=CATALOG_MEDIA_TYPE, headers=headers)
+
+
 @router.get(f"{A2A_PREFIX}/personas")
-async def list_personas(registry: Registry) -> list[dict[str, Any]]:
+async def list_personas(registry: Registry, response: Response) -> list[dict[str, Any]]:
     """Every persona served: id, name, description, endpoint and card URL; a panel's
     mode, members and moderator too (``panel``)."""
+    catalog_link(response.headers)
     return with_panels(registry.directory.entries(), registry.persona)
 
 
@@ -57,4 +86,6 @@ async def card_keys(signer: Signer) -> JSONResponse:
     """The public key of the agent cards' signatures (404 when cards are not signed)."""
     if signer is None:
         return JSONResponse({"detail": "Agent cards are not signed"}, status_code=404)
-    return JSONResponse(signer.jwks())
+    response = JSONResponse(signer.jwks())
+    catalog_link(response.headers)
+    return response
