@@ -32,6 +32,7 @@ from persona_agent.api.assembly import (
 )
 from persona_agent.api.caller_data import CallerData
 from persona_agent.api.deps import UPLOAD_HEADER, ApiParts, is_loopback
+from persona_agent.api.grpc_server import build_grpc
 from persona_agent.api.pages import add_pages
 from persona_agent.api.readiness import Readiness
 from persona_agent.api.routes import (
@@ -71,6 +72,7 @@ def create_app(settings: Settings) -> FastAPI:
     engine = build_engine(settings, model, storage, collaboration, metrics, knowledge)
     protection = build_protection(settings)
     a2a = build_a2a(settings, engine, storage, collaboration, protection, metrics)
+    grpc = build_grpc(settings, a2a)
     drop_idle_tracing()  # the SDK's server parts are loaded: no no-op span a call
     replica = storage.cluster.replica if storage.cluster is not None else None
     readiness = Readiness(storage.writer, a2a.registry, model.llm, replica=replica)
@@ -110,7 +112,7 @@ def create_app(settings: Settings) -> FastAPI:
         version=__version__,
         description="A multi-persona A2A hub.",
         lifespan=_lifespan(
-            [telemetry, storage, model, collaboration, engine.summary, protection, a2a, live]
+            [telemetry, storage, model, collaboration, engine.summary, protection, a2a, grpc, live]
         ),
         docs_url=None,  # /docs and /redoc: add_pages, with files served by the hub
         redoc_url=None,

@@ -1,0 +1,203 @@
+"""The hub's gRPC server with the real a2a-sdk client: the card's gRPC interface, a send,
+streamed tokens, a cancel that stops the model, the directory at the empty tenant, an
+unknown persona, and API keys in the metadata (refused without, served with). One hub a
+module (API keys on: anonymous callers are still served by the personas that allow them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import grpc.aio
+import httpx
+import pytest
+import pytest_asyncio
+from a2a.client import Client, ClientCallContext, ClientConfig, ClientFactory
+from a2a.types import a2a_pb2_grpc
+from a2a.types.a2a_pb2 import (
+    AgentCard,
+    CancelTaskRequest,
+    GetTaskRequest,
+    SendMessageRequest,
+    TaskState,
+)
+from a2a.utils.errors import A2AError
+
+from persona_agent.api.app import create_app
+from tests.conformance.conftest import _fill_personas_dir
+from tests.fakes.fake_llm import FakeLLM, Hang, Reply
+from tests.integration.a2a_helpers import answer_text, user_message
+from tests.integration.conftest import (  # noqa: F401
+    Hub,
+    fake_llm_server,
+    loopback_socket,
+    serving,
+    settings_of,
+)
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+KEY = "grpc-key-0123456789abcdef"
+SECRET_PERSONA = "hermit"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def grpc_hub(
+    tmp_path_factory: pytest.TempPathFactory,
+    fake_llm_server: FakeLLM,  # noqa: F811
+) -> AsyncIterator[Hub]:
+    """A hub with gRPC on a free port and one API key; ``hermit`` needs the key."""
+    root = tmp_path_factory.mktemp("grpc-hub")
+    personas = _fill_personas_dir(root / "personas")
+    hermit = personas / f"{SECRET_PERSONA}.yaml"
+    hermit.write_text(hermit.read_text() + "access: authenticated\n", encoding="utf-8")
+    sock, base_url = loopback_socket()
+    settings = settings_of(
+        personas_dir=personas,
+        data_dir=root / "data",
+        public_base_url=base_url,
+        llm_base_url=fake_llm_server.base_url,
+        llm_api_key="test-key",
+        llm_max_retries=0,
+        llm_timeout=10,
+        mcp_config=None,
+        watch_personas=False,
+        task_listing="all",
+        api_keys=json.dumps([{"name": "grpc-caller", "key": KEY}]),
+        grpc_port=0,
+        shutdown_grace_seconds=2,
+    )
+    app = create_app(settings)
+    async with (
+        serving(app, sock),
+        httpx.AsyncClient(base_url=base_url, timeout=30) as http,
+    ):
+        yield Hub(app, http, settings)
+
+
+def grpc_interface(card: AgentCard) -> Any:
+    found = [i for i in card.supported_interfaces if i.protocol_binding == "GRPC"]
+    assert len(found) == 1, card.supported_interfaces
+    return found[0]
+
+
+async def grpc_client(hub: Hub, persona_id: str, *, streaming: bool = False) -> Client:
+    """The SDK's client on the card's gRPC interface alone."""
+    card = await hub.card(persona_id)
+    interface = grpc_interface(card)
+    del card.supported_interfaces[:]
+    card.supported_interfaces.append(interface)
+    config = ClientConfig(
+        grpc_channel_factory=grpc.aio.insecure_channel,
+        supported_protocol_bindings=["GRPC"],
+        streaming=streaming,
+    )
+    return ClientFactory(config).create(card)
+
+
+def with_key(key: str = KEY) -> ClientCallContext:
+    return ClientCallContext(service_parameters={"x-api-key": key})
+
+
+async def test_cards_list_grpc_after_the_http_interfaces(grpc_hub: Hub) -> None:
+    card = await grpc_hub.card("socrates")
+    bindings = [(i.protocol_binding, i.protocol_version) for i in card.supported_interfaces]
+    assert bindings[:3] == [("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("GRPC", "1.0")]
+    interface = grpc_interface(card)
+    assert interface.tenant == "socrates"
+    host, _, port = interface.url.rpartition(":")
+    assert host == "127.0.0.1" and int(port) > 0  # port 0: the card says the real one
+
+
+async def test_send_and_get_over_grpc(grpc_hub: Hub, fake_llm_server: FakeLLM) -> None:  # noqa: F811
+    fake_llm_server.script(Reply("Know thyself."))
+    client = await grpc_client(grpc_hub, "socrates")
+    try:
+        responses = [r async for r in client.send_message(user_message("Who am I?"))]
+        task = responses[0].task
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        assert answer_text(task) == "Know thyself."
+        again = await client.get_task(GetTaskRequest(id=task.id))
+        assert again.id == task.id and answer_text(again) == "Know thyself."
+    finally:
+        await client.close()
+
+
+async def test_tokens_stream_over_grpc(grpc_hub: Hub, fake_llm_server: FakeLLM) -> None:  # noqa: F811
+    fake_llm_server.script(Reply("one two three four", own_writes=True))
+    client = await grpc_client(grpc_hub, "socrates", streaming=True)
+    try:
+        async with asyncio.timeout(30):
+            events = [r async for r in client.send_message(user_message("Count"))]
+    finally:
+        await client.close()
+    chunks = [e.artifact_update for e in events if e.HasField("artifact_update")]
+    assert len(chunks) >= 2, events  # tokens arrive as they come, not as one answer
+    text = "".join(p.text for c in chunks for p in c.artifact.parts)
+    assert text == "one two three four"
+    last = events[-1]
+    assert last.status_update.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_cancel_over_grpc_stops_the_model(grpc_hub: Hub, fake_llm_server: FakeLLM) -> None:  # noqa: F811
+    fake_llm_server.script(Hang())
+    disconnects = fake_llm_server.disconnects
+    client = await grpc_client(grpc_hub, "socrates")
+    try:
+        request = user_message("Think forever")
+        request.configuration.return_immediately = True
+        responses = [r async for r in client.send_message(request)]
+        task_id = responses[0].task.id
+        await asyncio.to_thread(fake_llm_server.wait_requests, 1)
+        canceled = await client.cancel_task(CancelTaskRequest(id=task_id))
+        assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+        await asyncio.to_thread(fake_llm_server.wait_disconnect)
+        assert fake_llm_server.disconnects > disconnects
+    finally:
+        await client.close()
+
+
+async def test_api_key_in_metadata(grpc_hub: Hub, fake_llm_server: FakeLLM) -> None:  # noqa: F811
+    """``hermit`` needs a key: refused without (UNAUTHENTICATED), with a wrong one, and
+    served with the key as ``x-api-key`` metadata or ``authorization: Bearer``."""
+    fake_llm_server.script(Reply("Go away."), Reply("Go away again."))
+    client = await grpc_client(grpc_hub, SECRET_PERSONA)
+    try:
+        with pytest.raises(A2AError):
+            [r async for r in client.send_message(user_message("Hello?"))]
+        with pytest.raises(A2AError):
+            [r async for r in client.send_message(user_message("Hi"), context=with_key("nope"))]
+        served = [r async for r in client.send_message(user_message("Hi"), context=with_key())]
+        assert answer_text(served[0].task) == "Go away."
+    finally:
+        await client.close()
+    interface = grpc_interface(await grpc_hub.card(SECRET_PERSONA))
+    async with grpc.aio.insecure_channel(interface.url) as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)
+        request = SendMessageRequest(message=user_message("Hi").message, tenant=SECRET_PERSONA)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.SendMessage(request)
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        trailers = dict(refused.value.trailing_metadata() or ())
+        assert "www-authenticate" in trailers
+        answer = await stub.SendMessage(request, metadata=[("authorization", f"Bearer {KEY}")])
+        assert answer.task.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_unknown_tenant_and_the_directory(grpc_hub: Hub) -> None:
+    interface = grpc_interface(await grpc_hub.card("socrates"))
+    async with grpc.aio.insecure_channel(interface.url) as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)
+        message = user_message("Who is here?").message
+        with pytest.raises(grpc.aio.AioRpcError) as unknown:
+            await stub.SendMessage(SendMessageRequest(message=message, tenant="nobody"))
+        assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+        assert "nobody" in (unknown.value.details() or "")
+        assert "/a2a/personas" in (unknown.value.details() or "")
+        answer = await stub.SendMessage(SendMessageRequest(message=message))  # the directory
+        text = "".join(p.text for p in answer.message.parts) or answer_text(answer.task)
+        assert "socrates" in text.lower()
