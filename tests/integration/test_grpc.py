@@ -110,7 +110,8 @@ async def test_cards_list_grpc_after_the_http_interfaces(grpc_hub: Hub) -> None:
     interface = grpc_interface(card)
     assert interface.tenant == "socrates"
     host, _, port = interface.url.rpartition(":")
-    assert host == "127.0.0.1" and int(port) > 0  # port 0: the card says the real one
+    assert host == "127.0.0.1"
+    assert int(port) > 0
 
 
 async def test_send_and_get_over_grpc(grpc_hub: Hub, fake_llm_server: FakeLLM) -> None:  # noqa: F811
@@ -122,7 +123,8 @@ async def test_send_and_get_over_grpc(grpc_hub: Hub, fake_llm_server: FakeLLM) -
         assert task.status.state == TaskState.TASK_STATE_COMPLETED
         assert answer_text(task) == "Know thyself."
         again = await client.get_task(GetTaskRequest(id=task.id))
-        assert again.id == task.id and answer_text(again) == "Know thyself."
+        assert again.id == task.id
+        assert answer_text(again) == "Know thyself."
     finally:
         await client.close()
 

@@ -225,41 +225,41 @@ class HubGrpcService(a2a_pb2_grpc.A2AServiceServicer):
 
     # -- lf.a2a.v1.A2AService ------------------------------------------------------------
 
-    async def SendMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def SendMessage(self, request: Any, context: Any) -> Any:
         return await self._unary("SendMessage", request, context)
 
-    async def SendStreamingMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:  # noqa: N802
+    async def SendStreamingMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
         # An async generator function: how grpc tells a stream (not a function returning one).
         async for event in self._stream("SendStreamingMessage", request, context):
             yield event
 
-    async def GetTask(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def GetTask(self, request: Any, context: Any) -> Any:
         return await self._unary("GetTask", request, context)
 
-    async def ListTasks(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def ListTasks(self, request: Any, context: Any) -> Any:
         return await self._unary("ListTasks", request, context)
 
-    async def CancelTask(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def CancelTask(self, request: Any, context: Any) -> Any:
         return await self._unary("CancelTask", request, context)
 
-    async def SubscribeToTask(self, request: Any, context: Any) -> AsyncIterator[Any]:  # noqa: N802
+    async def SubscribeToTask(self, request: Any, context: Any) -> AsyncIterator[Any]:
         # An async generator function: how grpc tells a stream (not a function returning one).
         async for event in self._stream("SubscribeToTask", request, context):
             yield event
 
-    async def CreateTaskPushNotificationConfig(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def CreateTaskPushNotificationConfig(self, request: Any, context: Any) -> Any:
         return await self._unary("CreateTaskPushNotificationConfig", request, context)
 
-    async def GetTaskPushNotificationConfig(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def GetTaskPushNotificationConfig(self, request: Any, context: Any) -> Any:
         return await self._unary("GetTaskPushNotificationConfig", request, context)
 
-    async def ListTaskPushNotificationConfigs(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def ListTaskPushNotificationConfigs(self, request: Any, context: Any) -> Any:
         return await self._unary("ListTaskPushNotificationConfigs", request, context)
 
-    async def DeleteTaskPushNotificationConfig(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def DeleteTaskPushNotificationConfig(self, request: Any, context: Any) -> Any:
         return await self._unary("DeleteTaskPushNotificationConfig", request, context)
 
-    async def GetExtendedAgentCard(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def GetExtendedAgentCard(self, request: Any, context: Any) -> Any:
         return await self._unary("GetExtendedAgentCard", request, context)
 
 
@@ -301,4 +301,3 @@ def _client(context: grpc.aio.ServicerContext) -> tuple[str, int] | None:
         return None
     host, _, port = address.rpartition(":")
     return host.strip("[]"), int(port) if port.isdigit() else 0
-
