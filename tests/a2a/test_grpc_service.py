@@ -9,9 +9,9 @@ a row, and the hub must then decide (a fix in ``a2a/sdk_fixes/``, or following i
 from __future__ import annotations
 
 import grpc
-from a2a import types
 from a2a.server.request_handlers.grpc_handler import _ERROR_CODE_MAP
 
+from a2a import types
 from persona_agent.a2a.grpc_service import grpc_status_of
 
 SPEC_GRPC_STATUSES = {
