@@ -1,6 +1,6 @@
 """The gRPC figures (issue 39): blocking sends over gRPC against JSON-RPC on the same hub.
 
-    python bench/grpc.py [--rounds 3] [--window 10]
+    python bench/grpc_send.py [--rounds 3] [--window 10]
 
 One hub (``persona-agent serve`` at its defaults, ``PERSONA_AGENT_GRPC_PORT`` set) and the
 fake LLM of ``run.py`` (20 tokens at once), each a process of its own. Each round runs, on
