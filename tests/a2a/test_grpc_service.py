@@ -12,7 +12,8 @@ import grpc
 from a2a.server.request_handlers.grpc_handler import _ERROR_CODE_MAP
 
 from a2a import types
-from persona_agent.a2a.grpc_service import grpc_status_of
+from persona_agent.a2a.context_keys import BINDING_KEY, PERSONA_STATE_KEY
+from persona_agent.a2a.grpc_service import _CALL, _ContextBuilder, grpc_status_of
 
 SPEC_GRPC_STATUSES = {
     types.TaskNotFoundError: grpc.StatusCode.NOT_FOUND,
@@ -46,3 +47,25 @@ def test_the_hubs_refusals_have_their_grpc_status() -> None:
     assert grpc_status_of(403) == grpc.StatusCode.PERMISSION_DENIED
     assert grpc_status_of(404) == grpc.StatusCode.NOT_FOUND
     assert grpc_status_of(429) == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_credentials_in_the_metadata_stay_out_of_the_call_context() -> None:
+    """The SDK logs call contexts: the metadata kept as headers has no credential."""
+    headers = {
+        "x-api-key": "secret-key",
+        "authorization": "Bearer secret-token",
+        "a2a-version": "1.0",
+        "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    }
+    token = _CALL.set({"headers": headers, "persona_id": "socrates"})
+    try:
+        context = _ContextBuilder().build(None)
+    finally:
+        _CALL.reset(token)
+    kept = context.state["headers"]
+    assert "x-api-key" not in kept
+    assert "authorization" not in kept
+    assert kept["a2a-version"] == "1.0"
+    assert "secret" not in repr(context.state)
+    assert context.state[PERSONA_STATE_KEY] == "socrates"
+    assert context.state[BINDING_KEY] == "grpc"

@@ -43,6 +43,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 KEY = "grpc-key-0123456789abcdef"
 SECRET_PERSONA = "hermit"
+LIMITED_PERSONA = "limited-hermit"
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -55,6 +56,8 @@ async def grpc_hub(
     personas = _fill_personas_dir(root / "personas")
     hermit = personas / f"{SECRET_PERSONA}.yaml"
     hermit.write_text(hermit.read_text() + "access: authenticated\n", encoding="utf-8")
+    limited = personas / f"{LIMITED_PERSONA}.yaml"  # a copy of hermit, two requests a minute
+    limited.write_text(hermit.read_text() + "limits: {requests_per_minute: 2}\n", encoding="utf-8")
     sock, base_url = loopback_socket()
     settings = settings_of(
         personas_dir=personas,
@@ -203,3 +206,36 @@ async def test_unknown_tenant_and_the_directory(grpc_hub: Hub) -> None:
         answer = await stub.SendMessage(SendMessageRequest(message=message))  # the directory
         text = "".join(p.text for p in answer.message.parts) or answer_text(answer.task)
         assert "socrates" in text.lower()
+
+
+async def test_limits_metrics_and_the_binding_label(
+    grpc_hub: Hub,
+    fake_llm_server: FakeLLM,  # noqa: F811
+) -> None:
+    """A caller over the persona's rate gets RESOURCE_EXHAUSTED with ``retry-after``; the
+    calls are counted with the binding ``grpc``."""
+    fake_llm_server.script(Reply("One."), Reply("Two."))
+    interface = grpc_interface(await grpc_hub.card(LIMITED_PERSONA))
+    metadata = [("x-api-key", KEY)]
+    async with grpc.aio.insecure_channel(interface.url) as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)
+        for text in ("a", "b"):
+            request = SendMessageRequest(message=user_message(text).message, tenant=LIMITED_PERSONA)
+            answer = await stub.SendMessage(request, metadata=metadata)
+            assert answer.task.status.state == TaskState.TASK_STATE_COMPLETED
+        with pytest.raises(grpc.aio.AioRpcError) as limited:
+            await stub.SendMessage(request, metadata=metadata)
+    assert limited.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "retry-after" in dict(limited.value.trailing_metadata() or ())
+    metrics = await grpc_hub.http.get("/metrics", headers={"X-API-Key": KEY})
+    counted = [
+        line
+        for line in metrics.text.splitlines()
+        if line.startswith("persona_agent_a2a_requests_total{")
+        and f'persona="{LIMITED_PERSONA}"' in line
+        and 'binding="grpc"' in line
+        and 'method="SendMessage"' in line
+        and 'outcome="ok"' in line
+    ]
+    assert counted, metrics.text[-2000:]
+    assert float(counted[0].rsplit(" ", 1)[1]) == 2
