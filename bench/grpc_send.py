@@ -1,6 +1,7 @@
 """The gRPC figures (issue 39): blocking sends over gRPC against JSON-RPC on the same hub.
 
     python bench/grpc_send.py [--rounds 3] [--window 10]
+    python bench/grpc_send.py --cost   # what gRPC on costs a hub: start-up time, memory
 
 One hub (``persona-agent serve`` at its defaults, ``PERSONA_AGENT_GRPC_PORT`` set) and the
 fake LLM of ``run.py`` (20 tokens at once), each a process of its own. Each round runs, on
@@ -27,13 +28,25 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # persona_agent, tests
 
-from run import ENV, PYTHON, Row, cpu_seconds, fake_llm, free_port, hub, hub_home, load
+from run import (
+    ENV,
+    PYTHON,
+    Row,
+    cpu_seconds,
+    fake_llm,
+    free_port,
+    hub,
+    hub_home,
+    load,
+    rss_kib,
+)
 
 TARGET_RATIO = 1.0
 TARGET_TAIL = 3.0
@@ -162,9 +175,35 @@ def measure(rounds: int, window: float, root: Path) -> list[Row]:
     ]
 
 
+def default_cost(root: Path, starts: int = 3) -> list[Row]:
+    """What gRPC on costs a hub at its defaults: the time from start to ``/healthz`` and the
+    RSS once one card has been served, off and on (the medians of ``starts`` starts each)."""
+    seconds: dict[str, list[float]] = {"off": [], "on": []}
+    rss: dict[str, list[int]] = {"off": [], "on": []}
+    with fake_llm() as llm:
+        for number in range(starts):
+            for state in ("off", "on") if number % 2 == 0 else ("on", "off"):
+                on = {"PERSONA_AGENT_GRPC_PORT": str(free_port())} if state == "on" else {}
+                home = hub_home(root, f"hub-{state}-{number}")
+                started = time.monotonic()
+                with hub(llm, home, settings=on) as (url, process):
+                    seconds[state].append(time.monotonic() - started)
+                    urllib.request.urlopen(f"{url}/a2a/socrates/.well-known/agent-card.json").read()
+                    rss[state].append(rss_kib(process.pid))
+    start_off, start_on = statistics.median(seconds["off"]), statistics.median(seconds["on"])
+    rss_off, rss_on = statistics.median(rss["off"]), statistics.median(rss["on"])
+    return [
+        Row("start to /healthz, gRPC off (median)", start_off, "s"),
+        Row("start to /healthz, gRPC on (median)", start_on, "s"),
+        Row("RSS after a card, gRPC off (median)", rss_off / 1024, "MiB"),
+        Row("RSS after a card, gRPC on (median)", rss_on / 1024, "MiB"),
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cost", action="store_true", help="only what gRPC on costs a hub")
     parser.add_argument("--window", type=float, default=10.0, help="seconds a run measures")
     parser.add_argument("--client", help="run the gRPC load generator against host:port")
     parser.add_argument("-c", type=int, default=16, help="the load generator's concurrency")
@@ -176,7 +215,10 @@ def main() -> int:
         asyncio.run(_client(args.client, args.tenant, args.c, args.d, args.watch_pid))
         return 0
     with tempfile.TemporaryDirectory(prefix="bench-grpc-") as root:
-        rows = measure(args.rounds, args.window, Path(root))
+        if args.cost:
+            rows = default_cost(Path(root))
+        else:
+            rows = measure(args.rounds, args.window, Path(root))
     for row in rows:
         mark = "" if not row.target else ("  ok" if row.ok else "  MISSED")
         print(f"{row.figure:45} {row.value:10.2f} {row.unit:6} {row.target}{mark}")

@@ -152,6 +152,7 @@ class HubGrpcService(a2a_pb2_grpc.A2AServiceServicer):
         self._directory = _HubGrpcHandler(directory, context_builder=builder)
         self._admission = Admission(services)
         self._log_fields = services.log_fields
+        self._audited = services.audit.enabled
 
     # -- admission ---------------------------------------------------------------------
 
@@ -174,7 +175,8 @@ class HubGrpcService(a2a_pb2_grpc.A2AServiceServicer):
         headers = _headers(context)
         raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
         call: dict[str, Any] = {"headers": headers, "persona_id": tenant}
-        call[REQUEST_ID_KEY] = request_id_of(raw)
+        # A request id is for the audit log and JSON log lines alone (as on HTTP).
+        call[REQUEST_ID_KEY] = request_id_of(raw) if self._audited or self._log_fields else None
         parent = remote_context(raw) if tracing_active() else None
         traced = otel_context.attach(parent) if parent is not None else None
         fields = (
