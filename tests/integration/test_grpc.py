@@ -21,8 +21,13 @@ from a2a.types import a2a_pb2_grpc
 from a2a.types.a2a_pb2 import (
     AgentCard,
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
     SendMessageRequest,
+    TaskPushNotificationConfig,
     TaskState,
 )
 from a2a.utils.errors import A2AError
@@ -73,6 +78,7 @@ async def grpc_hub(
         api_keys=json.dumps([{"name": "grpc-caller", "key": KEY}]),
         grpc_port=0,
         shutdown_grace_seconds=2,
+        push_allowed_hosts="127.0.0.1",
     )
     app = create_app(settings)
     async with (
@@ -239,3 +245,40 @@ async def test_limits_metrics_and_the_binding_label(
     ]
     assert counted, metrics.text[-2000:]
     assert float(counted[0].rsplit(" ", 1)[1]) == 2
+
+
+async def test_push_configs_and_the_extended_card_over_grpc(
+    grpc_hub: Hub,
+    fake_llm_server: FakeLLM,  # noqa: F811
+) -> None:
+    """A push config set, read, listed and deleted over gRPC (the URL guard's own hosts
+    allowed); the extended card for a caller with the key, not for an anonymous one."""
+    fake_llm_server.script(Reply("Noted."))
+    client = await grpc_client(grpc_hub, "socrates")
+    try:
+        responses = [r async for r in client.send_message(user_message("Note this"))]
+        task_id = responses[0].task.id
+        hook = TaskPushNotificationConfig(
+            task_id=task_id, id="hook-1", url="http://127.0.0.1:9/hook"
+        )
+        created = await client.create_task_push_notification_config(hook)
+        assert created.url == hook.url
+        got = await client.get_task_push_notification_config(
+            GetTaskPushNotificationConfigRequest(task_id=task_id, id="hook-1")
+        )
+        assert got.id == "hook-1"
+        listed = await client.list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=task_id)
+        )
+        assert [c.id for c in listed.configs] == ["hook-1"]
+        await client.delete_task_push_notification_config(
+            DeleteTaskPushNotificationConfigRequest(task_id=task_id, id="hook-1")
+        )
+        with pytest.raises(A2AError):
+            await client.get_extended_agent_card(GetExtendedAgentCardRequest())
+        extended = await client.get_extended_agent_card(
+            GetExtendedAgentCardRequest(), context=with_key()
+        )
+        assert extended.name == (await grpc_hub.card("socrates")).name
+    finally:
+        await client.close()
