@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -33,6 +35,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import A2AError
 
 from persona_agent.api.app import create_app
+from persona_agent.errors import ConfigError
 from tests.conformance.conftest import _fill_personas_dir
 from tests.fakes.fake_llm import FakeLLM, Hang, Reply
 from tests.integration.a2a_helpers import answer_text, user_message
@@ -282,3 +285,28 @@ async def test_push_configs_and_the_extended_card_over_grpc(
         assert extended.name == (await grpc_hub.card("socrates")).name
     finally:
         await client.close()
+
+
+async def test_a_taken_grpc_port_stops_start_up_naming_it(
+    tmp_path: Path,
+    fake_llm_server: FakeLLM,  # noqa: F811
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        settings = settings_of(
+            personas_dir=_fill_personas_dir(tmp_path / "personas"),
+            data_dir=tmp_path / "data",
+            llm_base_url=fake_llm_server.base_url,
+            llm_api_key="test-key",
+            mcp_config=None,
+            watch_personas=False,
+            grpc_port=port,
+        )
+        app = create_app(settings)
+        with pytest.raises(ConfigError) as refused:
+            async with app.router.lifespan_context(app):
+                pass
+    assert f"127.0.0.1:{port}" in refused.value.message
+    assert "PERSONA_AGENT_GRPC_PORT" in refused.value.message
