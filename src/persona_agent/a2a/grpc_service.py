@@ -20,6 +20,7 @@ HTTP+JSON, which every card lists for 0.3).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -194,9 +195,12 @@ class HubGrpcService(a2a_pb2_grpc.A2AServiceServicer):
                     await _abort(context, refusal)
                 yield self._personas if persona is not None else self._directory
         finally:
-            _CALL.reset(token)
-            if fields is not None:
-                LOG_FIELDS.reset(fields)
+            # A stream closed from another context (a generator finalized at shutdown)
+            # cannot reset them there; its own context ends with it.
+            with contextlib.suppress(ValueError):
+                _CALL.reset(token)
+                if fields is not None:
+                    LOG_FIELDS.reset(fields)
             if traced is not None:
                 otel_context.detach(traced)
 
