@@ -83,16 +83,13 @@ MODULE_LOOP = pytest.mark.asyncio(loop_scope="module")
 """``pytestmark`` of a module whose tests use ``module_hub``."""
 
 V03_REST = ("HTTP+JSON", "0.3")
-GRPC = pytest.param(("GRPC", "1.0"), id="GRPC-1.0")
-"""A2A 1.0 over gRPC (0.3's gRPC is not served: docs/a2a.md#grpc)."""
+GRPC = pytest.param(("GRPC", "1.0"), id="GRPC-1.0")  # no 0.3 gRPC: docs/a2a.md#grpc
 ALL_TRANSPORTS = [*TRANSPORTS, GRPC]
-"""Every binding and version the hub serves: JSON-RPC and HTTP+JSON (1.0, 0.3), gRPC (1.0)."""
 V1_TRANSPORTS = [p for p in TRANSPORTS if p.values[0] == ("JSONRPC", "1.0")] + [
     p for p in TRANSPORTS if p.values[0] == ("HTTP+JSON", "1.0")
 ]
 """The HTTP transports of A2A 1.0 (ListTasks is new in 1.0)."""
 ALL_V1_TRANSPORTS = [*V1_TRANSPORTS, GRPC]
-"""The transports of A2A 1.0, gRPC included."""
 
 TERMINAL_NAMES = {
     "TASK_STATE_COMPLETED",
@@ -110,9 +107,7 @@ class SpecError:
     jsonrpc_code: int
     http_status: int
     reason: str
-    grpc_status: str
-    """As the table of A2A 1.0.1 has it (1.0.0 said UNIMPLEMENTED where 1.0.1 says
-    FAILED_PRECONDITION: push, unsupported operation, version)."""
+    grpc_status: str  # A2A 1.0.1's (1.0.0 said UNIMPLEMENTED for push, operation, version)
 
 
 SPEC_ERRORS = {
