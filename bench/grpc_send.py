@@ -164,6 +164,8 @@ def measure(rounds: int, window: float, root: Path) -> list[Row]:
             wide = grpc_load(address, 64, window, p.pid)
             tails.append(wide["latency_ms"]["p99"] / wide["latency_ms"]["p50"])
     ratio, tail = statistics.median(ratios), statistics.median(tails)
+    rounds_seen = {"rps": rps, "ratios": ratios, "cpu_ms": cpu, "tails": tails, "load": load_avg}
+    print("rounds:", json.dumps(rounds_seen, default=lambda v: round(v, 3)), file=sys.stderr)
     return [
         Row("JSON-RPC send c=16 (median)", statistics.median(rps["jsonrpc"]), "req/s"),
         Row("gRPC send c=16 (median)", statistics.median(rps["grpc"]), "req/s"),
