@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +42,12 @@ from tests.integration.a2a_helpers import answer_text, user_message
 from tests.integration.conftest import (  # noqa: F401
     Hub,
     fake_llm_server,
+    llm,
     loopback_socket,
     serving,
     settings_of,
 )
+from tests.servers.oidc_issuer import AUDIENCE, OidcIssuer
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -54,12 +56,20 @@ SECRET_PERSONA = "hermit"
 LIMITED_PERSONA = "limited-hermit"
 
 
+@pytest.fixture(scope="module")
+def issuer() -> Iterator[OidcIssuer]:
+    with OidcIssuer() as running:
+        yield running
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def grpc_hub(
     tmp_path_factory: pytest.TempPathFactory,
     fake_llm_server: FakeLLM,  # noqa: F811
+    issuer: OidcIssuer,
 ) -> AsyncIterator[Hub]:
-    """A hub with gRPC on a free port and one API key; ``hermit`` needs the key."""
+    """A hub with gRPC on a free port, one API key and an OIDC issuer; ``hermit`` needs
+    a credential."""
     root = tmp_path_factory.mktemp("grpc-hub")
     personas = _fill_personas_dir(root / "personas")
     hermit = personas / f"{SECRET_PERSONA}.yaml"
@@ -82,6 +92,8 @@ async def grpc_hub(
         grpc_port=0,
         shutdown_grace_seconds=2,
         push_allowed_hosts="127.0.0.1",
+        oidc_issuer=issuer.issuer,
+        oidc_audience=AUDIENCE,
     )
     app = create_app(settings)
     async with (
@@ -126,8 +138,8 @@ async def test_cards_list_grpc_after_the_http_interfaces(grpc_hub: Hub) -> None:
     assert int(port) > 0
 
 
-async def test_send_and_get_over_grpc(grpc_hub: Hub, fake_llm_server: FakeLLM) -> None:  # noqa: F811
-    fake_llm_server.script(Reply("Know thyself."))
+async def test_send_and_get_over_grpc(grpc_hub: Hub, llm: FakeLLM) -> None:  # noqa: F811
+    llm.script(Reply("Know thyself."))
     client = await grpc_client(grpc_hub, "socrates")
     try:
         responses = [r async for r in client.send_message(user_message("Who am I?"))]
@@ -141,8 +153,8 @@ async def test_send_and_get_over_grpc(grpc_hub: Hub, fake_llm_server: FakeLLM) -
         await client.close()
 
 
-async def test_tokens_stream_over_grpc(grpc_hub: Hub, fake_llm_server: FakeLLM) -> None:  # noqa: F811
-    fake_llm_server.script(Reply("one two three four", own_writes=True))
+async def test_tokens_stream_over_grpc(grpc_hub: Hub, llm: FakeLLM) -> None:  # noqa: F811
+    llm.script(Reply("one two three four", own_writes=True))
     client = await grpc_client(grpc_hub, "socrates", streaming=True)
     try:
         async with asyncio.timeout(30):
@@ -157,28 +169,28 @@ async def test_tokens_stream_over_grpc(grpc_hub: Hub, fake_llm_server: FakeLLM) 
     assert last.status_update.status.state == TaskState.TASK_STATE_COMPLETED
 
 
-async def test_cancel_over_grpc_stops_the_model(grpc_hub: Hub, fake_llm_server: FakeLLM) -> None:  # noqa: F811
-    fake_llm_server.script(Hang())
-    disconnects = fake_llm_server.disconnects
+async def test_cancel_over_grpc_stops_the_model(grpc_hub: Hub, llm: FakeLLM) -> None:  # noqa: F811
+    llm.script(Hang())
+    disconnects = llm.disconnects
     client = await grpc_client(grpc_hub, "socrates")
     try:
         request = user_message("Think forever")
         request.configuration.return_immediately = True
         responses = [r async for r in client.send_message(request)]
         task_id = responses[0].task.id
-        await asyncio.to_thread(fake_llm_server.wait_requests, 1)
+        await asyncio.to_thread(llm.wait_requests, 1)  # the model was called
         canceled = await client.cancel_task(CancelTaskRequest(id=task_id))
         assert canceled.status.state == TaskState.TASK_STATE_CANCELED
-        await asyncio.to_thread(fake_llm_server.wait_disconnect)
-        assert fake_llm_server.disconnects > disconnects
+        await asyncio.to_thread(llm.wait_disconnect)
+        assert llm.disconnects > disconnects
     finally:
         await client.close()
 
 
-async def test_api_key_in_metadata(grpc_hub: Hub, fake_llm_server: FakeLLM) -> None:  # noqa: F811
+async def test_api_key_in_metadata(grpc_hub: Hub, llm: FakeLLM) -> None:  # noqa: F811
     """``hermit`` needs a key: refused without (UNAUTHENTICATED), with a wrong one, and
     served with the key as ``x-api-key`` metadata or ``authorization: Bearer``."""
-    fake_llm_server.script(Reply("Go away."), Reply("Go away again."))
+    llm.script(Reply("Go away."), Reply("Go away again."))
     client = await grpc_client(grpc_hub, SECRET_PERSONA)
     try:
         with pytest.raises(A2AError):
@@ -219,11 +231,11 @@ async def test_unknown_tenant_and_the_directory(grpc_hub: Hub) -> None:
 
 async def test_limits_metrics_and_the_binding_label(
     grpc_hub: Hub,
-    fake_llm_server: FakeLLM,  # noqa: F811
+    llm: FakeLLM,  # noqa: F811
 ) -> None:
     """A caller over the persona's rate gets RESOURCE_EXHAUSTED with ``retry-after``; the
     calls are counted with the binding ``grpc``."""
-    fake_llm_server.script(Reply("One."), Reply("Two."))
+    llm.script(Reply("One."), Reply("Two."))
     interface = grpc_interface(await grpc_hub.card(LIMITED_PERSONA))
     metadata = [("x-api-key", KEY)]
     async with grpc.aio.insecure_channel(interface.url) as channel:
@@ -252,11 +264,11 @@ async def test_limits_metrics_and_the_binding_label(
 
 async def test_push_configs_and_the_extended_card_over_grpc(
     grpc_hub: Hub,
-    fake_llm_server: FakeLLM,  # noqa: F811
+    llm: FakeLLM,  # noqa: F811
 ) -> None:
     """A push config set, read, listed and deleted over gRPC (the URL guard's own hosts
     allowed); the extended card for a caller with the key, not for an anonymous one."""
-    fake_llm_server.script(Reply("Noted."))
+    llm.script(Reply("Noted."))
     client = await grpc_client(grpc_hub, "socrates")
     try:
         responses = [r async for r in client.send_message(user_message("Note this"))]
@@ -289,7 +301,7 @@ async def test_push_configs_and_the_extended_card_over_grpc(
 
 async def test_a_taken_grpc_port_stops_start_up_naming_it(
     tmp_path: Path,
-    fake_llm_server: FakeLLM,  # noqa: F811
+    llm: FakeLLM,  # noqa: F811
 ) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -298,7 +310,7 @@ async def test_a_taken_grpc_port_stops_start_up_naming_it(
         settings = settings_of(
             personas_dir=_fill_personas_dir(tmp_path / "personas"),
             data_dir=tmp_path / "data",
-            llm_base_url=fake_llm_server.base_url,
+            llm_base_url=llm.base_url,
             llm_api_key="test-key",
             mcp_config=None,
             watch_personas=False,
@@ -310,3 +322,34 @@ async def test_a_taken_grpc_port_stops_start_up_naming_it(
                 pass
     assert f"127.0.0.1:{port}" in refused.value.message
     assert "PERSONA_AGENT_GRPC_PORT" in refused.value.message
+
+
+async def test_oidc_tokens_in_the_metadata(
+    grpc_hub: Hub,
+    issuer: OidcIssuer,
+    llm: FakeLLM,  # noqa: F811
+) -> None:
+    """An OIDC token as ``authorization: Bearer`` is served; an expired one is
+    UNAUTHENTICATED naming why; one without the A2A scope is PERMISSION_DENIED."""
+    llm.script(Reply("A token, then."))
+    interface = grpc_interface(await grpc_hub.card(SECRET_PERSONA))
+    request = SendMessageRequest(message=user_message("Token?").message, tenant=SECRET_PERSONA)
+
+    def bearer(token: str) -> list[tuple[str, str]]:
+        return [("authorization", f"Bearer {token}")]
+
+    async with grpc.aio.insecure_channel(interface.url) as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)
+        served = await stub.SendMessage(
+            request, metadata=bearer(issuer.token("alice", scopes=["a2a"]))
+        )
+        assert answer_text(served.task) == "A token, then."
+        expired = issuer.token("alice", scopes=["a2a"], expires_in=-120)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.SendMessage(request, metadata=bearer(expired))
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert "has expired" in (refused.value.details() or "")
+        reader = issuer.token("alice", scopes=["personas:read"])
+        with pytest.raises(grpc.aio.AioRpcError) as forbidden:
+            await stub.SendMessage(request, metadata=bearer(reader))
+        assert forbidden.value.code() == grpc.StatusCode.PERMISSION_DENIED
