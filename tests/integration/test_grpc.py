@@ -1,8 +1,9 @@
-"""The hub's gRPC server with the real a2a-sdk client: the card's gRPC interface, a send,
-streamed tokens, a cancel that stops the model, the directory at the empty tenant, an
-unknown persona, and API keys in the metadata (refused without, served with). One hub a
-module (API keys on: anonymous callers are still served by the personas that allow them).
-"""
+"""The hub's gRPC server with the real a2a-sdk client and the SDK's generated stub: the
+card's gRPC interface, a send, streamed tokens, a cancel that stops the model, push configs
+and the extended card, the directory at the empty tenant, an unknown persona, API keys and
+OIDC tokens in the metadata (refused without, served with), rate limits and the metrics'
+binding label, and a taken port at start-up. One hub a module (a key and an OIDC issuer
+configured: anonymous callers are still served by the personas that allow them)."""
 
 from __future__ import annotations
 
