@@ -424,3 +424,39 @@ class Settings(BaseSettings):
         if ":" in host:
             host = f"[{host}]"
         return f"http://{host}:{self.port}"
+
+    # gRPC
+    grpc_port: int | None = Field(default=None, ge=0, le=65535)
+    """The port of the hub's A2A gRPC server (docs/a2a.md#grpc); unset: no gRPC server.
+    0: a free port (the cards say which)."""
+    grpc_host: str | None = None
+    """The address the gRPC server listens on (default: ``host``)."""
+    grpc_public_address: str | None = None
+    """``host:port`` of the gRPC server as clients reach it, on every card (default: the
+    public base URL's host and the gRPC port)."""
+
+    @field_validator("grpc_public_address")
+    @classmethod
+    def _grpc_address(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip()
+        host, _, port = value.rpartition(":")
+        if "://" in value or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(
+                f"grpc_public_address must be host:port with no scheme (say "
+                f"a2a.example.com:50051), not {value!r}"
+            )
+        return value
+
+    @property
+    def grpc_listen_host(self) -> str:
+        """Where the gRPC server listens: ``grpc_host``, else ``host``."""
+        return self.grpc_host or self.host
+
+    def grpc_address(self, port: int) -> str:
+        """The gRPC address cards say, the server listening on ``port``."""
+        if self.grpc_public_address:
+            return self.grpc_public_address
+        host = urlsplit(self.base_url).hostname or "127.0.0.1"
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

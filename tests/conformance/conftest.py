@@ -52,6 +52,9 @@ from tests.integration.conftest import (  # noqa: F401
 )
 
 __all__ = [
+    "ALL_TRANSPORTS",
+    "ALL_V1_TRANSPORTS",
+    "GRPC",
     "MODULE_LOOP",
     "SPEC_ERRORS",
     "TERMINAL_NAMES",
@@ -80,10 +83,13 @@ MODULE_LOOP = pytest.mark.asyncio(loop_scope="module")
 """``pytestmark`` of a module whose tests use ``module_hub``."""
 
 V03_REST = ("HTTP+JSON", "0.3")
+GRPC = pytest.param(("GRPC", "1.0"), id="GRPC-1.0")  # no 0.3 gRPC: docs/a2a.md#grpc
+ALL_TRANSPORTS = [*TRANSPORTS, GRPC]
 V1_TRANSPORTS = [p for p in TRANSPORTS if p.values[0] == ("JSONRPC", "1.0")] + [
     p for p in TRANSPORTS if p.values[0] == ("HTTP+JSON", "1.0")
 ]
-"""The transports of A2A 1.0 (ListTasks is new in 1.0)."""
+"""The HTTP transports of A2A 1.0 (ListTasks is new in 1.0)."""
+ALL_V1_TRANSPORTS = [*V1_TRANSPORTS, GRPC]
 
 TERMINAL_NAMES = {
     "TASK_STATE_COMPLETED",
@@ -101,16 +107,23 @@ class SpecError:
     jsonrpc_code: int
     http_status: int
     reason: str
+    grpc_status: str  # A2A 1.0.1's (1.0.0 said UNIMPLEMENTED for push, operation, version)
 
 
 SPEC_ERRORS = {
-    "TaskNotFound": SpecError(-32001, 404, "TASK_NOT_FOUND"),
-    "TaskNotCancelable": SpecError(-32002, 400, "TASK_NOT_CANCELABLE"),
-    "PushNotificationNotSupported": SpecError(-32003, 400, "PUSH_NOTIFICATION_NOT_SUPPORTED"),
-    "UnsupportedOperation": SpecError(-32004, 400, "UNSUPPORTED_OPERATION"),
-    "ContentTypeNotSupported": SpecError(-32005, 400, "CONTENT_TYPE_NOT_SUPPORTED"),
-    "ExtendedAgentCardNotConfigured": SpecError(-32007, 400, "EXTENDED_AGENT_CARD_NOT_CONFIGURED"),
-    "VersionNotSupported": SpecError(-32009, 400, "VERSION_NOT_SUPPORTED"),
+    "TaskNotFound": SpecError(-32001, 404, "TASK_NOT_FOUND", "NOT_FOUND"),
+    "TaskNotCancelable": SpecError(-32002, 400, "TASK_NOT_CANCELABLE", "FAILED_PRECONDITION"),
+    "PushNotificationNotSupported": SpecError(
+        -32003, 400, "PUSH_NOTIFICATION_NOT_SUPPORTED", "FAILED_PRECONDITION"
+    ),
+    "UnsupportedOperation": SpecError(-32004, 400, "UNSUPPORTED_OPERATION", "FAILED_PRECONDITION"),
+    "ContentTypeNotSupported": SpecError(
+        -32005, 400, "CONTENT_TYPE_NOT_SUPPORTED", "INVALID_ARGUMENT"
+    ),
+    "ExtendedAgentCardNotConfigured": SpecError(
+        -32007, 400, "EXTENDED_AGENT_CARD_NOT_CONFIGURED", "FAILED_PRECONDITION"
+    ),
+    "VersionNotSupported": SpecError(-32009, 400, "VERSION_NOT_SUPPORTED", "FAILED_PRECONDITION"),
 }
 
 
@@ -130,7 +143,7 @@ def personas_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 async def hub(hub_factory: HubFactory) -> AsyncIterator[Hub]:  # noqa: F811
     """A hub without MCP servers (tests of tools use ``hub_factory()``)."""
-    async with hub_factory(mcp_config=None) as running:
+    async with hub_factory(mcp_config=None, grpc_port=0) as running:
         yield running
 
 
@@ -158,6 +171,7 @@ async def module_hub(
         # The methods of a hub without push notifications (the errors the spec gives
         # them); push notifications on are tested in tests/integration/test_push.py.
         push_notifications=False,
+        grpc_port=0,  # the third binding (tests/conformance/grpc_wire.py), on a free port
     )
     app = create_app(settings)
     async with (
@@ -190,8 +204,12 @@ class WireError:
     code: int | None
     reason: str | None
     message: str
+    grpc_status: str | None = None
+    """gRPC: the status code's name (``http_status`` is then 0)."""
 
     def matches(self, binding: str, expected: SpecError) -> bool:
+        if binding == "GRPC":
+            return self.grpc_status == expected.grpc_status and self.reason == expected.reason
         if binding == "JSONRPC":
             return self.http_status == 200 and self.code == expected.jsonrpc_code
         return self.http_status == expected.http_status and self.reason == expected.reason

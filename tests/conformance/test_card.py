@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.conformance.conftest import MODULE_LOOP, SPEC_ERRORS, Wire, text_part
+from tests.conformance.grpc_wire import GrpcWire
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.conftest import Hub
 
@@ -35,12 +36,17 @@ async def test_every_interface_of_every_card_answers_its_binding_and_version(
             ("JSONRPC", "0.3"),
             ("HTTP+JSON", "1.0"),
             ("HTTP+JSON", "0.3"),
+            ("GRPC", "1.0"),
         }
         for interface in interfaces:
             transport = (interface["protocolBinding"], interface["protocolVersion"])
-            # Call the interface at its URL exactly as the card gives it.
-            wire = Wire(module_hub.http, persona_id, transport)
-            wire.root = interface["url"].rstrip("/")
+            # Call the interface at its URL (and tenant) exactly as the card gives it.
+            wire: Wire
+            if transport[0] == "GRPC":
+                wire = GrpcWire(module_hub.http, interface["tenant"], transport, interface["url"])
+            else:
+                wire = Wire(module_hub.http, persona_id, transport)
+                wire.root = interface["url"].rstrip("/")
             error = wire.error(await wire.get_task("no-such-task"))
             assert error.matches(transport[0], SPEC_ERRORS["TaskNotFound"]), (persona_id, transport)
 

@@ -7,10 +7,10 @@ import asyncio
 import pytest
 from a2a.types.a2a_pb2 import CancelTaskRequest, StreamResponse, TaskState, TaskStatus
 
-from tests.conformance.conftest import MODULE_LOOP, TERMINAL_STATES, wait_until
+from tests.conformance.conftest import ALL_TRANSPORTS, MODULE_LOOP, TERMINAL_STATES, wait_until
 from tests.fakes.fake_llm import Fail, FakeLLM, Hang, Reply
 from tests.integration.a2a_helpers import get_task, submit, user_message
-from tests.integration.conftest import TRANSPORTS, Hub
+from tests.integration.conftest import Hub
 
 pytestmark = MODULE_LOOP
 
@@ -25,7 +25,7 @@ def _statuses(events: list[StreamResponse]) -> list[TaskStatus]:
     return statuses
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", ALL_TRANSPORTS)
 @pytest.mark.parametrize(
     ("script", "final"),
     [
@@ -69,7 +69,7 @@ async def test_the_submitted_task_has_a_timestamp(module_hub: Hub, llm: FakeLLM)
     assert events[0].task.status.HasField("timestamp")
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", ALL_TRANSPORTS)
 async def test_get_task_of_a_running_task_reports_working(
     module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:

@@ -21,10 +21,16 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import TaskNotCancelableError
 
-from tests.conformance.conftest import MODULE_LOOP, TERMINAL_STATES, V1_TRANSPORTS, wait_until
+from tests.conformance.conftest import (
+    ALL_TRANSPORTS,
+    ALL_V1_TRANSPORTS,
+    MODULE_LOOP,
+    TERMINAL_STATES,
+    wait_until,
+)
 from tests.fakes.fake_llm import Fail, FakeLLM, Hang, Reply, ToolCalls
 from tests.integration.a2a_helpers import answer_text, get_task, send, submit, user_message
-from tests.integration.conftest import TRANSPORTS, Hub
+from tests.integration.conftest import Hub
 
 WORDS = [f" word{i}" for i in range(30)]
 LONG_ANSWER = "".join(WORDS)
@@ -32,7 +38,7 @@ LONG_ANSWER = "".join(WORDS)
 pytestmark = MODULE_LOOP
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", ALL_TRANSPORTS)
 async def test_blocking_send_returns_the_terminal_task_with_artifact_and_history(
     module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:
@@ -50,7 +56,7 @@ async def test_blocking_send_returns_the_terminal_task_with_artifact_and_history
     assert task.history[0].parts[0].text == "Advice, please."
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", ALL_TRANSPORTS)
 async def test_return_immediately_answers_at_once_and_the_task_completes_later(
     module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:
@@ -73,7 +79,7 @@ async def test_return_immediately_answers_at_once_and_the_task_completes_later(
     assert answer_text(await get_task(client, task_id)) == "Well considered."
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", ALL_TRANSPORTS)
 async def test_streaming_send_begins_with_the_task_and_ends_in_a_terminal_state(
     module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:
@@ -101,7 +107,7 @@ async def test_streaming_send_begins_with_the_task_and_ends_in_a_terminal_state(
     assert "".join(chunks) == "Eureka, said the other one."
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", ALL_TRANSPORTS)
 async def test_get_task_history_length_returns_the_most_recent_messages(
     module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:
@@ -144,7 +150,7 @@ async def _tasks_of(client: Client, **filters: object) -> tuple[list[Task], list
                 return tasks, tokens
 
 
-@pytest.mark.parametrize("transport", V1_TRANSPORTS)
+@pytest.mark.parametrize("transport", ALL_V1_TRANSPORTS)
 async def test_list_tasks_pages_filters_and_is_scoped_to_the_persona(
     module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:
@@ -188,7 +194,7 @@ async def test_list_tasks_pages_filters_and_is_scoped_to_the_persona(
     assert not listed & {t.id for t in theirs}
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", ALL_TRANSPORTS)
 async def test_cancel_a_running_task_then_it_is_not_cancelable(
     module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:
@@ -211,7 +217,7 @@ def _artifact_text(event: StreamResponse) -> str:
     return "".join(p.text for p in event.artifact_update.artifact.parts)
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", ALL_TRANSPORTS)
 async def test_subscribe_to_a_running_task_gives_a_snapshot_then_every_later_event(
     module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conformance.conftest import (
+    ALL_TRANSPORTS,
     MODULE_LOOP,
     SPEC_ERRORS,
     Wire,
@@ -19,8 +20,9 @@ from tests.conformance.conftest import (
     file_part,
     text_part,
 )
+from tests.conformance.grpc_wire import wire_of
 from tests.fakes.fake_llm import FakeLLM, Reply
-from tests.integration.conftest import TRANSPORTS, Hub, HubFactory
+from tests.integration.conftest import Hub, HubFactory
 
 pytestmark = MODULE_LOOP
 
@@ -34,12 +36,12 @@ def last_user_content(llm: FakeLLM) -> str:
     return content
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", ALL_TRANSPORTS)
 async def test_data_parts_reach_the_model_as_json(
     module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:
     value = {"city": "Zürich", "days": [1, 2.5], "nested": {"ok": True, "none": None}}
-    wire = Wire(module_hub.http, "socrates", transport)
+    wire = wire_of(module_hub, "socrates", transport)
     task = wire.task(await wire.send_message([text_part("Plan this trip:"), data_part(value)]))
     assert wire.state(task) == "TASK_STATE_COMPLETED"
     content = last_user_content(llm)
@@ -49,12 +51,12 @@ async def test_data_parts_reach_the_model_as_json(
     assert json.loads(block.group(1)) == value
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", ALL_TRANSPORTS)
 async def test_inline_text_files_reach_the_model(
     module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:
     text = "Line one.\nLigne deux, avec des accents: é à ü.\n"
-    wire = Wire(module_hub.http, "socrates", transport)
+    wire = wire_of(module_hub, "socrates", transport)
     part = file_part(text.encode(), "text/plain", "notes.txt")
     task = wire.task(await wire.send_message([text_part("Summarise my notes."), part]))
     assert wire.state(task) == "TASK_STATE_COMPLETED"
@@ -130,15 +132,21 @@ def _big_text(size: int) -> dict[str, Any]:
     return text_part("x" * size)
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", ALL_TRANSPORTS)
 @pytest.mark.parametrize("streaming", [False, True], ids=["send", "stream"])
 async def test_a_message_over_the_default_limit_gets_a_clear_error(
     module_hub: Hub, llm: FakeLLM, transport: tuple[str, str], streaming: bool
 ) -> None:
     assert module_hub.settings.max_message_bytes == ONE_MIB
-    wire = Wire(module_hub.http, "socrates", transport)
+    wire = wire_of(module_hub, "socrates", transport)
     parts = [_big_text(ONE_MIB + 1)]
     response = await (wire.send_streaming_message(parts) if streaming else wire.send_message(parts))
+    if wire.binding == "GRPC":  # grpc's own limit, set from the hub's
+        error = wire.error(response)
+        assert error.grpc_status == "RESOURCE_EXHAUSTED"
+        assert str(ONE_MIB) in error.message
+        assert llm.requests == []
+        return
     if wire.binding == "JSONRPC":
         body = response.json()
         assert body["error"]["code"] == -32600

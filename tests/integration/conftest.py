@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc.aio
 import httpx
 import pytest
 import uvicorn
@@ -135,6 +136,7 @@ class Hub:
         card.supported_interfaces.extend(chosen)
         config = ClientConfig(
             httpx_client=http or self.http,
+            grpc_channel_factory=grpc.aio.insecure_channel,  # ("GRPC", "1.0"): a hub with gRPC
             supported_protocol_bindings=[binding],
             streaming=streaming,
         )

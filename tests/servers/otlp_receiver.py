@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Self
 
-import grpc  # type: ignore[import-untyped]
+import grpc
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.authentication import AuthCredentials
@@ -26,7 +27,7 @@ from persona_agent.security.authorization import Action
 from persona_agent.security.principal import AuthError, Principal
 from persona_agent.security.quotas import RateLimited
 
-__all__ = ["Admission"]
+__all__ = ["Admission", "Refusal"]
 
 
 class Admission:
@@ -41,28 +42,29 @@ class Admission:
     async def admit(
         self, persona: Persona | None, rest: str, scope: Scope, inner: dict[str, Any]
     ) -> Response | None:
-        """Who calls (into ``inner``), and whether it may: a refusal in the binding's shape
-        (``rest``: the path below the persona), or ``None``. See :meth:`refusal`."""
-        refused = await self.refusal(persona, scope, inner)
-        if isinstance(refused, AuthError):
-            return self._refused(rest, refused)
-        if isinstance(refused, RateLimited):
-            return _rate_limited(rest, refused)
-        return None
+        """Who calls (into ``inner``), and whether it may: a refusal in the shape of the
+        call's binding (``rest``: the path below the persona), or ``None``. See
+        :meth:`check`."""
+        refusal = await self.check(persona, scope["headers"], scope.get("client"), inner)
+        return None if refusal is None else refusal.response(rest)
 
-    async def refusal(
-        self, persona: Persona | None, scope: Scope, inner: dict[str, Any]
-    ) -> AuthError | RateLimited | None:
-        """Who calls (into ``inner``: ``user``, ``auth`` and the caller's name), and whether
-        it may: the refusal (counted and audited), or ``None``. Every door that calls a
-        persona for a caller over the network asks this (A2A's router, ``/mcp``).
+    async def check(
+        self,
+        persona: Persona | None,
+        headers: list[tuple[bytes, bytes]],
+        client: tuple[str, int] | None,
+        inner: dict[str, Any],
+    ) -> Refusal | None:
+        """Who calls (into ``inner``: the caller, and the principal as ``user``), and
+        whether it may: a :class:`Refusal`, or ``None``. Every door that calls a persona
+        for a caller over the network asks it (the A2A router, the gRPC server with its
+        metadata as ``headers``, ``/mcp``).
 
         The decision is :class:`~persona_agent.security.authorization.Authorization`'s. The
         directory (``persona`` None) is admitted as a persona without ``access:`` or
         ``limits:`` of its own: under the hub's default access and limits; any principal
         with the A2A scope may use it, whichever personas its key names.
         """
-        client = scope.get("client")
         inner[CALLER_KEY] = f"ip:{client[0]}" if client else "ip:unknown"
         persona_id = persona.id if persona is not None else ""
         if self._auth is not None:
@@ -72,12 +74,12 @@ class Admission:
             else:
                 action, access = Action.CALL, persona.access
             try:
-                principal = await auth.principal(scope["headers"])
+                principal = await auth.principal(headers)
                 auth.authorization.check(principal, action, persona_id, access=access)
             except AuthError as error:
                 self._record("auth.refused", persona_id, inner, str(error.status), error.message)
                 self._refusal(persona_id, "unauthenticated" if error.status == 401 else "forbidden")
-                return error
+                return self._refused(error)
             if principal is not None:  # the SDK's context builder reads the Starlette user
                 inner["user"] = principal
                 inner["auth"] = AuthCredentials(sorted(principal.scopes))
@@ -89,50 +91,61 @@ class Admission:
                 persona_rate = persona.limits.requests_per_minute or 0
                 self._quotas.check_rate(caller, persona_rate, scope=persona_id)
         except RateLimited as error:
-            self._record("rate.refused", persona_id, inner, "429", error.message)
-            self._refusal(persona_id, "rate_limited")
-            return error
-        return None
-
-    def start_refusal(self, persona: Persona, inner: dict[str, Any]) -> RateLimited | None:
-        """Whether the caller admitted into ``inner`` may start a task of ``persona`` now
-        (its running tasks, the persona's): the refusal (counted and audited), or ``None``."""
-        try:
-            self._quotas.check_start(
-                inner[CALLER_KEY], persona.id, persona.limits.running_tasks or 0
-            )
-        except RateLimited as error:
-            self._record("rate.refused", persona.id, inner, "429", error.message)
-            self._refusal(persona.id, "rate_limited")
-            return error
+            return self._rate_refusal(persona_id, inner, error)
         return None
 
     @asynccontextmanager
     async def counted(
         self, persona: Persona | None, rest: str, method: Any, inner: dict[str, Any]
     ) -> AsyncIterator[Response | None]:
+        """:meth:`held` for a call by its path below the persona (``rest``) and its
+        JSON-RPC ``method``; a refusal in the shape of the call's binding."""
+        async with self.held(persona, call_kind(rest, method), inner) as refusal:
+            yield None if refusal is None else refusal.response(rest)
+
+    @asynccontextmanager
+    async def held(
+        self, persona: Persona | None, kind: str | None, inner: dict[str, Any]
+    ) -> AsyncIterator[Refusal | None]:
         """Hold a stream's place in the caller's open streams while it is served; refuse a
-        send or stream over the caller's (or the persona's) running tasks."""
-        kind = call_kind(rest, method)
+        send or stream over the caller's (or the persona's) running tasks. ``kind``:
+        ``send``, ``stream``, ``subscribe`` (:func:`~.calls.call_kind`), or None."""
         if kind is None or CALLER_KEY not in inner:
             yield None
             return
-        caller = inner[CALLER_KEY]
+        # The directory's answers are no tasks: only its streams count.
+        if kind in ("send", "stream") and persona is not None:
+            refusal = self.may_start(persona, inner)
+            if refusal is not None:
+                yield refusal
+                return
+        if kind not in ("stream", "subscribe"):
+            yield None
+            return
         persona_id = persona.id if persona is not None else ""
         try:
-            # The directory's answers are no tasks: only its streams count.
-            if kind in ("send", "stream") and persona is not None:
-                self._quotas.check_start(caller, persona_id, persona.limits.running_tasks or 0)
-            if kind in ("stream", "subscribe"):
-                with self._quotas.stream(caller):
-                    yield None
-                return
+            with self._quotas.stream(inner[CALLER_KEY]):
+                yield None
         except RateLimited as error:
-            self._record("rate.refused", persona_id, inner, "429", error.message)
-            self._refusal(persona_id, "rate_limited")
-            yield _rate_limited(rest, error)
-            return
-        yield None
+            yield self._rate_refusal(persona_id, inner, error)
+
+    def may_start(self, persona: Persona, inner: dict[str, Any]) -> Refusal | None:
+        """Whether the caller admitted into ``inner`` (:meth:`check`) may start a task of
+        ``persona`` now (its running tasks, the persona's): a :class:`Refusal`, or ``None``.
+        ``/mcp`` asks it for a tool call, :meth:`held` for a send or a stream."""
+        try:
+            self._quotas.check_start(
+                inner[CALLER_KEY], persona.id, persona.limits.running_tasks or 0
+            )
+        except RateLimited as error:
+            return self._rate_refusal(persona.id, inner, error)
+        return None
+
+    def _rate_refusal(self, persona_id: str, inner: dict[str, Any], error: RateLimited) -> Refusal:
+        """429, counted and audited."""
+        self._record("rate.refused", persona_id, inner, "429", error.message)
+        self._refusal(persona_id, "rate_limited")
+        return _rate_limited(error)
 
     def _refusal(self, persona_id: str, reason: str) -> None:
         self._metrics.refusals.labels(persona_id, reason).inc()
@@ -150,17 +163,34 @@ class Admission:
             reason=reason,
         )
 
-    def _refused(self, rest: str, error: AuthError) -> Response:
-        """401 (with ``WWW-Authenticate``) or 403, in the binding's error shape."""
+    def _refused(self, error: AuthError) -> Refusal:
+        """401 (with ``WWW-Authenticate``) or 403."""
         assert self._auth is not None
         if error.status == 401:
             headers = {"WWW-Authenticate": self._auth.challenge(error)}
-            return http_error(rest, 401, "UNAUTHENTICATED", error.message, headers)
-        return http_error(rest, error.status, "PERMISSION_DENIED", error.message, {})
+            return Refusal(401, "UNAUTHENTICATED", error.message, headers)
+        return Refusal(error.status, "PERMISSION_DENIED", error.message, {})
 
 
-def _rate_limited(rest: str, error: RateLimited) -> Response:
-    """429 with ``Retry-After``, in the binding's error shape."""
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A call refused before it reaches the SDK: its HTTP status (401, 403, 429), the
+    status name (``UNAUTHENTICATED``, ``PERMISSION_DENIED``, ``RESOURCE_EXHAUSTED``, also
+    the gRPC status code's), the message and the headers to answer with."""
+
+    status: int
+    name: str
+    message: str
+    headers: dict[str, str]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def response(self, rest: str) -> Response:
+        """The refusal in the shape of the HTTP binding of ``rest`` (see :func:`.http_error`)."""
+        return http_error(rest, self.status, self.name, self.message, self.headers, self.extra)
+
+
+def _rate_limited(error: RateLimited) -> Refusal:
+    """429 with ``Retry-After``."""
     headers = {"Retry-After": str(error.retry_after)}
     extra = {"retryAfter": error.retry_after}
-    return http_error(rest, 429, "RESOURCE_EXHAUSTED", error.message, headers, extra)
+    return Refusal(429, "RESOURCE_EXHAUSTED", error.message, headers, extra)

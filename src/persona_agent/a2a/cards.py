@@ -73,9 +73,11 @@ def persona_url(base_url: str, persona_id: str) -> str:
     return f"{base_url}{A2A_PREFIX}/{persona_id}/"
 
 
-def _interfaces(url: str) -> list[AgentInterface]:
+def _interfaces(
+    url: str, persona_id: str = "", grpc_address: str | None = None
+) -> list[AgentInterface]:
     rest_url = url.rstrip("/")
-    return [
+    interfaces = [
         AgentInterface(
             url=url if binding == TransportProtocol.JSONRPC else rest_url,
             protocol_binding=binding,
@@ -88,6 +90,17 @@ def _interfaces(url: str) -> list[AgentInterface]:
             (TransportProtocol.HTTP_JSON, PROTOCOL_VERSION_0_3),
         )
     ]
+    if grpc_address is not None:  # after the HTTP ones: clients taking the first keep JSON-RPC
+        interfaces.insert(
+            2,
+            AgentInterface(
+                url=grpc_address,
+                protocol_binding=TransportProtocol.GRPC,
+                protocol_version=PROTOCOL_VERSION_1_0,
+                tenant=persona_id,
+            ),
+        )
+    return interfaces
 
 
 def _collaboration(persona: Persona) -> str:
@@ -179,6 +192,7 @@ def build_agent_card(
     member_names: Mapping[str, str] | None = None,
     images: bool = False,
     speaks: bool = False,
+    grpc_address: str | None = None,
 ) -> AgentCard:
     """The persona's card: a ``conversation`` skill plus one skill per knowledge domain.
 
@@ -191,6 +205,8 @@ def build_agent_card(
     ``images``: the persona's model sees images: its input modes (and its skills') add
     :data:`~persona_agent.media.images.IMAGE_TYPES`.
     ``speaks``: the persona's answers can be spoken (its output modes add ``audio/wav``).
+    ``grpc_address``: the hub's gRPC server (``host:port``), listed after the HTTP
+    interfaces with the persona's id as its ``tenant`` (None: no gRPC interface).
     """
     url = persona_url(base_url, persona.id)
     output_modes = SPOKEN_OUTPUT_MODES if speaks else OUTPUT_MODES
@@ -199,7 +215,7 @@ def build_agent_card(
         description=persona.description,
         version=persona.version or __version__,
         provider=provided_by or provider("persona-agent", base_url),
-        supported_interfaces=_interfaces(url),
+        supported_interfaces=_interfaces(url, persona.id, grpc_address),
         capabilities=AgentCapabilities(
             streaming=True,
             push_notifications=push,

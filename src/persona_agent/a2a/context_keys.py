@@ -53,7 +53,7 @@ PRINCIPAL_STATE_KEY = "persona_agent.principal"
 """The caller's :class:`~persona_agent.security.principal.Principal` (absent: anonymous), in
 ``ServerCallContext.state``: what the calls the hub makes for it are checked against."""
 BINDING_KEY = "persona_agent.binding"
-"""The binding a call came by (``jsonrpc`` or ``http+json``), in the ASGI scope and
+"""The binding a call came by (``jsonrpc``, ``http+json`` or ``grpc``), in the ASGI scope and
 ``ServerCallContext.state``, for the request metrics."""
 PARTS_METADATA_KEY = "persona-agent/parts"
 """Metadata of an answer chunk event: how many parts the answer artifact has with it."""

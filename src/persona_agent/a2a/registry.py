@@ -67,9 +67,11 @@ class PersonaApp:
         *,
         executor: TaskExecutor | None = None,
         lookup: Callable[[str], Persona | None] | None = None,
+        grpc_address: str | None = None,
     ) -> None:
         """``executor``: what answers its tasks (default: the persona's chat executor; a
-        panel's is given); ``lookup``: the hub's personas, for a panel's members' names."""
+        panel's is given); ``lookup``: the hub's personas, for a panel's members' names;
+        ``grpc_address``: the hub's gRPC server, on the card (None: off)."""
         self.persona = persona
         self._services = services = services or HubServices()
         self.executor: TaskExecutor = executor or PersonaAgentExecutor(
@@ -90,6 +92,7 @@ class PersonaApp:
         self._task_store = task_store
         self._engine = engine
         self._lookup = lookup
+        self.grpc_address = grpc_address
 
     @cached_property
     def card(self) -> AgentCard:
@@ -103,6 +106,7 @@ class PersonaApp:
             member_names=self._member_names(),
             images=self.sees_images,
             speaks=self._speaks(),
+            grpc_address=self.grpc_address,
         )
         return services.signer.sign(card) if services.signer is not None else card
 
@@ -229,6 +233,21 @@ class A2ARegistry:
         )
         """For messages to the served personas from within the hub (consultations,
         panels): the same forwarding handler as the router's, and the same checks."""
+        self.grpc_address: str | None = None
+        """The hub's gRPC server (``host:port``) every card lists, once it listens."""
+
+    def serve_grpc(self, address: str | None) -> None:
+        """List the gRPC server at ``address`` (None: none) on every card from now on.
+
+        Called when the server listens (its port may be a free one). The cards of personas
+        not yet called are rebuilt; a persona already serving keeps its handler (and the
+        card it was made with) until it is replaced."""
+        self.grpc_address = address
+        for app in self._apps.values():
+            app.grpc_address = address
+            if not app.started:
+                for cached in ("card", "card_dict", "card_etag", "extended_card"):
+                    app.__dict__.pop(cached, None)
 
     # -- the registry -------------------------------------------------------
 
@@ -308,6 +327,7 @@ class A2ARegistry:
             self.services,
             executor=executor,
             lookup=self.persona,
+            grpc_address=self.grpc_address,
         )
 
     async def aclose(self) -> None:

@@ -32,6 +32,7 @@ from persona_agent.api.assembly import (
 )
 from persona_agent.api.caller_data import CallerData
 from persona_agent.api.deps import UPLOAD_HEADER, ApiParts, is_loopback
+from persona_agent.api.grpc_server import build_grpc
 from persona_agent.api.mcp_door import MCP_PATH, McpDoor
 from persona_agent.api.pages import add_pages
 from persona_agent.api.readiness import Readiness
@@ -72,6 +73,7 @@ def create_app(settings: Settings) -> HubApp:
     engine = build_engine(settings, model, storage, collaboration, metrics, knowledge)
     protection = build_protection(settings)
     a2a = build_a2a(settings, engine, storage, collaboration, protection, metrics)
+    grpc = build_grpc(settings, a2a)
     drop_idle_tracing()  # the SDK's server parts are loaded: no no-op span a call
     replica = storage.cluster.replica if storage.cluster is not None else None
     readiness = Readiness(storage.writer, a2a.registry, model.llm, replica=replica)
@@ -120,7 +122,18 @@ def create_app(settings: Settings) -> HubApp:
         version=__version__,
         description="A multi-persona A2A hub.",
         lifespan=_lifespan(
-            [telemetry, storage, model, collaboration, engine.summary, protection, a2a, live, mcp]
+            [
+                telemetry,
+                storage,
+                model,
+                collaboration,
+                engine.summary,
+                protection,
+                a2a,
+                grpc,
+                live,
+                mcp,
+            ]
         ),
         docs_url=None,  # /docs and /redoc: add_pages, with files served by the hub
         redoc_url=None,

@@ -324,9 +324,10 @@ class McpPersonas:
     ) -> types.CallToolResult:
         """Ask ``persona`` for the caller, through the admission and the forwarding handler."""
         inner: dict[str, Any] = {REQUEST_ID_KEY: f"mcp-{ctx.request_id}"}
-        refused = await self._admission.refusal(persona, self._scope(ctx), inner)
+        scope = self._scope(ctx)
+        refused = await self._admission.check(persona, scope["headers"], scope.get("client"), inner)
         if refused is None:
-            refused = self._admission.start_refusal(persona, inner)
+            refused = self._admission.may_start(persona, inner)
         if refused is not None:
             return _text_result(refused.message, error=True)
         origin = _call_context(inner)

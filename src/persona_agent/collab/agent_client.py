@@ -17,6 +17,8 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import grpc
+import grpc.aio
 import httpx
 from a2a.client import Client, ClientConfig, ClientFactory
 from a2a.client.card_resolver import parse_agent_card
@@ -33,7 +35,7 @@ from persona_agent.collab.agent_exchange import (
     http_status,
     retryable,
 )
-from persona_agent.collab.agents_file import AgentConfig
+from persona_agent.collab.agents_file import BINDING_NAMES, AgentConfig
 from persona_agent.collab.breaker import CircuitBreaker
 
 __all__ = ["AGENT_PREFIX", "BINDINGS", "RemoteAgent"]
@@ -41,8 +43,9 @@ __all__ = ["AGENT_PREFIX", "BINDINGS", "RemoteAgent"]
 logger = logging.getLogger(__name__)
 
 AGENT_PREFIX = "agent__"
-BINDINGS = ["JSONRPC", "HTTP+JSON"]
-"""The bindings the hub speaks; of these, the card's first is used."""
+BINDINGS = list(BINDING_NAMES.values())
+"""The bindings the hub speaks; of these, the card's first is used (unless the agent's
+``bindings:`` says which it prefers)."""
 CARD_TIMEOUT = 10.0
 """Seconds a card fetch may take at most (an agent's own ``timeout`` when shorter)."""
 CARD_RETRY = 30.0
@@ -179,9 +182,9 @@ class RemoteAgent:
             raise Failure(kind, f"its card at {url} answered HTTP {response.status_code}")
         try:
             card = parse_agent_card(response.json())
-            client = ClientFactory(
-                ClientConfig(httpx_client=self.http, supported_protocol_bindings=BINDINGS)
-            ).create(card, interceptors=[self.credentials] if self.credentials else None)
+            client = ClientFactory(self._client_config(url)).create(
+                card, interceptors=[self.credentials] if self.credentials else None
+            )
         except (ValueError, ParseError) as error:  # not JSON, not a card, no binding we speak
             raise Failure("refused", f"its card at {url} cannot be used: {error}") from None
         if cached is not None:
@@ -194,15 +197,33 @@ class RemoteAgent:
         """A card a catalog carried: checked never again (the catalog is its source)."""
         try:
             card = parse_agent_card(data)
-            client = ClientFactory(
-                ClientConfig(httpx_client=self.http, supported_protocol_bindings=BINDINGS)
-            ).create(card, interceptors=[self.credentials] if self.credentials else None)
+            client = ClientFactory(self._client_config(self.config.card_url)).create(
+                card, interceptors=[self.credentials] if self.credentials else None
+            )
         except (ValueError, ParseError) as error:
             where = self.config.card_url
             message = f"its card in the catalog ({where}) cannot be used: {error}"
             raise Failure("refused", message) from None
         self._card = _Card(card, None, math.inf, client)
         return self._card
+
+    def _client_config(self, card_url: str) -> ClientConfig:
+        """The SDK client's configuration: its bindings (the agent's ``bindings:`` in its
+        order, else the card's order), gRPC over TLS when the card came over HTTPS."""
+        chosen = self.config.bindings
+        secure = card_url.startswith("https://")
+
+        def channel(address: str) -> grpc.aio.Channel:
+            if secure:
+                return grpc.aio.secure_channel(address, grpc.ssl_channel_credentials())
+            return grpc.aio.insecure_channel(address)
+
+        return ClientConfig(
+            httpx_client=self.http,
+            grpc_channel_factory=channel,
+            supported_protocol_bindings=[BINDING_NAMES[b] for b in chosen] if chosen else BINDINGS,
+            use_client_preference=chosen is not None,
+        )
 
     async def exchange(
         self, request: SendMessageRequest, exchange: Exchange

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+import grpc
+import grpc.aio
 import httpx
 from a2a.client import A2AClientError
 from a2a.types.a2a_pb2 import Message, StreamResponse, TaskState
@@ -109,6 +111,9 @@ class Exchange:
 
 def failure_of(error: A2AError) -> Failure:
     """What an error of the SDK client says about the attempt."""
+    rpc = _cause(error, grpc.aio.AioRpcError)
+    if isinstance(rpc, grpc.aio.AioRpcError):
+        return _grpc_failure(rpc.code(), rpc.details() or "")
     status = http_status(error)
     cause = _cause(error, httpx.TransportError)
     if status is not None:
@@ -144,8 +149,37 @@ def _cause(error: BaseException, kind: type[BaseException]) -> BaseException | N
 
 
 def http_status(error: BaseException) -> int | None:
+    """The HTTP status of the error's answer (over gRPC: the status's HTTP equivalent)."""
     found = _cause(error, httpx.HTTPStatusError)
-    return found.response.status_code if isinstance(found, httpx.HTTPStatusError) else None
+    if isinstance(found, httpx.HTTPStatusError):
+        return found.response.status_code
+    rpc = _cause(error, grpc.aio.AioRpcError)
+    return _GRPC_HTTP.get(rpc.code()) if isinstance(rpc, grpc.aio.AioRpcError) else None
+
+
+_GRPC_HTTP = {
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.UNAVAILABLE: 503,
+}
+"""The gRPC statuses that are an HTTP status's (for the credentials and the retries)."""
+
+
+def _grpc_failure(code: grpc.StatusCode, details: str) -> Failure:
+    """What a gRPC status says about the attempt: as the HTTP statuses (UNAVAILABLE,
+    RESOURCE_EXHAUSTED: transient; UNAUTHENTICATED, PERMISSION_DENIED: refused), a deadline
+    a timeout, a server's error a failure, the rest a refusal."""
+    name = f"gRPC {code.name}"
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED):
+        return Failure("transient", f"it answered {name}")
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return Failure("timeout", f"it stopped answering ({name})")
+    if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+        return Failure("refused", f"it refused the hub's credentials ({name})")
+    if code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.DATA_LOSS):
+        return Failure("failure", f"it failed ({name})")
+    return Failure("refused", f"it refused the message ({name}: {details[:300]})")
 
 
 def retryable(status: int) -> bool:

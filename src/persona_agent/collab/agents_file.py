@@ -10,6 +10,7 @@ A YAML or JSON file (``PERSONA_AGENT_AGENTS_FILE``, see docs/collaboration.md)::
         timeout: 60
         retries: 2
         breaker: {threshold: 5, cool_down: 30}
+        bindings: [grpc, jsonrpc]          # optional: preferred first (default: the card's order)
     catalogs:
       lab:                                 # every A2A agent of an AI Catalog
         url: https://lab.example.com/.well-known/ai-catalog.json
@@ -46,6 +47,7 @@ from persona_agent.errors import ConfigError
 
 __all__ = [
     "AGENT_NAME",
+    "BINDING_NAMES",
     "AgentAuth",
     "AgentConfig",
     "AgentsConfig",
@@ -120,6 +122,13 @@ class BreakerConfig(_Section):
     """Seconds the breaker stays open before one trial call goes through."""
 
 
+Binding = Literal["grpc", "jsonrpc", "http+json"]
+"""A binding an outside agent may be called over, as the agents file names it."""
+
+BINDING_NAMES: dict[str, str] = {"jsonrpc": "JSONRPC", "http+json": "HTTP+JSON", "grpc": "GRPC"}
+"""The agents file's binding names, and the cards' (``protocolBinding``)."""
+
+
 class AgentConfig(_Section):
     """One remote A2A agent."""
 
@@ -139,6 +148,16 @@ class AgentConfig(_Section):
     breaker: BreakerConfig = BreakerConfig()
     card_refresh: float = Field(default=300.0, ge=0)
     """Seconds a fetched card is used before it is checked again (``If-None-Match``)."""
+    bindings: list[Binding] | None = Field(default=None, min_length=1)
+    """The bindings to call it over, the preferred first (of those its card lists); by
+    default the card's order among :data:`BINDING_NAMES`."""
+
+    @field_validator("bindings")
+    @classmethod
+    def _distinct(cls, value: list[Binding] | None) -> list[Binding] | None:
+        if value is not None and len(set(value)) != len(value):
+            raise ValueError("name each binding once")
+        return value
 
     @field_validator("card_url")
     @classmethod

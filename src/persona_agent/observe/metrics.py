@@ -176,7 +176,7 @@ class HubMetrics:
         self.requests = make.counter(
             "persona_agent_a2a_requests",
             "A2A calls handled, by persona, method (SendMessage, GetTask, ...), binding "
-            "(jsonrpc, http+json) and outcome (ok, or the A2A error's name)",
+            "(jsonrpc, http+json, grpc) and outcome (ok, or the A2A error's name)",
             ("persona", "method", "binding", "outcome"),
         )
         self.refusals = make.counter(
