@@ -61,6 +61,9 @@ class _Served(Protocol):
     @property
     def card_dict(self) -> dict[str, Any]: ...
 
+    @property
+    def card_etag(self) -> str: ...
+
 
 @dataclass(frozen=True, slots=True)
 class BuiltCatalog:
@@ -90,9 +93,9 @@ class HubCatalog:
         """The document and its ``ETag``, built again when a persona has come, gone or
         changed (each replacement is a new app)."""
         apps = self._apps()
-        key: tuple[object, ...] = tuple(
-            (app.persona.id, app.persona.version, id(app)) for app in apps
-        )
+        # The card's ETag, not the persona's version: a card also changes with the hub
+        # (the gRPC server's address, known once it listens).
+        key: tuple[object, ...] = tuple((app.persona.id, app.card_etag, id(app)) for app in apps)
         key += (self._directory.card_etag,)
         built = self._built
         if built is not None and built.key == key:
@@ -110,7 +113,7 @@ class HubCatalog:
         kept: dict[tuple[int, str], dict[str, Any]] = {}
         for app in apps:
             # An unchanged persona's entry (its digest and signature) is the one built before.
-            key = (id(app), app.persona.version)
+            key = (id(app), app.card_etag)
             entry = self._entries.get(key)
             if entry is None:
                 card_url = persona_url(base_url, app.persona.id).rstrip("/") + CARD_PATH
