@@ -137,6 +137,18 @@ async def test_cards_list_grpc_after_the_http_interfaces(grpc_hub: Hub) -> None:
     host, _, port = interface.url.rpartition(":")
     assert host == "127.0.0.1"
     assert int(port) > 0
+    # The AI Catalog carries the same card, the real port included.
+    catalog = (await grpc_hub.http.get("/.well-known/ai-catalog.json")).json()
+    (entry,) = [e for e in catalog["entries"] if e["data"]["name"] == card.name]
+    listed = [i for i in entry["data"]["supportedInterfaces"] if i["protocolBinding"] == "GRPC"]
+    assert listed == [
+        {
+            "url": interface.url,
+            "protocolBinding": "GRPC",
+            "protocolVersion": "1.0",
+            "tenant": "socrates",
+        }
+    ]
 
 
 async def test_send_and_get_over_grpc(grpc_hub: Hub, llm: FakeLLM) -> None:  # noqa: F811
