@@ -99,6 +99,13 @@ async def test_a_persona_is_a_tool_that_answers_and_remembers(
         assert json.loads(content.text)["name"] == "Socrates"
         resources = {str(r.uri) for r in (await client.list_resources()).resources}
         assert "persona://socrates/card" in resources
+        # Counted as A2A calls of the persona, through the door they came by.
+        metrics = (await hub.http.get("/metrics")).text
+        counted = (
+            'persona_agent_a2a_requests_total{binding="mcp",method="SendStreamingMessage",'
+            'outcome="ok",persona="socrates"} 2.0'
+        )
+        assert counted in metrics
 
 
 async def test_persona_changes_reach_the_tool_list(hub_factory: HubFactory, llm: FakeLLM) -> None:

@@ -67,6 +67,8 @@ from persona_agent.security.principal import AuthError, Principal
 
 __all__ = ["McpPersonas"]
 
+MCP_BINDING = "mcp"
+"""A tool call's binding label in the request metrics (``persona_agent_a2a_requests_total``)."""
 PAGE = 500
 """Resources (and persona tools) a page of a list holds."""
 MAX_SESSIONS_HEARD = 10_000
@@ -336,7 +338,12 @@ class McpPersonas:
         start: LocalStart | None = None
         end = LocalEnd("", "failed", "The persona did not answer")
         events = self._calls.stream(
-            persona.id, message, origin=origin, context_id=conversation, whole=not progress
+            persona.id,
+            message,
+            origin=origin,
+            context_id=conversation,
+            whole=not progress,
+            binding=MCP_BINDING,
         )
         try:
             async with aclosing(events) as stream:

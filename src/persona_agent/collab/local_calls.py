@@ -32,6 +32,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import InvalidRequestError
 
 from persona_agent.a2a.context_keys import (
+    BINDING_KEY,
     BUDGET_STATE_KEY,
     CALLER_KEY,
     CONSULT_CHAIN_KEY,
@@ -99,6 +100,7 @@ class LocalCalls:
         context_id: str = "",
         reference_task_ids: tuple[str, ...] = (),
         whole: bool = False,
+        binding: str = "",
     ) -> AsyncGenerator[LocalEvent, None]:
         """Ask ``persona_id``: :class:`LocalStart`, the answer as :class:`LocalText`, then
         :class:`LocalEnd`. ``origin``: the call context of the turn asking (its caller owns
@@ -108,9 +110,12 @@ class LocalCalls:
         ``rejected``, with the reason and no task. Closing the iterator (or cancelling its
         consumer) before the end cancels the task, within :data:`CANCEL_TIMEOUT` seconds.
         ``whole``: the answer comes as one :class:`LocalText` at the end (fewer events, for
-        a caller that waits for it anyway).
+        a caller that waits for it anyway). ``binding``: the door the call came through, for
+        the request metrics (``mcp``); none for the hub's own calls.
         """
         context = self._context(persona_id, origin, chain)
+        if binding:
+            context.state[BINDING_KEY] = binding
         context.state[WHOLE_ANSWER_STATE_KEY] = whole
         if isinstance(origin, ServerCallContext) and BUDGET_STATE_KEY in origin.state:
             # The asking task's budget itself (not a copy): the whole tree spends one.
