@@ -8,12 +8,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+import grpc.aio
 import httpx
 import pytest
 import yaml
+from a2a.types import a2a_pb2_grpc
+from a2a.types.a2a_pb2 import GetTaskRequest, TaskState
 
 from persona_agent.security.api_keys import hash_key
 from tests.fakes.fake_llm import FakeLLM, Hang, Reply
+from tests.integration.a2a_helpers import user_message
 from tests.integration.conftest import Hub, HubFactory
 
 V1 = {"A2A-Version": "1.0"}
@@ -265,8 +269,8 @@ def test_limits_are_settings(setting: str, monkeypatch: pytest.MonkeyPatch) -> N
 async def test_an_idle_stream_is_ended_and_its_task_goes_on(
     hub_factory: HubFactory, llm: FakeLLM
 ) -> None:
-    async with hub_factory(stream_idle_seconds=1) as hub:
-        llm.script(Hang())
+    async with hub_factory(stream_idle_seconds=1, grpc_port=0, mcp_config=None) as hub:
+        llm.script(Hang(), Hang())
         events: list[str] = []
         async with (
             asyncio.timeout(15),
@@ -287,6 +291,18 @@ async def test_an_idle_stream_is_ended_and_its_task_goes_on(
             "/a2a/socrates/", json=rpc("GetTask", {"id": task_id}), headers=V1
         )
         assert task.json()["result"]["status"]["state"] == "TASK_STATE_WORKING"
+
+        # The same on gRPC: the stream ends (status OK) after its first event, the task goes on.
+        card = await hub.card("socrates")
+        (address,) = [i.url for i in card.supported_interfaces if i.protocol_binding == "GRPC"]
+        async with grpc.aio.insecure_channel(address) as channel, asyncio.timeout(15):
+            stub = a2a_pb2_grpc.A2AServiceStub(channel)
+            request = user_message("idle")
+            request.tenant = "socrates"
+            answers = [answer async for answer in stub.SendStreamingMessage(request)]
+            assert answers[0].WhichOneof("payload") == "task"  # then working, then nothing
+            got = await stub.GetTask(GetTaskRequest(tenant="socrates", id=answers[0].task.id))
+        assert got.status.state == TaskState.TASK_STATE_WORKING
 
 
 async def test_a_stream_with_news_is_not_idle(hub_factory: HubFactory, llm: FakeLLM) -> None:

@@ -20,10 +20,11 @@ HTTP+JSON, which every card lists for 0.3).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import aclosing, asynccontextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar
 
@@ -154,6 +155,8 @@ class HubGrpcService(a2a_pb2_grpc.A2AServiceServicer):
         self._admission = Admission(services)
         self._log_fields = services.log_fields
         self._audited = services.audit.enabled
+        self._idle_seconds = services.stream_idle_seconds
+        """A stream with nothing to send this long is ended (0: never), as on HTTP."""
 
     # -- admission ---------------------------------------------------------------------
 
@@ -219,10 +222,21 @@ class HubGrpcService(a2a_pb2_grpc.A2AServiceServicer):
         self, method: str, request: message.Message, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[Any]:
         async with self._admitted(method, request, context) as handler:
-            events: AsyncIterator[Any] = getattr(handler, method)(request, context)
+            events: AsyncGenerator[Any, None] = getattr(handler, method)(request, context)
+            idle = self._idle_seconds or None
             try:
-                async for event in events:
-                    yield event
+                async with aclosing(events):
+                    while True:
+                        try:
+                            async with asyncio.timeout(idle):
+                                event = await anext(events)
+                        except StopAsyncIteration:
+                            return
+                        except TimeoutError:
+                            # As on HTTP: the stream ends, the task goes on (resubscribe).
+                            logger.info("Ended a gRPC stream idle for %.0f s", idle)
+                            return
+                        yield event
             except (grpc.aio.AbortError, A2AError):
                 raise
             except Exception:
