@@ -20,6 +20,7 @@ import httpx
 import pytest
 import pytest_asyncio
 from a2a.client import Client, ClientCallContext, ClientConfig, ClientFactory
+from a2a.client.card_resolver import parse_agent_card
 from a2a.types import a2a_pb2_grpc
 from a2a.types.a2a_pb2 import (
     AgentCard,
@@ -240,6 +241,21 @@ async def test_unknown_tenant_and_the_directory(grpc_hub: Hub) -> None:
         answer = await stub.SendMessage(SendMessageRequest(message=message))  # the directory
         text = "".join(p.text for p in answer.message.parts) or answer_text(answer.task)
         assert "socrates" in text.lower()
+    # The hub's own card lists the directory there: the gRPC address, the empty tenant.
+    hub_card = parse_agent_card((await grpc_hub.http.get("/.well-known/agent-card.json")).json())
+    directory = grpc_interface(hub_card)
+    assert (directory.url, directory.tenant) == (interface.url, "")
+    del hub_card.supported_interfaces[:]
+    hub_card.supported_interfaces.append(directory)
+    config = ClientConfig(
+        grpc_channel_factory=grpc.aio.insecure_channel, supported_protocol_bindings=["GRPC"]
+    )
+    client = ClientFactory(config).create(hub_card)
+    try:
+        answers = [event async for event in client.send_message(user_message("Who is here?"))]
+    finally:
+        await client.close()
+    assert "socrates" in str(answers[-1]).lower()
 
 
 async def test_limits_metrics_and_the_binding_label(

@@ -318,6 +318,7 @@ def build_hub_card(
     provided_by: AgentProvider | None = None,
     *,
     auth: Authenticator | None = None,
+    grpc_address: str | None = None,
 ) -> AgentCard:
     """The hub's own card: a small agent, the directory of the personas it serves.
 
@@ -326,6 +327,7 @@ def build_hub_card(
     protocol versions as a persona. Its one skill, ``directory``, names the personas. With
     ``auth``, it declares the hub's schemes and, under the hub's default access
     ``authenticated``, requires them, as for a persona without ``access:`` of its own.
+    ``grpc_address``: the hub's gRPC server, where the directory is the empty tenant.
     """
     names = [f"{persona.name} ({persona.id})" for persona in personas[:NAMED_PERSONAS]]
     more = len(personas) - len(names)
@@ -347,7 +349,7 @@ def build_hub_card(
         ),
         version=__version__,
         provider=provided_by or provider("persona-agent", base_url),
-        supported_interfaces=_interfaces(hub_url(base_url)),
+        supported_interfaces=_interfaces(hub_url(base_url), "", grpc_address),
         capabilities=AgentCapabilities(streaming=True, push_notifications=False),
         default_input_modes=INPUT_MODES,
         default_output_modes=OUTPUT_MODES,

@@ -58,8 +58,8 @@ def _one_line(text: str) -> str:
 
 
 class _BuiltCard(NamedTuple):
-    key: tuple[tuple[str, str], ...]
-    """Each persona's id and version when it was built."""
+    key: tuple[object, ...]
+    """Each persona's id and version when it was built, and the gRPC address."""
     card: AgentCard
     as_dict: dict[str, Any]
     etag: str
@@ -83,17 +83,29 @@ class HubDirectory:
         self.base_url = base_url
         self._services = services or HubServices()
         self._built: _BuiltCard | None = None
+        self.grpc_address: str | None = None
+        """The hub's gRPC server (``host:port``), where the directory is the empty tenant;
+        set by ``A2ARegistry.serve_grpc`` once the server listens."""
 
     def _card_parts(self) -> _BuiltCard:
         """The card, as protobuf and as JSON, and its ETag; built again only when a persona
         has come, gone or changed (its ``version`` is a hash of its content)."""
         personas = self._personas()
-        key = tuple((persona.id, persona.version) for persona in personas)
+        key: tuple[object, ...] = (
+            *((persona.id, persona.version) for persona in personas),
+            self.grpc_address,
+        )
         built = self._built
         if built is not None and built.key == key:
             return built
         services = self._services
-        card = build_hub_card(personas, self.base_url, services.provider, auth=services.auth)
+        card = build_hub_card(
+            personas,
+            self.base_url,
+            services.provider,
+            auth=services.auth,
+            grpc_address=self.grpc_address,
+        )
         if services.signer is not None:
             services.signer.sign(card)
         as_dict = agent_card_to_dict(card)

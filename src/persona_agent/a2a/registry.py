@@ -243,6 +243,7 @@ class A2ARegistry:
         not yet called are rebuilt; a persona already serving keeps its handler (and the
         card it was made with) until it is replaced."""
         self.grpc_address = address
+        self.directory.grpc_address = address
         for app in self._apps.values():
             app.grpc_address = address
             if not app.started:
