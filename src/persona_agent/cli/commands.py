@@ -16,7 +16,7 @@ import socket
 import sys
 from collections.abc import MutableMapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -39,6 +39,9 @@ from persona_agent.observe.logs import configure_logging
 from persona_agent.parts import persona_limits
 from persona_agent.personas.loader import load_persona_file
 from persona_agent.personas.model import Persona
+
+if TYPE_CHECKING:
+    from persona_agent.settings import Settings
 
 # The server's modules (a2a-sdk, FastAPI, uvicorn: about a second on two cores) are
 # imported by the commands that use them, not here.
@@ -101,14 +104,7 @@ def serve(
     if busy is not None:  # said now, not after the model and the database are loaded
         typer.secho(f"Cannot start: {busy}", err=True, fg="red")
         raise typer.Exit(1)
-    try:
-        configure_logging(
-            settings.log_level, configured_secrets(settings, os.environ), settings.log_format
-        )
-    except ValueError as error:
-        typer.secho(f"Invalid settings: log level: {error}", err=True, fg="red")
-        raise typer.Exit(2) from error
-    _tracing_off_without_exporter(os.environ)
+    _start_logging(settings)
     try:
         import uvicorn
 
@@ -169,14 +165,7 @@ def mcp(
     ] = None,
 ) -> None:
     settings = command_settings(personas_dir=personas_dir, log_level=log_level or "WARNING")
-    try:
-        configure_logging(
-            settings.log_level, configured_secrets(settings, os.environ), settings.log_format
-        )
-    except ValueError as error:
-        typer.secho(f"Invalid settings: log level: {error}", err=True, fg="red")
-        raise typer.Exit(2) from error
-    _tracing_off_without_exporter(os.environ)
+    _start_logging(settings)
     import asyncio
 
     from persona_agent.cli.mcp_stdio import serve_stdio
@@ -189,6 +178,19 @@ def mcp(
         raise typer.Exit(1) from error
     except KeyboardInterrupt:
         pass
+
+
+def _start_logging(settings: Settings) -> None:
+    """The hub's redacting logs at the settings' level and format (exit 2 on a bad level),
+    and no traces unless an exporter is named: what ``serve`` and ``mcp`` do first."""
+    try:
+        configure_logging(
+            settings.log_level, configured_secrets(settings, os.environ), settings.log_format
+        )
+    except ValueError as error:
+        typer.secho(f"Invalid settings: log level: {error}", err=True, fg="red")
+        raise typer.Exit(2) from error
+    _tracing_off_without_exporter(os.environ)
 
 
 def _listen_problem(host: str, port: int) -> str | None:
