@@ -24,7 +24,8 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from tests.fakes.fake_llm import FakeLLM, Reply
+from tests.conformance.conftest import wait_until
+from tests.fakes.fake_llm import FakeLLM, Hang, Reply
 from tests.integration.conftest import Hub, HubFactory
 from tests.servers.hub_process import STARTUP
 
@@ -106,6 +107,28 @@ async def test_a_persona_is_a_tool_that_answers_and_remembers(
             'outcome="ok",persona="socrates"} 2.0'
         )
         assert counted in metrics
+
+
+# auto (2026-07-28): the client closes its POST; legacy: it posts notifications/cancelled.
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_cancelled_tool_call_stops_the_persona(
+    hub_factory: HubFactory, llm: FakeLLM, mode: str
+) -> None:
+    llm.script(Hang())
+    async with hub_factory(mcp_config=None) as hub, mcp_client(hub, mode) as client:
+        with anyio.fail_after(WAIT):
+            async with anyio.create_task_group() as group:
+                group.start_soon(client.call_tool, "socrates", {"message": "Think forever."})
+                await anyio.to_thread.run_sync(llm.wait_requests, 1, WAIT)
+                group.cancel_scope.cancel()  # the client gives up on the call
+            # The persona's task is canceled, and with it the model's stream.
+            await anyio.to_thread.run_sync(llm.wait_disconnect, WAIT)
+        canceled = 'persona_agent_tasks_total{persona="socrates",state="canceled"} 1.0'
+
+        async def counted() -> bool:  # the task's end is counted as its executor returns
+            return canceled in (await hub.http.get("/metrics")).text
+
+        await wait_until("the canceled task counted", counted)
 
 
 async def test_persona_changes_reach_the_tool_list(hub_factory: HubFactory, llm: FakeLLM) -> None:

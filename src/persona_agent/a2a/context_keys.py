@@ -19,6 +19,7 @@ __all__ = [
     "RAW_STATUS_STATE_KEY",
     "REQUEST_ID_KEY",
     "RPC_BODY_SCOPE_KEY",
+    "TASK_STARTED_STATE_KEY",
     "TERMINAL_STATES",
     "WHOLE_ANSWER_STATE_KEY",
 ]
@@ -33,6 +34,10 @@ WHOLE_ANSWER_STATE_KEY = "persona_agent.whole_answer"
 """Set in ``ServerCallContext.state`` for a call whose client sees only the finished
 task (a blocking, non-streaming send): the answer is then one artifact event, not a
 chunk per piece of text (fewer events through the SDK; the same final task)."""
+TASK_STARTED_STATE_KEY = "persona_agent.task_started"
+"""An ``asyncio.Future`` in ``ServerCallContext.state`` that the executor resolves with the
+task's id as it starts: a caller inside the hub (``LocalCalls``) that gives up before the
+task's first event reached it still knows which task to cancel."""
 RAW_STATUS_STATE_KEY = "persona_agent.list_tasks_status"
 """The ListTasks ``status`` as the client wrote it, in ``ServerCallContext.state``."""
 REQUEST_ID_KEY = "persona_agent.request_id"

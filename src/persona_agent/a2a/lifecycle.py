@@ -3,6 +3,7 @@ task does, whatever answers it (a persona's chat, a panel's meeting)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -24,6 +25,7 @@ from persona_agent.a2a.context_keys import (
     CALLER_KEY,
     CONSULT_CHAIN_KEY,
     REQUEST_ID_KEY,
+    TASK_STARTED_STATE_KEY,
     WHOLE_ANSWER_STATE_KEY,
 )
 from persona_agent.a2a.image_parts import NO_INTAKE, ImageIntake
@@ -172,6 +174,9 @@ class TaskExecutor(AgentExecutor):
     ) -> None:
         task_id, context_id = context.task_id or "", context.context_id or ""
         call = context.call_context
+        waiting = call.state.get(TASK_STARTED_STATE_KEY)
+        if isinstance(waiting, asyncio.Future) and not waiting.done():
+            waiting.set_result(task_id)
         started = time.monotonic()
         state = "interrupted"  # by the hub's shutdown, unless it ends otherwise
         if context.current_task is None:

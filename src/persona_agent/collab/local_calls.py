@@ -40,6 +40,7 @@ from persona_agent.a2a.context_keys import (
     PERSONA_STATE_KEY,
     PRINCIPAL_STATE_KEY,
     REQUEST_ID_KEY,
+    TASK_STARTED_STATE_KEY,
     WHOLE_ANSWER_STATE_KEY,
 )
 
@@ -49,6 +50,9 @@ logger = logging.getLogger(__name__)
 
 CANCEL_TIMEOUT = 1.0
 """Seconds an abandoned call's cancel may take."""
+START_TIMEOUT = 10.0
+"""Seconds a call given up before its task's first event waits for the task to start (to
+cancel it); none starts when the call was refused."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +93,8 @@ class LocalCalls:
 
     def __init__(self, handler: RequestHandler) -> None:
         self.handler = handler
+        self._cancelling: set[asyncio.Future[None]] = set()
+        """Cancels under way in tasks of their own (kept: the loop holds tasks weakly)."""
 
     async def stream(
         self,
@@ -114,6 +120,8 @@ class LocalCalls:
         the request metrics (``mcp``); none for the hub's own calls.
         """
         context = self._context(persona_id, origin, chain)
+        started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        context.state[TASK_STARTED_STATE_KEY] = started
         if binding:
             context.state[BINDING_KEY] = binding
         context.state[WHOLE_ANSWER_STATE_KEY] = whole
@@ -162,6 +170,21 @@ class LocalCalls:
         finally:
             if task_id and not ended:
                 await self._cancel(task_id, context)
+            elif not ended:  # given up before the task's first event came: cancel it once known
+                cancel = asyncio.ensure_future(self._cancel_when_started(started, context))
+                self._cancelling.add(cancel)
+                cancel.add_done_callback(self._cancelling.discard)
+
+    async def _cancel_when_started(
+        self, started: asyncio.Future[str], context: ServerCallContext
+    ) -> None:
+        """Cancel the task once the executor says its id (it may not have started yet)."""
+        try:
+            async with asyncio.timeout(START_TIMEOUT):
+                task_id = await started
+        except TimeoutError:  # no task was made (refused, or the hub is closing)
+            return
+        await self._cancel(task_id, context)
 
     async def _cancel(self, task_id: str, context: ServerCallContext) -> None:
         try:
