@@ -23,5 +23,5 @@ def test_numbers_and_text_are_written_once_and_shortest() -> None:
         canonical_json(value) == '{"a":"é\\n","b":[1,1e+21,1e-7,0.5,0],"c":null,"d":true}'.encode()
     )
     assert digest(value) == digest({"d": True, "c": None, "a": "é\n", "b": [1, 1e21, 1e-7, 0.5, 0]})
-    with pytest.raises(ValueError, match="(?i)nan"):
+    with pytest.raises(ValueError, match=r"(?i)nan"):
         canonical_json(float("nan"))
