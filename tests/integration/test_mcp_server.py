@@ -38,6 +38,13 @@ KEYS = [
 WAIT = 10
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs: no persona here calls a tool (each stdio
+    server is a process of about 1 s of CPU)."""
+    return None
+
+
 @asynccontextmanager
 async def mcp_client(
     hub: Hub, mode: ConnectMode = "auto", on_message: Any = None, **headers: str
@@ -115,7 +122,7 @@ async def test_a_cancelled_tool_call_stops_the_persona(
     hub_factory: HubFactory, llm: FakeLLM, mode: str
 ) -> None:
     llm.script(Hang())
-    async with hub_factory(mcp_config=None) as hub, mcp_client(hub, mode) as client:
+    async with hub_factory() as hub, mcp_client(hub, mode) as client:
         with anyio.fail_after(WAIT):
             async with anyio.create_task_group() as group:
                 group.start_soon(client.call_tool, "socrates", {"message": "Think forever."})
