@@ -94,6 +94,10 @@ def serve(
     (offline, no key; docs/local-model.md). Set PERSONA_AGENT_LLM_BASE_URL (and
     PERSONA_AGENT_LLM_API_KEY) to use any OpenAI-compatible server instead.
 
+    Also served: the personas as MCP tools at /mcp (docs/mcp.md), the AI
+    Catalog at /.well-known/ai-catalog.json (docs/discovery.md), and A2A
+    over gRPC when PERSONA_AGENT_GRPC_PORT is set (docs/a2a.md#grpc).
+
     Prometheus metrics are at /metrics; OpenTelemetry traces go wherever
     OTEL_EXPORTER_OTLP_ENDPOINT says (off without it; docs/observability.md).
     """
