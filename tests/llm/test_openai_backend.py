@@ -311,18 +311,33 @@ async def test_a_server_that_never_answers_times_out(fake: FakeLLM) -> None:
     fake.script(Hang())
     llm = OpenAIBackend(base_url=fake.base_url, api_key=None, model="m", timeout=0.3, max_retries=0)
     try:
-        with pytest.raises(LLMError, match=r"^The language model timed out after 0\.3s$"):
+        with pytest.raises(
+            LLMError, match=r"^The language model did not answer within 0\.3s \(retries included\)$"
+        ):
             await collect(llm)
     finally:
         await llm.aclose()
     await asyncio.to_thread(fake.wait_disconnect)  # the request was abandoned
 
 
+async def test_retries_fit_inside_the_one_deadline_of_a_call(fake: FakeLLM) -> None:
+    """A silent server costs the timeout once, not once an attempt: the client's retries run
+    inside the call's deadline, so the message tells what really happened."""
+    fake.script(Hang(), Hang(), Hang())
+    llm = OpenAIBackend(base_url=fake.base_url, api_key=None, model="m", timeout=0.5, max_retries=2)
+    try:
+        with pytest.raises(LLMError, match=r"did not answer within 0\.5s \(retries included\)"):
+            await collect(llm)
+    finally:
+        await llm.aclose()
+    assert len(fake.requests) == 1  # the deadline came before a second attempt could start
+
+
 async def test_a_stream_that_stalls_midway_times_out(fake: FakeLLM) -> None:
     fake.script(Reply("one two three", chunks=["one", " two", " three"], token_delay=2))
     llm = OpenAIBackend(base_url=fake.base_url, api_key=None, model="m", timeout=0.3, max_retries=0)
     try:
-        with pytest.raises(LLMError, match=r"timed out after 0\.3s"):
+        with pytest.raises(LLMError, match=r"^The language model sent nothing for 0\.3s$"):
             await collect(llm)
     finally:
         await llm.aclose()

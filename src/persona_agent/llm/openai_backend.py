@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator
-from contextlib import aclosing
+from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -269,9 +269,13 @@ class OpenAIBackend(LLMBackend):
         headers = trace_headers() if tracing_active() else None
         try:
             create = self._shared_client().chat.completions.with_streaming_response.create
-            async with create(
-                **params, extra_headers=headers, extra_body=untransformed
-            ) as response:
+            async with AsyncExitStack() as stack:
+                # One deadline for the answer to start, the client's retries inside it: a
+                # silent server costs the timeout, not (1 + retries) times it.
+                async with asyncio.timeout(self._timeout):
+                    response = await stack.enter_async_context(
+                        create(**params, extra_headers=headers, extra_body=untransformed)
+                    )
                 started = True
                 done = False
                 async for event in events(response.iter_bytes()):
@@ -300,7 +304,12 @@ class OpenAIBackend(LLMBackend):
             # as a connect timeout.
             return LLMError(f"The language model server could not be reached ({self._where})")
         if isinstance(exc, openai.APITimeoutError | TimeoutError | httpx2.TimeoutException):
-            return LLMError(f"The language model timed out after {self._timeout:g}s")
+            return LLMError(
+                f"The language model sent nothing for {self._timeout:g}s"
+                if started
+                else f"The language model did not answer within {self._timeout:g}s"
+                " (retries included)"
+            )
         if isinstance(exc, openai.APIStatusError):
             detail = self._short(_body_message(exc.body) or exc.response.reason_phrase)
             status = exc.status_code
