@@ -91,6 +91,24 @@ async def test_aggregate_card_lists_every_persona(hub: Hub) -> None:
     assert body["hub"]["name"] == "persona-agent hub"
 
 
+async def test_aggregate_card_has_an_etag_that_follows_the_personas(
+    hub_factory: HubFactory,
+) -> None:
+    newton = {"name": "Isaac Newton", "description": "Natural philosopher."}
+    async with hub_factory(mcp_config=None) as hub:
+        first = await hub.http.get("/.well-known/agent.json")
+        etag = first.headers["etag"]
+        assert "max-age" in first.headers["cache-control"]
+        again = await hub.http.get("/.well-known/agent.json", headers={"If-None-Match": etag})
+        assert (again.status_code, again.headers["etag"], again.content) == (304, etag, b"")
+        created = await hub.http.post("/api/v1/personas", json={"id": "newton", **newton})
+        assert created.status_code == 201, created.text
+        added = await hub.http.get("/.well-known/agent.json", headers={"If-None-Match": etag})
+        assert added.status_code == 200
+        assert added.headers["etag"] != etag
+        assert "Isaac Newton" in {card["name"] for card in added.json()["agents"]}
+
+
 async def test_hub_card_and_persona_list(hub: Hub) -> None:
     hub_card = (await hub.http.get("/.well-known/agent-card.json")).json()
     assert hub_card["name"] == "persona-agent hub"

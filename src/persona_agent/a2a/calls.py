@@ -35,6 +35,7 @@ __all__ = [
     "labelled_json",
     "not_found_response",
     "not_json_response",
+    "not_modified",
     "too_large_response",
 ]
 
@@ -157,11 +158,16 @@ def card_response(request: Request, card: dict[str, Any], etag: str) -> Response
     card, etag = card_form(request, card, etag)
     headers = {"ETag": etag, "Cache-Control": CARD_CACHE_CONTROL, "Vary": VARY}
     catalog_link(headers)
-    if_none_match = request.headers.get("if-none-match", "")
-    tags = [tag.strip().removeprefix("W/") for tag in if_none_match.split(",")]
-    if "*" in tags or etag.removeprefix("W/") in tags:
+    if not_modified(request, etag):
         return Response(status_code=304, headers=headers)
     return JSONResponse(card, headers=headers)
+
+
+def not_modified(request: Request, etag: str) -> bool:
+    """Whether the request's ``If-None-Match`` names ``etag`` (weakly) or is ``*``."""
+    if_none_match = request.headers.get("if-none-match", "")
+    tags = [tag.strip().removeprefix("W/") for tag in if_none_match.split(",")]
+    return "*" in tags or etag.removeprefix("W/") in tags
 
 
 def first_segments(routes: list[BaseRoute]) -> frozenset[str]:

@@ -170,7 +170,7 @@ class PersonaApp:
             validate_input_modes=True,
             push_config_store=push.store if push is not None else None,
             push_sender=push.sender if push is not None else None,
-            push_url_validator=push.guard if push is not None else None,
+            push_url_validator=push.guard.validate if push is not None else None,
             event_stream=self._services.event_stream,
             request_context_builder=SimpleRequestContextBuilder(task_id_generator=ids),
         )

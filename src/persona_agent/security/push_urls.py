@@ -26,6 +26,7 @@ import socket
 import urllib.parse
 from collections.abc import Iterable
 
+from a2a.utils.errors import InvalidParamsError
 from a2a.utils.push_url_validator import validate_push_notification_url
 
 __all__ = ["MAX_URL_LENGTH", "PushUrlGuard", "destination", "embedded_ipv4"]
@@ -96,32 +97,46 @@ class PushUrlGuard:
         self.allowed = {host.strip().lower().strip("[]") for host in allowed_hosts if host.strip()}
 
     async def __call__(self, url: str) -> bool:
+        reason = await self.refusal(url)
+        if reason is not None:
+            logger.warning("Push URL refused: %s", reason)
+        return reason is None
+
+    async def validate(self, url: str) -> bool:
+        """The SDK's ``push_url_validator``: ``True``, or InvalidParams with the reason (the
+        SDK's own refusal says only "Invalid push notification URL").
+
+        Raises:
+            InvalidParamsError: the URL may not be called, and why.
+        """
+        reason = await self.refusal(url)
+        if reason is not None:
+            logger.warning("Push URL refused: %s", reason)
+            raise InvalidParamsError(message=f"Invalid push notification URL: {reason}")
+        return True
+
+    async def refusal(self, url: str) -> str | None:
+        """Why ``url`` may not be called (naming its destination, never its path or query),
+        or ``None``."""
         try:
             parsed = urllib.parse.urlsplit(url)
             port = parsed.port
         except ValueError:
-            logger.warning("Push URL refused: it cannot be parsed")
-            return False
+            return "it cannot be parsed"
         if any(c.isspace() or ord(c) < 32 or c == "\\" for c in url):
             # parsers disagree on such URLs: the one checked might not be the one called
-            logger.warning("Push URL refused: whitespace, a control character or a backslash")
-            return False
+            return "it has whitespace, a control character or a backslash"
         where = destination(url)
         if len(url) > MAX_URL_LENGTH or parsed.scheme not in ("http", "https"):
-            logger.warning("Push URL refused: not http(s), or too long (%s)", where)
-            return False
+            return f"not http(s), or longer than {MAX_URL_LENGTH} characters ({where})"
         host = (parsed.hostname or "").lower()
         if not host or parsed.username is not None or parsed.password is not None:
-            logger.warning("Push URL refused: no host, or credentials in it (%s)", where)
-            return False
+            return f"no host, or credentials in it ({where})"
         if host in self.allowed or (port is not None and f"{host}:{port}" in self.allowed):
-            return True
+            return None
         port = port or (443 if parsed.scheme == "https" else 80)
         reason = await self._refusal(parsed.scheme, host, port)
-        if reason is not None:
-            logger.warning("Push URL refused: %s %s", where, reason)
-            return False
-        return True
+        return None if reason is None else f"{where} {reason}"
 
     async def _refusal(self, scheme: str, host: str, port: int) -> str | None:
         """Why ``host`` may not be called, or ``None``."""

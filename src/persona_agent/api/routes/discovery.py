@@ -3,13 +3,15 @@ Catalog, and the cards' signing key; each with the ``Link`` to the AI Catalog.""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
+import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from persona_agent.a2a.ai_catalog import AI_CATALOG_PATH, CATALOG_MEDIA_TYPE
-from persona_agent.a2a.calls import CARD_CACHE_CONTROL, catalog_link
+from persona_agent.a2a.calls import CARD_CACHE_CONTROL, catalog_link, not_modified
 from persona_agent.a2a.cards import A2A_PREFIX, CARD_PATH
 from persona_agent.a2a.router import card_response
 from persona_agent.api.deps import Registry, Signer
@@ -22,19 +24,35 @@ __all__ = ["router"]
 router = APIRouter(tags=["discovery"])
 
 
-@router.get("/.well-known/agent.json")
-async def aggregate_card(registry: Registry, response: Response) -> dict[str, Any]:
-    """Every persona's agent card, with the hub's own card (its directory agent's)."""
-    catalog_link(response.headers)
-    return {
+@router.get(
+    "/.well-known/agent.json",
+    responses={304: {"description": "Not modified (If-None-Match)"}},
+)
+async def aggregate_card(request: Request, registry: Registry) -> Response:
+    """Every persona's agent card, with the hub's own card (its directory agent's);
+    ``ETag`` and ``Cache-Control`` as each card has them, ``304`` on ``If-None-Match``."""
+    apps = registry.apps()
+    panels = [
+        {"id": persona.id, **panel}
+        for persona in registry.personas()
+        if (panel := panel_listing(persona)) is not None
+    ]
+    # The cards' own ETags name them; the panels' listing is small and hashed as it is.
+    digest = hashlib.sha256(registry.directory.card_etag.encode())
+    for app_ in apps:
+        digest.update(app_.card_etag.encode())
+    digest.update(orjson.dumps(panels, option=orjson.OPT_SORT_KEYS))
+    etag = f'W/"{digest.hexdigest()[:32]}"'
+    headers = {"ETag": etag, "Cache-Control": CARD_CACHE_CONTROL}
+    catalog_link(headers)
+    if not_modified(request, etag):
+        return Response(status_code=304, headers=headers)
+    body = {
         "hub": registry.directory.card_dict,
-        "agents": [app_.card_dict for app_ in registry.apps()],
-        "panels": [
-            {"id": persona.id, **panel}
-            for persona in registry.personas()
-            if (panel := panel_listing(persona)) is not None
-        ],
+        "agents": [app_.card_dict for app_ in apps],
+        "panels": panels,
     }
+    return JSONResponse(body, headers=headers)
 
 
 @router.get(CARD_PATH)
@@ -63,9 +81,7 @@ async def ai_catalog(request: Request, registry: Registry) -> Response:
     built = registry.catalog.current()
     headers = {"ETag": built.etag, "Cache-Control": CARD_CACHE_CONTROL}
     catalog_link(headers)
-    asked = request.headers.get("if-none-match", "")
-    tags = [tag.strip().removeprefix("W/") for tag in asked.split(",")]
-    if "*" in tags or built.etag.removeprefix("W/") in tags:
+    if not_modified(request, built.etag):
         return Response(status_code=304, headers=headers)
     return Response(built.body, media_type=CATALOG_MEDIA_TYPE, headers=headers)
 
