@@ -110,8 +110,28 @@ def _report(response: httpx.Response, done: str, url: str, *, as_json: bool) -> 
     persona_id = persona.get("id", "?")
     typer.echo(
         f"{done} '{persona_id}' ({persona.get('name', '?')}), version {persona.get('version', '?')}"
-        f"; it answers at {url.rstrip('/')}/a2a/{persona_id}/"
+        f"; it answers at {_endpoint(url, persona_id)}"
     )
+
+
+def _endpoint(url: str, persona_id: str) -> str:
+    """The persona's JSON-RPC URL as its card gives it (built from the hub's public base URL:
+    the address clients use, not the replica ``url`` may name), or else as ``url`` has it."""
+    import httpx  # here, not at the top: `serve` need not wait for it (cli.py)
+
+    base = url.rstrip("/")
+    try:
+        card = httpx.get(
+            f"{base}/a2a/{persona_id}/.well-known/agent-card.json",
+            headers={"A2A-Version": "1.0"},
+            timeout=10,
+        ).json()
+        for interface in card.get("supportedInterfaces", []):
+            if interface.get("protocolBinding") == "JSONRPC" and interface.get("url"):
+                return str(interface["url"])
+    except (httpx.HTTPError, ValueError, AttributeError):
+        pass  # the one-line report is a courtesy: the persona was written all the same
+    return f"{base}/a2a/{persona_id}/"
 
 
 @personas_app.command("list")
