@@ -110,8 +110,21 @@ async def test_writes_are_compare_and_swap_across_replicas(
     canceled = _task("t1", TaskState.TASK_STATE_CANCELED)
     v3 = await b.tasks.save(canceled, event=None, prev=None, prev_version=v1, context=CONTEXT)
     assert v3.is_after(v2)
+    # The replica running it cancels too when it hears: that is the cancel already written.
+    again = await a.tasks.save(canceled, event=None, prev=None, prev_version=v2, context=CONTEXT)
+    assert again == v3
+    completed = _task("t9", TaskState.TASK_STATE_COMPLETED)
+    await a.tasks.save(
+        completed, event=None, prev=None, prev_version=TaskVersion.MISSING, context=CONTEXT
+    )
     with pytest.raises(ConcurrentTaskModificationError):
-        await a.tasks.save(canceled, event=None, prev=None, prev_version=v3, context=CONTEXT)
+        await b.tasks.save(
+            _task("t9", TaskState.TASK_STATE_CANCELED),
+            event=None,
+            prev=None,
+            prev_version=TaskVersion.MISSING,
+            context=CONTEXT,
+        )
     # Another persona's endpoint does not find it.
     other = ServerCallContext(state={PERSONA_STATE_KEY: "plato"})
     assert await b.tasks.get("t1", other) is None

@@ -5,10 +5,13 @@ hub's, not a replica's. (Processes, nginx, SIGKILL: tests/deployment/test_nginx_
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
+from typing import Any
 
 import pytest
 from a2a.client import A2AClientError
@@ -340,3 +343,57 @@ async def test_a_replica_warns_when_postgresql_does_not_vacuum(
     await database.dispose()
     warned = any("autovacuum off" in record.getMessage() for record in caplog.records)
     assert warned == (setting != "on")
+
+
+async def _v03_stream(
+    hub: Hub, persona_id: str, text: str, into: list[dict[str, Any]], first: asyncio.Event
+) -> None:
+    """A v0.3 ``message/stream`` read as its SSE events' ``result`` objects (``first`` set
+    at the first)."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "message/stream",
+        "params": {
+            "message": {
+                "kind": "message",
+                "messageId": str(uuid.uuid4()),
+                "role": "user",
+                "parts": [{"kind": "text", "text": text}],
+            }
+        },
+    }
+    async with hub.http.stream("POST", f"/a2a/{persona_id}/", json=body) as response:
+        async for line in response.aiter_lines():
+            if line.startswith("data:"):
+                into.append(json.loads(line[5:])["result"])
+                first.set()
+
+
+@pytest.mark.parametrize("where", ["same", "other"])
+async def test_a_v03_stream_ends_with_one_final_status_update_whichever_replica_cancels(
+    pair: tuple[Hub, Hub], llm: FakeLLM, where: str
+) -> None:
+    """A 0.3 client's stream ends with one ``status-update`` marked ``final``, never a task
+    after it (a 0.3 client refuses a second task: "Task is already set")."""
+    a, b = pair
+    llm.script(Hang())
+    events: list[dict[str, Any]] = []
+    started = asyncio.Event()
+    follower = asyncio.create_task(_v03_stream(a, "socrates", "Hello?", events, started))
+    await asyncio.to_thread(llm.wait_requests, 1, 30.0)
+    async with asyncio.timeout(30):
+        await started.wait()
+    task_id = events[0]["id"]
+    canceller = await (a if where == "same" else b).client("socrates")
+    canceled = await canceller.cancel_task(CancelTaskRequest(id=task_id))
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    async with asyncio.timeout(30):
+        await follower
+    assert events[0]["kind"] == "task"
+    assert [event["kind"] for event in events[1:]].count("task") == 0, events
+    finals = [event for event in events if event.get("final")]
+    assert len(finals) == 1, events
+    assert finals[0] is events[-1]
+    assert events[-1]["kind"] == "status-update"
+    assert events[-1]["status"]["state"] == "canceled"

@@ -305,9 +305,10 @@ class TaskExecutor(AgentExecutor):
         """Stop answering a task that another replica canceled (it is ``canceled`` in the
         shared store already); whether it was running here.
 
-        The cancel status goes through the SDK like any event: saving it finds the task
-        finished, so the SDK reloads it, tells this replica's subscribers, and cancels
-        :meth:`execute` (the LLM stream is closed).
+        The cancel status goes through the SDK like any event: the shared store takes it
+        as the cancel already written (not a conflict), so this replica's subscribers get
+        it as the stream's one final status, in their protocol version's shape, and the SDK
+        cancels :meth:`execute` (the LLM stream is closed).
         """
         updater = self._updaters.get(task_id)
         if updater is None or task_id in self._cancelled:

@@ -223,9 +223,29 @@ class ClusterTaskStore(VersionedTaskStore):
                 )
             async with self._connection() as conn:
                 row = await conn.fetchrow(statement, *values)
+                if row is None and task.status.state == TaskState.TASK_STATE_CANCELED:
+                    row = await self._canceled_already(conn, owner, task.id)
         if row is None:
             raise ConcurrentTaskModificationError(task.id)
         return int(row[0])
+
+    async def _canceled_already(self, conn: Any, owner: str, task_id: str) -> Any:
+        """A cancel of a task another replica canceled first is that cancel, not a
+        conflict: the task's version, with nothing written, or ``None``.
+
+        The replica running the task writes its own cancel status when it hears of the
+        other's (:meth:`~persona_agent.a2a.lifecycle.TaskExecutor.canceled_elsewhere`).
+        Taken as a conflict, the SDK would reload the task and hand its subscribers the
+        whole task as a last event after their first: a v0.3 client refuses a second task
+        ("Task is already set"). Taken as done, they get the cancel status, marked final.
+        """
+        row = await conn.fetchrow(
+            f"SELECT version FROM {tasks_table.name} WHERE owner = $1 AND id = $2 AND state = $3",
+            owner,
+            task_id,
+            _CANCELED,
+        )
+        return row
 
     async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
         key = (persona_owner(context), task_id)
