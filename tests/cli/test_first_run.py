@@ -161,3 +161,14 @@ def test_new_asks_for_an_id_when_the_name_makes_none(tmp_path: Path) -> None:
     given = runner.invoke(app, ["new", "!!!", "--id", "bang", "-d", str(tmp_path)])
     assert given.exit_code == 0, given.output
     assert load_persona_file(tmp_path / "bang.yaml").name == "!!!"
+
+
+def test_new_names_an_id_given_that_is_not_one_in_words(tmp_path: Path) -> None:
+    refused = runner.invoke(app, ["new", "Space Case", "--id", "space case", "-d", str(tmp_path)])
+    assert refused.exit_code == 1
+    said = " ".join(refused.output.split())
+    assert "--id 'space case' is not a persona id" in said
+    assert "lowercase letters, digits and hyphens" in said
+    assert said.endswith("--id space-case")
+    assert "[a-z0-9]" not in said  # words, not the pattern
+    assert list(tmp_path.iterdir()) == []

@@ -41,5 +41,8 @@ async def test_an_answer_of_the_demo_model_is_labelled_so(
             )
             meta = find(browser, "#transcript .turn.agent .meta").text
             assert "demo model" in meta, meta
+            # The embedded model costs nothing: said in a word, not "$0.0000".
+            assert "free" in meta.split(" · "), meta
+            assert "$" not in meta, meta
 
         await browse(scenario)

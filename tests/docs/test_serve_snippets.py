@@ -103,6 +103,11 @@ def test_the_quick_start_serves_the_bundled_personas(
     assert console.headers["content-type"].startswith("text/html")
     assert f"Serving {len(names)} persona(s) at {hub.url}/a2a/{{id}}/" in hub.stderr
     assert f"Web console: {hub.url}/console/" in hub.stderr
+    # A default start warns of nothing: it says in one line that it is open to this
+    # machine alone, and how to close it.
+    assert "Open to this machine: no API keys" in hub.stderr
+    assert "PERSONA_AGENT_API_KEYS" in hub.stderr
+    assert "WARNING" not in hub.stderr, hub.stderr
     # A fresh data directory: its schema is created, in one line of ours, without the
     # migration tool's own lines (issue 35: seven alembic INFO lines at start).
     assert "Database schema migrated from nothing to " in hub.stderr

@@ -18,7 +18,7 @@ from persona_agent.personas.loader import (
     parse_persona_text,
     persona_to_data,
 )
-from persona_agent.personas.model import Persona
+from persona_agent.personas.model import PERSONA_ID_RULE, Persona
 from persona_agent.security.limits import LimitExceeded, Limits
 from tests.personas import BUNDLED, persona_data, write_yaml
 
@@ -198,9 +198,7 @@ def test_a_file_of_many_problems_lists_the_first_twenty_and_counts_the_rest(
 def test_a_file_name_that_is_not_an_id_is_an_error(tmp_path: Path, stem: str) -> None:
     path = write_yaml(tmp_path / f"{stem}.yaml", persona_data())
     error = load_error(path)
-    assert error.problems == [
-        f"file name '{stem}' is not a valid persona id (expected ^[a-z0-9][a-z0-9-]{{0,62}}$)"
-    ]
+    assert error.problems == [f"file name '{stem}' is not a valid persona id ({PERSONA_ID_RULE})"]
 
 
 def test_a_file_that_is_not_utf8_is_an_error(tmp_path: Path) -> None:

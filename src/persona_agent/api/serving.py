@@ -346,11 +346,11 @@ def _log_startup(settings: Settings, llm: LLMBackend, registry: A2ARegistry) -> 
                 "refused. Set PERSONA_AGENT_API_KEYS (docs/security.md).",
                 settings.host,
             )
-        else:
-            logger.warning(
-                "No API keys are configured: /api/v1 reads are open and writes are accepted "
-                "only from this machine (loopback client and Host, no other origin). Set "
-                "PERSONA_AGENT_API_KEYS to require a key."
+        else:  # the default start: open to this machine alone, nothing to warn of
+            logger.info(
+                "Open to this machine: no API keys, so /api/v1 writes are taken only from "
+                "loopback (no other origin); set PERSONA_AGENT_API_KEYS to require a key "
+                "(docs/security.md)"
             )
     else:
         logger.info(

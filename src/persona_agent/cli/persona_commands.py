@@ -19,7 +19,7 @@ from persona_agent.errors import PersonaFileError
 from persona_agent.parts import persona_limits
 from persona_agent.personas.formats.tavern import CardSpec
 from persona_agent.personas.loader import AVATAR_SUFFIX, PERSONA_SUFFIXES, read_persona
-from persona_agent.personas.model import PERSONA_ID_PATTERN, is_valid_persona_id
+from persona_agent.personas.model import PERSONA_ID_RULE, is_valid_persona_id
 from persona_agent.security.limits import image_too_large, too_large
 
 __all__ = ["export_persona", "import_persona", "new_persona"]
@@ -107,9 +107,13 @@ def new_persona(
 
     settings = command_settings(personas_dir=personas_dir)
     name = " ".join(name.split())
+    if persona_id is not None and not is_valid_persona_id(persona_id):
+        suggested = template_id(persona_id)
+        example = f": --id {suggested}" if is_valid_persona_id(suggested) else ""
+        fail(f"--id '{persona_id}' is not a persona id ({PERSONA_ID_RULE}){example}")
     persona_id = persona_id or template_id(name)
     if not name or not is_valid_persona_id(persona_id):
-        fail(f"'{name}' makes no persona id ({PERSONA_ID_PATTERN}): give one with --id")
+        fail(f"'{name}' makes no persona id ({PERSONA_ID_RULE}): give one with --id")
     directory = settings.writable_personas_dir
     existing = [p for p in (directory / f"{persona_id}{s}" for s in PERSONA_SUFFIXES) if p.exists()]
     if existing:

@@ -13,6 +13,7 @@ from pydantic_core import PydanticCustomError
 __all__ = [
     "AVATAR_PATTERN",
     "PERSONA_ID_PATTERN",
+    "PERSONA_ID_RULE",
     "AvatarName",
     "Background",
     "FreeKeys",
@@ -27,6 +28,11 @@ __all__ = [
 ]
 
 PERSONA_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
+PERSONA_ID_RULE = (
+    "an id is lowercase letters, digits and hyphens, starting with a letter or a digit, "
+    "at most 63 characters"
+)
+""":data:`PERSONA_ID_PATTERN` in words, for messages people read."""
 """A persona id: lowercase letters, digits and hyphens, at most 63 characters."""
 
 AVATAR_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.(?i:png|jpe?g|webp|gif)$"
@@ -157,8 +163,8 @@ def checked_persona_id(value: str) -> str:
     if not is_valid_persona_id(value):
         raise PydanticCustomError(
             "persona_id",
-            "'{value}' is not a valid persona id (expected {pattern})",
-            {"value": value, "pattern": PERSONA_ID_PATTERN},
+            "'{value}' is not a valid persona id ({rule})",
+            {"value": value, "rule": PERSONA_ID_RULE},
         )
     return value
 

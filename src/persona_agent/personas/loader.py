@@ -27,7 +27,7 @@ from persona_agent.personas.formats.tavern import (
 )
 from persona_agent.personas.model import (
     MAX_PROBLEMS,
-    PERSONA_ID_PATTERN,
+    PERSONA_ID_RULE,
     Persona,
     is_valid_persona_id,
     validation_problems,
@@ -177,7 +177,7 @@ def parse_persona_text(
             per field.
     """
     if not is_valid_persona_id(persona_id):
-        problem = f"'{persona_id}' is not a valid persona id (expected {PERSONA_ID_PATTERN})"
+        problem = f"'{persona_id}' is not a valid persona id ({PERSONA_ID_RULE})"
         raise PersonaFileError(source, [problem])
     return _validate(source, persona_id, _parse(text, fmt, source, limits), limits)
 
@@ -203,7 +203,7 @@ def read_persona(
             persona is invalid; one problem per field.
     """
     if persona_id is not None and not is_valid_persona_id(persona_id):
-        problem = f"'{persona_id}' is not a valid persona id (expected {PERSONA_ID_PATTERN})"
+        problem = f"'{persona_id}' is not a valid persona id ({PERSONA_ID_RULE})"
         raise PersonaFileError(source, [problem])
     if fmt == "png":
         return _read_png(persona_id, raw, source, limits)
@@ -216,7 +216,7 @@ def read_persona(
         if not is_valid_persona_id(persona_id):
             problem = (
                 f"file name '{persona_id}' is not a valid persona id "
-                f"(expected {PERSONA_ID_PATTERN}); rename the file or give the id"
+                f"({PERSONA_ID_RULE}); rename the file or give the id"
             )
             raise PersonaFileError(source, [problem])
     return PersonaFile(_validate(source, persona_id, data, limits), source=text)
@@ -301,7 +301,7 @@ def _check_name(source: str, stem: str, suffix: str) -> Format:
         expected = ", ".join(PERSONA_SUFFIXES)
         raise PersonaFileError(source, [f"unknown file type '{suffix}' (expected {expected})"])
     if not is_valid_persona_id(stem):
-        problem = f"file name '{stem}' is not a valid persona id (expected {PERSONA_ID_PATTERN})"
+        problem = f"file name '{stem}' is not a valid persona id ({PERSONA_ID_RULE})"
         raise PersonaFileError(source, [problem])
     return fmt
 

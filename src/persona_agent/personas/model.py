@@ -35,6 +35,7 @@ from persona_agent.personas.bounds import check_bounds
 from persona_agent.personas.field_types import (
     AVATAR_PATTERN,
     PERSONA_ID_PATTERN,
+    PERSONA_ID_RULE,
     AvatarName,
     Background,
     FreeKeys,
@@ -65,6 +66,7 @@ __all__ = [
     "CONVERSATION_SKILL",
     "MAX_PROBLEMS",
     "PERSONA_ID_PATTERN",
+    "PERSONA_ID_RULE",
     "CardSettings",
     "CardSkill",
     "InteractionSample",

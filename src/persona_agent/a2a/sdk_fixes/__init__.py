@@ -3,9 +3,10 @@
 Nothing here patches the SDK but :mod:`.untraced`: each fix is a subclass or a wrapper of
 an SDK part, used where the hub builds its routes and handlers (``a2a/registry.py``,
 ``a2a/router.py``, ``a2a/forwarding.py``, ``a2a/calls.py``, ``a2a/push/sender.py``); the
-one patch, :mod:`.untraced`, is applied by one call at start-up (``api/app.py``). Each names the SDK behaviour it corrects and why, and has a
-canary in ``tests/a2a/test_sdk_fixes.py`` that runs the SDK as shipped and fails the
-day the SDK stops behaving so: then the fix can go.
+one patch, :mod:`.untraced`, is applied by one call at start-up (``api/app.py``). Each
+names the SDK behaviour it corrects and why, and has a canary in
+``tests/a2a/test_sdk_fixes.py`` that runs the SDK as shipped and fails the day the SDK
+stops behaving so: then the fix can go.
 
 - :mod:`.routes`: the SDK's routes answer other than the specification. v0.3
   JSON-RPC: bad parameters are ``-32602`` (the SDK says ``-32600``),

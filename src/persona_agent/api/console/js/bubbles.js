@@ -15,12 +15,20 @@ export function artifactsText(artifacts) {
   return shown.map((a) => (a.name && a.name !== "answer" ? `${a.name}\n${a.text}` : a.text)).join("\n\n");
 }
 
+// A price as people read it: "free" for a model that costs nothing (the embedded one),
+// cents to four places, and a tiny price in significant digits rather than "$0.0000".
+export function priceText(usd) {
+  if (usd === 0) return "free";
+  if (usd < 0.0001) return `$${usd.toPrecision(2)}`;
+  return `$${usd.toFixed(4)}`;
+}
+
 export function describeCost(cost) {
   if (!cost) return "";
   const parts = [];
   if (cost.usage && cost.usage.totalTokens) parts.push(`${cost.usage.totalTokens} tokens`);
   if (cost.durationMs) parts.push(`${(cost.durationMs / 1000).toFixed(1)} s`);
-  if (typeof cost.costUsd === "number") parts.push(`$${cost.costUsd.toFixed(4)}`);
+  if (typeof cost.costUsd === "number") parts.push(priceText(cost.costUsd));
   if (cost.demoModel) parts.push("demo model"); // the embedded model: docs/local-model.md
   return parts.join(" · ");
 }
