@@ -140,7 +140,7 @@ def test_a_flood_past_the_descriptor_limit_leaves_the_http_port_serving(
             stub = a2a_pb2_grpc.A2AServiceStub(channel)
             with pytest.raises(grpc.RpcError) as full:
                 stub.SendMessage(request("full"), timeout=BOUND)
-        assert full.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+        assert full.value.code() == grpc.StatusCode.UNAVAILABLE
         # The connections it holds are still open, closed by nothing but their client.
         assert closed_by_the_hub([c for c in connections if c not in closed], 1, wait=0) == set()
 
