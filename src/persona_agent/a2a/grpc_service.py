@@ -95,7 +95,8 @@ _STATUS_CODES = {
 
 
 _SERVED_VERSION = re.compile(r"1(\.\d{1,9}){0,2}")
-"""The ``a2a-version`` values this service serves: A2A 1.x (the SDK's rule on HTTP)."""
+"""The ``a2a-version`` values this service serves: A2A 1.x in digits (``1``, ``1.0``,
+``1.0.1``), as the SDK serves on HTTP any 1.x (which also takes forms like ``1.0rc1``)."""
 
 _NO_TENANT = (
     "The request has no tenant, which names the agent it is for: send the tenant of the "
