@@ -13,7 +13,7 @@ import shutil
 import socket
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 
 import grpc
 import httpx
@@ -24,7 +24,7 @@ from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest, TaskState
 from persona_agent.api.grpc_server import connection_cap
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.personas import BUNDLED
-from tests.servers.hub_process import hub_process
+from tests.servers.hub_process import hub_process_with
 
 DESCRIPTORS = 256
 """The hub process's descriptor limit (its soft ``RLIMIT_NOFILE``)."""
@@ -45,16 +45,18 @@ def llm() -> Iterator[FakeLLM]:
         yield server
 
 
-@contextmanager
-def descriptor_limit(soft: int) -> Iterator[None]:
-    """This process's soft descriptor limit at ``soft`` meanwhile: a process started now
-    inherits it."""
-    before, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (before, hard))
+SITECUSTOMIZE = """\
+import os
+import resource
+
+_limit = os.environ.pop("GRPC_FLOOD_TEST_NOFILE", None)
+if _limit:
+    _, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (int(_limit), _hard))
+"""
+"""Imported by the hub's Python at start (its directory on PYTHONPATH, as
+tests/security/test_crash_safety.py does): the hub process's soft descriptor limit, before
+any of its code runs; this test process keeps its own."""
 
 
 def flood(host: str, port: int, count: int) -> list[socket.socket]:
@@ -106,9 +108,14 @@ def test_a_flood_past_the_descriptor_limit_leaves_the_http_port_serving(
         "GRPC_HANDSHAKE_TIMEOUT": "3600",
         "GRPC_IDLE_TIMEOUT": "3600",
     }
+    hooks = root / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
+    environ = {"PYTHONPATH": str(hooks), "GRPC_FLOOD_TEST_NOFILE": str(DESCRIPTORS)}
     with ExitStack() as stack:
-        with descriptor_limit(DESCRIPTORS):
-            url, _ = stack.enter_context(hub_process(root / "personas", root / "data", **settings))
+        hub = hub_process_with(root / "personas", root / "data", environ, **settings)
+        url, process = stack.enter_context(hub)
+        assert resource.prlimit(process.pid, resource.RLIMIT_NOFILE)[0] == DESCRIPTORS
         http = stack.enter_context(httpx.Client(base_url=url, timeout=BOUND))
         card = http.get("/a2a/socrates/.well-known/agent-card.json").json()
         (address,) = [
