@@ -36,8 +36,8 @@ KEEPALIVE_TIMEOUT_MS = 20_000
 
 MIN_CLIENT_PING_INTERVAL_MS = 10_000
 """The shortest interval between a client's pings the server lets pass while a call is open
-and it has sent nothing; two quicker ones, or pings on a connection with no call, and the
-third closes the connection (GOAWAY ``too_many_pings``)."""
+(with none open: two hours, grpc's rule); the third ping sooner closes the connection
+(GOAWAY ``too_many_pings``)."""
 
 
 def descriptor_limit() -> int | None:
@@ -77,7 +77,7 @@ def server_options(settings: Settings, connections: int) -> list[tuple[str, int]
         ("grpc.keepalive_time_ms", _ms(settings.grpc_keepalive_interval)),
         ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
         ("grpc.http2.max_pings_without_data", 0),
-        # The clients' pings: none on a connection with no call, none more often than this.
+        # The clients' pings: every 10 s at most while a call is open, every 2 h without.
         ("grpc.keepalive_permit_without_calls", 0),
         ("grpc.http2.min_ping_interval_without_data_ms", MIN_CLIENT_PING_INTERVAL_MS),
         ("grpc.http2.max_ping_strikes", 2),
