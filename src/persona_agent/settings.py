@@ -434,6 +434,24 @@ class Settings(BaseSettings):
     grpc_public_address: str | None = None
     """``host:port`` of the gRPC server as clients reach it, on every card (default: the
     public base URL's host and the gRPC port)."""
+    grpc_max_connections: int = Field(default=1000, ge=1)
+    """Connections the gRPC server holds at once; one more is closed as it is accepted. Held
+    to half the process's descriptor limit (the rest stays for the HTTP port)."""
+    grpc_handshake_timeout: float = Field(default=10.0, gt=0)
+    """Seconds a new gRPC connection may take to send the HTTP/2 preface and settings."""
+    grpc_idle_timeout: float = Field(default=60.0, gt=0)
+    """Seconds a gRPC connection may stay with no call open before it is closed (pings do
+    not count)."""
+    grpc_max_connection_age: float = Field(default=3600.0, ge=0)
+    """Seconds after which a gRPC connection is asked to close (GOAWAY; clients reconnect);
+    0: never."""
+    grpc_max_connection_age_grace: float = Field(default=300.0, ge=0)
+    """Seconds the calls of a connection past its age may take before it is cut."""
+    grpc_keepalive_interval: float = Field(default=60.0, gt=0)
+    """Seconds between the server's pings on a gRPC connection whose calls are silent (a
+    peer that does not answer in 20 s is dropped)."""
+    grpc_max_streams: int = Field(default=100, ge=1)
+    """Calls one gRPC connection may have open at once."""
 
     @field_validator("grpc_public_address")
     @classmethod

@@ -13,7 +13,7 @@ from a2a.server.request_handlers.grpc_handler import _ERROR_CODE_MAP
 
 from a2a import types
 from persona_agent.a2a.context_keys import BINDING_KEY, PERSONA_STATE_KEY
-from persona_agent.a2a.grpc_service import _CALL, _ContextBuilder, grpc_status_of
+from persona_agent.a2a.grpc_service import _CALL, _ContextBuilder, grpc_status_of, version_refusal
 
 SPEC_GRPC_STATUSES = {
     types.TaskNotFoundError: grpc.StatusCode.NOT_FOUND,
@@ -69,3 +69,17 @@ def test_credentials_in_the_metadata_stay_out_of_the_call_context() -> None:
     assert "secret" not in repr(context.state)
     assert context.state[PERSONA_STATE_KEY] == "socrates"
     assert context.state[BINDING_KEY] == "grpc"
+
+
+def test_only_a2a_1_x_or_no_version_is_served() -> None:
+    """This service is A2A 1.0's (0.3's is ``a2a.v1.A2AService``, not served): 1.x and an
+    absent value are served; anything else is VersionNotSupported naming the value."""
+    for served in (None, "", "1", "1.0", "1.0.1", " 1.0 "):
+        assert version_refusal(served) is None, served
+    for refused in ("0.3", "9.9", "2.0", "garbage", "1.0-beta", "v1.0", "1.", "01.0x"):
+        error = version_refusal(refused)
+        assert isinstance(error, types.VersionNotSupportedError), refused
+        assert f"'{refused}'" in error.message
+    long = version_refusal("9" * 1000)
+    assert long is not None
+    assert len(long.message) < 400  # a huge value is not echoed whole

@@ -20,7 +20,7 @@ from tests.conformance.conftest import (
 )
 from tests.conformance.grpc_wire import wire_of
 from tests.fakes.fake_llm import FakeLLM
-from tests.integration.conftest import TRANSPORTS, Hub
+from tests.integration.conftest import Hub
 
 pytestmark = MODULE_LOOP
 
@@ -115,7 +115,7 @@ async def test_a_file_of_an_unsupported_media_type_is_content_type_not_supported
     assert llm.requests == []
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", ALL_TRANSPORTS)
 @pytest.mark.parametrize("version", ["9.9", "2.0"])
 async def test_an_unsupported_a2a_version_is_version_not_supported(
     module_hub: Hub, llm: FakeLLM, transport: tuple[str, str], version: str
@@ -132,12 +132,13 @@ async def test_an_unsupported_a2a_version_is_version_not_supported(
     assert llm.requests == []
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", ALL_TRANSPORTS)
 async def test_the_other_supported_version_on_an_endpoint_is_version_not_supported(
     module_hub: Hub, transport: tuple[str, str]
 ) -> None:
     # One URL serves both versions by method name (JSON-RPC) or path (HTTP+JSON); a 1.0
-    # request declaring 0.3 (or the reverse) is refused, not misread.
+    # request declaring 0.3 (or the reverse) is refused, not misread. gRPC serves 1.0 alone:
+    # its requests declaring 0.3 are refused alike.
     wire = wire_of(module_hub, "socrates", transport)
     wire.headers = {"A2A-Version": "0.3" if transport[1] == "1.0" else "1.0"}
     error = wire.error(await wire.get_task("no-such-task"))

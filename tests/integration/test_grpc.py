@@ -1,9 +1,10 @@
 """The hub's gRPC server with the real a2a-sdk client and the SDK's generated stub: the
 card's gRPC interface, a send, streamed tokens, a cancel that stops the model, push configs
-and the extended card, the directory at the empty tenant, an unknown persona, API keys and
-OIDC tokens in the metadata (refused without, served with), rate limits and the metrics'
-binding label, and a taken port at start-up. One hub a module (a key and an OIDC issuer
-configured: anonymous callers are still served by the personas that allow them)."""
+and the extended card, the directory at its tenant, an unknown persona, API keys and OIDC
+tokens in the metadata (refused without, served with), rate limits and the metrics' binding
+label, and a taken port at start-up (no tenant and other versions: test_grpc_refusals.py).
+One hub a module (a key and an OIDC issuer configured: anonymous callers are still served
+by the personas that allow them)."""
 
 from __future__ import annotations
 
@@ -229,6 +230,8 @@ async def test_api_key_in_metadata(grpc_hub: Hub, llm: FakeLLM) -> None:  # noqa
 
 
 async def test_unknown_tenant_and_the_directory(grpc_hub: Hub) -> None:
+    """An unknown tenant is NOT_FOUND naming it; the directory answers at the tenant its
+    card gives (``_directory``), to the SDK's client made from the hub's card."""
     interface = grpc_interface(await grpc_hub.card("socrates"))
     async with grpc.aio.insecure_channel(interface.url) as channel:
         stub = a2a_pb2_grpc.A2AServiceStub(channel)
@@ -238,13 +241,14 @@ async def test_unknown_tenant_and_the_directory(grpc_hub: Hub) -> None:
         assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
         assert "nobody" in (unknown.value.details() or "")
         assert "/a2a/personas" in (unknown.value.details() or "")
-        answer = await stub.SendMessage(SendMessageRequest(message=message))  # the directory
+        assert "'_directory'" in (unknown.value.details() or "")
+        answer = await stub.SendMessage(SendMessageRequest(message=message, tenant="_directory"))
         text = "".join(p.text for p in answer.message.parts) or answer_text(answer.task)
         assert "socrates" in text.lower()
-    # The hub's own card lists the directory there: the gRPC address, the empty tenant.
+    # The hub's own card lists the directory there: the gRPC address, its tenant.
     hub_card = parse_agent_card((await grpc_hub.http.get("/.well-known/agent-card.json")).json())
     directory = grpc_interface(hub_card)
-    assert (directory.url, directory.tenant) == (interface.url, "")
+    assert (directory.url, directory.tenant) == (interface.url, "_directory")
     del hub_card.supported_interfaces[:]
     hub_card.supported_interfaces.append(directory)
     config = ClientConfig(

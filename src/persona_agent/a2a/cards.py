@@ -41,6 +41,7 @@ __all__ = [
     "AVATAR_PATH",
     "CARD_PATH",
     "DIRECTORY_SKILL_ID",
+    "DIRECTORY_TENANT",
     "INPUT_MODES",
     "OUTPUT_MODES",
     "SPOKEN_OUTPUT_MODES",
@@ -73,9 +74,8 @@ def persona_url(base_url: str, persona_id: str) -> str:
     return f"{base_url}{A2A_PREFIX}/{persona_id}/"
 
 
-def _interfaces(
-    url: str, persona_id: str = "", grpc_address: str | None = None
-) -> list[AgentInterface]:
+def _interfaces(url: str, tenant: str, grpc_address: str | None = None) -> list[AgentInterface]:
+    """The card's interfaces at ``url``, and at ``grpc_address`` for ``tenant``."""
     rest_url = url.rstrip("/")
     interfaces = [
         AgentInterface(
@@ -97,7 +97,7 @@ def _interfaces(
                 url=grpc_address,
                 protocol_binding=TransportProtocol.GRPC,
                 protocol_version=PROTOCOL_VERSION_1_0,
-                tenant=persona_id,
+                tenant=tenant,
             ),
         )
     return interfaces
@@ -301,6 +301,11 @@ def _declare_security(card: AgentCard, auth: Authenticator, access: Access) -> N
 
 DIRECTORY_SKILL_ID = "directory"
 """The one skill of the hub's own agent, the directory of its personas."""
+DIRECTORY_TENANT = "_directory"
+"""The ``tenant`` of the directory on the hub's gRPC server (on the hub card's gRPC
+interface): no persona id can be it (an id starts with a letter or digit). An empty
+tenant is refused, naming it, so a client that ignored a persona's card is not answered
+by the directory as if it were the persona."""
 NAMED_PERSONAS = 50
 """Personas named in the directory skill's description; the others are counted."""
 NAMED_EXAMPLES = 3
@@ -327,7 +332,8 @@ def build_hub_card(
     protocol versions as a persona. Its one skill, ``directory``, names the personas. With
     ``auth``, it declares the hub's schemes and, under the hub's default access
     ``authenticated``, requires them, as for a persona without ``access:`` of its own.
-    ``grpc_address``: the hub's gRPC server, where the directory is the empty tenant.
+    ``grpc_address``: the hub's gRPC server, where the directory is the tenant
+    :data:`DIRECTORY_TENANT`.
     """
     names = [f"{persona.name} ({persona.id})" for persona in personas[:NAMED_PERSONAS]]
     more = len(personas) - len(names)
@@ -349,7 +355,7 @@ def build_hub_card(
         ),
         version=__version__,
         provider=provided_by or provider("persona-agent", base_url),
-        supported_interfaces=_interfaces(hub_url(base_url), "", grpc_address),
+        supported_interfaces=_interfaces(hub_url(base_url), DIRECTORY_TENANT, grpc_address),
         capabilities=AgentCapabilities(streaming=True, push_notifications=False),
         default_input_modes=INPUT_MODES,
         default_output_modes=OUTPUT_MODES,

@@ -84,8 +84,8 @@ class HubDirectory:
         self._services = services or HubServices()
         self._built: _BuiltCard | None = None
         self.grpc_address: str | None = None
-        """The hub's gRPC server (``host:port``), where the directory is the empty tenant;
-        set by ``A2ARegistry.serve_grpc`` once the server listens."""
+        """The hub's gRPC server (``host:port``), where the directory is the tenant
+        ``_directory``; set by ``A2ARegistry.serve_grpc`` once the server listens."""
 
     def _card_parts(self) -> _BuiltCard:
         """The card, as protobuf and as JSON, and its ETag; built again only when a persona

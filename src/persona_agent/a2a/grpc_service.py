@@ -3,7 +3,17 @@
 A2A 1.0 gives every request a ``tenant`` field, and the SDK's client fills it from the
 card interface's ``tenant``: each persona's card lists the hub's gRPC address with its
 own id as the tenant, so one server and one port serve ten thousand personas (no
-service or port per persona). An empty tenant is the hub's directory agent.
+service or port per persona). The hub's card lists the directory agent there with the
+tenant ``_directory``. An empty tenant is refused (``INVALID_ARGUMENT``) with a message
+that says which tenant to send: a client that ignored the persona's card would otherwise
+get the directory's answer, which reads like the persona's failure.
+
+The ``a2a-version`` metadata is checked first, as the HTTP bindings check the header:
+this service (``lf.a2a.v1.A2AService``) is A2A 1.0's, so ``1``, ``1.0``, ``1.0.1`` are
+served, any other value is VersionNotSupported (``FAILED_PRECONDITION`` with the reason
+``VERSION_NOT_SUPPORTED``, the SDK's table), and none at all is read as 1.0: a 0.3
+client calls another service (``a2a.v1.A2AService``), so on this one the absent value
+cannot mean 0.3.
 
 Each call is admitted here first, in an async step of its own (the SDK's context builder
 is synchronous, and the hub's authenticator may fetch OIDC keys): the caller from its
@@ -23,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing, asynccontextmanager
 from contextvars import ContextVar
@@ -37,11 +48,12 @@ from a2a.server.request_handlers import RequestHandler
 from a2a.server.request_handlers.grpc_handler import GrpcHandler, GrpcServerCallContextBuilder
 from a2a.server.routes.common import StarletteUser
 from a2a.types import a2a_pb2_grpc
-from a2a.utils.errors import A2AError, InvalidRequestError
+from a2a.utils.errors import A2AError, InvalidRequestError, VersionNotSupportedError
 from google.protobuf import message
 from opentelemetry import context as otel_context
 
 from persona_agent.a2a.admission import Admission, Refusal
+from persona_agent.a2a.cards import DIRECTORY_TENANT
 from persona_agent.a2a.context_keys import (
     BINDING_KEY,
     CALLER_KEY,
@@ -58,7 +70,7 @@ from persona_agent.personas.model import Persona
 from persona_agent.security.audit import request_id_of
 from persona_agent.security.principal import Principal
 
-__all__ = ["GRPC_BINDING", "HubGrpcService", "grpc_status_of"]
+__all__ = ["GRPC_BINDING", "HubGrpcService", "grpc_status_of", "version_refusal"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +92,32 @@ _STATUS_CODES = {
     404: grpc.StatusCode.NOT_FOUND,
     429: grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
+
+
+_SERVED_VERSION = re.compile(r"1(\.\d{1,9}){0,2}")
+"""The ``a2a-version`` values this service serves: A2A 1.x in digits (``1``, ``1.0``,
+``1.0.1``), as the SDK serves on HTTP any 1.x (which also takes forms like ``1.0rc1``)."""
+
+_NO_TENANT = (
+    "The request has no tenant, which names the agent it is for: send the tenant of the "
+    "card's gRPC interface (a persona's id: the a2a-sdk client does when made from the "
+    "persona's card; GET /a2a/personas lists the personas and their cards), or the tenant "
+    f"'{DIRECTORY_TENANT}' for the hub's directory agent"
+)
+
+
+def version_refusal(version: str | None) -> VersionNotSupportedError | None:
+    """The refusal of a call whose ``a2a-version`` metadata is ``version`` (None: served)."""
+    if not version or _SERVED_VERSION.fullmatch(version.strip()):
+        return None
+    shown = version if len(version) <= 40 else version[:40] + "..."
+    return VersionNotSupportedError(
+        message=(
+            f"A2A version '{shown}' is not supported over gRPC: this service "
+            "(lf.a2a.v1.A2AService) is A2A 1.0, send the metadata a2a-version: 1.0 "
+            "(A2A 0.3 clients use JSON-RPC or HTTP+JSON, which every card lists for 0.3)"
+        )
+    )
 
 
 def grpc_status_of(http_status: int) -> grpc.StatusCode:
@@ -137,7 +175,7 @@ class _HubGrpcHandler(GrpcHandler):
 
 class HubGrpcService(a2a_pb2_grpc.A2AServiceServicer):
     """``lf.a2a.v1.A2AService`` for every persona (the request's tenant) and the directory
-    (an empty tenant), admitted as the HTTP bindings admit."""
+    (the tenant ``_directory``), admitted as the HTTP bindings admit."""
 
     def __init__(
         self,
@@ -166,17 +204,24 @@ class HubGrpcService(a2a_pb2_grpc.A2AServiceServicer):
     ) -> AsyncIterator[GrpcHandler]:
         """The SDK handler to serve the call with, the call admitted (else aborted with the
         refusal's status), traced under the caller's trace context, with its log fields."""
+        headers = _headers(context)
+        refused = version_refusal(headers.get("a2a-version"))
+        if refused is not None:
+            await self._directory.abort_context(refused, context)
         tenant = str(getattr(request, "tenant", ""))
-        served = self._lookup(tenant, None) if tenant else None
-        if tenant and served is None:
+        if not tenant:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _NO_TENANT)
+        served = None if tenant == DIRECTORY_TENANT else self._lookup(tenant, None)
+        if served is None and tenant != DIRECTORY_TENANT:
             await context.abort(
                 grpc.StatusCode.NOT_FOUND,
                 f"No persona with id '{tenant}' on this hub (the request's tenant names the "
-                "persona): GET /a2a/personas lists them, or send with no tenant to ask the "
-                "hub's directory agent",
+                "persona): GET /a2a/personas lists them, or send the tenant "
+                f"'{DIRECTORY_TENANT}' to ask the hub's directory agent",
             )
+        if served is None:
+            tenant = ""  # the directory: no persona (its calls are labelled as on HTTP)
         persona = served.persona if served is not None else None
-        headers = _headers(context)
         raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
         call: dict[str, Any] = {"headers": headers, "persona_id": tenant}
         # A request id is for the audit log and JSON log lines alone (as on HTTP).
