@@ -296,11 +296,23 @@ def build_collaboration(settings: Settings, metrics: HubMetrics) -> Collaboratio
         toolbox = MCPToolbox(mcp_config, default_timeout=settings.tool_timeout, metrics=metrics)
     remote_agents: RemoteAgents | None = None
     if settings.agents_file is not None:
+        from persona_agent.a2a.catalog_reader import CatalogLimits
         from persona_agent.collab.agent_tools import RemoteAgents
         from persona_agent.collab.agents_file import load_agents_config
 
         agents_config = load_agents_config(settings.agents_file, os.environ)
-        remote_agents = RemoteAgents(agents_config, metrics=metrics)
+        limits = CatalogLimits(
+            max_bytes=settings.catalog_max_bytes,
+            max_depth=settings.catalog_max_depth,
+            max_entries=settings.catalog_max_entries,
+            seconds=settings.catalog_read_seconds,
+        )
+        remote_agents = RemoteAgents(
+            agents_config,
+            metrics=metrics,
+            catalog_limits=limits,
+            allowed_hosts=settings.agent_url_allowed_host_list,
+        )
     sources: list[ToolSource] = []
     if remote_agents is not None:
         sources.append(remote_agents)

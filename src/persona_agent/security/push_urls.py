@@ -92,34 +92,36 @@ async def _sdk_accepts(scheme: str, address: _Address, port: int) -> bool:
 class PushUrlGuard:
     """Whether a webhook URL may be called (see the module docstring)."""
 
-    def __init__(self, allowed_hosts: Iterable[str] = ()) -> None:
+    def __init__(self, allowed_hosts: Iterable[str] = (), *, what: str = "Push URL") -> None:
+        """``what``: how the log names the URLs it judges (``Push URL``, ``Agent URL``)."""
         self.allowed = {host.strip().lower().strip("[]") for host in allowed_hosts if host.strip()}
+        self.what = what
 
     async def __call__(self, url: str) -> bool:
         try:
             parsed = urllib.parse.urlsplit(url)
             port = parsed.port
         except ValueError:
-            logger.warning("Push URL refused: it cannot be parsed")
+            logger.warning("%s refused: it cannot be parsed", self.what)
             return False
         if any(c.isspace() or ord(c) < 32 or c == "\\" for c in url):
             # parsers disagree on such URLs: the one checked might not be the one called
-            logger.warning("Push URL refused: whitespace, a control character or a backslash")
+            logger.warning("%s refused: whitespace, a control character or a backslash", self.what)
             return False
         where = destination(url)
         if len(url) > MAX_URL_LENGTH or parsed.scheme not in ("http", "https"):
-            logger.warning("Push URL refused: not http(s), or too long (%s)", where)
+            logger.warning("%s refused: not http(s), or too long (%s)", self.what, where)
             return False
         host = (parsed.hostname or "").lower()
         if not host or parsed.username is not None or parsed.password is not None:
-            logger.warning("Push URL refused: no host, or credentials in it (%s)", where)
+            logger.warning("%s refused: no host, or credentials in it (%s)", self.what, where)
             return False
-        if host in self.allowed or (port is not None and f"{host}:{port}" in self.allowed):
-            return True
         port = port or (443 if parsed.scheme == "https" else 80)
+        if host in self.allowed or f"{host}:{port}" in self.allowed:
+            return True
         reason = await self._refusal(parsed.scheme, host, port)
         if reason is not None:
-            logger.warning("Push URL refused: %s %s", where, reason)
+            logger.warning("%s refused: %s %s", self.what, where, reason)
             return False
         return True
 
