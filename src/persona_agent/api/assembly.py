@@ -283,6 +283,10 @@ class Collaboration:
         """The configured outside agents' names."""
         return self.remote_agents.names() if self.remote_agents is not None else []
 
+    def catalog_agent(self, name: str) -> bool:
+        """Whether a catalog not read yet may bring in the outside agent ``name``."""
+        return self.remote_agents is not None and self.remote_agents.catalogs.may_bring(name)
+
 
 def build_collaboration(settings: Settings, metrics: HubMetrics) -> Collaboration:
     """The MCP servers and outside agents the settings configure. Their modules are

@@ -101,6 +101,12 @@ class AgentCatalogs:
             catalog.reading.add_done_callback(self._pending.discard)
         return catalog.reading
 
+    def may_bring(self, name: str) -> bool:
+        """Whether a catalog not read yet (and not given up) may bring in ``name``."""
+        return any(
+            name.startswith(c.prefix) and not c.read and not c.given_up for c in self._catalogs
+        )
+
     def _wanted(self, name: str) -> list[_Catalog]:
         """The catalogs not read yet that could bring in the agent ``name`` (by its prefix),
         being read now or that may be asked again now."""
@@ -169,9 +175,7 @@ class AgentCatalogs:
             )
         catalog.read = True
         for skipped in found.skipped:
-            logger.warning(
-                "Agents file, catalog %r: the entry %s is skipped", catalog.name, skipped
-            )
+            logger.warning("Agents file, catalog %r: skipped the entry %s", catalog.name, skipped)
         brought = [(agent, self._bring(catalog, agent)) for agent in found.agents]
         added = [agent for agent, remote in brought if remote is not None]
         await _read_cards([remote for _, remote in brought if remote is not None])
