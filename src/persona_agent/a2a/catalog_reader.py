@@ -211,6 +211,10 @@ def choose_agent(catalog: Catalog, wanted: str) -> CatalogAgent:
     raise CatalogError(f"No agent '{wanted}' in the AI Catalog at {catalog.url} (it has: {names})")
 
 
+_SETTING = {"bytes": "PERSONA_AGENT_CATALOG_MAX_BYTES", "depth": "PERSONA_AGENT_CATALOG_MAX_DEPTH"}
+"""The setting of each limit a document may be over."""
+
+
 async def read_document(
     http: httpx.AsyncClient,
     url: str,
@@ -238,18 +242,16 @@ async def read_document(
     except httpx.HTTPError as error:
         raise CatalogError(f"{what} {url} cannot be read ({error!r})", transient=True) from None
     except ReadRefused as error:
-        raise CatalogError(f"{what} {url} is refused: {error} {_SETTING['bytes']}") from None
+        raise _refused(what, url, error) from None
     try:  # in a thread: parsing and walking a few MB holds the event loop otherwise
         return await asyncio.to_thread(parse_json, body, limits.max_depth)
     except ReadRefused as error:
-        setting = _SETTING["depth"] if "nest" in str(error) else ""
-        raise CatalogError(f"{what} {url} is refused: {error} {setting}".rstrip()) from None
+        raise _refused(what, url, error) from None
 
 
-_SETTING = {
-    "bytes": "(PERSONA_AGENT_CATALOG_MAX_BYTES)",
-    "depth": "(PERSONA_AGENT_CATALOG_MAX_DEPTH)",
-}
+def _refused(what: str, url: str, error: ReadRefused) -> CatalogError:
+    setting = f" ({_SETTING[error.limit]})" if error.limit in _SETTING else ""
+    return CatalogError(f"{what} {url} is refused: {error}{setting}")
 
 
 async def fetch_catalog(

@@ -164,7 +164,7 @@ class AgentCatalogs:
         config = catalog.config
         headers = await _headers(config)
         timeout = httpx.Timeout(CARD_TIMEOUT)
-        async with httpx.AsyncClient(timeout=timeout, trust_env=False) as http:
+        async with httpx.AsyncClient(timeout=timeout) as http:
             found = await fetch_catalog(
                 http,
                 config.url,

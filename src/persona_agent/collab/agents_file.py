@@ -110,10 +110,12 @@ class AgentAuth(_Section):
     @field_validator("hosts")
     @classmethod
     def _hosts(cls, value: list[str]) -> list[str]:
+        hosts = []
         for host in value:
-            if not re.fullmatch(r"\[?[A-Za-z0-9.:_-]+\]?(:\d{1,5})?", host):
-                raise ValueError(f"{host!r} is not a host or host:port")
-        return [host.lower() for host in value]
+            if not re.fullmatch(r"[A-Za-z0-9._-]+(:\d{1,5})?|\[[0-9A-Fa-f:.]+\](:\d{1,5})?", host):
+                raise ValueError(f"{host!r} is not a host or host:port ([::1]:8443 for IPv6)")
+            hosts.append(host.lower().replace("[", "").replace("]", ""))  # as URLs' hostname
+        return hosts
 
     @model_validator(mode="after")
     def _one_credential(self) -> AgentAuth:

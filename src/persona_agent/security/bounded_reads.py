@@ -26,7 +26,12 @@ IDENTITY = {"Accept-Encoding": "identity"}
 
 
 class ReadRefused(ValueError):
-    """A body or document over a limit (or no JSON); the message says which limit."""
+    """A body or document over a limit (or no JSON); the message says which.
+    ``limit``: ``bytes`` or ``depth`` when it is over that limit."""
+
+    def __init__(self, message: str, limit: str | None = None) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 async def read_capped(response: httpx.Response, max_bytes: int) -> bytes:
@@ -38,7 +43,9 @@ async def read_capped(response: httpx.Response, max_bytes: int) -> bytes:
     """
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
-        raise ReadRefused(f"it has {int(declared):,} bytes, more than the limit of {max_bytes:,}")
+        raise ReadRefused(
+            f"it has {int(declared):,} bytes, more than the limit of {max_bytes:,}", "bytes"
+        )
     encoding = response.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in ("", "identity"):
         # A compressed body could expand past any limit once decoded: the request asks
@@ -48,7 +55,7 @@ async def read_capped(response: httpx.Response, max_bytes: int) -> bytes:
     async for chunk in response.aiter_bytes():  # not decoded: it is not compressed
         body += chunk
         if len(body) > max_bytes:
-            raise ReadRefused(f"it has more than {max_bytes:,} bytes, the limit")
+            raise ReadRefused(f"it has more than {max_bytes:,} bytes, the limit", "bytes")
     return bytes(body)
 
 
@@ -65,7 +72,7 @@ def check_nesting(value: Any, max_depth: int) -> None:
         else:
             continue
         if depth >= max_depth:
-            raise ReadRefused(f"its lists and objects nest more than {max_depth} deep")
+            raise ReadRefused(f"its lists and objects nest more than {max_depth} deep", "depth")
         pending.extend((child, depth + 1) for child in children)
 
 
@@ -79,7 +86,9 @@ def parse_json(body: bytes, max_depth: int) -> Any:
         value = orjson.loads(body)
     except orjson.JSONDecodeError as error:
         if "depth" in str(error):
-            raise ReadRefused(f"its lists and objects nest more than {max_depth} deep") from None
+            raise ReadRefused(
+                f"its lists and objects nest more than {max_depth} deep", "depth"
+            ) from None
         raise ReadRefused(f"it is not JSON ({error})") from None
     check_nesting(value, max_depth)
     return value
