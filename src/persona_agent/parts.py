@@ -387,10 +387,15 @@ def warn_unknown_tool_servers(personas: Iterable[Persona], servers: Collection[s
             )
 
 
-def warn_unknown_agents(personas: Iterable[Persona], agents: Collection[str]) -> None:
+def warn_unknown_agents(
+    personas: Iterable[Persona],
+    agents: Collection[str],
+    later: Callable[[str], bool] = lambda _name: False,
+) -> None:
     """Start-up: warn of each persona whose ``agents`` names an outside agent that is not in
-    the agents file (``agents``: the names there). The persona is served, without that
-    agent's tool."""
+    the agents file (``agents``: the names there; ``later``: whether a catalog being read
+    in the background may bring the name in, which its own log then tells). The persona is
+    served, without that agent's tool."""
     configured = (
         f"configured: {', '.join(sorted(agents))}"
         if agents
@@ -398,6 +403,8 @@ def warn_unknown_agents(personas: Iterable[Persona], agents: Collection[str]) ->
     )
     for persona in personas:
         for name in sorted(set(persona.agents).difference(agents)):
+            if later(name):
+                continue
             logger.warning(
                 "Persona %s: agents names the outside agent '%s', which is not configured "
                 "(%s); the persona is served without it (docs/collaboration.md)",

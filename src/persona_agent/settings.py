@@ -118,6 +118,21 @@ class Settings(BaseSettings):
     tree together; 0: no limit."""
     agents_file: Path | None = None
     """YAML file of A2A agents outside the hub that personas may call (docs/collaboration.md)."""
+    # Outside agents: where they may be called, how much of a catalog is read
+    agent_url_allowed_hosts: str = ""
+    """Comma-separated hosts (``host`` or ``host:port``) an outside agent may be reached on
+    although they are not public addresses, beyond those the agents file names (an agent's
+    ``card_url`` host, a catalog's host and port): a catalog's agents, a card's interfaces
+    elsewhere. Loopback, private and link-local addresses are refused unless here."""
+    catalog_max_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)
+    """Largest AI Catalog (and key set) read, agents file or ``chat --agent``; the
+    connection is closed past it."""
+    catalog_max_depth: int = Field(default=32, ge=8, le=256)
+    """Deepest nesting of lists and objects in an AI Catalog."""
+    catalog_max_entries: int = Field(default=1000, ge=1, le=100_000)
+    """Most entries in an AI Catalog; a catalog of more is refused."""
+    catalog_read_seconds: float = Field(default=30.0, gt=0, le=600)
+    """The most reading one AI Catalog may take (its key set and signatures included)."""
     history_cache_size: int = Field(default=200, ge=1)
     """Conversations kept in memory; older ones are read back from the database."""
     history_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=1024 * 1024)
@@ -372,6 +387,10 @@ class Settings(BaseSettings):
     @property
     def vision_model_list(self) -> tuple[str, ...]:
         return tuple(name.strip() for name in self.vision_models.split(",") if name.strip())
+
+    @property
+    def agent_url_allowed_host_list(self) -> list[str]:
+        return [host.strip() for host in self.agent_url_allowed_hosts.split(",") if host.strip()]
 
     @property
     def push_allowed_host_list(self) -> list[str]:

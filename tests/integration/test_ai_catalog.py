@@ -147,7 +147,9 @@ async def test_the_signed_catalog_verifies_and_a_forged_one_is_refused(
         verify_catalog(catalog, unknown, required=True)
 
 
-async def test_a_catalog_that_is_not_one_is_refused_naming_the_field() -> None:
+async def test_a_catalog_that_is_not_one_is_refused_and_a_bad_entry_skipped_naming_the_field() -> (
+    None
+):
     def serve(request: httpx.Request) -> httpx.Response:
         documents = {
             "/v2.json": {"specVersion": "2.0", "entries": []},
@@ -164,5 +166,6 @@ async def test_a_catalog_that_is_not_one_is_refused_naming_the_field() -> None:
             await fetch_catalog(http, "https://c.example/v2.json")
         with pytest.raises(CatalogError, match="not an AI Catalog"):
             await fetch_catalog(http, "https://c.example/card.json")
-        with pytest.raises(CatalogError, match=r"entries\[0\]: field displayName is required"):
-            await fetch_catalog(http, "https://c.example/bad.json")
+        bad = await fetch_catalog(http, "https://c.example/bad.json")  # the entry skipped
+    assert bad.agents == []
+    assert bad.skipped == ("entries[0] ('x'): field displayName is required (a string)",)

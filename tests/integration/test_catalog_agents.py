@@ -5,9 +5,11 @@ file, the catalog and the field."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -46,9 +48,22 @@ def mcp_config_file() -> None:
     return None
 
 
+async def catalog_read(caplog: pytest.LogCaptureFixture, name: str) -> logging.LogRecord:
+    """The log record of the catalog ``name``'s agents brought in, once it comes."""
+    async with asyncio.timeout(30):
+        while True:
+            for record in caplog.records:
+                if f"Agents file, catalog {name!r}: " in record.getMessage() and (
+                    "outside agent(s) from" in record.getMessage()
+                ):
+                    return record
+            await asyncio.sleep(0.01)
+
+
 async def test_a_persona_calls_an_agent_of_a_signed_catalog(
-    hub_factory: HubFactory, llm: FakeLLM, tmp_path: Path
+    hub_factory: HubFactory, llm: FakeLLM, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, "persona_agent.collab")
     key = pem(ec.generate_private_key(ec.SECP256R1()), tmp_path / "card.pem")
     async with other_hub(hub_factory, tmp_path, card_signing_key=key) as b:
         catalogs = {"lab": {"url": f"{b.settings.base_url}{CATALOG}", "signed": True}}
@@ -58,6 +73,7 @@ async def test_a_persona_calls_an_agent_of_a_signed_catalog(
             yaml.safe_dump({**CALLER, "agents": ["lab-socrates"]}), encoding="utf-8"
         )
         async with hub_factory(agents_file=path, mcp_config=None) as a:
+            await catalog_read(caplog, "lab")  # in the background: the hub did not wait
             llm.script(
                 ToolCalls([("agent__lab-socrates", {"message": "What is virtue?"})]),
                 Reply("Virtue is knowledge."),  # Socrates, on hub B
@@ -94,10 +110,13 @@ async def test_a_catalog_down_at_start_up_is_read_again_when_its_agent_is_called
                 {"catalogs": {"lab": {"url": f"{base_url}{CATALOG}", "exclude": ["marie-curie"]}}},
                 {},
             )
-            agents = RemoteAgents(config, clock=clock, sleep=clock.sleep)
+            # The catalog lists hub B's agents, not at the catalog's origin: allowed here.
+            hub_b = urlsplit(b.settings.base_url).netloc
+            agents = RemoteAgents(config, clock=clock, sleep=clock.sleep, allowed_hosts=[hub_b])
             caller = Persona.from_data("caller", {**CALLER, "agents": ["lab-socrates"]})
             try:
                 await agents.start()
+                await agents.catalogs.settled()  # read in the background
                 assert agents.names() == []
                 assert any(
                     "Agents file, catalog 'lab':" in r.getMessage()

@@ -283,6 +283,10 @@ class Collaboration:
         """The configured outside agents' names."""
         return self.remote_agents.names() if self.remote_agents is not None else []
 
+    def catalog_agent(self, name: str) -> bool:
+        """Whether a catalog not read yet may bring in the outside agent ``name``."""
+        return self.remote_agents is not None and self.remote_agents.catalogs.may_bring(name)
+
 
 def build_collaboration(settings: Settings, metrics: HubMetrics) -> Collaboration:
     """The MCP servers and outside agents the settings configure. Their modules are
@@ -296,11 +300,23 @@ def build_collaboration(settings: Settings, metrics: HubMetrics) -> Collaboratio
         toolbox = MCPToolbox(mcp_config, default_timeout=settings.tool_timeout, metrics=metrics)
     remote_agents: RemoteAgents | None = None
     if settings.agents_file is not None:
+        from persona_agent.a2a.catalog_reader import CatalogLimits
         from persona_agent.collab.agent_tools import RemoteAgents
         from persona_agent.collab.agents_file import load_agents_config
 
         agents_config = load_agents_config(settings.agents_file, os.environ)
-        remote_agents = RemoteAgents(agents_config, metrics=metrics)
+        limits = CatalogLimits(
+            max_bytes=settings.catalog_max_bytes,
+            max_depth=settings.catalog_max_depth,
+            max_entries=settings.catalog_max_entries,
+            seconds=settings.catalog_read_seconds,
+        )
+        remote_agents = RemoteAgents(
+            agents_config,
+            metrics=metrics,
+            catalog_limits=limits,
+            allowed_hosts=settings.agent_url_allowed_host_list,
+        )
     sources: list[ToolSource] = []
     if remote_agents is not None:
         sources.append(remote_agents)

@@ -297,7 +297,8 @@ class PersonasLive:
         for persona in personas:
             self.registry.put(persona)
         warn_unknown_tool_servers(personas, self.collaboration.tool_servers())
-        warn_unknown_agents(personas, self.collaboration.agent_names())
+        collaboration = self.collaboration
+        warn_unknown_agents(personas, collaboration.agent_names(), collaboration.catalog_agent)
         warn_panel_problems(personas)
         await prepare_llm_backend(self.llm, personas, preload=self.settings.local_preload)
         self.readiness.personas_loaded = True

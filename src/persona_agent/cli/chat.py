@@ -322,7 +322,7 @@ def _chat(
 
     from persona_agent.cli.a2a_chat import TIMEOUT, ChatError, ChatSession, Target
     from persona_agent.cli.chat_branches import BranchCommands
-    from persona_agent.cli.chat_catalog import agent_target
+    from persona_agent.cli.chat_catalog import agent_target, catalog_limits
     from persona_agent.cli.chat_media import MediaCommands, voice_files
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -333,7 +333,7 @@ def _chat(
     hub = None
     try:
         if agent is not None:
-            target = agent_target(loop.run, http, agent)
+            target = agent_target(loop.run, http, agent, catalog_limits(settings))
         elif url is not None:
             target = Target.hub_persona(url, persona_id or "")
         else:

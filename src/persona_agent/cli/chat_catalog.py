@@ -4,7 +4,9 @@
 description, numbered) and asks which one; ``--agent URL#name`` chooses without asking (a
 name, identifier or display name of the catalog's, any case), for scripts. A signed
 catalog is verified first (against the key set at its origin) and refused when it does
-not verify. A URL that is no catalog is an agent's card or base URL, as before.
+not verify. The catalog is read within the hub's catalog limits (``PERSONA_AGENT_CATALOG_*``:
+bytes, nesting, entries, time); its entries that cannot be used are named on standard
+error and left out. A URL that is no catalog is an agent's card or base URL, as before.
 
 This module imports httpx and the SDK, so :mod:`persona_agent.cli.chat` imports it only
 when the command runs.
@@ -12,6 +14,7 @@ when the command runs.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -22,33 +25,54 @@ from a2a.client.card_resolver import parse_agent_card
 from google.protobuf.json_format import ParseError
 
 from persona_agent.a2a.catalog_reader import (
+    DEFAULT_CATALOG_LIMITS,
     Catalog,
     CatalogAgent,
     CatalogError,
+    CatalogLimits,
     choose_agent,
-    fetch_catalog,
     is_catalog,
+    open_catalog,
+    read_document,
 )
 from persona_agent.cli.a2a_chat import Target
 from persona_agent.cli.command_settings import fail
+from persona_agent.settings import Settings
 
-__all__ = ["agent_target"]
+__all__ = ["agent_target", "catalog_limits"]
 
 T = TypeVar("T")
 Run = Callable[[Coroutine[Any, Any, T]], T]
 
 
-def agent_target(run: Run[Any], http: httpx.AsyncClient, url: str) -> Target:
+def catalog_limits(settings: Settings) -> CatalogLimits:
+    """The settings' limits on reading a catalog."""
+    return CatalogLimits(
+        max_bytes=settings.catalog_max_bytes,
+        max_depth=settings.catalog_max_depth,
+        max_entries=settings.catalog_max_entries,
+        seconds=settings.catalog_read_seconds,
+    )
+
+
+def agent_target(
+    run: Run[Any],
+    http: httpx.AsyncClient,
+    url: str,
+    limits: CatalogLimits = DEFAULT_CATALOG_LIMITS,
+) -> Target:
     """The agent ``--agent URL`` names: one of a catalog's (chosen by ``#name`` or by the
     user), or the agent whose card or base URL it is. A catalog that cannot be used ends
     the command with its reason."""
     location, _, wanted = url.partition("#")
     try:
-        catalog: Catalog | None = run(_catalog(http, location, bool(wanted)))
+        catalog: Catalog | None = run(_catalog(http, location, bool(wanted), limits))
     except CatalogError as error:
         fail(str(error))
     if catalog is None:
         return Target.agent(url)
+    for skipped in catalog.skipped:
+        typer.secho(f"The AI Catalog's entry {skipped}: left out", fg="yellow", err=True)
     if not catalog.agents:
         fail(f"The AI Catalog at {location} lists no A2A agents")
     try:
@@ -64,20 +88,38 @@ def agent_target(run: Run[Any], http: httpx.AsyncClient, url: str) -> Target:
     return Target(agent.identifier, card=card)
 
 
-async def _catalog(http: httpx.AsyncClient, url: str, named: bool) -> Catalog | None:
-    """The catalog at ``url``; None when it is none (and no ``#name`` said it must be)."""
+async def _catalog(
+    http: httpx.AsyncClient, url: str, named: bool, limits: CatalogLimits
+) -> Catalog | None:
+    """The catalog at ``url``; None when it is none (and no ``#name`` said it must be).
+
+    Raises:
+        CatalogError: it is one (or must be) and cannot be used, or it is over a limit.
+    """
     if not named and not urlsplit(url).path.endswith(".json"):
         return None  # an agent's base URL
     try:
-        response = await http.get(url, headers={"Accept": "application/json"})
-        document = response.json() if response.status_code == 200 else None
-    except (httpx.HTTPError, ValueError):
-        document = None
-    if not is_catalog(document):
-        if named:
-            raise CatalogError(f"{url} is not an AI Catalog (#name chooses an agent of one)")
-        return None  # a card, or an error the card's reading will tell
-    return await fetch_catalog(http, url)
+        async with asyncio.timeout(limits.seconds):
+            try:
+                document = await read_document(
+                    http, url, "The AI Catalog", "application/json", limits
+                )
+            except CatalogError as error:
+                if named or "is refused" in str(error):  # over a limit: never read further
+                    raise
+                return None  # a card, or an error the card's reading will tell
+            if not is_catalog(document):
+                if named:
+                    raise CatalogError(
+                        f"{url} is not an AI Catalog (#name chooses an agent of one)"
+                    )
+                return None
+            return await open_catalog(http, url, document, limits=limits)
+    except TimeoutError:
+        raise CatalogError(
+            f"The AI Catalog {url} was not read within {limits.seconds:g} s "
+            "(PERSONA_AGENT_CATALOG_READ_SECONDS)"
+        ) from None
 
 
 def _ask(catalog: Catalog) -> CatalogAgent:

@@ -1,6 +1,11 @@
 """One A2A agent outside the hub: its card (cached, revalidated with ``If-None-Match``), its
 a2a-sdk client on the binding the card prefers, its credential and its circuit breaker.
 
+Every call goes where :class:`~persona_agent.collab.agent_reach.AgentReach` allows: the card
+and each request through a transport that judges the URL (a card read from elsewhere than
+the host the file names, an interface on another host), the credential only to the hosts
+it was configured for. A card is read bounded (:data:`CARD_MAX_BYTES`, :data:`CARD_MAX_DEPTH`).
+
 :meth:`RemoteAgent.exchange` is one attempt: it sends one message and streams the answer
 back, or raises a :class:`~persona_agent.collab.agent_exchange.Failure` that says what kind
 of failure it was (:class:`~persona_agent.collab.agent_tools.RemoteAgents` decides from it
@@ -17,8 +22,6 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
-import grpc.aio
 import httpx
 from a2a.client import Client, ClientConfig, ClientFactory
 from a2a.client.card_resolver import parse_agent_card
@@ -35,8 +38,11 @@ from persona_agent.collab.agent_exchange import (
     http_status,
     retryable,
 )
+from persona_agent.collab.agent_reach import AgentReach, Chosen, grpc_channel
 from persona_agent.collab.agents_file import BINDING_NAMES, AgentConfig
 from persona_agent.collab.breaker import CircuitBreaker
+from persona_agent.security.bounded_reads import IDENTITY, ReadRefused, parse_json, read_capped
+from persona_agent.security.outbound import GuardedTransport, UrlRefused
 
 __all__ = ["AGENT_PREFIX", "BINDINGS", "RemoteAgent"]
 
@@ -52,6 +58,10 @@ CARD_RETRY = 30.0
 """Seconds before a card that could never be read is asked for again (by the tool list)."""
 CANCEL_TIMEOUT = 2.0
 """Seconds the cancel of an abandoned remote task may take."""
+CARD_MAX_BYTES = 1024 * 1024
+"""The largest card read from an agent (a card is a few KB)."""
+CARD_MAX_DEPTH = 32
+"""The deepest nesting of lists and objects in a card read from an agent."""
 
 
 @dataclass(slots=True)
@@ -73,15 +83,20 @@ class RemoteAgent:
         clock: Callable[[], float] = time.monotonic,
         on_breaker_change: Callable[[str, str, str], None] | None = None,
         card: dict[str, Any] | None = None,
+        reach: AgentReach | None = None,
     ) -> None:
         """``card``: the agent's card as an AI Catalog carries it, used as it is (never
-        fetched from ``config.card_url``)."""
+        fetched from ``config.card_url``); ``reach``: where it may be called, and its
+        credential sent (by default: :meth:`AgentReach.of_agent`)."""
         self.name = name
         self._inline = card
         self.config = config
+        self.reach = reach or AgentReach.of_agent(config)
         self._clock = clock
         self.http = httpx.AsyncClient(
-            timeout=httpx.Timeout(config.timeout, connect=config.connect_timeout)
+            timeout=httpx.Timeout(config.timeout, connect=config.connect_timeout),
+            transport=GuardedTransport(self.reach.guard()),
+            trust_env=False,  # no proxy: the address judged is the one connected to
         )
         self.credentials = (
             AgentCredentials(config.auth, self.http, clock=clock)
@@ -162,67 +177,96 @@ class RemoteAgent:
 
     async def _read_card(self) -> _Card:
         if self._inline is not None:
-            return self._use_card(self._inline)
+            return await self._use_card(self._inline)
         cached = self._card
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json", **IDENTITY}
         if cached is not None and cached.etag:
             headers["If-None-Match"] = cached.etag
         url = self.config.card_url
         try:
-            response = await self.http.get(
-                url, headers=headers, timeout=min(self.config.timeout, CARD_TIMEOUT)
+            request = self.http.build_request(
+                "GET", url, headers=headers, timeout=min(self.config.timeout, CARD_TIMEOUT)
             )
+            response = await self.http.send(request, stream=True)
+        except UrlRefused as error:
+            raise Failure("refused", f"its card at {url} may not be read: {error}") from None
         except httpx.HTTPError as error:
             raise Failure("transient", f"its card at {url} could not be read ({error!r})") from None
-        if response.status_code == 304 and cached is not None:
-            cached.checked_at = self._clock()
-            return cached
-        if response.status_code != 200:
-            kind: FailureKind = "transient" if retryable(response.status_code) else "refused"
-            raise Failure(kind, f"its card at {url} answered HTTP {response.status_code}")
         try:
-            card = parse_agent_card(response.json())
-            client = ClientFactory(self._client_config(url)).create(
-                card, interceptors=[self.credentials] if self.credentials else None
-            )
-        except (ValueError, ParseError) as error:  # not JSON, not a card, no binding we speak
-            raise Failure("refused", f"its card at {url} cannot be used: {error}") from None
+            if response.status_code == 304 and cached is not None:
+                cached.checked_at = self._clock()
+                return cached
+            if response.status_code != 200:
+                kind: FailureKind = "transient" if retryable(response.status_code) else "refused"
+                raise Failure(kind, f"its card at {url} answered HTTP {response.status_code}")
+            try:
+                data = parse_json(await read_capped(response, CARD_MAX_BYTES), CARD_MAX_DEPTH)
+            except ReadRefused as error:
+                raise Failure("refused", f"its card at {url} cannot be used: {error}") from None
+            except httpx.HTTPError as error:
+                message = f"its card at {url} could not be read ({error!r})"
+                raise Failure("transient", message) from None
+        finally:
+            await response.aclose()
+        card, client = await self._client_for(data, f"its card at {url}")
         if cached is not None:
             await cached.client.close()
         self._card = _Card(card, response.headers.get("etag"), self._clock(), client)
         self._failed_at = None
         return self._card
 
-    def _use_card(self, data: dict[str, Any]) -> _Card:
+    async def _use_card(self, data: dict[str, Any]) -> _Card:
         """A card a catalog carried: checked never again (the catalog is its source)."""
-        try:
-            card = parse_agent_card(data)
-            client = ClientFactory(self._client_config(self.config.card_url)).create(
-                card, interceptors=[self.credentials] if self.credentials else None
-            )
-        except (ValueError, ParseError) as error:
-            where = self.config.card_url
-            message = f"its card in the catalog ({where}) cannot be used: {error}"
-            raise Failure("refused", message) from None
+        where = f"its card in the catalog ({self.config.card_url})"
+        card, client = await self._client_for(data, where)
         self._card = _Card(card, None, math.inf, client)
         return self._card
 
-    def _client_config(self, card_url: str) -> ClientConfig:
-        """The SDK client's configuration: its bindings (the agent's ``bindings:`` in its
-        order, else the card's order), gRPC over TLS when the card came over HTTPS."""
+    async def _client_for(self, data: Any, where: str) -> tuple[AgentCard, Client]:
+        """The card in ``data`` and an SDK client for the interface of it to call.
+
+        Raises:
+            Failure: not a card, or no interface of it may be called (``refused``).
+        """
+        secure = self.config.card_url.startswith("https://")
         chosen = self.config.bindings
-        secure = card_url.startswith("https://")
+        try:
+            card = parse_agent_card(data)
+            target = await self.reach.choose(
+                card, [BINDING_NAMES[b] for b in chosen] if chosen else None, secure=secure
+            )
+        except UrlRefused as error:
+            raise Failure("refused", f"{where} cannot be used: {error}") from None
+        except (ValueError, TypeError, AttributeError, ParseError) as error:
+            raise Failure("refused", f"{where} cannot be used: {error}") from None
+        if self.credentials is not None and not target.credited:
+            logger.warning(
+                "Outside agent %s: its credential is not sent to %s, not a host it was "
+                "configured for (auth.hosts in the agents file adds one)",
+                self.name,
+                target.interface.url,
+            )
+        called = AgentCard()
+        called.CopyFrom(card)
+        del called.supported_interfaces[:]
+        called.supported_interfaces.append(target.interface)  # the client calls this one
+        try:
+            client = ClientFactory(self._client_config(target, secure)).create(
+                called,
+                interceptors=[self.credentials] if self.credentials and target.credited else None,
+            )
+        except ValueError as error:
+            raise Failure("refused", f"{where} cannot be used: {error}") from None
+        return card, client
 
-        def channel(address: str) -> grpc.aio.Channel:
-            if secure:
-                return grpc.aio.secure_channel(address, grpc.ssl_channel_credentials())
-            return grpc.aio.insecure_channel(address)
-
+    def _client_config(self, target: Chosen, secure: bool) -> ClientConfig:
+        """The SDK client's configuration: the one binding chosen, gRPC over TLS when the
+        card came over HTTPS, to the address judged."""
         return ClientConfig(
             httpx_client=self.http,
-            grpc_channel_factory=channel,
-            supported_protocol_bindings=[BINDING_NAMES[b] for b in chosen] if chosen else BINDINGS,
-            use_client_preference=chosen is not None,
+            grpc_channel_factory=lambda address: grpc_channel(target.dial, address, secure=secure),
+            supported_protocol_bindings=[target.interface.protocol_binding],
+            use_client_preference=True,
         )
 
     async def exchange(

@@ -15,6 +15,7 @@ from a2a.types.a2a_pb2 import Message, StreamResponse, TaskState
 from a2a.utils.errors import A2AError, InternalError
 
 from persona_agent.a2a.context_keys import ENDED_STATE_NAMES
+from persona_agent.security.outbound import UrlRefused
 
 __all__ = ["Exchange", "Failure", "FailureKind", "failure_of", "http_status", "retryable"]
 
@@ -114,6 +115,9 @@ def failure_of(error: A2AError) -> Failure:
     rpc = _cause(error, grpc.aio.AioRpcError)
     if isinstance(rpc, grpc.aio.AioRpcError):
         return _grpc_failure(rpc.code(), rpc.details() or "")
+    refused = _cause(error, UrlRefused)
+    if refused is not None:  # its name answers otherwise now: no retry makes it public
+        return Failure("refused", f"it may not be called: {refused}")
     status = http_status(error)
     cause = _cause(error, httpx.TransportError)
     if status is not None:

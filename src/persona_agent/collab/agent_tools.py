@@ -21,16 +21,18 @@ import random
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest
 
+from persona_agent.a2a.catalog_reader import DEFAULT_CATALOG_LIMITS, CatalogLimits
 from persona_agent.chat.tools import ToolProgress, ToolQuestion, ToolResult, ToolUpdate, Turn
 from persona_agent.collab.agent_catalogs import AgentCatalogs
 from persona_agent.collab.agent_client import AGENT_PREFIX, RemoteAgent
 from persona_agent.collab.agent_exchange import Exchange, Failure
+from persona_agent.collab.agent_reach import AgentReach
 from persona_agent.collab.agents_file import AgentConfig, AgentsConfig
 from persona_agent.collab.breaker import BreakerOpenError
 from persona_agent.errors import ToolError
@@ -74,15 +76,26 @@ class RemoteAgents:
         metrics: HubMetrics = NO_METRICS,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        catalog_limits: CatalogLimits = DEFAULT_CATALOG_LIMITS,
+        allowed_hosts: Iterable[str] = (),
     ) -> None:
         self.metrics = metrics
         self._sleep = sleep
         self._clock = clock
+        allowed = tuple(allowed_hosts)
         self.agents = {
-            name: RemoteAgent(name, agent, clock=clock, on_breaker_change=self._breaker_changed)
+            name: RemoteAgent(
+                name,
+                agent,
+                clock=clock,
+                on_breaker_change=self._breaker_changed,
+                reach=AgentReach.of_agent(agent, allowed),
+            )
             for name, agent in config.agents.items()
         }
-        self.catalogs = AgentCatalogs(config.catalogs, self._add, clock=clock)
+        self.catalogs = AgentCatalogs(
+            config.catalogs, self._add, clock=clock, limits=catalog_limits, allowed_hosts=allowed
+        )
         """The agents file's catalogs, which add their agents to :attr:`agents`."""
         self._contexts: OrderedDict[tuple[str, str, str], str] = OrderedDict()
         self._waiting: OrderedDict[tuple[str, str], _RemoteTask] = OrderedDict()
@@ -93,19 +106,27 @@ class RemoteAgents:
         """The configured agents' names (a catalog's, once it has been read)."""
         return list(self.agents)
 
-    def _add(self, name: str, config: AgentConfig, card: dict[str, Any] | None) -> bool:
-        """An agent a catalog brings in (False: the name is taken)."""
+    def _add(
+        self, name: str, config: AgentConfig, card: dict[str, Any] | None, reach: AgentReach
+    ) -> RemoteAgent | None:
+        """An agent a catalog brings in (``None``: the name is taken)."""
         if name in self.agents:
-            return False
-        self.agents[name] = RemoteAgent(
-            name, config, clock=self._clock, on_breaker_change=self._breaker_changed, card=card
+            return None
+        agent = self.agents[name] = RemoteAgent(
+            name,
+            config,
+            clock=self._clock,
+            on_breaker_change=self._breaker_changed,
+            card=card,
+            reach=reach,
         )
         self.metrics.remote_breaker.labels(name).set(0)
-        return True
+        return agent
 
     async def start(self) -> None:
         """Read every card (in parallel, each within its timeout); an agent whose card
-        cannot be read is logged, still offered, and read again when called."""
+        cannot be read is logged, still offered, and read again when called. The catalogs
+        are read in the background (:meth:`AgentCatalogs.start`)."""
 
         async def read(agent: RemoteAgent) -> None:
             try:
@@ -118,7 +139,7 @@ class RemoteAgents:
                     failure.message,
                 )
 
-        await self.catalogs.start()
+        self.catalogs.start()
         await asyncio.gather(*(read(agent) for agent in self.agents.values()))
 
     async def aclose(self) -> None:

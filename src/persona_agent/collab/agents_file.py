@@ -14,7 +14,7 @@ A YAML or JSON file (``PERSONA_AGENT_AGENTS_FILE``, see docs/collaboration.md)::
     catalogs:
       lab:                                 # every A2A agent of an AI Catalog
         url: https://lab.example.com/.well-known/ai-catalog.json
-        auth: {bearer: "${LAB_TOKEN}"}     # sent to the catalog and to its agents
+        auth: {bearer: "${LAB_TOKEN}"}     # sent to the catalog, and to its agents at its origin
         prefix: lab                        # its agents are lab-{slug}: lab-ada-lovelace
         include: [ada-lovelace]            # or exclude: [...]; by default, all
         signed: true                       # refuse it unless its signature verifies
@@ -102,6 +102,20 @@ class AgentAuth(_Section):
     bearer: SecretStr | None = None
     """A token sent as ``Authorization: Bearer``."""
     oauth2: OAuth2ClientCredentials | None = None
+    hosts: list[str] = []
+    """Further hosts (``host`` or ``host:port``) the credential may be sent to; by default
+    only the one it was configured for: an agent's ``card_url`` host (any port: its gRPC
+    port too), a catalog's own host and port."""
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, value: list[str]) -> list[str]:
+        hosts = []
+        for host in value:
+            if not re.fullmatch(r"[A-Za-z0-9._-]+(:\d{1,5})?|\[[0-9A-Fa-f:.]+\](:\d{1,5})?", host):
+                raise ValueError(f"{host!r} is not a host or host:port ([::1]:8443 for IPv6)")
+            hosts.append(host.lower().replace("[", "").replace("]", ""))  # as URLs' hostname
+        return hosts
 
     @model_validator(mode="after")
     def _one_credential(self) -> AgentAuth:
@@ -172,7 +186,8 @@ class CatalogConfig(_Section):
     url: str
     """Where the catalog is (e.g. ``https://host/.well-known/ai-catalog.json``)."""
     auth: AgentAuth | None = None
-    """Sent when reading the catalog, and to each of its agents."""
+    """Sent when reading the catalog, and to those of its agents at the catalog's own origin
+    (or at the credential's ``hosts``)."""
     prefix: str | None = Field(default=None, pattern=r"^[a-zA-Z0-9_-]{1,40}$")
     """Its agents' names begin with ``{prefix}-`` (by default, the catalog's name)."""
     include: list[str] | None = None

@@ -93,13 +93,15 @@ async def _sdk_accepts(scheme: str, address: _Address, port: int) -> bool:
 class PushUrlGuard:
     """Whether a webhook URL may be called (see the module docstring)."""
 
-    def __init__(self, allowed_hosts: Iterable[str] = ()) -> None:
+    def __init__(self, allowed_hosts: Iterable[str] = (), *, what: str = "Push URL") -> None:
+        """``what``: how the log names the URLs it judges (``Push URL``, ``Agent URL``)."""
         self.allowed = {host.strip().lower().strip("[]") for host in allowed_hosts if host.strip()}
+        self.what = what
 
     async def __call__(self, url: str) -> bool:
         reason = await self.refusal(url)
         if reason is not None:
-            logger.warning("Push URL refused: %s", reason)
+            logger.warning("%s refused: %s", self.what, reason)
         return reason is None
 
     async def validate(self, url: str) -> bool:
@@ -111,7 +113,7 @@ class PushUrlGuard:
         """
         reason = await self.refusal(url)
         if reason is not None:
-            logger.warning("Push URL refused: %s", reason)
+            logger.warning("%s refused: %s", self.what, reason)
             raise InvalidParamsError(message=f"Invalid push notification URL: {reason}")
         return True
 
@@ -132,9 +134,9 @@ class PushUrlGuard:
         host = (parsed.hostname or "").lower()
         if not host or parsed.username is not None or parsed.password is not None:
             return f"no host, or credentials in it ({where})"
-        if host in self.allowed or (port is not None and f"{host}:{port}" in self.allowed):
-            return None
         port = port or (443 if parsed.scheme == "https" else 80)
+        if host in self.allowed or f"{host}:{port}" in self.allowed:
+            return None
         reason = await self._refusal(parsed.scheme, host, port)
         return None if reason is None else f"{where} {reason}"
 
