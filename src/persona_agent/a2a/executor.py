@@ -19,7 +19,7 @@ from a2a.types.a2a_pb2 import (
 )
 from google.protobuf.struct_pb2 import Value
 
-from persona_agent.a2a.context_keys import PARTS_METADATA_KEY
+from persona_agent.a2a.context_keys import CONVERSATION_MODE_STATE_KEY, PARTS_METADATA_KEY
 from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload, memory_payload
 from persona_agent.a2a.image_parts import NO_INTAKE, ImageIntake
 from persona_agent.a2a.input import DEFAULT_BUDGET, InputError
@@ -183,6 +183,8 @@ class PersonaAgentExecutor(TaskExecutor):
                 )
         if turn.mode == "message" or self.tasks is None:
             return
+        if CONVERSATION_MODE_STATE_KEY in turn.origin.state:
+            return  # a door inside the hub asked it of the conversation as it is stored
         # The latest task that answered (one that failed or was canceled left nothing).
         listed = await self.tasks.list(
             ListTasksRequest(

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import RequestHandler
@@ -36,13 +36,16 @@ from persona_agent.a2a.context_keys import (
     BUDGET_STATE_KEY,
     CALLER_KEY,
     CONSULT_CHAIN_KEY,
+    CONVERSATION_MODE_STATE_KEY,
     ENDED_STATE_NAMES,
     PERSONA_STATE_KEY,
     PRINCIPAL_STATE_KEY,
     REQUEST_ID_KEY,
+    TASK_ERROR_STATE_KEY,
     TASK_STARTED_STATE_KEY,
     WHOLE_ANSWER_STATE_KEY,
 )
+from persona_agent.errors import PersonaAgentError
 
 __all__ = ["LocalCalls", "LocalEnd", "LocalEvent", "LocalStart", "LocalText", "text_of"]
 
@@ -78,6 +81,9 @@ class LocalEnd:
     task_id: str
     state: str
     text: str
+    error: PersonaAgentError | None = None
+    """The hub's error a ``failed`` task failed with (in process only: the client of a
+    task sees its message), for a door that answers in a protocol of its own."""
 
     @property
     def ok(self) -> bool:
@@ -107,6 +113,7 @@ class LocalCalls:
         reference_task_ids: tuple[str, ...] = (),
         whole: bool = False,
         binding: str = "",
+        mode: Literal["message", "regenerate", "continue"] = "message",
     ) -> AsyncGenerator[LocalEvent, None]:
         """Ask ``persona_id``: :class:`LocalStart`, the answer as :class:`LocalText`, then
         :class:`LocalEnd`. ``origin``: the call context of the turn asking (its caller owns
@@ -117,7 +124,9 @@ class LocalCalls:
         consumer) before the end cancels the task, within :data:`CANCEL_TIMEOUT` seconds.
         ``whole``: the answer comes as one :class:`LocalText` at the end (fewer events, for
         a caller that waits for it anyway). ``binding``: the door the call came through, for
-        the request metrics (``mcp``); none for the hub's own calls.
+        the request metrics (``mcp``, ``rest``); none for the hub's own calls. ``mode``:
+        ``regenerate`` or ``continue`` the conversation's last answer (``context_id``'s, as
+        stored; ``text`` is then not read), else a message.
         """
         context = self._context(persona_id, origin, chain)
         started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
@@ -125,6 +134,8 @@ class LocalCalls:
         if binding:
             context.state[BINDING_KEY] = binding
         context.state[WHOLE_ANSWER_STATE_KEY] = whole
+        if mode != "message":
+            context.state[CONVERSATION_MODE_STATE_KEY] = mode
         if isinstance(origin, ServerCallContext) and BUDGET_STATE_KEY in origin.state:
             # The asking task's budget itself (not a copy): the whole tree spends one.
             context.state[BUDGET_STATE_KEY] = origin.state[BUDGET_STATE_KEY]
@@ -147,7 +158,7 @@ class LocalCalls:
                             yield LocalStart(event.id, event.context_id)
                         if event.status.state in ENDED_STATE_NAMES:  # ended before streaming
                             ended = True
-                            yield _end(event.id, event.status.state, event.status.message)
+                            yield _end(event.id, event.status.state, event.status.message, context)
                             return
                     elif isinstance(event, TaskArtifactUpdateEvent):
                         chunk = "".join(part.text for part in event.artifact.parts)
@@ -157,7 +168,7 @@ class LocalCalls:
                         state = event.status.state
                         if state in ENDED_STATE_NAMES:
                             ended = True
-                            yield _end(event.task_id, state, event.status.message)
+                            yield _end(event.task_id, state, event.status.message, context)
                             return
                     elif isinstance(event, Message):  # an agent that answers with a message
                         ended = True
@@ -231,5 +242,7 @@ def text_of(message: Message) -> str:
     return "\n".join(part.text for part in message.parts if part.text)
 
 
-def _end(task_id: str, state: TaskState, message: Message) -> LocalEnd:
-    return LocalEnd(task_id, ENDED_STATE_NAMES[state], text_of(message))
+def _end(task_id: str, state: TaskState, message: Message, context: ServerCallContext) -> LocalEnd:
+    error = context.state.get(TASK_ERROR_STATE_KEY)
+    failure = error if isinstance(error, PersonaAgentError) else None
+    return LocalEnd(task_id, ENDED_STATE_NAMES[state], text_of(message), failure)
