@@ -25,7 +25,7 @@ from tests.integration.persona_yaml import persona, write
 from tests.integration.test_metrics import scrape, value
 
 BASE = "/api/v1/conversations"
-KEYS = [
+KEYS: list[dict[str, Any]] = [
     {"name": "alice", "key": "alice-key-0123456789abcdef"},
     {"name": "bob", "key": "bob-key-0123456789abcdef00"},
     {"name": "limited", "key": "limited-key-0123456789abcd", "personas": ["sage"]},
@@ -200,7 +200,7 @@ async def test_a_streamed_continue_ends_with_the_answer(
             seen = [event async for event in events(response)]
         names = [name for name, _ in seen]
         # (pieces the model sends close together may come as one text event)
-        assert names[0] == "task" and names[-1] == "answer"
+        assert (names[0], names[-1]) == ("task", "answer")
         assert set(names[1:-1]) == {"text"}
         assert "".join(data["text"] for name, data in seen if name == "text") == (
             " a time, there was"

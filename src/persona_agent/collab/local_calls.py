@@ -129,16 +129,7 @@ class LocalCalls:
         stored; ``text`` is then not read), else a message.
         """
         context = self._context(persona_id, origin, chain)
-        started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        context.state[TASK_STARTED_STATE_KEY] = started
-        if binding:
-            context.state[BINDING_KEY] = binding
-        context.state[WHOLE_ANSWER_STATE_KEY] = whole
-        if mode != "message":
-            context.state[CONVERSATION_MODE_STATE_KEY] = mode
-        if isinstance(origin, ServerCallContext) and BUDGET_STATE_KEY in origin.state:
-            # The asking task's budget itself (not a copy): the whole tree spends one.
-            context.state[BUDGET_STATE_KEY] = origin.state[BUDGET_STATE_KEY]
+        started = _told(context, origin, binding=binding, whole=whole, mode=mode)
         message = Message(
             message_id=str(uuid.uuid4()),
             role=Role.ROLE_USER,
@@ -220,6 +211,30 @@ class LocalCalls:
                 requested_extensions=set(origin.requested_extensions),
             )
         return ServerCallContext(state=state)
+
+
+def _told(
+    context: ServerCallContext,
+    origin: Any,
+    *,
+    binding: str,
+    whole: bool,
+    mode: Literal["message", "regenerate", "continue"],
+) -> asyncio.Future[str]:
+    """Tell the task of the call, in its call context, what :meth:`LocalCalls.stream` was
+    asked (the door, whether the answer comes whole, the conversation's mode) and the
+    asking task's budget; the future the executor resolves with the task's id."""
+    started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    context.state[TASK_STARTED_STATE_KEY] = started
+    if binding:
+        context.state[BINDING_KEY] = binding
+    context.state[WHOLE_ANSWER_STATE_KEY] = whole
+    if mode != "message":
+        context.state[CONVERSATION_MODE_STATE_KEY] = mode
+    if isinstance(origin, ServerCallContext) and BUDGET_STATE_KEY in origin.state:
+        # The asking task's budget itself (not a copy): the whole tree spends one.
+        context.state[BUDGET_STATE_KEY] = origin.state[BUDGET_STATE_KEY]
+    return started
 
 
 async def _refusals_ended(
