@@ -6,7 +6,8 @@ The caller is the API principal, as for memory (``memory:read`` to read, ``memor
 change; a principal with ``memory:admin`` names another with ``caller=``); on a hub without
 keys an anonymous caller reaches anonymous conversations (anyone who knows a context id
 continues it, as over A2A). Another caller's conversation is answered 404, as one that does
-not exist; a failed operation changes nothing.
+not exist; a failed operation changes nothing. Regenerate and continue run the persona: a
+call on it, as over A2A, and an A2A task of the caller's (:mod:`.conversation_turns`).
 """
 
 from __future__ import annotations
