@@ -18,6 +18,7 @@ from a2a.client import A2AClientError, Client
 from a2a.types.a2a_pb2 import CancelTaskRequest, SubscribeToTaskRequest, TaskState
 from a2a.utils.errors import A2AError
 
+from persona_agent.api.routes import conversation_turns
 from tests.fakes.fake_llm import Fail, FakeLLM, Reply, ToolCalls
 from tests.integration.a2a_helpers import answer_text, get_task, send, status_text
 from tests.integration.conftest import Hub, HubFactory
@@ -299,3 +300,21 @@ async def test_a_consultation_inside_a_regenerate_is_the_callers(
             assert "The oracle speaks." in results[-1]
         else:
             assert "may not consult" in results[-1], results
+
+
+async def test_a_quiet_stream_is_kept_with_pings(
+    hub_factory: HubFactory, llm: FakeLLM, clients: Clients, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the model says nothing, the stream sends comments (a proxy keeps it open)."""
+    monkeypatch.setattr(conversation_turns, "PING_SECONDS", 0.1)
+    async with hub_factory(api_keys=json.dumps(KEYS)) as hub:
+        llm.script(Reply("a1"), Reply("late", token_delay=1.0))
+        await chat(await clients(hub, "alice"), "c7", "q1")
+        lines: list[str] = []
+        async with hub.http.stream(
+            "POST", f"{BASE}/sage/c7/regenerate", json={}, headers={**CALLERS["alice"], **SSE}
+        ) as response:
+            lines = [line async for line in response.aiter_lines() if line]
+    first_text = lines.index("event: text")
+    assert ": ping" in lines[:first_text], lines
+    assert lines[-2] == "event: answer"

@@ -119,7 +119,10 @@ class PersonaAgentExecutor(TaskExecutor):
         Raises:
             InputError: a ``regenerate`` or ``continue`` that names another task than the
                 conversation's latest completed one, or a greeting the persona does not
-                have or for a conversation under way (the conversation extension).
+                have or for a conversation under way (the conversation extension). One a
+                door inside the hub asked (the REST turns: the call context's
+                :data:`~persona_agent.a2a.context_keys.CONVERSATION_MODE_STATE_KEY`) names
+                no task: it takes the conversation as stored.
         """
         await self._check_conversation_op(turn)
         task_id, updater = turn.task_id, turn.updater

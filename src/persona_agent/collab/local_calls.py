@@ -1,4 +1,6 @@
-"""Messages to the hub's own personas, in process: consultations and panels.
+"""Messages to the hub's own personas, in process: consultations, panels, and the doors
+that start a turn for a caller without A2A on the wire (``/mcp``, the REST conversation
+turns).
 
 Each call is a real A2A task of the persona called, made through the hub's request handler
 (the one the router serves, with the same checks and counts) without an HTTP hop: it is

@@ -57,6 +57,8 @@ TurnMode = Literal["regenerate", "continue"]
 REST_BINDING = "rest"
 """A REST turn's binding label in the request metrics (``persona_agent_a2a_requests_total``)."""
 EVENT_STREAM = "text/event-stream"
+PING_SECONDS = 15.0
+"""Seconds a streamed turn may send nothing before a comment keeps its connection."""
 ASKED = {
     "regenerate": "Regenerate the last answer.",
     "continue": "Continue the last answer.",
@@ -263,9 +265,10 @@ def wants_events(request: Request) -> bool:
 
 
 class _EventStream(Response):
-    """Server-sent events: ``frames`` as they come, then the end. The frames are closed when
-    the client leaves (the task is then canceled), and ``stack`` (what the turn holds) when
-    the response ends, whichever way."""
+    """Server-sent events: ``frames`` as they come, a comment (``: ping``) after
+    :data:`PING_SECONDS` without one (a proxy keeps the connection while the model loads or
+    thinks), then the end. The frames are closed when the client leaves (the task is then
+    canceled), and ``stack`` (what the turn holds) when the response ends, whichever way."""
 
     media_type = EVENT_STREAM
 
@@ -277,6 +280,14 @@ class _EventStream(Response):
         self.init_headers({"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        sending = anyio.Lock()
+        sent = [anyio.current_time()]
+
+        async def body(chunk: bytes, *, more: bool = True) -> None:
+            async with sending:
+                await send({"type": "http.response.body", "body": chunk, "more_body": more})
+                sent[0] = anyio.current_time()
+
         async with (
             self._stack,
             aclosing(self._frames) as frames,
@@ -288,9 +299,16 @@ class _EventStream(Response):
                     pass
                 group.cancel_scope.cancel()  # the frames are closed: the task is canceled
 
-            group.start_soon(left)
+            async def pings() -> None:
+                while True:
+                    await anyio.sleep(max(0.0, sent[0] + PING_SECONDS - anyio.current_time()))
+                    if anyio.current_time() - sent[0] >= PING_SECONDS:
+                        await body(b": ping\n\n")
+
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            group.start_soon(left)
+            group.start_soon(pings)
             async for frame in frames:
-                await send({"type": "http.response.body", "body": frame, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+                await body(frame)
+            await body(b"", more=False)
             group.cancel_scope.cancel()
