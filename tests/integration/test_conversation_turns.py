@@ -20,7 +20,13 @@ from a2a.utils.errors import A2AError
 
 from persona_agent.api.routes import conversation_turns
 from tests.fakes.fake_llm import Fail, FakeLLM, Reply, ToolCalls
-from tests.integration.a2a_helpers import answer_text, get_task, send, status_text
+from tests.integration.a2a_helpers import (
+    answer_text,
+    get_task,
+    send,
+    status_text,
+    wait_for_state,
+)
 from tests.integration.conftest import Hub, HubFactory
 from tests.integration.persona_yaml import persona, write
 from tests.integration.test_metrics import scrape, value
@@ -318,3 +324,27 @@ async def test_a_quiet_stream_is_kept_with_pings(
     first_text = lines.index("event: text")
     assert ": ping" in lines[:first_text], lines
     assert lines[-2] == "event: answer"
+
+
+async def test_a_client_that_leaves_the_stream_cancels_the_task(
+    hub_factory: HubFactory, llm: FakeLLM, clients: Clients
+) -> None:
+    async with hub_factory(api_keys=json.dumps(KEYS)) as hub:
+        llm.script(Reply("a1"))
+        client = await clients(hub, "alice")
+        await chat(client, "c8", "q1")
+        before = (await hub.http.get(f"{BASE}/sage/c8", headers=CALLERS["alice"])).json()
+        llm.script(Reply("slow " * 400, token_delay=0.05))
+        async with hub.http.stream(
+            "POST", f"{BASE}/sage/c8/continue", json={}, headers={**CALLERS["alice"], **SSE}
+        ) as response:
+            stream = events(response)
+            name, started = await anext(stream)
+            assert name == "task"
+            assert (await anext(stream))[0] == "text"
+        # The client is gone mid-answer: its task is canceled, the answer left as it was.
+        await asyncio.to_thread(llm.wait_disconnect, 10.0)
+        task = await wait_for_state(client, started["task_id"], TaskState.TASK_STATE_CANCELED)
+        assert task.context_id == "c8"
+        after = (await hub.http.get(f"{BASE}/sage/c8", headers=CALLERS["alice"])).json()
+        assert after == before
