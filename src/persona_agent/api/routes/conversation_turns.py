@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
+from a2a.utils.errors import InvalidParamsError, InvalidRequestError
 from fastapi import HTTPException, Request, status
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -31,7 +32,13 @@ from persona_agent.a2a.context_keys import REQUEST_ID_KEY
 from persona_agent.a2a.lifecycle import history_key
 from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.api.routes.conversation_bodies import Answer, Conversation
-from persona_agent.collab.local_calls import LocalCalls, LocalEnd, LocalStart, LocalText
+from persona_agent.collab.local_calls import (
+    LocalCalls,
+    LocalEnd,
+    LocalEvent,
+    LocalStart,
+    LocalText,
+)
 from persona_agent.conversations.conversation_store import ConversationStore
 from persona_agent.errors import (
     HTTP_STATUSES,
@@ -75,7 +82,7 @@ class _Turn:
     """A turn admitted and about to start: whose conversation, and the task's events."""
 
     owner: str
-    events: AsyncGenerator[LocalStart | LocalText | LocalEnd, None]
+    events: AsyncGenerator[LocalEvent, None]
 
 
 class ConversationTurns:
@@ -152,7 +159,7 @@ class ConversationTurns:
         async with self.begin(
             request, conversations, persona_id, context_id, mode, streaming=False
         ) as turn:
-            start, end = await _ended(turn.events)
+            start, end = await _ended(await _first(turn), turn.events)
         code = end_status(end)
         if code != status.HTTP_200_OK:
             raise HTTPException(code, end.text or f"The task ended {end.state}")
@@ -179,30 +186,59 @@ class ConversationTurns:
             HTTPException, ConversationNotFound: as :meth:`begin`, before the stream.
         """
         stack = AsyncExitStack()
-        turn = await stack.enter_async_context(
-            self.begin(request, conversations, persona_id, context_id, mode, streaming=True)
-        )
-        return _EventStream(_frames(turn, read), stack)
+        try:
+            turn = await stack.enter_async_context(
+                self.begin(request, conversations, persona_id, context_id, mode, streaming=True)
+            )
+            first = await _first(turn)
+        except BaseException:
+            await stack.aclose()
+            raise
+        return _EventStream(_frames(first, turn, read), stack)
+
+
+_UNANSWERED = "The persona did not answer"
+
+
+async def _first(turn: _Turn) -> LocalEvent:
+    """The task's first event; a call refused before any task was made is an HTTP error
+    (422: an id the A2A handler takes not, such as a context id over its length)."""
+    try:
+        event = await anext(turn.events)
+    except (InvalidParamsError, InvalidRequestError) as error:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, error.message) from None
+    except StopAsyncIteration:
+        event = LocalEnd("", "failed", _UNANSWERED)
+    if isinstance(event, LocalEnd) and not event.task_id:  # refused: no task was made
+        raise HTTPException(end_status(event), event.text or f"The call ended {event.state}")
+    return event
 
 
 async def _ended(
-    events: AsyncGenerator[LocalStart | LocalText | LocalEnd, None],
+    first: LocalEvent, events: AsyncGenerator[LocalEvent, None]
 ) -> tuple[LocalStart | None, LocalEnd]:
-    """The task's start and end (its text is the end's: the whole answer)."""
+    """The task's start and end (its text is the end's: the whole answer), from its first
+    event on."""
     start: LocalStart | None = None
-    async for event in events:
+    event: LocalEvent | None = first
+    while event is not None:
         if isinstance(event, LocalStart):
             start = event
         elif isinstance(event, LocalEnd):
             return start, event
-    return start, LocalEnd(start.task_id if start else "", "failed", "The persona did not answer")
+        event = await anext(events, None)
+    return start, LocalEnd(start.task_id if start else "", "failed", _UNANSWERED)
 
 
-async def _frames(turn: _Turn, read: ConversationReader) -> AsyncGenerator[bytes, None]:
-    """The events of :meth:`ConversationTurns.event_stream`, as SSE frames."""
+async def _frames(
+    first: LocalEvent, turn: _Turn, read: ConversationReader
+) -> AsyncGenerator[bytes, None]:
+    """The events of :meth:`ConversationTurns.event_stream`, as SSE frames, from the task's
+    first event on."""
     task_id = ""
-    end = LocalEnd("", "failed", "The persona did not answer")
-    async for event in turn.events:
+    end = LocalEnd("", "failed", _UNANSWERED)
+    event: LocalEvent | None = first
+    while event is not None:
         if isinstance(event, LocalStart):
             task_id = event.task_id
             yield _frame("task", {"task_id": event.task_id, "context_id": event.context_id})
@@ -211,6 +247,7 @@ async def _frames(turn: _Turn, read: ConversationReader) -> AsyncGenerator[bytes
         else:
             end = event
             break
+        event = await anext(turn.events, None)
     code = end_status(end)
     task_id = end.task_id or task_id
     if code != status.HTTP_200_OK:
