@@ -238,4 +238,8 @@ async def test_a_turn_the_a2a_handler_refuses_is_a_422_before_any_task(
         response = await hub.post(f"{BASE}/gwen/{long_id}/continue", json={}, headers=headers)
         assert response.status_code == 422, response.text
         assert "contextId is longer than 128" in response.json()["detail"]
+    # A turn is the caller's own: it names no other caller's conversation.
+    named = await hub.post(f"{BASE}/gwen/{long_id}/regenerate?caller=key:bob", json={})
+    assert named.status_code == 422, named.text
+    assert "caller=" in named.json()["detail"]
     assert llm.requests == []
