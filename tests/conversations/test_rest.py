@@ -224,3 +224,22 @@ async def test_regenerate_counts_against_the_callers_limits(
         assert int(refused.headers["Retry-After"]) >= 1
         assert (await http.get(f"{BASE}/sam/s1")).json() == before
         assert len(llm.requests) == 1
+
+
+async def test_a_turn_the_a2a_handler_refuses_is_a_422_before_any_task(
+    hub: httpx.AsyncClient, llm: FakeLLM
+) -> None:
+    """A context id REST takes (up to 200 characters) and A2A does not (128): regenerate and
+    continue run on the A2A path, which refuses it, plainly and as events, asking no model."""
+    long_id = "c" * 150
+    started = await hub.post(BASE, json={"persona_id": "gwen", "context_id": long_id})
+    assert started.status_code == 201, started.text
+    for headers in ({}, {"Accept": "text/event-stream"}):
+        response = await hub.post(f"{BASE}/gwen/{long_id}/continue", json={}, headers=headers)
+        assert response.status_code == 422, response.text
+        assert "contextId is longer than 128" in response.json()["detail"]
+    # A turn is the caller's own: it names no other caller's conversation.
+    named = await hub.post(f"{BASE}/gwen/{long_id}/regenerate?caller=key:bob", json={})
+    assert named.status_code == 422, named.text
+    assert "caller=" in named.json()["detail"]
+    assert llm.requests == []

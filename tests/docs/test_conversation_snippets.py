@@ -18,7 +18,8 @@ from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.a2a_helpers import send
 from tests.integration.conftest import HubFactory
 
-STEER = claim("docs/conversations.md", "socrates/walk/regenerate")
+STEER = claim("docs/conversations.md", "socrates/walk/swipes/<anchor>")
+STREAMED = claim("docs/conversations.md", "Accept: text/event-stream")
 GREETING = claim("docs/conversations.md", '"greeting": 1, "context_id": "tavern"')
 NUDGE = "[Continue your last message without repeating its original content.]"
 
@@ -82,6 +83,27 @@ async def test_the_conversation_curls_regenerate_swipe_continue_edit_fork_and_de
         assert sorted(i["context_id"] for i in listed["items"]) == ["walk", "walk-2"]
         assert await asyncio.to_thread(run, delete) is None  # 204
         assert (await hub.http.get("/api/v1/conversations/socrates/walk-2")).status_code == 404
+
+
+async def test_the_streamed_regenerate_curl_gives_the_task_the_text_and_the_answer(
+    sandbox: Sandbox, hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    (regenerate,) = expect(STREAMED, "curl -sN -X POST")
+    async with hub_factory(mcp_config=None) as hub:
+        llm.script(Reply("Virtue is knowledge."))
+        await send(await hub.client("socrates"), "What is virtue?", "walk")
+        llm.script(Reply("Can virtue be taught?"))
+        command = rewrite(regenerate, {DOC_URL: hub.settings.base_url})
+        out = (await asyncio.to_thread(sandbox.run, command)).ok().stdout
+    names = [line.removeprefix("event: ") for line in out.splitlines() if line.startswith("event")]
+    data = [json.loads(line[6:]) for line in out.splitlines() if line.startswith("data: ")]
+    assert (names[0], names[-1], set(names[1:-1])) == ("task", "answer", {"text"})
+    assert data[0]["context_id"] == "walk"
+    assert "".join(d["text"] for d in data[1:-1]) == "Can virtue be taught?"
+    assert (data[-1]["answer"], data[-1]["task_id"]) == (
+        "Can virtue be taught?",
+        data[0]["task_id"],
+    )
 
 
 async def test_a_conversation_opens_with_the_greeting_chosen(

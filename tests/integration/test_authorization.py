@@ -264,6 +264,10 @@ DOORS: dict[str, Door] = {
         "GET", "/api/v1/personas/socrates/memories", params={"caller": "key:scoped"}
     ),
     "rest forget me": _rest("DELETE", "/api/v1/memories"),  # every persona: one's own data
+    # A call on the persona (an A2A task): admitted as A2A, then no such conversation.
+    "rest regenerate other": _rest(
+        "POST", f"/api/v1/conversations/{OTHER}/none/regenerate", json={}
+    ),
     "rest attached own": _rest("GET", "/api/v1/personas/socrates/conversation-documents"),
     "rest attached other": _rest("GET", f"/api/v1/personas/{OTHER}/conversation-documents"),
     "rest attached delete other": _rest(
@@ -304,6 +308,7 @@ EXPECTED: dict[str, dict[str, str]] = {
         **ALL_OK,
         **{door: "403" for door in DOORS if door.startswith("rest") or door == "metrics"},
         "rest list": "403",
+        "rest regenerate other": "404",
         **_PANELS_OK,
         "directory": "all",
     },
@@ -313,6 +318,7 @@ EXPECTED: dict[str, dict[str, str]] = {
         "extended card other": "not offered",
         **{door: "401" for door in DOORS if door.startswith("rest") or door == "metrics"},
         "rest list": "401",
+        "rest regenerate other": "404",
         "consult vault": "refused",
         **_PANELS_OK,
         "panel broadcast": "albert-einstein=completed socrates=completed vault=rejected",

@@ -15,19 +15,22 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from a2a.auth.user import UnauthenticatedUser
+from a2a.server.context import ServerCallContext
+from a2a.server.routes.common import StarletteUser
 from starlette.authentication import AuthCredentials
 from starlette.responses import Response
 from starlette.types import Scope
 
 from persona_agent.a2a.calls import call_kind, http_error
-from persona_agent.a2a.context_keys import CALLER_KEY, REQUEST_ID_KEY
+from persona_agent.a2a.context_keys import CALLER_KEY, PRINCIPAL_STATE_KEY, REQUEST_ID_KEY
 from persona_agent.a2a.services import HubServices
 from persona_agent.personas.model import Persona
 from persona_agent.security.authorization import Action
 from persona_agent.security.principal import AuthError, Principal
 from persona_agent.security.quotas import RateLimited
 
-__all__ = ["Admission", "Refusal"]
+__all__ = ["Admission", "Refusal", "admitted_context"]
 
 
 class Admission:
@@ -194,3 +197,20 @@ def _rate_limited(error: RateLimited) -> Refusal:
     headers = {"Retry-After": str(error.retry_after)}
     extra = {"retryAfter": error.retry_after}
     return Refusal(429, "RESOURCE_EXHAUSTED", error.message, headers, extra)
+
+
+def admitted_context(inner: dict[str, Any]) -> ServerCallContext:
+    """The A2A call context of a caller :meth:`Admission.check` admitted into ``inner``, for
+    a door inside the hub that starts its task (:class:`~persona_agent.collab.local_calls.
+    LocalCalls`): the caller owns the task and counts it, and its principal is the one the
+    forwarding handler authorizes, for the task and every call the task makes (its
+    consultations, a panel's members)."""
+    user = inner.get("user")
+    state: dict[str, Any] = {
+        CALLER_KEY: inner[CALLER_KEY],
+        REQUEST_ID_KEY: inner.get(REQUEST_ID_KEY),
+    }
+    if isinstance(user, Principal):
+        state[PRINCIPAL_STATE_KEY] = user
+        return ServerCallContext(user=StarletteUser(user), state=state)
+    return ServerCallContext(user=UnauthenticatedUser(), state=state)

@@ -11,6 +11,7 @@ __all__ = [
     "BUDGET_STATE_KEY",
     "CALLER_KEY",
     "CONSULT_CHAIN_KEY",
+    "CONVERSATION_MODE_STATE_KEY",
     "ENDED_STATE_NAMES",
     "PARTS_METADATA_KEY",
     "PERSONA_SCOPE_KEY",
@@ -19,6 +20,7 @@ __all__ = [
     "RAW_STATUS_STATE_KEY",
     "REQUEST_ID_KEY",
     "RPC_BODY_SCOPE_KEY",
+    "TASK_ERROR_STATE_KEY",
     "TASK_STARTED_STATE_KEY",
     "TERMINAL_STATES",
     "WHOLE_ANSWER_STATE_KEY",
@@ -60,6 +62,16 @@ PRINCIPAL_STATE_KEY = "persona_agent.principal"
 BINDING_KEY = "persona_agent.binding"
 """The binding a call came by (``jsonrpc``, ``http+json`` or ``grpc``), in the ASGI scope and
 ``ServerCallContext.state``, for the request metrics."""
+CONVERSATION_MODE_STATE_KEY = "persona_agent.conversation_mode"
+"""In ``ServerCallContext.state`` of a turn a door inside the hub asks for (the REST
+conversation operations): ``regenerate`` or ``continue`` the last answer of the conversation
+as it is stored, the message's text not read. Over A2A the conversation extension asks it,
+naming the conversation's latest task in ``referenceTaskIds``; no client can set a state
+key."""
+TASK_ERROR_STATE_KEY = "persona_agent.task_error"
+"""Set in ``ServerCallContext.state`` by the executor when a task fails on one of the hub's
+errors (:class:`~persona_agent.errors.PersonaAgentError`): the error, for a door inside the
+hub that answers in a protocol of its own (REST: its status by the error's kind)."""
 PARTS_METADATA_KEY = "persona-agent/parts"
 """Metadata of an answer chunk event: how many parts the answer artifact has with it."""
 

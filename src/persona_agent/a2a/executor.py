@@ -19,7 +19,7 @@ from a2a.types.a2a_pb2 import (
 )
 from google.protobuf.struct_pb2 import Value
 
-from persona_agent.a2a.context_keys import PARTS_METADATA_KEY
+from persona_agent.a2a.context_keys import CONVERSATION_MODE_STATE_KEY, PARTS_METADATA_KEY
 from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload, memory_payload
 from persona_agent.a2a.image_parts import NO_INTAKE, ImageIntake
 from persona_agent.a2a.input import DEFAULT_BUDGET, InputError
@@ -119,7 +119,10 @@ class PersonaAgentExecutor(TaskExecutor):
         Raises:
             InputError: a ``regenerate`` or ``continue`` that names another task than the
                 conversation's latest completed one, or a greeting the persona does not
-                have or for a conversation under way (the conversation extension).
+                have or for a conversation under way (the conversation extension). One a
+                door inside the hub asked (the REST turns: the call context's
+                :data:`~persona_agent.a2a.context_keys.CONVERSATION_MODE_STATE_KEY`) names
+                no task: it takes the conversation as stored.
         """
         await self._check_conversation_op(turn)
         task_id, updater = turn.task_id, turn.updater
@@ -183,6 +186,8 @@ class PersonaAgentExecutor(TaskExecutor):
                 )
         if turn.mode == "message" or self.tasks is None:
             return
+        if CONVERSATION_MODE_STATE_KEY in turn.origin.state:
+            return  # a door inside the hub asked it of the conversation as it is stored
         # The latest task that answered (one that failed or was canceled left nothing).
         listed = await self.tasks.list(
             ListTasksRequest(

@@ -24,7 +24,9 @@ from persona_agent.a2a.context_keys import (
     BUDGET_STATE_KEY,
     CALLER_KEY,
     CONSULT_CHAIN_KEY,
+    CONVERSATION_MODE_STATE_KEY,
     REQUEST_ID_KEY,
+    TASK_ERROR_STATE_KEY,
     TASK_STARTED_STATE_KEY,
     WHOLE_ANSWER_STATE_KEY,
 )
@@ -195,6 +197,8 @@ class TaskExecutor(AgentExecutor):
             audio = accepted_audio(context.configuration)
             state = await self._limited(message, call, updater, started, audio=audio)
         except Exception as error:
+            if isinstance(error, PersonaAgentError):  # for a door inside the hub that asked
+                call.state[TASK_ERROR_STATE_KEY] = error
             state = await self._failed(updater, span, error)
         finally:
             if task_id in self._cancelled:
@@ -220,7 +224,7 @@ class TaskExecutor(AgentExecutor):
     ) -> str:
         """:meth:`answer`, counted as the caller's running task while it runs."""
         persona = self.persona
-        op = message_conversation(message) or ConversationOp()
+        op = _conversation_op(message, call)
         # Regenerate and continue answer what was said: the message's text is not read.
         read = (
             await read_message(message, self.documents) if op.mode == "message" else MessageRead("")
@@ -329,6 +333,16 @@ class TaskExecutor(AgentExecutor):
             taskId=task_id,
             **details,
         )
+
+
+def _conversation_op(message: Message, call: ServerCallContext) -> ConversationOp:
+    """What the task does with its conversation: what a door inside the hub asked for it
+    (:data:`~.context_keys.CONVERSATION_MODE_STATE_KEY`: the REST regenerate and continue),
+    else what the message's conversation extension asks, else an ordinary message."""
+    asked = call.state.get(CONVERSATION_MODE_STATE_KEY)
+    if asked in ("regenerate", "continue"):
+        return ConversationOp(mode=asked)
+    return message_conversation(message) or ConversationOp()
 
 
 AUDIO_MODES = frozenset({"audio/wav", "audio/x-wav", "audio/wave", "audio/*"})

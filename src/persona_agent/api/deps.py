@@ -52,6 +52,7 @@ __all__ = [
     "Registry",
     "Signer",
     "Store",
+    "TurnStarter",
     "Usage",
     "UserPersonaStore",
     "Writer",
@@ -116,16 +117,20 @@ class ApiAuth:
         try:
             return await self._check(request, write=write, action=action)
         except HTTPException as error:
-            if error.status_code in (401, 403):
-                self._audit.record(
-                    "auth.refused",
-                    principal=None,
-                    outcome=str(error.status_code),
-                    request_id=request_id_of(dict(request.headers)),
-                    path=request.url.path,
-                    reason=str(error.detail),
-                )
+            self._refused(request, error)
             raise
+
+    def _refused(self, request: Request, error: HTTPException) -> None:
+        """A 401 or 403, in the audit log."""
+        if error.status_code in (401, 403):
+            self._audit.record(
+                "auth.refused",
+                principal=None,
+                outcome=str(error.status_code),
+                request_id=request_id_of(dict(request.headers)),
+                path=request.url.path,
+                reason=str(error.detail),
+            )
 
     async def _check(
         self, request: Request, *, write: bool, action: Action | None
@@ -134,18 +139,9 @@ class ApiAuth:
 
         A write that a browser sends (it has an ``Origin``) must come from the hub's own
         origin or one of ``PERSONA_AGENT_CORS_ORIGINS``, with or without credentials."""
-        origin = request.headers.get("origin")
-        if write and origin is not None and self._auth.enabled:
-            host = request.headers.get("host", "")
-            own = {f"http://{host}".lower(), f"https://{host}".lower()}
-            if origin.lower() not in own | self._origins:
-                _forbid(
-                    f"Writes are refused from the origin '{origin[:100]}' (set "
-                    "PERSONA_AGENT_CORS_ORIGINS to allow a web application's origin)"
-                )
+        if write:
+            self._check_write_origin(request)
         if not self._auth.enabled:
-            if write:
-                self._check_keyless_write(request)
             return None
         try:
             principal = await self._auth.principal(request.scope["headers"])
@@ -155,6 +151,30 @@ class ApiAuth:
         except AuthError as error:
             raise self._http_error(error) from None
         return principal
+
+    def check_write_origin(self, request: Request) -> None:
+        """Where a write may come from (a browser's ``Origin``; without keys, the keyless
+        write rules: see the class), and nothing else: for a route whose caller and rights
+        another part decides (a turn the REST API starts is admitted as an A2A call). A
+        refusal is a 403 or 415, recorded in the audit log."""
+        try:
+            self._check_write_origin(request)
+        except HTTPException as error:
+            self._refused(request, error)
+            raise
+
+    def _check_write_origin(self, request: Request) -> None:
+        origin = request.headers.get("origin")
+        if origin is not None and self._auth.enabled:
+            host = request.headers.get("host", "")
+            own = {f"http://{host}".lower(), f"https://{host}".lower()}
+            if origin.lower() not in own | self._origins:
+                _forbid(
+                    f"Writes are refused from the origin '{origin[:100]}' (set "
+                    "PERSONA_AGENT_CORS_ORIGINS to allow a web application's origin)"
+                )
+        if not self._auth.enabled:
+            self._check_keyless_write(request)
 
     def authorize(
         self,
@@ -302,7 +322,7 @@ class ApiParts:
     conversations: ConversationStore
     """The stored conversations' branches (issue 37), under the engine's locks."""
     engine: ChatEngine
-    """The engine, for the conversation operations that run the persona (regenerate)."""
+    """The engine (the images a conversation keeps)."""
 
 
 def hub_parts(request: Request) -> ApiParts:
@@ -355,6 +375,12 @@ async def require_memory_write(request: Request) -> None:
     request.state.principal = await api_auth(request).check(
         request, write=True, action=Action.MEMORY_WRITE
     )
+
+
+async def require_write_origin(request: Request) -> None:
+    """A turn the REST API starts (regenerate, continue): where the write comes from; who
+    calls and whether it may is the A2A admission's (a call on the persona)."""
+    api_auth(request).check_write_origin(request)
 
 
 async def require_hub_read(request: Request) -> None:
@@ -459,3 +485,5 @@ MemoryReader = Depends(require_memory_read)
 """Routes that read a caller's memories."""
 MemoryWriter = Depends(require_memory_write)
 """Routes that change or delete a caller's memories."""
+TurnStarter = Depends(require_write_origin)
+"""Routes that start a turn of a persona (an A2A call, admitted as one)."""

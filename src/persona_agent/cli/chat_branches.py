@@ -17,6 +17,7 @@ command runs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -220,20 +221,59 @@ class BranchCommands:
             typer.secho(where, dim=True)
 
     async def _generate(self, name: str) -> None:
+        """Regenerate or continue the last answer, shown as it is written (the hub's
+        server-sent events: the turn is a task, which leaving the stream cancels)."""
         regenerate = name == "/retry"
         typer.secho("(writing another answer...)" if regenerate else "(continuing...)", dim=True)
         operation = "/regenerate" if regenerate else "/continue"
-        done = await self._call("POST", self._path(operation), {})
-        answer = str(done.get("answer", ""))
+        typer.echo(
+            typer.style(f"{self._session.name}: ", fg=typer.colors.CYAN, bold=True), nl=False
+        )
         if not regenerate:
-            _say(self._session.name, f"…{answer}")
+            typer.echo("…", nl=False)
+        try:
+            done = await self._streamed(self._path(operation))
+        finally:
+            typer.echo("")
+        if not regenerate:
             return
         last = shown_turns(done.get("conversation", {}))
         swipes = last[-1].swipes if last else None
-        note = ""
         if swipes:
-            note = f"(answer {swipes['selected'] + 1}/{swipes['count']}: /swipe N shows another)"
-        _say(self._session.name, answer, note)
+            typer.secho(
+                f"(answer {swipes['selected'] + 1}/{swipes['count']}: /swipe N shows another)",
+                dim=True,
+            )
+
+    async def _streamed(self, url: str) -> dict[str, Any]:
+        """POST ``url`` asking for server-sent events; each ``text`` shown as it comes, the
+        ``answer`` event's data returned; an ``error`` event or a refusal a
+        :class:`ChatError`."""
+        headers = {**_WRITE, "Accept": "text/event-stream"}
+        event = ""
+        try:
+            async with self._http.stream("POST", url, json={}, headers=headers) as response:
+                if response.is_error:
+                    await response.aread()
+                    raise ChatError(
+                        f"The hub refused ({response.status_code}): {_detail(response)}"
+                    )
+                async for line in response.aiter_lines():
+                    if line.startswith("event: "):
+                        event = line.removeprefix("event: ")
+                    elif line.startswith("data: "):
+                        data = json.loads(line.removeprefix("data: "))
+                        if event == "text":
+                            typer.echo(str(data.get("text", "")), nl=False)
+                        elif event == "answer":
+                            return dict(data)
+                        elif event == "error":
+                            raise ChatError(
+                                f"The answer failed ({data.get('status')}): {data.get('detail')}"
+                            )
+        except httpx.HTTPError as error:
+            raise ChatError(f"Cannot reach the hub: {error}") from error
+        raise ChatError("The hub's answer ended before the persona's")
 
     async def _swipe(self, argument: str) -> None:
         turns = await self._turns()

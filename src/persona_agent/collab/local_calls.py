@@ -1,4 +1,6 @@
-"""Messages to the hub's own personas, in process: consultations and panels.
+"""Messages to the hub's own personas, in process: consultations, panels, and the doors
+that start a turn for a caller without A2A on the wire (``/mcp``, the REST conversation
+turns).
 
 Each call is a real A2A task of the persona called, made through the hub's request handler
 (the one the router serves, with the same checks and counts) without an HTTP hop: it is
@@ -14,7 +16,7 @@ import uuid
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import RequestHandler
@@ -36,13 +38,16 @@ from persona_agent.a2a.context_keys import (
     BUDGET_STATE_KEY,
     CALLER_KEY,
     CONSULT_CHAIN_KEY,
+    CONVERSATION_MODE_STATE_KEY,
     ENDED_STATE_NAMES,
     PERSONA_STATE_KEY,
     PRINCIPAL_STATE_KEY,
     REQUEST_ID_KEY,
+    TASK_ERROR_STATE_KEY,
     TASK_STARTED_STATE_KEY,
     WHOLE_ANSWER_STATE_KEY,
 )
+from persona_agent.errors import PersonaAgentError
 
 __all__ = ["LocalCalls", "LocalEnd", "LocalEvent", "LocalStart", "LocalText", "text_of"]
 
@@ -78,6 +83,9 @@ class LocalEnd:
     task_id: str
     state: str
     text: str
+    error: PersonaAgentError | None = None
+    """The hub's error a ``failed`` task failed with (in process only: the client of a
+    task sees its message), for a door that answers in a protocol of its own."""
 
     @property
     def ok(self) -> bool:
@@ -107,6 +115,7 @@ class LocalCalls:
         reference_task_ids: tuple[str, ...] = (),
         whole: bool = False,
         binding: str = "",
+        mode: Literal["message", "regenerate", "continue"] = "message",
     ) -> AsyncGenerator[LocalEvent, None]:
         """Ask ``persona_id``: :class:`LocalStart`, the answer as :class:`LocalText`, then
         :class:`LocalEnd`. ``origin``: the call context of the turn asking (its caller owns
@@ -117,17 +126,12 @@ class LocalCalls:
         consumer) before the end cancels the task, within :data:`CANCEL_TIMEOUT` seconds.
         ``whole``: the answer comes as one :class:`LocalText` at the end (fewer events, for
         a caller that waits for it anyway). ``binding``: the door the call came through, for
-        the request metrics (``mcp``); none for the hub's own calls.
+        the request metrics (``mcp``, ``rest``); none for the hub's own calls. ``mode``:
+        ``regenerate`` or ``continue`` the conversation's last answer (``context_id``'s, as
+        stored; ``text`` is then not read), else a message.
         """
         context = self._context(persona_id, origin, chain)
-        started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        context.state[TASK_STARTED_STATE_KEY] = started
-        if binding:
-            context.state[BINDING_KEY] = binding
-        context.state[WHOLE_ANSWER_STATE_KEY] = whole
-        if isinstance(origin, ServerCallContext) and BUDGET_STATE_KEY in origin.state:
-            # The asking task's budget itself (not a copy): the whole tree spends one.
-            context.state[BUDGET_STATE_KEY] = origin.state[BUDGET_STATE_KEY]
+        started = _told(context, origin, binding=binding, whole=whole, mode=mode)
         message = Message(
             message_id=str(uuid.uuid4()),
             role=Role.ROLE_USER,
@@ -147,7 +151,7 @@ class LocalCalls:
                             yield LocalStart(event.id, event.context_id)
                         if event.status.state in ENDED_STATE_NAMES:  # ended before streaming
                             ended = True
-                            yield _end(event.id, event.status.state, event.status.message)
+                            yield _end(event.id, event.status.state, event.status.message, context)
                             return
                     elif isinstance(event, TaskArtifactUpdateEvent):
                         chunk = "".join(part.text for part in event.artifact.parts)
@@ -157,7 +161,7 @@ class LocalCalls:
                         state = event.status.state
                         if state in ENDED_STATE_NAMES:
                             ended = True
-                            yield _end(event.task_id, state, event.status.message)
+                            yield _end(event.task_id, state, event.status.message, context)
                             return
                     elif isinstance(event, Message):  # an agent that answers with a message
                         ended = True
@@ -211,6 +215,30 @@ class LocalCalls:
         return ServerCallContext(state=state)
 
 
+def _told(
+    context: ServerCallContext,
+    origin: Any,
+    *,
+    binding: str,
+    whole: bool,
+    mode: Literal["message", "regenerate", "continue"],
+) -> asyncio.Future[str]:
+    """Tell the task of the call, in its call context, what :meth:`LocalCalls.stream` was
+    asked (the door, whether the answer comes whole, the conversation's mode) and the
+    asking task's budget; the future the executor resolves with the task's id."""
+    started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    context.state[TASK_STARTED_STATE_KEY] = started
+    if binding:
+        context.state[BINDING_KEY] = binding
+    context.state[WHOLE_ANSWER_STATE_KEY] = whole
+    if mode != "message":
+        context.state[CONVERSATION_MODE_STATE_KEY] = mode
+    if isinstance(origin, ServerCallContext) and BUDGET_STATE_KEY in origin.state:
+        # The asking task's budget itself (not a copy): the whole tree spends one.
+        context.state[BUDGET_STATE_KEY] = origin.state[BUDGET_STATE_KEY]
+    return started
+
+
 async def _refusals_ended(
     events: AsyncGenerator[Any, None],
 ) -> AsyncGenerator[Any, None]:
@@ -231,5 +259,7 @@ def text_of(message: Message) -> str:
     return "\n".join(part.text for part in message.parts if part.text)
 
 
-def _end(task_id: str, state: TaskState, message: Message) -> LocalEnd:
-    return LocalEnd(task_id, ENDED_STATE_NAMES[state], text_of(message))
+def _end(task_id: str, state: TaskState, message: Message, context: ServerCallContext) -> LocalEnd:
+    error = context.state.get(TASK_ERROR_STATE_KEY)
+    failure = error if isinstance(error, PersonaAgentError) else None
+    return LocalEnd(task_id, ENDED_STATE_NAMES[state], text_of(message), failure)

@@ -83,6 +83,14 @@ class ConversationList(BaseModel):
 class Answer(BaseModel):
     answer: str = Field(description="the new answer (continue: the text added)")
     conversation: Conversation
+    task_id: str = Field(
+        "", description="the A2A task that answered (GetTask, on the persona's A2A endpoint)"
+    )
+    state: str = Field(
+        "completed",
+        description="how the task ended: completed, or input-required (the answer is a "
+        "tool's question for the user)",
+    )
 
 
 class StartBody(BaseModel):

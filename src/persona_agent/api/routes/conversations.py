@@ -6,13 +6,13 @@ The caller is the API principal, as for memory (``memory:read`` to read, ``memor
 change; a principal with ``memory:admin`` names another with ``caller=``); on a hub without
 keys an anonymous caller reaches anonymous conversations (anyone who knows a context id
 continues it, as over A2A). Another caller's conversation is answered 404, as one that does
-not exist; a failed operation changes nothing.
+not exist; a failed operation changes nothing. Regenerate and continue run the persona: a
+call on it, as over A2A, and an A2A task of the caller's (:mod:`.conversation_turns`).
 """
 
 from __future__ import annotations
 
 import uuid
-from contextlib import aclosing
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -24,6 +24,7 @@ from persona_agent.api.deps import (
     MemoryReader,
     MemoryWriter,
     Store,
+    TurnStarter,
     UserPersonaStore,
     hub_parts,
 )
@@ -39,17 +40,19 @@ from persona_agent.api.routes.conversation_bodies import (
     UserOut,
     conversation_of,
 )
+from persona_agent.api.routes.conversation_turns import (
+    EVENT_STREAM,
+    ConversationTurns,
+    TurnMode,
+    wants_events,
+)
 from persona_agent.api.routes.error_body import ErrorDetail
 from persona_agent.api.routes.memories import CallerQuery, owner_of
-from persona_agent.chat.budget import CallBudget
-from persona_agent.chat.events import Done
-from persona_agent.chat.tools import Turn
 from persona_agent.chat.turn_modes import greetings_of
 from persona_agent.conversations.conversation_store import ConversationStore
-from persona_agent.errors import BudgetSpentError, ConversationNotFound, LLMError
+from persona_agent.errors import ConversationNotFound
 from persona_agent.media.images import IMAGE_TYPES
 from persona_agent.security.authorization import Action
-from persona_agent.security.quotas import RateLimited
 
 __all__ = ["Conversation", "Owner", "WritingOwner", "conversation_of", "router"]
 
@@ -72,14 +75,16 @@ WritingOwner = Annotated[str, Depends(_writing_owner)]
 _REASONS = {
     400: "The body cannot be parsed",
     401: "No API key, or a wrong one",
-    403: "The principal may not read (memory:read) or change (memory:write) conversations",
+    403: "The principal may not read (memory:read) or change (memory:write) conversations; "
+    "regenerate and continue: it may not call the persona (a2a, the key's personas)",
     404: "No such persona, conversation (of this caller), message or alternative",
     409: "The conversation does not allow it now (nothing to regenerate or continue; the "
-    "context id is taken)",
+    "context id is taken; the turn's task was canceled)",
     415: "A hub without keys: the body must be labelled Content-Type: application/json",
     422: "A parameter or the body is not valid (a tool message's text cannot be edited)",
     429: "Over the caller's or the persona's limits (requests a minute, running tasks)",
-    502: "The language model failed: nothing was changed",
+    502: "The language model failed (the turn's task failed, with its message): nothing was "
+    "changed",
 }
 
 
@@ -338,95 +343,65 @@ async def fork_conversation(
     return await _read(request, conversations, persona_id, owner, new_context)
 
 
+_TURN = {
+    200: {
+        "content": {EVENT_STREAM: {}},
+        "description": "The answer; with Accept: text/event-stream, server-sent events: "
+        "task, text (each piece), then answer or error (docs/conversations.md)",
+    },
+    **_responses(404, 409, 422, 429, 502),
+}
+
+
 @router.post(
-    f"{_BASE}/regenerate",
-    dependencies=[MemoryWriter],
-    response_model=Answer,
-    responses=_responses(404, 409, 422, 429, 502),
+    f"{_BASE}/regenerate", dependencies=[TurnStarter], response_model=Answer, responses=_TURN
 )
 async def regenerate(
     request: Request,
     persona_id: PersonaId,
     context_id: ContextId,
-    owner: WritingOwner,
     conversations: Conversations,
-) -> Answer:
+) -> Answer | Response:
     """Answer the last user message again: the answer it had is kept as an alternative, the
-    new one selected (the model sees the selected branch up to that message)."""
-    return await _run(request, conversations, persona_id, owner, context_id, "regenerate")
+    new one selected (the model sees the selected branch up to that message). A call on the
+    persona, as over A2A: an A2A task of the caller's, whose id the answer gives."""
+    return await _run(request, conversations, persona_id, context_id, "regenerate")
 
 
 @router.post(
-    f"{_BASE}/continue",
-    dependencies=[MemoryWriter],
-    response_model=Answer,
-    responses=_responses(404, 409, 422, 429, 502),
+    f"{_BASE}/continue", dependencies=[TurnStarter], response_model=Answer, responses=_TURN
 )
 async def continue_answer(
     request: Request,
     persona_id: PersonaId,
     context_id: ContextId,
-    owner: WritingOwner,
     conversations: Conversations,
-) -> Answer:
-    """Continue the last answer: the text the model adds is appended to it."""
-    return await _run(request, conversations, persona_id, owner, context_id, "continue")
+) -> Answer | Response:
+    """Continue the last answer: the text the model adds is appended to it. A call on the
+    persona, as :func:`regenerate`."""
+    return await _run(request, conversations, persona_id, context_id, "continue")
 
 
 async def _run(
     request: Request,
     conversations: ConversationStore,
     persona_id: str,
-    owner: str,
     context_id: str,
-    mode: Any,
-) -> Answer:
-    """Run the persona on the conversation in ``mode``: the engine, under the
-    conversation's lock, with the hub's and the persona's budget of calls and the caller's
-    quotas (requests a minute, running tasks) as an A2A message has them; usage recorded."""
-    parts = hub_parts(request)
-    persona = parts.registry.persona(persona_id)
-    key = history_key(persona_id, owner, context_id)
-    if persona is None:
-        raise ConversationNotFound()
-    await _existing(conversations, key)
-    own = persona.limits
-    limits = parts.registry.services.budget.lowered(
-        own.model_calls_per_request, own.tool_calls_per_request
-    )
-    conversation = conversation_key(owner, context_id)
-    turn = Turn(
-        persona_id=persona_id,
-        conversation=conversation,
-        context_id=context_id,
-        budget=CallBudget(limits),
-        whole=True,
-        owner=owner,
-        mode=mode,
-    )
-    quotas = parts.registry.services.quotas
-    caller = owner or f"ip:{request.client.host if request.client else ''}"
-    done: Done | None = None
-    try:  # the caller's and the persona's limits, as for an A2A message
-        quotas.check_rate(caller, quotas.limits.requests_per_minute)
-        quotas.check_rate(caller, persona.limits.requests_per_minute or 0, scope=persona_id)
-        quotas.check_start(caller, persona_id, persona.limits.running_tasks or 0)
-        with quotas.running(caller, persona_id):
-            stream = parts.engine.stream(persona, conversation, "", turn=turn)
-            async with aclosing(stream) as events:
-                async for event in events:
-                    if isinstance(event, Done):
-                        done = event
-    except RateLimited as error:
+    mode: TurnMode,
+) -> Answer | Response:
+    """The turn, as a task of the persona (:mod:`.conversation_turns`): its answer, or
+    its events when the client asks for ``text/event-stream``."""
+    if "caller" in request.query_params:
         raise HTTPException(
-            status.HTTP_429_TOO_MANY_REQUESTS,
-            error.message,
-            headers={"Retry-After": str(error.retry_after)},
-        ) from None
-    except (LLMError, BudgetSpentError) as error:
-        raise HTTPException(status.HTTP_502_BAD_GATEWAY, error.message) from None
-    answer = done.text if done is not None else ""
-    return Answer(
-        answer=answer,
-        conversation=await _read(request, conversations, persona_id, owner, context_id),
-    )
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            f"{mode} runs the persona for the caller itself, as a call over A2A does: it "
+            "takes no caller= (whose conversation is the credential's)",
+        )
+    turns = ConversationTurns(hub_parts(request).registry)
+
+    async def read(owner: str) -> Conversation:
+        return await _read(request, conversations, persona_id, owner, context_id)
+
+    if wants_events(request):
+        return await turns.event_stream(request, conversations, persona_id, context_id, mode, read)
+    return await turns.answer(request, conversations, persona_id, context_id, mode, read)

@@ -5,6 +5,7 @@
 // Every operation answers with the conversation as it now is (ids change when the branch
 // does), which the chat shows again.
 
+import { serverSentEvents } from "./a2a.js";
 import { apiKey, hubUrl, request } from "./api.js";
 import { shownOfParts } from "./attachments.js";
 import { el } from "./ui.js";
@@ -22,6 +23,23 @@ async function send(target, method, body) {
   return response.status === 204 ? null : response.json();
 }
 
+// Regenerate or continue the last answer, as server-sent events (the turn is an A2A task
+// of the persona, docs/conversations.md): `onText(piece)` is told each piece of the answer
+// as it is written; the conversation as it then is, or the error the turn ended with.
+async function generate(personaId, contextId, rest, onText) {
+  const response = await request(path(personaId, contextId, rest), {
+    method: "POST",
+    headers: { ...WRITE, Accept: "text/event-stream" },
+    body: "{}",
+  });
+  for await (const event of serverSentEvents(response)) {
+    if ("answer" in event) return event.conversation;
+    if ("detail" in event) throw new Error(event.detail);
+    if (typeof event.text === "string" && onText) onText(event.text);
+  }
+  throw new Error("The hub's answer ended before the persona's");
+}
+
 export async function readConversation(personaId, contextId) {
   return (await request(path(personaId, contextId))).json();
 }
@@ -30,8 +48,8 @@ export const operations = {
   edit: (p, c, id, content) => send(path(p, c, `/messages/${id}`), "PATCH", { content }),
   remove: (p, c, id) => send(path(p, c, `/messages/${id}?following=false`), "DELETE"),
   select: (p, c, anchor, selected) => send(path(p, c, `/swipes/${anchor}`), "PUT", { selected }),
-  regenerate: async (p, c) => (await send(path(p, c, "/regenerate"), "POST", {})).conversation,
-  continue: async (p, c) => (await send(path(p, c, "/continue"), "POST", {})).conversation,
+  regenerate: (p, c, onText) => generate(p, c, "/regenerate", onText),
+  continue: (p, c, onText) => generate(p, c, "/continue", onText),
   fork: (p, c, id) => send(path(p, c, "/fork"), "POST", { message_id: id }),
 };
 

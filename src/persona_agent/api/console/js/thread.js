@@ -30,14 +30,22 @@ export function storedThread({ transcript, note, personaId, context, busy, forke
     const answers = transcript.querySelectorAll('.turn[data-kind="answer"]');
     const last = answers[answers.length - 1];
     const waiting = name === "regenerate" || name === "continue";
-    if (waiting && last) last.set(null, "working", name === "regenerate" ? "writing another answer" : "continuing");
+    const doing = name === "regenerate" ? "writing another answer" : "continuing";
+    if (waiting && last) last.set(null, "working", doing);
+    // The answer shows as it is written: a new one in place of the last, or the last one growing.
+    const before = last ? last.querySelector(".text").textContent : "";
+    let written = name === "continue" ? before : "";
+    const onText = (piece) => {
+      written += piece;
+      if (last) last.set(written, "working", doing);
+    };
     try {
-      const result = await operations[name](personaId, context(), ...args);
+      const result = await operations[name](personaId, context(), ...(waiting ? [onText] : args));
       if (name === "fork") forked(result);
       else show(result);
     } catch (error) {
       note.replaceChildren(errorBox(error));
-      if (waiting && last) last.set(null, "completed");
+      if (waiting && last) last.set(before, "completed");
     } finally {
       working = false;
       busy(false);
