@@ -27,14 +27,14 @@ from persona_agent.a2a.push import ConfigLimits, IndexedConfigStore
 from persona_agent.a2a.task_store import SqlTaskStore, persona_owner
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.conversations.conversation_store import ConversationStore
-from persona_agent.db import GroupCommitWriter, documents_table, memories_table
+from persona_agent.db import GroupCommitWriter, documents_table, memories_table, messages_table
 from persona_agent.knowledge.turn import AttachedFile
 from persona_agent.memory.records import MemoryRecords
 from persona_agent.retention import (
     DOCUMENT_GRACE_SECONDS,
     Retention,
     RetentionLimits,
-    fair_shares,
+    fair_level,
 )
 from tests.a2a.test_task_store import ctx
 from tests.knowledge.test_library import knowledge
@@ -298,10 +298,28 @@ async def test_anonymous_conversations_are_one_caller(
     assert len(await said(store, ALICE + "mine")) == 10
 
 
-def test_fair_shares_never_cut_a_caller_under_its_share() -> None:
+def test_the_fair_level_never_cuts_a_caller_under_its_share() -> None:
     wants = {"a": 10, "b": 50, "c": 500}
-    assert fair_shares(wants, 0) == wants
-    assert fair_shares(wants, 1000) == wants
-    assert fair_shares(wants, 300) == {"a": 10, "b": 50, "c": 240}
-    assert fair_shares(wants, 90) == {"a": 10, "b": 40, "c": 40}
-    assert fair_shares({"a": 5, "b": 5}, 9) == {"a": 4, "b": 4}
+    assert fair_level(wants, 0) is None  # no limit
+    assert fair_level(wants, 1000) is None  # all fit
+    assert fair_level(wants, 300) == 240  # a and b keep all, c 240
+    assert fair_level(wants, 90) == 40  # a keeps all, b and c 40 each
+    assert fair_level({"a": 5, "b": 5}, 9) == 4
+    assert fair_level({"a": 5, "b": 5, "c": 5}, 3) == 1  # never under the share
+
+
+async def test_many_callers_over_the_level_are_trimmed_in_one_sweep(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    """More callers over the fair level than a trim names: each still keeps the level."""
+    rows = [
+        {"conversation": f"gwen:@key%3Ac{n}:x", "message": f'"{n}-{i}"', "at_ms": 0}
+        for n in range(600)
+        for i in range(2)
+    ]
+    await writer.write(insert(messages_table), rows)
+    store = ConversationStore(writer, ConversationHistory(writer))
+    limits = RetentionLimits(message_max_count=600, message_max_bytes=0)
+    await Retention(writer, limits).sweep()
+    kept = [await store.branches.rows(f"gwen:@key%3Ac{n}:x") for n in (0, 299, 599)]
+    assert [[row.message for row in rows] for rows in kept] == [["0-1"], ["299-1"], ["599-1"]]

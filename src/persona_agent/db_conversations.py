@@ -35,7 +35,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 
-__all__ = ["conversation_tables", "owned_by", "owner_expression", "owner_part", "owner_row"]
+__all__ = ["conversation_tables", "owned_by", "owner_expression", "owner_part"]
 
 
 def conversation_tables(metadata: MetaData) -> tuple[Table, Table]:
@@ -116,16 +116,11 @@ def owner_expression(column: ColumnElement[str]) -> ColumnElement[str]:
 
 
 def owned_by(column: ColumnElement[str], owner: str) -> ColumnElement[bool]:
-    """Whether the key in ``column`` is of ``owner`` (an owner part, :func:`owner_part`);
-    the parameters ``owner`` and ``owner_length`` (a write's rows name them: :func:`owner_row`)."""
+    """Whether the key in ``column`` is of ``owner`` (an owner part, :func:`owner_part`):
+    a condition for a query (its values are bound in it)."""
     rest = _rest(column)
     if owner:
         return func.substr(rest, _ONE, bindparam("owner_length", len(owner))) == bindparam(
             "owner", owner
         )
     return _anonymous(rest)
-
-
-def owner_row(owner: str) -> dict[str, Any]:
-    """The parameters :func:`owned_by` ``owner`` takes, for a write's row."""
-    return {"owner": owner, "owner_length": len(owner)} if owner else {}

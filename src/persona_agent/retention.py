@@ -12,7 +12,7 @@ callables (push-notification configs of the tasks deleted go with them).
 
 Messages are kept per caller first (docs/conversations.md, "Storage quotas"): a caller
 over its own budget (``caller_message_max_*``) loses its own oldest messages; then, if
-the hub's limit is still passed, it is shared out fairly (:func:`fair_shares`): the
+the hub's limit is still passed, it is shared out fairly (:func:`fair_level`): the
 callers over the fair level lose their oldest down to it, and a caller under the hub's
 limit divided by the number of callers loses nothing. One caller's growth never deletes
 another's messages. Every anonymous conversation is one caller's (the keys do not tell
@@ -32,7 +32,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2a.types.a2a_pb2 import TaskState
-from sqlalchemy import Delete, TextClause, bindparam, delete, func, or_, select, text
+from sqlalchemy import (
+    Delete,
+    TextClause,
+    and_,
+    bindparam,
+    delete,
+    func,
+    literal_column,
+    or_,
+    select,
+    text,
+)
 
 from persona_agent.db import (
     GroupCommitWriter,
@@ -45,9 +56,9 @@ from persona_agent.db import (
     swipes_table,
     tasks_table,
 )
-from persona_agent.db_conversations import owned_by, owner_expression, owner_row
+from persona_agent.db_conversations import owner_expression
 
-__all__ = ["DOCUMENT_GRACE_SECONDS", "Retention", "RetentionLimits", "fair_shares"]
+__all__ = ["DOCUMENT_GRACE_SECONDS", "Retention", "RetentionLimits", "fair_level"]
 
 logger = logging.getLogger(__name__)
 
@@ -166,34 +177,56 @@ class Retention:
             await prune()
 
     async def _sweep_messages(self) -> None:
-        """Each caller's oldest messages over its budget, then over its fair share of the
-        hub's limits (see the module's docstring)."""
+        """Each caller's oldest messages over its budget, then over the fair level of the
+        hub's limits (see the module's docstring), in one statement for every caller."""
         limits = self.limits
-        usage = {str(owner): (int(n), int(size)) for owner, n, size in await self._usage()}
-        counts = {owner: n for owner, (n, _) in usage.items()}
-        sizes = {owner: size for owner, (_, size) in usage.items()}
-        held = {o for o in usage if o or limits.anonymous_is_a_caller}
-        count_targets = fair_shares(
-            _budgets(counts, held, limits.caller_message_max_count), limits.message_max_count
-        )
-        size_targets = fair_shares(
-            _budgets(sizes, held, limits.caller_message_max_bytes), limits.message_max_bytes
-        )
-        for owner in sorted(usage):
-            if count_targets[owner] < counts[owner] or size_targets[owner] < sizes[owner]:
-                targets = {"count": count_targets[owner], "size": size_targets[owner]}
-                await self._db.write(_trim(owner), [{**targets, **owner_row(owner)}])
+        usage = await self._usage()
+        counts = {str(owner): int(n) for owner, n, _ in usage}
+        sizes = {str(owner): int(size) for owner, _, size in usage}
+        held = {owner for owner in counts if owner or limits.anonymous_is_a_caller}
+        count_budget, size_budget = limits.caller_message_max_count, limits.caller_message_max_bytes
+        count_level = fair_level(_budgets(counts, held, count_budget), limits.message_max_count)
+        size_level = fair_level(_budgets(sizes, held, size_budget), limits.message_max_bytes)
+        # Every caller over the level keeps the level (and a held one its budget).
+        row = {
+            "held_count": _lowest(count_budget, count_level),
+            "held_size": _lowest(size_budget, size_level),
+            "anonymous_count": _lowest(count_level),
+            "anonymous_size": _lowest(size_level),
+        }
+        if limits.anonymous_is_a_caller:
+            row["anonymous_count"], row["anonymous_size"] = row["held_count"], row["held_size"]
+        kind = {owner: "anonymous" if owner == "" else "held" for owner in counts}
+        over = [
+            o
+            for o in sorted(counts)
+            if counts[o] > row[f"{kind[o]}_count"] or sizes[o] > row[f"{kind[o]}_size"]
+        ]
+        if over:
+            named = {f"owner_{i}": o for i, o in enumerate(over)} if len(over) <= _MAX_NAMED else {}
+            await self._db.write(_trim(over), [{**row, **named}])
 
     async def _usage(self) -> list[tuple[Any, ...]]:
-        """Each caller's (owner part's) messages and their bytes."""
+        """Each caller's (owner part's) messages and their bytes: by conversation first
+        (in the order of the conversations' index), then by caller."""
         m = messages_table.c
-        rows = select(
-            owner_expression(m.conversation).label("owner"),
-            func.length(m.message).label("size"),
+        conversations = (
+            select(
+                m.conversation,
+                func.count().label("n"),
+                func.coalesce(func.sum(func.length(m.message)), 0).label("size"),
+            )
+            .group_by(m.conversation)
+            .subquery("conversations")
+        )
+        owned = select(
+            owner_expression(conversations.c.conversation).label("owner"),
+            conversations.c.n,
+            conversations.c.size,
         ).subquery("owned")
-        query = select(
-            rows.c.owner, func.count(), func.coalesce(func.sum(rows.c.size), 0)
-        ).group_by(rows.c.owner)
+        query = select(owned.c.owner, func.sum(owned.c.n), func.sum(owned.c.size)).group_by(
+            owned.c.owner
+        )
         return await self._db.fetch(query)
 
     async def run(self, stop: asyncio.Event, interval: float) -> None:
@@ -208,24 +241,21 @@ class Retention:
                 await asyncio.wait_for(stop.wait(), interval)
 
 
-def fair_shares(wants: dict[str, int], total: int) -> dict[str, int]:
-    """What each of ``wants`` keeps of ``total`` (0: no limit): all it wants if they fit,
-    else the most a level lets each keep (water-filling): those under the level keep
-    all, those over it keep the level, and the level is at least ``total`` divided by
-    the number of callers."""
+def fair_level(wants: dict[str, int], total: int) -> int | None:
+    """The most each of ``wants`` may keep so that together they keep ``total`` at most
+    (0: no limit): ``None`` if all fit, else the level L where those under L keep all
+    and those over it keep L (water-filling). L is at least ``total`` divided by the
+    number of callers: a caller within that share is never cut."""
     if total <= 0 or sum(wants.values()) <= total:
-        return dict(wants)
-    kept: dict[str, int] = {}
+        return None
     left = total
-    ordered = sorted(wants.items(), key=lambda item: item[1])
-    for index, (owner, want) in enumerate(ordered):
+    ordered = sorted(wants.values())
+    for index, want in enumerate(ordered):
         level = left // (len(ordered) - index)
         if want > level:
-            kept.update((other, level) for other, _ in ordered[index:])
-            return kept
-        kept[owner] = want
+            return level
         left -= want
-    return kept
+    return None  # not reached: the wants did not fit
 
 
 def _budgets(wants: dict[str, int], held: set[str], budget: int) -> dict[str, int]:
@@ -235,28 +265,51 @@ def _budgets(wants: dict[str, int], held: set[str], budget: int) -> dict[str, in
     return {owner: min(want, budget) if owner in held else want for owner, want in wants.items()}
 
 
-def _trim(owner: str) -> Delete:
-    """Delete ``owner``'s oldest messages beyond its newest ``:count`` whose bytes add up
-    to ``:size`` at most."""
+_UNLIMITED = 2**62
+_MAX_NAMED = 500
+"""Callers a trim names (one parameter each), at most."""
+
+
+def _lowest(*limits: int | None) -> int:
+    """The lowest of ``limits`` that are set (neither ``None`` nor 0)."""
+    return min((limit for limit in limits if limit), default=_UNLIMITED)
+
+
+def _trim(owners: list[str]) -> Delete:
+    """Delete the oldest messages of each of ``owners`` beyond its newest ``:held_count``
+    whose bytes add up to ``:held_size`` at most (the anonymous conversations together:
+    ``:anonymous_count`` and ``:anonymous_size``): one scan of the messages, and a sort
+    of those owners', whatever their number."""
     m = messages_table.c
-    mine = owned_by(m.conversation, owner)
-    newest_first = m.seq.desc()
-    ranked = (
-        select(
-            m.seq,
-            func.sum(func.length(m.message)).over(order_by=newest_first).label("total"),
-            func.row_number().over(order_by=newest_first).label("n"),
-        )
-        .where(mine)
-        .subquery("newest")
+    owner = owner_expression(m.conversation)
+    rows = select(m.seq, m.message, owner.label("owner"))
+    if len(owners) <= _MAX_NAMED:  # else every caller's: those within the targets keep all
+        rows = rows.where(owner.in_([bindparam(f"owner_{i}") for i in range(len(owners))]))
+    owned = rows.subquery("owned")
+    newest_first = owned.c.seq.desc()
+    ranked = select(
+        owned.c.seq,
+        owned.c.owner,
+        func.sum(func.length(owned.c.message))
+        .over(partition_by=owned.c.owner, order_by=newest_first)
+        .label("total"),
+        func.row_number().over(partition_by=owned.c.owner, order_by=newest_first).label("n"),
+    ).subquery("ranked")
+    anonymous = ranked.c.owner == literal_column("''")
+    over = or_(
+        and_(
+            anonymous,
+            or_(
+                ranked.c.n > bindparam("anonymous_count"),
+                ranked.c.total > bindparam("anonymous_size"),
+            ),
+        ),
+        and_(
+            ~anonymous,
+            or_(ranked.c.n > bindparam("held_count"), ranked.c.total > bindparam("held_size")),
+        ),
     )
-    # The newest message over a limit (those before it are over it too).
-    cut = (
-        select(func.max(ranked.c.seq))
-        .where(or_(ranked.c.total > bindparam("size"), ranked.c.n > bindparam("count")))
-        .scalar_subquery()
-    )
-    return delete(messages_table).where(mine, m.seq <= cut)
+    return delete(messages_table).where(m.seq.in_(select(ranked.c.seq).where(over)))
 
 
 def _keep_newest(table: str, order: str, where: str) -> TextClause:

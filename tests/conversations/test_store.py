@@ -3,11 +3,14 @@ branch and its alternatives, and nothing changed by one that fails."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from sqlalchemy import insert, select
 
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.conversations.conversation_store import ConversationStore
+from persona_agent.conversations.storage_quota import StorageLimits, StorageQuota
 from persona_agent.conversations.view import ConversationView
 from persona_agent.db import GroupCommitWriter, summaries_table
 from persona_agent.errors import (
@@ -15,6 +18,7 @@ from persona_agent.errors import (
     ConversationExistsError,
     ConversationStateError,
     MessageNotFound,
+    StorageQuotaError,
     SwipeNotFound,
 )
 from persona_agent.llm.base import Message
@@ -283,3 +287,35 @@ async def test_an_answer_with_tool_calls_is_swapped_whole(
     await store.select(KEY, anchor, 0)
     assert [row.message for row in (await store.branches.rows(KEY))[1:]] == with_tools
     assert await history.load(KEY) == [{"role": "user", "content": "1+2?"}, *with_tools]
+
+
+async def test_the_storage_quota_counts_other_doors_writes_once_its_count_is_a_minute_old(
+    writer: GroupCommitWriter, history: ConversationHistory
+) -> None:
+    """Writes checked here are added to the caller's count; what another door wrote (an
+    A2A turn) is seen at the next count, at most a minute later; a deletion is seen at
+    once. Anonymous conversations are held only where they are a caller."""
+    now = [0.0]
+    quota = StorageQuota(writer, StorageLimits(messages=7), clock=lambda: now[0])
+    store = ConversationStore(writer, history, quota=quota)
+    mine = "ada:@key%3Aalice:c1"
+    await store.create(mine, exchange("q1", "a1"))
+    await history.append(mine, exchange("q2", "a2", "q3"))  # an A2A turn: 5 in all
+    first = (await store.branches.rows(mine))[1].id
+    await store.fork(mine, first, "ada:@key%3Aalice:c2")  # counted 2 + 2: passes
+    now[0] += 61
+    with pytest.raises(StorageQuotaError, match="keeps 7 messages; this would make 9"):
+        await store.fork(mine, first, "ada:@key%3Aalice:c3")
+    assert await store.read("ada:@key%3Aalice:c3") is None
+    await store.delete_conversation("ada:@key%3Aalice:c2")  # counted again: 5 + 2 fits
+    await store.fork(mine, first, "ada:@key%3Aalice:c3")
+    # Another caller, and the anonymous conversations of a hub that identifies nobody.
+    await store.create("ada:@key%3Abob:c1", exchange(*"abcdef"))
+    free = ConversationStore(
+        writer,
+        history,
+        quota=StorageQuota(writer, replace(quota.limits, anonymous_is_a_caller=False)),
+    )
+    await free.create("ada:c1", exchange(*"abcdefghij"))
+    with pytest.raises(StorageQuotaError, match="PERSONA_AGENT_CALLER_MAX_MESSAGES"):
+        await store.create("ada:c2", exchange(*"abcdefg"))

@@ -292,7 +292,7 @@ async def delete_conversation(
     f"{_BASE}/messages/{{message_id}}",
     dependencies=[MemoryWriter],
     response_model=Conversation,
-    responses=_responses(404, 415, 422),
+    responses=_responses(404, 409, 415, 422),
 )
 async def edit_message(
     request: Request,
