@@ -7,8 +7,9 @@ first; a conversation's running summary, and the documents attached to it (A2A f
 parts), go with its last message. Tasks still
 ``submitted`` or ``working`` are never deleted (a restart marks those of a stopped hub
 failed, and then they age like the rest). Each sweep is a few
-``DELETE`` statements in the database's group commit, one per limit, then the ``prune``
-callables (push-notification configs of the tasks deleted go with them).
+``DELETE`` statements in the database's group commit, one per limit (one for every
+caller's messages), then the ``prune`` callables (push-notification configs of the tasks
+deleted go with them).
 
 Messages are kept per caller first (docs/conversations.md, "Storage quotas"): a caller
 over its own budget (``caller_message_max_*``) loses its own oldest messages; then, if
@@ -116,7 +117,7 @@ class RetentionLimits:
     caller_message_max_count: int = 0
     """A caller's messages kept at most (``PERSONA_AGENT_CALLER_MAX_MESSAGES``)."""
     caller_message_max_bytes: int = 0
-    """Bytes of a caller's messages kept at most (``PERSONA_AGENT_CALLER_MAX_BYTES``)."""
+    """Bytes of a caller's messages kept at most (``PERSONA_AGENT_CALLER_MAX_MESSAGE_BYTES``)."""
     anonymous_is_a_caller: bool = True
     """Whether the anonymous conversations are held to the caller budgets (false on a hub
     that identifies nobody: they are all it keeps)."""
