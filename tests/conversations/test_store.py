@@ -319,3 +319,21 @@ async def test_the_storage_quota_counts_other_doors_writes_once_its_count_is_a_m
     await free.create("ada:c1", exchange(*"abcdefghij"))
     with pytest.raises(StorageQuotaError, match="PERSONA_AGENT_CALLER_MAX_MESSAGES"):
         await store.create("ada:c2", exchange(*"abcdefg"))
+
+
+async def test_an_edit_past_the_callers_bytes_is_refused_and_a_shorter_one_is_not(
+    writer: GroupCommitWriter, history: ConversationHistory
+) -> None:
+    quota = StorageQuota(writer, StorageLimits(bytes=2000))
+    store = ConversationStore(writer, history, quota=quota)
+    key = "ada:@key%3Aalice:c1"
+    await store.create(key, exchange("q" * 800, "a1"))
+    first = (await store.branches.rows(key))[0].id
+    with pytest.raises(StorageQuotaError, match="PERSONA_AGENT_CALLER_MAX_MESSAGE_BYTES"):
+        await store.edit(key, first, "q" * 2000)
+    assert said(await store.read(key))[0] == ("user", "q" * 800)
+    await store.edit(key, first, "q" * 900)  # grows within the quota
+    await history.append(key, exchange("q2" * 500))  # another door: now over the quota
+    quota.changed(key)
+    await store.edit(key, first, "shorter")  # a caller over its quota may still shorten
+    assert said(await store.read(key))[0] == ("user", "shorter")

@@ -159,11 +159,18 @@ class ConversationStore:
             await self.branches.create(key, messages, swipes)
 
     async def edit(self, key: str, message_id: int, content: str) -> None:
-        """Change a message's text (its new text counted against the caller's bytes, and
-        the caller counted again at its next check)."""
-        async with self._locks.hold(key), self.quota.adding(key, Stored(bytes=len(content))):
-            await self.branches.edit(key, message_id, content)
-        self.quota.changed(key)
+        """Change a message's text (what it grows by counted against the caller's bytes: a
+        caller over its quota may still shorten a message).
+
+        Raises:
+            StorageQuotaError: the longer text would take the caller past its bytes.
+        """
+        async with self._locks.hold(key):
+            rows = await self.branches.rows(key)
+            old = next((row.message.get("content") for row in rows if row.id == message_id), "")
+            grown = max(0, len(content) - len(old if isinstance(old, str) else ""))
+            async with self.quota.adding(key, Stored(bytes=grown)):
+                await self.branches.edit(key, message_id, content)
 
     async def delete(self, key: str, message_id: int, following: bool = False) -> None:
         async with self._locks.hold(key):
