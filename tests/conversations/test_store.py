@@ -12,7 +12,7 @@ from persona_agent.chat.history import ConversationHistory
 from persona_agent.conversations.conversation_store import ConversationStore
 from persona_agent.conversations.storage_quota import StorageLimits, StorageQuota
 from persona_agent.conversations.view import ConversationView
-from persona_agent.db import GroupCommitWriter, summaries_table
+from persona_agent.db import GroupCommitWriter, summaries_table, swipes_table
 from persona_agent.errors import (
     ConversationEditError,
     ConversationExistsError,
@@ -337,3 +337,37 @@ async def test_an_edit_past_the_callers_bytes_is_refused_and_a_shorter_one_is_no
     quota.changed(key)
     await store.edit(key, first, "shorter")  # a caller over its quota may still shorten
     assert said(await store.read(key))[0] == ("user", "shorter")
+
+
+async def test_a_regeneration_trims_an_answer_that_kept_301_alternatives_to_100(
+    store: ConversationStore, history: ConversationHistory, writer: GroupCommitWriter
+) -> None:
+    """An answer stored with 301 alternatives (before the cap) keeps the newest 100 at its
+    next regeneration, the new answer selected, positions from 0 again."""
+    await history.append(KEY, exchange("q1", "a1"))
+    anchor = (await store.branches.rows(KEY))[0].id
+    rows = [
+        {
+            "conversation": KEY,
+            "anchor": anchor,
+            "position": n,
+            "messages": None if n == 300 else f'[{{"role": "assistant", "content": "old {n}"}}]',
+            "at_ms": n,
+        }
+        for n in range(301)
+    ]
+    await writer.write(insert(swipes_table), rows)
+    before = await store.read(KEY)
+    assert before is not None
+    assert before.answers[0].count == 301
+    await store.stash_answer(KEY)
+    await history.append(KEY, [{"role": "assistant", "content": "new"}])
+    await store.keep_answer(KEY, anchor)
+    view = await store.read(KEY)
+    assert view is not None
+    answer = view.answers[0]
+    assert (answer.count, answer.selected) == (100, 99)
+    assert answer.texts[0] == "old 202"  # 0 to 201 went: the oldest non-selected
+    assert answer.texts[-2:] == ("a1", "new")
+    positions = [s.position for s in await store.branches.swipes(KEY)]
+    assert sorted(positions) == list(range(100))
