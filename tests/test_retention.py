@@ -313,7 +313,11 @@ async def test_many_callers_over_the_level_are_trimmed_in_one_sweep(
 ) -> None:
     """More callers over the fair level than a trim names: each still keeps the level."""
     rows = [
-        {"conversation": f"gwen:@key%3Ac{n}:x", "message": f'"{n}-{i}"', "at_ms": 0}
+        {
+            "conversation": f"gwen:@key%3Ac{n}:x",
+            "message": f'{{"role": "user", "content": "{n}-{i}"}}',
+            "at_ms": 0,
+        }
         for n in range(600)
         for i in range(2)
     ]
@@ -322,4 +326,5 @@ async def test_many_callers_over_the_level_are_trimmed_in_one_sweep(
     limits = RetentionLimits(message_max_count=600, message_max_bytes=0)
     await Retention(writer, limits).sweep()
     kept = [await store.branches.rows(f"gwen:@key%3Ac{n}:x") for n in (0, 299, 599)]
-    assert [[row.message for row in rows] for rows in kept] == [["0-1"], ["299-1"], ["599-1"]]
+    contents = [[row.message["content"] for row in rows] for rows in kept]
+    assert contents == [["0-1"], ["299-1"], ["599-1"]]
