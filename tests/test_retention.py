@@ -1,13 +1,15 @@
 """Retention on real databases (a SQLite file and PostgreSQL): the oldest tasks,
 messages and memories over a limit are deleted, running tasks never, push configs with
 their tasks, a conversation's documents with its last message, and the loop sweeps until
-stopped."""
+stopped; messages per caller first, and the hub's limit shared fairly, so that one
+caller's growth never deletes another's conversation."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 import uuid
+from dataclasses import replace
 
 from a2a.server.tasks import DatabasePushNotificationConfigStore
 from a2a.types.a2a_pb2 import (
@@ -24,10 +26,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from persona_agent.a2a.push import ConfigLimits, IndexedConfigStore
 from persona_agent.a2a.task_store import SqlTaskStore, persona_owner
 from persona_agent.chat.history import ConversationHistory
-from persona_agent.db import GroupCommitWriter, documents_table, memories_table
+from persona_agent.conversations.conversation_store import ConversationStore
+from persona_agent.db import GroupCommitWriter, documents_table, memories_table, messages_table
 from persona_agent.knowledge.turn import AttachedFile
 from persona_agent.memory.records import MemoryRecords
-from persona_agent.retention import DOCUMENT_GRACE_SECONDS, Retention, RetentionLimits
+from persona_agent.retention import (
+    DOCUMENT_GRACE_SECONDS,
+    Retention,
+    RetentionLimits,
+    fair_level,
+)
 from tests.a2a.test_task_store import ctx
 from tests.knowledge.test_library import knowledge
 
@@ -203,3 +211,120 @@ async def test_push_configs_go_with_their_tasks(
     await Retention(writer, limits, prune=[configs.prune]).sweep()
     assert await configs.get_info_for_dispatch(old) == []
     assert [c.id for c in await configs.get_info_for_dispatch(new)] == ["h"]
+
+
+ALICE = "gwen:@key%3Aalice:"
+MALLORY = "gwen:@key%3Amallory:"
+
+
+async def conversation_of(store: ConversationStore, key: str, messages: int, size: int) -> None:
+    roles = ("user", "assistant")
+    await store.create(
+        key, [{"role": roles[i % 2], "content": f"{i:04d}" + "x" * size} for i in range(messages)]
+    )
+
+
+async def said(store: ConversationStore, key: str) -> list[str]:
+    return [str(row.message["content"])[:4] for row in await store.branches.rows(key)]
+
+
+async def test_another_callers_forks_never_delete_alices_conversation(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    """Issue 46's attack: alice's conversation, then another caller's import and forks
+    past the hub's limit; the sweep takes the grower's oldest, never alice's."""
+    store = ConversationStore(writer, ConversationHistory(writer))
+    await conversation_of(store, ALICE + "mine", 10, 100)
+    await conversation_of(store, MALLORY + "import", 20, 1000)
+    last = (await store.branches.rows(MALLORY + "import"))[-1].id
+    for number in range(10):
+        await store.fork(MALLORY + "import", last, f"{MALLORY}fork{number}")
+    alices = await said(store, ALICE + "mine")
+    limits = RetentionLimits(
+        message_max_count=0, message_max_bytes=100_000, caller_message_max_bytes=50_000
+    )
+    await Retention(writer, limits).sweep()
+    assert await said(store, ALICE + "mine") == alices
+    # The grower lost its own oldest: the import and the first forks, not the last fork.
+    assert await store.read(MALLORY + "import") is None
+    assert len(await said(store, MALLORY + "fork9")) == 20
+    kept = [len(await said(store, f"{MALLORY}fork{n}")) for n in range(10)]
+    assert 0 < sum(kept) * 1000 <= 50_000
+
+
+async def test_the_hubs_limit_is_shared_fairly(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    """No caller budget: past the hub's limit, those over the fair level lose their
+    oldest down to it, and one under its share (limit / callers) loses nothing."""
+    store = ConversationStore(writer, ConversationHistory(writer))
+    await conversation_of(store, ALICE + "mine", 30, 1000)  # some 30 KB
+    await conversation_of(store, "gwen:anonymous", 30, 1000)  # every anonymous caller's
+    for number in range(6):
+        await conversation_of(store, f"{MALLORY}c{number}", 30, 1000)  # some 180 KB
+    alices = await said(store, ALICE + "mine")
+    await Retention(writer, RetentionLimits(message_max_count=0, message_max_bytes=120_000)).sweep()
+    assert await said(store, ALICE + "mine") == alices
+    assert len(await said(store, "gwen:anonymous")) == 30
+    malloys = [len(await said(store, f"{MALLORY}c{n}")) for n in range(6)]
+    assert sum(malloys) <= 60  # the level: (120 KB - 2 x 30 KB), some 60 messages
+    assert malloys[-1] == 30  # the newest kept whole
+    # The message count is shared the same way.
+    await Retention(writer, RetentionLimits(message_max_count=90, message_max_bytes=0)).sweep()
+    assert await said(store, ALICE + "mine") == alices
+    assert len(await said(store, "gwen:anonymous")) == 30
+    assert sum([len(await said(store, f"{MALLORY}c{n}")) for n in range(6)]) == 30
+
+
+async def test_anonymous_conversations_are_one_caller(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    """Anonymous callers cannot be told apart: together they are held to one budget on
+    a hub that identifies callers, and to none on a hub where they are all there is."""
+    store = ConversationStore(writer, ConversationHistory(writer))
+    await conversation_of(store, ALICE + "mine", 10, 10)
+    for number in range(5):
+        await conversation_of(store, f"gwen:stranger{number}", 10, 10)
+    free = RetentionLimits(
+        message_max_count=0,
+        message_max_bytes=0,
+        caller_message_max_count=20,
+        anonymous_is_a_caller=False,
+    )
+    await Retention(writer, free).sweep()
+    assert sum([len(await said(store, f"gwen:stranger{n}")) for n in range(5)]) == 50
+    await Retention(writer, replace(free, anonymous_is_a_caller=True)).sweep()
+    assert sum([len(await said(store, f"gwen:stranger{n}")) for n in range(5)]) == 20
+    assert len(await said(store, ALICE + "mine")) == 10
+
+
+def test_the_fair_level_never_cuts_a_caller_under_its_share() -> None:
+    wants = {"a": 10, "b": 50, "c": 500}
+    assert fair_level(wants, 0) is None  # no limit
+    assert fair_level(wants, 1000) is None  # all fit
+    assert fair_level(wants, 300) == 240  # a and b keep all, c 240
+    assert fair_level(wants, 90) == 40  # a keeps all, b and c 40 each
+    assert fair_level({"a": 5, "b": 5}, 9) == 4
+    assert fair_level({"a": 5, "b": 5, "c": 5}, 3) == 1  # never under the share
+
+
+async def test_many_callers_over_the_level_are_trimmed_in_one_sweep(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    """More callers over the fair level than a trim names: each still keeps the level."""
+    rows = [
+        {
+            "conversation": f"gwen:@key%3Ac{n}:x",
+            "message": f'{{"role": "user", "content": "{n}-{i}"}}',
+            "at_ms": 0,
+        }
+        for n in range(600)
+        for i in range(2)
+    ]
+    await writer.write(insert(messages_table), rows)
+    store = ConversationStore(writer, ConversationHistory(writer))
+    limits = RetentionLimits(message_max_count=600, message_max_bytes=0)
+    await Retention(writer, limits).sweep()
+    kept = [await store.branches.rows(f"gwen:@key%3Ac{n}:x") for n in (0, 299, 599)]
+    contents = [[row.message["content"] for row in rows] for rows in kept]
+    assert contents == [["0-1"], ["299-1"], ["599-1"]]

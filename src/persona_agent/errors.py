@@ -28,6 +28,7 @@ __all__ = [
     "PersonaNotFoundError",
     "PreconditionFailedError",
     "ReadOnlyPersonaError",
+    "StorageQuotaError",
     "SwipeNotFound",
     "ToolError",
     "UnsupportedDocumentError",
@@ -194,6 +195,13 @@ class ConversationEditError(PersonaAgentError):
     message = "This message cannot be changed so"
 
 
+class StorageQuotaError(PersonaAgentError):
+    """A write would make a caller keep more conversations, messages or bytes than its
+    storage quota allows (the message names the limit and its setting); nothing changed."""
+
+    message = "Over the caller's storage quota"
+
+
 HTTP_STATUSES: dict[type[PersonaAgentError], int] = {
     PersonaNotFoundError: 404,
     ConversationNotFound: 404,
@@ -210,6 +218,7 @@ HTTP_STATUSES: dict[type[PersonaAgentError], int] = {
     PreconditionFailedError: 412,
     ReadOnlyPersonaError: 409,
     InvalidUserPersonaError: 422,
+    StorageQuotaError: 409,
 }
 """The REST API's answer to each error a route lets through: this status, with the error's
 message as ``{"detail": ...}`` (``api/app.py`` registers the handlers)."""

@@ -202,6 +202,17 @@ class Settings(BaseSettings):
     old."""
     retention_interval: float = Field(default=3600.0, gt=0)
     """Seconds between two retention sweeps (the first runs at start-up)."""
+    # A caller's storage (docs/conversations.md, "Storage quotas"): a write past one is
+    # refused (409), and retention trims a caller to it before the hub's limits.
+    caller_max_conversations: int = Field(default=10_000, ge=0)
+    """Conversations one caller keeps at most: starting, forking or importing one more is
+    refused; 0: no limit."""
+    caller_max_messages: int = Field(default=100_000, ge=0)
+    """Conversation messages (and alternatives) one caller keeps at most: a fork or import
+    past it is refused, and retention deletes the caller's oldest beyond it; 0: no limit."""
+    caller_max_message_bytes: int = Field(default=100 * 1024**2, ge=0)
+    """Bytes of conversation messages one caller keeps at most, as
+    ``caller_max_messages``; 0: no limit."""
     request_head_timeout: float = Field(default=10.0, gt=0)
     """Seconds a client may take to send a request's head (method, path, headers)."""
     request_body_timeout: float = Field(default=30.0, gt=0)

@@ -87,8 +87,9 @@ async def test_regenerate_shows_the_selected_branch_and_keeps_the_old_answer(
     llm.script(Reply("a3"))
     assert await say(hub, "c1", "q3") == "a3"  # the next turn goes on from the selected one
     assert shown(llm)[-3:] == [("user", "q2"), ("assistant", "a2"), ("user", "q3")]
-    listed = (await hub.get(BASE, params={"persona_id": "gwen"})).json()["items"]
-    assert [(i["context_id"], i["messages"], i["preview"]) for i in listed] == [("c1", 7, "a3")]
+    # Anonymous conversations are never listed (docs/conversations.md): opened by id only.
+    assert (await hub.get(BASE, params={"persona_id": "gwen"})).status_code == 403
+    assert len((await hub.get(f"{BASE}/gwen/c1")).json()["messages"]) == 7
 
 
 async def test_continue_adds_to_the_last_answer(hub: httpx.AsyncClient, llm: FakeLLM) -> None:

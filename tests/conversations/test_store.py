@@ -3,18 +3,22 @@ branch and its alternatives, and nothing changed by one that fails."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from sqlalchemy import insert, select
 
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.conversations.conversation_store import ConversationStore
+from persona_agent.conversations.storage_quota import StorageLimits, StorageQuota
 from persona_agent.conversations.view import ConversationView
-from persona_agent.db import GroupCommitWriter, summaries_table
+from persona_agent.db import GroupCommitWriter, summaries_table, swipes_table
 from persona_agent.errors import (
     ConversationEditError,
     ConversationExistsError,
     ConversationStateError,
     MessageNotFound,
+    StorageQuotaError,
     SwipeNotFound,
 )
 from persona_agent.llm.base import Message
@@ -283,3 +287,87 @@ async def test_an_answer_with_tool_calls_is_swapped_whole(
     await store.select(KEY, anchor, 0)
     assert [row.message for row in (await store.branches.rows(KEY))[1:]] == with_tools
     assert await history.load(KEY) == [{"role": "user", "content": "1+2?"}, *with_tools]
+
+
+async def test_the_storage_quota_counts_other_doors_writes_once_its_count_is_a_minute_old(
+    writer: GroupCommitWriter, history: ConversationHistory
+) -> None:
+    """Writes checked here are added to the caller's count; what another door wrote (an
+    A2A turn) is seen at the next count, at most a minute later; a deletion is seen at
+    once. Anonymous conversations are held only where they are a caller."""
+    now = [0.0]
+    quota = StorageQuota(writer, StorageLimits(messages=7), clock=lambda: now[0])
+    store = ConversationStore(writer, history, quota=quota)
+    mine = "ada:@key%3Aalice:c1"
+    await store.create(mine, exchange("q1", "a1"))
+    await history.append(mine, exchange("q2", "a2", "q3"))  # an A2A turn: 5 in all
+    first = (await store.branches.rows(mine))[1].id
+    await store.fork(mine, first, "ada:@key%3Aalice:c2")  # counted 2 + 2: passes
+    now[0] += 61
+    with pytest.raises(StorageQuotaError, match="keeps 7 messages; this would make 9"):
+        await store.fork(mine, first, "ada:@key%3Aalice:c3")
+    assert await store.read("ada:@key%3Aalice:c3") is None
+    await store.delete_conversation("ada:@key%3Aalice:c2")  # counted again: 5 + 2 fits
+    await store.fork(mine, first, "ada:@key%3Aalice:c3")
+    # Another caller, and the anonymous conversations of a hub that identifies nobody.
+    await store.create("ada:@key%3Abob:c1", exchange(*"abcdef"))
+    free = ConversationStore(
+        writer,
+        history,
+        quota=StorageQuota(writer, replace(quota.limits, anonymous_is_a_caller=False)),
+    )
+    await free.create("ada:c1", exchange(*"abcdefghij"))
+    with pytest.raises(StorageQuotaError, match="PERSONA_AGENT_CALLER_MAX_MESSAGES"):
+        await store.create("ada:c2", exchange(*"abcdefg"))
+
+
+async def test_an_edit_past_the_callers_bytes_is_refused_and_a_shorter_one_is_not(
+    writer: GroupCommitWriter, history: ConversationHistory
+) -> None:
+    quota = StorageQuota(writer, StorageLimits(bytes=2000))
+    store = ConversationStore(writer, history, quota=quota)
+    key = "ada:@key%3Aalice:c1"
+    await store.create(key, exchange("q" * 800, "a1"))
+    first = (await store.branches.rows(key))[0].id
+    with pytest.raises(StorageQuotaError, match="PERSONA_AGENT_CALLER_MAX_MESSAGE_BYTES"):
+        await store.edit(key, first, "q" * 2000)
+    assert said(await store.read(key))[0] == ("user", "q" * 800)
+    await store.edit(key, first, "q" * 900)  # grows within the quota
+    await history.append(key, exchange("q2" * 500))  # another door: now over the quota
+    quota.changed(key)
+    await store.edit(key, first, "shorter")  # a caller over its quota may still shorten
+    assert said(await store.read(key))[0] == ("user", "shorter")
+
+
+async def test_a_regeneration_trims_an_answer_that_kept_301_alternatives_to_100(
+    store: ConversationStore, history: ConversationHistory, writer: GroupCommitWriter
+) -> None:
+    """An answer stored with 301 alternatives (before the cap) keeps the newest 100 at its
+    next regeneration, the new answer selected, positions from 0 again."""
+    await history.append(KEY, exchange("q1", "a1"))
+    anchor = (await store.branches.rows(KEY))[0].id
+    rows = [
+        {
+            "conversation": KEY,
+            "anchor": anchor,
+            "position": n,
+            "messages": None if n == 300 else f'[{{"role": "assistant", "content": "old {n}"}}]',
+            "at_ms": n,
+        }
+        for n in range(301)
+    ]
+    await writer.write(insert(swipes_table), rows)
+    before = await store.read(KEY)
+    assert before is not None
+    assert before.answers[0].count == 301
+    await store.stash_answer(KEY)
+    await history.append(KEY, [{"role": "assistant", "content": "new"}])
+    await store.keep_answer(KEY, anchor)
+    view = await store.read(KEY)
+    assert view is not None
+    answer = view.answers[0]
+    assert (answer.count, answer.selected) == (100, 99)
+    assert answer.texts[0] == "old 202"  # 0 to 201 went: the oldest non-selected
+    assert answer.texts[-2:] == ("a1", "new")
+    positions = [s.position for s in await store.branches.swipes(KEY)]
+    assert sorted(positions) == list(range(100))

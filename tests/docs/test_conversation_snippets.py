@@ -79,8 +79,8 @@ async def test_the_conversation_curls_regenerate_swipe_continue_edit_fork_and_de
         answer = edited["messages"][1]["id"]
         trimmed = await asyncio.to_thread(run, trim, **{"<id>": str(answer)})
         assert texts(trimmed) == [("user", "What is courage?")]
-        listed = await asyncio.to_thread(run, listing)
-        assert sorted(i["context_id"] for i in listed["items"]) == ["walk", "walk-2"]
+        listed = await asyncio.to_thread(run, listing)  # anonymous: never listed
+        assert listed["detail"].startswith("Conversations are listed for an identified caller")
         assert await asyncio.to_thread(run, delete) is None  # 204
         assert (await hub.http.get("/api/v1/conversations/socrates/walk-2")).status_code == 404
 

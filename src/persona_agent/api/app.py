@@ -18,10 +18,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from persona_agent import __version__
 from persona_agent.a2a.cards import A2A_PREFIX
+from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.a2a.sdk_fixes.untraced import drop_idle_tracing
 from persona_agent.api.assembly import (
     Part,
     Protection,
+    Storage,
     build_collaboration,
     build_engine,
     build_knowledge_part,
@@ -50,7 +52,9 @@ from persona_agent.api.routes import (
     user_personas,
 )
 from persona_agent.api.serving import build_a2a, build_personas_live
+from persona_agent.chat.engine import ChatEngine
 from persona_agent.conversations.conversation_store import ConversationStore
+from persona_agent.conversations.storage_quota import StorageLimits, StorageQuota
 from persona_agent.errors import HTTP_STATUSES, PersonaAgentError
 from persona_agent.parts import build_memory_records, persona_limits
 from persona_agent.personas.formats.card_pngs import CardPngs
@@ -59,6 +63,21 @@ from persona_agent.security.host_guard import HostGuard
 from persona_agent.settings import Settings
 
 __all__ = ["HubApp", "cors_options", "create_app"]
+
+
+def _conversations(
+    settings: Settings, storage: Storage, engine: ChatEngine, registry: A2ARegistry
+) -> ConversationStore:
+    """The stored conversations callers steer, each caller within its storage quota
+    (anonymous conversations too, on a hub that identifies callers)."""
+    limits = StorageLimits(
+        conversations=settings.caller_max_conversations,
+        messages=settings.caller_max_messages,
+        bytes=settings.caller_max_message_bytes,
+        anonymous_is_a_caller=registry.services.auth is not None,
+    )
+    quota = StorageQuota(storage.writer, limits)
+    return ConversationStore(storage.writer, storage.history, locks=engine.locks, quota=quota)
 
 
 def create_app(settings: Settings) -> HubApp:
@@ -108,7 +127,7 @@ def create_app(settings: Settings) -> HubApp:
         ),
         knowledge=knowledge,
         user_personas=storage.user_personas,
-        conversations=ConversationStore(storage.writer, storage.history, locks=engine.locks),
+        conversations=_conversations(settings, storage, engine, a2a.registry),
         engine=engine,
     )
     origins = settings.cors_origin_list

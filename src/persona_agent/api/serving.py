@@ -326,6 +326,9 @@ def build_personas_live(
             message_max_count=settings.retention_message_count,
             message_max_bytes=settings.retention_message_bytes,
             memory_max_age_days=settings.retention_memory_days,
+            caller_message_max_count=settings.caller_max_messages,
+            caller_message_max_bytes=settings.caller_max_message_bytes,
+            anonymous_is_a_caller=a2a.registry.services.auth is not None,
         ),
         prune=[a2a.push.store.prune] if a2a.push is not None else [],
     )

@@ -7,7 +7,10 @@ alternatives are rows of ``pa_swipes`` (its anchor: the id of the user message i
 0 for the greeting). Each operation is one transaction. Choosing an alternative of an
 earlier answer writes the messages after it again, so their ids change, and the
 alternatives of later answers are re-anchored in the same transaction (on the ids the new
-rows got: a subquery by position).
+rows got: a subquery by position). An answer keeps :data:`~.view.MAX_ALTERNATIVES`
+alternatives at most, whichever write adds one (a regeneration's answer, a fork, an
+import, greetings): past it the oldest that is not the selected one goes, and the others
+are numbered again from 0.
 """
 
 from __future__ import annotations
@@ -33,7 +36,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql import Executable
 
-from persona_agent.conversations.view import StoredMessage, SwipeRow, answer_spans, loads
+from persona_agent.conversations.view import (
+    StoredMessage,
+    SwipeRow,
+    answer_spans,
+    loads,
+    message_group,
+    newest_alternatives,
+)
 from persona_agent.db import GroupCommitWriter, messages_table, summaries_table, swipes_table
 from persona_agent.errors import (
     ConversationEditError,
@@ -223,7 +233,7 @@ class Branches:
         alternatives of its answer."""
         rows = await self.rows(key)
         index = rows.index(_find(rows, message_id))
-        gone = {row.id for row in rows[index:]} if following else _group(rows, index)
+        gone = {row.id for row in rows[index:]} if following else message_group(rows, index)
         left = [row for row in rows if row.id not in gone]
         before, after = answer_spans(rows), answer_spans(left)
         emptied = [a for a, span in before.items() if span and a not in gone and not after.get(a)]
@@ -292,27 +302,30 @@ class Branches:
         """The greetings of a conversation that just opened with greeting ``selected``: the
         others become that answer's alternatives."""
         at = now_ms()
-        rows = [
-            _swipe_row(
-                key,
-                0,
-                position,
-                None
-                if position == selected
-                else json.dumps([{"role": "assistant", "content": text}]),
-                at,
-            )
+        bodies = [
+            None if position == selected else json.dumps([{"role": "assistant", "content": text}])
             for position, text in enumerate(greetings)
         ]
+        bodies = newest_alternatives(bodies, lambda body: body is None)
+        rows = [_swipe_row(key, 0, position, body, at) for position, body in enumerate(bodies)]
         await self._write(key, [(_INSERT_SWIPE, rows if len(rows) > 1 else [])])
 
     async def keep_answer(self, key: str, anchor: int) -> None:
-        """The answer now after ``anchor`` (a regeneration's) becomes its selected alternative."""
+        """The answer now after ``anchor`` (a regeneration's) becomes its selected alternative
+        (past the most an answer keeps, the oldest other goes and the rest are renumbered)."""
         self._stashed.pop(key, None)
         swipes = [s for s in await self.swipes(key) if s.anchor == anchor]
-        position = max((s.position for s in swipes), default=-1) + 1
-        row = _swipe_row(key, anchor, position, None, now_ms())
-        await self._write(key, [(_INSERT_SWIPE, [row])])
+        new = SwipeRow(anchor, max((s.position for s in swipes), default=-1) + 1, None, now_ms())
+        kept = newest_alternatives([*swipes, new], lambda s: s.messages is None)
+        trimmed = len(kept) <= len(swipes)
+        rows = [
+            _swipe_row(
+                key, anchor, n, None if s.messages is None else json.dumps(s.messages), s.at_ms
+            )
+            for n, s in (enumerate(kept) if trimmed else [(new.position, new)])
+        ]
+        gone = [{"c": key, "a": anchor}] if trimmed else []
+        await self._write(key, [(_DELETE_SWIPES_OF, gone), (_INSERT_SWIPE, rows)])
 
     async def restore_answer(self, key: str, anchor: int) -> None:
         """A regeneration failed: the answer stashed for it is the selected one again."""
@@ -373,26 +386,6 @@ def _find(rows: Sequence[StoredMessage], message_id: int) -> StoredMessage:
         if row.id == message_id:
             return row
     raise MessageNotFound(f"The conversation has no message {message_id}")
-
-
-def _group(rows: Sequence[StoredMessage], index: int) -> set[int]:
-    """The ids that go with the message at ``index``: a tool call with its results."""
-    row = rows[index]
-    if row.role == "tool":  # a result goes with its call (and the call's other results)
-        call_id = row.message.get("tool_call_id")
-        for earlier in reversed(rows[:index]):
-            ids = [c.get("id") for c in earlier.message.get("tool_calls") or ()]
-            if call_id in ids:
-                return _group(rows, rows.index(earlier))
-        return {row.id}
-    calls = {c.get("id") for c in row.message.get("tool_calls") or ()}
-    gone = {row.id}
-    for later in rows[index + 1 :]:
-        if later.role == "tool" and later.message.get("tool_call_id") in calls:
-            gone.add(later.id)
-        elif later.role != "tool":
-            break
-    return gone
 
 
 def _replace_answer(
@@ -475,7 +468,8 @@ def _creation(
                 f"The alternatives at message {start} must leave exactly one out, the selected one"
             )
         users = [i for i in range(start) if messages[i].get("role") == "user"]
-        for position, alternative in enumerate(alternatives):
+        kept = newest_alternatives(alternatives, lambda alternative: alternative is None)
+        for position, alternative in enumerate(kept):
             body = None if alternative is None else json.dumps(list(alternative))
             stamp = rows[start]["at_ms"]
             if users:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from persona_agent.conversations.view import ConversationView
+from persona_agent.conversations.view import MAX_ALTERNATIVES, ConversationView
 from persona_agent.errors import PersonaAgentError
 from persona_agent.llm.base import Message
 
@@ -35,6 +35,7 @@ __all__ = [
     "creation_of",
     "from_json",
     "iso_of",
+    "loads_json",
     "ms_of_iso",
     "text_of",
     "to_json",
@@ -45,8 +46,11 @@ MAX_FILE_BYTES = 5 * 1024 * 1024
 """The largest chat file an import reads (a long SillyTavern chat is ~1 MB)."""
 MAX_MESSAGES = 10_000
 """The most messages (lines of a SillyTavern file) an imported chat may have."""
-MAX_ALTERNATIVES = 100
-"""The most alternatives (SillyTavern's swipes) one answer may have."""
+MAX_DEPTH = 64
+"""Lists and objects nested in one another in a chat file, at most (a message needs 5)."""
+MAX_MS = 253_402_300_800_000
+"""The latest date a chat's message may have (the end of year 9999, in ms): later ones
+could not be written out again."""
 FORMAT = "persona-agent.conversation.v1"
 """The ``format`` field of the hub's JSON chat file."""
 
@@ -131,6 +135,45 @@ def iso_of(ms: int | None) -> str | None:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def loads_json(text: str | bytes, where: str) -> Any:
+    """The JSON value of ``text`` (``where`` in the file: for the message).
+
+    Raises:
+        ChatFileError: not JSON, nested deeper than :data:`MAX_DEPTH`, a value Python
+            refuses (a number of more than 4300 digits), or a text with half a UTF-16
+            surrogate pair (``"\\ud800"``: it could not be written out again).
+    """
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ChatFileError(f"{where}: not JSON ({error})") from None
+    except RecursionError:
+        raise ChatFileError(_too_deep(where)) from None
+    except ValueError as error:  # valid JSON that Python refuses: a 5000-digit number
+        reason = str(error).split("; use sys.set_int_max_str_digits()")[0]
+        raise ChatFileError(f"{where}: a value cannot be read ({reason})") from None
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, str):
+            try:
+                item.encode()
+            except UnicodeEncodeError:
+                raise ChatFileError(f"{where}: a text has half a surrogate pair") from None
+            continue
+        if not isinstance(item, dict | list):
+            continue
+        children = [*item, *item.values()] if isinstance(item, dict) else item
+        if depth >= MAX_DEPTH:
+            raise ChatFileError(_too_deep(where))
+        pending.extend((child, depth + 1) for child in children)
+    return value
+
+
+def _too_deep(where: str) -> str:
+    return f"{where}: lists and objects are nested more than {MAX_DEPTH} deep"
+
+
 def ms_of_iso(value: str) -> int | None:
     """An ISO 8601 date as ms since the epoch (UTC when it names no zone), or None."""
     try:
@@ -139,7 +182,10 @@ def ms_of_iso(value: str) -> int | None:
         return None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return round(moment.timestamp() * 1000)
+    try:
+        return round(moment.timestamp() * 1000)
+    except (OverflowError, ValueError):  # year 1 in a zone ahead of UTC
+        return None
 
 
 # --- the hub's JSON file --------------------------------------------------------------
@@ -184,10 +230,7 @@ def from_json(data: bytes) -> ImportedChat:
     """
     if len(data) > MAX_FILE_BYTES:
         raise ChatFileError(f"The chat file is larger than {MAX_FILE_BYTES} bytes")
-    try:
-        document = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ChatFileError(f"The chat file is not JSON: {error}") from None
+    document = loads_json(data, "The chat file")
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise ChatFileError(f'The chat file is not a persona-agent chat ("format": "{FORMAT}")')
     items = document.get("messages")

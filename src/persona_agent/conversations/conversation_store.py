@@ -1,6 +1,8 @@
 """The stored conversations a caller steers (issue 37; docs/conversations.md): list, read
 with branches, and each change under the conversation's lock, so that it never interleaves
-with a turn being answered (on replicas the lock spans them)."""
+with a turn being answered (on replicas the lock spans them); a change that adds to what
+the caller keeps (a new conversation, a fork, an import, an edit) within its storage
+quota (:mod:`persona_agent.conversations.storage_quota`)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Protocol
 from sqlalchemy import bindparam, func, select
 
 from persona_agent.conversations.branches import Branches, Forgetful
+from persona_agent.conversations.storage_quota import NO_QUOTA, StorageQuota, Stored, stored_size
 from persona_agent.conversations.view import ConversationInfo, ConversationView, final_text
 from persona_agent.db import GroupCommitWriter, like_escaped, messages_table
 from persona_agent.errors import ConversationExistsError, ConversationNotFound, MessageNotFound
@@ -58,12 +61,18 @@ class ConversationStore:
     engine's history has them)."""
 
     def __init__(
-        self, writer: GroupCommitWriter, history: Forgetful, *, locks: Locks | None = None
+        self,
+        writer: GroupCommitWriter,
+        history: Forgetful,
+        *,
+        locks: Locks | None = None,
+        quota: StorageQuota = NO_QUOTA,
     ) -> None:
         self._db = writer
         self.branches = Branches(writer, history)
         """The same operations without the lock (for who holds it: the engine)."""
         self._locks: Locks = locks if locks is not None else _NoLocks()
+        self.quota = quota
 
     async def list(self, persona_id: str, owner_prefix: str) -> list[ConversationInfo]:
         """The conversations of a caller with a persona, the latest changed first.
@@ -116,7 +125,12 @@ class ConversationStore:
         self, key: str, greeting_text: str, greetings: Sequence[str], selected: int
     ) -> None:
         """A new conversation opening with greeting ``selected`` (``greeting_text``: it
-        rendered); the other ``greetings`` are that answer's alternatives."""
+        rendered); the other ``greetings`` are that answer's alternatives.
+
+        Raises:
+            ConversationExistsError: ``key`` is taken.
+            StorageQuotaError: the caller keeps as many conversations as it may.
+        """
         swipes: dict[int, list[list[Message] | None]] = {}
         if len(greetings) > 1:
             swipes[0] = [
@@ -126,8 +140,9 @@ class ConversationStore:
         messages: list[Message] = (
             [{"role": "assistant", "content": greeting_text}] if greeting_text else []
         )
-        async with self._locks.hold(key):
-            await self.branches.create(key, messages, swipes if messages else {})
+        swipes = swipes if messages else {}
+        async with self._locks.hold(key), self.quota.adding(key, stored_size(messages, swipes)):
+            await self.branches.create(key, messages, swipes)
 
     async def create(
         self,
@@ -135,17 +150,32 @@ class ConversationStore:
         messages: Sequence[Message],
         swipes: Mapping[int, Sequence[Sequence[Message] | None]] | None = None,
     ) -> None:
-        """A new conversation (an import): see :meth:`Branches.create`."""
-        async with self._locks.hold(key):
+        """A new conversation (an import): see :meth:`Branches.create`.
+
+        Raises:
+            StorageQuotaError: the caller may not keep that much more.
+        """
+        async with self._locks.hold(key), self.quota.adding(key, stored_size(messages, swipes)):
             await self.branches.create(key, messages, swipes)
 
     async def edit(self, key: str, message_id: int, content: str) -> None:
+        """Change a message's text (what it grows by counted against the caller's bytes: a
+        caller over its quota may still shorten a message).
+
+        Raises:
+            StorageQuotaError: the longer text would take the caller past its bytes.
+        """
         async with self._locks.hold(key):
-            await self.branches.edit(key, message_id, content)
+            rows = await self.branches.rows(key)
+            old = next((row.message.get("content") for row in rows if row.id == message_id), "")
+            grown = max(0, len(content) - len(old if isinstance(old, str) else ""))
+            async with self.quota.adding(key, Stored(bytes=grown)):
+                await self.branches.edit(key, message_id, content)
 
     async def delete(self, key: str, message_id: int, following: bool = False) -> None:
         async with self._locks.hold(key):
             await self.branches.delete(key, message_id, following=following)
+        self.quota.changed(key)
 
     async def select(self, key: str, anchor: int, position: int) -> None:
         async with self._locks.hold(key):
@@ -170,6 +200,7 @@ class ConversationStore:
         Raises:
             MessageNotFound: no such message (deleted, or of another conversation).
             ConversationExistsError: ``new_key`` is taken.
+            StorageQuotaError: the caller may not keep that much more.
         """
         async with self._locks.hold(key):
             rows, swipes = await self.branches.rows(key), await self.branches.swipes(key)
@@ -189,7 +220,8 @@ class ConversationStore:
         for swipe in swipes:
             if swipe.anchor in starts:
                 alternatives.setdefault(starts[swipe.anchor], []).append(swipe.messages)
-        async with self._locks.hold(new_key):
+        added = stored_size(messages, alternatives)
+        async with self._locks.hold(new_key), self.quota.adding(new_key, added):
             if await self.branches.exists(new_key):
                 raise ConversationExistsError()
             await self.branches.create(new_key, messages, alternatives)
@@ -198,6 +230,7 @@ class ConversationStore:
         async with self._locks.hold(key):
             if not await self.branches.delete_conversation(key):
                 raise ConversationNotFound()
+        self.quota.changed(key)
 
 
 def _preview(message: Message, limit: int = 200) -> str:

@@ -31,6 +31,7 @@ from typing import Any
 from persona_agent.conversations.chat_file import (
     MAX_FILE_BYTES,
     MAX_MESSAGES,
+    MAX_MS,
     Alternatives,
     ChatFileError,
     Entry,
@@ -38,6 +39,7 @@ from persona_agent.conversations.chat_file import (
     answer_starts,
     check_chat,
     iso_of,
+    loads_json,
     ms_of_iso,
     text_of,
 )
@@ -57,12 +59,12 @@ def parse_date(value: object) -> int | None:
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int | float):
-        return int(value) if 0 <= value < 2**53 else None
+        return int(value) if 0 <= value < MAX_MS else None
     if not isinstance(value, str):
         return None
     text = value.strip()
-    if text.isdigit():
-        return parse_date(int(text))
+    if text.isascii() and text.isdigit():
+        return parse_date(int(text)) if len(text) <= 16 else None
     if (match := _MERIDIEM.search(text)) is not None:
         month_name, day, year, hour, minute, meridiem = match.groups()
         month = _MONTHS.get(month_name.lower())
@@ -110,10 +112,7 @@ def _lines(data: bytes) -> list[tuple[int, dict[str, Any]]]:
         raise ChatFileError(f"The chat file has more than {MAX_MESSAGES} messages")
     objects = []
     for number, line in numbered:
-        try:
-            value = json.loads(line)
-        except (json.JSONDecodeError, RecursionError) as error:
-            raise ChatFileError(f"line {number}: not JSON ({error})") from None
+        value = loads_json(line, f"line {number}")
         if not isinstance(value, dict):
             raise ChatFileError(f"line {number}: must be a JSON object")
         objects.append((number, value))

@@ -4,14 +4,15 @@ the alternatives of each answer that has more than one (``pa_messages``, ``pa_sw
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from persona_agent.llm.base import Message
 
 __all__ = [
+    "MAX_ALTERNATIVES",
     "Alternatives",
     "ConversationInfo",
     "ConversationView",
@@ -19,8 +20,16 @@ __all__ = [
     "SwipeRow",
     "answer_spans",
     "final_text",
+    "message_group",
     "message_parts",
+    "newest_alternatives",
 ]
+
+T = TypeVar("T")
+
+MAX_ALTERNATIVES = 100
+"""The most alternatives one answer keeps, however they came (an import, a fork, a
+regeneration): past it the oldest that is not the selected one goes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +121,16 @@ class ConversationView:
         return cls(key, tuple(rows), tuple(answers))
 
 
+def newest_alternatives(alternatives: Sequence[T], selected: Callable[[T], bool]) -> list[T]:
+    """``alternatives`` (in position order, the newest last) within :data:`MAX_ALTERNATIVES`:
+    the selected one and the newest of the others."""
+    if len(alternatives) <= MAX_ALTERNATIVES:
+        return list(alternatives)
+    others = [index for index, item in enumerate(alternatives) if not selected(item)]
+    dropped = set(others[: len(alternatives) - MAX_ALTERNATIVES])
+    return [item for index, item in enumerate(alternatives) if index not in dropped]
+
+
 def answer_spans(rows: Sequence[StoredMessage]) -> dict[int, list[int]]:
     """Each answer's messages (indexes in ``rows``) by anchor: the id of the user message
     it answers (0: the greeting, the messages before the first user message)."""
@@ -124,6 +143,26 @@ def answer_spans(rows: Sequence[StoredMessage]) -> dict[int, list[int]]:
         else:
             spans[anchor].append(index)
     return spans
+
+
+def message_group(rows: Sequence[StoredMessage], index: int) -> set[int]:
+    """The ids that go with the message at ``index``: a tool call with its results."""
+    row = rows[index]
+    if row.role == "tool":  # a result goes with its call (and the call's other results)
+        call_id = row.message.get("tool_call_id")
+        for earlier in reversed(rows[:index]):
+            ids = [c.get("id") for c in earlier.message.get("tool_calls") or ()]
+            if call_id in ids:
+                return message_group(rows, rows.index(earlier))
+        return {row.id}
+    calls = {c.get("id") for c in row.message.get("tool_calls") or ()}
+    gone = {row.id}
+    for later in rows[index + 1 :]:
+        if later.role == "tool" and later.message.get("tool_call_id") in calls:
+            gone.add(later.id)
+        elif later.role != "tool":
+            break
+    return gone
 
 
 def final_text(messages: Sequence[Message]) -> str:

@@ -30,7 +30,12 @@ from fastapi.responses import JSONResponse
 
 from persona_agent.a2a.lifecycle import history_key
 from persona_agent.api.deps import Conversations, MemoryReader, MemoryWriter, Store, hub_parts
-from persona_agent.api.routes.conversations import Owner, WritingOwner, conversation_of
+from persona_agent.api.routes.conversations import (
+    Owner,
+    WritingOwner,
+    conversation_of,
+    count_write,
+)
 from persona_agent.api.routes.error_body import ErrorDetail, error_responses
 from persona_agent.conversations.chat_file import (
     MAX_FILE_BYTES,
@@ -58,10 +63,12 @@ _MEDIA = {
 }
 _REASONS = {
     404: "No such persona, or no such conversation of the caller's with it",
-    409: "The context id names a conversation that exists already",
+    409: "The context id names a conversation that exists already, or the chat would take the "
+    "caller past its storage quota",
     413: "The file is larger than the limit",
     422: "The file cannot be read (the line or message and the field are named), or a "
     "parameter is not valid",
+    429: "Over the caller's or the persona's requests a minute",
 }
 _RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorDetail, "description": reason} for code, reason in _REASONS.items()
@@ -177,6 +184,7 @@ async def export_conversation(
     responses={**error_responses(400), **_RESPONSES},
 )
 async def import_conversation(
+    request: Request,
     store: Store,
     conversations: Conversations,
     persona_id: PersonaQuery,
@@ -194,9 +202,11 @@ async def import_conversation(
     """A chat file as a new conversation of the caller's with the persona, which continues
     where the file stopped (over A2A with its ``context_id``). 422 names the line (or the
     message) and the field of a file that cannot be read, and nothing is stored; 409 when
-    the caller has a conversation at ``context_id``. The answer is the conversation, and
+    the caller has a conversation at ``context_id``, or when the chat would take it past its
+    storage quota (the limit is named). The answer is the conversation, and
     ``notes``: what of the file was left out (system messages, swipes of no answer)."""
     persona = await store.get(persona_id)
+    count_write(request, persona_id)
     chat = read_chat(await file.read(MAX_FILE_BYTES + 1), format)
     context_id = context_id or str(uuid.uuid4())
     key = history_key(persona_id, owner, context_id)

@@ -5,9 +5,13 @@ delete messages, choose an alternative, regenerate or continue the last answer, 
 The caller is the API principal, as for memory (``memory:read`` to read, ``memory:write`` to
 change; a principal with ``memory:admin`` names another with ``caller=``); on a hub without
 keys an anonymous caller reaches anonymous conversations (anyone who knows a context id
-continues it, as over A2A). Another caller's conversation is answered 404, as one that does
-not exist; a failed operation changes nothing. Regenerate and continue run the persona: a
-call on it, as over A2A, and an A2A task of the caller's (:mod:`.conversation_turns`).
+continues it, as over A2A), and they are never listed: the context id is the only proof
+of ownership an anonymous caller has (A2A's ``ListTasks`` wants it too). Another caller's
+conversation is answered 404, as one that does not exist; a failed operation changes
+nothing. Each write counts against the caller's requests a minute, and the persona's, as
+an A2A call does (:func:`count_write`), and what it adds against the caller's storage
+quota (409 naming the limit). Regenerate and continue run the persona: a call on it, as
+over A2A, and an A2A task of the caller's (:mod:`.conversation_turns`).
 """
 
 from __future__ import annotations
@@ -53,8 +57,9 @@ from persona_agent.conversations.conversation_store import ConversationStore
 from persona_agent.errors import ConversationNotFound
 from persona_agent.media.images import IMAGE_TYPES
 from persona_agent.security.authorization import Action
+from persona_agent.security.quotas import RateLimited
 
-__all__ = ["Conversation", "Owner", "WritingOwner", "conversation_of", "router"]
+__all__ = ["Conversation", "Owner", "WritingOwner", "conversation_of", "count_write", "router"]
 
 router = APIRouter(tags=["conversations"])
 
@@ -76,10 +81,12 @@ _REASONS = {
     400: "The body cannot be parsed",
     401: "No API key, or a wrong one",
     403: "The principal may not read (memory:read) or change (memory:write) conversations; "
+    "an anonymous caller's conversations are not listed; "
     "regenerate and continue: it may not call the persona (a2a, the key's personas)",
     404: "No such persona, conversation (of this caller), message or alternative",
     409: "The conversation does not allow it now (nothing to regenerate or continue; the "
-    "context id is taken; the turn's task was canceled)",
+    "context id is taken; the turn's task was canceled), or the caller keeps as much as "
+    "its storage quota allows",
     415: "A hub without keys: the body must be labelled Content-Type: application/json",
     422: "A parameter or the body is not valid (a tool message's text cannot be edited)",
     429: "Over the caller's or the persona's limits (requests a minute, running tasks)",
@@ -89,9 +96,12 @@ _REASONS = {
 
 
 def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
-    """The error answers of a route: 401 and 403 always; a write's body 400 and 415 too."""
+    """The error answers of a route: 401 and 403 always; a write's body 400 and 415 too,
+    and its limits 429."""
     if 415 in codes or 502 in codes or 409 in codes:
         codes = (*codes, 400, 415)
+    if 415 in codes and 429 not in codes:
+        codes = (*codes, 429)
     return {
         code: {"model": ErrorDetail, "description": _REASONS[code]} for code in (401, 403, *codes)
     }
@@ -112,6 +122,32 @@ async def _read(
     return conversation
 
 
+def count_write(request: Request, persona_id: str) -> None:
+    """Count a write on a conversation against the caller's requests a minute
+    (``PERSONA_AGENT_RATE_LIMIT``) and the persona's (``limits.requests_per_minute``), the
+    same buckets as its A2A calls (the caller: the request's principal, else its address).
+
+    Raises:
+        HTTPException: 429 with ``Retry-After``, over a limit.
+    """
+    parts = hub_parts(request)
+    quotas = parts.registry.services.quotas
+    principal = getattr(request.state, "principal", None)
+    address = request.client.host if request.client else "unknown"
+    caller = principal.name if principal is not None else f"ip:{address}"
+    persona = parts.registry.persona(persona_id)
+    try:
+        quotas.check_rate(caller, quotas.limits.requests_per_minute)
+        if persona is not None:
+            quotas.check_rate(caller, persona.limits.requests_per_minute or 0, scope=persona_id)
+    except RateLimited as error:
+        raise HTTPException(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            error.message,
+            headers={"Retry-After": str(error.retry_after)},
+        ) from None
+
+
 async def _existing(store: ConversationStore, key: str) -> None:
     if await store.read(key) is None:
         raise ConversationNotFound()
@@ -130,7 +166,16 @@ async def list_conversations(
     persona_id: Annotated[str, Query(min_length=1, max_length=63)],
     caller: CallerQuery = None,
 ) -> ConversationList:
-    """The caller's conversations with the persona, the latest changed first."""
+    """The caller's conversations with the persona, the latest changed first. An anonymous
+    caller's are not listed (403): open one by its context id."""
+    if getattr(request.state, "principal", None) is None:
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN,
+            "Conversations are listed for an identified caller only: an anonymous caller's "
+            "context id is the only proof that a conversation is its own. Open one by its "
+            "context id (GET /api/v1/conversations/{persona_id}/{context_id}), or call with "
+            "an API key (PERSONA_AGENT_API_KEYS) to list your own",
+        )
     owner = await _reading_owner(request, persona_id, store, caller)
     infos = await conversations.list(persona_id, conversation_key(owner, "") if owner else "")
     return ConversationList(
@@ -166,6 +211,7 @@ async def start_conversation(
     """A new conversation opening with the persona's greeting ``greeting`` (its other
     greetings kept as that answer's alternatives); a new context id unless one is given."""
     owner = await _writing_owner(request, body.persona_id, store, caller)
+    count_write(request, body.persona_id)
     persona = hub_parts(request).registry.persona(body.persona_id)
     context_id = body.context_id or str(uuid.uuid4())
     key = history_key(body.persona_id, owner, context_id)
@@ -230,8 +276,11 @@ async def read_media(
     return Response(image.data, media_type=image.media_type, headers=headers)
 
 
-@router.delete(_BASE, dependencies=[MemoryWriter], status_code=204, responses=_responses(404, 422))
+@router.delete(
+    _BASE, dependencies=[MemoryWriter], status_code=204, responses=_responses(404, 422, 429)
+)
 async def delete_conversation(
+    request: Request,
     persona_id: PersonaId,
     context_id: ContextId,
     owner: WritingOwner,
@@ -239,6 +288,7 @@ async def delete_conversation(
     users: UserPersonaStore,
 ) -> Response:
     """Delete the conversation, with its alternatives and its user persona."""
+    count_write(request, persona_id)
     key = history_key(persona_id, owner, context_id)
     await conversations.delete_conversation(key)
     await users.delete_conversation(key)
@@ -249,7 +299,7 @@ async def delete_conversation(
     f"{_BASE}/messages/{{message_id}}",
     dependencies=[MemoryWriter],
     response_model=Conversation,
-    responses=_responses(404, 415, 422),
+    responses=_responses(404, 409, 415, 422),
 )
 async def edit_message(
     request: Request,
@@ -261,6 +311,7 @@ async def edit_message(
     conversations: Conversations,
 ) -> Conversation:
     """Change the text of a message of the user's or the persona's."""
+    count_write(request, persona_id)
     key = history_key(persona_id, owner, context_id)
     await _existing(conversations, key)
     await conversations.edit(key, message_id, body.content)
@@ -271,7 +322,7 @@ async def edit_message(
     f"{_BASE}/messages/{{message_id}}",
     dependencies=[MemoryWriter],
     response_model=Conversation,
-    responses=_responses(404, 422),
+    responses=_responses(404, 422, 429),
 )
 async def delete_message(
     request: Request,
@@ -283,6 +334,7 @@ async def delete_message(
     following: bool = False,
 ) -> Conversation:
     """Delete a message (a tool call with its results), or it and all after it (``following``)."""
+    count_write(request, persona_id)
     key = history_key(persona_id, owner, context_id)
     await _existing(conversations, key)
     await conversations.delete(key, message_id, following)
@@ -308,6 +360,7 @@ async def select_alternative(
 ) -> Conversation:
     """Make alternative ``selected`` the answer (the messages after it keep their place,
     with new ids)."""
+    count_write(request, persona_id)
     key = history_key(persona_id, owner, context_id)
     await _existing(conversations, key)
     await conversations.select(key, anchor, body.selected)
@@ -331,6 +384,7 @@ async def fork_conversation(
 ) -> Conversation:
     """A new conversation of the messages up to and including ``message_id``, with their
     alternatives; a new context id unless one is given."""
+    count_write(request, persona_id)
     key = history_key(persona_id, owner, context_id)
     await _existing(conversations, key)
     new_context = body.context_id or str(uuid.uuid4())
