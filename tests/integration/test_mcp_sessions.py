@@ -16,6 +16,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -118,10 +119,11 @@ async def test_a_caller_past_its_cap_loses_its_least_used_idle_session_not_other
 
 
 async def test_sessions_busy_to_the_cap_refuse_a_new_one_and_the_hub_has_a_total(
-    hub_factory: HubFactory, llm: FakeLLM
+    hub_factory: HubFactory, llm: FakeLLM, tmp_path: Path
 ) -> None:
     llm.script(Hang())
-    settings = keyed(mcp_sessions_per_caller=1, mcp_sessions_max=2)
+    audit = tmp_path / "audit.jsonl"
+    settings = keyed(mcp_sessions_per_caller=1, mcp_sessions_max=2, audit_log=str(audit))
     async with (
         hub_factory(**settings) as hub,
         mcp_client(hub, "legacy", **{"X-API-Key": ALICE}) as alice,
@@ -144,6 +146,11 @@ async def test_sessions_busy_to_the_cap_refuse_a_new_one_and_the_hub_has_a_total
                 assert "PERSONA_AGENT_MCP_SESSIONS_MAX" in full.json()["error"]["message"]
                 assert int(full.headers["Retry-After"]) > 0
                 group.cancel_scope.cancel()
+    events = [json.loads(line) for line in audit.read_text(encoding="utf-8").splitlines()]
+    audited = [
+        (e["principal"], e["outcome"]) for e in events if e["action"] == "mcp.session.refused"
+    ]
+    assert audited == [("key:alice", "429"), ("key:carol", "503")]
 
 
 @pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # ping, 2025

@@ -8,6 +8,7 @@ tasks: :class:`~persona_agent.a2a.admission.Admission`), the same owner and the 
 audit log as an A2A call. Its answer is the tool's text; its ``contextId`` is the
 conversation id a later call passes to continue. While the persona answers, a client that
 gave a progress token hears the answer so far. Each persona's agent card is a resource.
+Handshake-era sessions are held to the caller that opened each (:mod:`.mcp_sessions`).
 Built on first use by :mod:`.mcp_door` (what it imports is not small).
 """
 
@@ -65,9 +66,11 @@ from persona_agent.api.mcp_tools import (
     ask_tools,
     card_resource,
     listing,
+    page_offset,
     persona_of_uri,
     persona_tool,
     persona_tool_schema,
+    tool_argument,
 )
 from persona_agent.collab.local_calls import LocalCalls, LocalEnd, LocalStart, LocalText
 from persona_agent.personas.model import Persona
@@ -176,6 +179,7 @@ class McpPersonas:
             idle_timeout=session_idle_timeout,
             max_age=session_max_age,
             on_close=self._forget_session,
+            on_refuse=self._session_refused,
         )
         """The handshake era's sessions, each held to its caller, in front of ``manager``."""
 
@@ -218,6 +222,13 @@ class McpPersonas:
     def _forget_session(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
 
+    def _session_refused(self, caller: str, status: int, message: str) -> None:
+        principal = None if caller.startswith("ip:") else caller
+        audit = self._registry.services.audit
+        audit.record(
+            "mcp.session.refused", principal=principal, outcome=str(status), reason=message
+        )
+
     def _heard(self, ctx: ServerRequestContext[Any, Any]) -> None:
         """Keep a handshake-era session, to tell it of persona changes later."""
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -258,7 +269,7 @@ class McpPersonas:
                 return
         # The caller as the admission and the rate limits name it (Admission.check).
         client = scope.get("client")
-        caller = principal.name if principal is not None else f"ip:{client[0] if client else '?'}"
+        caller = principal.name if principal else f"ip:{client[0] if client else 'unknown'}"
         await self.sessions.handle(caller, scope, receive, send)
 
     # -- who calls ---------------------------------------------------------
@@ -357,7 +368,7 @@ class McpPersonas:
                     entries.append((visible.id, app.card))
             return text_result(listing(entries, query))
         if params.name == ASK_TOOL:
-            persona_id = _argument(arguments, "persona", required=True)
+            persona_id = tool_argument(arguments, "persona", required=True)
         else:
             persona_id = params.name
         persona = self._registry.persona(persona_id)
@@ -367,8 +378,8 @@ class McpPersonas:
                 types.INVALID_PARAMS,
                 f"No persona '{persona_id}' here (personas: {known}; {LIST_TOOL} lists them)",
             )
-        message = _argument(arguments, "message", required=True)
-        conversation = _argument(arguments, "conversation_id", required=False)
+        message = tool_argument(arguments, "message", required=True)
+        conversation = tool_argument(arguments, "conversation_id", required=False)
         return await self._ask(ctx, persona, message, conversation)
 
     async def _ask(
@@ -422,7 +433,7 @@ class McpPersonas:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         personas = await self._visible(ctx)
-        offset = _offset(params)
+        offset = page_offset(params)
         resources = []
         for persona in personas[offset : offset + PAGE]:
             app = self._registry.get(persona.id)
@@ -457,24 +468,6 @@ class McpPersonas:
         text = json.dumps(app.card_dict, ensure_ascii=False)
         contents = types.TextResourceContents(uri=uri, mime_type=CARD_MIME, text=text)
         return types.ReadResourceResult(contents=[contents])
-
-
-def _argument(arguments: dict[str, Any], name: str, *, required: bool) -> str:
-    value = arguments.get(name)
-    if value is None and not required:
-        return ""
-    if not isinstance(value, str) or (required and not value.strip()):
-        raise MCPError(types.INVALID_PARAMS, f"'{name}' must be a non-empty string")
-    return value
-
-
-def _offset(params: types.PaginatedRequestParams | None) -> int:
-    cursor = params.cursor if params is not None else None
-    if not cursor:
-        return 0
-    if not cursor.isdigit():
-        raise MCPError(types.INVALID_PARAMS, f"Unknown cursor '{cursor[:40]}'")
-    return int(cursor)
 
 
 def _call_context(inner: dict[str, Any]) -> ServerCallContext:

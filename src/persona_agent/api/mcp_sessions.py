@@ -65,7 +65,9 @@ class _Session:
 
 class McpSessions:
     """The sessions of ``manager`` by caller: see the module. ``on_close``: told the id of
-    each session this closes (the caller's, idle, or old)."""
+    each session that ends (its client's DELETE, or closed here: the caller's, idle, or
+    old); ``on_refuse``: told the caller, the status and the message of each session
+    refused."""
 
     def __init__(
         self,
@@ -76,6 +78,7 @@ class McpSessions:
         idle_timeout: float,
         max_age: float,
         on_close: Callable[[str], None] = lambda _session_id: None,
+        on_refuse: Callable[[str, int, str], None] = lambda _caller, _status, _message: None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._manager = manager
@@ -84,6 +87,7 @@ class McpSessions:
         self._idle_timeout = idle_timeout
         self._max_age = max_age
         self._on_close = on_close
+        self._on_refuse = on_refuse
         self._clock = clock
         self._sessions: dict[str, _Session] = {}
         self._opening: Counter[str] = Counter()
@@ -113,6 +117,7 @@ class McpSessions:
         finally:
             if scope.get("method") == "DELETE":  # its client ended it
                 self._sessions.pop(session_id, None)
+                self._on_close(session_id)
 
     @contextmanager
     def working(self, session_id: str | None) -> Iterator[None]:
@@ -145,6 +150,7 @@ class McpSessions:
                     "with a call in flight: PERSONA_AGENT_MCP_SESSIONS_PER_CALLER); end one "
                     "(DELETE /mcp with its Mcp-Session-Id) or wait for a call to end"
                 )
+                self._on_refuse(caller, 429, message)
                 await _error(429, INTERNAL_ERROR, message)(scope, receive, send)
                 return
             self._close(min(idle)[1], "the caller opened one more")
@@ -154,6 +160,7 @@ class McpSessions:
                 "(PERSONA_AGENT_MCP_SESSIONS_MAX); try again later"
             )
             headers = {"Retry-After": str(RETRY_AFTER)}
+            self._on_refuse(caller, 503, message)
             await _error(503, INTERNAL_ERROR, message, headers)(scope, receive, send)
             return
 

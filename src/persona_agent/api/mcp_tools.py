@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import mcp.types as types
 from a2a.types.a2a_pb2 import AgentCard
+from mcp.shared.exceptions import MCPError
 
 __all__ = [
     "ASK_TOOL",
@@ -29,9 +30,11 @@ __all__ = [
     "card_resource",
     "card_uri",
     "listing",
+    "page_offset",
     "persona_of_uri",
     "persona_tool",
     "persona_tool_schema",
+    "tool_argument",
 ]
 
 McpToolDesign = Literal["auto", "persona", "ask"]
@@ -177,3 +180,31 @@ def listing(entries: Sequence[tuple[str, AgentCard]], query: str) -> str:
         if all(word in text for word in words):
             found.append({"id": persona_id, "name": card.name, "description": card.description})
     return json.dumps(found, ensure_ascii=False)
+
+
+def tool_argument(arguments: dict[str, Any], name: str, *, required: bool) -> str:
+    """A tool call's text argument ``name`` (``""`` when left out and not ``required``).
+
+    Raises:
+        MCPError: it is not a string, or empty where required (Invalid params).
+    """
+    value = arguments.get(name)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise MCPError(types.INVALID_PARAMS, f"'{name}' must be a non-empty string")
+    return value
+
+
+def page_offset(params: types.PaginatedRequestParams | None) -> int:
+    """Where a page of a list starts: its cursor (an offset), or 0.
+
+    Raises:
+        MCPError: the cursor is not one this server gave (Invalid params).
+    """
+    cursor = params.cursor if params is not None else None
+    if not cursor:
+        return 0
+    if not cursor.isdigit():
+        raise MCPError(types.INVALID_PARAMS, f"Unknown cursor '{cursor[:40]}'")
+    return int(cursor)
