@@ -158,7 +158,7 @@ async def test_pings_do_not_keep_a_session_past_its_idle_timeout(
     hub_factory: HubFactory, llm: FakeLLM
 ) -> None:
     async with (
-        hub_factory(mcp_session_idle_timeout=1.0) as hub,
+        hub_factory(mcp_session_idle_timeout=3.0) as hub,
         mcp_client(hub, "legacy") as client,
     ):
         assert (await client.list_tools()).tools
@@ -203,7 +203,7 @@ async def test_session_ids_stay_out_of_the_logs(
     hub_factory: HubFactory, llm: FakeLLM, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    async with hub_factory(mcp_session_idle_timeout=0.5) as hub, raw(hub) as http:
+    async with hub_factory(mcp_session_idle_timeout=3.0) as hub, raw(hub) as http:
         deleted = await open_session(http)
         assert await session_lives(http, deleted)
         assert (await http.delete("/mcp", headers=_in(deleted))).status_code == 200
