@@ -63,8 +63,10 @@ from persona_agent.api.mcp_tools import (
     CARD_TEMPLATE,
     LIST_TOOL,
     McpToolDesign,
+    ToolInputError,
     ask_tools,
     card_resource,
+    check_arguments,
     listing,
     page_offset,
     persona_of_uri,
@@ -356,31 +358,39 @@ class McpPersonas:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        """A tool of no persona is a JSON-RPC error (-32602); arguments that do not fit
+        the tool are its result, ``isError`` (:class:`.ToolInputError`)."""
         arguments = params.arguments or {}
-        if params.name == LIST_TOOL:
-            query = arguments.get("query") or ""
-            if not isinstance(query, str):
-                raise MCPError(types.INVALID_PARAMS, "query must be a string")
-            entries = []
-            for visible in await self._visible(ctx):
-                app = self._registry.get(visible.id)
-                if app is not None:
-                    entries.append((visible.id, app.card))
-            return text_result(listing(entries, query))
-        if params.name == ASK_TOOL:
-            persona_id = tool_argument(arguments, "persona", required=True)
-        else:
+        schema = self._input_schema(params.name)
+        if schema is None:
+            raise MCPError(types.INVALID_PARAMS, await self._no_persona(ctx, params.name))
+        try:
+            check_arguments(arguments, schema)
+            if params.name == LIST_TOOL:
+                query = tool_argument(arguments, "query", required=False)
+                entries = []
+                for visible in await self._visible(ctx):
+                    app = self._registry.get(visible.id)
+                    if app is not None:
+                        entries.append((visible.id, app.card))
+                return text_result(listing(entries, query))
             persona_id = params.name
-        persona = self._registry.persona(persona_id)
-        if persona is None:  # named: those the caller may call, as the tool list has them
-            known = ", ".join(p.id for p in (await self._visible(ctx))[:20]) or "none"
-            raise MCPError(
-                types.INVALID_PARAMS,
-                f"No persona '{persona_id}' here (personas: {known}; {LIST_TOOL} lists them)",
-            )
-        message = tool_argument(arguments, "message", required=True)
-        conversation = tool_argument(arguments, "conversation_id", required=False)
+            if params.name == ASK_TOOL:
+                persona_id = tool_argument(arguments, "persona", required=True)
+            persona = self._registry.persona(persona_id)
+            if persona is None:
+                raise ToolInputError(await self._no_persona(ctx, persona_id))
+            message = tool_argument(arguments, "message", required=True)
+            conversation = tool_argument(arguments, "conversation_id", required=False)
+        except ToolInputError as error:
+            return text_result(str(error), error=True)
         return await self._ask(ctx, persona, message, conversation)
+
+    async def _no_persona(self, ctx: ServerRequestContext[Any, Any], persona_id: str) -> str:
+        """No persona of this id: the personas the caller may call (as its tool list has
+        them, never the others)."""
+        known = ", ".join(p.id for p in (await self._visible(ctx))[:20]) or "none"
+        return f"No persona '{persona_id[:80]}' here (personas: {known}; {LIST_TOOL} lists them)"
 
     async def _ask(
         self,

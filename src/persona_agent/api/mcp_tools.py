@@ -25,10 +25,12 @@ __all__ = [
     "CARD_TEMPLATE",
     "LIST_TOOL",
     "McpToolDesign",
+    "ToolInputError",
     "ask_tools",
     "card_description",
     "card_resource",
     "card_uri",
+    "check_arguments",
     "listing",
     "page_offset",
     "persona_of_uri",
@@ -182,17 +184,37 @@ def listing(entries: Sequence[tuple[str, AgentCard]], query: str) -> str:
     return json.dumps(found, ensure_ascii=False)
 
 
+class ToolInputError(ValueError):
+    """A tool call's arguments do not fit its input schema: told to the calling model as
+    the tool's result (``isError``), which it can read and correct (SEP-1303, 2025-11-25),
+    where a JSON-RPC error would reach its client alone."""
+
+
+def check_arguments(arguments: dict[str, Any], schema: dict[str, Any]) -> None:
+    """Arguments the tool's schema does not name are refused (``additionalProperties:
+    false``).
+
+    Raises:
+        ToolInputError: an argument the tool does not take, named with those it takes.
+    """
+    taken = schema.get("properties") or {}
+    unknown = sorted(name for name in arguments if name not in taken)
+    if unknown:
+        names = ", ".join(f"'{name[:40]}'" for name in unknown[:5])
+        raise ToolInputError(f"Unknown argument {names}: the tool takes {', '.join(taken)}")
+
+
 def tool_argument(arguments: dict[str, Any], name: str, *, required: bool) -> str:
     """A tool call's text argument ``name`` (``""`` when left out and not ``required``).
 
     Raises:
-        MCPError: it is not a string, or empty where required (Invalid params).
+        ToolInputError: it is not a string, or empty where required.
     """
     value = arguments.get(name)
     if value is None and not required:
         return ""
     if not isinstance(value, str) or (required and not value.strip()):
-        raise MCPError(types.INVALID_PARAMS, f"'{name}' must be a non-empty string")
+        raise ToolInputError(f"'{name}' must be a {'non-empty ' if required else ''}string")
     return value
 
 
