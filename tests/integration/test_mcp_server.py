@@ -256,6 +256,39 @@ async def test_the_doors_of_a2a(hub_factory: HubFactory, llm: FakeLLM) -> None:
         assert "error" in theirs.json()
 
 
+async def test_a_panel_answers_over_mcp_as_over_a2a_each_member_under_its_name(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    """Issue 48.3: the members' streamed turns ran together (``w0 w1w0 w1…``) in the
+    answer and its progress; now the answer is the panel's final message, as A2A's, and
+    each progress message is one member's turn under its name."""
+    said = {
+        "Albert Einstein": "Imagination is more important than knowledge.",
+        "Marie Curie": "Nothing in life is to be feared, it is only to be understood.",
+        "Charles Darwin": "It is not the strongest that survives.",
+    }
+    for name, text in said.items():
+        llm.script_for(f"You are {name}.", Reply(text, token_delay=0.01))
+    heard: list[str] = []
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append(message or "")
+
+    async with hub_factory() as hub, mcp_client(hub) as client:
+        with anyio.fail_after(WAIT * 3):
+            answer = await client.call_tool(
+                "science-panel", {"message": "What drives science?"}, progress_callback=progress
+            )
+    assert not answer.is_error, text_of(answer)
+    rendered = "\n\n".join(f"{name}:\n{text}" for name, text in said.items())
+    assert text_of(answer).startswith(rendered)
+    assert heard
+    for message in heard:
+        name, _, text = message.partition(":\n")
+        assert name in said, message
+        assert said[name].startswith(text), message  # one member's turn, as it grew
+
+
 async def test_an_unknown_persona_names_only_the_personas_the_caller_may_call(
     hub_factory: HubFactory, llm: FakeLLM
 ) -> None:

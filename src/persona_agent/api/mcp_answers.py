@@ -9,7 +9,7 @@ from typing import Any
 import mcp.types as types
 from mcp.server.context import ServerRequestContext
 
-from persona_agent.collab.local_calls import LocalEnd, LocalStart
+from persona_agent.collab.local_calls import LocalEnd, LocalStart, LocalText
 
 __all__ = ["PROGRESS_TAIL", "SoFar", "answer_result", "report", "text_result", "wants_progress"]
 
@@ -25,25 +25,44 @@ def wants_progress(ctx: ServerRequestContext[Any, Any]) -> bool:
 
 
 class SoFar:
-    """The answer as it streams: its pieces, its length and its end, kept as they come (a
-    progress notification a piece must not copy the whole answer so far: a 1 MiB answer
-    in 800 pieces was 400 MB of copies)."""
+    """The answer as it streams: its pieces, its length and the end of the artifact that
+    grew last, kept as they come (a progress notification a piece must not copy the whole
+    answer so far: a 1 MiB answer in 800 pieces was 400 MB of copies). A panel's answer
+    has an artifact a member's turn (``panel``): its progress is the turn that grows,
+    under the member's name, never the members' pieces run together."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, panel: bool = False) -> None:
+        self.panel = panel
         self.pieces: list[str] = []
         self.length = 0
-        self.tail = ""
+        self._names: dict[str, str] = {}
+        self._tails: dict[str, tuple[int, str]] = {}
+        self._last = ""
 
-    def add(self, text: str) -> None:
-        self.pieces.append(text)
-        self.length += len(text)
-        self.tail = (self.tail + text[-PROGRESS_TAIL:])[-PROGRESS_TAIL:]
+    def add(self, piece: LocalText) -> None:
+        self.pieces.append(piece.text)
+        self.length += len(piece.text)
+        self._last = piece.artifact
+        if piece.name:
+            self._names.setdefault(piece.artifact, piece.name)
+        length, tail = self._tails.get(piece.artifact, (0, ""))
+        tail = (tail + piece.text[-PROGRESS_TAIL:])[-PROGRESS_TAIL:]
+        self._tails[piece.artifact] = (length + len(piece.text), tail)
+
+    def shown(self) -> str:
+        """The end of the artifact that grew last (its last 2,000 characters), under its
+        member's name for a panel."""
+        length, tail = self._tails.get(self._last, (0, ""))
+        text = tail if length <= PROGRESS_TAIL else "…" + tail
+        if self.panel and self._last in self._names:
+            return f"{self._names[self._last]}:\n{text}"
+        return text
 
 
 async def report(ctx: ServerRequestContext[Any, Any], answer: SoFar) -> None:
-    """The answer so far (its end), and its length in characters as the progress."""
-    shown = answer.tail if answer.length <= PROGRESS_TAIL else "…" + answer.tail
-    await ctx.session.report_progress(float(answer.length), None, shown)
+    """The answer so far (:meth:`SoFar.shown`), and its length in characters as the
+    progress."""
+    await ctx.session.report_progress(float(answer.length), None, answer.shown())
 
 
 def text_result(text: str, *, error: bool = False) -> types.CallToolResult:

@@ -409,7 +409,7 @@ class McpPersonas:
             return text_result(refused.message, error=True)
         origin = _call_context(inner)
         progress = wants_progress(ctx)
-        answer = SoFar()
+        answer = SoFar(panel=persona.panel is not None)
         start: LocalStart | None = None
         end = LocalEnd("", "failed", "The persona did not answer")
         events = self._calls.stream(
@@ -426,15 +426,16 @@ class McpPersonas:
                     if isinstance(event, LocalStart):
                         start = event
                     elif isinstance(event, LocalText):
-                        answer.add(event.text)
+                        answer.add(event)
                         if progress:
                             await report(ctx, answer)
                     else:
                         end = event
         except A2AError as error:
             return text_result(f"{persona.id}: {error.message}", error=True)
-        pieces = "".join(answer.pieces)
-        text = pieces if end.ok and pieces else end.text or pieces
+        # The final message is the answer as every door gives it (a panel's: each
+        # member's turn under its name); the pieces, when it has no text.
+        text = end.text or "".join(answer.pieces)
         return answer_result(persona.id, start, end, text)
 
     # -- resources ---------------------------------------------------------
