@@ -112,10 +112,18 @@ class McpSessions:
             # Another caller's session is answered as one that does not exist.
             await _error(404, INVALID_REQUEST, "Session not found")(scope, receive, send)
             return
+        ended = scope.get("method") == "DELETE"  # its client ends it
+
+        async def answered(message: Message) -> None:
+            nonlocal ended
+            if message["type"] == "http.response.start" and message["status"] == 404:
+                ended = True  # the SDK had ended it (a crash, its own timeout)
+            await send(message)
+
         try:
-            await self._manager.handle_request(scope, receive, send)
+            await self._manager.handle_request(scope, receive, answered)
         finally:
-            if scope.get("method") == "DELETE":  # its client ended it
+            if ended:
                 self._sessions.pop(session_id, None)
                 self._on_close(session_id)
 
