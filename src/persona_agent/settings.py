@@ -372,6 +372,19 @@ class Settings(BaseSettings):
     ``mcp_persona_tools_max`` personas, else ``ask`` (docs/mcp.md has the measurement)."""
     mcp_persona_tools_max: int = Field(default=10, ge=0, le=10_000)
     """``mcp_tools=auto``: the most personas listed as tools of their own."""
+    mcp_sessions_per_caller: int = Field(default=16, ge=1, le=10_000)
+    """``/mcp`` sessions (handshake-era clients) one caller keeps open at most: one more
+    closes the caller's least recently used session with no call in flight (429 when each
+    has one). A desktop client keeps one; 16 leaves room for several clients a key."""
+    mcp_sessions_max: int = Field(default=1000, ge=1, le=10_000)
+    """``/mcp`` sessions open at most in all (503 above): a session costs ~60 KiB, so
+    1000 is ~60 MiB (the SDK's own limit, 10,000, was 620 MB and a slow hub)."""
+    mcp_session_idle_timeout: float = Field(default=1800.0, gt=0, le=7 * 86_400)
+    """Seconds an ``/mcp`` session lives with no tool or list call (pings and an open
+    stream are no use of it): then closed, and its client opens a new one."""
+    mcp_session_max_age: float = Field(default=86_400.0, gt=0, le=30 * 86_400)
+    """Seconds an ``/mcp`` session lives at most, however used (closed once no call of it
+    is in flight)."""
 
     @field_validator("public_base_url", "provider_url")
     @classmethod

@@ -22,6 +22,7 @@ from mcp.client import Client
 from mcp.client.client import ConnectMode
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tests.conformance.conftest import wait_until
@@ -253,6 +254,121 @@ async def test_the_doors_of_a2a(hub_factory: HubFactory, llm: FakeLLM) -> None:
             )
         assert mine.json()["result"]["id"] == task_id
         assert "error" in theirs.json()
+
+
+async def test_a_panel_answers_over_mcp_as_over_a2a_each_member_under_its_name(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    """Issue 48.3: the members' streamed turns ran together (``w0 w1w0 w1…``) in the
+    answer and its progress; now the answer is the panel's final message, as A2A's, and
+    each progress message is one member's turn under its name."""
+    said = {
+        "Albert Einstein": "Imagination is more important than knowledge.",
+        "Marie Curie": "Nothing in life is to be feared, it is only to be understood.",
+        "Charles Darwin": "It is not the strongest that survives.",
+    }
+    for name, text in said.items():
+        llm.script_for(f"You are {name}.", Reply(text, token_delay=0.01))
+    heard: list[str] = []
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append(message or "")
+
+    async with hub_factory() as hub, mcp_client(hub) as client:
+        with anyio.fail_after(WAIT * 3):
+            answer = await client.call_tool(
+                "science-panel", {"message": "What drives science?"}, progress_callback=progress
+            )
+    assert not answer.is_error, text_of(answer)
+    rendered = "\n\n".join(f"{name}:\n{text}" for name, text in said.items())
+    assert text_of(answer).startswith(rendered)
+    assert heard
+    for message in heard:
+        name, _, text = message.partition(":\n")
+        assert name in said, message
+        assert said[name].startswith(text), message  # one member's turn, as it grew
+
+
+async def test_an_unknown_persona_names_only_the_personas_the_caller_may_call(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    settings = {"api_keys": json.dumps(KEYS), "mcp_tools": "persona"}
+    async with (
+        hub_factory(**settings) as hub,
+        mcp_client(hub, Authorization=f"Bearer {SOCRATIC_KEY}") as client,
+    ):
+        with pytest.raises(MCPError) as refused:  # no such tool: a JSON-RPC error
+            await client.call_tool("nobody-here", {"message": "Hello"})
+        message = refused.value.error.message
+        assert refused.value.error.code == types.INVALID_PARAMS
+        assert "No persona 'nobody-here'" in message
+        assert "socrates" in message
+        assert "marie-curie" not in message
+        # ask_persona naming no persona: its result, which the calling model reads
+        asked = await client.call_tool("ask_persona", {"persona": "nobody", "message": "Hi"})
+        assert asked.is_error
+        assert "No persona 'nobody' here (personas: socrates;" in text_of(asked)
+
+
+async def test_arguments_that_do_not_fit_the_tool_are_a_result_the_model_reads(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    """SEP-1303 (2025-11-25): input validation errors are tool results with ``isError``;
+    every schema says ``additionalProperties: false``, and so does the hub."""
+    async with hub_factory() as hub, mcp_client(hub) as client:
+        cases: dict[str, tuple[str, dict[str, Any]]] = {
+            "Unknown argument 'extra': the tool takes message, conversation_id": (
+                "socrates",
+                {"message": "hi", "extra": 1},
+            ),
+            "'message' must be a non-empty string": ("socrates", {"message": 42}),
+            "'persona' must be a non-empty string": ("ask_persona", {"message": "hi"}),
+            "'query' must be a string": ("list_personas", {"query": ["curie"]}),
+        }
+        for reason, (tool, arguments) in cases.items():
+            result = await client.call_tool(tool, arguments)
+            assert result.is_error, (tool, arguments)
+            assert text_of(result) == reason
+        assert not llm.requests  # no persona was asked
+
+
+async def test_a_1_mib_message_is_answered_while_the_hub_serves_others(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    """1 MiB of text through one ``tools/call``, with progress: the model receives all of
+    it, ``/healthz`` is answered while the persona streams, and the progress carries the
+    answer's end and its length (not the whole answer again and again). (1000 KiB: with
+    the prompt, a request to the model of more than 1 MiB makes aiohttp warn that
+    sending it may block the loop, and the tests make warnings errors.)"""
+    big = "word " * (1000 * 1024 // 5)
+    answer = "".join(f" w{i}" for i in range(1500))
+    llm.script(Reply(answer, token_delay=0.005))
+    heard: list[tuple[float, str | None]] = []
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, message))
+
+    async with (
+        hub_factory(max_message_bytes=2 * 1024 * 1024) as hub,
+        mcp_client(hub, "legacy") as client,
+    ):
+        result: list[types.CallToolResult] = []
+
+        async def call() -> None:
+            arguments = {"message": big}
+            result.append(await client.call_tool("socrates", arguments, progress_callback=progress))
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                group.start_soon(call)
+                await anyio.to_thread.run_sync(llm.wait_chunks, 1, 30)
+                health = await hub.http.get("/healthz")
+                assert health.status_code == 200
+                assert not result  # answered while the persona still streams
+        assert not result[0].is_error, text_of(result[0])
+        assert answer in text_of(result[0])
+        assert llm.requests[-1]["messages"][-1]["content"] == big
+        assert heard[-1] == (float(len(answer)), "…" + answer[-2000:])
 
 
 @pytest.mark.slow

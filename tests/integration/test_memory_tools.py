@@ -160,6 +160,25 @@ async def test_recall_finds_the_callers_items_and_forget_deletes_them_for_that_c
         assert "Biscuit" not in system_prompt(llm.requests[-1])
 
 
+async def test_an_anonymous_caller_forgets_within_its_conversation(
+    memory_personas: Path, hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    """An anonymous caller's memory is its conversation's: ``forget`` deletes from it (it
+    failed with "memory is not available now (KeyError)" on the SQLite writer)."""
+    async with hub_factory(memory=True) as hub:
+        client = await hub.client("keeper")
+        llm.script(ToolCalls([("remember", {"fact": FACT})]), Reply("Noted."))
+        kept = await send(client, "Remember my dog's name: Biscuit.")
+        llm.script(ToolCalls([("forget", {"about": "Biscuit"})]), Reply("Gone."))
+        gone = await send(client, "Forget my dog.", context_id=kept.context_id)
+        forgot = tool_results(llm.requests[-1])[-1]
+        assert forgot.startswith("Forgot "), forgot
+        assert FACT in (memory_part(gone) or {}).get("forgotten", [])
+        llm.script(ToolCalls([("recall", {"query": "Biscuit the dog"})]), Reply("No idea."))
+        await send(client, "What is my dog called?", context_id=kept.context_id)
+        assert FACT not in tool_results(llm.requests[-1])[-1]
+
+
 async def test_a_memory_tool_call_that_is_wrong_is_an_error_the_model_reads(
     memory_personas: Path, hub_factory: HubFactory, llm: FakeLLM
 ) -> None:

@@ -99,13 +99,7 @@ def create_app(settings: Settings) -> HubApp:
     live = build_personas_live(
         settings, storage, a2a, model.llm, collaboration, readiness, knowledge
     )
-    mcp = McpDoor(
-        a2a.registry,
-        storage.personas,
-        design=settings.mcp_tools,
-        persona_tools_max=settings.mcp_persona_tools_max,
-        max_body_bytes=settings.max_message_bytes,
-    )
+    mcp = McpDoor(a2a.registry, storage.personas, **_mcp_options(settings))
     parts = ApiParts(
         auth=protection.api_auth,
         store=storage.personas,
@@ -203,6 +197,19 @@ def _add_routes(app: HubApp, settings: Settings) -> None:
     if settings.mcp_server:  # reached this way behind a proxy's root path (HubApp.serve)
         methods = ["GET", "POST", "DELETE"]
         app.router.routes.append(Route(MCP_PATH, endpoint=app.mcp, methods=methods))
+
+
+def _mcp_options(settings: Settings) -> dict[str, Any]:
+    """The MCP server's settings (:class:`~persona_agent.api.mcp_server.McpPersonas`)."""
+    return {
+        "design": settings.mcp_tools,
+        "persona_tools_max": settings.mcp_persona_tools_max,
+        "max_body_bytes": settings.max_message_bytes,
+        "sessions_per_caller": settings.mcp_sessions_per_caller,
+        "sessions_max": settings.mcp_sessions_max,
+        "session_idle_timeout": settings.mcp_session_idle_timeout,
+        "session_max_age": settings.mcp_session_max_age,
+    }
 
 
 def _host_guard(settings: Settings, protection: Protection) -> Callable[[ASGIApp], ASGIApp]:

@@ -8,6 +8,7 @@ tasks: :class:`~persona_agent.a2a.admission.Admission`), the same owner and the 
 audit log as an A2A call. Its answer is the tool's text; its ``contextId`` is the
 conversation id a later call passes to continue. While the persona answers, a client that
 gave a progress token hears the answer so far. Each persona's agent card is a resource.
+Handshake-era sessions are held to the caller that opened each (:mod:`.mcp_sessions`).
 Built on first use by :mod:`.mcp_door` (what it imports is not small).
 """
 
@@ -16,9 +17,9 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing, asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import mcp.types as types
 from a2a.auth.user import UnauthenticatedUser
@@ -29,6 +30,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
@@ -46,18 +48,31 @@ from persona_agent import __version__
 from persona_agent.a2a.admission import Admission
 from persona_agent.a2a.context_keys import CALLER_KEY, PRINCIPAL_STATE_KEY, REQUEST_ID_KEY
 from persona_agent.a2a.registry import A2ARegistry
+from persona_agent.api.mcp_answers import (
+    SoFar,
+    answer_result,
+    report,
+    text_result,
+    wants_progress,
+)
+from persona_agent.api.mcp_sdk_fixes import quiet_session_ids
+from persona_agent.api.mcp_sessions import McpSessions
 from persona_agent.api.mcp_tools import (
     ASK_TOOL,
     CARD_MIME,
     CARD_TEMPLATE,
     LIST_TOOL,
     McpToolDesign,
+    ToolInputError,
     ask_tools,
     card_resource,
+    check_arguments,
     listing,
+    page_offset,
     persona_of_uri,
     persona_tool,
     persona_tool_schema,
+    tool_argument,
 )
 from persona_agent.collab.local_calls import LocalCalls, LocalEnd, LocalStart, LocalText
 from persona_agent.personas.model import Persona
@@ -75,8 +90,9 @@ MAX_SESSIONS_HEARD = 10_000
 """Handshake-era sessions told of persona changes at most (the most recent)."""
 UNAUTHORIZED = -32001
 """The JSON-RPC error code of a 401's body (the MCP SDK's own server answers the same)."""
-PROGRESS_TAIL = 2000
-"""Characters of the answer so far a progress notification carries at most (its end)."""
+
+Params = TypeVar("Params")
+Result = TypeVar("Result")
 
 
 class _HubServer(Server[Any]):
@@ -101,7 +117,9 @@ class McpPersonas:
     ``design`` and ``persona_tools_max``: which tools (:mod:`.mcp_tools`); ``max_body_bytes``:
     the largest request body (413 above); ``local_headers``: the credentials of a caller with
     no HTTP request (stdio), as ASGI headers; ``store``: the persona store whose changes
-    are announced (``list_changed``).
+    are announced (``list_changed``); ``sessions_per_caller``, ``sessions_max``,
+    ``session_idle_timeout`` and ``session_max_age``: the handshake era's sessions
+    (:mod:`.mcp_sessions`).
     """
 
     def __init__(
@@ -113,6 +131,10 @@ class McpPersonas:
         max_body_bytes: int = 1024 * 1024,
         local_headers: list[tuple[bytes, bytes]] | None = None,
         store: PersonaStore | None = None,
+        sessions_per_caller: int = 16,
+        sessions_max: int = 1000,
+        session_idle_timeout: float = 1800.0,
+        session_max_age: float = 86_400.0,
     ) -> None:
         self._registry = registry
         self._store = store
@@ -136,17 +158,32 @@ class McpPersonas:
             instructions="Each tool asks one of this hub's personas (or ask_persona asks the "
             "one you name). Pass the conversation_id of an answer to continue that conversation.",
             get_tool_input_schema=self._input_schema,
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-            on_list_resources=self._list_resources,
-            on_list_resource_templates=self._list_templates,
-            on_read_resource=self._read_resource,
+            on_list_tools=self._used(self._list_tools),
+            on_call_tool=self._used(self._call_tool),
+            on_list_resources=self._used(self._list_resources),
+            on_list_resource_templates=self._used(self._list_templates),
+            on_read_resource=self._used(self._read_resource),
             on_subscriptions_listen=self._listen,
         )
+        quiet_session_ids()
         self.manager = StreamableHTTPSessionManager(
-            self.server, max_request_body_size=max_body_bytes
+            self.server,
+            max_request_body_size=max_body_bytes,
+            # Backstops: the sessions' own limits are the guard's, closer.
+            session_idle_timeout=max(session_idle_timeout, session_max_age),
+            max_sessions=sessions_max + sessions_per_caller,
         )
         """Serves ``/mcp``; its ``run()`` is entered by :meth:`running`."""
+        self.sessions = McpSessions(
+            self.manager,
+            per_caller=sessions_per_caller,
+            total=sessions_max,
+            idle_timeout=session_idle_timeout,
+            max_age=session_max_age,
+            on_close=self._forget_session,
+            on_refuse=self._session_refused,
+        )
+        """The handshake era's sessions, each held to its caller, in front of ``manager``."""
 
     # -- life --------------------------------------------------------------
 
@@ -155,7 +192,7 @@ class McpPersonas:
         """The session manager runs; every persona change is announced to the clients."""
         unsubscribe = self._registry_changes()
         try:
-            async with self.manager.run():
+            async with self.manager.run(), self.sessions.running():
                 yield
                 self._listen.close()
         finally:
@@ -184,12 +221,21 @@ class McpPersonas:
             except Exception:  # the session ended: forget it
                 self._sessions.pop(key, None)
 
+    def _forget_session(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)
+
+    def _session_refused(self, caller: str, status: int, message: str) -> None:
+        principal = None if caller.startswith("ip:") else caller
+        audit = self._registry.services.audit
+        audit.record(
+            "mcp.session.refused", principal=principal, outcome=str(status), reason=message
+        )
+
     def _heard(self, ctx: ServerRequestContext[Any, Any]) -> None:
         """Keep a handshake-era session, to tell it of persona changes later."""
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return
-        request = ctx.request
-        key = request.headers.get("mcp-session-id") if isinstance(request, Request) else "stdio"
+        key = _session_id(ctx) if isinstance(ctx.request, Request) else "stdio"
         if not key:
             return
         self._sessions[key] = ctx.session
@@ -201,9 +247,14 @@ class McpPersonas:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """``/mcp``: a caller with a credential that is not valid, or with none where the
-        hub's access is ``authenticated``, is answered 401 with ``WWW-Authenticate``."""
+        hub's access is ``authenticated``, is answered 401 with ``WWW-Authenticate``; the
+        others' sessions are held to them (:mod:`.mcp_sessions`)."""
+        if scope["type"] != "http":
+            await self.manager.handle_request(scope, receive, send)
+            return
+        principal: Principal | None = None
         auth = self._registry.services.auth
-        if auth is not None and scope["type"] == "http":
+        if auth is not None:
             try:
                 principal = await auth.principal(scope["headers"])
                 if principal is None and auth.default_access == "authenticated":
@@ -218,7 +269,10 @@ class McpPersonas:
                     scope, receive, send
                 )
                 return
-        await self.manager.handle_request(scope, receive, send)
+        # The caller as the admission and the rate limits name it (Admission.check).
+        client = scope.get("client")
+        caller = principal.name if principal else f"ip:{client[0] if client else 'unknown'}"
+        await self.sessions.handle(caller, scope, receive, send)
 
     # -- who calls ---------------------------------------------------------
 
@@ -262,6 +316,19 @@ class McpPersonas:
             is None
         ]
 
+    def _used(
+        self,
+        handler: Callable[[ServerRequestContext[Any, Any], Params], Awaitable[Result]],
+    ) -> Callable[[ServerRequestContext[Any, Any], Params], Awaitable[Result]]:
+        """``handler``, a use of the caller's session while it runs (pings and open
+        streams are none: :meth:`.McpSessions.working`)."""
+
+        async def used(ctx: ServerRequestContext[Any, Any], params: Params) -> Result:
+            with self.sessions.working(_session_id(ctx)):
+                return await handler(ctx, params)
+
+        return used
+
     def _persona_tools(self, count: int) -> bool:
         return self._design == "persona" or (self._design == "auto" and count <= self._tools_max)
 
@@ -291,31 +358,39 @@ class McpPersonas:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        """A tool of no persona is a JSON-RPC error (-32602); arguments that do not fit
+        the tool are its result, ``isError`` (:class:`.ToolInputError`)."""
         arguments = params.arguments or {}
-        if params.name == LIST_TOOL:
-            query = arguments.get("query") or ""
-            if not isinstance(query, str):
-                raise MCPError(types.INVALID_PARAMS, "query must be a string")
-            entries = []
-            for visible in await self._visible(ctx):
-                app = self._registry.get(visible.id)
-                if app is not None:
-                    entries.append((visible.id, app.card))
-            return _text_result(listing(entries, query))
-        if params.name == ASK_TOOL:
-            persona_id = _argument(arguments, "persona", required=True)
-        else:
+        schema = self._input_schema(params.name)
+        if schema is None:
+            raise MCPError(types.INVALID_PARAMS, await self._no_persona(ctx, params.name))
+        try:
+            check_arguments(arguments, schema)
+            if params.name == LIST_TOOL:
+                query = tool_argument(arguments, "query", required=False)
+                entries = []
+                for visible in await self._visible(ctx):
+                    app = self._registry.get(visible.id)
+                    if app is not None:
+                        entries.append((visible.id, app.card))
+                return text_result(listing(entries, query))
             persona_id = params.name
-        persona = self._registry.persona(persona_id)
-        if persona is None:
-            known = ", ".join(p.id for p in self._registry.personas()[:20])
-            raise MCPError(
-                types.INVALID_PARAMS,
-                f"No persona '{persona_id}' here (personas: {known}; {LIST_TOOL} lists them)",
-            )
-        message = _argument(arguments, "message", required=True)
-        conversation = _argument(arguments, "conversation_id", required=False)
+            if params.name == ASK_TOOL:
+                persona_id = tool_argument(arguments, "persona", required=True)
+            persona = self._registry.persona(persona_id)
+            if persona is None:
+                raise ToolInputError(await self._no_persona(ctx, persona_id))
+            message = tool_argument(arguments, "message", required=True)
+            conversation = tool_argument(arguments, "conversation_id", required=False)
+        except ToolInputError as error:
+            return text_result(str(error), error=True)
         return await self._ask(ctx, persona, message, conversation)
+
+    async def _no_persona(self, ctx: ServerRequestContext[Any, Any], persona_id: str) -> str:
+        """No persona of this id: the personas the caller may call (as its tool list has
+        them, never the others)."""
+        known = ", ".join(p.id for p in (await self._visible(ctx))[:20]) or "none"
+        return f"No persona '{persona_id[:80]}' here (personas: {known}; {LIST_TOOL} lists them)"
 
     async def _ask(
         self,
@@ -331,10 +406,10 @@ class McpPersonas:
         if refused is None:
             refused = self._admission.may_start(persona, inner)
         if refused is not None:
-            return _text_result(refused.message, error=True)
+            return text_result(refused.message, error=True)
         origin = _call_context(inner)
-        progress = _wants_progress(ctx)
-        pieces: list[str] = []
+        progress = wants_progress(ctx)
+        answer = SoFar(panel=persona.panel is not None)
         start: LocalStart | None = None
         end = LocalEnd("", "failed", "The persona did not answer")
         events = self._calls.stream(
@@ -351,15 +426,17 @@ class McpPersonas:
                     if isinstance(event, LocalStart):
                         start = event
                     elif isinstance(event, LocalText):
-                        pieces.append(event.text)
+                        answer.add(event)
                         if progress:
-                            await _report(ctx, pieces)
+                            await report(ctx, answer)
                     else:
                         end = event
         except A2AError as error:
-            return _text_result(f"{persona.id}: {error.message}", error=True)
-        text = "".join(pieces) if end.ok and pieces else end.text or "".join(pieces)
-        return _answer(persona.id, start, end, text)
+            return text_result(f"{persona.id}: {error.message}", error=True)
+        # The final message is the answer as every door gives it (a panel's: each
+        # member's turn under its name); the pieces, when it has no text.
+        text = end.text or "".join(answer.pieces)
+        return answer_result(persona.id, start, end, text)
 
     # -- resources ---------------------------------------------------------
 
@@ -367,7 +444,7 @@ class McpPersonas:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         personas = await self._visible(ctx)
-        offset = _offset(params)
+        offset = page_offset(params)
         resources = []
         for persona in personas[offset : offset + PAGE]:
             app = self._registry.get(persona.id)
@@ -404,24 +481,6 @@ class McpPersonas:
         return types.ReadResourceResult(contents=[contents])
 
 
-def _argument(arguments: dict[str, Any], name: str, *, required: bool) -> str:
-    value = arguments.get(name)
-    if value is None and not required:
-        return ""
-    if not isinstance(value, str) or (required and not value.strip()):
-        raise MCPError(types.INVALID_PARAMS, f"'{name}' must be a non-empty string")
-    return value
-
-
-def _offset(params: types.PaginatedRequestParams | None) -> int:
-    cursor = params.cursor if params is not None else None
-    if not cursor:
-        return 0
-    if not cursor.isdigit():
-        raise MCPError(types.INVALID_PARAMS, f"Unknown cursor '{cursor[:40]}'")
-    return int(cursor)
-
-
 def _call_context(inner: dict[str, Any]) -> ServerCallContext:
     """The A2A call context of the admitted caller: it owns the task, its principal is the
     one the forwarding handler authorizes."""
@@ -433,45 +492,7 @@ def _call_context(inner: dict[str, Any]) -> ServerCallContext:
     return ServerCallContext(user=UnauthenticatedUser(), state=state)
 
 
-def _wants_progress(ctx: ServerRequestContext[Any, Any]) -> bool:
-    meta: Any = ctx.meta
-    if not isinstance(meta, dict):
-        return False
-    return meta.get("progress_token", meta.get("progressToken")) is not None
-
-
-async def _report(ctx: ServerRequestContext[Any, Any], pieces: list[str]) -> None:
-    """The answer so far (its end), and its length in characters as the progress."""
-    text = "".join(pieces)
-    shown = text if len(text) <= PROGRESS_TAIL else "…" + text[-PROGRESS_TAIL:]
-    await ctx.session.report_progress(float(len(text)), None, shown)
-
-
-def _text_result(text: str, *, error: bool = False) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=error)
-
-
-def _answer(
-    persona_id: str, start: LocalStart | None, end: LocalEnd, text: str
-) -> types.CallToolResult:
-    """The persona's answer, with the conversation to continue (structured, in ``_meta``,
-    and as a last line of text: a client that shows its model the text alone)."""
-    conversation = start.context_id if start is not None else ""
-    task_id = end.task_id or (start.task_id if start is not None else "")
-    facts = {
-        "persona": persona_id,
-        "conversation_id": conversation,
-        "task_id": task_id,
-        "state": end.state,
-    }
-    content: list[types.ContentBlock] = [
-        types.TextContent(type="text", text=text or f"({end.state}, no text)")
-    ]
-    if conversation:
-        content.append(types.TextContent(type="text", text=f"conversation_id: {conversation}"))
-    return types.CallToolResult(
-        content=content,
-        structured_content=facts,
-        is_error=not end.ok,
-        _meta={"conversationId": conversation, "taskId": task_id},
-    )
+def _session_id(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The handshake-era session of a request over HTTP (``None``: stdio, 2026-07-28)."""
+    request = ctx.request
+    return request.headers.get(MCP_SESSION_ID_HEADER) if isinstance(request, Request) else None

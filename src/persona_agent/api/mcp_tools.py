@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import mcp.types as types
 from a2a.types.a2a_pb2 import AgentCard
+from mcp.shared.exceptions import MCPError
 
 __all__ = [
     "ASK_TOOL",
@@ -24,14 +25,18 @@ __all__ = [
     "CARD_TEMPLATE",
     "LIST_TOOL",
     "McpToolDesign",
+    "ToolInputError",
     "ask_tools",
     "card_description",
     "card_resource",
     "card_uri",
+    "check_arguments",
     "listing",
+    "page_offset",
     "persona_of_uri",
     "persona_tool",
     "persona_tool_schema",
+    "tool_argument",
 ]
 
 McpToolDesign = Literal["auto", "persona", "ask"]
@@ -177,3 +182,51 @@ def listing(entries: Sequence[tuple[str, AgentCard]], query: str) -> str:
         if all(word in text for word in words):
             found.append({"id": persona_id, "name": card.name, "description": card.description})
     return json.dumps(found, ensure_ascii=False)
+
+
+class ToolInputError(ValueError):
+    """A tool call's arguments do not fit its input schema: told to the calling model as
+    the tool's result (``isError``), which it can read and correct (SEP-1303, 2025-11-25),
+    where a JSON-RPC error would reach its client alone."""
+
+
+def check_arguments(arguments: dict[str, Any], schema: dict[str, Any]) -> None:
+    """Arguments the tool's schema does not name are refused (``additionalProperties:
+    false``).
+
+    Raises:
+        ToolInputError: an argument the tool does not take, named with those it takes.
+    """
+    taken = schema.get("properties") or {}
+    unknown = sorted(name for name in arguments if name not in taken)
+    if unknown:
+        names = ", ".join(f"'{name[:40]}'" for name in unknown[:5])
+        raise ToolInputError(f"Unknown argument {names}: the tool takes {', '.join(taken)}")
+
+
+def tool_argument(arguments: dict[str, Any], name: str, *, required: bool) -> str:
+    """A tool call's text argument ``name`` (``""`` when left out and not ``required``).
+
+    Raises:
+        ToolInputError: it is not a string, or empty where required.
+    """
+    value = arguments.get(name)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise ToolInputError(f"'{name}' must be a {'non-empty ' if required else ''}string")
+    return value
+
+
+def page_offset(params: types.PaginatedRequestParams | None) -> int:
+    """Where a page of a list starts: its cursor (an offset), or 0.
+
+    Raises:
+        MCPError: the cursor is not one this server gave (Invalid params).
+    """
+    cursor = params.cursor if params is not None else None
+    if not cursor:
+        return 0
+    if not cursor.isdigit():
+        raise MCPError(types.INVALID_PARAMS, f"Unknown cursor '{cursor[:40]}'")
+    return int(cursor)

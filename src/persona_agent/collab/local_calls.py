@@ -70,9 +70,12 @@ class LocalStart:
 
 @dataclass(frozen=True, slots=True)
 class LocalText:
-    """A piece of the answer, as it streams."""
+    """A piece of the answer, as it streams: of the artifact ``artifact`` (its id; a
+    panel's answer has one a member's turn), named ``name`` (on its first piece)."""
 
     text: str
+    artifact: str = ""
+    name: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +159,8 @@ class LocalCalls:
                     elif isinstance(event, TaskArtifactUpdateEvent):
                         chunk = "".join(part.text for part in event.artifact.parts)
                         if chunk:
-                            yield LocalText(chunk)
+                            artifact = event.artifact
+                            yield LocalText(chunk, artifact.artifact_id, artifact.name)
                     elif isinstance(event, TaskStatusUpdateEvent):
                         state = event.status.state
                         if state in ENDED_STATE_NAMES:

@@ -82,9 +82,11 @@ class SharedMemory(TurnMemory):
         self._forget_of_owner = delete(memories_table).where(
             same_text, columns.owner == bindparam("owner")
         )
+        # Every value a parameter of the rows (``owner`` too, always empty here): the
+        # SQLite writer binds each row's own values, none from the statement.
         self._forget_in_conversation = delete(memories_table).where(
             same_text,
-            columns.owner == "",
+            columns.owner == bindparam("owner"),
             columns.conversation == bindparam("conversation"),
         )
 
@@ -294,6 +296,7 @@ class SharedMemory(TurnMemory):
                 {
                     "persona_id": item.persona_id,
                     "text": item.text,
+                    "owner": "",
                     "conversation": scope.conversation,
                 }
                 for item in items
