@@ -169,6 +169,8 @@ def build_speech(settings: Settings) -> Speech:
         default_voice=settings.default_voice,
         threads=settings.voice_threads,
         max_chars=settings.voice_max_chars,
+        max_seconds=settings.voice_max_seconds,
+        caller_chars=settings.voice_caller_chars,
     )
 
 

@@ -349,6 +349,13 @@ class Settings(BaseSettings):
     """Threads of the one speech worker (onnxruntime's): 1 keeps speech to one core."""
     voice_max_chars: int = Field(default=3000, ge=1, le=100_000)
     """Characters of one answer spoken at most; the rest is not spoken."""
+    voice_max_seconds: float = Field(default=120.0, gt=0, le=3600)
+    """Seconds of one answer spoken at most (the audio is cut there): what one answer's
+    audio may take, in the task and in memory (about 44 KB a second at 22,050 Hz)."""
+    voice_caller_chars: int = Field(default=12_000, ge=0)
+    """Characters one caller (API key, token, or client address) may have waiting to be
+    spoken, all its answers together; past it, the rest of an answer is not spoken and
+    ``voiceError`` says so (``0``: no limit)."""
     # MCP server
     mcp_server: bool = True
     """Serve the personas as MCP tools at ``/mcp`` (streamable HTTP; docs/mcp.md);
