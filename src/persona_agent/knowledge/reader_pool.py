@@ -136,7 +136,7 @@ class ReaderProcesses:
         async with self._slots:
             if self._closed:
                 raise DocumentError(f"{name}: the hub is stopping: send it again later")
-            worker = self._idle.pop() if self._idle else await self._start()
+            worker = self._idle.pop() if self._idle else await self._start(name)
             self._busy.add(worker)
             try:
                 answer = await self._ask(worker, name, data, media_type, limits)
@@ -167,16 +167,23 @@ class ReaderProcesses:
             stopped = f"its reader stopped (exit code {code})" if code is not None else str(error)
             raise DocumentError(f"{name}: the document could not be read: {stopped}") from None
 
-    async def _start(self) -> _Process:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "persona_agent.knowledge.reader_process",
-            str(self.memory_bytes),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            start_new_session=True,  # no Ctrl-C of the hub's terminal: the hub ends it
-        )
+    async def _start(self, name: str) -> _Process:
+        try:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "persona_agent.knowledge.reader_process",
+                str(self.memory_bytes),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                start_new_session=True,  # no Ctrl-C of the hub's terminal: the hub ends it
+            )
+        except OSError as error:  # no process to be had: too many, no memory
+            logger.error("A document reader could not start: %s", error)
+            raise DocumentError(
+                f"{name}: the document could not be read: its reader could not start "
+                "(see the hub's log)"
+            ) from None
         return _Process(process)
 
     def _kill(self, worker: _Process) -> None:
