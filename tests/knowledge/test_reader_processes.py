@@ -13,7 +13,13 @@ import pytest
 from persona_agent.errors import DocumentError, DocumentTooLargeError
 from persona_agent.knowledge.documents import ReadLimits, read_document
 from persona_agent.knowledge.reader_pool import ReaderProcesses
-from tests.knowledge.pdfs import nested_pdf, operator_flood_pdf, pdf_of, shared_stream_pdf
+from tests.knowledge.pdfs import (
+    nested_pdf,
+    operator_flood_pdf,
+    pdf_bomb,
+    pdf_of,
+    shared_stream_pdf,
+)
 from tests.knowledge.processes import alive, gone
 
 PDF = "application/pdf"
@@ -105,3 +111,24 @@ async def test_a_closed_pool_ends_its_processes_and_reads_no_more(
     assert not alive(pid)
     with pytest.raises(DocumentError, match="the hub is stopping"):
         await readers.read("two.pdf", pdf_of(["Two."]), PDF, ReadLimits())
+
+
+async def test_a_reader_takes_no_more_memory_than_it_may() -> None:
+    """A PDF whose stream inflates to 600 MiB, with the decoded-bytes limit set above it:
+    the reader's address space (400 MiB here) stops it, and says which setting did."""
+    readers = ReaderProcesses(1, memory_bytes=400 * 1024 * 1024)
+    try:
+        async with asyncio.timeout(SAFETY):
+            with pytest.raises(DocumentTooLargeError) as refused:
+                await readers.read(
+                    "bomb.pdf",
+                    pdf_bomb(600 * 1024 * 1024),
+                    PDF,
+                    ReadLimits(max_decoded_bytes=2 * 1024**3),
+                )
+    finally:
+        await readers.aclose()
+    assert refused.value.message == (
+        "bomb.pdf: the PDF needs more memory to read than its reader may take "
+        "(PERSONA_AGENT_DOCUMENT_WORKER_MEMORY_BYTES)"
+    )
