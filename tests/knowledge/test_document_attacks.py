@@ -112,7 +112,7 @@ async def test_canceling_the_task_ends_its_reading(hub_factory: HubFactory) -> N
         assert (readers.reading, readers.pids) == (0, [])
 
 
-async def test_an_upload_over_a_reading_limit_gets_a_413_naming_it(
+async def test_an_upload_over_a_reading_limit_gets_a_413_naming_it_and_the_hub_ends_its_readers(
     hub_factory: HubFactory,
 ) -> None:
     async with asyncio.timeout(SAFETY), hub_factory(document_max_chars=10_000) as hub:
@@ -128,6 +128,9 @@ async def test_an_upload_over_a_reading_limit_gets_a_413_naming_it(
         )
         listed = await hub.http.get("/api/v1/personas/socrates/documents")
         assert listed.json()["documents"] == []
+        idle = readers_of(hub).pids  # stopped by its own limit: kept for the next one
+        assert len(idle) == 1
+    await gone(idle)  # the hub stopped: so did its readers
 
 
 async def test_a_pdf_nested_past_any_stack_fails_its_task_saying_so(
