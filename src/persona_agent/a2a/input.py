@@ -179,9 +179,12 @@ async def read_message(message: Message, budget: DocumentBudget = DEFAULT_BUDGET
 
 
 def read_message_now(
-    message: Message, budget: DocumentBudget = DEFAULT_BUDGET, texts: Sequence[str] | None = None
+    message: Message,
+    budget: DocumentBudget = DEFAULT_BUDGET,
+    document_texts: Sequence[str] | None = None,
 ) -> MessageRead:
-    """The user's message for the model (``texts``: its documents' text, read already).
+    """The user's message for the model (``document_texts``: its documents' text, read
+    already by :func:`~persona_agent.knowledge.sent_documents.read_texts`).
 
     Text parts are the conversation; data parts are passed as JSON; file parts with inline
     bytes of a document type are read (:mod:`persona_agent.knowledge.sent_documents`), all
@@ -214,7 +217,7 @@ def read_message_now(
                 f"Part {index} ({kind or 'empty'}, {media}) is not supported: "
                 "send text, data, or inline documents"
             )
-    read = read_sent(sent, budget, texts)
+    read = read_sent(sent, budget, document_texts)
     texts = [piece if isinstance(piece, str) else read[piece].text for piece in pieces]
     text = "\n\n".join(piece for piece in texts if piece.strip())
     if not text and not images:
