@@ -26,7 +26,9 @@ from persona_agent.speech.voices import engine_installed
 if TYPE_CHECKING:
     from persona_agent.db import GroupCommitWriter
     from persona_agent.knowledge.document_store import KnowledgeStore
+    from persona_agent.knowledge.documents import ReadLimits
     from persona_agent.knowledge.library import Knowledge
+    from persona_agent.knowledge.reader_pool import DocumentReader, ReaderProcesses
     from persona_agent.llm.local.backend import LocalBackend
     from persona_agent.memory.embeddings import Embedder
     from persona_agent.memory.records import MemoryRecords
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "build_authenticator",
+    "build_document_reader",
     "build_embedder",
     "build_knowledge",
     "build_llm_backend",
@@ -44,6 +47,7 @@ __all__ = [
     "open_persona_store",
     "persona_limits",
     "prepare_llm_backend",
+    "read_limits",
     "warn_unknown_agents",
     "warn_unknown_tool_servers",
 ]
@@ -165,6 +169,8 @@ def build_speech(settings: Settings) -> Speech:
         default_voice=settings.default_voice,
         threads=settings.voice_threads,
         max_chars=settings.voice_max_chars,
+        max_seconds=settings.voice_max_seconds,
+        caller_chars=settings.voice_caller_chars,
     )
 
 
@@ -304,11 +310,36 @@ def _completion(
     return complete
 
 
+def read_limits(settings: Settings) -> ReadLimits:
+    """What reading one document may cost (the ``PERSONA_AGENT_DOCUMENT_MAX_*`` settings):
+    the same for an upload, a folder's file and a file part."""
+    from persona_agent.knowledge.documents import ReadLimits
+
+    return ReadLimits(
+        max_pages=settings.document_max_pages,
+        max_decoded_bytes=settings.document_max_decoded_bytes,
+        max_operators=settings.document_max_operators,
+        max_chars=settings.document_max_chars,
+        max_seconds=settings.document_max_seconds,
+    )
+
+
+def build_document_reader(settings: Settings) -> ReaderProcesses:
+    """The hub's document reader processes (started on the first PDF or HTML document;
+    docs/security.md#documents)."""
+    from persona_agent.knowledge.reader_pool import ReaderProcesses
+
+    return ReaderProcesses(
+        settings.document_workers, memory_bytes=settings.document_worker_memory_bytes
+    )
+
+
 def build_knowledge(
     settings: Settings,
     store: KnowledgeStore,
     llm: LLMBackend,
     embedder: Callable[[], Embedder],
+    reader: DocumentReader,
 ) -> Knowledge:
     """The personas' knowledge documents, whether memory is on or off: a persona with
     documents has them searched at each turn. The embedder is made on first need (a hub
@@ -318,7 +349,6 @@ def build_knowledge(
         ConfigError: ``openai`` embeddings without the ``openai`` LLM backend (said at
             start-up, not at the first document).
     """
-    from persona_agent.knowledge.documents import ReadLimits
     from persona_agent.knowledge.library import Knowledge, KnowledgeLimits
 
     if settings.memory_embeddings == "openai" and llm.name != "openai":
@@ -332,10 +362,10 @@ def build_knowledge(
         chunk_overlap=settings.knowledge_chunk_chars // 7,
         token_budget=settings.knowledge_token_budget,
         max_passages=settings.knowledge_max_passages,
-        read=ReadLimits(settings.document_max_pages, settings.document_max_decoded_bytes),
+        read=read_limits(settings),
     )
     shared = settings.resolved_database_url.startswith("postgresql")
-    return Knowledge(store, embedder, limits, shared=shared)
+    return Knowledge(store, embedder, limits, shared=shared, reader=reader)
 
 
 async def prepare_llm_backend(

@@ -345,6 +345,20 @@ class Settings(BaseSettings):
     document_max_decoded_bytes: int = Field(default=32 * 1024 * 1024, ge=1024 * 1024)
     """Bytes a PDF's content streams may decode to, all pages together (a "PDF bomb" is
     refused, naming its part, as soon as it passes this)."""
+    document_max_operators: int = Field(default=2_000_000, ge=10_000)
+    """Content-stream operators a PDF's reading may run, all pages together (a stream of
+    millions of operators, or one busy stream shared by every page, is stopped here)."""
+    document_max_chars: int = Field(default=2_000_000, ge=10_000)
+    """Characters of text a PDF's reading may write out, all pages together."""
+    document_max_seconds: float = Field(default=30.0, gt=0, le=3600)
+    """CPU seconds reading one PDF or HTML document may take; its reader process is also
+    killed past twice this (plus 5 s) in wall-clock time."""
+    document_workers: int = Field(default=2, ge=1, le=64)
+    """Processes that read PDF and HTML documents, each one at a time (a core at most);
+    more documents wait their turn, never the hub's other work."""
+    document_worker_memory_bytes: int = Field(default=1024 * 1024 * 1024, ge=0)
+    """Address space each document reader process may take (``0``: no cap); a document
+    that needs more is refused."""
     # Media: voice
     voice: Literal["auto", "off"] = "auto"
     """Spoken answers (docs/media.md#voice) for clients whose ``acceptedOutputModes`` name
@@ -361,6 +375,13 @@ class Settings(BaseSettings):
     """Threads of the one speech worker (onnxruntime's): 1 keeps speech to one core."""
     voice_max_chars: int = Field(default=3000, ge=1, le=100_000)
     """Characters of one answer spoken at most; the rest is not spoken."""
+    voice_max_seconds: float = Field(default=120.0, gt=0, le=3600)
+    """Seconds of one answer spoken at most (the audio is cut there): what one answer's
+    audio may take, in the task and in memory (about 44 KB a second at 22,050 Hz)."""
+    voice_caller_chars: int = Field(default=12_000, ge=0)
+    """Characters one caller (API key, token, or client address) may have waiting to be
+    spoken, all its answers together; past it, the rest of an answer is not spoken and
+    ``voiceError`` says so (``0``: no limit)."""
     # MCP server
     mcp_server: bool = True
     """Serve the personas as MCP tools at ``/mcp`` (streamable HTTP; docs/mcp.md);

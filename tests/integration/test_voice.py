@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -378,3 +379,55 @@ async def test_a_long_answer_is_spoken_up_to_the_limit(
     assert 2.0 < heard.seconds < 8.0, heard  # about 80 characters, not 900
     assert "rocks" in heard.words
     assert "ships" not in heard.words  # the third sentence: not spoken
+
+
+async def test_a_long_answer_is_spoken_up_to_its_seconds(
+    keeper: str, hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    """What one answer's audio may take, in the task and in memory, is bounded by seconds
+    as well as by characters (11 MB were stored for one spoken answer)."""
+    long = " ".join([LIGHTHOUSE] * 6)
+    async with hub_factory(voice_max_seconds=2) as hub:
+        llm.script(Reply(long))
+        client = await hub.client(keeper)
+        async with asyncio.timeout(60):
+            (response,) = [r async for r in client.send_message(asking_audio("Evening"))]
+        stored = await get_task(client, response.task.id)
+
+    assert answer_text(stored) == long  # the text is whole
+    (voice,) = voice_artifacts(stored)
+    (part,) = voice.parts
+    heard = hear(part.raw, words=False)
+    assert 1.0 < heard.seconds <= 2.0, heard
+    assert len(part.raw) <= 44 + 2 * 22_050 * 2  # a WAV header and two seconds at 22,050 Hz
+    assert VOICE_ERROR_METADATA_KEY not in stored.status.message.metadata.fields
+
+
+async def test_a_caller_past_its_characters_waiting_gets_the_rest_unspoken_said_so(
+    keeper: str, hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    short = "The lamp is lit above the rocks tonight."  # over 24 characters: alone
+    long = "Then " + " and ".join(["the ships come home across the grey water"] * 4) + "."
+    assert len(long) > 100
+    async with hub_factory(voice_caller_chars=100) as hub:
+        llm.script(Reply(f"{short} {long}"))
+        client = await hub.client(keeper)
+        async with asyncio.timeout(60):
+            (response,) = [r async for r in client.send_message(asking_audio("Evening"))]
+        speech = speech_of(hub)
+        assert speech.held("ip:127.0.0.1") == 0  # what was counted is given back
+
+    task = response.task
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert answer_text(task) == f"{short} {long}"
+    (voice,) = voice_artifacts(task)
+    assert hear(voice.parts[0].raw, words=False).seconds < 3.0  # the first sentence only
+    said = task.status.message.metadata.fields[VOICE_ERROR_METADATA_KEY].string_value
+    # 40 (the first sentence) while it waits to be spoken, 0 once it was: either way, the
+    # long one alone is more than the caller may have waiting.
+    assert re.fullmatch(
+        r"This caller has (40|0) characters of answers waiting to be spoken, the most it may "
+        r"have is 100 \(PERSONA_AGENT_VOICE_CALLER_CHARS\): the rest of this answer is not "
+        r"spoken",
+        said,
+    ), said

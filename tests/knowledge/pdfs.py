@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["encrypted_pdf_of", "pdf_bomb", "pdf_of"]
+__all__ = [
+    "encrypted_pdf_of",
+    "nested_pdf",
+    "operator_flood_pdf",
+    "pdf_bomb",
+    "pdf_of",
+    "shared_stream_pdf",
+]
 
 
 def _escape(text: str) -> str:
@@ -72,6 +79,65 @@ def pdf_bomb(decoded_bytes: int = 100 * 1024 * 1024) -> bytes:
         + b" /Filter /FlateDecode >>\nstream\n"
         + stream
         + b"\nendstream",
+    ]
+    return pdf_file(objects)
+
+
+_HELVETICA = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
+_PAGE = (
+    b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
+    b"/Resources << /Font << /F1 3 0 R >> >> >>"
+)
+
+
+def _stream(data: bytes) -> bytes:
+    return b"<< /Length " + str(len(data)).encode() + b" >>\nstream\n" + data + b"\nendstream"
+
+
+def shared_stream_pdf(pages: int = 500, stream_bytes: int = 60_000) -> bytes:
+    """Issue 46's slow PDF: ``pages`` pages that all draw one content stream of about
+    ``stream_bytes`` of short text shows (each page's text is some 11,000 characters and
+    6,000 operators): some 60 KB on the wire, minutes of CPU to read whole."""
+    shows = bytearray()
+    number = 0
+    while len(shows) < stream_bytes:
+        shows += f"BT /F1 11 Tf {number % 500} {number % 700} Td (word{number}) Tj ET\n".encode()
+        number += 1
+    kids = " ".join(f"{5 + i} 0 R" for i in range(pages))
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        f"<< /Type /Pages /Kids [{kids}] /Count {pages} >>".encode(),
+        _HELVETICA,
+        _stream(bytes(shows)),
+        *([_PAGE % 4] * pages),
+    ]
+    return pdf_file(objects)
+
+
+def operator_flood_pdf(stream_bytes: int = 600_000) -> bytes:
+    """One page whose content stream is a line of text, then ``stream_bytes`` of
+    operators that draw nothing (``cm``, 15 bytes each)."""
+    flood = b"BT /F1 11 Tf 50 740 Td (Flood) Tj ET\n" + b"1 0 0 1 0 0 cm\n" * (stream_bytes // 15)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+        _HELVETICA,
+        _PAGE % 5,
+        _stream(flood),
+    ]
+    return pdf_file(objects)
+
+
+def nested_pdf(depth: int = 200_000) -> bytes:
+    """One page whose content stream shows text in ``depth`` nested arrays: 400 KB that
+    recurse past any reader's stack."""
+    nested = b"BT /F1 11 Tf " + b"[" * depth + b"]" * depth + b" TJ ET"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+        _HELVETICA,
+        _PAGE % 5,
+        _stream(nested),
     ]
     return pdf_file(objects)
 

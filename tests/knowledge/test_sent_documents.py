@@ -262,7 +262,7 @@ async def test_an_uploaded_pdf_bomb_is_refused_by_the_same_limit(hub_factory: Hu
             headers={"X-Requested-With": "tests"},
             files={"file": ("bomb.pdf", pdf_bomb(8 * 1024 * 1024))},
         )
-        assert response.status_code == 422, response.text
+        assert response.status_code == 413, response.text
         assert response.json()["detail"] == (
             "bomb.pdf: the PDF's content decodes to more than 2,097,152 bytes "
             "(PERSONA_AGENT_DOCUMENT_MAX_DECODED_BYTES)"

@@ -19,7 +19,11 @@ from a2a.types.a2a_pb2 import (
 )
 from google.protobuf.struct_pb2 import Value
 
-from persona_agent.a2a.context_keys import CONVERSATION_MODE_STATE_KEY, PARTS_METADATA_KEY
+from persona_agent.a2a.context_keys import (
+    CALLER_KEY,
+    CONVERSATION_MODE_STATE_KEY,
+    PARTS_METADATA_KEY,
+)
 from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload, memory_payload
 from persona_agent.a2a.image_parts import NO_INTAKE, ImageIntake
 from persona_agent.a2a.input import DEFAULT_BUDGET, InputError
@@ -166,7 +170,10 @@ class PersonaAgentExecutor(TaskExecutor):
         voice = speech.voice(persona.voice)
         if voice is None:
             return speech.missing(persona.voice)
-        return SpokenAnswer(speech, voice, turn.updater, whole=turn.whole)
+        # Whose turn its sentences wait for: the caller the request was admitted as.
+        state = getattr(turn.origin, "state", None) or {}
+        caller = str(state.get(CALLER_KEY) or turn.owner)
+        return SpokenAnswer(speech, voice, turn.updater, whole=turn.whole, caller=caller)
 
     async def _check_conversation_op(self, turn: TaskTurn) -> None:
         """What the conversation extension asks is what this conversation can do."""

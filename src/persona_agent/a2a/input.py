@@ -19,6 +19,7 @@ from persona_agent.knowledge.sent_documents import (
     SentDocument,
     document_name,
     read_sent,
+    read_texts,
 )
 from persona_agent.knowledge.turn import AttachedFile
 from persona_agent.media.images import IMAGE_TYPES
@@ -156,24 +157,34 @@ class MessageRead:
 
 
 async def read_message(message: Message, budget: DocumentBudget = DEFAULT_BUDGET) -> MessageRead:
-    """The user's message for the model (:func:`read_message_now`): in a worker thread when
-    it has a document or is over :data:`INLINE_MESSAGE_BYTES`.
+    """The user's message for the model (:func:`read_message_now`): its documents read
+    first by the budget's reader (the hub's reader processes: no thread is held while a
+    PDF is read), the rest in a worker thread when it has documents or is over
+    :data:`INLINE_MESSAGE_BYTES`.
 
     Raises:
         InputError: as :func:`read_message_now`.
-        DocumentError: a document cannot be read (its part named).
+        DocumentError: a document cannot be read, or is over a limit (its part named).
     """
-    documents = any(
-        part.WhichOneof("content") == "raw" and part.media_type not in IMAGE_TYPES
-        for part in message.parts
-    )
-    if not documents and message.ByteSize() <= INLINE_MESSAGE_BYTES:
+    sent = [
+        SentDocument(index, document_name(part.filename, index), part.media_type, part.raw)
+        for index, part in enumerate(message.parts)
+        if part.WhichOneof("content") == "raw"
+        and part.media_type in (*READABLE_FILE_TYPES, *DOCUMENT_FILE_TYPES)
+    ]
+    if not sent and message.ByteSize() <= INLINE_MESSAGE_BYTES:
         return read_message_now(message, budget)
-    return await asyncio.to_thread(read_message_now, message, budget)
+    texts = await read_texts(sent, budget)
+    return await asyncio.to_thread(read_message_now, message, budget, texts)
 
 
-def read_message_now(message: Message, budget: DocumentBudget = DEFAULT_BUDGET) -> MessageRead:
-    """The user's message for the model.
+def read_message_now(
+    message: Message,
+    budget: DocumentBudget = DEFAULT_BUDGET,
+    document_texts: Sequence[str] | None = None,
+) -> MessageRead:
+    """The user's message for the model (``document_texts``: its documents' text, read
+    already by :func:`~persona_agent.knowledge.sent_documents.read_texts`).
 
     Text parts are the conversation; data parts are passed as JSON; file parts with inline
     bytes of a document type are read (:mod:`persona_agent.knowledge.sent_documents`), all
@@ -206,7 +217,7 @@ def read_message_now(message: Message, budget: DocumentBudget = DEFAULT_BUDGET) 
                 f"Part {index} ({kind or 'empty'}, {media}) is not supported: "
                 "send text, data, or inline documents"
             )
-    read = read_sent(sent, budget)
+    read = read_sent(sent, budget, document_texts)
     texts = [piece if isinstance(piece, str) else read[piece].text for piece in pieces]
     text = "\n\n".join(piece for piece in texts if piece.strip())
     if not text and not images:

@@ -43,15 +43,28 @@ class SpokenAnswer:
     Streaming (``whole`` false): each sentence spoken is a chunk of the ``voice`` artifact,
     one part each (a complete WAV file, ``voice-<n>.wav``), ``append`` after the first,
     ``last_chunk`` on the last. Blocking: one chunk, one WAV of the whole answer, its
-    sentences apart by :data:`PAUSE_SECONDS`. At most the speech's ``max_chars`` are
-    spoken. A voice that fails ends the speaking, not the task: :meth:`finish` says why.
+    sentences apart by :data:`PAUSE_SECONDS`. At most the speech's ``max_chars`` and
+    ``max_seconds`` are spoken (the audio is cut there). ``caller``: whose turn its
+    sentences wait for in the speech's fair queue, and whose ``caller_chars`` they count
+    against while they wait (past it, the rest is not spoken, and :meth:`finish` says
+    so). A voice that fails ends the speaking, not the task: :meth:`finish` says why.
     """
 
-    def __init__(self, speech: Speech, voice: Voice, updater: TaskUpdater, *, whole: bool) -> None:
+    def __init__(
+        self, speech: Speech, voice: Voice, updater: TaskUpdater, *, whole: bool, caller: str = ""
+    ) -> None:
         self._speech, self._voice, self._updater, self._whole = speech, voice, updater, whole
+        self._caller = caller
         self._splitter = SentenceSplitter()
         self._queue: asyncio.Queue[str | None] = asyncio.Queue()
         self._chars = 0
+        self._held = 0
+        """Characters put to be spoken, not spoken yet (counted in the caller's)."""
+        self._seconds = 0.0
+        self._stopped = False
+        """The answer's seconds are all spoken: the speaking ends at once."""
+        self._refused = False
+        """The caller's characters are all counted: no more sentences are taken."""
         self._worker: asyncio.Task[None] | None = None
         self._artifact_id = str(uuid.uuid4())
         self._parts = 0
@@ -80,14 +93,30 @@ class SpokenAnswer:
         """Stop speaking (the task is canceled or failed): what waits is never spoken."""
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()
+        self._release(self._held)  # the worker may be canceled before it ever ran
+
+    def _release(self, chars: int) -> None:
+        chars = min(chars, self._held)
+        self._held -= chars
+        self._speech.release(self._caller, chars)
 
     def _put(self, sentence: str) -> None:
         text = speakable(sentence)
         room = self._speech.max_chars - self._chars
-        if not text or room <= 0:
+        if not text or room <= 0 or self._stopped or self._refused:
             return
         if len(text) > room:
             text = text[:room].rsplit(" ", 1)[0] or text[:room]
+        if not self._speech.hold(self._caller, len(text)):
+            self._refused = True  # a later, shorter sentence is not spoken either
+            limit = self._speech.caller_chars
+            self._error = (
+                f"This caller has {self._speech.held(self._caller):,} characters of answers "
+                f"waiting to be spoken, the most it may have is {limit:,} "
+                "(PERSONA_AGENT_VOICE_CALLER_CHARS): the rest of this answer is not spoken"
+            )
+            return
+        self._held += len(text)
         self._chars += len(text)
         if self._worker is None:
             self._worker = asyncio.create_task(self._speak_all(), name="speak-answer")
@@ -97,8 +126,16 @@ class SpokenAnswer:
         text: object = await self._queue.get()
         try:
             while isinstance(text, str):
-                spoken = await self._speech.speak(text, self._voice)
-                following: object = self._queue.get_nowait() if self._queue.qsize() else _UNKNOWN
+                spoken = await self._speech.speak(text, self._voice, self._caller)
+                self._release(len(text))
+                spoken = self._within_seconds(spoken)
+                following: object = (
+                    None
+                    if self._stopped
+                    else self._queue.get_nowait()
+                    if self._queue.qsize()
+                    else _UNKNOWN
+                )
                 await self._out(spoken, last=following is None)
                 text = await self._queue.get() if following is _UNKNOWN else following
         except SpeechError as error:
@@ -106,11 +143,23 @@ class SpokenAnswer:
         except Exception:
             logger.exception("Speaking task %s's answer failed", self._updater.task_id)
             self._error = "Internal error while speaking the answer (see the hub's log)"
+        finally:
+            self._release(self._held)  # what was put and will not be spoken
         if self._whole and self._pcm:
             await self._chunk(wav_bytes(b"".join(self._pcm), self._rate), last=True)
         elif not self._whole and self._parts and not self._ended:  # close the artifact
             rate = self._rate or 22050
             await self._chunk(wav_bytes(silence(PAUSE_SECONDS, rate), rate), last=True)
+
+    def _within_seconds(self, spoken: Spoken) -> Spoken:
+        """``spoken``, cut where the answer reaches the speech's ``max_seconds`` (and the
+        speaking stopped there)."""
+        room = self._speech.max_seconds - self._seconds
+        if spoken.seconds >= room:
+            self._stopped = True
+            spoken = Spoken(spoken.pcm[: 2 * max(0, int(room * spoken.rate))], spoken.rate)
+        self._seconds += spoken.seconds
+        return spoken
 
     async def _out(self, spoken: Spoken, *, last: bool) -> None:
         self._rate = spoken.rate

@@ -91,7 +91,7 @@ def create_app(settings: Settings) -> HubApp:
     knowledge = build_knowledge_part(settings, storage, model)
     engine = build_engine(settings, model, storage, collaboration, metrics, knowledge)
     protection = build_protection(settings)
-    a2a = build_a2a(settings, engine, storage, collaboration, protection, metrics)
+    a2a = build_a2a(settings, engine, storage, collaboration, protection, metrics, knowledge.reader)
     grpc = build_grpc(settings, a2a)
     drop_idle_tracing()  # the SDK's server parts are loaded: no no-op span a call
     replica = storage.cluster.replica if storage.cluster is not None else None

@@ -41,6 +41,7 @@ from persona_agent.observe.pricing import load_prices
 from persona_agent.observe.tracing import start_tracing
 from persona_agent.parts import (
     build_authenticator,
+    build_document_reader,
     build_embedder,
     build_knowledge,
     build_llm_backend,
@@ -399,8 +400,11 @@ def image_limits(settings: Settings) -> ImageLimits:
 
 
 def build_knowledge_part(settings: Settings, storage: Storage, model: ModelBackend) -> Knowledge:
-    """The personas' knowledge documents, on whether memory is on or off."""
-    return build_knowledge(settings, storage.documents, model.llm, model.embedder)
+    """The personas' knowledge documents, on whether memory is on or off; read by the hub's
+    document reader processes (:attr:`Knowledge.reader`, closed with the A2A parts: message
+    documents are read by them too)."""
+    reader = build_document_reader(settings)
+    return build_knowledge(settings, storage.documents, model.llm, model.embedder, reader)
 
 
 @dataclass

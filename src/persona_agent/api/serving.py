@@ -33,9 +33,9 @@ from persona_agent.collab.local_calls import LocalCalls
 from persona_agent.collab.panel_executor import PanelExecutor
 from persona_agent.collab.panel_prompts import warn_panel_problems
 from persona_agent.errors import ConfigError
-from persona_agent.knowledge.documents import ReadLimits
 from persona_agent.knowledge.folders import DocumentFolders
 from persona_agent.knowledge.library import Knowledge
+from persona_agent.knowledge.reader_pool import READ_IN_THREAD, DocumentReader
 from persona_agent.knowledge.sent_documents import DocumentBudget
 from persona_agent.llm.base import LLMBackend
 from persona_agent.media.vision import Vision
@@ -44,6 +44,7 @@ from persona_agent.observe.metrics import HubMetrics
 from persona_agent.parts import (
     build_speech,
     prepare_llm_backend,
+    read_limits,
     warn_unknown_agents,
     warn_unknown_tool_servers,
 )
@@ -92,6 +93,7 @@ class A2AParts:
             await self._join(stack)
             stack.push_async_callback(self.memory.aclose)  # its background work, once idle
             stack.push_async_callback(self.services.speech.aclose)  # after the tasks
+            stack.push_async_callback(self.services.documents.reader.aclose)  # after them too
             stack.push_async_callback(self.registry.aclose)
             yield
 
@@ -117,9 +119,12 @@ def build_a2a(
     collaboration: Collaboration,
     protection: Protection,
     metrics: HubMetrics,
+    reader: DocumentReader = READ_IN_THREAD,
 ) -> A2AParts:
     """The registry and its services; the consultations of other personas become the
-    first of the engine's tool sources (before MCP: it takes every other name)."""
+    first of the engine's tool sources (before MCP: it takes every other name).
+    ``reader``: who reads the documents of messages (the hub's reader processes, closed
+    here once the tasks are)."""
     cluster = storage.cluster
     push = (
         build_push(
@@ -134,7 +139,7 @@ def build_a2a(
         else None
     )
     services = _services(
-        settings, storage, protection, push, metrics, engine.images.vision, engine.llm
+        settings, storage, protection, push, metrics, engine.images.vision, engine.llm, reader
     )
 
     def panel_executor(persona: Persona) -> PanelExecutor:
@@ -180,6 +185,7 @@ def _services(
     metrics: HubMetrics,
     vision: Vision,
     llm: LLMBackend,
+    reader: DocumentReader,
 ) -> HubServices:
     cluster = storage.cluster
     return HubServices(
@@ -204,12 +210,14 @@ def _services(
         images=ImageIntake(
             image_limits(settings), PushUrlGuard(settings.image_url_allowed_host_list)
         ),
-        documents=document_budget(settings, llm),
+        documents=document_budget(settings, llm, reader),
         speech=build_speech(settings),
     )
 
 
-def document_budget(settings: Settings, llm: LLMBackend) -> DocumentBudget:
+def document_budget(
+    settings: Settings, llm: LLMBackend, reader: DocumentReader = READ_IN_THREAD
+) -> DocumentBudget:
     """The tokens a message's documents show the model: ``document_tokens``, and, for a
     backend that says what a prompt may take (the embedded model: its context less its
     answer), no more than a quarter of that in tokens of 4 characters: digits and
@@ -218,8 +226,7 @@ def document_budget(settings: Settings, llm: LLMBackend) -> DocumentBudget:
     tokens = settings.document_tokens
     if llm.prompt_tokens is not None:
         tokens = min(tokens, llm.prompt_tokens // 4)
-    limits = ReadLimits(settings.document_max_pages, settings.document_max_decoded_bytes)
-    return DocumentBudget(tokens, limits)
+    return DocumentBudget(tokens, read_limits(settings), reader)
 
 
 async def _import_personas(directory: Path, store: SqlPersonaStore, listener: Listener) -> None:

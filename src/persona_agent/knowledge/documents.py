@@ -1,26 +1,23 @@
 """A document's text: plain text, Markdown, CSV, JSON, YAML, XML, HTML or PDF read into
 pages of text.
 
-Reading is CPU work on untrusted bytes: callers run :func:`read_document` in a worker
-thread. A PDF is read within :class:`ReadLimits` (pages, bytes its streams decode to: a
-"PDF bomb" of a small stream that inflates to gigabytes is refused, not inflated). Every
-failure is a :class:`~persona_agent.errors.DocumentError` naming the file and the reason,
-raised before anything is stored.
+Reading is CPU work on untrusted bytes: the hub reads documents in processes of their own
+(:mod:`persona_agent.knowledge.reader_pool`). A PDF is read within :class:`ReadLimits`
+(pages, bytes its streams decode to, operators, characters, CPU seconds:
+:mod:`persona_agent.knowledge.pdf_text`): a "PDF bomb" of a small stream that inflates to
+gigabytes is refused, not inflated. Every failure is a
+:class:`~persona_agent.errors.DocumentError` naming the file and the reason, raised before
+anything is stored.
 """
 
 from __future__ import annotations
 
-import io
-import logging
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import PurePath
-from typing import Any
 
 from persona_agent.errors import DocumentError, UnsupportedDocumentError
+from persona_agent.knowledge.pdf_text import DEFAULT_LIMITS, ReadLimits, pdf_pages
 
 __all__ = ["DEFAULT_LIMITS", "DOCUMENT_TYPES", "ReadLimits", "document_type", "read_document"]
 
@@ -47,18 +44,6 @@ _MEDIA_ALIASES = {
     "application/x-yaml": "application/yaml",
     "text/yaml": "application/yaml",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class ReadLimits:
-    """What reading one PDF may cost: its pages, and the bytes its content streams decode
-    to, all pages together (each stream is also stopped at that size while it inflates)."""
-
-    max_pages: int = 500
-    max_decoded_bytes: int = 32 * 1024 * 1024
-
-
-DEFAULT_LIMITS = ReadLimits()
 
 
 def document_type(name: str, media_type: str | None = None) -> str:
@@ -93,7 +78,7 @@ def read_document(
             encrypted one), they hold no text, or a PDF is over ``limits``.
     """
     if media_type == "application/pdf":
-        pages = _pdf_pages(name, data, limits)
+        pages = pdf_pages(name, data, limits)
     else:
         try:
             text = data.decode("utf-8-sig")
@@ -105,66 +90,6 @@ def read_document(
     if not any(text.strip() for _, text in pages):
         raise DocumentError(f"{name}: the document has no text to read")
     return pages
-
-
-def _pdf_pages(name: str, data: bytes, limits: ReadLimits) -> list[tuple[int | None, str]]:
-    """Each page's text, by pypdf (imported here: only a hub given a PDF loads it)."""
-    from pypdf import PdfReader
-    from pypdf.errors import LimitReachedError, PyPdfError
-
-    # pypdf logs each repair it makes of a damaged file at WARNING: a caller's file is
-    # not the hub's problem, and the outcome is told to the caller.
-    logging.getLogger("pypdf").setLevel(logging.ERROR)
-    too_big = (
-        f"{name}: the PDF's content decodes to more than {limits.max_decoded_bytes:,} bytes "
-        "(PERSONA_AGENT_DOCUMENT_MAX_DECODED_BYTES)"
-    )
-    try:
-        with _pdf_limits(limits.max_decoded_bytes):
-            reader = PdfReader(io.BytesIO(data), strict=False)
-            if reader.is_encrypted:
-                raise DocumentError(f"{name}: the PDF is encrypted: send it without a password")
-            count = len(reader.pages)
-            if count > limits.max_pages:
-                raise DocumentError(
-                    f"{name}: {count:,} pages, over the limit of {limits.max_pages:,} "
-                    "(PERSONA_AGENT_DOCUMENT_MAX_PAGES)"
-                )
-            pages: list[tuple[int | None, str]] = []
-            decoded = 0
-            for number, page in enumerate(reader.pages, 1):
-                contents = page.get_contents()  # decoded once: extract_text reuses it
-                decoded += len(contents.get_data()) if contents is not None else 0
-                if decoded > limits.max_decoded_bytes:
-                    raise DocumentError(too_big)
-                pages.append((number, page.extract_text() or ""))
-            return pages
-    except DocumentError:
-        raise
-    except LimitReachedError:
-        raise DocumentError(too_big) from None
-    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError) as error:
-        # pypdf raises more than its own errors on a damaged file.
-        raise DocumentError(f"{name}: not a readable PDF ({type(error).__name__})") from None
-
-
-@contextmanager
-def _pdf_limits(decoded_bytes: int) -> Iterator[Any]:
-    """pypdf's own decompression limits, lowered to ``decoded_bytes`` for this thread's
-    reading (a context variable: other readings keep theirs; ``apply_configuration`` is
-    pypdf 7's, the version pyproject.toml asks for)."""
-    import pypdf
-
-    with pypdf.apply_configuration(
-        zlib_maximum_output_length=decoded_bytes,
-        lzw_maximum_output_length=decoded_bytes,
-        run_length_maximum_output_length=decoded_bytes,
-        brotli_maximum_output_length=decoded_bytes,
-        array_based_stream_maximum_output_length=decoded_bytes,
-        maximum_declared_stream_length=decoded_bytes,
-        image_maximum_buffer_size=decoded_bytes,
-    ) as configuration:
-        yield configuration
 
 
 _BLOCKS = frozenset(

@@ -24,8 +24,8 @@ from persona_agent.knowledge.documents import (
     DEFAULT_LIMITS,
     ReadLimits,
     document_type,
-    read_document,
 )
+from persona_agent.knowledge.reader_pool import READ_IN_THREAD, DocumentReader
 from persona_agent.knowledge.turn import AttachedFile, Passage, TurnKnowledge
 
 if TYPE_CHECKING:
@@ -91,9 +91,13 @@ class Knowledge(TurnKnowledge):
         limits: KnowledgeLimits | None = None,
         *,
         shared: bool = False,
+        reader: DocumentReader = READ_IN_THREAD,
     ) -> None:
+        """``reader``: who reads a file's text (the hub: its reader processes, which it
+        closes itself)."""
         self.store = store
         self.shared = shared
+        self.reader = reader
         self._with_documents: set[str] | None = None
         """Personas that may have documents (not ``shared``): read on first need."""
         self.limits = limits if limits is not None else KnowledgeLimits()
@@ -249,8 +253,9 @@ class Knowledge(TurnKnowledge):
                 "(PERSONA_AGENT_KNOWLEDGE_MAX_BYTES)"
             )
 
+        pages = await self.reader.read(name, data, kind, limits.read)
+
         def cut() -> list[tuple[int, int | None, str]]:
-            pages = read_document(name, data, kind, limits.read)
             chunks = chunk_pages(
                 name,
                 pages,
@@ -260,7 +265,7 @@ class Knowledge(TurnKnowledge):
             )
             return [(chunk.position, chunk.page, chunk.text) for chunk in chunks]
 
-        chunks = await asyncio.to_thread(cut)
+        chunks = await asyncio.to_thread(cut)  # linear in the text: off the loop
         embedder = self.embedder
         vectors = await embedder.embed([text for _, _, text in chunks])
         passages = [

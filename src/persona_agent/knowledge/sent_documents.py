@@ -8,7 +8,9 @@ line's or word's end, and a note after it says how much was shown; such a docume
 also kept as the conversation's knowledge document, so that its passages are looked up in
 the turns that ask about them (:mod:`persona_agent.knowledge.library`).
 
-Reading is CPU work on untrusted bytes: :func:`read_sent` runs in a worker thread.
+Reading is CPU work on untrusted bytes: :func:`read_texts` reads the documents by the
+budget's reader (the hub's reader processes: :mod:`persona_agent.knowledge.reader_pool`),
+one after the other, and :func:`read_sent` shares the budget among their texts.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 from persona_agent.errors import DocumentError
 from persona_agent.knowledge.documents import DEFAULT_LIMITS, ReadLimits, read_document
+from persona_agent.knowledge.reader_pool import READ_IN_THREAD, DocumentReader
 from persona_agent.knowledge.turn import AttachedFile
 
 __all__ = [
@@ -29,6 +32,7 @@ __all__ = [
     "estimate_tokens",
     "fair_shares",
     "read_sent",
+    "read_texts",
 ]
 
 
@@ -67,10 +71,12 @@ class SentDocument:
 @dataclass(frozen=True, slots=True)
 class DocumentBudget:
     """The tokens (characters / 4) of documents one message may show the model, all its
-    documents together, and what reading one may cost."""
+    documents together, what reading one may cost, and who reads them (the hub: its reader
+    processes)."""
 
     tokens: int = 8000
     limits: ReadLimits = DEFAULT_LIMITS
+    reader: DocumentReader = READ_IN_THREAD
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,14 +112,39 @@ class ReadDocument:
         return AttachedFile(sent.name, sent.media_type, sent.data)
 
 
-def read_sent(documents: Sequence[SentDocument], budget: DocumentBudget) -> list[ReadDocument]:
-    """Each document read and shown within ``budget`` (see the module), in their order.
+async def read_texts(documents: Sequence[SentDocument], budget: DocumentBudget) -> list[str]:
+    """Each document's text, read by ``budget.reader`` one after the other (a message's
+    documents take one reader at a time; a canceled task's reading stops).
+
+    Raises:
+        DocumentError: a document cannot be read, or is over a limit (its part named).
+    """
+    texts: list[str] = []
+    for document in documents:
+        try:
+            pages = await budget.reader.read(
+                document.label, document.data, document.media_type, budget.limits
+            )
+        except DocumentError as error:
+            raise DocumentError(error.message) from None
+        texts.append(_joined(pages))
+    return texts
+
+
+def read_sent(
+    documents: Sequence[SentDocument],
+    budget: DocumentBudget,
+    texts: Sequence[str] | None = None,
+) -> list[ReadDocument]:
+    """Each document shown within ``budget`` (see the module), in their order: ``texts``,
+    as :func:`read_texts` read them, or read here (in this thread) when not given.
 
     Raises:
         DocumentError: a document cannot be read (its part named: ``Part 1 (report.pdf):
             the PDF is encrypted: ...``).
     """
-    texts = [_text_of(document, budget.limits) for document in documents]
+    if texts is None:
+        texts = [_text_of(document, budget.limits) for document in documents]
     sizes = [estimate_tokens(text) for text in texts]
     shares = fair_shares(sizes, budget.tokens)
     read: list[ReadDocument] = []
@@ -133,6 +164,10 @@ def _text_of(document: SentDocument, limits: ReadLimits) -> str:
         pages = read_document(document.label, document.data, document.media_type, limits)
     except DocumentError as error:
         raise DocumentError(error.message) from None
+    return _joined(pages)
+
+
+def _joined(pages: Sequence[tuple[int | None, str]]) -> str:
     return "\n\n".join(text.strip() for _, text in pages if text.strip())
 
 

@@ -1,12 +1,18 @@
 """Text spoken by a Piper voice in ONE worker thread, for the whole hub: each voice loaded
 there on first use (and kept, a few at most), each sentence synthesized there in turn, so
 that speech takes one core of the machine at most and the event loop never waits for it.
+
+The sentences wait in a fair queue (:class:`~persona_agent.speech.fair_queue.FairQueue`):
+callers are served in turn, one sentence each, so that a caller's answers wait behind its
+own and not behind everyone's; each caller may have at most ``caller_chars`` characters
+waiting to be spoken (:meth:`Speech.hold`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
@@ -16,6 +22,7 @@ from typing import Any, TypeVar
 
 from persona_agent.errors import PersonaAgentError
 from persona_agent.personas.sections import VoiceSettings
+from persona_agent.speech.fair_queue import FairQueue
 from persona_agent.speech.voices import BUNDLED_VOICE, VoiceFiles, VoiceLibrary
 
 __all__ = ["NO_SPEECH", "Speech", "SpeechError", "Spoken", "Voice"]
@@ -50,13 +57,24 @@ class Spoken:
         return len(self.pcm) / 2 / self.rate
 
 
+@dataclass(eq=False, slots=True)
+class _Job:
+    """A sentence waiting to be spoken, and where its speech goes."""
+
+    text: str
+    voice: Voice
+    result: asyncio.Future[Spoken]
+
+
 class Speech:
     """The hub's speech: which voice a persona speaks with, and speaking.
 
     ``library`` ``None``: speech is off (no persona speaks). ``default_voice``: the voice
     of a persona that names none; ``threads``: onnxruntime's threads for the one worker
     (1: one core); ``max_voices``: voices kept loaded (the least recently used goes);
-    ``max_chars``: characters of one answer spoken at most (the rest is not).
+    ``max_chars``, ``max_seconds``: characters and seconds of one answer spoken at most
+    (the rest is not); ``caller_chars``: characters one caller may have waiting to be
+    spoken, all its answers together (0: no limit).
     """
 
     def __init__(
@@ -67,12 +85,19 @@ class Speech:
         threads: int = 1,
         max_voices: int = 2,
         max_chars: int = 3000,
+        max_seconds: float = 120.0,
+        caller_chars: int = 12_000,
     ) -> None:
         self.library = library
         self.default_voice = default_voice
         self.threads = threads
         self.max_voices = max_voices
         self.max_chars = max_chars
+        self.max_seconds = max_seconds
+        self.caller_chars = caller_chars
+        self._queue: FairQueue[_Job] = FairQueue()
+        self._speaking = False
+        self._held: dict[str, int] = {}
         self._worker: ThreadPoolExecutor | None = None
         self._loaded: OrderedDict[VoiceFiles, Any] = OrderedDict()  # the worker's only
         self._failed: dict[tuple[VoiceFiles, int, int], str] = {}
@@ -130,17 +155,71 @@ class Speech:
             self._worker = ThreadPoolExecutor(1, thread_name_prefix="persona-agent-speech")
         return self._worker.submit(function, *arguments)
 
-    async def speak(self, text: str, voice: Voice) -> Spoken:
-        """``text`` spoken by ``voice``, in the worker thread (after what it speaks now).
+    def hold(self, caller: str, chars: int) -> bool:
+        """Count ``chars`` more characters waiting to be spoken for ``caller``; ``False``
+        (nothing counted) when that would pass ``caller_chars``."""
+        held = self._held.get(caller, 0) + chars
+        if self.caller_chars and held > self.caller_chars:
+            return False
+        self._held[caller] = held
+        return True
+
+    def release(self, caller: str, chars: int) -> None:
+        """``chars`` of ``caller``'s characters spoken, or given up."""
+        left = self._held.get(caller, 0) - chars
+        if left > 0:
+            self._held[caller] = left
+        else:
+            self._held.pop(caller, None)
+
+    def held(self, caller: str) -> int:
+        """Characters ``caller`` has waiting to be spoken now."""
+        return self._held.get(caller, 0)
+
+    async def speak(self, text: str, voice: Voice, caller: str = "") -> Spoken:
+        """``text`` spoken by ``voice``, in the worker thread, in ``caller``'s turn (after
+        what it speaks now, and what waits of the callers before it in the fair queue).
         Cancelled before its turn, it is never spoken.
 
         Raises:
             SpeechError: the voice could not be loaded, or the text not spoken.
         """
-        return await asyncio.wrap_future(self._submit(self._speak, text, voice))
+        loop = asyncio.get_running_loop()
+        job = _Job(text, voice, loop.create_future())
+        self._queue.put(caller, job)
+        self._next(loop)
+        try:
+            return await job.result
+        except asyncio.CancelledError:
+            self._queue.remove(caller, job)
+            raise
+
+    def _next(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Hand the worker the next sentence in turn, if it is free."""
+        while not self._speaking and (taken := self._queue.take()) is not None:
+            job = taken[1]
+            if job.result.done():  # its caller gave up
+                continue
+            self._speaking = True
+            done = self._submit(self._speak, job.text, job.voice)
+            done.add_done_callback(functools.partial(_call_soon, loop, self._spoke, loop, job))
+
+    def _spoke(self, loop: asyncio.AbstractEventLoop, job: _Job, done: Future[Spoken]) -> None:
+        self._speaking = False
+        if not job.result.done():
+            if done.cancelled():
+                job.result.cancel()
+            elif (error := done.exception()) is not None:
+                job.result.set_exception(error)
+            else:
+                job.result.set_result(done.result())
+        self._next(loop)
 
     async def aclose(self) -> None:
         """Stop the worker: what waits is dropped, what runs ends in the background."""
+        for job in self._queue.drain():
+            job.result.cancel()
+        self._speaking = False
         if self._worker is not None:
             self._worker.shutdown(wait=False, cancel_futures=True)
             self._worker = None
@@ -205,6 +284,13 @@ def _load_piper(files: VoiceFiles, threads: int) -> Any:
         str(files.model), sess_options=options, providers=["CPUExecutionProvider"]
     )
     return PiperVoice(session=session, config=config)
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[..., None], *args: Any) -> None:
+    """``callback`` on ``loop``, from the worker thread (not once the loop is closed: the
+    hub stopped)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(callback, *args)
 
 
 NO_SPEECH = Speech(None)
