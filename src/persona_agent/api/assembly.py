@@ -379,6 +379,9 @@ def image_limits(settings: Settings) -> ImageLimits:
         max_pixels=settings.image_max_pixels,
         max_side=settings.image_max_side,
         fetch_seconds=settings.image_fetch_seconds,
+        per_message=settings.image_max_per_message,
+        message_bytes=settings.image_message_bytes,
+        message_pixels=settings.image_message_pixels,
     )
 
 

@@ -92,6 +92,7 @@ class A2AParts:
             await self._join(stack)
             stack.push_async_callback(self.memory.aclose)  # its background work, once idle
             stack.push_async_callback(self.services.speech.aclose)  # after the tasks
+            stack.callback(self.services.images.close)  # after the tasks too
             stack.push_async_callback(self.registry.aclose)
             yield
 
@@ -202,8 +203,11 @@ def _services(
         ),
         vision=vision,
         images=ImageIntake(
-            image_limits(settings), PushUrlGuard(settings.image_url_allowed_host_list)
+            image_limits(settings),
+            PushUrlGuard(settings.image_url_allowed_host_list),
+            workers=settings.image_workers,
         ),
+        max_message_parts=settings.max_message_parts,
         documents=document_budget(settings, llm),
         speech=build_speech(settings),
     )
