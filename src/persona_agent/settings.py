@@ -314,7 +314,8 @@ class Settings(BaseSettings):
     (Invalid params) before any task is made."""
     image_max_per_message: int = Field(default=16, ge=1, le=1000)
     """Most image parts (bytes or URL) a message may have; more is refused before any
-    image is fetched or decoded."""
+    image is fetched or decoded. Also the most images a prompt shows the model, the
+    newest (the older are notes): a conversation's images are not all loaded every turn."""
     image_message_bytes: int = Field(default=32 * 1024 * 1024, ge=1024, le=1024**3)
     """Most bytes a message's images may have together: sent inline (refused before the
     task), fetched (a fetch stops once it passes what is left), and again once prepared

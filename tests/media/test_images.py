@@ -90,3 +90,22 @@ async def test_a_model_that_does_not_see_reads_a_note_and_no_history_keys() -> N
     gone = await expand_media(stored, sees=True, store=None, conversation="k")
     assert gone[0]["content"][1]["text"].endswith("no longer stored]")
     assert "media" in stored[0]  # the history's own messages are left as they are
+
+
+async def test_a_prompt_shows_its_newest_images_only() -> None:
+    shots = [
+        prepare_image(image_bytes("PNG", (20 + n, 20)), f"{n}.png", LIMITS, "Part 0")
+        for n in range(3)
+    ]
+    stored: list[dict[str, Any]] = [
+        {"role": "user", "content": "Old", "media": [shots[0].meta(), shots[1].meta()]},
+        {"role": "assistant", "content": "Nice"},
+        {"role": "user", "content": "New", "media": [shots[2].meta()]},
+    ]
+    sent = await expand_media(stored, sees=True, store=None, conversation="k", fresh=shots, shown=2)
+    old, new = sent[0]["content"], sent[2]["content"]
+    assert [p["type"] for p in old] == ["text", "text", "image_url"]
+    assert old[1]["text"] == (
+        "[image: 0.png (image/png, 20×20): not shown: a prompt shows its 2 newest images]"
+    )
+    assert [p["type"] for p in new] == ["text", "image_url"]

@@ -360,7 +360,9 @@ def build_engine(
 
 def build_images(settings: Settings, writer: GroupCommitWriter, llm: LLMBackend) -> TurnImages:
     """Who sees the images sent, and where a conversation's are kept (docs/media.md)."""
-    return TurnImages(vision_of(settings, llm), MediaStore(writer))
+    return TurnImages(
+        vision_of(settings, llm), MediaStore(writer), shown=settings.image_max_per_message
+    )
 
 
 def vision_of(settings: Settings, llm: LLMBackend) -> Vision:
