@@ -109,3 +109,14 @@ async def test_a_prompt_shows_its_newest_images_only() -> None:
         "[image: 0.png (image/png, 20×20): not shown: a prompt shows its 2 newest images]"
     )
     assert [p["type"] for p in new] == ["text", "image_url"]
+
+
+def test_pixels_are_counted_as_decoded_a_jpeg_at_its_reduced_scale() -> None:
+    limits = ImageLimits(max_pixels=1_000_000, max_side=400)
+    photo = prepare_image(image_bytes("JPEG", (2000, 1500)), "p.jpg", limits, "Part 0")
+    assert photo.decoded_pixels == 500 * 375  # decoded at 1/4: enough for 400 a side
+    assert (photo.width, photo.height) == (400, 300)
+    with pytest.raises(ImageError, match=r"2000×1500 is 3,000,000 pixels to decode, more than"):
+        prepare_image(image_bytes("PNG", (2000, 1500)), "p.png", limits, "Part 0")
+    with pytest.raises(ImageError, match=r"its 187,500 pixels \(500×375\) would take the message"):
+        prepare_image(image_bytes("JPEG", (2000, 1500)), "p.jpg", limits, "Part 0", 100_000)

@@ -65,8 +65,16 @@ class ImageIntake:
             ImageError: one cannot be fetched or read, or the message's images pass
                 what they may have together (the part and the setting are named).
         """
-        limits = self.limits
         images: dict[str, ImageInput] = {}
+        try:
+            await self._read_into(images, message)
+            return tuple(images.values())
+        finally:
+            images.clear()  # a read that failed or was canceled holds nothing, traceback or not
+
+    async def _read_into(self, images: dict[str, ImageInput], message: Message) -> None:
+        """Read the message's images into ``images``, one at a time, within its budgets."""
+        limits = self.limits
         received = kept = pixels = 0  # the message's bytes in, bytes kept, pixels decoded
         loop = asyncio.get_running_loop()
         for index, part in enumerate(message.parts):
@@ -89,7 +97,6 @@ class ImageIntake:
                 kept += len(image.data)
                 _within(kept, limits.message_bytes, where, "prepared")
                 images[image.sha256] = image
-        return tuple(images.values())
 
     def close(self) -> None:
         """Stop the image threads (the hub closes; no message is read any more)."""
