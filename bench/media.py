@@ -23,6 +23,14 @@ base64 is more than the default 1 MiB).
   at most ``PERSONA_AGENT_MAX_MESSAGE_BYTES``) and its frame (decoded at 1/2, 1/4 or 1/8 of
   its size when that is enough, at most ``PERSONA_AGENT_IMAGE_MAX_PIXELS``) with its scaled
   copy. Target for the phone's photo: <= 48 MB an image.
+- ``many`` (issue 46.2): messages of 16 image URLs each (the most a message may have), at a
+  server on 127.0.0.1 (allow-listed) serving PNGs of random pixels at 1568 pixels a side
+  (7 MB each, which nothing compresses), 4 messages at a time, 12 in all, each failing at
+  its byte budget (``PERSONA_AGENT_IMAGE_MESSAGE_BYTES``) after four or so; ``/healthz`` asked
+  every 50 ms meanwhile. Figures: the hub's peak RSS growth (target <= 600 MB: before, 150
+  URLs in one message reached 5.4 GB), its RSS once they are done over its RSS before
+  (target <= 200 MB: 2.5 GB stayed held), and ``/healthz``'s slowest answer (target <= 1 s:
+  22.9 s before).
 
 Prints each figure against its target; exits 1 when one is missed.
 """
@@ -33,6 +41,7 @@ import argparse
 import asyncio
 import base64
 import io
+import random
 import statistics
 import sys
 import tempfile
@@ -47,6 +56,9 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # persona_agent, tests
 
 from run import Row, fake_llm, hub, hub_home
+from starlette.types import Receive, Scope, Send
+
+from tests.servers.threaded import ServedInThread
 
 LARGE = {"PERSONA_AGENT_MAX_MESSAGE_BYTES": str(16 * 1024 * 1024)}
 """A phone's photo is more than the default 1 MiB a message may have (base64 adds a third)."""
@@ -112,19 +124,78 @@ async def _burst(url: str, jpeg: bytes, sends: int, concurrency: int) -> None:
         await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
-def peak_kib(pid: int) -> int:
+def peak_kib(pid: int, field: str = "VmHWM") -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1])
-    raise RuntimeError(f"no VmHWM for {pid}")
+    raise RuntimeError(f"no {field} for {pid}")
+
+
+class NoiseImages(ServedInThread):
+    """``/{n}.png``: a PNG of random pixels, 1568 a side (about 7 MB)."""
+
+    label = "image server"
+
+    def __init__(self) -> None:
+        pixels = Image.frombytes("RGB", (1568, 1568), random.Random(46).randbytes(1568**2 * 3))
+        buffer = io.BytesIO()
+        pixels.save(buffer, format="PNG", compress_level=1)
+        self.png = buffer.getvalue()
+
+    async def _app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = [(b"content-type", b"image/png")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": self.png})
+
+
+async def _many(base: str, images: NoiseImages, messages: int = 12) -> float:
+    """Messages of 16 image URLs, 4 at a time; ``/healthz`` meanwhile: its slowest answer."""
+    urls = [
+        {"url": f"http://127.0.0.1:{images.port}/{n}.png", "mediaType": "image/png"}
+        for n in range(16)
+    ]
+    slowest = 0.0
+    async with httpx.AsyncClient(timeout=300) as client:
+        pending = iter(range(messages))
+
+        async def worker() -> None:
+            for _ in pending:
+                reply = await client.post(
+                    f"{base}/a2a/socrates/", json=body(urls), headers={"A2A-Version": "1.0"}
+                )
+                reply.raise_for_status()
+
+        work = asyncio.gather(*(worker() for _ in range(4)))
+        while not work.done():
+            started = time.perf_counter()
+            (await client.get(f"{base}/healthz")).raise_for_status()
+            slowest = max(slowest, time.perf_counter() - started)
+            await asyncio.sleep(0.05)
+        await work
+    return slowest
+
+
+def many_rows(directory: Path, llm: str) -> list[Row]:
+    with NoiseImages() as images:
+        allowed = {"PERSONA_AGENT_IMAGE_URL_ALLOWED_HOSTS": f"127.0.0.1:{images.port}"}
+        with hub(llm, hub_home(directory, "many"), settings=allowed) as (base, started):
+            before = peak_kib(started.pid, "VmRSS")
+            slowest = asyncio.run(_many(base, images))
+            peak = (peak_kib(started.pid) - before) / 1024
+            held = (peak_kib(started.pid, "VmRSS") - before) / 1024
+    return [
+        Row("peak RSS growth, 16-URL messages, 4 at once", peak, "MB", "<= 600", peak <= 600),
+        Row("RSS held after them", held, "MB", "<= 200", held <= 200),
+        Row("slowest /healthz meanwhile", slowest * 1000, "ms", "<= 1000", slowest <= 1),
+    ]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", action="append", choices=("time", "memory"))
+    parser.add_argument("--part", action="append", choices=("time", "memory", "many"))
     parser.add_argument("--sends", type=int, default=100)
     args = parser.parse_args()
-    parts = args.part or ["time", "memory"]
+    parts = args.part or ["time", "memory", "many"]
     rows: list[Row] = []
     small, phone = photo((1024, 768)), photo((4032, 3024))
     with (
@@ -153,6 +224,9 @@ def main() -> int:
             asyncio.run(_burst(url, phone, 100, 4))
             each = (peak_kib(started.pid) - before) / 1024 / 4
             rows.append(Row("peak RSS growth an image, 4 at once", each, "MB", "<= 48", each <= 48))
+    if "many" in parts:
+        with tempfile.TemporaryDirectory(prefix="bench-media-") as directory, fake_llm() as llm:
+            rows += many_rows(Path(directory), llm)
     width = max(len(row.figure) for row in rows)
     for row in rows:
         verdict = ("PASS" if row.ok else "FAIL") if row.target else ""

@@ -324,9 +324,10 @@ class Settings(BaseSettings):
     sees none (docs/media.md). Empty: no model sees unless its persona says so."""
     image_max_bytes: int = Field(default=10 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024)
     """Largest image part (bytes sent inline, or fetched from its URL)."""
-    image_max_pixels: int = Field(default=40_000_000, ge=10_000, le=200_000_000)
-    """Most pixels (width × height, read from the header before decoding) an image part
-    may have: more is refused as a decompression bomb."""
+    image_max_pixels: int = Field(default=25_000_000, ge=10_000, le=200_000_000)
+    """Most pixels (width × height, read from the header before decoding; a JPEG's at the
+    1/2, 1/4 or 1/8 scale it is decoded at) an image part may decode into: more is
+    refused as a decompression bomb. 25 million: a 6000×4000 photo, about 100 MB decoded."""
     image_max_side: int = Field(default=1568, ge=64, le=8192)
     """Images are scaled down to this longest side before they are stored and sent."""
     image_fetch_seconds: float = Field(default=10.0, gt=0, le=120)
@@ -334,6 +335,24 @@ class Settings(BaseSettings):
     image_url_allowed_hosts: str = ""
     """Comma-separated hosts (``host`` or ``host:port``) an image URL may be on although
     they are not public addresses, for local development (as ``push_allowed_hosts``)."""
+    max_message_parts: int = Field(default=64, ge=1, le=10_000)
+    """Most parts (text, data, files, images) a sent message may have; more is refused
+    (Invalid params) before any task is made."""
+    image_max_per_message: int = Field(default=16, ge=1, le=1000)
+    """Most image parts (bytes or URL) a message may have; more is refused before any
+    image is fetched or decoded. Also the most images a prompt shows the model, the
+    newest (the older are notes): a conversation's images are not all loaded every turn."""
+    image_message_bytes: int = Field(default=32 * 1024 * 1024, ge=1024, le=1024**3)
+    """Most bytes a message's images may have together: sent inline (refused before the
+    task), fetched (a fetch stops once it passes what is left), and again once prepared
+    (what is kept and sent to the model)."""
+    image_message_pixels: int = Field(default=100_000_000, ge=10_000, le=2_000_000_000)
+    """Most pixels a message's images may decode into together (each read from its header
+    before it is decoded): the CPU one message's images cost."""
+    image_workers: int = Field(default=2, ge=1, le=32)
+    """Threads that decode and re-encode images, the hub's own: at most this many images
+    are decoded at once, hub-wide (each message's one at a time), and other work never
+    waits behind them in the shared thread pool."""
     # Media: documents
     document_tokens: int = Field(default=8000, ge=0)
     """Tokens (characters / 4) of documents one message shows the model, its documents

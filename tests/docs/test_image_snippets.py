@@ -29,6 +29,7 @@ SEND = claim("docs/media.md", "IMAGE=$(base64 -w0 flower.png)")
 RECEIVED = claim("docs/media.md", '{"type": "text", "text": "What flower is this?"}')
 BY_URL = claim("docs/media.md", '{"url": "https://example.org/flower.jpg"')
 REFUSED = claim("docs/media.md", '{"code": -32005')
+TOO_MANY = claim("docs/media.md", '{"code": -32602')
 FLOWER = image_bytes("PNG", (640, 480))
 
 
@@ -115,3 +116,13 @@ async def test_the_url_part_and_the_refusal_are_the_hubs(
             error = refused.json()["error"]
             assert {"code": error["code"], "message": error["message"]} == json.loads(REFUSED.text)
             assert error["data"][0]["reason"] == "CONTENT_TYPE_NOT_SUPPORTED"
+
+
+async def test_the_refusal_of_too_many_images_is_the_hubs(hub_factory: HubFactory) -> None:
+    url = {"url": "https://example.org/flower.jpg", "mediaType": "image/jpeg"}
+    message = {"messageId": "m1", "role": "ROLE_USER", "parts": [url] * 20}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    async with hub_factory() as hub:
+        refused = await hub.http.post("/a2a/iris/", json=body, headers={"A2A-Version": "1.0"})
+    error = refused.json()["error"]
+    assert {"code": error["code"], "message": error["message"]} == json.loads(TOO_MANY.text)

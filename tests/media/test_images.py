@@ -29,7 +29,7 @@ def test_the_format_is_read_from_the_bytes_not_the_media_type() -> None:
 def test_limits_are_checked_before_decoding() -> None:
     with pytest.raises(ImageError, match="has 2,048 bytes: images may have 1,024 at most"):
         prepare_image(b"\0" * 2048, "x", ImageLimits(max_bytes=1024), "Part 0")
-    with pytest.raises(ImageError, match="64,000,000 pixels, more than the 40,000,000"):
+    with pytest.raises(ImageError, match="64,000,000 pixels to decode, more than the 25,000,000"):
         prepare_image(bomb_png(8000), "b.png", LIMITS, "Part 0")
     with pytest.raises(ImageError, match="cannot be decoded"):
         prepare_image(image_bytes("PNG")[:60], "cut.png", LIMITS, "Part 0")
@@ -90,3 +90,33 @@ async def test_a_model_that_does_not_see_reads_a_note_and_no_history_keys() -> N
     gone = await expand_media(stored, sees=True, store=None, conversation="k")
     assert gone[0]["content"][1]["text"].endswith("no longer stored]")
     assert "media" in stored[0]  # the history's own messages are left as they are
+
+
+async def test_a_prompt_shows_its_newest_images_only() -> None:
+    shots = [
+        prepare_image(image_bytes("PNG", (20 + n, 20)), f"{n}.png", LIMITS, "Part 0")
+        for n in range(3)
+    ]
+    stored: list[dict[str, Any]] = [
+        {"role": "user", "content": "Old", "media": [shots[0].meta(), shots[1].meta()]},
+        {"role": "assistant", "content": "Nice"},
+        {"role": "user", "content": "New", "media": [shots[2].meta()]},
+    ]
+    sent = await expand_media(stored, sees=True, store=None, conversation="k", fresh=shots, shown=2)
+    old, new = sent[0]["content"], sent[2]["content"]
+    assert [p["type"] for p in old] == ["text", "text", "image_url"]
+    assert old[1]["text"] == (
+        "[image: 0.png (image/png, 20×20): not shown: a prompt shows its 2 newest images]"
+    )
+    assert [p["type"] for p in new] == ["text", "image_url"]
+
+
+def test_pixels_are_counted_as_decoded_a_jpeg_at_its_reduced_scale() -> None:
+    limits = ImageLimits(max_pixels=1_000_000, max_side=400)
+    photo = prepare_image(image_bytes("JPEG", (2000, 1500)), "p.jpg", limits, "Part 0")
+    assert photo.decoded_pixels == 500 * 375  # decoded at 1/4: enough for 400 a side
+    assert (photo.width, photo.height) == (400, 300)
+    with pytest.raises(ImageError, match=r"2000×1500 is 3,000,000 pixels to decode, more than"):
+        prepare_image(image_bytes("PNG", (2000, 1500)), "p.png", limits, "Part 0")
+    with pytest.raises(ImageError, match=r"its 187,500 pixels \(500×375\) would take the message"):
+        prepare_image(image_bytes("JPEG", (2000, 1500)), "p.jpg", limits, "Part 0", 100_000)

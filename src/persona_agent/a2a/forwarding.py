@@ -53,7 +53,7 @@ from persona_agent.a2a.context_keys import (
     RPC_BODY_SCOPE_KEY,
     WHOLE_ANSWER_STATE_KEY,
 )
-from persona_agent.a2a.input import check_output_modes, check_parts
+from persona_agent.a2a.input import PartLimits, check_output_modes, check_parts
 from persona_agent.a2a.message_extensions import check_extensions
 from persona_agent.a2a.sdk_fixes.routes import check_status_filter
 from persona_agent.a2a.sdk_fixes.subscription import without_replayed
@@ -158,7 +158,8 @@ class PersonaRequestHandler(RequestHandler):
       pass too, with the caller's principal from the call context.
 
     ``metrics`` counts every call by persona, method, binding and outcome, and the
-    streams open now.
+    streams open now; ``parts``: what a sent message may hold (parts, images, their
+    bytes), refused before any task is made.
     """
 
     def __init__(
@@ -169,8 +170,10 @@ class PersonaRequestHandler(RequestHandler):
         max_id_length: int = MAX_ID_LENGTH,
         metrics: HubMetrics = NO_METRICS,
         authorization: Authorization | None = None,
+        parts: PartLimits | None = None,
     ) -> None:
         self._lookup = lookup
+        self._parts = parts or PartLimits()
         self._authorization = authorization or Authorization()
         self._task_listing = task_listing
         self._max_id_length = max_id_length
@@ -297,7 +300,7 @@ class PersonaRequestHandler(RequestHandler):
         self._check_message(params.message)
         app = self._app(context, params.message.task_id or None)
         handler = app.handler
-        check_parts(params.message, sees=app.sees_images)
+        check_parts(params.message, sees=app.sees_images, limits=self._parts)
         check_output_modes(params.configuration.accepted_output_modes, app.output_modes)
         check_extensions(params.message)
         # A blocking send's client sees only the finished task: the answer goes out whole.
@@ -315,7 +318,7 @@ class PersonaRequestHandler(RequestHandler):
         self._check_message(params.message)
         app = self._app(context, params.message.task_id or None)
         handler = app.handler
-        check_parts(params.message, sees=app.sees_images)
+        check_parts(params.message, sees=app.sees_images, limits=self._parts)
         check_output_modes(params.configuration.accepted_output_modes, app.output_modes)
         check_extensions(params.message)
         async for event in handler.on_message_send_stream(params, context):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from a2a.types.a2a_pb2 import Message, Role
@@ -22,15 +22,17 @@ from persona_agent.knowledge.sent_documents import (
     read_texts,
 )
 from persona_agent.knowledge.turn import AttachedFile
-from persona_agent.media.images import IMAGE_TYPES
+from persona_agent.media.images import IMAGE_TYPES, ImageLimits
 
 __all__ = [
     "DATA_PART_CHARS",
     "DOCUMENT_FILE_TYPES",
     "INLINE_MESSAGE_BYTES",
+    "MAX_MESSAGE_PARTS",
     "READABLE_FILE_TYPES",
     "InputError",
     "MessageRead",
+    "PartLimits",
     "check_output_modes",
     "check_parts",
     "data_as_text",
@@ -63,22 +65,43 @@ note says how much. A message is at most ``PERSONA_AGENT_MAX_MESSAGE_BYTES`` (1 
 default), but its JSON can be longer: numbers are doubles (``1`` reads back as ``1.0``)."""
 
 
+MAX_MESSAGE_PARTS = 64
+"""The most parts a message may have (``PERSONA_AGENT_MAX_MESSAGE_PARTS``)."""
+
 DEFAULT_BUDGET = DocumentBudget()
+
+
+@dataclass(frozen=True, slots=True)
+class PartLimits:
+    """What a message may hold, checked before any task is made (nothing fetched or
+    decoded yet)."""
+
+    max_parts: int = MAX_MESSAGE_PARTS
+    """The most parts of any kind."""
+    images: ImageLimits = field(default_factory=ImageLimits)
+    """Its images': how many, and the bytes each and all of them may have."""
+
+
+DEFAULT_PARTS = PartLimits()
 
 
 class InputError(PersonaAgentError):
     message = "The message has no content the persona can read"
 
 
-def check_parts(message: Message, *, sees: bool = False) -> None:
+def check_parts(
+    message: Message, *, sees: bool = False, limits: PartLimits = DEFAULT_PARTS
+) -> None:
     """Refuse, before any task is made, a message the persona cannot take: one that is
-    not the user's, or has a part the persona cannot read. (The SDK's task builder raised
-    ``ValueError`` for the first two below: an Internal error ``-32603``, a ``500`` on
-    HTTP+JSON.)
+    not the user's, has a part the persona cannot read, or holds more than ``limits``.
+    (The SDK's task builder raised ``ValueError`` for the first two below: an Internal
+    error ``-32603``, a ``500`` on HTTP+JSON.)
 
     Raises:
         InvalidParamsError: the role is not ``ROLE_USER`` (a client sends the user's
-            turn), or a text part is empty.
+            turn), a text part is empty, or the message has more parts, image parts or
+            bytes of images than ``limits`` (the limit and its setting named: nothing
+            is fetched or decoded before).
         ContentTypeNotSupportedError: a file by URL, a file of another media type,
             or a part with no content; an image (bytes or URL) when the persona does not
             see images (``sees``: its model does, :mod:`persona_agent.media.vision`).
@@ -86,6 +109,11 @@ def check_parts(message: Message, *, sees: bool = False) -> None:
     if message.role != Role.ROLE_USER:
         raise InvalidParamsError(
             message='message.role must be ROLE_USER (v0.3: "user"): a client sends the user\'s turn'
+        )
+    if len(message.parts) > limits.max_parts:
+        raise InvalidParamsError(
+            message=f"The message has {len(message.parts):,} parts: a message may have "
+            f"{limits.max_parts:,} at most (PERSONA_AGENT_MAX_MESSAGE_PARTS)"
         )
     for index, part in enumerate(message.parts):
         kind = part.WhichOneof("content")
@@ -108,6 +136,35 @@ def check_parts(message: Message, *, sees: bool = False) -> None:
         raise ContentTypeNotSupportedError(
             message=f"Part {index} ({kind or 'empty'}, {media}) is not supported: send text, "
             "data, or inline files of " + ", ".join((*READABLE_FILE_TYPES, *DOCUMENT_FILE_TYPES))
+        )
+    _check_images(message, limits.images)
+
+
+def _check_images(message: Message, limits: ImageLimits) -> None:
+    """Refuse a message of more image parts, or more inline image bytes, than ``limits``."""
+    images = [
+        (index, part)
+        for index, part in enumerate(message.parts)
+        if part.WhichOneof("content") in ("raw", "url") and part.media_type in IMAGE_TYPES
+    ]
+    if len(images) > limits.per_message:
+        raise InvalidParamsError(
+            message=f"The message has {len(images):,} image parts: a message may have "
+            f"{limits.per_message:,} at most (PERSONA_AGENT_IMAGE_MAX_PER_MESSAGE)"
+        )
+    total = 0
+    for index, part in images:
+        size = len(part.raw)  # 0 for a URL: its bytes are counted as they are fetched
+        if size > limits.max_bytes:
+            raise InvalidParamsError(
+                message=f"Part {index} is an image of {size:,} bytes: an image may have "
+                f"{limits.max_bytes:,} at most (PERSONA_AGENT_IMAGE_MAX_BYTES)"
+            )
+        total += size
+    if total > limits.message_bytes:
+        raise InvalidParamsError(
+            message=f"The message's images have {total:,} bytes: a message's images may "
+            f"have {limits.message_bytes:,} together at most (PERSONA_AGENT_IMAGE_MESSAGE_BYTES)"
         )
 
 

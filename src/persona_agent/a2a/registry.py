@@ -230,6 +230,7 @@ class A2ARegistry:
             max_id_length=max_id_length,
             metrics=self.services.metrics,
             authorization=self.services.authorization,
+            parts=self.services.parts,
         )
         """For messages to the served personas from within the hub (consultations,
         panels): the same forwarding handler as the router's, and the same checks."""

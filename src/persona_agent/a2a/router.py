@@ -157,6 +157,7 @@ class A2ARouter:
             max_id_length=max_id_length,
             metrics=services.metrics,
             authorization=services.authorization,
+            parts=services.parts,
         )
         self._builder = PersonaContextBuilder()
         self._grace = shutdown_grace_period

@@ -12,6 +12,7 @@ from a2a.server.cluster import TaskEventStream
 from a2a.types.a2a_pb2 import AgentProvider
 
 from persona_agent.a2a.image_parts import NO_INTAKE, ImageIntake
+from persona_agent.a2a.input import MAX_MESSAGE_PARTS, PartLimits
 from persona_agent.a2a.push import PushParts
 from persona_agent.chat.budget import BudgetLimits
 from persona_agent.knowledge.sent_documents import DocumentBudget
@@ -66,10 +67,17 @@ class HubServices:
     """Which personas see images (by default none: image parts are refused)."""
     images: ImageIntake = NO_INTAKE
     """How image parts are read: fetched by URL, prepared."""
+    max_message_parts: int = MAX_MESSAGE_PARTS
+    """The most parts a sent message may have."""
     documents: DocumentBudget = field(default_factory=DocumentBudget)
     """The tokens a message's documents may show the model, and what reading one may cost."""
     speech: Speech = NO_SPEECH
     """Spoken answers for clients that accept audio (by default none: docs/media.md#voice)."""
+
+    @property
+    def parts(self) -> PartLimits:
+        """What a sent message may hold: its parts, its images and their bytes."""
+        return PartLimits(self.max_message_parts, self.images.limits)
 
     @property
     def auth(self) -> Authenticator | None:

@@ -377,7 +377,9 @@ def build_engine(
 
 def build_images(settings: Settings, writer: GroupCommitWriter, llm: LLMBackend) -> TurnImages:
     """Who sees the images sent, and where a conversation's are kept (docs/media.md)."""
-    return TurnImages(vision_of(settings, llm), MediaStore(writer))
+    return TurnImages(
+        vision_of(settings, llm), MediaStore(writer), shown=settings.image_max_per_message
+    )
 
 
 def vision_of(settings: Settings, llm: LLMBackend) -> Vision:
@@ -396,6 +398,9 @@ def image_limits(settings: Settings) -> ImageLimits:
         max_pixels=settings.image_max_pixels,
         max_side=settings.image_max_side,
         fetch_seconds=settings.image_fetch_seconds,
+        per_message=settings.image_max_per_message,
+        message_bytes=settings.image_message_bytes,
+        message_pixels=settings.image_message_pixels,
     )
 
 

@@ -94,6 +94,7 @@ class A2AParts:
             stack.push_async_callback(self.memory.aclose)  # its background work, once idle
             stack.push_async_callback(self.services.speech.aclose)  # after the tasks
             stack.push_async_callback(self.services.documents.reader.aclose)  # after them too
+            stack.callback(self.services.images.close)  # after the tasks too
             stack.push_async_callback(self.registry.aclose)
             yield
 
@@ -208,8 +209,11 @@ def _services(
         ),
         vision=vision,
         images=ImageIntake(
-            image_limits(settings), PushUrlGuard(settings.image_url_allowed_host_list)
+            image_limits(settings),
+            PushUrlGuard(settings.image_url_allowed_host_list),
+            workers=settings.image_workers,
         ),
+        max_message_parts=settings.max_message_parts,
         documents=document_budget(settings, llm, reader),
         speech=build_speech(settings),
     )

@@ -29,17 +29,19 @@ class ImageFetcher:
         self.guard = guard
         self.limits = limits
 
-    async def fetch(self, url: str, where: str) -> bytes:
-        """The bytes at ``url``; ``where`` names the part in errors.
+    async def fetch(self, url: str, where: str, left: int | None = None) -> bytes:
+        """The bytes at ``url``; ``where`` names the part in errors; ``left``: what the
+        message's image bytes have left (``None``: no message budget), which stops the
+        fetch as soon as it is passed, as an image's own limit does.
 
         Raises:
             ImageError: a hop refused by the guard, too many redirects, an HTTP error,
-                more bytes than the limit, or slower than it.
+                more bytes than the image's limit or the message's, or slower than it.
         """
         try:
             async with asyncio.timeout(self.limits.fetch_seconds):
                 async with httpx.AsyncClient(trust_env=False, follow_redirects=False) as client:
-                    return await self._follow(client, url, where)
+                    return await self._follow(client, url, where, left)
         except TimeoutError as error:
             raise ImageError(
                 f"{where}: fetching {destination(url)} took more than "
@@ -48,7 +50,9 @@ class ImageFetcher:
         except httpx.HTTPError as error:
             raise ImageError(f"{where}: {destination(url)} cannot be fetched ({error})") from error
 
-    async def _follow(self, client: httpx.AsyncClient, url: str, where: str) -> bytes:
+    async def _follow(
+        self, client: httpx.AsyncClient, url: str, where: str, left: int | None
+    ) -> bytes:
         for _hop in range(MAX_REDIRECTS + 1):
             address, headers, extensions = await self._pinned(url, where)
             request = client.build_request("GET", address, headers=headers, extensions=extensions)
@@ -60,7 +64,7 @@ class ImageFetcher:
                     raise ImageError(
                         f"{where}: {destination(url)} answered HTTP {response.status_code}"
                     )
-                return await self._body(response, where)
+                return await self._body(response, where, left)
         raise ImageError(f"{where}: more than {MAX_REDIRECTS} redirects")
 
     async def _pinned(self, url: str, where: str) -> tuple[str, dict[str, str], dict[str, Any]]:
@@ -92,16 +96,27 @@ class ImageFetcher:
             raise refused
         return pinned, {"Host": parsed.netloc}, {"sni_hostname": host}
 
-    async def _body(self, response: httpx.Response, where: str) -> bytes:
-        limit = self.limits.max_bytes
+    async def _body(self, response: httpx.Response, where: str, left: int | None) -> bytes:
+        limits = self.limits
+        limit, setting = limits.max_bytes, "an image may have (PERSONA_AGENT_IMAGE_MAX_BYTES)"
+        if left is not None and left < limit:
+            limit = left
+            setting = (
+                "the message's images have left of the "
+                f"{limits.message_bytes:,} they may have together "
+                "(PERSONA_AGENT_IMAGE_MESSAGE_BYTES)"
+            )
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            raise ImageError(f"{where}: the image has {int(declared):,} bytes, more than {limit:,}")
+            raise ImageError(
+                f"{where}: the image has {int(declared):,} bytes, more than the {limit:,} "
+                + setting
+            )
         body = bytearray()
         async for chunk in response.aiter_bytes():
             body += chunk
             if len(body) > limit:
-                raise ImageError(f"{where}: the image has more than {limit:,} bytes")
+                raise ImageError(f"{where}: the image has more than the {limit:,} bytes " + setting)
         return bytes(body)
 
 

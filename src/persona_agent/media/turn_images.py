@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from persona_agent.media.expand import expand_media
+from persona_agent.media.expand import PROMPT_IMAGES, expand_media
 from persona_agent.media.images import ImageInput
 from persona_agent.media.media_store import MediaStore
 from persona_agent.media.vision import Vision
@@ -18,11 +18,18 @@ __all__ = ["NO_IMAGES", "TurnImages"]
 
 class TurnImages:
     """``vision``: which personas see; ``store``: where the conversations' images are
-    (none: images are neither kept nor shown, only noted)."""
+    (none: images are neither kept nor shown, only noted); ``shown``: the most images a
+    prompt shows, its newest."""
 
-    def __init__(self, vision: Vision | None = None, store: MediaStore | None = None) -> None:
+    def __init__(
+        self,
+        vision: Vision | None = None,
+        store: MediaStore | None = None,
+        shown: int = PROMPT_IMAGES,
+    ) -> None:
         self.vision = vision or Vision()
         self.store = store
+        self.shown = shown
 
     async def for_model(
         self,
@@ -38,6 +45,7 @@ class TurnImages:
             store=self.store,
             conversation=conversation,
             fresh=fresh,
+            shown=self.shown,
         )
 
     async def keep(self, conversation: str, images: Sequence[ImageInput]) -> None:

