@@ -39,12 +39,12 @@ ANSWER = (
 HOSTILE = "\n\n".join(
     [
         "<script>window.pwned = 'script'</script>",
-        '<img src=x onerror="window.pwned = \'img\'">',
+        "<img src=x onerror=\"window.pwned = 'img'\">",
         "<style>body { display: none }</style>",
         'Some <b style="color: red" onclick="window.pwned = \'click\'">styled</b> text',
         "[click me](javascript:window.pwned='link') and [data](data:text/html,<b>x</b>)",
         "![a picture](https://example.org/pixel.png)",
-        'A <a href="javascript:window.pwned=\'a\'">raw link</a>',
+        "A <a href=\"javascript:window.pwned='a'\">raw link</a>",
         "*still italic*",
     ]
 )
@@ -79,7 +79,9 @@ async def test_greetings_and_answers_are_rendered_markdown(
     def scenario() -> None:
         open_console(browser, hub, "chat/mira")
         find(browser, f"{greeting_css} em")
-        assert tags(browser, greeting_css, "em") == ["Captain Mira Voss looks up from the star chart."]
+        assert tags(browser, greeting_css, "em") == [
+            "Captain Mira Voss looks up from the star chart."
+        ]
         assert tags(browser, greeting_css, "strong") == ["Welcome aboard."]
         assert tags(browser, greeting_css, "q") == ['"So you\'re the new mechanic, User?"']
         assert "*" not in find(browser, greeting_css).text

@@ -131,3 +131,31 @@ export function turnsOfTasks(tasks) {
     };
   });
 }
+
+// Whether a failed task's reason is the hub's for a turn it stopped in the middle of (a
+// restart, a crash): "send the message again" (api/serving.py's UNFINISHED_REASON).
+const LOST = /send the message again/i;
+
+// A2A file parts as the Files they were (a lost turn's, sent again as they came).
+function filesOf(parts) {
+  return (parts || [])
+    .filter((part) => typeof part.raw === "string")
+    .map((part) => {
+      const bytes = Uint8Array.from(atob(part.raw), (char) => char.charCodeAt(0));
+      return new File([bytes], part.filename || "file", { type: part.mediaType || "" });
+    });
+}
+
+// The turns lost to a hub that stopped while it answered them, after the last answer
+// that completed (a lost turn the conversation went on past is history): each as
+// {text, files, reason}, to show with a button that sends it again.
+export function lostTurnsOf(tasks) {
+  const completed = tasks.map((task) => (task.status || {}).state).lastIndexOf("TASK_STATE_COMPLETED");
+  return tasks.slice(completed + 1).flatMap((task) => {
+    const status = task.status || {};
+    const reason = textOf(status.message && status.message.parts);
+    const user = (task.history || []).find((m) => m.role === "ROLE_USER");
+    if (status.state !== "TASK_STATE_FAILED" || !LOST.test(reason) || !user) return [];
+    return [{ text: textOf(user.parts), files: filesOf(user.parts), reason }];
+  });
+}
