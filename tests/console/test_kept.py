@@ -39,7 +39,7 @@ TYPED = "What do you make of my notes?"
 
 def composer(driver: webdriver.Chrome) -> tuple[str, list[str]]:
     """What the composer holds: the field's text and the attachments' previews."""
-    return find(driver, "#message-input").get_property("value"), previews(driver)
+    return str(find(driver, "#message-input").get_property("value")), previews(driver)
 
 
 async def test_a_persona_that_cannot_see_says_so_and_an_image_is_refused_in_words(

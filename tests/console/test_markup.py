@@ -14,8 +14,16 @@ from typing import Any
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 
-from tests.console.conftest import ConsoleHub, browse, find, open_console, screenshot, wait
-from tests.console.test_chat import last_answer, send_message, severe_browser_errors
+from tests.console.conftest import (
+    ConsoleHub,
+    browse,
+    find,
+    open_console,
+    screenshot,
+    severe_browser_errors,
+    wait,
+)
+from tests.console.test_chat import last_answer, send_message
 from tests.console.test_conversations import fits, sized, suffix
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.personas.cards import MIRA_V2
