@@ -80,7 +80,7 @@ async def test_greetings_and_answers_are_rendered_markdown(
     hub: ConsoleHub, browser: webdriver.Chrome, llm: FakeLLM, sized: int, tmp_path: Path
 ) -> None:
     await upload_card(hub, "mira", GREETING)
-    llm.script(Reply(ANSWER))
+    llm.script(Reply(ANSWER, token_delay=0.05))  # read while it streams
     greeting_css = '#transcript .turn[data-kind="greeting"] .text'
     answer_css = '#transcript .turn[data-kind="answer"] .text'
 
@@ -94,6 +94,15 @@ async def test_greetings_and_answers_are_rendered_markdown(
         assert tags(browser, greeting_css, "q") == ['"So you\'re the new mechanic, User?"']
         assert "*" not in find(browser, greeting_css).text
         send_message(browser, "What needs fixing?")
+
+        def streaming_italics() -> bool:
+            """The growing answer already rendered: its action in italics, still written."""
+            answer = browser.find_elements(
+                By.CSS_SELECTOR, '#transcript .turn.agent[data-state="working"] .text em'
+            )
+            return bool(answer)
+
+        wait(browser, "the answer rendered as it streams", streaming_italics)
         wait(browser, "the answer", lambda: last_answer(browser)[1] == "completed")
         find(browser, f"{answer_css} li")
         assert tags(browser, answer_css, "em") == ["She taps the console."]
