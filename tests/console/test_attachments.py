@@ -248,27 +248,6 @@ async def test_a_pasted_image_reaches_a_model_that_sees_and_shows_again_when_rea
     assert kinds == ["text", "image", "file"]
 
 
-async def test_an_image_to_a_persona_that_does_not_see_is_refused_naming_its_type(
-    console_hub: ConsoleHubFactory, browser: webdriver.Chrome, llm: FakeLLM
-) -> None:
-    def scenario(hub: ConsoleHub) -> str:
-        open_console(browser, hub, "chat/socrates")
-        field = find(browser, "#message-input")
-        encoded = base64.b64encode(png()).decode()
-        browser.execute_script(PASTE, field, "chart.png", "image/png", encoded)
-        wait(browser, "the preview", lambda: previews(browser) == ["chart.png"])
-        send_message(browser, "What is this?")
-        wait(browser, "the refusal", lambda: last_answer(browser)[1] == "failed")
-        meta = browser.find_elements(By.CSS_SELECTOR, "#transcript .turn.agent .meta")[-1].text
-        assert find(browser, "#send").is_enabled()  # the chat goes on
-        return meta
-
-    async with console_hub(vision_models="") as hub:  # no model sees images
-        meta = await browse(scenario, hub)
-    assert "image/png" in meta
-    assert llm.requests == []  # refused before the model
-
-
 async def test_a_large_photo_is_scaled_down_to_fit_the_message(
     hub: ConsoleHub, browser: webdriver.Chrome, llm: FakeLLM, tmp_path: Path
 ) -> None:

@@ -262,8 +262,12 @@ async def test_the_greeting_picker_opens_with_an_alternate_greeting(
     llm.script(Reply("Get to the reactor."))
 
     def greeting() -> str:
+        """The greeting as written (its *actions* are shown in italics, without asterisks)."""
         shown = turns(browser, "greeting")
-        return shown[0].find_element(By.CSS_SELECTOR, ".text").text if shown else ""
+        if not shown or not shown[0].find_elements(By.CSS_SELECTOR, ".text em"):
+            return ""
+        source: str = browser.execute_script("return arguments[0].source", shown[0])
+        return source
 
     def scenario() -> str:
         open_console(browser, hub, "chat/mira")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 
 from selenium import webdriver
 from selenium.webdriver.common.by import By
@@ -137,6 +138,31 @@ async def test_the_root_leads_to_the_console(hub: ConsoleHub) -> None:
         assert asset.status_code == 200, reference
     script = await hub.http.get("/console/js/main.js")
     assert script.headers["content-type"].startswith("text/javascript")
+
+
+VENDORED = {
+    # file: (its header's name and version, as the README and docs/console.md list them)
+    "vendor/marked.esm.js": ("marked v18.2.1", "| marked | 18.2.1 | MIT |"),
+    "vendor/purify.es.mjs": ("DOMPurify 3.5.0", "| DOMPurify | 3.5.0 | MPL-2.0 or Apache-2.0 |"),
+}
+
+
+async def test_the_vendored_libraries_are_served_as_scripts_and_listed(hub: ConsoleHub) -> None:
+    """The libraries the console renders chat text with come from the hub, as JavaScript
+    under the console's policy, at the versions its docs list, with their licences."""
+    docs = (Path(__file__).parents[2] / "docs" / "console.md").read_text(encoding="utf-8")
+    readme = (await hub.http.get("/console/vendor/README.md")).text
+    for path, (header, row) in VENDORED.items():
+        script = await hub.http.get(f"/console/{path}")
+        assert script.status_code == 200, path
+        assert script.headers["content-type"].startswith("text/javascript"), path
+        assert "default-src 'self'" in script.headers["content-security-policy"]
+        assert header in script.text[:400], path
+        assert row in docs, row
+        assert f"`{path.removeprefix('vendor/')}`" in readme
+        assert header.split()[-1].removeprefix("v") in readme
+    for licence in ("LICENSE-marked.md", "LICENSE-dompurify.txt"):
+        assert (await hub.http.get(f"/console/vendor/{licence}")).status_code == 200
 
 
 async def test_with_the_console_off_the_root_links_the_rest(

@@ -183,9 +183,14 @@ export function attachmentsRow(shown, onRemove = null) {
 }
 
 // The composer's attachments: a button and hidden file input, the previews above the
-// field, drop and paste on the composer. `take()` gives the files and clears them.
+// field, drop and paste on the composer. `take()` gives the files and clears them;
+// `restore(files)` puts files back (a send the hub refused). `vet(file)` says why a file
+// is refused (a persona that takes no images: intake.js), or "" to attach it; a refusal
+// is said in `notice` and the file is not attached.
 export function composerAttachments(composer, field, onChange = () => {}) {
   let files = [];
+  let vet = () => "";
+  const notice = el("p", { id: "attach-notice", class: "attach-notice", role: "status", hidden: true });
   const previews = el("div", { id: "attachment-previews", class: "attachment-previews" });
   const input = el("input", { id: "attach-input", type: "file", multiple: true, accept: ACCEPTED, hidden: true });
   const button = el("button", { type: "button", id: "attach", title: "Attach images or files", "aria-label": "Attach images or files", on: { click: () => input.click() } }, "Attach");
@@ -200,7 +205,11 @@ export function composerAttachments(composer, field, onChange = () => {}) {
     onChange(files.length);
   };
   const add = (list) => {
-    const added = [...list].filter((file) => file && file.size >= 0);
+    const given = [...list].filter((file) => file && file.size >= 0);
+    const refusals = [...new Set(given.map((file) => vet(file)).filter(Boolean))];
+    notice.textContent = refusals.join(" ");
+    notice.hidden = !refusals.length;
+    const added = given.filter((file) => !vet(file));
     if (!added.length) return;
     files = [...files, ...added];
     render();
@@ -238,6 +247,17 @@ export function composerAttachments(composer, field, onChange = () => {}) {
     previews,
     button,
     input,
+    notice,
+    // What the persona takes: `check(file)` gives the reason a file is refused, or "";
+    // `accept` the file chooser's types.
+    takes(check, accept) {
+      vet = check;
+      input.accept = accept || ACCEPTED;
+    },
+    restore(given) {
+      files = [...given, ...files];
+      render();
+    },
     get count() {
       return files.length;
     },
@@ -245,6 +265,7 @@ export function composerAttachments(composer, field, onChange = () => {}) {
       const taken = files;
       files = [];
       previews.replaceChildren();
+      notice.hidden = true;
       onChange(0);
       return taken;
     },

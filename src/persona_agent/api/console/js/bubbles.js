@@ -4,6 +4,7 @@
 
 import { costOf, memoryOf, stateName, textOf } from "./a2a.js";
 import { attachmentsRow, shownOfA2A } from "./attachments.js";
+import { renderInto } from "./markup.js";
 import { el } from "./ui.js";
 import { audioBlobs, voicePlayer, VOICE_ARTIFACT } from "./voice.js";
 
@@ -60,13 +61,28 @@ const KINDS = { user: "user", agent: "answer", "agent greeting": "greeting" };
 // One bubble of the transcript; set(text, state, detail) changes it as events come, and
 // remember(memory) adds what memory did for it, attach(shown) the message's attachments
 // (attachments.js), voice() the answer's player (voice.js, made once). Its data-kind (user, answer, greeting)
-// and text say which turn of a stored conversation it shows.
+// and its `source` (the text as written) say which turn of a stored conversation it shows.
+// The text is shown rendered (markup.js): a growing answer at most once a frame.
 export function bubble(role, text, state = "") {
-  const body = el("div", { class: "text" }, text);
+  const body = el("div", { class: "text" });
   const meta = el("div", { class: "meta" });
   const item = el("li", { class: `turn ${role}`, dataset: { state, kind: KINDS[role] } }, body, meta);
+  let frame = 0;
+  const show = (source) => {
+    item.source = source;
+    if (frame) return;
+    if (document.hidden) renderInto(body, source); // no frames come to a hidden page
+    else {
+      frame = requestAnimationFrame(() => {
+        frame = 0;
+        renderInto(body, item.source);
+      });
+    }
+  };
+  item.source = text;
+  renderInto(body, text);
   item.set = (newText, newState, detail = "") => {
-    if (newText !== null) body.textContent = newText;
+    if (newText !== null && newText !== item.source) show(newText);
     if (newState !== null) item.dataset.state = newState;
     const shownState = role === "agent" && newState && newState !== "completed" ? newState : "";
     meta.textContent = [shownState, detail].filter(Boolean).join(" · ");
@@ -113,5 +129,33 @@ export function turnsOfTasks(tasks) {
       detail: completed ? describeCost(costOf(status.message)) : said,
       memory: completed ? memoryOf(status.message) : null,
     };
+  });
+}
+
+// Whether a failed task's reason is the hub's for a turn it stopped in the middle of (a
+// restart, a crash): "send the message again" (api/serving.py's UNFINISHED_REASON).
+const LOST = /send the message again/i;
+
+// A2A file parts as the Files they were (a lost turn's, sent again as they came).
+function filesOf(parts) {
+  return (parts || [])
+    .filter((part) => typeof part.raw === "string")
+    .map((part) => {
+      const bytes = Uint8Array.from(atob(part.raw), (char) => char.charCodeAt(0));
+      return new File([bytes], part.filename || "file", { type: part.mediaType || "" });
+    });
+}
+
+// The turns lost to a hub that stopped while it answered them, after the last answer
+// that completed (a lost turn the conversation went on past is history): each as
+// {text, files, reason}, to show with a button that sends it again.
+export function lostTurnsOf(tasks) {
+  const completed = tasks.map((task) => (task.status || {}).state).lastIndexOf("TASK_STATE_COMPLETED");
+  return tasks.slice(completed + 1).flatMap((task) => {
+    const status = task.status || {};
+    const reason = textOf(status.message && status.message.parts);
+    const user = (task.history || []).find((m) => m.role === "ROLE_USER");
+    if (status.state !== "TASK_STATE_FAILED" || !LOST.test(reason) || !user) return [];
+    return [{ text: textOf(user.parts), files: filesOf(user.parts), reason }];
   });
 }

@@ -28,8 +28,9 @@ import {
 import { hubUrl } from "./api.js";
 import { composerAttachments, fileParts, shownOfFile } from "./attachments.js";
 import { readConversation, swipeControl, userPersona } from "./branches.js";
-import { artifactsText, bubble, describeCost, progressOf, turnsOfTasks } from "./bubbles.js";
+import { artifactsText, bubble, describeCost, lostTurnsOf, progressOf, turnsOfTasks } from "./bubbles.js";
 import { conversation, conversationsOf, forget, recordTurn, remember } from "./conversations.js";
+import { intakeOf } from "./intake.js";
 import { storedThread } from "./thread.js";
 import { avatar, confirmDialog, el, errorBox } from "./ui.js";
 import { userPersonaDialog } from "./userpersona.js";
@@ -60,10 +61,13 @@ export async function showChat(root, personaId, contextId) {
   const attachments = composerAttachments(composer, input);
   const voice = voiceToggle();
   voice.offer(false); // until the card says the persona speaks
+  const hint = el("span", { id: "attach-hint", class: "attach-hint", hidden: true });
+  let intake = intakeOf(null, personaId); // until the card says what the persona takes
   composer.append(
     attachments.previews,
+    attachments.notice,
     el("div", { class: "composer-row" }, input, el("div", { class: "buttons" }, send, cancel)),
-    el("div", { class: "composer-tools" }, attachments.button, attachments.input, voice.button),
+    el("div", { class: "composer-tools" }, attachments.button, attachments.input, voice.button, hint),
   );
   // On a narrow screen the sidebar folds to its head and this button.
   const sidebarToggle = el("button", {
@@ -208,8 +212,10 @@ export async function showChat(root, personaId, contextId) {
       try {
         const tasks = conversationTasks(personaId, current).catch(() => []);
         const stored = await readConversation(personaId, current);
-        thread.show(stored, turnsOfTasks(await tasks));
+        const known = await tasks;
+        thread.show(stored, turnsOfTasks(known));
         note.textContent = "";
+        showLost(lostTurnsOf(known));
         showYou();
         return;
       } catch {
@@ -234,7 +240,40 @@ export async function showChat(root, personaId, contextId) {
     }
   };
 
+  // A turn the hub lost when it stopped (its task failed, "send the message again"): shown
+  // under the conversation with the reason and a button that sends it again as it was.
+  const showLost = (lost) => {
+    for (const turn of lost) {
+      const last = transcript.lastElementChild;
+      const shown = last && last.dataset.kind === "user" && last.source === turn.text;
+      const mine = shown ? null : bubble("user", turn.text);
+      if (mine) mine.attach(turn.files.map(shownOfFile));
+      const failed = bubble("agent", "", "failed");
+      failed.dataset.lost = "true";
+      failed.set(null, "failed", turn.reason);
+      const again = el("button", { type: "button", class: "small primary send-again" }, "Send again");
+      again.addEventListener("click", () => {
+        if (running || !joined || send.disabled) return;
+        if (mine) mine.remove();
+        failed.remove();
+        ask(turn.text, turn.files);
+      });
+      failed.append(el("div", { class: "turn-actions" }, again));
+      transcript.append(...(mine ? [mine] : []), failed);
+    }
+    transcript.scrollTop = transcript.scrollHeight;
+  };
+
+  // A message the hub refused (a 4xx, a failed turn) goes back into the composer as it
+  // was: its text and its files, for the user to change and send again.
+  const giveBack = (text, files) => {
+    if (text && !input.value.includes(text)) input.value = input.value ? `${text}\n${input.value}` : text;
+    if (files.length) attachments.restore(files);
+    note.textContent = "Your message was not taken: it is back in the message field.";
+  };
+
   const ask = async (text, files = []) => {
+    if (note.textContent.startsWith("Your message was not taken")) note.textContent = "";
     for (const picker of transcript.querySelectorAll(".greeting-picker")) picker.remove();
     const user = bubble("user", text);
     user.attach(files.map(shownOfFile));
@@ -310,6 +349,7 @@ export async function showChat(root, personaId, contextId) {
           state = "failed";
           detail = event.error.message || "error";
         }
+        if (state === "failed" || state === "rejected") detail = intake.plain(detail);
         paint();
         transcript.scrollTop = transcript.scrollHeight;
       }
@@ -320,13 +360,14 @@ export async function showChat(root, personaId, contextId) {
     } catch (error) {
       if (error.name !== "AbortError") {
         state = "failed";
-        detail = error.message;
+        detail = intake.plain(error.message);
         agent.set(answer, state, detail);
       }
     } finally {
       clearInterval(ticker);
       setRunning(null);
     }
+    if (state === "failed" || state === "rejected") giveBack(text, files);
     agent.remember(memory);
     if (current) {
       const named = files.map((file) => `[${file.name}]`).join(" ");
@@ -374,6 +415,10 @@ export async function showChat(root, personaId, contextId) {
     const agentCard = await card(personaId);
     personaName = agentCard.name || personaId;
     greetings = greetingsOf(agentCard);
+    intake = intakeOf(agentCard, personaName);
+    attachments.takes(intake.check, intake.accept);
+    hint.textContent = intake.hint;
+    hint.hidden = !intake.hint;
     panel = isPanel(agentCard);
     voice.offer(speaks(agentCard));
     you.hidden = panel;

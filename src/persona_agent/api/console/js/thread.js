@@ -33,7 +33,7 @@ export function storedThread({ transcript, note, personaId, context, busy, forke
     const doing = name === "regenerate" ? "writing another answer" : "continuing";
     if (waiting && last) last.set(null, "working", doing);
     // The answer shows as it is written: a new one in place of the last, or the last one growing.
-    const before = last ? last.querySelector(".text").textContent : "";
+    const before = last ? last.source : "";
     let written = name === "continue" ? before : "";
     const onText = (piece) => {
       written += piece;
@@ -70,8 +70,7 @@ export function storedThread({ transcript, note, personaId, context, busy, forke
     const shown = [...transcript.children];
     turns.forEach((turn, index) => {
       let item = shown[index];
-      const text = item && item.querySelector(".text");
-      if (!(item && item.dataset.kind === turn.kind && text && text.textContent === turn.text)) {
+      if (!(item && item.dataset.kind === turn.kind && item.source === turn.text)) {
         const fresh = bubble(ROLES[turn.kind], turn.text, turn.kind === "user" ? "" : "completed");
         const index = turn.kind === "answer" ? unused.findIndex((task) => task.answer === turn.text) : -1;
         if (index >= 0) {
