@@ -60,17 +60,18 @@ async def test_blocking_send_returns_the_terminal_task_with_artifact_and_history
 async def test_return_immediately_answers_at_once_and_the_task_completes_later(
     module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:
-    llm.script(Reply("Well considered.", chunks=["Well ", "considered."], token_delay=0.5))
+    # The model writes its first word, then waits for the test: the call returns before.
+    llm.script(Reply("Well considered.", chunks=["Well ", "considered."], hold_after=1))
     client = await module_hub.client("socrates", transport)
     request = user_message("Think it over.")
     request.configuration.return_immediately = True
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(60):
         responses = [r async for r in client.send_message(request)]
     assert len(responses) == 1
     task = responses[0].task
-    # The model takes a second to answer; the call returned before: the task is unfinished.
     assert task.status.state in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
     task_id = task.id
+    llm.release()
 
     async def completed() -> bool:
         return (await get_task(client, task_id)).status.state == TaskState.TASK_STATE_COMPLETED
@@ -139,7 +140,7 @@ async def _tasks_of(client: Client, **filters: object) -> tuple[list[Task], list
     tasks: list[Task] = []
     tokens: list[str] = []
     token = ""
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(60):
         while True:
             page = await client.list_tasks(ListTasksRequest(page_token=token, **filters))  # type: ignore[arg-type]
             assert len(page.tasks) <= page.page_size

@@ -245,8 +245,9 @@ async def test_without_keys_writes_only_from_loopback(hub: Hub) -> None:
 
 
 async def wait_for(condition: Any, what: str) -> None:
-    """Poll an async condition (10 s at most): the watcher works on its own schedule."""
-    async with asyncio.timeout(10):
+    """Poll an async condition (60 s at most, a hang guard): the watcher works on its own
+    schedule."""
+    async with asyncio.timeout(60):
         while True:
             if await condition():
                 return
