@@ -222,7 +222,8 @@ def _artifact_text(event: StreamResponse) -> str:
 async def test_subscribe_to_a_running_task_gives_a_snapshot_then_every_later_event(
     module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:
-    llm.script(Reply(LONG_ANSWER, chunks=WORDS, token_delay=0.04))
+    # The model holds the rest of its answer after 14 words until every subscriber is in.
+    llm.script(Reply(LONG_ANSWER, chunks=WORDS, token_delay=0.04, hold_after=14))
     client = await module_hub.client("albert-einstein", transport, streaming=True)
     polling = await module_hub.client("albert-einstein", transport)
     task_id = await submit(polling, "Explain relativity slowly.")
@@ -231,14 +232,27 @@ async def test_subscribe_to_a_running_task_gives_a_snapshot_then_every_later_eve
         return len(answer_text(await get_task(polling, task_id))) >= 3 * len(WORDS[0])
 
     await wait_until("part of the answer", some_answer)
+    subscribed = [asyncio.Event() for _ in range(6)]
 
-    async def subscription(chunks: int) -> list[StreamResponse]:
+    async def subscription(n: int) -> list[StreamResponse]:
         # Several seams, at different points of the answer: once the model has sent so much.
-        await asyncio.to_thread(llm.wait_chunks, chunks, 10.0)
-        return [e async for e in client.subscribe(SubscribeToTaskRequest(id=task_id))]
+        ready = subscribed[n]
+        await asyncio.to_thread(llm.wait_chunks, 3 + 2 * n)
+        events = []
+        async for event in client.subscribe(SubscribeToTaskRequest(id=task_id)):
+            events.append(event)
+            ready.set()
+        return events
 
-    async with asyncio.timeout(30):
-        subscriptions = await asyncio.gather(*(subscription(3 + 2 * i) for i in range(6)))
+    async def release_once_all_subscribed() -> None:
+        for ready in subscribed:
+            await ready.wait()
+        llm.release()
+
+    async with asyncio.timeout(60):
+        *subscriptions, _ = await asyncio.gather(
+            *(subscription(n) for n in range(6)), release_once_all_subscribed()
+        )
 
     for events in subscriptions:
         snapshot = events[0]
