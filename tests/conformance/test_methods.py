@@ -249,10 +249,10 @@ async def test_subscribe_to_a_running_task_gives_a_snapshot_then_every_later_eve
             await ready.wait()
         llm.release()
 
-    async with asyncio.timeout(60):
-        *subscriptions, _ = await asyncio.gather(
-            *(subscription(n) for n in range(6)), release_once_all_subscribed()
-        )
+    async with asyncio.timeout(60), asyncio.TaskGroup() as group:
+        group.create_task(release_once_all_subscribed())
+        running = [group.create_task(subscription(n)) for n in range(6)]
+    subscriptions = [task.result() for task in running]
 
     for events in subscriptions:
         snapshot = events[0]
