@@ -205,7 +205,7 @@ def panel_cancel(rounds: int, root: Path, quick: bool) -> list[Row]:
     median = statistics.median(took)
     return [
         Row(
-            "panel of 5: every member canceled after the panel's cancel (median)",
+            "panel of 5: its members canceled after its cancel",
             median * 1000,
             "ms",
             f"<= {CANCEL_TARGET * 1000:.0f}",
