@@ -30,7 +30,9 @@ class HeldWork:
     """The functions held (:func:`held_in_worker_threads`): which of them have started in a
     worker thread, and their release."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, functions: tuple[Callable[..., Any], ...]):
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, functions: tuple[Callable[..., Any], ...]
+    ) -> None:
         self.functions = functions
         self.started: list[str] = []
         """The held functions that have started in a worker thread, by name, in order."""
