@@ -835,7 +835,7 @@ def panels(rounds: int, root: Path, quick: bool) -> list[Row]:
     import panels as part
     import run as twin
 
-    rows = part.panels(rounds, root, quick)
+    rows = part.panels(rounds, root, quick) + part.panel_cancel(rounds, root, quick)
     CHECKED[0] += twin.CHECKED[0]
     LOGS.extend(twin.LOGS)
     return rows

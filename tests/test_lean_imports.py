@@ -26,6 +26,7 @@ import httpx
 from persona_agent.db import create_engine
 from persona_agent.migrations import upgrade_db
 from tests.personas.cards import ORLA_V3, card_png
+from tests.servers.hub_process import STARTUP
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -78,7 +79,7 @@ def serve_modules(home: Path, environ: Mapping[str, str]) -> set[str]:
         command, cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     try:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + STARTUP  # a safety bound: it ends once /healthz answers
         while True:
             try:
                 if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:

@@ -196,7 +196,8 @@ def remembered(data_dir: Path) -> dict[str, dict[str, str]]:
 def test_an_answer_streams_in_pieces_and_the_next_turn_continues_the_conversation(
     chat: StartChat, llm: FakeLLM
 ) -> None:
-    llm.script(Reply("one two three four five six", token_delay=0.5), Reply("Seven."))
+    # The model holds the rest after "three" until the test has seen it.
+    llm.script(Reply("one two three four five six", hold_after=3), Reply("Seven."))
     session = chat("socrates")
     session.expect("starting the hub...")
     session.prompt()
@@ -206,6 +207,7 @@ def test_an_answer_streams_in_pieces_and_the_next_turn_continues_the_conversatio
     session.expect("three")
     assert "Socrates: one two three" in session.text
     assert "six" not in session.text  # the rest is still on its way
+    llm.release()
     session.prompt()
     assert "Socrates: one two three four five six" in session.text
 
@@ -343,7 +345,8 @@ def test_a_failed_answer_says_why_and_the_chat_goes_on(chat: StartChat, llm: Fak
 def test_ctrl_c_cancels_the_answer_on_the_hub_and_the_chat_goes_on(
     chat: StartChat, llm: FakeLLM, hub: str, data_dir: Path
 ) -> None:
-    llm.script(Reply(" ".join(f"word{i}" for i in range(200)), token_delay=0.05))
+    # The model holds the rest after word5 (the chat cancels it meanwhile).
+    llm.script(Reply(" ".join(f"word{i}" for i in range(200)), hold_after=6))
     session = chat("socrates", "--url", hub)
     session.prompt()
     assert f"Talking with Socrates (socrates) on {hub}" in session.text
@@ -352,8 +355,8 @@ def test_ctrl_c_cancels_the_answer_on_the_hub_and_the_chat_goes_on(
     session.child.sendintr()
     session.expect("(answer canceled)")
     session.prompt()
-    llm.wait_disconnect(5)  # the hub closed the model's stream
-    assert "word150" not in session.text
+    llm.wait_disconnect()  # the hub closed the model's stream
+    assert "word6" not in session.text
 
     # The task ended canceled on the hub: ListTasks in the conversation the chat remembered.
     context = remembered(data_dir)[hub]["socrates"]

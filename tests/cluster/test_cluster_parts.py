@@ -33,6 +33,9 @@ from persona_agent.cluster.tasks import REPLICA_LOST, ClusterTaskStore
 from persona_agent.db import GroupCommitWriter, create_engine, replicas_table
 
 CONTEXT = ServerCallContext(state={PERSONA_STATE_KEY: "socrates"})
+WAIT = 60.0
+"""Seconds a test waits at most for what must happen: a safety bound against a hang, not a
+timing (a catch-up timer it must not depend on waits an hour)."""
 
 
 class Replica:
@@ -165,7 +168,7 @@ async def test_a_subscriber_elsewhere_gets_every_later_event_once_in_order(
                     return
 
     follower = asyncio.create_task(follow())
-    async with asyncio.timeout(5):
+    async with asyncio.timeout(WAIT):
         while not b.events.subscriptions:  # noqa: ASYNC110 (no event says it subscribed)
             await asyncio.sleep(0.01)
     for word in ("three ", "four "):
@@ -180,7 +183,7 @@ async def test_a_subscriber_elsewhere_gets_every_later_event_once_in_order(
         prev_version=version,
         context=CONTEXT,
     )
-    async with asyncio.timeout(5):
+    async with asyncio.timeout(WAIT):
         await follower
     texts = [e.event.artifact.parts[0].text for e in received[:-1]]  # type: ignore[union-attr]
     assert texts == ["three ", "four "]
@@ -216,7 +219,7 @@ async def test_a_missed_notification_delays_an_event_but_loses_none(
             prev_version=version,
             context=CONTEXT,
         )
-        async with asyncio.timeout(3):
+        async with asyncio.timeout(WAIT):
             event = await anext(subscription)
         await subscription.aclose()
         assert event.event.artifact.parts[0].text == "late"  # type: ignore[union-attr]
@@ -232,7 +235,7 @@ async def test_the_listener_reconnects_and_catches_up(replicas: tuple[Replica, R
     )
     subscription = b.events.subscribe("t4", after=version)
     first = asyncio.ensure_future(anext(subscription))
-    async with asyncio.timeout(5):
+    async with asyncio.timeout(WAIT):
         while not b.events.subscriptions:  # noqa: ASYNC110 (no event says it subscribed)
             await asyncio.sleep(0.01)
     # PostgreSQL ends the replicas' listening connections (found by their application
@@ -249,7 +252,7 @@ async def test_the_listener_reconnects_and_catches_up(replicas: tuple[Replica, R
     await a.tasks.save(
         _task("t4"), event=_chunk("t4", "after"), prev=None, prev_version=version, context=CONTEXT
     )
-    async with asyncio.timeout(4):
+    async with asyncio.timeout(WAIT):
         event = await first
     await subscription.aclose()
     assert event.event.artifact.parts[0].text == "after"  # type: ignore[union-attr]
@@ -292,7 +295,7 @@ async def test_a_lost_replicas_tasks_fail_and_only_those(
         assert alive is not None
         assert alive.task.status.state == TaskState.TASK_STATE_WORKING
         # A subscriber hears of the failure.
-        async with asyncio.timeout(3):
+        async with asyncio.timeout(WAIT):
             event = await anext(subscription)
         await subscription.aclose()
         assert event.event.status.state == TaskState.TASK_STATE_FAILED  # type: ignore[union-attr]
@@ -314,21 +317,29 @@ async def test_advisory_locks_keep_turns_apart_across_replicas(
     locks_a, locks_b = AdvisoryLocks(a.engine.url), AdvisoryLocks(b.engine.url)
     order: list[str] = []
 
-    async def turn(locks: AdvisoryLocks, key: str, name: str) -> None:
+    async def turn(
+        locks: AdvisoryLocks, key: str, name: str, together: asyncio.Barrier | None = None
+    ) -> None:
         async with locks.hold(key):
             order.append(f"{name} in")
-            await asyncio.sleep(0.3)
+            if together is None:
+                await asyncio.sleep(0.3)  # a moment for the other turn to break in
+            else:  # all the turns in at once, or none leaves (the lock kept one out)
+                async with asyncio.timeout(WAIT):
+                    await together.wait()
             order.append(f"{name} out")
 
     await asyncio.gather(turn(locks_a, "ctx-1", "a"), turn(locks_b, "ctx-1", "b"))
     assert order in (["a in", "a out", "b in", "b out"], ["b in", "b out", "a in", "a out"])
     # Other conversations run side by side.
     order.clear()
-    await asyncio.gather(turn(locks_a, "ctx-2", "a"), turn(locks_b, "ctx-3", "b"))
+    both = asyncio.Barrier(2)
+    await asyncio.gather(turn(locks_a, "ctx-2", "a", both), turn(locks_b, "ctx-3", "b", both))
     assert order[:2] == ["a in", "b in"] or order[:2] == ["b in", "a in"]
     # Many at once on one replica: one session holds them all, no pooled connection.
     order.clear()
-    await asyncio.gather(*(turn(locks_a, f"many-{n}", str(n)) for n in range(40)))
+    every = asyncio.Barrier(40)
+    await asyncio.gather(*(turn(locks_a, f"many-{n}", str(n), every) for n in range(40)))
     assert all(entry.endswith("in") for entry in order[:40])
     await locks_a.aclose()
     await locks_b.aclose()
@@ -347,14 +358,14 @@ async def test_a_turn_canceled_while_waiting_for_the_lock_leaves_no_lock(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
             "AND query LIKE 'SELECT pg_try_advisory_lock%'"
         )
-        async with asyncio.timeout(5), a.engine.connect() as conn:
+        async with asyncio.timeout(WAIT), a.engine.connect() as conn:
             while await conn.scalar(tried) < 2:
                 await conn.rollback()
                 await asyncio.sleep(0.01)
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
-    async with asyncio.timeout(2), locks_b.hold("ctx"):
+    async with asyncio.timeout(WAIT), locks_b.hold("ctx"):
         pass
     await locks_a.aclose()
     await locks_b.aclose()

@@ -182,9 +182,10 @@ async def module_hub(
 
 
 async def wait_until(
-    what: str, condition: Callable[[], Awaitable[bool]], *, seconds: float = 10.0
+    what: str, condition: Callable[[], Awaitable[bool]], *, seconds: float = 60.0
 ) -> None:
-    """Poll ``await condition()`` (a public API) until it is true, at most ``seconds``."""
+    """Poll ``await condition()`` (a public API) until it is true, at most ``seconds`` (a
+    safety bound against a hang, not a timing)."""
     try:
         async with asyncio.timeout(seconds):
             while True:

@@ -58,7 +58,7 @@ async def test_capabilities_are_true_to_the_endpoint(module_hub: Hub, llm: FakeL
         capabilities = card["capabilities"]
         wire = Wire(module_hub.http, persona_id, ("JSONRPC", "1.0"))
         assert capabilities["streaming"] is True
-        async with asyncio.timeout(20):
+        async with asyncio.timeout(60):
             response = await wire.send_streaming_message([text_part("Stream, please.")])
         events = [e["result"] for e in wire.events(response)]
         assert "task" in events[0]

@@ -19,6 +19,9 @@ from tests.integration.conftest import HubFactory
 from tests.servers.mcp_servers import stdio_server_config
 
 FAST_RETRY = {"retry-after-ms": "10"}  # the OpenAI client honours it: no backoff to wait out
+SHORT = 2
+"""Seconds of the model's and the tools' timeouts where a test waits one out: a hanging call
+ends in them, and an ordinary one fits in them on a busy machine."""
 
 
 def assert_failed_cleanly(task: Task, *expected: str) -> None:
@@ -43,13 +46,13 @@ def tool_results(llm: FakeLLM, request: int = -1) -> list[str]:
 
 
 async def test_a_model_that_times_out_fails_the_task(hub_factory: HubFactory, llm: FakeLLM) -> None:
-    async with hub_factory(mcp_config=None, llm_timeout=0.5) as hub:
+    async with hub_factory(mcp_config=None, llm_timeout=SHORT) as hub:
         client = await hub.client("socrates")
         llm.script(Hang())
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(60):
             task = await send(client, "Hello?")
-        assert_failed_cleanly(task, "did not answer within 0.5s")
-        await asyncio.to_thread(llm.wait_disconnect, 5.0)
+        assert_failed_cleanly(task, f"did not answer within {SHORT:g}s")
+        await asyncio.to_thread(llm.wait_disconnect)
         await assert_still_serving(client, llm)
 
 
@@ -131,10 +134,10 @@ async def test_malformed_tool_calls_go_back_to_the_model(
 async def test_a_tool_call_past_the_tool_timeout_gives_the_model_an_error(
     hub_factory: HubFactory, llm: FakeLLM
 ) -> None:
-    async with hub_factory(tool_timeout=0.5) as hub:
+    async with hub_factory(tool_timeout=SHORT) as hub:
         client = await hub.client("tinkerer")
-        llm.script(ToolCalls([("local__sleep", {"seconds": 30})]), Reply("The tool was too slow."))
-        async with asyncio.timeout(10):
+        llm.script(ToolCalls([("local__sleep", {"seconds": 600})]), Reply("The tool was too slow."))
+        async with asyncio.timeout(60):
             task = await send(client, "Sleep for a while.")
         assert task.status.state == TaskState.TASK_STATE_COMPLETED
         assert answer_text(task) == "The tool was too slow."
@@ -195,7 +198,7 @@ async def test_a_tool_server_missing_at_start_up_leaves_the_rest_working(
 async def test_every_task_of_a_faulty_session_is_terminal(
     hub_factory: HubFactory, llm: FakeLLM
 ) -> None:
-    async with hub_factory(mcp_config=None, llm_timeout=0.5) as hub:
+    async with hub_factory(mcp_config=None, llm_timeout=SHORT) as hub:
         client = await hub.client("albert-einstein")
         llm.script(
             Fail(500),

@@ -60,17 +60,18 @@ async def test_blocking_send_returns_the_terminal_task_with_artifact_and_history
 async def test_return_immediately_answers_at_once_and_the_task_completes_later(
     module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:
-    llm.script(Reply("Well considered.", chunks=["Well ", "considered."], token_delay=0.5))
+    # The model writes its first word, then waits for the test: the call returns before.
+    llm.script(Reply("Well considered.", chunks=["Well ", "considered."], hold_after=1))
     client = await module_hub.client("socrates", transport)
     request = user_message("Think it over.")
     request.configuration.return_immediately = True
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(60):
         responses = [r async for r in client.send_message(request)]
     assert len(responses) == 1
     task = responses[0].task
-    # The model takes a second to answer; the call returned before: the task is unfinished.
     assert task.status.state in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
     task_id = task.id
+    llm.release()
 
     async def completed() -> bool:
         return (await get_task(client, task_id)).status.state == TaskState.TASK_STATE_COMPLETED
@@ -139,7 +140,7 @@ async def _tasks_of(client: Client, **filters: object) -> tuple[list[Task], list
     tasks: list[Task] = []
     tokens: list[str] = []
     token = ""
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(60):
         while True:
             page = await client.list_tasks(ListTasksRequest(page_token=token, **filters))  # type: ignore[arg-type]
             assert len(page.tasks) <= page.page_size
@@ -221,7 +222,8 @@ def _artifact_text(event: StreamResponse) -> str:
 async def test_subscribe_to_a_running_task_gives_a_snapshot_then_every_later_event(
     module_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:
-    llm.script(Reply(LONG_ANSWER, chunks=WORDS, token_delay=0.04))
+    # The model holds the rest of its answer after 14 words until every subscriber is in.
+    llm.script(Reply(LONG_ANSWER, chunks=WORDS, token_delay=0.04, hold_after=14))
     client = await module_hub.client("albert-einstein", transport, streaming=True)
     polling = await module_hub.client("albert-einstein", transport)
     task_id = await submit(polling, "Explain relativity slowly.")
@@ -230,14 +232,27 @@ async def test_subscribe_to_a_running_task_gives_a_snapshot_then_every_later_eve
         return len(answer_text(await get_task(polling, task_id))) >= 3 * len(WORDS[0])
 
     await wait_until("part of the answer", some_answer)
+    subscribed = [asyncio.Event() for _ in range(6)]
 
-    async def subscription(chunks: int) -> list[StreamResponse]:
+    async def subscription(n: int) -> list[StreamResponse]:
         # Several seams, at different points of the answer: once the model has sent so much.
-        await asyncio.to_thread(llm.wait_chunks, chunks, 10.0)
-        return [e async for e in client.subscribe(SubscribeToTaskRequest(id=task_id))]
+        ready = subscribed[n]
+        await asyncio.to_thread(llm.wait_chunks, 3 + 2 * n)
+        events = []
+        async for event in client.subscribe(SubscribeToTaskRequest(id=task_id)):
+            events.append(event)
+            ready.set()
+        return events
 
-    async with asyncio.timeout(30):
-        subscriptions = await asyncio.gather(*(subscription(3 + 2 * i) for i in range(6)))
+    async def release_once_all_subscribed() -> None:
+        for ready in subscribed:
+            await ready.wait()
+        llm.release()
+
+    async with asyncio.timeout(60), asyncio.TaskGroup() as group:
+        group.create_task(release_once_all_subscribed())
+        running = [group.create_task(subscription(n)) for n in range(6)]
+    subscriptions = [task.result() for task in running]
 
     for events in subscriptions:
         snapshot = events[0]

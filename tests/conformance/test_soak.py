@@ -127,7 +127,7 @@ async def _all_tasks(client: Client) -> list[Task]:
 
 
 async def test_soak(hub_factory: HubFactory, llm: FakeLLM) -> None:
-    async with hub_factory(mcp_config=None, llm_timeout=2, llm_max_retries=1) as hub:
+    async with hub_factory(mcp_config=None, llm_timeout=60, llm_max_retries=1) as hub:
         budget = Budget(REQUESTS)
         workers = [Worker(i, hub, llm, budget) for i in range(WORKERS)]
         started = time.monotonic()

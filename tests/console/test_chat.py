@@ -172,7 +172,8 @@ async def test_the_gallery_shows_every_persona_with_its_card(
 async def test_the_answer_says_at_once_what_happens_and_for_how_long(
     hub: ConsoleHub, browser: webdriver.Chrome, llm: FakeLLM
 ) -> None:
-    llm.script(Reply("Slowly.", chunks=["Slowly", "."], token_delay=3))
+    # The model writes nothing until the test has seen the waiting line.
+    llm.script(Reply("Slowly.", chunks=["Slowly", "."], hold_after=0))
 
     def scenario() -> None:
         open_console(browser, hub, "chat/socrates")
@@ -180,6 +181,7 @@ async def test_the_answer_says_at_once_what_happens_and_for_how_long(
         meta = "#transcript .turn.agent .meta"
         waiting = wait(browser, "the waiting line", lambda: find(browser, meta).text or None)
         assert re.fullmatch(r"(submitted|working) · received · \d+\.\d s", waiting), waiting
+        llm.release()
         wait(browser, "the answer", lambda: last_answer(browser) == ("Slowly.", "completed"))
         assert "received" not in find(browser, meta).text  # the cost line, once final
 
@@ -189,7 +191,7 @@ async def test_the_answer_says_at_once_what_happens_and_for_how_long(
 async def test_a_chat_streams_the_answer_as_it_comes(
     hub: ConsoleHub, browser: webdriver.Chrome, llm: FakeLLM
 ) -> None:
-    llm.script(Reply(VIRTUE, token_delay=0.08))
+    llm.script(Reply(VIRTUE, token_delay=0.08, hold_after=5))  # the rest once a part is seen
 
     def scenario() -> None:
         open_console(browser, hub, "chat/socrates")
@@ -199,6 +201,7 @@ async def test_a_chat_streams_the_answer_as_it_comes(
         partial = wait(browser, "a partial answer", lambda: partial_answer(browser))
         assert VIRTUE.startswith(partial)
         assert len(partial) < len(VIRTUE)
+        llm.release()
         wait(browser, "the whole answer", lambda: last_answer(browser) == (VIRTUE, "completed"))
         assert "tokens" in find(browser, "#transcript .turn.agent .meta").text
         # The conversation is listed, and named in the address.
@@ -214,7 +217,7 @@ async def test_a_chat_streams_the_answer_as_it_comes(
 async def test_cancel_stops_a_slow_answer(
     hub: ConsoleHub, browser: webdriver.Chrome, llm: FakeLLM
 ) -> None:
-    llm.script(Reply(LONG, token_delay=0.3))  # some 24 s
+    llm.script(Reply(LONG, hold_after=5))  # the rest held: the answer is canceled meanwhile
 
     def scenario() -> str:
         open_console(browser, hub, "chat/socrates")

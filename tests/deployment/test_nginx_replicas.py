@@ -47,7 +47,10 @@ from tests.integration.conftest import BUNDLED
 from tests.servers.replicas import ReplicaSet, replica_set
 
 LEASE = 3.0
-"""Seconds: a killed replica's tasks fail within this (and a third of it, the sweep)."""
+"""Seconds: a killed replica's tasks fail once this has passed (a third of it, the sweep)."""
+WAIT = 120.0
+"""Seconds a test waits at most for what must eventually happen: a safety bound against a
+hang, not a timing (how soon: bench/replicas.py)."""
 
 
 def _settings(llm: FakeLLM, **more: str) -> dict[str, str]:
@@ -58,6 +61,7 @@ def _settings(llm: FakeLLM, **more: str) -> dict[str, str]:
         "REPLICA_LEASE_SECONDS": str(LEASE),
         "TASK_LISTING": "all",
         "SHUTDOWN_GRACE_SECONDS": "2",
+        "LLM_TIMEOUT": str(WAIT),  # an answer held by the test (hold_after) is waited for
         **more,
     }
 
@@ -99,7 +103,7 @@ class Clients:
 @asynccontextmanager
 async def _clients(replicas: ReplicaSet) -> AsyncIterator[Clients]:
     limits = httpx.Limits(max_connections=64, max_keepalive_connections=0)
-    async with httpx.AsyncClient(timeout=30, limits=limits) as http:
+    async with httpx.AsyncClient(timeout=WAIT, limits=limits) as http:
         yield Clients(replicas, http)
 
 
@@ -116,24 +120,24 @@ async def _card_description(http: httpx.AsyncClient, base: str, persona_id: str)
     return response.json()["description"] if response.status_code == 200 else None
 
 
-async def _within(seconds: float, probe: Any, what: str) -> float:
-    """Seconds until ``await probe()`` is true (fails after ``seconds``)."""
-    started = time.monotonic()
-    for _ in range(100_000):
-        if await probe():
-            return time.monotonic() - started
-        assert time.monotonic() - started < seconds, f"not within {seconds}s: {what}"
-        await asyncio.sleep(0.02)
-    raise AssertionError(what)
+async def _eventually(probe: Any, what: str) -> None:
+    """Return once ``await probe()`` is true (AssertionError after :data:`WAIT`, a hang)."""
+    try:
+        async with asyncio.timeout(WAIT):
+            while not await probe():  # noqa: ASYNC110 (replicas polled over HTTP)
+                await asyncio.sleep(0.02)
+    except TimeoutError:
+        raise AssertionError(f"not within {WAIT:g} s: {what}") from None
 
 
 async def _one_hub(replicas: ReplicaSet, llm: FakeLLM) -> None:
     r0, r1, r2 = replicas.replicas
     front = replicas.front
     async with _clients(replicas) as clients:
-        # Two slow answers: one on r0 (streamed), one on r1.
+        # Two slow answers: one on r0 (streamed), one on r1, each held after 10 words
+        # until the test releases them (r0's never is: it is killed mid-answer).
         words = [f"w{i} " for i in range(120)]
-        slow = Reply("".join(words), chunks=words, token_delay=0.05)
+        slow = Reply("".join(words), chunks=words, token_delay=0.05, hold_after=10)
         llm.script(slow, slow)
         streaming_r0 = (await clients.at(r0.url, streaming=True)).send_message(
             user_message("Talk on r0")
@@ -142,7 +146,7 @@ async def _one_hub(replicas: ReplicaSet, llm: FakeLLM) -> None:
         doomed = first.task.id
         on_r1 = await clients.at(r1.url)
         survivor = await submit(on_r1, "Talk on r1")
-        await asyncio.to_thread(llm.wait_chunks, 10, 10.0)
+        await asyncio.to_thread(llm.wait_held, 2)
 
         # Tasks anywhere: read through nginx, listed on r2, followed live from r2.
         via_nginx = await clients.at(front)
@@ -173,6 +177,7 @@ async def _one_hub(replicas: ReplicaSet, llm: FakeLLM) -> None:
         assert _state(resubscribed[-1]) == TaskState.TASK_STATE_FAILED, resubscribed[-1]
         failed = await get_task(via_nginx, doomed)
         assert "replica lost" in status_text(failed)
+        llm.release()  # the survivor's answer goes on
 
         # The survivor's live subscriber on r2 gets every later chunk once, in order.
         rest = [event async for event in following]
@@ -194,8 +199,7 @@ async def _one_hub(replicas: ReplicaSet, llm: FakeLLM) -> None:
         persona = {"id": "ada", "name": "Ada Lovelace", "description": "First programmer."}
         created = await http.post(f"{r1.url}/api/v1/personas", json=persona)
         assert created.status_code == 201, created.text
-        await _within(
-            10.0,
+        await _eventually(
             lambda: _description_is(http, r2.url, "ada", "First programmer."),
             "the persona on r2",
         )
@@ -219,10 +223,10 @@ async def _one_hub(replicas: ReplicaSet, llm: FakeLLM) -> None:
         llm.script(Hang())
         on_r2 = await clients.at(r2.url)
         hanging = await submit(on_r2, "Hello?")
-        await asyncio.to_thread(llm.wait_requests, 3, 5.0)
+        await asyncio.to_thread(llm.wait_requests, 3)
         canceled = await on_r1.cancel_task(CancelTaskRequest(id=hanging))
         assert canceled.status.state == TaskState.TASK_STATE_CANCELED
-        await asyncio.to_thread(llm.wait_disconnect, 10.0)
+        await asyncio.to_thread(llm.wait_disconnect)
 
         # A conversation continues through nginx on whichever replica.
         llm.script(Reply("Earlier answer."), Reply("Later answer."))
@@ -465,7 +469,7 @@ async def _soak(replicas: ReplicaSet) -> Soak:
             ]
             return None not in served
 
-        await _within(30, everywhere, "every replica serves the new persona")
+        await _eventually(everywhere, "every replica serves the new persona")
         operations = iter(range(SOAK_OPERATIONS))
 
         async def worker() -> None:
@@ -489,7 +493,7 @@ async def _soak(replicas: ReplicaSet) -> Soak:
                     return False
             return True
 
-        await _within(LEASE * 2 + 5, all_terminal, "every task terminal")
+        await _eventually(all_terminal, "every task terminal")
         # And so does every task the hub has, those of operations broken off included.
         client = await clients.at(replicas.front)
         listed: list[Task] = []

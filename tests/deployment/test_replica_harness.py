@@ -30,8 +30,9 @@ _T = TypeVar("_T")
 ANSWER = "Greetings from behind nginx."
 
 
-def _eventually(probe: Callable[[], _T | None], what: str, timeout: float = 5.0) -> _T:
-    """``probe()`` once it is not ``None`` (log lines are written just after the answer)."""
+def _eventually(probe: Callable[[], _T | None], what: str, timeout: float = 60.0) -> _T:
+    """``probe()`` once it is not ``None`` (log lines are written just after the answer);
+    ``timeout`` is a safety bound against a hang, not a timing."""
     deadline = time.monotonic() + timeout
     while (found := probe()) is None:
         assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
@@ -82,14 +83,31 @@ async def _send_through(front: str, persona_id: str, text: str) -> Task:
 
 
 async def _stream_through(
-    front: str, persona_id: str, text: str
-) -> list[tuple[float, StreamResponse]]:
-    """SendStreamingMessage through nginx: each event with the time it arrived."""
-    async with httpx.AsyncClient(timeout=30) as http, asyncio.timeout(30):
-        client = await _client(front, persona_id, http, streaming=True)
-        return [
-            (time.monotonic(), event) async for event in client.send_message(user_message(text))
-        ]
+    front: str, persona_id: str, text: str, llm: FakeLLM, held: str
+) -> list[StreamResponse]:
+    """SendStreamingMessage through nginx, the model's answer held after its first words
+    (``held``) until they have reached the client (then released): a proxy that buffers
+    the stream keeps them, and the wait ends in AssertionError."""
+    events: list[StreamResponse] = []
+    try:
+        async with httpx.AsyncClient(timeout=60) as http, asyncio.timeout(60):
+            client = await _client(front, persona_id, http, streaming=True)
+            async for event in client.send_message(user_message(text)):
+                events.append(event)
+                if _text(events) == held:
+                    llm.release()
+    except TimeoutError:
+        raise AssertionError(f"{held!r} held back by nginx: {events}") from None
+    return events
+
+
+def _text(events: list[StreamResponse]) -> str:
+    return "".join(
+        part.text
+        for event in events
+        if event.HasField("artifact_update")
+        for part in event.artifact_update.artifact.parts
+    )
 
 
 def _check_round_robin(replicas: ReplicaSet, http: httpx.Client) -> None:
@@ -143,14 +161,13 @@ def test_two_replicas_behind_nginx(tmp_path: Path, personas_dir: Path, llm: Fake
         assert len(llm.requests) == 1
 
         # A stream's events pass nginx as the replica writes them (no buffering): the
-        # answer's pieces arrive over the second the fake model takes to write them.
+        # answer's first words reach the client while the model still holds the rest.
         words = [f"w{i} " for i in range(10)]
-        llm.script(Reply("".join(words), chunks=words, token_delay=0.1))
-        events = asyncio.run(_stream_through(replicas.front, "socrates", "Talk slowly"))
-        pieces = [at for at, event in events if event.HasField("artifact_update")]
-        assert len(pieces) >= 5, events
-        assert pieces[-1] - pieces[0] >= 0.5, pieces
-        last = events[-1][1]
+        llm.script(Reply("".join(words), chunks=words, hold_after=5))
+        held = "".join(words[:5])
+        events = asyncio.run(_stream_through(replicas.front, "socrates", "Talk", llm, held))
+        assert _text(events) == "".join(words)
+        last = events[-1]
         assert last.status_update.status.state == TaskState.TASK_STATE_COMPLETED, last
 
         # A replica killed outright: nginx retries the refused connection on the other one,

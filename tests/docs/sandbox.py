@@ -54,7 +54,7 @@ exec "$@"
 """
 
 _LINKED = ("examples", "tests", "deploy", "bench")
-_START_TIMEOUT = 60.0
+_START_TIMEOUT = 120.0  # a safety bound: a start returns as soon as the server answers
 _STOP_TIMEOUT = 20.0
 
 

@@ -21,6 +21,10 @@ the next of a script kept for requests whose system prompt holds a given text (s
   429 and counted in :attr:`FakeLLM.too_early`;
 - :class:`Hang`: the request is accepted and never answered.
 
+A streamed :class:`Reply` with ``hold_after=N`` writes its first N chunks, then waits for
+:meth:`FakeLLM.release`: what a client gets *while* the model still writes, shown by
+events, not by timing (:meth:`FakeLLM.wait_held`).
+
 With nothing scripted, the answer is
 ``Reply("Hello from the fake LLM. You said: <last user message>")``.
 
@@ -90,8 +94,11 @@ __all__ = ["Fail", "FakeLLM", "Hang", "Reply", "Scripted", "Seen", "ToolCalls", 
 
 MODEL = "fake-llm"
 FINAL_WITHOUT_TOOLS = "Final answer without tools."
-_START_TIMEOUT = 10.0
+_START_TIMEOUT = 120.0
 _STOP_TIMEOUT = 10.0
+WAIT = 60.0
+"""Seconds the ``wait_*`` methods wait by default: a safety bound against a hang, not a
+timing (each returns as soon as what it waits for has happened)."""
 _WORDS = re.compile(r"\s*\S+|\s+$")
 _ARGUMENT_FRAGMENT = 8  # characters of tool-call arguments per streamed delta
 _DROP_MESSAGE = "ASGI callable returned without completing response."
@@ -134,6 +141,10 @@ class Reply:
     own_writes: bool = False
     """With no ``token_delay``: each chunk a body write of its own, on an event-loop turn
     of its own (as a real server streams), not every chunk in one write."""
+    hold_after: int | None = None
+    """Streamed: after this many content chunks, the answer waits until the test calls
+    :meth:`FakeLLM.release` (:meth:`FakeLLM.wait_held` tells when it waits), so that a test
+    can see what the client gets *while* the model is still writing, on any machine."""
 
     def pieces(self) -> list[str]:
         return list(self.chunks) if self.chunks is not None else _WORDS.findall(self.text)
@@ -219,6 +230,8 @@ class FakeLLM:
         self._disconnects = 0
         self._chunks_sent = 0
         self._active = 0
+        self._holding = 0
+        self._released = threading.Event()
         self._generation = 0
         self._ids = itertools.count(1)
         self._base_url: str | None = None
@@ -337,7 +350,7 @@ class FakeLLM:
         with self._changed:
             return list(self._summaries)
 
-    def wait_summaries(self, n: int, timeout: float = 10.0) -> None:
+    def wait_summaries(self, n: int, timeout: float = WAIT) -> None:
         """Block until at least ``n`` summarization requests were received."""
         self._wait(lambda: len(self._summaries) >= n, timeout, f"{n} summary request(s)")
 
@@ -352,8 +365,9 @@ class FakeLLM:
             self._requests.clear()
             self._seen.clear()
             self._held_off.clear()
-            self._disconnects = self._chunks_sent = self._active = 0
+            self._disconnects = self._chunks_sent = self._active = self._holding = 0
             self._received = self._too_early = 0
+            self._released.clear()
             self._changed.notify_all()
 
     @property
@@ -396,19 +410,29 @@ class FakeLLM:
         with self._changed:
             return self._active
 
-    def wait_requests(self, n: int, timeout: float = 5.0) -> None:
+    def release(self) -> None:
+        """Let every answer held by :attr:`Reply.hold_after` go on (and those held later:
+        until the next :meth:`reset`)."""
+        self._released.set()
+
+    def wait_held(self, n: int = 1, timeout: float = WAIT) -> None:
+        """Block until ``n`` answers have reached their :attr:`Reply.hold_after` (their
+        first chunks written, the rest waiting for :meth:`release`), else AssertionError."""
+        self._wait(lambda: self._holding >= n, timeout, f"{n} held answer(s)")
+
+    def wait_requests(self, n: int, timeout: float = WAIT) -> None:
         """Block until at least ``n`` chat requests were received, else AssertionError."""
         self._wait(lambda: self._received >= n, timeout, f"{n} request(s)")
 
-    def wait_chunks(self, n: int, timeout: float = 5.0) -> None:
+    def wait_chunks(self, n: int, timeout: float = WAIT) -> None:
         """Block until at least ``n`` text chunks were streamed, else AssertionError."""
         self._wait(lambda: self._chunks_sent >= n, timeout, f"{n} chunk(s)")
 
-    def wait_disconnect(self, timeout: float = 5.0) -> None:
+    def wait_disconnect(self, timeout: float = WAIT) -> None:
         """Block until a client abandoned a chat request, else AssertionError."""
         self._wait(lambda: self._disconnects > 0, timeout, "a client disconnect")
 
-    def wait_idle(self, timeout: float = 5.0) -> None:
+    def wait_idle(self, timeout: float = WAIT) -> None:
         """Block until no chat request is being answered, else AssertionError.
 
         After this, :attr:`chunks_sent` stops growing until the next request.
@@ -554,7 +578,13 @@ class FakeLLM:
             self._timing.flush()
 
     def _count(
-        self, generation: int, *, disconnects: int = 0, chunks: int = 0, active: int = 0
+        self,
+        generation: int,
+        *,
+        disconnects: int = 0,
+        chunks: int = 0,
+        active: int = 0,
+        holding: int = 0,
     ) -> None:
         with self._changed:
             if generation != self._generation:
@@ -562,6 +592,7 @@ class FakeLLM:
             self._disconnects += disconnects
             self._chunks_sent += chunks
             self._active += active
+            self._holding += holding
             self._changed.notify_all()
 
 
@@ -614,6 +645,15 @@ class _Answer:
         if seconds > 0:
             await asyncio.sleep(seconds)
         return await self.pause(0)
+
+    async def held(self) -> bool:
+        """Wait for :meth:`FakeLLM.release` (:attr:`Reply.hold_after`); True if the client
+        left meanwhile (or the server is stopping)."""
+        self.fake._count(self.generation, holding=1)
+        while not self.fake._released.is_set():
+            if await self.pause(0.01):
+                return True
+        return False
 
     async def give(self, item: Scripted) -> None:
         if isinstance(item, Fail):
@@ -669,7 +709,7 @@ class _Answer:
     async def stream_text(self, reply: Reply) -> None:
         await self.start_stream({"role": "assistant", "content": ""})
         pieces = reply.pieces()
-        one_write = not reply.token_delay and not reply.own_writes
+        one_write = not reply.token_delay and not reply.own_writes and reply.hold_after is None
         if one_write and reply.break_after is None and reply.error_after is None:
             # Every chunk in one write: the cheapest answer (what the bench measures against).
             body = b"".join(self.chunk({"content": piece}) for piece in pieces)
@@ -686,6 +726,8 @@ class _Answer:
                 await self.send(
                     {"type": "http.response.body", "body": self.event(error), "more_body": False}
                 )
+                return
+            if sent == reply.hold_after and await self.held():
                 return
             if await self.tick(reply.token_delay):
                 return

@@ -27,6 +27,7 @@ from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest, TaskState
 from persona_agent.api.app import create_app
 from persona_agent.settings import Settings
 from tests.fuzz.budget import DEADLINE
+from tests.servers.hub_process import STARTUP
 
 __all__ = ["SENTINEL", "FuzzHub", "assert_healthy", "assert_serving", "running_hub"]
 
@@ -83,8 +84,8 @@ def running_hub(root: Path, llm_url: str, **overrides: Any) -> Iterator[FuzzHub]
             yield FuzzHub(url, personas_dir)
         finally:
             server.should_exit = True
-            thread.join(timeout=30)
-            assert not thread.is_alive(), "the hub did not stop within 30 s"
+            thread.join(timeout=DEADLINE)
+            assert not thread.is_alive(), f"the hub did not stop within {DEADLINE:g} s"
 
 
 def _started(
@@ -103,25 +104,23 @@ def _started(
         )
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
         thread.start()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + STARTUP
         while not server.started:  # lifespan (database, personas) done: it serves
             assert thread.is_alive(), "the hub stopped during start-up"
-            assert time.monotonic() < deadline, "the hub did not start within 30 s"
+            assert time.monotonic() < deadline, f"the hub did not start within {STARTUP:g} s"
             time.sleep(0.02)
     return server, thread
 
 
 def assert_healthy(url: str) -> None:
-    """``/healthz`` answers 200 within a second."""
-    start = time.monotonic()
-    health = httpx.get(f"{url}/healthz", timeout=1)
+    """``/healthz`` answers 200 (within :data:`DEADLINE`, a hang guard)."""
+    health = httpx.get(f"{url}/healthz", timeout=DEADLINE)
     assert health.status_code == 200, health.text
-    assert time.monotonic() - start <= 1, "/healthz took more than a second"
 
 
 def assert_serving(url: str) -> None:
-    """The hub serves on: ``/healthz`` answers within a second, and :data:`SENTINEL`
-    answers a message through the real a2a-sdk client (the fake LLM echoes it)."""
+    """The hub serves on: ``/healthz`` answers, and :data:`SENTINEL` answers a message
+    through the real a2a-sdk client (the fake LLM echoes it)."""
     assert_healthy(url)
     text = f"Still there? {uuid.uuid4()}"
     answer = asyncio.run(_ask(url, SENTINEL, text))

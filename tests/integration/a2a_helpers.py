@@ -68,8 +68,9 @@ async def get_task(client: Client, task_id: str) -> Task:
 
 
 async def wait_for_state(client: Client, task_id: str, state: TaskState) -> Task:
-    """Poll GetTask (the client's only view) until the task reaches ``state`` (10 s at most)."""
-    async with asyncio.timeout(10):
+    """Poll GetTask (the client's only view) until the task reaches ``state`` (60 s at most,
+    a hang guard)."""
+    async with asyncio.timeout(60):
         while True:
             task = await get_task(client, task_id)
             if task.status.state == state:

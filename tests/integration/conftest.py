@@ -162,7 +162,7 @@ async def serving(app: FastAPI, sock: socket.socket) -> AsyncIterator[None]:
         yield
     finally:
         server.should_exit = True
-        async with asyncio.timeout(20):
+        async with asyncio.timeout(60):  # a safety bound: the hub stops once its tasks end
             await task
 
 

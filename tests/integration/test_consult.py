@@ -105,7 +105,7 @@ async def test_a_loop_of_consultations_ends_with_a_tool_error(
         Reply("Alpha answers."),
     )
     client = await hub.client("alpha")
-    async with asyncio.timeout(20):
+    async with asyncio.timeout(60):
         task = await send(client, "Start a loop.")
 
     assert task.status.state == TaskState.TASK_STATE_COMPLETED

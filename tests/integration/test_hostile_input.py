@@ -1,7 +1,9 @@
 """What a persona file or a message's data can make the event loop do: never more than
 bounded, linear work, heavy work in a worker thread. Each hostile input goes through its
 real door (REST, upload, A2A with the SDK client); while it is processed, ``/healthz`` and
-another persona keep answering (each within :data:`LIVE`: a hang guard, not a timing).
+another persona keep answering (:func:`while_live`). Where the heavy work goes to a worker
+thread, it is held there (tests/held_work.py) and another request is served *while* it
+waits: shown by events, not by the clock.
 
 Before: a lore regex key with a greeting written for it blocked every persona for seconds
 on one "hi"; a card of thousands of ``{{char}}`` became a 97 MB agent card; a deeply
@@ -19,19 +21,23 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import pytest
+from a2a.client import Client
 from a2a.types.a2a_pb2 import TaskState
 
+from persona_agent.personas.formats.lore_scan import lore_selection_sync
 from tests.fakes.fake_llm import FakeLLM, Reply
+from tests.held_work import held_in_worker_threads
 from tests.integration.a2a_helpers import send
 from tests.integration.conftest import Hub, HubFactory
 from tests.personas import persona_data
 
 API = "/api/v1/personas"
 T = TypeVar("T")
-LIVE = 5.0
-"""Seconds within which each check of :func:`while_live` must be answered: the bugs this
-module guards against blocked the loop for many seconds; a busy machine (parallel
-workers on two cores) takes more than one."""
+LIVE = 60.0
+"""Seconds within which each check of :func:`while_live` must be answered: a safety bound
+against a hang, not a timing (a busy two-core machine takes seconds to answer; that the
+loop stays free while heavy work runs is shown by holding the work, as in
+:func:`test_a_big_lorebook_and_a_long_message_are_scanned_off_the_event_loop`)."""
 
 
 @pytest.fixture
@@ -49,19 +55,24 @@ async def while_live(hub: Hub, hostile: Awaitable[T], *, other: str = "socrates"
     work = asyncio.ensure_future(hostile)
     checks = 0
     try:
-        async with asyncio.timeout(120):
+        async with asyncio.timeout(4 * LIVE):
             while checks == 0 or not work.done():
-                async with _live("/healthz"):
-                    health = await hub.http.get("/healthz")
-                assert health.json()["status"] == "ok"
-                async with _live(other):
-                    task = await send(client, f"still there? {checks}")
-                assert task.status.state == TaskState.TASK_STATE_COMPLETED
+                await served(hub, client, f"still there? {checks}", other)
                 checks += 1
             return await work
     finally:
         if not work.done():
             work.cancel()
+
+
+async def served(hub: Hub, client: Client, text: str, other: str = "socrates") -> None:
+    """``/healthz`` answers, and the persona ``other`` (its SDK ``client``) answers ``text``."""
+    async with _live("/healthz"):
+        health = await hub.http.get("/healthz")
+    assert health.json()["status"] == "ok"
+    async with _live(other):
+        task = await send(client, text)
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
 
 
 @asynccontextmanager
@@ -222,10 +233,14 @@ async def test_a_big_lorebook_and_a_long_message_are_scanned_off_the_event_loop(
         message = "word " * 120_000 + "the needle there, and KEY4998WORD."
         llm.script_for("You are Tess Tester.", Reply("Noted."))  # not an echo of it all
 
-        async def hostile() -> Any:
-            return await send(await hub.client("library"), message)
-
-        task = await while_live(hub, hostile())
+        library, socrates = await hub.client("library"), await hub.client("socrates")
+        async with held_in_worker_threads(lore_selection_sync) as scan:
+            sending = asyncio.ensure_future(send(library, message))
+            await scan.running(instead=sending)  # the scan is in a worker thread, held there
+            await served(hub, socrates, "while the lorebook is scanned?")
+            assert not sending.done()
+            scan.release()
+            task = await while_live(hub, sending)
         assert task.status.state == TaskState.TASK_STATE_COMPLETED
         (asked,) = [r for r in llm.requests if "Tess Tester" in r["messages"][0]["content"]]
         prompt = asked["messages"][0]["content"]

@@ -150,7 +150,7 @@ async def test_open_streams_per_caller(hub_factory: HubFactory, llm: FakeLLM) ->
                 assert second.status_code == 429
                 assert "Too many open streams: at most 1" in second.json()["error"]["message"]
             # The stream closed: its place is free again.
-            async with asyncio.timeout(10):
+            async with asyncio.timeout(60):
                 while True:
                     llm.script(Reply("Again."))
                     again = await alice.post(
@@ -269,11 +269,13 @@ def test_limits_are_settings(setting: str, monkeypatch: pytest.MonkeyPatch) -> N
 async def test_an_idle_stream_is_ended_and_its_task_goes_on(
     hub_factory: HubFactory, llm: FakeLLM
 ) -> None:
-    async with hub_factory(stream_idle_seconds=1, grpc_port=0, mcp_config=None) as hub:
+    # The model hangs for longer than the test can take (its task must still be working).
+    settings = {"stream_idle_seconds": 1, "grpc_port": 0, "mcp_config": None, "llm_timeout": 300}
+    async with hub_factory(**settings) as hub:
         llm.script(Hang(), Hang())
         events: list[str] = []
         async with (
-            asyncio.timeout(15),
+            asyncio.timeout(60),
             hub.http.stream(
                 "POST",
                 "/a2a/socrates/",
@@ -295,7 +297,7 @@ async def test_an_idle_stream_is_ended_and_its_task_goes_on(
         # The same on gRPC: the stream ends (status OK) after its first event, the task goes on.
         card = await hub.card("socrates")
         (address,) = [i.url for i in card.supported_interfaces if i.protocol_binding == "GRPC"]
-        async with grpc.aio.insecure_channel(address) as channel, asyncio.timeout(15):
+        async with grpc.aio.insecure_channel(address) as channel, asyncio.timeout(60):
             stub = a2a_pb2_grpc.A2AServiceStub(channel)
             request = user_message("idle")
             request.tenant = "socrates"

@@ -178,7 +178,7 @@ async def test_an_embeddings_endpoint_that_fails_leaves_the_answer_whole(
 
 async def card_served(hub: Hub, persona_id: str) -> None:
     """Wait until ``hub`` serves the persona another replica wrote (it is notified)."""
-    async with asyncio.timeout(20):
+    async with asyncio.timeout(60):
         card = f"/a2a/{persona_id}/.well-known/agent-card.json"
         while (await hub.http.get(card)).is_error:  # noqa: ASYNC110
             await asyncio.sleep(0.05)

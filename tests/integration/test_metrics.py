@@ -186,11 +186,11 @@ async def test_metrics_can_be_turned_off(hub_factory: HubFactory, llm: FakeLLM) 
 
 async def test_open_streams_are_counted_while_open(hub_factory: HubFactory, llm: FakeLLM) -> None:
     async with hub_factory() as hub:
-        llm.script(Reply("Slowly, word by word.", token_delay=0.5))
+        llm.script(Reply("Slowly, word by word.", hold_after=1))  # open until released
         client = await hub.client("socrates", streaming=True)
         streaming = asyncio.create_task(stream(client, "Slowly?"))
         try:
-            async with asyncio.timeout(10):
+            async with asyncio.timeout(60):
                 while True:
                     samples = await scrape(hub)
                     running = value(samples, "persona_agent_tasks_running", persona="socrates")
@@ -199,6 +199,7 @@ async def test_open_streams_are_counted_while_open(hub_factory: HubFactory, llm:
                     await asyncio.sleep(0.05)
             assert value(samples, "persona_agent_open_streams", persona="socrates") == 1
         finally:
+            llm.release()
             await streaming
         samples = await scrape(hub)
     assert value(samples, "persona_agent_open_streams", persona="socrates") == 0

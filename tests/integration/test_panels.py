@@ -166,39 +166,38 @@ def status_text_of(status: Any) -> str:
 
 
 @pytest.mark.parametrize("transport", [TRANSPORTS[0], TRANSPORTS[3]])
-async def test_cancel_mid_panel_cancels_every_members_task_within_a_second(
+async def test_cancel_mid_panel_cancels_every_members_task(
     hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:
-    llm.script_for(EINSTEIN, Reply(" ".join(f"w{i}" for i in range(400)), token_delay=0.02))
+    llm.script_for(EINSTEIN, Reply(" ".join(f"w{i}" for i in range(400)), hold_after=1))
     llm.script_for(CURIE, Hang())
     llm.script_for(DARWIN, Hang())
     streaming = await hub.client("science-panel", transport, streaming=True)
     control = await hub.client("science-panel", transport)
     events: list[StreamResponse] = []
     members: dict[str, str] = {}
-    canceled_at = 0.0
+    panel_task = ""
     async with asyncio.timeout(30):
         async for event in streaming.send_message(user_message("Talk among yourselves.")):
             events.append(event)
             members |= {s["member"]: s["taskId"] for s in statuses([event], "panel-turn")}
-            if len(members) == 3 and event.HasField("artifact_update") and not canceled_at:
-                # Every member is answering at once: three model calls open together.
-                await asyncio.to_thread(llm.wait_requests, 3, 5.0)
+            if len(members) == 3 and not panel_task:
+                # Every member is answering at once: three model calls open together (the
+                # first holds its answer after a word, the others hang).
+                await asyncio.to_thread(llm.wait_requests, 3)
                 assert llm.active == 3
-                panel_task = event.artifact_update.task_id
+                panel_task = event.status_update.task_id
                 canceled = await control.cancel_task(CancelTaskRequest(id=panel_task))
-                canceled_at = asyncio.get_running_loop().time()
                 assert canceled.status.state == TaskState.TASK_STATE_CANCELED
-    # The stream ended with the cancel, and every member's task within a second of it.
+    # The stream ended with the cancel, and so did every member's task (how soon: bench/).
     assert events[-1].status_update.status.state == TaskState.TASK_STATE_CANCELED
-    async with asyncio.timeout_at(canceled_at + 1):
-        for member_id, task_id in members.items():
-            await wait_for_state(
-                await hub.client(member_id, transport), task_id, TaskState.TASK_STATE_CANCELED
-            )
-    await asyncio.to_thread(llm.wait_idle, 5.0)  # every model call was abandoned
+    for member_id, task_id in members.items():
+        await wait_for_state(
+            await hub.client(member_id, transport), task_id, TaskState.TASK_STATE_CANCELED
+        )
+    await asyncio.to_thread(llm.wait_idle)  # every model call was abandoned
     assert llm.disconnects == 3
-    assert llm.chunks_sent < 400
+    assert llm.chunks_sent <= 1
     task = await get_task(control, panel_task)
     assert task.status.state == TaskState.TASK_STATE_CANCELED
 

@@ -66,7 +66,7 @@ def config(webhook: Webhook, task_id: str = "", name: str = "c1") -> TaskPushNot
     )
 
 
-def completed(webhook: Webhook, timeout: float = 15.0) -> list[Received]:
+def completed(webhook: Webhook, timeout: float = 60.0) -> list[Received]:
     """The requests up to the one that says the task completed (blocks: use a thread)."""
     deadline = time.monotonic() + timeout
     count = 1
@@ -192,17 +192,18 @@ async def test_configs_survive_a_restart(
 async def test_a_slow_or_failing_webhook_never_holds_the_task(
     hub_factory: HubFactory, llm: FakeLLM, webhook: Webhook
 ) -> None:
-    webhook.delay = 3.0  # each notification takes 3 s to be answered
+    webhook.hold()  # no notification is answered until the task's answer has come
     webhook.answers = [500, 503]  # the first two fail
     async with hub_factory(push_allowed_hosts="127.0.0.1") as hub:
         client = await hub.client("socrates")
         request = user_message("Slowly.")
         request.configuration.task_push_notification_config.CopyFrom(config(webhook))
         llm.script(Reply("Quickly."))
-        async with asyncio.timeout(2.5):  # less than one webhook answer: not waited for
+        async with asyncio.timeout(60):  # a hang guard: the webhook would hold it for ever
             responses = [r async for r in client.send_message(request)]
         assert responses[0].task.status.state == TaskState.TASK_STATE_COMPLETED
-        webhook.delay = 0
+        assert webhook.answered == 0  # the task ended while the webhook had answered nothing
+        webhook.release()
         received = await asyncio.to_thread(completed, webhook)
         # The first notification was tried three times (500, 503, then 200); the rest follow.
         assert [r.body for r in received[:3]] == [received[0].body] * 3
@@ -422,7 +423,7 @@ async def test_configs_per_caller_are_capped_across_their_tasks(
         await bob.create_task_push_notification_config(config(webhook, bob_task, "b0"))
         # A finished task's configs count no more (once its end is stored).
         await alice.cancel_task(CancelTaskRequest(id=tasks[0]))
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(60):
             while True:
                 try:
                     await alice.create_task_push_notification_config(
@@ -439,7 +440,7 @@ async def test_configs_per_caller_are_capped_across_their_tasks(
 async def test_a_full_destination_queue_drops_and_counts(
     hub_factory: HubFactory, llm: FakeLLM, webhook: Webhook, caplog: pytest.LogCaptureFixture
 ) -> None:
-    webhook.delay = 1.0  # each notification takes a second to be answered
+    webhook.hold()  # the first notification is not answered: the next ones queue
     async with hub_factory(push_allowed_hosts="127.0.0.1", push_queue_per_destination=1) as hub:
         client = await hub.client("socrates")
         request = user_message("Many events, one slow webhook.")
@@ -447,10 +448,11 @@ async def test_a_full_destination_queue_drops_and_counts(
         llm.script(Reply("Done."))
         _ = [r async for r in client.send_message(request)]
         # The first is being delivered, the next waits: the others are dropped.
-        async with asyncio.timeout(10):  # as a monitoring system would see it: /metrics
+        async with asyncio.timeout(60):  # as a monitoring system would see it: /metrics
             while not value(await scrape(hub), DELIVERIES, outcome="dropped"):  # noqa: ASYNC110
                 await asyncio.sleep(0.05)
         assert "PERSONA_AGENT_PUSH_QUEUE_PER_DESTINATION" in caplog.text
+        webhook.release()
 
 
 DELIVERIES = "persona_agent_push_notifications_total"

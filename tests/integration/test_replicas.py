@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
@@ -44,6 +43,9 @@ from tests.integration.test_push import completed, states
 from tests.servers.webhook import Webhook
 
 REFUSED = (A2AError, A2AClientError)
+WAIT = 60.0
+"""Seconds a test waits at most for what must happen between replicas: a safety bound
+against a hang, not a timing (how soon: bench/replicas.py)."""
 
 
 @pytest.fixture
@@ -54,15 +56,15 @@ async def pair(hub_factory: HubFactory, pg_url: str) -> AsyncIterator[tuple[Hub,
         yield a, b
 
 
-async def _card_status(hub: Hub, persona_id: str, status: int, *, within: float) -> None:
-    """Wait until the persona's card answers ``status`` (at most ``within`` seconds)."""
-    deadline = time.monotonic() + within
+async def _card_status(hub: Hub, persona_id: str, status: int) -> None:
+    """Wait until the persona's card answers ``status`` (at most :data:`WAIT`)."""
     url = f"/a2a/{persona_id}/.well-known/agent-card.json"
-    for _ in range(10_000):
-        if (await hub.http.get(url)).status_code == status:
-            return
-        assert time.monotonic() < deadline, f"{url} did not answer {status} within {within}s"
-        await asyncio.sleep(0.02)
+    try:
+        async with asyncio.timeout(WAIT):
+            while (await hub.http.get(url)).status_code != status:  # noqa: ASYNC110 (HTTP)
+                await asyncio.sleep(0.02)
+    except TimeoutError:
+        raise AssertionError(f"{url} did not answer {status} within {WAIT:g} s") from None
 
 
 def _text(events: list[StreamResponse]) -> str:
@@ -79,10 +81,10 @@ async def test_a_task_started_on_one_replica_is_read_listed_and_followed_on_the_
 ) -> None:
     a, b = pair
     words = [f"w{i} " for i in range(30)]
-    llm.script(Reply("".join(words), chunks=words, token_delay=0.05))
+    llm.script(Reply("".join(words), chunks=words, token_delay=0.05, hold_after=5))
     on_a = await a.client("socrates")
     task_id = await submit(on_a, "Talk a while")
-    await asyncio.to_thread(llm.wait_chunks, 5, 5.0)
+    await asyncio.to_thread(llm.wait_held)  # five words written, the rest held
     on_b = await b.client("socrates", streaming=True)
     seen = await get_task(on_b, task_id)
     assert seen.status.state == TaskState.TASK_STATE_WORKING
@@ -90,9 +92,10 @@ async def test_a_task_started_on_one_replica_is_read_listed_and_followed_on_the_
     assert task_id in [task.id for task in listed.tasks]
 
     events: list[StreamResponse] = []
-    async with asyncio.timeout(20):
+    async with asyncio.timeout(WAIT):
         async for event in on_b.subscribe(SubscribeToTaskRequest(id=task_id)):
             events.append(event)
+            llm.release()  # once subscribed: the rest of the answer follows live
     first = events[0]
     assert first.HasField("task")
     # The snapshot and the events after it add up to the whole answer: no gap, no repeat.
@@ -116,20 +119,19 @@ async def test_cancel_through_the_other_replica_stops_the_model(
             events.append(event)
 
     follower = asyncio.create_task(follow())
-    await asyncio.to_thread(llm.wait_requests, 1, 5.0)
-    for _ in range(500):  # the first event may still be on its way to the client
-        if events:
-            break
-        await asyncio.sleep(0.01)
+    await asyncio.to_thread(llm.wait_requests, 1)
+    async with asyncio.timeout(WAIT):  # the first event may still be on its way to the client
+        while not events:  # noqa: ASYNC110 (the SDK client's stream, read by its task)
+            await asyncio.sleep(0.01)
     task_id = events[0].task.id
     on_b = await b.client("socrates")
     canceled = await on_b.cancel_task(CancelTaskRequest(id=task_id))
     assert canceled.status.state == TaskState.TASK_STATE_CANCELED
     # Replica A hears of it and closes its model call (an event between replicas, how
     # soon: bench/replicas.py).
-    await asyncio.to_thread(llm.wait_disconnect, 10.0)
+    await asyncio.to_thread(llm.wait_disconnect)
     # The client streaming from replica A hears the end.
-    async with asyncio.timeout(5):
+    async with asyncio.timeout(WAIT):
         await follower
     last = events[-1]
     state = last.task.status.state if last.HasField("task") else last.status_update.status.state
@@ -178,7 +180,7 @@ async def test_a_persona_written_on_one_replica_is_served_by_the_other(
     persona = {"name": "Ada Lovelace", "description": "The first programmer."}
     created = await a.http.post("/api/v1/personas", json={"id": "ada", **persona})
     assert created.status_code == 201, created.text
-    await _card_status(b, "ada", 200, within=1.0)
+    await _card_status(b, "ada", 200)
     # ETags hold across replicas: two writers with the same one, one wins.
     etag = created.headers["etag"]
     changed = {**persona, "description": "Analyst of engines."}
@@ -193,7 +195,7 @@ async def test_a_persona_written_on_one_replica_is_served_by_the_other(
     assert sorted([first.status_code, second.status_code]) == [200, 412]
     deleted = await b.http.delete("/api/v1/personas/ada")
     assert deleted.status_code == 204
-    await _card_status(a, "ada", 404, within=1.0)
+    await _card_status(a, "ada", 404)
 
 
 async def test_readyz_reports_the_database(pair: tuple[Hub, Hub]) -> None:
@@ -221,14 +223,15 @@ async def test_a_replica_that_starts_leaves_the_others_tasks_alone(
     pair: tuple[Hub, Hub], hub_factory: HubFactory, pg_url: str, llm: FakeLLM
 ) -> None:
     a, _b = pair
-    # Long enough to be running still when a third replica has started on a busy machine.
-    llm.script(Reply("Slowly. " * 60, token_delay=0.1))
+    # Held by the model until a third replica has started, however long that takes.
+    llm.script(Reply("Slowly. " * 60, hold_after=2))
     client = await a.client("socrates")
     task_id = await submit(client, "Go on")
-    await asyncio.to_thread(llm.wait_chunks, 2, 5.0)
+    await asyncio.to_thread(llm.wait_held)
     async with hub_factory(database_url=pg_url) as c:
         on_c = await c.client("socrates")
         assert (await get_task(on_c, task_id)).status.state == TaskState.TASK_STATE_WORKING
+    llm.release()
     done = await wait_for_state(client, task_id, TaskState.TASK_STATE_COMPLETED)
     assert answer_text(done) == "Slowly. " * 60
 
@@ -238,12 +241,15 @@ async def test_a_replica_that_stops_gracefully_finishes_or_cancels_its_tasks_and
 ) -> None:
     llm.script(Reply("Nearly done now.", token_delay=0.2), Hang())
     async with hub_factory(database_url=pg_url) as a:
-        async with hub_factory(database_url=pg_url) as b:
+        # A grace period the 0.8 s answer fits in many times over on a busy machine (the
+        # hanging call waits it out: the model's timeout is longer).
+        grace = {"shutdown_grace_seconds": 5, "llm_timeout": 60}
+        async with hub_factory(database_url=pg_url, **grace) as b:
             on_b = await b.client("socrates")
             finishing = await submit(on_b, "Finish this")
-            await asyncio.to_thread(llm.wait_requests, 1, 5.0)
+            await asyncio.to_thread(llm.wait_requests, 1)
             hanging = await submit(on_b, "And this")
-            await asyncio.to_thread(llm.wait_requests, 2, 5.0)
+            await asyncio.to_thread(llm.wait_requests, 2)
             leaving = (await b.http.get("/readyz")).json()["replica"]
         # B stopped as on SIGTERM: what it could finish in its grace period it finished,
         # the rest it canceled; nothing is left for a lease to fail.
@@ -262,14 +268,14 @@ async def test_a_push_config_set_through_one_replica_is_served_by_the_one_runnin
     hub_factory: HubFactory, pg_url: str, llm: FakeLLM
 ) -> None:
     words = [f"w{i} " for i in range(20)]
-    llm.script(Reply("".join(words), chunks=words, token_delay=0.05))
+    llm.script(Reply("".join(words), chunks=words, token_delay=0.05, hold_after=2))
     with Webhook() as webhook:
         async with (
             hub_factory(database_url=pg_url, push_allowed_hosts="127.0.0.1") as a,
             hub_factory(database_url=pg_url, push_allowed_hosts="127.0.0.1") as b,
         ):
             task_id = await submit(await a.client("socrates"), "Talk a while")
-            await asyncio.to_thread(llm.wait_chunks, 2, 5.0)
+            await asyncio.to_thread(llm.wait_held)  # the task runs until released
             # The config goes in through B; A, which runs the task, must hear of it.
             on_b = await b.client("socrates")
             await on_b.create_task_push_notification_config(
@@ -277,6 +283,7 @@ async def test_a_push_config_set_through_one_replica_is_served_by_the_one_runnin
                     task_id=task_id, id="hook", url=f"{webhook.url}/hook", token="tok"
                 )
             )
+            llm.release()
             await wait_for_state(on_b, task_id, TaskState.TASK_STATE_COMPLETED)
             received = await asyncio.to_thread(completed, webhook)
     assert all(r.headers.get("x-a2a-notification-token") == "tok" for r in received)

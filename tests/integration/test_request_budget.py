@@ -228,7 +228,7 @@ async def test_a_consultation_succeeds_with_one_running_task_per_caller(
         # The consultation is part of the request that asked for it: the caller runs one
         # task, and may start another.
         llm.script(Reply("Another answer."))
-        async with asyncio.timeout(20):
+        async with asyncio.timeout(60):
             other = await send(await hub.client("hermit"), "Meanwhile, hello.")
         assert other.status.state == TaskState.TASK_STATE_COMPLETED
         assert (await get_task(alpha, asking)).status.state == TaskState.TASK_STATE_WORKING

@@ -13,6 +13,7 @@ import base64
 import re
 import shutil
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,7 @@ from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.a2a_helpers import answer_text, get_task, user_message
 from tests.integration.conftest import TRANSPORTS, Hub, HubFactory
 from tests.integration.persona_yaml import persona, write
-from tests.speech.audio import hear, joined, recall
+from tests.speech.audio import Heard, hear, joined, recall
 
 LIGHTHOUSE = (
     "The harbour is quiet tonight, and the lamp turns slowly above the rocks. "
@@ -68,28 +69,37 @@ def voice_artifacts(task: Task) -> list[Artifact]:
     return [artifact for artifact in task.artifacts if artifact.name == "voice"]
 
 
-def assert_speech(wav: bytes, text: str, *keywords: str, listen: bool = True) -> None:
+def assert_speech(wav: bytes, text: str, *keywords: str, listen: bool = True) -> Heard:
     """``wav`` is ``text`` spoken: as long as speech of its words, loud enough, most of its
     words heard, and all but one of ``keywords`` (the recognizer mishears a few words of
     a synthetic voice, and Piper's takes of one text differ). ``listen`` false: its length
-    and loudness only (the words are heard once a path, not once a binding)."""
+    and loudness only (the words are heard once a path, not once a binding). What was
+    heard."""
     heard = hear(wav, words=listen)
     words = len(text.split())
     slow, fast = WORDS_PER_SECOND
     assert words / fast <= heard.seconds <= words / slow, (heard.seconds, words)
     assert heard.rms > LOUDNESS, heard.rms
     if not listen:
-        return
+        return heard
     assert recall(text, heard.words) >= HEARD, heard.words
     missed = [keyword for keyword in keywords if keyword not in heard.words]
     allowed = 1 if len(keywords) > 1 else 0
     assert len(missed) <= allowed, (missed, heard.words)
+    return heard
 
 
 @pytest.fixture
 def keeper(personas_dir: Path) -> str:
     write(personas_dir, "keeper", KEEPER)
     return "keeper"
+
+
+@pytest.fixture
+async def patient_hub(keeper: str, hub_factory: HubFactory) -> AsyncIterator[Hub]:
+    """A hub that waits for the model's next token as long as the test waits at most."""
+    async with hub_factory(llm_timeout=HELD_FOR) as running:
+        yield running
 
 
 SDK_CLIENT_READS_NO_BINARY = ("HTTP+JSON", "0.3")
@@ -103,17 +113,29 @@ The hub's v0.3 HTTP+JSON answer is read raw instead
     "transport", [t for t in TRANSPORTS if t.values[0] != SDK_CLIENT_READS_NO_BINARY]
 )
 async def test_a_streaming_send_gets_the_answer_spoken_sentence_by_sentence(
-    keeper: str, hub: Hub, llm: FakeLLM, transport: tuple[str, str]
+    keeper: str, patient_hub: Hub, llm: FakeLLM, transport: tuple[str, str]
 ) -> None:
-    # Some 7 s of text on the first binding (3.5 s on the others): speech starts well before.
     first = transport == TRANSPORTS[0].values[0]
-    llm.script(Reply(STORY, token_delay=0.1 if first else 0.05))
-    client = await hub.client(keeper, transport, streaming=True)
-
+    # The model writes two sentences and the first word of the third, then waits: the
+    # first sentence must be heard meanwhile, however slow the machine (the delay to it
+    # is bench/speech.py's figure).
+    llm.script(Reply(STORY, token_delay=0.05 if first else 0.0, hold_after=HELD_AFTER))
+    client = await patient_hub.client(keeper, transport, streaming=True)
     events: list[StreamResponse] = []
-    async with asyncio.timeout(60):
-        async for event in client.send_message(asking_audio("Good evening")):
-            events.append(event)
+    try:
+        async with asyncio.timeout(HELD_FOR):
+            async for event in client.send_message(asking_audio("Good evening")):
+                events.append(event)
+                if _is_voice(event) and not _is_voice(*events[:-1]):
+                    # Speech began before the text ended: heard while the model waits.
+                    told = "".join(_texts(events))
+                    assert STORY.startswith(told)
+                    assert len(told.split()) <= HELD_AFTER
+                    llm.release()
+    except TimeoutError:
+        raise AssertionError(
+            f"no voice while the model waited after {HELD_AFTER} words: {events}"
+        ) from None
 
     updates = [e.artifact_update for e in events if e.HasField("artifact_update")]
     voice = [u for u in updates if u.artifact.name == "voice"]
@@ -128,11 +150,9 @@ async def test_a_streaming_send_gets_the_answer_spoken_sentence_by_sentence(
         assert part.raw.startswith(b"RIFF")
         assert update.append == (n > 1)
         assert update.last_chunk == (n == len(voice))
-    # Speech began before the text ended: the first sentence was heard while the model
-    # still wrote the others.
-    order = [id(u) for u in updates]
-    assert order.index(id(voice[0])) < order.index(id(answer[-1]))
-    assert_speech(
+    # Every part came before the task's end, in the order of the sentences.
+    assert not any(e.HasField("artifact_update") for e in events[events.index(_end(events)) :])
+    heard = assert_speech(
         joined([u.artifact.parts[0].raw for u in voice]),
         STORY,
         "slowly",
@@ -140,6 +160,7 @@ async def test_a_streaming_send_gets_the_answer_spoken_sentence_by_sentence(
         "fire with me",
         listen=first,
     )
+    assert_in_order(heard.words, "slowly", "ships will come home", "fire with me")
     # The final status is the text and its cost, as for any client.
     final = events[-1].status_update.status
     assert final.state == TaskState.TASK_STATE_COMPLETED
@@ -147,10 +168,51 @@ async def test_a_streaming_send_gets_the_answer_spoken_sentence_by_sentence(
     assert final.message.parts[1].HasField("data")
     assert VOICE_ERROR_METADATA_KEY not in final.message.metadata
     # The stored task keeps both artifacts, the voice's parts in order.
-    stored = await get_task(await hub.client(keeper, transport), voice[0].task_id)
+    stored = await get_task(await patient_hub.client(keeper, transport), voice[0].task_id)
     assert answer_text(stored) == STORY
     (kept,) = voice_artifacts(stored)
     assert [p.filename for p in kept.parts] == [f"voice-{n}.wav" for n in range(1, len(voice) + 1)]
+
+
+HELD_AFTER = len(LIGHTHOUSE[: LIGHTHOUSE.index(" The ships")].split()) + 1
+"""The words of :data:`STORY` the model writes before it waits for the first voice chunk:
+its first two sentences and the word that begins the third (a sentence is spoken once the
+next one has begun)."""
+HELD_FOR = 120.0
+"""Seconds the test (and its hub, for the model's next token) waits at most: a safety
+bound against a hang, not a timing."""
+
+
+def _is_voice(*events: StreamResponse) -> bool:
+    return any(
+        e.HasField("artifact_update") and e.artifact_update.artifact.name == "voice" for e in events
+    )
+
+
+def _texts(events: list[StreamResponse]) -> list[str]:
+    """The answer's text in the artifact updates of ``events``."""
+    return [
+        part.text
+        for e in events
+        if e.HasField("artifact_update") and e.artifact_update.artifact.name == "answer"
+        for part in e.artifact_update.artifact.parts
+    ]
+
+
+def _end(events: list[StreamResponse]) -> StreamResponse:
+    """The first event that says the task is done."""
+    return next(
+        e
+        for e in events
+        if e.HasField("status_update")
+        and e.status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    )
+
+
+def assert_in_order(words: str, *keywords: str) -> None:
+    """The ``keywords`` heard in ``words`` (the recognizer may miss one) come in this order."""
+    where = [words.find(keyword) for keyword in keywords if keyword in words]
+    assert where == sorted(where), (keywords, words)
 
 
 async def test_a_v0_3_http_json_client_gets_the_voice_as_base64(

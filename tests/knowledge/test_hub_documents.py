@@ -206,7 +206,7 @@ async def test_a_corrupt_pdf_part_fails_the_task_naming_it(
 
 
 async def wait_for_documents(hub: Hub, count: int) -> list[dict[str, Any]]:
-    async with asyncio.timeout(20):
+    async with asyncio.timeout(60):
         while len(found := await listed(hub)) != count:  # noqa: ASYNC110 (a REST view)
             await asyncio.sleep(0.1)
     return found
@@ -257,7 +257,7 @@ async def test_a_folder_made_before_its_persona_is_taken_in_when_the_persona_com
         created = await hub.http.post("/api/v1/personas", json={"id": "hypatia", **HERMIT})
         assert created.status_code == 201, created.text
         path = "/api/v1/personas/hypatia/documents"
-        async with asyncio.timeout(20):
+        async with asyncio.timeout(60):
             while not (found := (await hub.http.get(path)).json()["documents"]):  # noqa: ASYNC110
                 await asyncio.sleep(0.1)
         assert [(d["name"], d["source"]) for d in found] == [("notes.md", "directory")]

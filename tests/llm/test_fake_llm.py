@@ -69,6 +69,29 @@ def test_own_writes_stream_the_same_events_and_health_counts_the_chunks(
     assert health == {"status": "ok", "requests": 1, "chunks": 3}
 
 
+def test_a_held_answer_writes_its_first_chunks_and_the_rest_once_released(
+    fake: FakeLLM, http: httpx.Client
+) -> None:
+    fake.script(Reply("One two three four", hold_after=2))
+    with http.stream("POST", "/chat/completions", json={**ASK, "stream": True}) as response:
+        lines = response.iter_lines()
+        got: list[str] = []
+        while len(got) < 3:  # the role's empty delta, then the two chunks before the hold
+            line = next(lines)
+            if line.startswith("data: "):
+                got.append(json.loads(line[6:])["choices"][0]["delta"]["content"])
+        fake.wait_held()
+        assert (got, fake.chunks_sent) == (["", "One", " two"], 2)
+        fake.release()
+        rest = [line[6:] for line in lines if line.startswith("data: ")]
+    assert [json.loads(r)["choices"][0]["delta"].get("content") for r in rest[:-1]] == [
+        " three",
+        " four",
+        None,
+    ]
+    assert fake.chunks_sent == 4
+
+
 def test_streamed_tool_calls_come_as_openai_sends_them(fake: FakeLLM, http: httpx.Client) -> None:
     fake.script(ToolCalls([("add", {"a": 1, "b": 2}), ("echo", "{bad")]))
     response = http.post("/chat/completions", json={**ASK, "stream": True})

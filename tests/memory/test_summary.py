@@ -212,13 +212,13 @@ async def test_runs_of_one_conversation_never_overlap_and_a_turn_during_one_is_s
     key = "socrates:overlap"
     await turns(history, key, 3)  # the first turn has left the window
     summary.after_turn(SOCRATES, key, "", "m")
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(60):
         await started.wait()
     await turns(history, key, 1, start=3)  # the second leaves while the first is summarized
     summary.after_turn(SOCRATES, key, "", "m")
     summary.after_turn(SOCRATES, key, "", "m")
     release.set()
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(60):
         await summary.settled()
     assert most == 1
     assert len(asked) == 2

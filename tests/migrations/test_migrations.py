@@ -294,8 +294,15 @@ async def test_a_replica_waits_while_another_holds_the_migration_lock() -> None:
         async with holder.connect() as conn:
             await conn.execute(text(f"SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})"))
             upgrading = asyncio.ensure_future(upgrade_db(starting))
-            done, _ = await asyncio.wait({upgrading}, timeout=0.5)
-            assert not done  # waiting for the lock
+            # Until PostgreSQL shows the other session waiting for the lock: no clock.
+            waiting = text(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            )
+            async with asyncio.timeout(60):
+                while not await conn.scalar(waiting):
+                    assert not upgrading.done(), upgrading
+                    await asyncio.sleep(0.02)
+            assert not upgrading.done()  # waiting for the lock
             assert await db_revision(holder) == (None, HEAD)
             await conn.execute(text(f"SELECT pg_advisory_unlock({MIGRATION_LOCK_KEY})"))
             async with asyncio.timeout(30):

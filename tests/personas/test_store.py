@@ -202,7 +202,7 @@ async def test_concurrent_puts_to_one_id_are_serialized(
     order: list[str] = []
     store.subscribe(lambda change: order.append(change.persona.name if change.persona else ""))
     names = [f"Version {index}" for index in range(10)]
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(60):
         await asyncio.gather(*(store.put(make("alpha", name)) for name in names))
     assert order == names
     assert (await store.get("alpha")).name == "Version 9"
@@ -237,15 +237,15 @@ async def test_a_cancelled_put_still_completes_consistently(
 
     def slow_write(persona_id: str, source: PersonaSource, image: CleanImage | None) -> None:
         started.set()
-        release.wait(5)
+        release.wait(60)
         original(persona_id, source, image)
 
     monkeypatch.setattr(store, "_write", slow_write)
     heard = asyncio.Event()
     store.subscribe(lambda change: heard.set())
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(60):
         task = asyncio.create_task(store.put(make("alpha", "Alpha Renamed")))
-        await asyncio.to_thread(started.wait, 5)
+        assert await asyncio.to_thread(started.wait, 60)
         task.cancel()
         release.set()
         with pytest.raises(asyncio.CancelledError):

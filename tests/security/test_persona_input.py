@@ -161,8 +161,9 @@ def test_json_bodies_python_cannot_read_or_of_many_problems_get_short_4xx_answer
     still_serving(url)
 
 
-def wait_until(condition: Callable[[], bool], what: str, seconds: float = 30) -> None:
-    """Poll ``condition`` (across processes there is no event to await) for ``seconds``."""
+def wait_until(condition: Callable[[], bool], what: str, seconds: float = 120) -> None:
+    """Poll ``condition`` (across processes there is no event to await) for ``seconds`` at
+    most (a safety bound against a hang, not a timing)."""
     deadline = time.monotonic() + seconds
     while not condition():
         assert time.monotonic() < deadline, f"waited {seconds}s for {what}"

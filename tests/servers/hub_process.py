@@ -13,10 +13,11 @@ from pathlib import Path
 
 import httpx
 
-STARTUP = 120.0
-"""Seconds the hub may take to be ready (``/readyz``): a bound, not a pause. A busy
-two-core machine can take tens of seconds to start Python, import the hub, migrate its
-database and load its personas."""
+STARTUP = 300.0
+"""Seconds the hub may take to be ready (``/readyz``): a safety bound against a hang, not a
+pause (every wait on it ends as soon as the hub is ready, or its process has exited). A
+busy two-core machine can take tens of seconds to start Python, import the hub, migrate
+its database and load its personas."""
 
 
 def hub_process(
@@ -64,10 +65,17 @@ def hub_process_with(
                     break
             except httpx.TransportError:
                 pass  # not listening yet
-            if time.monotonic() > deadline or process.poll() is not None:
-                process.kill()
+            status = process.poll()
+            if status is not None or time.monotonic() > deadline:
+                if status is None:
+                    process.kill()
                 output = process.communicate(timeout=10)[0]
-                raise AssertionError(f"the hub was not ready in {STARTUP:.0f} s:\n{output}")
+                what = (
+                    f"exited (status {status}) before it was ready"
+                    if status is not None
+                    else f"was not ready in {STARTUP:.0f} s (a hang?)"
+                )
+                raise AssertionError(f"the hub {what}:\n{output}")
             time.sleep(0.1)
         yield url, process
     finally:

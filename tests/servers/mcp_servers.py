@@ -20,7 +20,9 @@ from typing import Any
 __all__ = ["SERVER_SCRIPT", "running_http_server", "stdio_server_config"]
 
 SERVER_SCRIPT = Path(__file__).resolve().with_name("mcp_tools_server.py")
-START_TIMEOUT = 30.0
+START_TIMEOUT = 120.0
+"""Seconds after which a test server that does not listen is given up on: a safety bound
+against a hang (a start returns as soon as it listens)."""
 STOP_TIMEOUT = 5.0
 
 

@@ -100,7 +100,7 @@ class OTLPReceiver:
             self._spans.clear()
 
     def wait_for(
-        self, predicate: Callable[[list[ReceivedSpan]], bool], timeout: float = 10.0
+        self, predicate: Callable[[list[ReceivedSpan]], bool], timeout: float = 60.0
     ) -> list[ReceivedSpan]:
         """The spans received, once ``predicate`` holds for them (polled); AssertionError,
         naming the spans received, when it does not within ``timeout`` seconds."""

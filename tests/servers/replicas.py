@@ -63,12 +63,18 @@ _POSTGRES_URL = os.environ.get(POSTGRES_URL_VARIABLE, "")
 _POSTGRES_REQUIRED = os.environ.get("PERSONA_AGENT_TEST_POSTGRES_REQUIRED", "") == "1"
 LOCAL_POSTGRES_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 
-START_TIMEOUT = 60.0
-"""Seconds a replica may take to answer ``/healthz``."""
-STOP_TIMEOUT = 30.0
-"""Seconds a replica may take to exit after SIGTERM (its shutdown grace included)."""
-NGINX_START_TIMEOUT = 10.0
+START_TIMEOUT = 600.0
+"""Seconds after which a replica that neither answers ``/healthz`` nor has exited is given
+up on: a safety bound against a hang, not an expectation. A replica is waited for until
+it answers or its process ends; on a busy two-core machine a start takes tens of seconds
+(three replicas at once, each importing the hub and joining the cluster)."""
+STOP_TIMEOUT = 120.0
+"""Seconds a replica may take to exit after SIGTERM (its shutdown grace included): a
+safety bound, as :data:`START_TIMEOUT`."""
+NGINX_START_TIMEOUT = 120.0
+"""Seconds after which nginx, neither listening nor exited, is given up on (a safety bound)."""
 NGINX_STOP_TIMEOUT = 10.0
+"""Seconds for nginx's graceful stop before it is killed (then as long again to exit)."""
 
 _T = TypeVar("_T")
 
@@ -171,19 +177,27 @@ class Replica:
         )
 
     def wait_healthy(self, timeout: float = START_TIMEOUT) -> None:
-        """Return once ``/healthz`` answers 200; else kill the replica and raise
-        AssertionError with its output."""
+        """Return once ``/healthz`` answers 200, however long the replica takes to start;
+        raise AssertionError with its output once its process has exited (it failed), or,
+        a safety bound against a hang, after ``timeout`` seconds (the replica killed)."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=5).status_code == 200:
+                if httpx.get(f"{self.url}/healthz", timeout=10).status_code == 200:
                     return
             except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or self.process.poll() is not None:
+                pass  # not listening yet, or too busy to answer in time: asked again
+            status = self.process.poll()
+            if status is not None:
+                raise AssertionError(
+                    f"the replica on port {self.port} exited (status {status}) before it "
+                    f"answered /healthz:\n{self.output()}"
+                )
+            if time.monotonic() > deadline:
                 self.kill()
                 raise AssertionError(
-                    f"the replica on port {self.port} did not start:\n{self.output()}"
+                    f"the replica on port {self.port} neither answered /healthz nor exited "
+                    f"in {timeout:g} s (a hang?):\n{self.output()}"
                 )
             time.sleep(0.1)
 
@@ -254,7 +268,7 @@ def start_replica(
 ) -> Replica:
     """Start ``persona-agent serve`` on 127.0.0.1 (``port``, else a free one) on
     ``database_url``; return it once it answers ``/healthz`` (AssertionError with its
-    output if it does not within :data:`START_TIMEOUT`).
+    output if it exits first: see :meth:`Replica.wait_healthy`).
 
     ``settings`` are ``PERSONA_AGENT_*`` variables without the prefix (``LLM_BASE_URL=...``),
     as for :func:`tests.servers.hub_process.hub_process`; the caller's own
@@ -262,7 +276,11 @@ def start_replica(
     Its output goes to ``data_dir/../replica-PORT.log``. Close it (or use it in ``with``).
     """
     replica = _spawn_replica(personas_dir, data_dir, database_url, port, **settings)
-    replica.wait_healthy()
+    try:
+        replica.wait_healthy()
+    except BaseException:
+        replica.close()
+        raise
     return replica
 
 
@@ -396,10 +414,12 @@ def running_nginx(ports: list[int], listen_port: int | None = None) -> Iterator[
 
 
 def _wait_listening(front: Nginx) -> None:
+    """Return once nginx accepts connections; AssertionError with its error log once it
+    has exited, or after :data:`NGINX_START_TIMEOUT` (a safety bound)."""
     deadline = time.monotonic() + NGINX_START_TIMEOUT
     while True:
         try:
-            with socket.create_connection(("127.0.0.1", front.port), timeout=1):
+            with socket.create_connection(("127.0.0.1", front.port), timeout=5):
                 return
         except OSError:
             if time.monotonic() > deadline or front.process.poll() is not None:

@@ -14,6 +14,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 __all__ = ["ServedInThread", "ThreadedServer"]
 
+START_TIMEOUT = 120.0
+"""Seconds after which a server that neither serves nor has stopped is given up on: a
+safety bound against a hang (a start returns as soon as the server serves)."""
+
 
 class ThreadedServer:
     """``start()`` binds a free port and returns once connections are accepted; ``stop()``."""
@@ -37,7 +41,7 @@ class ThreadedServer:
         )
         self._server, self._thread = server, thread
         thread.start()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + START_TIMEOUT
         while not server.started:
             if not thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError(f"the {self.name} did not start")
