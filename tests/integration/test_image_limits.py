@@ -95,15 +95,18 @@ class ImageServer(ServedInThread):
         headers = [(b"content-type", b"image/png")]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         self.hanging.set()
-        while not self.release.is_set():
-            await send({"type": "http.response.body", "body": b"\0", "more_body": True})
-            try:
-                async with asyncio.timeout(0.2):
-                    if (await receive())["type"] == "http.disconnect":
+        message = asyncio.ensure_future(receive())  # the client's disconnect, when it comes
+        try:
+            while not self.release.is_set():
+                await send({"type": "http.response.body", "body": b"\0", "more_body": True})
+                await asyncio.sleep(0.2)  # a byte a pace: the client's read never times out
+                if message.done():
+                    if message.result()["type"] == "http.disconnect":
                         self.left.set()
                         return
-            except TimeoutError:
-                continue
+                    message = asyncio.ensure_future(receive())  # the request's body: read on
+        finally:
+            message.cancel()
         await send({"type": "http.response.body", "body": b""})
 
 
