@@ -3,7 +3,8 @@
 The terminal belongs to the main thread, which waits at ``input()``; the A2A client, the
 hub's REST API and the hub the chat may start in its process run on this loop, so the hub
 keeps serving while the prompt waits. The main thread hands the loop a coroutine and waits
-for it; Ctrl-C interrupts that wait (``KeyboardInterrupt`` in the main thread).
+for it; Ctrl-C interrupts that wait (``KeyboardInterrupt`` in the main thread), and
+:meth:`ChatLoop.run_or_cancel` then cancels the coroutine too.
 """
 
 from __future__ import annotations
@@ -15,9 +16,13 @@ import threading
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["ChatLoop", "running_loop"]
+__all__ = ["UNWIND_WAIT", "ChatLoop", "running_loop"]
 
 T = TypeVar("T")
+
+UNWIND_WAIT = 10.0
+"""How long a canceled coroutine may take to unwind (close its stream, print its last
+line) before the prompt comes back regardless."""
 
 
 class ChatLoop:
@@ -32,8 +37,22 @@ class ChatLoop:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
 
     def run(self, coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        """Run ``coroutine`` on the loop and wait for it; Ctrl-C interrupts the wait."""
+        """Run ``coroutine`` on the loop and wait for it; Ctrl-C interrupts the wait (the
+        coroutine goes on)."""
         return self.submit(coroutine).result(timeout)
+
+    def run_or_cancel(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` on the loop and wait for it; Ctrl-C cancels it (a request it
+        streams is closed), waits for it to unwind (:data:`UNWIND_WAIT` seconds at most),
+        and raises ``KeyboardInterrupt``."""
+        unwound = threading.Event()
+        running = self.submit(_until_unwound(coroutine, unwound))
+        try:
+            return running.result()
+        except KeyboardInterrupt:
+            running.cancel()
+            unwound.wait(UNWIND_WAIT)
+            raise
 
     def close(self) -> None:
         """Cancel what still runs (an abandoned answer), then stop the loop and its thread."""
@@ -43,6 +62,13 @@ class ChatLoop:
         self._thread.join(5)
         if not self._thread.is_alive():
             self._loop.close()
+
+
+async def _until_unwound(coroutine: Coroutine[Any, Any, T], unwound: threading.Event) -> T:
+    try:
+        return await coroutine
+    finally:
+        unwound.set()
 
 
 async def _cancel_others() -> None:

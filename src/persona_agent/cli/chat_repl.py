@@ -21,7 +21,7 @@ from typing import Any
 import typer
 
 from persona_agent.cli.a2a_chat import CANCEL_WAIT, ChatError, ChatSession, greeting
-from persona_agent.cli.chat_branches import COMMANDS, BranchCommands, greetings
+from persona_agent.cli.chat_branches import COMMANDS, STREAMED, BranchCommands, greetings
 from persona_agent.cli.chat_contexts import ContextMemory
 from persona_agent.cli.chat_loop import ChatLoop
 from persona_agent.cli.chat_media import MEDIA_COMMANDS, MediaCommands
@@ -141,14 +141,19 @@ def _command(
 
 
 def _branch(loop: ChatLoop, branches: BranchCommands, name: str, argument: str) -> None:
-    """A conversation command (:mod:`persona_agent.cli.chat_branches`); Ctrl-C stops
-    waiting for it (the hub finishes what it started)."""
+    """A conversation command (:mod:`persona_agent.cli.chat_branches`); Ctrl-C cancels
+    it: the request is closed, and a streamed answer (``/retry``, ``/continue``: a task of
+    the hub's) is canceled by the hub when its stream closes. A change the hub was making
+    may have been made: ``/history`` shows it."""
     try:
-        loop.run(branches.run(name, argument))
+        loop.run_or_cancel(branches.run(name, argument))
     except ChatError as error:
         typer.secho(str(error), fg="red")
     except KeyboardInterrupt:
-        typer.secho("\n(stopped waiting: /history shows what the hub did)", fg="yellow")
+        if name in STREAMED:
+            typer.secho("(answer canceled)", fg="yellow")  # its line ended as it unwound
+        else:
+            typer.secho("\n(stopped: /history shows what the hub did)", fg="yellow")
 
 
 def _turn(
