@@ -5,6 +5,7 @@ what the model was sent from the scripted LLM's recorded requests."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,46 @@ def test_retry_writes_another_answer_and_swipe_goes_back(
     swipes = stored(hub, "socrates", context)["messages"][1]["swipes"]
     assert (swipes["selected"], swipes["count"]) == (0, 2)
     assert swipes["texts"] == ["Virtue is knowledge.", "Virtue is a habit."]
+    assert session.quit() == 0
+
+
+ENDED = ["TASK_STATE_CANCELED", "TASK_STATE_COMPLETED"]
+"""A conversation's tasks after a first answer and a canceled /retry (sorted)."""
+
+
+def task_states(hub: str, persona: str, context: str) -> list[str]:
+    """The states of the conversation's tasks on the hub (A2A ListTasks), sorted."""
+    request = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {"contextId": context}}
+    listed = httpx.post(f"{hub}/a2a/{persona}/", json=request, headers={"A2A-Version": "1.0"})
+    return sorted(task["status"]["state"] for task in listed.json()["result"]["tasks"])
+
+
+def test_ctrl_c_during_a_streamed_retry_cancels_its_task_on_the_hub(
+    chat: StartChat, llm: FakeLLM, hub: str, data_dir: Path
+) -> None:
+    slow = " ".join(f"word{i}" for i in range(400))
+    llm.script(Reply("Virtue is knowledge."), Reply(slow, token_delay=0.05), Reply("Here."))
+    session = chat("socrates", "--url", hub, "--new")
+    session.prompt()
+    session.say("What is virtue?")
+    context = remembered(data_dir)[hub]["socrates"]
+    session.child.sendline("/retry")
+    session.expect("word5")  # the other answer streams
+    session.child.sendintr()
+    session.expect("(answer canceled)")
+    session.prompt()
+    llm.wait_disconnect(60)  # the hub closed the model's stream
+
+    # The regenerate's task ended canceled on the hub (the first answer's completed); across
+    # processes there is no event to await, so the hub is asked until the task has ended.
+    deadline = time.monotonic() + 60
+    while (states := task_states(hub, "socrates", context)) != ENDED:
+        assert time.monotonic() < deadline, f"the tasks are {states}, not {ENDED}"
+        time.sleep(0.1)
+    assert texts(stored(hub, "socrates", context))[-1] == ("assistant", "Virtue is knowledge.")
+
+    session.say("Still there?")  # the chat goes on
+    assert "Socrates: Here." in session.text
     assert session.quit() == 0
 
 

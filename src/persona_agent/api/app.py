@@ -33,11 +33,12 @@ from persona_agent.api.assembly import (
     build_telemetry,
 )
 from persona_agent.api.caller_data import CallerData
-from persona_agent.api.deps import UPLOAD_HEADER, ApiParts, is_loopback
+from persona_agent.api.deps import ApiParts
 from persona_agent.api.grpc_server import build_grpc
 from persona_agent.api.mcp_door import MCP_PATH, McpDoor
 from persona_agent.api.pages import add_pages
 from persona_agent.api.readiness import Readiness
+from persona_agent.api.rest_auth import UPLOAD_HEADER, is_loopback
 from persona_agent.api.routes import (
     caller_documents,
     conversation_files,

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Protocol
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from persona_agent.a2a.task_store import SqlTaskStore
-from persona_agent.api.deps import ApiAuth
 from persona_agent.api.persona_data import DeletedPersonaData
+from persona_agent.api.rest_auth import ApiAuth
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.tools import MCPTools, ToolSource, ToolSources

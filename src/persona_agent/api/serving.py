@@ -22,9 +22,9 @@ from persona_agent.a2a.push import PushParts
 from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.a2a.services import HubServices
 from persona_agent.api.assembly import Collaboration, Protection, Storage, image_limits
-from persona_agent.api.deps import is_loopback
 from persona_agent.api.pages import CONSOLE_PATH
 from persona_agent.api.readiness import Readiness
+from persona_agent.api.rest_auth import is_loopback
 from persona_agent.api.webhooks import build_push
 from persona_agent.chat.budget import BudgetLimits
 from persona_agent.chat.engine import ChatEngine

@@ -34,12 +34,14 @@ from persona_agent.a2a.extensions import (
 )
 from persona_agent.cli.a2a_chat import ChatError, ChatSession
 
-__all__ = ["COMMANDS", "BranchCommands", "Shown", "greetings", "shown_turns"]
+__all__ = ["COMMANDS", "STREAMED", "BranchCommands", "Shown", "greetings", "shown_turns"]
 
 COMMANDS = frozenset(
     {"/history", "/retry", "/swipe", "/continue", "/edit", "/delete", "/fork", "/greeting", "/me"}
 )
 """The commands this module carries out."""
+STREAMED = frozenset({"/retry", "/continue"})
+"""The commands whose answer streams: a turn of the persona, a task that Ctrl-C cancels."""
 _WRITE = {"X-Requested-With": "persona-agent-chat"}
 """Sent with each change: a keyless hub takes REST writes from this machine (docs/api.md)."""
 
@@ -191,7 +193,7 @@ class BranchCommands:
         wrong, and the conversation is then as it was."""
         if name == "/history":
             self._history(await self._turns())
-        elif name in ("/retry", "/continue"):
+        elif name in STREAMED:
             await self._generate(name)
         elif name == "/swipe":
             await self._swipe(argument)

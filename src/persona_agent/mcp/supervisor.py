@@ -11,40 +11,31 @@ the server with ``notifications/cancelled``).
 A connection that ends (a stdio process exits, an HTTP transport fails) is
 reopened by the next call to that server, which then goes to the new one. A
 call that was in flight when the connection ended is not retried: the tool may
-have run, or may be what ended the server.
+have run, or may be what ended the server. The streams a connection runs on, and how
+their end is noticed, are :mod:`persona_agent.mcp.transports`'.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import anyio
-import httpx2
 import mcp.types as types
 from mcp.client import Client, IncomingMessage
-
-# The SDK's stream typing: the wrapper below must satisfy the same protocols.
-from mcp.client._transport import ReadStream, TransportStreams
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp.shared.exceptions import MCPError
-from mcp.shared.message import SessionMessage
 
 from persona_agent import __version__
 from persona_agent.errors import ToolError
 from persona_agent.mcp.config import ServerConfig
 from persona_agent.mcp.tool_specs import MAX_TOOL_NAME, SEPARATOR, ToolInfo
-from persona_agent.observe.tracing import active as tracing_active
+from persona_agent.mcp.transports import transport, watched
 
 __all__ = ["Supervisor"]
 
@@ -54,7 +45,6 @@ _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 _MAX_PAGES = 100
 _CLOSE_TIMEOUT = 10.0
 _RELISTEN_DELAY = 1.0
-_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 _CLOSED = "closed"
 _CLIENT_INFO = types.Implementation(name="persona-agent", version=__version__)
 
@@ -249,21 +239,11 @@ class Supervisor:
                 logger.warning("MCP server %r: %s", self.name, reason)
 
         return Client(
-            _watched(self._transport(), on_end),
+            watched(transport(self.config), on_end),
             message_handler=on_message,
             client_info=_CLIENT_INFO,
             cache=None,
         )
-
-    def _transport(self) -> contextlib.AbstractAsyncContextManager[TransportStreams]:
-        config = self.config
-        if config.command is not None:
-            parameters = StdioServerParameters(
-                command=config.command, args=config.args, env=config.env or None, cwd=config.cwd
-            )
-            return stdio_client(parameters)
-        assert config.url is not None
-        return _http_transport(config.url, config.headers)
 
     async def _serve(self, ready: asyncio.Future[_Connection], connection: _Connection) -> None:
         """Keep the tool list fresh until the connection ends."""
@@ -374,89 +354,6 @@ class Supervisor:
         first_start = self._launches == 1 and not refreshed
         if changed and not first_start and self._on_tools_changed is not None:
             self._on_tools_changed(self.name)
-
-
-@asynccontextmanager
-async def _http_transport(url: str, headers: Mapping[str, str]) -> AsyncIterator[TransportStreams]:
-    hooks = {"request": [_trace_header]} if tracing_active() else {}
-    async with (
-        httpx2.AsyncClient(headers=dict(headers), timeout=_HTTP_TIMEOUT, event_hooks=hooks) as http,
-        streamable_http_client(url, http_client=http) as streams,
-    ):
-        yield streams
-
-
-async def _trace_header(request: httpx2.Request) -> None:
-    """Traced: the W3C trace context that the MCP SDK puts in a request's ``params._meta``
-    (SEP-414, what MCP servers read) goes in its HTTP headers too, for what sits between
-    (proxies, a server's HTTP instrumentation)."""
-    if request.method != "POST" or b'"traceparent"' not in request.content:
-        return
-    try:
-        message = json.loads(request.content)
-    except ValueError:
-        return
-    params = message.get("params") if isinstance(message, dict) else None
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    if isinstance(meta, dict):
-        for name in ("traceparent", "tracestate"):
-            if isinstance(meta.get(name), str):
-                request.headers[name] = meta[name]
-
-
-@asynccontextmanager
-async def _watched(
-    transport: contextlib.AbstractAsyncContextManager[TransportStreams],
-    on_end: Callable[[], None],
-) -> AsyncIterator[TransportStreams]:
-    """``transport``, calling ``on_end`` when its read stream ends (the server went away)."""
-    async with transport as (read_stream, write_stream):
-        yield _WatchedReadStream(read_stream, on_end), write_stream
-
-
-class _WatchedReadStream:
-    """A transport's read stream that reports its end."""
-
-    def __init__(
-        self, inner: ReadStream[SessionMessage | Exception], on_end: Callable[[], None]
-    ) -> None:
-        self._inner = inner
-        self._on_end = on_end
-
-    @property
-    def last_context(self) -> object:
-        return getattr(self._inner, "last_context", None)
-
-    async def receive(self) -> SessionMessage | Exception:
-        try:
-            return await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._on_end()
-            raise
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> Self:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        return await self._inner.__aexit__(exc_type, exc, tb)
 
 
 def _retrieve(future: asyncio.Future[_Connection]) -> None:

@@ -68,7 +68,7 @@ class Authorization:
 
     Without keys or an issuer nobody can authenticate: everything is allowed here (the
     REST API's keyless writes have rules of their own about where a request comes from:
-    :class:`persona_agent.api.deps.ApiAuth`). With them:
+    :class:`persona_agent.api.rest_auth.ApiAuth`). With them:
 
     - the REST API (``READ``, ``WRITE``, ``HUB_READ``) needs a principal: 401 without;
     - A2A (``CALL``, ``DIRECTORY``) needs one where the access is ``authenticated`` (the

@@ -15,9 +15,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response, status
 
 from persona_agent.a2a.lifecycle import conversation_key
-from persona_agent.api.deps import Documents, MemoryReader, MemoryWriter
+from persona_agent.api.deps import (
+    Documents,
+    MemoryReader,
+    MemoryReadOwner,
+    MemoryWriteOwner,
+    MemoryWriter,
+    audit_memory,
+)
 from persona_agent.api.routes.error_body import ErrorDetail, error_responses
-from persona_agent.api.routes.memories import ReadingOwner, WritingOwner, audit_memory
 from persona_agent.memory.records import context_id_of
 
 __all__ = ["router"]
@@ -38,7 +44,7 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 @router.get(_BASE, dependencies=[MemoryReader], responses=_RESPONSES)
 async def list_attached(
     persona_id: str,
-    owner: ReadingOwner,
+    owner: MemoryReadOwner,
     documents: Documents,
     context_id: Annotated[
         str | None,
@@ -71,7 +77,7 @@ async def list_attached(
 async def delete_attached(
     request: Request,
     persona_id: str,
-    owner: WritingOwner,
+    owner: MemoryWriteOwner,
     document_id: str,
     documents: Documents,
 ) -> Response:

@@ -24,6 +24,7 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Res
 
 from persona_agent.a2a.lifecycle import conversation_key, history_key
 from persona_agent.api.deps import (
+    CallerQuery,
     Conversations,
     MemoryReader,
     MemoryWriter,
@@ -31,6 +32,7 @@ from persona_agent.api.deps import (
     TurnStarter,
     UserPersonaStore,
     hub_parts,
+    owner_of,
 )
 from persona_agent.api.routes.conversation_bodies import (
     Answer,
@@ -51,7 +53,6 @@ from persona_agent.api.routes.conversation_turns import (
     wants_events,
 )
 from persona_agent.api.routes.error_body import ErrorDetail
-from persona_agent.api.routes.memories import CallerQuery, owner_of
 from persona_agent.chat.turn_modes import greetings_of
 from persona_agent.conversations.conversation_store import ConversationStore
 from persona_agent.errors import ConversationNotFound

@@ -9,108 +9,36 @@ owner, so another caller's memory is answered 404, as one that does not exist.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response, status
+from fastapi import APIRouter, HTTPException, Path, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field, field_validator
 
 from persona_agent.api.deps import (
+    CallerQuery,
     CallerStore,
     MemoryReader,
+    MemoryReadOwner,
+    MemoryWriteOwner,
     MemoryWriter,
-    Store,
-    api_auth,
-    hub_parts,
+    audit_memory,
+    caller_owner,
 )
 from persona_agent.api.routes.error_body import ErrorDetail, error_responses
 from persona_agent.memory.records import MAX_TEXT, MemoryOff, MemoryRecord, context_id_of
-from persona_agent.security.audit import request_id_of
 from persona_agent.security.authorization import Action
-from persona_agent.security.principal import Principal
 
-__all__ = [
-    "CallerQuery",
-    "ReadingOwner",
-    "WritingOwner",
-    "audit_memory",
-    "caller_owner",
-    "owner_of",
-    "principal_named",
-    "router",
-]
+__all__ = ["router"]
 
 router = APIRouter(tags=["memory"], responses=error_responses(401, 403))
 
 _EXPORT_PAGE = 500
 """Records read per query while an export streams (the whole export is never in memory)."""
 
-CallerQuery = Annotated[
-    str | None,
-    Query(
-        min_length=1,
-        max_length=200,
-        description="whose memory (a principal: key:{name}, oidc:{sub}); default: the "
-        "caller's own. Naming another needs the scope memory:admin",
-    ),
-]
 MemoryId = Annotated[int, Path(ge=1, le=2**62, description="the memory's id")]
-
-
-def principal_named(
-    request: Request, action: Action, persona_id: str | None, caller: str | None
-) -> str | None:
-    """Whom the request is about: ``caller``, which the principal may name (else 403), the
-    principal's own name, or ``None`` on a hub that identifies nobody."""
-    principal: Principal | None = api_auth(request).authorize(
-        request, action, persona_id, caller=caller
-    )
-    if caller is not None:
-        return caller
-    return principal.name if principal is not None else None
-
-
-def caller_owner(
-    request: Request, action: Action, persona_id: str | None, caller: str | None
-) -> str:
-    """Whose memory the request is about: ``caller``, which the principal may name (else
-    403), or the principal's own."""
-    owner = principal_named(request, action, persona_id, caller)
-    if owner is None:
-        raise HTTPException(
-            status.HTTP_400_BAD_REQUEST,
-            "This hub identifies no callers (no API keys or OIDC issuer): name whose memory "
-            "with ?caller=key:{name} or ?caller=oidc:{sub}. An anonymous caller's memory "
-            "lasts one conversation and is not managed here",
-        )
-    return owner
-
-
-def owner_of(action: Action, *, anonymous: bool) -> Callable[..., Awaitable[str]]:
-    """A dependency: whose data (memory, conversations) a request about the path's
-    ``persona_id`` is, checked first (403), then the persona (404). ``anonymous``: on a hub
-    that identifies nobody, the anonymous caller's ("", as its conversations are keyed),
-    else :func:`caller_owner`'s 400."""
-
-    async def owner(
-        request: Request, persona_id: str, store: Store, caller: CallerQuery = None
-    ) -> str:
-        if anonymous:
-            named = principal_named(request, action, persona_id, caller) or ""
-        else:
-            named = caller_owner(request, action, persona_id, caller)
-        await store.get(persona_id)
-        return named
-
-    return owner
-
-
-ReadingOwner = Annotated[str, Depends(owner_of(Action.MEMORY_READ, anonymous=False))]
-"""Whose memory a read is about, the persona known (path ``persona_id``, query ``caller``)."""
-WritingOwner = Annotated[str, Depends(owner_of(Action.MEMORY_WRITE, anonymous=False))]
-"""Whose memory a change is about, the persona known."""
 
 
 class MemoryItem(BaseModel):
@@ -186,17 +114,6 @@ def _item(owner: str, record: MemoryRecord) -> MemoryItem:
     )
 
 
-def audit_memory(request: Request, action: str, persona: str | None, **details: Any) -> None:
-    principal: Principal | None = getattr(request.state, "principal", None)
-    hub_parts(request).audit.record(
-        action,
-        principal=principal.name if principal is not None else None,
-        persona=persona,
-        request_id=request_id_of(dict(request.headers)),
-        **details,
-    )
-
-
 def _off(error: MemoryOff) -> HTTPException:
     return HTTPException(status.HTTP_409_CONFLICT, str(error))
 
@@ -224,7 +141,7 @@ _BASE = "/personas/{persona_id}/memories"
 )
 async def list_memories(
     persona_id: str,
-    owner: ReadingOwner,
+    owner: MemoryReadOwner,
     callers: CallerStore,
     before: Annotated[
         int | None,
@@ -251,7 +168,7 @@ async def list_memories(
 )
 async def search_memories(
     persona_id: str,
-    owner: ReadingOwner,
+    owner: MemoryReadOwner,
     callers: CallerStore,
     q: Annotated[str, Query(min_length=1, max_length=4000, description="what to look for")],
     limit: Annotated[int, Query(ge=1, le=100)] = 10,
@@ -285,7 +202,7 @@ async def search_memories(
 async def export_memories(
     request: Request,
     persona_id: str,
-    owner: ReadingOwner,
+    owner: MemoryReadOwner,
     callers: CallerStore,
     format: Annotated[
         Literal["json", "jsonl"],
@@ -341,7 +258,7 @@ async def export_memories(
 )
 async def get_memory(
     persona_id: str,
-    owner: ReadingOwner,
+    owner: MemoryReadOwner,
     memory_id: MemoryId,
     callers: CallerStore,
 ) -> MemoryItem:
@@ -361,7 +278,7 @@ async def get_memory(
 async def edit_memory(
     request: Request,
     persona_id: str,
-    owner: WritingOwner,
+    owner: MemoryWriteOwner,
     memory_id: MemoryId,
     edit: MemoryEdit,
     callers: CallerStore,
@@ -389,7 +306,7 @@ async def edit_memory(
 async def delete_memory(
     request: Request,
     persona_id: str,
-    owner: WritingOwner,
+    owner: MemoryWriteOwner,
     memory_id: MemoryId,
     callers: CallerStore,
 ) -> Response:

@@ -13,7 +13,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from persona_agent.api.deps import (
-    SOURCE_MEDIA_TYPES,
     Auth,
     BaseUrl,
     CardImages,
@@ -24,6 +23,7 @@ from persona_agent.api.deps import (
     PersonaWriter,
     Store,
 )
+from persona_agent.api.rest_auth import SOURCE_MEDIA_TYPES
 from persona_agent.api.routes.error_body import error_responses
 from persona_agent.api.routes.persona_resource import (
     CREATES,

@@ -18,9 +18,16 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Request, Response, 
 from pydantic import BaseModel, Field, model_validator
 
 from persona_agent.a2a.lifecycle import history_key
-from persona_agent.api.deps import MemoryReader, MemoryWriter, UserPersonaStore
+from persona_agent.api.deps import (
+    CallerQuery,
+    MemoryReader,
+    MemoryWriter,
+    UserPersonaStore,
+    audit_memory,
+    owner_of,
+    principal_named,
+)
 from persona_agent.api.routes.error_body import ErrorDetail, error_responses
-from persona_agent.api.routes.memories import CallerQuery, audit_memory, owner_of, principal_named
 from persona_agent.errors import InvalidUserPersonaError
 from persona_agent.personas.user_identity import MAX_USER_DESCRIPTION_CHARS, UserPersona
 from persona_agent.security.authorization import Action
