@@ -58,8 +58,8 @@ class Door:
     (httpx: the REST conversation routes, and the A2A client for the task they start)."""
     operations: tuple[str, ...]
     binding: tuple[str, str] = ("", "")
-    """The A2A binding and protocol version; the MCP era (``auto``: 2026-07-28, ``legacy``:
-    the handshake era) for ``mcp``."""
+    """The A2A binding and protocol version; for MCP, the era (``auto``: 2026-07-28,
+    ``legacy``: the handshake era) or ``stdio``."""
     deployments: tuple[str, ...] = DEPLOYMENTS
 
 
@@ -84,6 +84,15 @@ DOORS: tuple[Door, ...] = (
         "mcp",
         ("send", "stream", "cancel-same", "list", "refused", "failing"),
         ("MCP", "legacy"),
+    ),
+    # persona-agent mcp: a hub of its own in the MCP client's process (on the one hub's
+    # database here); no load balancer is in front of it, so there is no replica form.
+    Door(
+        "mcp-stdio",
+        "mcp",
+        ("send", "list", "refused", "failing"),
+        ("MCP", "stdio"),
+        ("one-hub",),
     ),
     Door("mcp-inspector", "inspector", ("send", "list"), ("MCP", "cli"), ("one-hub",)),
     # Regenerate and continue are A2A tasks of the persona, with an SSE form.

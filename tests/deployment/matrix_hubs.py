@@ -88,6 +88,8 @@ class Deployment:
     personas_dir: Path
     public: str
     """The URL the cards name (nginx, or the one hub)."""
+    settings: dict[str, str]
+    """The hub processes' ``PERSONA_AGENT_*`` settings, without the prefix."""
 
     def here(self) -> str:
         """Where a cell starts: the first replica (the one hub)."""
@@ -129,6 +131,7 @@ def deployment(name: str, root: Path, llm: FakeLLM) -> Iterator[Deployment]:
     grpc_ports = [free_port() for _ in range(n)]
     front_port = free_port()
     public = f"http://127.0.0.1:{front_port if n > 1 else ports[0]}"
+    settings = _settings(llm, public)
     with fresh_database() as database_url, ExitStack() as stack:
         for i in range(n):
             stack.enter_context(
@@ -139,7 +142,7 @@ def deployment(name: str, root: Path, llm: FakeLLM) -> Iterator[Deployment]:
                     ports[i],
                     GRPC_PORT=str(grpc_ports[i]),
                     GRPC_HOST="127.0.0.1",
-                    **_settings(llm, public),
+                    **settings,
                 )
             )
         replicas = [f"http://127.0.0.1:{port}" for port in ports]
@@ -155,4 +158,5 @@ def deployment(name: str, root: Path, llm: FakeLLM) -> Iterator[Deployment]:
             database_url,
             personas_dir,
             public,
+            settings,
         )

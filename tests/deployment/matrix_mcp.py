@@ -9,8 +9,11 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,7 @@ import httpx2
 import mcp.types as types
 from mcp.client import Client
 from mcp.client.client import ConnectMode
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.deployment.matrix import Cell
@@ -28,7 +32,14 @@ from tests.deployment.matrix_hubs import FULL_KEY, LIMITED_KEY, Deployment
 from tests.deployment.matrix_sdk03 import tool_cache
 from tests.fakes.fake_llm import FakeLLM
 
-__all__ = ["INSPECTOR", "inspector_command", "run_inspector_cell", "run_mcp_cell"]
+__all__ = [
+    "INSPECTOR",
+    "Connect",
+    "inspector_command",
+    "mcp_client",
+    "run_inspector_cell",
+    "run_mcp_cell",
+]
 
 INSPECTOR_CACHE = tool_cache() / "mcp-inspector-2.12.0"
 
@@ -38,14 +49,47 @@ INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
 
 
 @asynccontextmanager
-async def mcp_client(url: str, mode: ConnectMode, key: str) -> AsyncIterator[Client]:
+async def mcp_client(deployment: Deployment, cell: Cell, key: str) -> AsyncIterator[Client]:
+    """The SDK's client of the cell's door: over streamable HTTP through the deployment's
+    front door (nginx before replicas), in the door's era; or over stdio, to a
+    ``persona-agent mcp`` it starts on the deployment's database, as the caller ``key``."""
+    era = cell.door.binding[1]
+    if era == "stdio":
+        async with Client(_stdio(deployment, key), cache=None) as client:
+            yield client
+        return
+    mode: ConnectMode = "legacy" if era == "legacy" else "auto"
+    url = f"{deployment.bases[0]}/mcp"
     async with (
         httpx2.AsyncClient(headers={"X-API-Key": key}, timeout=WAIT) as http,
-        Client(
-            streamable_http_client(f"{url}/mcp", http_client=http), cache=None, mode=mode
-        ) as client,
+        Client(streamable_http_client(url, http_client=http), cache=None, mode=mode) as client,
     ):
         yield client
+
+
+def _stdio(deployment: Deployment, key: str) -> StdioServerParameters:
+    """``persona-agent mcp`` as a desktop client starts it, sharing the one hub's database
+    (its tasks are the hub's), with the key as ``PERSONA_AGENT_MCP_API_KEY``."""
+    data = deployment.personas_dir.parent / f"stdio-{uuid.uuid4().hex[:8]}"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PERSONA_AGENT_", "OPENAI_", "AZURE_OPENAI_"))
+    }
+    settings = {
+        **deployment.settings,
+        "DATA_DIR": str(data),
+        "DATABASE_URL": deployment.database_url,
+        "WATCH_PERSONAS": "false",
+        "MCP_API_KEY": key,
+    }
+    env.update({f"PERSONA_AGENT_{name}": value for name, value in settings.items()})
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "persona_agent.cli", "mcp", "-d", str(deployment.personas_dir)],
+        env=env,
+        cwd=str(deployment.personas_dir.parent),
+    )
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -71,22 +115,25 @@ async def _disconnects(llm: FakeLLM, at_least: int) -> None:
     raise AssertionError(f"{llm.disconnects} model calls abandoned, not {at_least}")
 
 
-async def _mcp(deployment: Deployment, cell: Cell, llm: FakeLLM) -> None:
-    mode: ConnectMode = "legacy" if cell.door.binding[1] == "legacy" else "auto"
-    url = deployment.bases[0]  # nginx before replicas
+Connect = Callable[[str], AbstractAsyncContextManager[Client]]
+"""``connect(key)``: an MCP client of the cell's door as the caller ``key``."""
+
+
+async def _mcp(deployment: Deployment, cell: Cell, llm: FakeLLM, connect: Connect) -> None:
     tool = cell.persona_id
     operation = cell.operation
     if operation == "refused":
-        anonymous = await _raw_tools_list(url, {})
-        assert anonymous.status_code == 401, anonymous.text
-        async with mcp_client(url, mode, LIMITED_KEY) as client:
+        if cell.door.binding[1] != "stdio":  # over stdio, the caller is the key it starts with
+            anonymous = await _raw_tools_list(deployment.bases[0], {})
+            assert anonymous.status_code == 401, anonymous.text
+        async with connect(LIMITED_KEY) as client:
             names = {t.name for t in (await client.list_tools()).tools}
             assert tool not in names, names
             refused = await client.call_tool(tool, {"message": "Let me in"})
             assert refused.is_error
             assert f"may not use persona '{tool}'" in text_of(refused), text_of(refused)
         return
-    async with mcp_client(url, mode, FULL_KEY) as client:
+    async with connect(FULL_KEY) as client:
         if operation == "list":
             tools = {t.name: t for t in (await client.list_tools()).tools}
             assert tool in tools, sorted(tools)
@@ -104,7 +151,11 @@ async def _mcp(deployment: Deployment, cell: Cell, llm: FakeLLM) -> None:
             )
             assert not answer.is_error, text_of(answer)
             _assert_answer(cell, text_of(answer))
-            assert (answer.structured_content or {})["state"] == "completed"
+            facts = answer.structured_content or {}
+            assert facts["state"] == "completed", facts
+            # The tool call was a task of the hub: read over A2A from the other replica.
+            task = await _get_task(deployment.there(), tool, str(facts["task_id"]))
+            assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
             if operation == "stream":
                 assert heard, "no progress was heard"
         elif operation == "cancel-same":
@@ -126,6 +177,17 @@ async def _mcp(deployment: Deployment, cell: Cell, llm: FakeLLM) -> None:
             raise AssertionError(f"no MCP cell for {operation}")
 
 
+async def _get_task(base: str, persona_id: str, task_id: str) -> Any:
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        answer = await http.post(
+            f"{base}/a2a/{persona_id}/",
+            json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}},
+            headers={"X-API-Key": FULL_KEY, "A2A-Version": "1.0"},
+        )
+    assert "result" in answer.json(), answer.text
+    return answer.json()["result"]
+
+
 async def _raw_tools_list(url: str, headers: dict[str, str]) -> httpx.Response:
     async with httpx.AsyncClient(timeout=WAIT) as http:
         return await http.post(
@@ -135,10 +197,13 @@ async def _raw_tools_list(url: str, headers: dict[str, str]) -> httpx.Response:
         )
 
 
-async def run_mcp_cell(deployment: Deployment, cell: Cell, llm: FakeLLM) -> None:
-    """Run one ``mcp`` SDK cell, bounded."""
+async def run_mcp_cell(
+    deployment: Deployment, cell: Cell, llm: FakeLLM, connect: Connect | None = None
+) -> None:
+    """Run one ``mcp`` SDK cell, bounded; ``connect``: its clients (default: a new one of
+    :func:`mcp_client` for each)."""
     with anyio.fail_after(WAIT):
-        await _mcp(deployment, cell, llm)
+        await _mcp(deployment, cell, llm, connect or partial(mcp_client, deployment, cell))
 
 
 def inspector_command(cache: Path = INSPECTOR_CACHE) -> list[str] | None:

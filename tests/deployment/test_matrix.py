@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator
-from contextlib import ExitStack
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from mcp.client import Client
 
 from tests.deployment.matrix import (
     DOORS,
@@ -25,8 +27,19 @@ from tests.deployment.matrix import (
     held_back,
 )
 from tests.deployment.matrix_a2a import SPEAKERS, run_a2a_cell
-from tests.deployment.matrix_hubs import Deployment, deployment, matrix_answer
-from tests.deployment.matrix_mcp import inspector_command, run_inspector_cell, run_mcp_cell
+from tests.deployment.matrix_hubs import (
+    FULL_KEY,
+    LIMITED_KEY,
+    Deployment,
+    deployment,
+    matrix_answer,
+)
+from tests.deployment.matrix_mcp import (
+    inspector_command,
+    mcp_client,
+    run_inspector_cell,
+    run_mcp_cell,
+)
 from tests.deployment.matrix_rest import run_rest_cell
 from tests.deployment.matrix_sdk03 import assert_sdk03_cell, run_sdk03, sdk03_python
 from tests.fakes.fake_llm import FakeLLM
@@ -105,9 +118,44 @@ def test_matrix_rest_conversations(cell: Cell, deployments: Deployments, llm: Fa
     asyncio.run(run_rest_cell(deployments.get(cell.deployment), cell, llm))
 
 
+class StdioClients:
+    """The stdio door's clients, one ``persona-agent mcp`` process a key for the module
+    (each costs a hub's start-up), open in a thread's event loop that every stdio cell
+    runs in."""
+
+    def __init__(self, portal: BlockingPortal, stack: ExitStack) -> None:
+        self.portal = portal
+        self._stack = stack
+        self._open: dict[str, Client] = {}
+
+    def run(self, deployment: Deployment, cell: Cell, llm: FakeLLM) -> None:
+        for key in (FULL_KEY, LIMITED_KEY):
+            if key not in self._open:
+                opening = self.portal.wrap_async_context_manager(mcp_client(deployment, cell, key))
+                self._open[key] = self._stack.enter_context(opening)
+
+        @asynccontextmanager
+        async def connect(key: str) -> AsyncIterator[Client]:
+            yield self._open[key]
+
+        self.portal.call(run_mcp_cell, deployment, cell, llm, connect)
+
+
+@pytest.fixture(scope="module")
+def stdio_clients(deployments: Deployments) -> Iterator[StdioClients]:
+    with start_blocking_portal() as portal, ExitStack() as stack:
+        yield StdioClients(portal, stack)
+
+
 @pytest.mark.parametrize("cell", cells("mcp"))
-def test_matrix_mcp_sdk(cell: Cell, deployments: Deployments, llm: FakeLLM) -> None:
-    asyncio.run(run_mcp_cell(deployments.get(cell.deployment), cell, llm))
+def test_matrix_mcp_sdk(
+    cell: Cell, deployments: Deployments, llm: FakeLLM, stdio_clients: StdioClients
+) -> None:
+    deployment = deployments.get(cell.deployment)
+    if cell.door.binding[1] == "stdio":
+        stdio_clients.run(deployment, cell, llm)
+    else:
+        asyncio.run(run_mcp_cell(deployment, cell, llm))
 
 
 INSPECTOR_REQUIRED = os.environ.get("PERSONA_AGENT_TEST_INSPECTOR_REQUIRED", "") == "1"
