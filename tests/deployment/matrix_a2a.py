@@ -164,6 +164,8 @@ async def _cancel(clients: A2AClients, cell: Cell, where: str) -> None:
     assert canceled is not None, "no answer was streamed before the end"
     assert len(terminal_events(events)) == 1, events[-3:]
     assert state_of(events[-1]) == TaskState.TASK_STATE_CANCELED, events[-1]
+    if cell.door.binding[1] == "0.3":  # 0.3 ends a stream with a final status-update
+        assert events[-1].HasField("status_update"), events[-2:]
     stored = await get_task(control, canceled.id)
     assert stored.status.state == TaskState.TASK_STATE_CANCELED
 
