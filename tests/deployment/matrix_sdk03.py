@@ -24,6 +24,8 @@ SDK03 = "a2a-sdk[http-server]==0.3.26"
 """The 0.3 client: the last 0.3 release."""
 SCRIPT = Path(__file__).with_name("sdk03_client.py")
 ENV_VARIABLE = "PERSONA_AGENT_TEST_SDK03_ENV"
+# Read at import, before tests/conftest.py clears PERSONA_AGENT_* for each test.
+_NAMED_ENV = os.environ.get(ENV_VARIABLE, "")
 
 
 def tool_cache() -> Path:
@@ -36,8 +38,7 @@ def tool_cache() -> Path:
 def environment() -> Path:
     """Where the 0.3 environment lives: ``PERSONA_AGENT_TEST_SDK03_ENV``, else
     ``a2a-sdk-0.3.26`` in :func:`tool_cache`."""
-    named = os.environ.get(ENV_VARIABLE)
-    return Path(named) if named else tool_cache() / "a2a-sdk-0.3.26"
+    return Path(_NAMED_ENV) if _NAMED_ENV else tool_cache() / "a2a-sdk-0.3.26"
 
 
 def _uv() -> list[str]:
