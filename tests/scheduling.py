@@ -26,6 +26,9 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "console": ("tests/console/",),
     # One replica set for both tests (a module fixture: three processes, nginx, a database).
     "replicas_nginx": ("tests/deployment/test_nginx_replicas.py::",),
+    # The deployment matrix: its two deployments (three hub processes, nginx, two
+    # databases) start once, on the worker that runs every cell.
+    "matrix": ("tests/deployment/test_matrix.py::",),
     # Modules whose tests share a module fixture that starts a process (a hub, an MCP
     # server): on one worker it starts once, not once on each worker that runs one of them
     # (each ``persona-agent serve`` costs a second or two of CPU to start).
