@@ -8,15 +8,15 @@ tasks: :class:`~persona_agent.a2a.admission.Admission`), the same owner and the 
 audit log as an A2A call. Its answer is the tool's text; its ``contextId`` is the
 conversation id a later call passes to continue. While the persona answers, a client that
 gave a progress token hears the answer so far. Each persona's agent card is a resource.
-Handshake-era sessions are held to the caller that opened each (:mod:`.mcp_sessions`).
+Handshake-era sessions are held to the caller that opened each (:mod:`.mcp_sessions`);
+on replicas there are none, and any replica answers (:mod:`.mcp_stateless`). A 401 tells
+a client where to sign in, or what to send (:mod:`.mcp_auth`).
 Built on first use by :mod:`.mcp_door` (what it imports is not small).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing, asynccontextmanager
@@ -60,20 +60,21 @@ from persona_agent.api.mcp_door import MCP_PATH
 from persona_agent.api.mcp_sdk_fixes import quiet_session_ids
 from persona_agent.api.mcp_sessions import McpSessions, handshake_era
 from persona_agent.api.mcp_stateless import (
-    CANCEL_CHANNEL,
     CallsInFlight,
     StatelessFront,
     cancel_key,
+    listen_for_cancels,
 )
 from persona_agent.api.mcp_tools import (
     ASK_TOOL,
-    CARD_MIME,
     CARD_TEMPLATE,
     LIST_TOOL,
     McpToolDesign,
     ToolInputError,
     ask_tools,
-    card_resource,
+    card_contents,
+    card_page,
+    card_templates,
     check_arguments,
     listing,
     page_offset,
@@ -92,8 +93,6 @@ if TYPE_CHECKING:
     from persona_agent.cluster import Cluster
 
 __all__ = ["McpPersonas"]
-
-logger = logging.getLogger(__name__)
 
 MCP_BINDING = "mcp"
 """A tool call's binding label in the request metrics (``persona_agent_a2a_requests_total``)."""
@@ -228,7 +227,7 @@ class McpPersonas:
         """The session manager runs; every persona change is announced to the clients."""
         unsubscribe = self._registry_changes()
         if self._cluster is not None and self._front is not None:
-            await _listen(self._cluster, self.calls)
+            await listen_for_cancels(self._cluster, self.calls)
         try:
             async with self.manager.run(), self.sessions.running():
                 yield
@@ -491,27 +490,13 @@ class McpPersonas:
     ) -> types.ListResourcesResult:
         personas = await self._visible(ctx)
         offset = page_offset(params)
-        resources = []
-        for persona in personas[offset : offset + PAGE]:
-            app = self._registry.get(persona.id)
-            if app is not None:
-                resources.append(card_resource(persona.id, app.card))
-        more = offset + PAGE < len(personas)
-        return types.ListResourcesResult(
-            resources=resources, next_cursor=str(offset + PAGE) if more else None
-        )
+        cards = [(p.id, app.card) for p in personas if (app := self._registry.get(p.id))]
+        return card_page(cards, offset, PAGE)
 
     async def _list_templates(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        template = types.ResourceTemplate(
-            uri_template=CARD_TEMPLATE,
-            name="persona-card",
-            title="A persona's agent card",
-            description="The A2A agent card of a persona: who it is, its skills, its endpoints.",
-            mime_type=CARD_MIME,
-        )
-        return types.ListResourceTemplatesResult(resource_templates=[template])
+        return card_templates()
 
     async def _read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
@@ -522,18 +507,7 @@ class McpPersonas:
         app = self._registry.get(persona_id) if persona_id in visible and persona_id else None
         if app is None:
             raise MCPError(types.INVALID_PARAMS, f"No resource '{uri}' (try {CARD_TEMPLATE})")
-        text = json.dumps(app.card_dict, ensure_ascii=False)
-        contents = types.TextResourceContents(uri=uri, mime_type=CARD_MIME, text=text)
-        return types.ReadResourceResult(contents=[contents])
-
-
-async def _listen(cluster: Cluster, calls: CallsInFlight) -> None:
-    """Hear the cancels of other replicas. The listener keeps the channel even when its
-    connection drops meanwhile, and listens on it again as it reconnects."""
-    try:
-        await cluster.listener.listen(CANCEL_CHANNEL, calls.announced)
-    except Exception:
-        logger.warning("Listening for MCP cancels waits for the PostgreSQL reconnection")
+        return card_contents(uri, app.card_dict)
 
 
 def _call_context(inner: dict[str, Any]) -> ServerCallContext:

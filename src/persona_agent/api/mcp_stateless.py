@@ -31,13 +31,16 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from persona_agent.cluster import Cluster
 
 __all__ = [
     "CANCEL_CHANNEL",
@@ -47,6 +50,7 @@ __all__ = [
     "call_key",
     "cancel_key",
     "client_label",
+    "listen_for_cancels",
 ]
 
 logger = logging.getLogger(__name__)
@@ -222,6 +226,15 @@ def cancel_key(request: object, request_id: object) -> CallKey | None:
     if not isinstance(request, Request) or CALLER_SCOPE_KEY not in request.scope:
         return None
     return call_key(request.scope[CALLER_SCOPE_KEY], client_label(request.scope), request_id)
+
+
+async def listen_for_cancels(cluster: Cluster, calls: CallsInFlight) -> None:
+    """Hear the cancels other replicas announce. The listener keeps the channel even when
+    its connection drops meanwhile, and listens on it again as it reconnects."""
+    try:
+        await cluster.listener.listen(CANCEL_CHANNEL, calls.announced)
+    except Exception:
+        logger.warning("Listening for MCP cancels waits for the PostgreSQL reconnection")
 
 
 def client_label(scope: Scope) -> str | None:
