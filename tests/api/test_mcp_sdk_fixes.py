@@ -18,7 +18,7 @@ import pytest
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-from persona_agent.api.mcp_sdk_fixes import SESSION_ID_FILTER, SESSION_LOGGERS
+from persona_agent.api.mcp_sdk_fixes import SESSION_ID_FILTER, SESSION_LOGGERS, STATELESS_END
 from persona_agent.settings import Settings
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -85,6 +85,24 @@ async def test_the_sdk_writes_session_ids_into_info_lines(
         r for r in caplog.records if r.levelno == logging.INFO and session_id in r.getMessage()
     ]
     assert shown
+
+
+async def test_a_stateless_sdk_writes_a_line_at_each_request(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """quiet_session_ids: a stateless manager logs ``Terminating session: None`` at INFO
+    as each request ends; the hub's filter drops that line, and only that one."""
+    caplog.set_level(logging.INFO)
+    with sdk_logging_as_shipped():
+        async with sdk_alone(stateless=True) as http:
+            answered = await http.post("/mcp", json=INITIALIZE)
+            assert answered.status_code == 200
+    ends = [r for r in caplog.records if r.getMessage() == STATELESS_END]
+    assert ends
+    assert all(r.levelno == logging.INFO for r in ends)
+    assert not SESSION_ID_FILTER.filter(ends[0])
+    other = logging.LogRecord("mcp.server.streamable_http", logging.INFO, "", 0, "x", None, None)
+    assert SESSION_ID_FILTER.filter(other)
 
 
 async def test_the_sdk_serves_a_session_to_whoever_names_it() -> None:

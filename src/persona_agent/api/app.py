@@ -35,6 +35,7 @@ from persona_agent.api.assembly import (
 from persona_agent.api.caller_data import CallerData
 from persona_agent.api.deps import ApiParts
 from persona_agent.api.grpc_server import build_grpc
+from persona_agent.api.mcp_auth import metadata_routes
 from persona_agent.api.mcp_door import MCP_PATH, McpDoor
 from persona_agent.api.pages import add_pages
 from persona_agent.api.readiness import Readiness
@@ -100,7 +101,7 @@ def create_app(settings: Settings) -> HubApp:
     live = build_personas_live(
         settings, storage, a2a, model.llm, collaboration, readiness, knowledge
     )
-    mcp = McpDoor(a2a.registry, storage.personas, **_mcp_options(settings))
+    mcp = McpDoor(a2a.registry, storage.personas, cluster=storage.cluster, **_mcp_options(settings))
     parts = ApiParts(
         auth=protection.api_auth,
         store=storage.personas,
@@ -198,6 +199,9 @@ def _add_routes(app: HubApp, settings: Settings) -> None:
     if settings.mcp_server:  # reached this way behind a proxy's root path (HubApp.serve)
         methods = ["GET", "POST", "DELETE"]
         app.router.routes.append(Route(MCP_PATH, endpoint=app.mcp, methods=methods))
+        if settings.oidc_issuer:  # MCP clients find where to sign in (RFC 9728)
+            routes = metadata_routes(settings.oidc_issuer, settings.public_base_url, MCP_PATH)
+            app.router.routes.extend(routes)
 
 
 def _mcp_options(settings: Settings) -> dict[str, Any]:
@@ -210,6 +214,9 @@ def _mcp_options(settings: Settings) -> dict[str, Any]:
         "sessions_max": settings.mcp_sessions_max,
         "session_idle_timeout": settings.mcp_session_idle_timeout,
         "session_max_age": settings.mcp_session_max_age,
+        "http_sessions": settings.mcp_http_sessions,
+        "public_base_url": settings.public_base_url,
+        "oidc": settings.oidc_issuer is not None,
     }
 
 

@@ -10,7 +10,9 @@ fails the day the SDK stops behaving so: then the fix can go.
   session: …``, ``Session … idle timeout``). A session id is what a client shows to use
   its session: it does not belong in logs that operators ship and share. A filter on
   those two loggers writes a short digest of the id in its place (the lines of one
-  session still go together; the id cannot be read back from it).
+  session still go together; the id cannot be read back from it). The same filter drops
+  the line a stateless manager (``/mcp`` on replicas) writes at the end of every request,
+  ``Terminating session: None``: one INFO line a request that names nothing.
 - The session limits, the idle timeout that pings do not defeat and the binding of a
   session to its caller are :mod:`.mcp_sessions`' (the SDK binds sessions only to its
   own OAuth user, and counts an open stream or a ping as use of a session).
@@ -22,7 +24,7 @@ import hashlib
 import logging
 import re
 
-__all__ = ["SESSION_ID_FILTER", "SESSION_LOGGERS", "quiet_session_ids"]
+__all__ = ["SESSION_ID_FILTER", "SESSION_LOGGERS", "STATELESS_END", "quiet_session_ids"]
 
 SESSION_LOGGERS = ("mcp.server.streamable_http_manager", "mcp.server.streamable_http")
 """The SDK's loggers whose lines name sessions."""
@@ -30,6 +32,8 @@ _SESSION_ID = re.compile(
     r"\b[0-9a-fA-F]{32}\b|\b[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b"
 )
 """The SDK's session ids (``uuid4().hex``), and UUIDs written with dashes."""
+STATELESS_END = "Terminating session: None"
+"""The line a stateless manager writes as each request ends."""
 
 
 class _SessionIdFilter(logging.Filter):
@@ -37,6 +41,8 @@ class _SessionIdFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
+        if message == STATELESS_END:
+            return False
         quiet = _SESSION_ID.sub(_digest, message)
         if quiet != message:
             record.msg, record.args = quiet, None

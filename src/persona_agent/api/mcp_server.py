@@ -8,18 +8,19 @@ tasks: :class:`~persona_agent.a2a.admission.Admission`), the same owner and the 
 audit log as an A2A call. Its answer is the tool's text; its ``contextId`` is the
 conversation id a later call passes to continue. While the persona answers, a client that
 gave a progress token hears the answer so far. Each persona's agent card is a resource.
-Handshake-era sessions are held to the caller that opened each (:mod:`.mcp_sessions`).
+Handshake-era sessions are held to the caller that opened each (:mod:`.mcp_sessions`);
+on replicas there are none, and any replica answers (:mod:`.mcp_stateless`). A 401 tells
+a client where to sign in, or what to send (:mod:`.mcp_auth`).
 Built on first use by :mod:`.mcp_door` (what it imports is not small).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing, asynccontextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import mcp.types as types
 from a2a.auth.user import UnauthenticatedUser
@@ -41,7 +42,6 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from persona_agent import __version__
@@ -55,17 +55,26 @@ from persona_agent.api.mcp_answers import (
     text_result,
     wants_progress,
 )
+from persona_agent.api.mcp_auth import METADATA_PATH, public_url, unauthorized
+from persona_agent.api.mcp_door import MCP_PATH
 from persona_agent.api.mcp_sdk_fixes import quiet_session_ids
-from persona_agent.api.mcp_sessions import McpSessions
+from persona_agent.api.mcp_sessions import McpSessions, handshake_era
+from persona_agent.api.mcp_stateless import (
+    CallsInFlight,
+    StatelessFront,
+    cancel_key,
+    listen_for_cancels,
+)
 from persona_agent.api.mcp_tools import (
     ASK_TOOL,
-    CARD_MIME,
     CARD_TEMPLATE,
     LIST_TOOL,
     McpToolDesign,
     ToolInputError,
     ask_tools,
-    card_resource,
+    card_contents,
+    card_page,
+    card_templates,
     check_arguments,
     listing,
     page_offset,
@@ -80,6 +89,9 @@ from persona_agent.personas.store import PersonaChange, PersonaStore
 from persona_agent.security.authorization import Action
 from persona_agent.security.principal import AuthError, Principal
 
+if TYPE_CHECKING:
+    from persona_agent.cluster import Cluster
+
 __all__ = ["McpPersonas"]
 
 MCP_BINDING = "mcp"
@@ -88,8 +100,6 @@ PAGE = 500
 """Resources (and persona tools) a page of a list holds."""
 MAX_SESSIONS_HEARD = 10_000
 """Handshake-era sessions told of persona changes at most (the most recent)."""
-UNAUTHORIZED = -32001
-"""The JSON-RPC error code of a 401's body (the MCP SDK's own server answers the same)."""
 
 Params = TypeVar("Params")
 Result = TypeVar("Result")
@@ -97,7 +107,10 @@ Result = TypeVar("Result")
 
 class _HubServer(Server[Any]):
     """The SDK's low-level server, telling handshake-era clients that its tool and resource
-    lists change (2026-07-28 clients learn it from ``subscriptions/listen`` being served)."""
+    lists change (2026-07-28 clients learn it from ``subscriptions/listen`` being served),
+    unless it is stateless (``announces``: no stream to tell them on)."""
+
+    announces = True
 
     def create_initialization_options(
         self,
@@ -106,7 +119,7 @@ class _HubServer(Server[Any]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         changes = notification_options or NotificationOptions(
-            tools_changed=True, resources_changed=True
+            tools_changed=self.announces, resources_changed=self.announces
         )
         return super().create_initialization_options(changes, experimental_capabilities, extensions)
 
@@ -119,7 +132,10 @@ class McpPersonas:
     no HTTP request (stdio), as ASGI headers; ``store``: the persona store whose changes
     are announced (``list_changed``); ``sessions_per_caller``, ``sessions_max``,
     ``session_idle_timeout`` and ``session_max_age``: the handshake era's sessions
-    (:mod:`.mcp_sessions`).
+    (:mod:`.mcp_sessions`); ``http_sessions``: whether there are any (``auto``: none on
+    replicas, ``cluster`` given; :mod:`.mcp_stateless`); ``public_base_url`` and
+    ``oidc``: a 401 names the protected-resource metadata when the hub takes OIDC
+    tokens (:mod:`.mcp_auth`).
     """
 
     def __init__(
@@ -135,9 +151,15 @@ class McpPersonas:
         sessions_max: int = 1000,
         session_idle_timeout: float = 1800.0,
         session_max_age: float = 86_400.0,
+        http_sessions: Literal["auto", "stateful", "stateless"] = "auto",
+        cluster: Cluster | None = None,
+        public_base_url: str | None = None,
+        oidc: bool = False,
     ) -> None:
         self._registry = registry
         self._store = store
+        self._public_base_url = public_base_url
+        self._oidc = oidc
         self._calls = LocalCalls(registry.local_handler)
         self._admission = Admission(registry.services)
         self._design: McpToolDesign = design
@@ -166,8 +188,14 @@ class McpPersonas:
             on_subscriptions_listen=self._listen,
         )
         quiet_session_ids()
+        self._cluster = cluster
+        stateless = http_sessions == "stateless" or (
+            http_sessions == "auto" and cluster is not None
+        )
+        self.server.announces = not stateless
         self.manager = StreamableHTTPSessionManager(
             self.server,
+            stateless=stateless,
             max_request_body_size=max_body_bytes,
             # Backstops: the sessions' own limits are the guard's, closer.
             session_idle_timeout=max(session_idle_timeout, session_max_age),
@@ -184,6 +212,13 @@ class McpPersonas:
             on_refuse=self._session_refused,
         )
         """The handshake era's sessions, each held to its caller, in front of ``manager``."""
+        self.calls = CallsInFlight(cluster.announce if cluster is not None else None)
+        """The tool calls running here that a handshake-era cancel may name."""
+        self._front = (
+            StatelessFront(self.manager.handle_request, self.calls, max_body_bytes=max_body_bytes)
+            if stateless
+            else None
+        )
 
     # -- life --------------------------------------------------------------
 
@@ -191,6 +226,8 @@ class McpPersonas:
     async def running(self) -> AsyncIterator[None]:
         """The session manager runs; every persona change is announced to the clients."""
         unsubscribe = self._registry_changes()
+        if self._cluster is not None and self._front is not None:
+            await listen_for_cancels(self._cluster, self.calls)
         try:
             async with self.manager.run(), self.sessions.running():
                 yield
@@ -233,7 +270,7 @@ class McpPersonas:
 
     def _heard(self, ctx: ServerRequestContext[Any, Any]) -> None:
         """Keep a handshake-era session, to tell it of persona changes later."""
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS or self._front is not None:
             return
         key = _session_id(ctx) if isinstance(ctx.request, Request) else "stdio"
         if not key:
@@ -247,8 +284,9 @@ class McpPersonas:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """``/mcp``: a caller with a credential that is not valid, or with none where the
-        hub's access is ``authenticated``, is answered 401 with ``WWW-Authenticate``; the
-        others' sessions are held to them (:mod:`.mcp_sessions`)."""
+        hub's access is ``authenticated``, is answered 401 (:mod:`.mcp_auth`); the others'
+        sessions are held to them (:mod:`.mcp_sessions`), or there are none
+        (:mod:`.mcp_stateless`)."""
         if scope["type"] != "http":
             await self.manager.handle_request(scope, receive, send)
             return
@@ -262,16 +300,16 @@ class McpPersonas:
                         401, "Authentication required (Authorization: Bearer ..., or X-API-Key)"
                     )
             except AuthError as error:
-                headers = {"WWW-Authenticate": auth.challenge(error)}
-                error_body = {"code": UNAUTHORIZED, "message": error.message}
-                body = {"jsonrpc": "2.0", "id": None, "error": error_body}
-                await JSONResponse(body, status_code=error.status, headers=headers)(
-                    scope, receive, send
-                )
+                metadata = METADATA_PATH + MCP_PATH
+                where = public_url(scope, self._public_base_url, metadata) if self._oidc else None
+                await unauthorized(error, where)(scope, receive, send)
                 return
         # The caller as the admission and the rate limits name it (Admission.check).
         client = scope.get("client")
         caller = principal.name if principal else f"ip:{client[0] if client else 'unknown'}"
+        if self._front is not None and handshake_era(scope):
+            await self._front.handle(caller, scope, receive, send)
+            return
         await self.sessions.handle(caller, scope, receive, send)
 
     # -- who calls ---------------------------------------------------------
@@ -420,7 +458,9 @@ class McpPersonas:
             whole=not progress,
             binding=MCP_BINDING,
         )
-        try:
+
+        async def consume() -> None:
+            nonlocal start, end
             async with aclosing(events) as stream:
                 async for event in stream:
                     if isinstance(event, LocalStart):
@@ -431,6 +471,11 @@ class McpPersonas:
                             await report(ctx, answer)
                     else:
                         end = event
+
+        try:
+            if not await self.calls.run(consume(), cancel_key(ctx.request, ctx.request_id)):
+                task_id = start.task_id if start is not None else ""
+                end = LocalEnd(task_id, "canceled", "The client canceled the call")
         except A2AError as error:
             return text_result(f"{persona.id}: {error.message}", error=True)
         # The final message is the answer as every door gives it (a panel's: each
@@ -445,27 +490,13 @@ class McpPersonas:
     ) -> types.ListResourcesResult:
         personas = await self._visible(ctx)
         offset = page_offset(params)
-        resources = []
-        for persona in personas[offset : offset + PAGE]:
-            app = self._registry.get(persona.id)
-            if app is not None:
-                resources.append(card_resource(persona.id, app.card))
-        more = offset + PAGE < len(personas)
-        return types.ListResourcesResult(
-            resources=resources, next_cursor=str(offset + PAGE) if more else None
-        )
+        cards = [(p.id, app.card) for p in personas if (app := self._registry.get(p.id))]
+        return card_page(cards, offset, PAGE)
 
     async def _list_templates(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        template = types.ResourceTemplate(
-            uri_template=CARD_TEMPLATE,
-            name="persona-card",
-            title="A persona's agent card",
-            description="The A2A agent card of a persona: who it is, its skills, its endpoints.",
-            mime_type=CARD_MIME,
-        )
-        return types.ListResourceTemplatesResult(resource_templates=[template])
+        return card_templates()
 
     async def _read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
@@ -476,9 +507,7 @@ class McpPersonas:
         app = self._registry.get(persona_id) if persona_id in visible and persona_id else None
         if app is None:
             raise MCPError(types.INVALID_PARAMS, f"No resource '{uri}' (try {CARD_TEMPLATE})")
-        text = json.dumps(app.card_dict, ensure_ascii=False)
-        contents = types.TextResourceContents(uri=uri, mime_type=CARD_MIME, text=text)
-        return types.ReadResourceResult(contents=[contents])
+        return card_contents(uri, app.card_dict)
 
 
 def _call_context(inner: dict[str, Any]) -> ServerCallContext:

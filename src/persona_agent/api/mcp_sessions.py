@@ -41,7 +41,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
 
-__all__ = ["McpSessions"]
+__all__ = ["McpSessions", "handshake_era"]
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class McpSessions:
 
     async def handle(self, caller: str, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve a request of ``caller`` (:meth:`Admission.check`'s key) to ``/mcp``."""
-        if self._manager.stateless or not _handshake_era(scope):
+        if self._manager.stateless or not handshake_era(scope):
             await self._manager.handle_request(scope, receive, send)
             return
         session_id = _header(scope, _SESSION_HEADER)
@@ -267,7 +267,7 @@ class McpSessions:
             logger.debug("an MCP session could not be closed", exc_info=True)
 
 
-def _handshake_era(scope: Scope) -> bool:
+def handshake_era(scope: Scope) -> bool:
     """Whether the SDK serves the request on its session path (no protocol version
     header, or one of the ``initialize`` handshake's), as its manager decides."""
     version = _header(scope, _VERSION_HEADER)

@@ -27,8 +27,11 @@ __all__ = [
     "McpToolDesign",
     "ToolInputError",
     "ask_tools",
+    "card_contents",
     "card_description",
+    "card_page",
     "card_resource",
+    "card_templates",
     "card_uri",
     "check_arguments",
     "listing",
@@ -170,6 +173,38 @@ def card_resource(persona_id: str, card: AgentCard) -> types.Resource:
         description=card.description,
         mime_type=CARD_MIME,
     )
+
+
+def card_page(
+    cards: Sequence[tuple[str, AgentCard]], offset: int, size: int
+) -> types.ListResourcesResult:
+    """A page of ``resources/list``: the cards from ``offset``, ``size`` at most."""
+    resources = [
+        card_resource(persona_id, card) for persona_id, card in cards[offset : offset + size]
+    ]
+    more = offset + size < len(cards)
+    return types.ListResourcesResult(
+        resources=resources, next_cursor=str(offset + size) if more else None
+    )
+
+
+def card_templates() -> types.ListResourceTemplatesResult:
+    """``resources/templates/list``: a persona's card, by its id."""
+    template = types.ResourceTemplate(
+        uri_template=CARD_TEMPLATE,
+        name="persona-card",
+        title="A persona's agent card",
+        description="The A2A agent card of a persona: who it is, its skills, its endpoints.",
+        mime_type=CARD_MIME,
+    )
+    return types.ListResourceTemplatesResult(resource_templates=[template])
+
+
+def card_contents(uri: str, card: dict[str, Any]) -> types.ReadResourceResult:
+    """``resources/read`` of a card: the card as JSON."""
+    text = json.dumps(card, ensure_ascii=False)
+    contents = types.TextResourceContents(uri=uri, mime_type=CARD_MIME, text=text)
+    return types.ReadResourceResult(contents=[contents])
 
 
 def listing(entries: Sequence[tuple[str, AgentCard]], query: str) -> str:

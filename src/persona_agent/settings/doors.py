@@ -41,6 +41,11 @@ class DoorSettings(BaseSettings):
     mcp_session_max_age: float = Field(default=86_400.0, gt=0, le=30 * 86_400)
     """Seconds an ``/mcp`` session lives at most, however used (closed once no call of it
     is in flight)."""
+    mcp_http_sessions: Literal["auto", "stateful", "stateless"] = "auto"
+    """``/mcp`` for handshake-era clients: ``stateful``, a session the replica that opened
+    it holds (list changes told on its GET stream); ``stateless``, no session a replica
+    holds, so any replica answers any request (docs/mcp.md#replicas); ``auto``, stateless
+    on PostgreSQL (replicas), else stateful."""
     # gRPC
     grpc_port: int | None = Field(default=None, ge=0, le=65535)
     """The port of the hub's A2A gRPC server (docs/a2a.md#grpc); unset: no gRPC server.
