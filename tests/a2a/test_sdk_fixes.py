@@ -121,6 +121,15 @@ def test_sdk_subscription_reads_the_task_after_tapping() -> None:
     assert 0 < source.index(".tap(") < source.index("self.get_task()")
 
 
+def test_sdk_hands_subscribers_the_reloaded_task() -> None:
+    """Fix: sdk_fixes/last_event.py (a stream's last event, after another replica's cancel,
+    is the whole task). The SDK's ``_process_event``, on a concurrent modification that
+    left the task terminal, enqueues the reloaded task to its subscribers."""
+    source = inspect.getsource(active_task.EventConsumer._process_event)
+    conflict = source.index("except ConcurrentTaskModificationError")
+    assert conflict < source.index("_enqueue_to_subscribers(task, task)")
+
+
 async def test_sdk_v03_rest_decodes_inline_file_bytes_twice(sdk: httpx.AsyncClient) -> None:
     """Fix: sdk_fixes/routes.py (v0.3 inline file bytes arrive intact)."""
     file = {"file": {"fileWithBytes": "aGVsbG8h", "mimeType": "text/plain"}}

@@ -108,12 +108,6 @@ KNOWN_BROKEN: dict[tuple[str, str, str, str], str] = {
     # (door, deployment, target, operation) as shell patterns ("*": any): the cells a known
     # hub defect fails, held out of the parametrization until it is fixed; the fixer
     # removes the entry (test_matrix_table_is_whole checks each still holds back a cell).
-    ("*-0.3*", "two-replicas", "*", "cancel-other"): (
-        "issue 48, item 2: canceled through the other replica, a 0.3 stream may end with a "
-        "1.0-style final task event (canceled) after a working status-update, not one final "
-        "status-update; a2a-sdk 0.3 raises 'Task is already set, create new manager for new "
-        "tasks'. A race: a panel's stream ends so 3 times in 4, a persona's now and then"
-    ),
     **{("rest-conversations", "*", "panel", op): REST_PANEL for op in ALL if op != "refused"},
 }
 

@@ -55,6 +55,7 @@ from persona_agent.a2a.context_keys import (
 )
 from persona_agent.a2a.input import PartLimits, check_output_modes, check_parts
 from persona_agent.a2a.message_extensions import check_extensions
+from persona_agent.a2a.sdk_fixes.last_event import status_for_later_tasks
 from persona_agent.a2a.sdk_fixes.routes import check_status_filter
 from persona_agent.a2a.sdk_fixes.subscription import without_replayed
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
@@ -321,7 +322,10 @@ class PersonaRequestHandler(RequestHandler):
         check_parts(params.message, sees=app.sees_images, limits=self._parts)
         check_output_modes(params.configuration.accepted_output_modes, app.output_modes)
         check_extensions(params.message)
-        async for event in handler.on_message_send_stream(params, context):
+        # A task the SDK reloads after another replica's cancel ends the stream as a status
+        # (:mod:`persona_agent.a2a.sdk_fixes.last_event`).
+        events = status_for_later_tasks(handler.on_message_send_stream(params, context))
+        async for event in events:
             yield event
 
     async def on_create_task_push_notification_config(
@@ -348,7 +352,8 @@ class PersonaRequestHandler(RequestHandler):
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         """The SDK's subscription: the task, then every later event, none of them twice
-        (:mod:`persona_agent.a2a.sdk_fixes.subscription`)."""
+        (:mod:`persona_agent.a2a.sdk_fixes.subscription`), ending with a status
+        (:mod:`persona_agent.a2a.sdk_fixes.last_event`)."""
         return self._streamed("SubscribeToTask", context, self._subscribe(params, context))
 
     async def _subscribe(
@@ -356,7 +361,7 @@ class PersonaRequestHandler(RequestHandler):
     ) -> AsyncGenerator[Event]:
         self._check_ids(id=params.id)
         events = self._handler(context, params.id).on_subscribe_to_task(params, context)
-        async for event in without_replayed(events, PARTS_METADATA_KEY):
+        async for event in status_for_later_tasks(without_replayed(events, PARTS_METADATA_KEY)):
             yield event
 
     async def on_list_task_push_notification_configs(

@@ -23,6 +23,8 @@ stops behaving so: then the fix can go.
   that is not a count is a ``400`` (the SDK answered ``500``).
 - :mod:`.subscription`: a subscription does not repeat the events its first task
   snapshot holds.
+- :mod:`.last_event`: a stream whose task another replica canceled ends with the
+  terminal status, not the whole task again (which a v0.3 client refuses).
 - :mod:`.hints`: a 1.0 JSON-RPC call without the ``A2A-Version`` header is told to add
   it; a 1.0 message's unknown role is named, with the roles (the SDK says it is missing).
 - :mod:`.numbers`: the cost-v1 counts are JSON integers (the SDK writes ``12.0``).
