@@ -15,7 +15,7 @@ Canary: ``tests/a2a/test_sdk_fixes.py::test_sdk_hands_subscribers_the_reloaded_t
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
 from a2a.server.events import Event
@@ -26,7 +26,7 @@ from persona_agent.a2a.context_keys import TERMINAL_STATES
 __all__ = ["status_for_later_tasks"]
 
 
-async def status_for_later_tasks(events: AsyncGenerator[Event]) -> AsyncIterator[Event]:
+async def status_for_later_tasks(events: AsyncGenerator[Event]) -> AsyncGenerator[Event]:
     """``events`` of a stream, a terminal task after the first event given as its status."""
     first = True
     async with aclosing(events):

@@ -12,7 +12,7 @@ Canary: ``tests/a2a/test_sdk_fixes.py::test_sdk_subscription_reads_the_task_afte
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
 from a2a.server.events import Event
@@ -24,7 +24,7 @@ _SEAM_PASSED = Task()
 """Stands for the snapshot once an event it does not hold has come."""
 
 
-async def without_replayed(events: AsyncGenerator[Event], parts_key: str) -> AsyncIterator[Event]:
+async def without_replayed(events: AsyncGenerator[Event], parts_key: str) -> AsyncGenerator[Event]:
     """``events`` of a subscription, less the first ones its task snapshot holds.
 
     ``parts_key`` names the metadata field in which an artifact chunk tells how many
