@@ -34,7 +34,7 @@ from tests.integration.a2a_helpers import (
     user_message,
 )
 
-__all__ = ["SPEAKERS", "run_a2a_cell", "state_of"]
+__all__ = ["SPEAKERS", "KeyInterceptor", "run_a2a_cell", "state_of", "terminal_events"]
 
 WAIT = 60
 SPEAKERS = {
@@ -97,7 +97,9 @@ class A2AClients:
             supported_protocol_bindings=[binding],
             streaming=streaming,
         )
-        client = ClientFactory(config).create(card, interceptors=[_Key(key)] if key else None)
+        client = ClientFactory(config).create(
+            card, interceptors=[KeyInterceptor(key)] if key else None
+        )
         self.clients.append(client)
         return client
 
@@ -108,7 +110,7 @@ class A2AClients:
             await http.aclose()
 
 
-class _Key(ClientCallInterceptor):
+class KeyInterceptor(ClientCallInterceptor):
     """Every call with the key as the ``x-api-key`` service parameter (an HTTP header, or
     gRPC metadata)."""
 

@@ -19,7 +19,13 @@ from typing import Any
 
 from tests.fakes.fake_llm import Fail, FakeLLM, Reply, Scripted
 from tests.integration.conftest import BUNDLED
-from tests.servers.replicas import free_port, fresh_database, running_nginx, start_replica
+from tests.servers.replicas import (
+    Nginx,
+    free_port,
+    fresh_database,
+    running_nginx,
+    start_replica,
+)
 
 __all__ = [
     "FULL_KEY",
@@ -90,6 +96,10 @@ class Deployment:
     """The URL the cards name (nginx, or the one hub)."""
     settings: dict[str, str]
     """The hub processes' ``PERSONA_AGENT_*`` settings, without the prefix."""
+    grpc_public: str = ""
+    """The gRPC address the cards name (nginx's gRPC port, or the one hub's)."""
+    proxy: Nginx | None = None
+    """nginx, on two replicas: its access log names the replica of each call."""
 
     def here(self) -> str:
         """Where a cell starts: the first replica (the one hub)."""
@@ -129,9 +139,10 @@ def deployment(name: str, root: Path, llm: FakeLLM) -> Iterator[Deployment]:
     n = 1 if name == "one-hub" else 2
     ports = [free_port() for _ in range(n)]
     grpc_ports = [free_port() for _ in range(n)]
-    front_port = free_port()
+    front_port, grpc_front_port = free_port(), free_port()
     public = f"http://127.0.0.1:{front_port if n > 1 else ports[0]}"
-    settings = _settings(llm, public)
+    grpc_public = f"127.0.0.1:{grpc_front_port if n > 1 else grpc_ports[0]}"
+    settings = {**_settings(llm, public), "GRPC_PUBLIC_ADDRESS": grpc_public}
     with fresh_database() as database_url, ExitStack() as stack:
         for i in range(n):
             stack.enter_context(
@@ -147,8 +158,11 @@ def deployment(name: str, root: Path, llm: FakeLLM) -> Iterator[Deployment]:
             )
         replicas = [f"http://127.0.0.1:{port}" for port in ports]
         bases = list(replicas)
+        front = None
         if n > 1:
-            front = stack.enter_context(running_nginx(ports, front_port))
+            front = stack.enter_context(
+                running_nginx(ports, front_port, grpc_ports, grpc_front_port)
+            )
             bases = [front.url, *replicas]
         yield Deployment(
             name,
@@ -159,4 +173,6 @@ def deployment(name: str, root: Path, llm: FakeLLM) -> Iterator[Deployment]:
             personas_dir,
             public,
             settings,
+            grpc_public,
+            front,
         )

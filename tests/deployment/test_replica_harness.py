@@ -11,19 +11,28 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 import httpx
+import pytest
 from a2a.client import Client, ClientConfig, ClientFactory
 from a2a.client.card_resolver import parse_agent_card
 from a2a.types.a2a_pb2 import StreamResponse, Task, TaskState
 
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.a2a_helpers import answer_text, send, user_message
-from tests.servers.replicas import NGINX_CONF, Nginx, Replica, ReplicaSet, replica_set
+from tests.servers.replicas import (
+    NGINX_CONF,
+    Nginx,
+    Replica,
+    ReplicaSet,
+    render_nginx_conf,
+    replica_set,
+)
 
 _T = TypeVar("_T")
 
@@ -190,3 +199,20 @@ def test_two_replicas_behind_nginx(tmp_path: Path, personas_dir: Path, llm: Fake
 def test_the_deployment_guide_shows_the_nginx_configuration_the_tests_run() -> None:
     guide = (NGINX_CONF.parents[1] / "docs" / "deployment.md").read_text(encoding="utf-8")
     assert f"```nginx\n{NGINX_CONF.read_text(encoding='utf-8')}```\n" in guide
+
+
+def test_the_configuration_rendered_on_the_tests_ports() -> None:
+    """Each upstream's servers on its own ports, each listen on its own port; the gRPC
+    upstream and listen stay as the file has them when not given."""
+    text = NGINX_CONF.read_text(encoding="utf-8")
+    both = render_nginx_conf(text, [9001, 9002], 9080, [9051, 9052], 9050)
+    http, grpc = both.split("upstream persona_agent_grpc {")
+    assert re.findall(r"server 127\.0\.0\.1:(\d+) ", http) == ["9001", "9002"]
+    assert re.findall(r"server 127\.0\.0\.1:(\d+) ", grpc) == ["9051", "9052"]
+    assert re.findall(r"listen (\d+)( http2)?;", both) == [("9080", ""), ("9050", " http2")]
+    http_only = render_nginx_conf(text, [9001], 9080)
+    assert "server 127.0.0.1:50053 max_fails=1" in http_only
+    assert "listen 50050 http2;" in http_only
+    assert re.findall(r"server 127\.0\.0\.1:(\d+) ", http_only.split("_grpc {")[0]) == ["9001"]
+    with pytest.raises(ValueError, match="at least one upstream port"):
+        render_nginx_conf(text, [9001], 9080, [], 9050)

@@ -83,6 +83,8 @@ def test_the_replicas_share_a_postgresql_url_and_a_public_url(
     assert (url.get_backend_name(), url.get_driver_name()) == ("postgresql", "asyncpg")
     url.get_dialect()  # the driver is there: `uv sync --extra postgres`
     assert settings.base_url == "http://hub.example.org:8080"
+    # the cards' gRPC interface names nginx's gRPC server, whatever the replica's own port
+    assert settings.grpc_address(50051) == "hub.example.org:50050"
 
 
 def test_api_keys_as_a_list_and_as_entries(

@@ -310,27 +310,63 @@ def _spawn_replica(
 _UPSTREAM = re.compile(
     r"^(?P<indent>[ \t]*)server 127\.0\.0\.1:(?P<port>\d+)(?P<rest>[^\n]*)$", re.M
 )
-_LISTEN = re.compile(r"^(?P<indent>[ \t]*)listen \d+;", re.M)
+_BLOCK = re.compile(r"^[ \t]*upstream (?P<name>\w+) \{", re.M)
+_LISTEN = re.compile(r"^(?P<indent>[ \t]*)listen \d+(?P<rest>[^;\n]*);", re.M)
+HTTP_UPSTREAM = "persona_agent"
+GRPC_UPSTREAM = "persona_agent_grpc"
 
 
-def render_nginx_conf(text: str, ports: list[int], listen_port: int) -> str:
-    """``deploy/nginx.conf`` (as ``text``) with its upstream servers on ``ports`` and its
-    ``listen`` port ``listen_port``, nothing else changed.
+def render_nginx_conf(
+    text: str,
+    ports: list[int],
+    listen_port: int,
+    grpc_ports: list[int] | None = None,
+    grpc_listen_port: int | None = None,
+) -> str:
+    """``deploy/nginx.conf`` (as ``text``) with the servers of its HTTP upstream on
+    ``ports`` and its HTTP ``listen`` port ``listen_port``; with those of its gRPC upstream
+    on ``grpc_ports`` (else as they are) and its gRPC (``http2``) ``listen`` port
+    ``grpc_listen_port`` (else as it is); nothing else changed.
 
-    The file's ``server 127.0.0.1:PORT ...`` lines take the ports in order; fewer ports
+    An upstream's ``server 127.0.0.1:PORT ...`` lines take the ports in order; fewer ports
     drop the last lines, more repeat the last line's parameters."""
+    blocks = list(_BLOCK.finditer(text))
+    names = [block["name"] for block in blocks]
+    listens = [m["rest"].strip() for m in _LISTEN.finditer(text)]
+    if HTTP_UPSTREAM not in names or listens.count("") != 1 or listens.count("http2") > 1:
+        raise ValueError(
+            "the nginx configuration has no upstream persona_agent, or not one HTTP listen"
+        )
+    wanted = {HTTP_UPSTREAM: ports, GRPC_UPSTREAM: grpc_ports}
+    pieces = []
+    for i, block in enumerate(blocks):
+        stop = blocks[i + 1].start() if i + 1 < len(blocks) else len(text)
+        before = text[: block.start()] if i == 0 else ""
+        pieces.append(before + _servers(text[block.start() : stop], wanted.get(block["name"])))
+    ports_of = {"": listen_port, "http2": grpc_listen_port}
+
+    def listen(m: re.Match[str]) -> str:
+        port = ports_of.get(m["rest"].strip())
+        return m[0] if port is None else f"{m['indent']}listen {port}{m['rest']};"
+
+    return _LISTEN.sub(listen, "".join(pieces) if blocks else text)
+
+
+def _servers(block: str, ports: list[int] | None) -> str:
+    """``block`` (an upstream and what follows it) with its server lines on ``ports``."""
+    if ports is None:
+        return block
     if not ports:
         raise ValueError("nginx needs at least one upstream port")
-    lines = list(_UPSTREAM.finditer(text))
-    if not lines or len(_LISTEN.findall(text)) != 1:
-        raise ValueError("the nginx configuration has no upstream servers or not one listen")
+    lines = list(_UPSTREAM.finditer(block))
+    if not lines:
+        raise ValueError("an upstream of the nginx configuration has no servers")
     last = lines[-1]
     servers = [
         f"{m['indent']}server 127.0.0.1:{port}{m['rest']}"
         for m, port in zip([*lines, *[last] * len(ports)], ports, strict=False)
     ]
-    rendered = text[: lines[0].start()] + "\n".join(servers) + text[last.end() :]
-    return _LISTEN.sub(lambda m: f"{m['indent']}listen {listen_port};", rendered)
+    return block[: lines[0].start()] + "\n".join(servers) + block[last.end() :]
 
 
 def _nginx_binary() -> str:
@@ -350,6 +386,8 @@ class Nginx:
     port: int
     prefix: Path
     process: subprocess.Popen[bytes]
+    grpc: str = ""
+    """Its gRPC address (``127.0.0.1:PORT``, the ``http2`` listen port)."""
 
     def access_log(self) -> str:
         return self._read("logs/access.log")
@@ -374,10 +412,17 @@ class Nginx:
 
 
 @contextmanager
-def running_nginx(ports: list[int], listen_port: int | None = None) -> Iterator[Nginx]:
+def running_nginx(
+    ports: list[int],
+    listen_port: int | None = None,
+    grpc_ports: list[int] | None = None,
+    grpc_listen_port: int | None = None,
+) -> Iterator[Nginx]:
     """``deploy/nginx.conf`` in front of 127.0.0.1:``ports``, listening on ``listen_port``
-    (else a free port), run as ``nginx -p PREFIX -c CONF -g "daemon off;"`` in a fresh
-    prefix directory; stopped at exit (SIGQUIT, then SIGKILL) and the directory removed.
+    (else a free port), and for gRPC in front of 127.0.0.1:``grpc_ports`` (else the file's),
+    listening on ``grpc_listen_port`` (else a free port), run as
+    ``nginx -p PREFIX -c CONF -g "daemon off;"`` in a fresh prefix directory; stopped at
+    exit (SIGQUIT, then SIGKILL) and the directory removed.
 
     The prefix is a new directory of the system's temporary directory, readable by all:
     started as root, nginx's workers run as ``nobody`` and spool bodies under it.
@@ -386,6 +431,7 @@ def running_nginx(ports: list[int], listen_port: int | None = None) -> Iterator[
     """
     binary = _nginx_binary()
     listen_port = listen_port or free_port()
+    grpc_listen_port = grpc_listen_port or free_port()
     prefix = Path(tempfile.mkdtemp(prefix="pa-nginx-"))
     try:
         prefix.chmod(0o755)
@@ -393,7 +439,13 @@ def running_nginx(ports: list[int], listen_port: int | None = None) -> Iterator[
         (prefix / "temp").mkdir()
         conf = prefix / "nginx.conf"
         conf.write_text(
-            render_nginx_conf(NGINX_CONF.read_text(encoding="utf-8"), ports, listen_port),
+            render_nginx_conf(
+                NGINX_CONF.read_text(encoding="utf-8"),
+                ports,
+                listen_port,
+                grpc_ports,
+                grpc_listen_port,
+            ),
             encoding="utf-8",
         )
         with (prefix / "logs" / "stderr.log").open("wb") as stderr:
@@ -403,7 +455,13 @@ def running_nginx(ports: list[int], listen_port: int | None = None) -> Iterator[
                 stdout=stderr,
                 stderr=subprocess.STDOUT,
             )
-        front = Nginx(f"http://127.0.0.1:{listen_port}", listen_port, prefix, process)
+        front = Nginx(
+            f"http://127.0.0.1:{listen_port}",
+            listen_port,
+            prefix,
+            process,
+            f"127.0.0.1:{grpc_listen_port}",
+        )
         try:
             _wait_listening(front)
             yield front
