@@ -36,6 +36,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         path: (f"tests/{path}.py::",)
         for path in (
             "cli/test_chat",
+            "deployment/test_grpc_nginx",
             "deployment/test_mcp_replicas",
             "mcp/test_toolbox",
             "security/test_browser_writes",
