@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -16,10 +17,22 @@ from tests.docs.sandbox import DOC_URL, Sandbox, rewrite
 from tests.docs.snippets import claim
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.conftest import Hub, HubFactory
+from tests.servers.oidc_issuer import AUDIENCE, OidcIssuer
 
 DOC = "docs/mcp.md"
 CLIENT = claim(DOC, "from mcp.client import Client")
-DESKTOP = claim(DOC, '"mcpServers"')
+DESKTOP = claim(DOC, '"args": ["--directory"')
+REMOTE = claim(DOC, '"args": ["mcp-remote"')
+KEYS_CHALLENGE = claim(DOC, 'WWW-Authenticate: Bearer realm="persona-agent", error_description')
+OIDC_CHALLENGE = claim(DOC, 'WWW-Authenticate: Bearer realm="persona-agent", resource_metadata')
+ACCEPT = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+
+
+@pytest.fixture(scope="module")
+def issuer() -> Iterator[OidcIssuer]:
+    with OidcIssuer() as running:
+        yield running
 
 
 @pytest.fixture
@@ -52,3 +65,35 @@ def test_the_claude_desktop_configuration_names_the_command_and_settings() -> No
     assert "mcp" in commands
     fields = {f"PERSONA_AGENT_{name.upper()}" for name in Settings.model_fields}
     assert set(server["env"]) <= fields
+
+
+def test_the_remote_desktop_configuration_sends_the_key_as_the_hub_asks() -> None:
+    """The mcp-remote bridge for a hub with keys: the key as a bearer header (the one the
+    hub's 401 names), its value from ``env`` so no client splits it at the space."""
+    server = json.loads(REMOTE.text)["mcpServers"]["personas"]
+    assert server["command"] == "npx"
+    args = server["args"]
+    assert args[0] == "mcp-remote"
+    assert args[1].endswith("/mcp")
+    assert args[2:] == ["--header", "Authorization:${AUTH_HEADER}"]
+    assert server["env"]["AUTH_HEADER"].startswith("Bearer ")
+
+
+def _parameters(challenge: str) -> list[str]:
+    """The names of a ``Bearer`` challenge's parameters, in order."""
+    return re.findall(r'(\w+)="', challenge)
+
+
+async def test_the_challenges_are_the_hubs(hub_factory: HubFactory, issuer: OidcIssuer) -> None:
+    """The two 401 challenges the page shows: with keys only the hub's header as written;
+    with an issuer the same parameters in the same order (the page's host is an example)."""
+    keys = json.dumps([{"name": "alice", "key": "alice-key-0123456789abcdef"}])
+    async with hub_factory(api_keys=keys, a2a_access="authenticated") as hub:
+        refused = await hub.http.post("/mcp", json=LIST, headers=ACCEPT)
+    shown = KEYS_CHALLENGE.text.strip().removeprefix("WWW-Authenticate: ")
+    assert refused.headers["WWW-Authenticate"] == shown
+    oidc = {"oidc_issuer": issuer.issuer, "oidc_audience": AUDIENCE, "a2a_access": "authenticated"}
+    async with hub_factory(**oidc) as hub:
+        refused = await hub.http.post("/mcp", json=LIST, headers=ACCEPT)
+    page = OIDC_CHALLENGE.text.strip().removeprefix("WWW-Authenticate: ")
+    assert _parameters(refused.headers["WWW-Authenticate"]) == _parameters(page)
