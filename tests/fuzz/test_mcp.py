@@ -21,6 +21,7 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 from hypothesis import given, seed
 from hypothesis import strategies as st
 
@@ -104,25 +105,41 @@ def _requests(draw: st.DrawFn, modern: bool) -> dict[str, Any]:
     method = draw(_methods, label="method")
     own = _PARAMS.get(method, st.just({}))
     params = draw(st.one_of(own, own, own, own, own, wild, deep), label="params")
-    if modern and isinstance(params, dict) and draw(st.integers(0, 4), label="meta") > 0:
+    if modern and isinstance(params, dict) and not draw(_rarely(20), label="no meta"):
         meta = {VERSION_KEY: MODERN, CAPABILITIES_KEY: {}}
         params = {**params, "_meta": meta}
     body: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-    if draw(st.integers(0, 9), label="params?") > 0:
+    if not draw(_rarely(10), label="no params"):
         body["params"] = params
     if not method.startswith("notifications/"):
         body["id"] = draw(st.one_of(_ids, _ids, jsonrpc_ids), label="id")
     return body
 
 
-_CONTENT_TYPES = ["application/json"] * 12 + ["text/plain", "", "application/x-www-form-urlencoded"]
+_BAD_CONTENT_TYPES = ["text/plain", "", "application/x-www-form-urlencoded", "application/json;x"]
+_BAD_ACCEPTS = ["application/json", "", "text/event-stream", "*/*"]
+
+
+def _rarely(percent: int) -> st.SearchStrategy[bool]:
+    """True ``percent`` times in a hundred or so. Hypothesis draws the branches of
+    ``one_of``, the items of ``sampled_from`` and small numbers (0 above all) far from
+    evenly (the odd branch took a third of the cases or more, and little reached a
+    persona); a middle range of numbers it does not favour."""
+    return st.integers(0, 99).map(lambda n: 99 - percent <= n < 99)
+
+
+def _seldom(usual: str, others: list[str], percent: int = 10) -> st.SearchStrategy[str]:
+    """``usual``, but ``percent`` times in a hundred or so one of ``others``."""
+    return _rarely(percent).flatmap(lambda odd: st.sampled_from(others) if odd else st.just(usual))
+
+
 _random_sessions = st.none() | st.text(st.characters(min_codepoint=33, max_codepoint=126))
 _random_versions = st.none() | st.sampled_from([HANDSHAKE, MODERN, "2024-11-05", "1999-01-01"])
 
 
 def _body(draw: st.DrawFn, modern: bool) -> bytes:
     kind = draw(
-        st.sampled_from(["request"] * 10 + ["batch", "not an object", "not JSON", "huge"]),
+        _seldom("request", ["batch", "not an object", "not JSON", "huge"], 20),
         label="kind",
     )
     if kind == "batch":
@@ -200,14 +217,15 @@ def check_mcp_answer(answer: Answer) -> None:
             assert error["message"], answer.shown()
 
 
+@pytest.mark.parametrize("era", ["handshake", "modern", "random headers"])
 @seed(SEED)
-@fuzz_settings(scale=3)
-@given(era=st.sampled_from(["handshake", "modern", "random headers"]), data=st.data())
+@fuzz_settings(scale=2)
+@given(data=st.data())
 def test_random_jsonrpc_bodies_to_mcp(a2a_hub: FuzzHub, era: str, data: st.DataObject) -> None:
     modern = era == "modern"
     body = data.draw(st.composite(lambda draw: _body(draw, modern))(), label="body")
-    headers = {"accept": data.draw(st.sampled_from([ACCEPT] * 8 + ["application/json", ""]))}
-    content_type = data.draw(st.sampled_from(_CONTENT_TYPES), label="content type")
+    headers = {"accept": data.draw(_seldom(ACCEPT, _BAD_ACCEPTS), label="accept")}
+    content_type = data.draw(_seldom("application/json", _BAD_CONTENT_TYPES), label="type")
     if content_type:
         headers["content-type"] = content_type
     if era == "handshake":
