@@ -344,11 +344,39 @@ def test_each_method_with_random_requests(grpc_pool: GrpcPool, method: str) -> N
     run()
 
 
+def _delimited(field: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (wire type 2)."""
+    return _varint(field << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append(value & 0x7F | (0x80 if value > 0x7F else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
+def _too_deep(depth: int) -> bytes:
+    """A SendMessageRequest whose metadata Struct nests ``depth`` deep (three protobuf levels
+    each: 200 is past the 100 protobuf parses), written by hand (the client's protobuf would
+    not build it)."""
+    struct = b""
+    for _ in range(depth):
+        value = _delimited(5, struct)  # Value.struct_value
+        struct = _delimited(1, _delimited(1, b"n") + _delimited(2, value))  # Struct.fields
+    metadata = SendMessageRequest.DESCRIPTOR.fields_by_name["metadata"].number
+    return _delimited(1, b"socrates") + _delimited(metadata, struct)  # tenant, metadata
+
+
 @seed(SEED)
 @fuzz_settings(scale=2)
 @given(
     method=st.sampled_from(METHODS),
-    body=st.binary(max_size=300) | st.sampled_from([b"", b"\x0a" * 200, b"\xff" * 64]),
+    body=st.binary(max_size=300)
+    | st.sampled_from([b"", b"\x0a" * 200, b"\xff" * 64])
+    | st.builds(lambda depth: _too_deep(depth), st.sampled_from([30, 200])),
     version=VERSIONS,
 )
 def test_raw_bytes_to_each_method(
@@ -378,7 +406,11 @@ def test_bytes_that_are_not_the_request_are_invalid_argument_naming_it(
     grpc_pool: GrpcPool,
 ) -> None:
     with grpc.insecure_channel(grpc_pool.address) as channel:
-        for method in ("SendMessage", "SubscribeToTask"):
-            code, details = _call(channel, method, b"\xff" * 64, "1.0")
+        for method, body in (
+            ("SendMessage", b"\xff" * 64),
+            ("SubscribeToTask", b"\xff" * 64),
+            ("SendMessage", _too_deep(200)),
+        ):
+            code, details = _call(channel, method, body, "1.0")
             assert code is grpc.StatusCode.INVALID_ARGUMENT, (method, code, details)
             assert f"{SERVICE}/{method} is not its protobuf message" in details, details
