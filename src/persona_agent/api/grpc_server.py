@@ -23,6 +23,7 @@ import grpc.aio
 from a2a.types import a2a_pb2_grpc
 
 from persona_agent.a2a.grpc_service import HubGrpcService
+from persona_agent.api.grpc_decoding import DecodingInterceptor
 from persona_agent.api.serving import A2AParts
 from persona_agent.errors import ConfigError
 from persona_agent.settings import Settings
@@ -119,7 +120,9 @@ class GrpcServer:
                 settings.grpc_max_connections,
                 descriptors,
             )
-        server = grpc.aio.server(options=server_options(settings, connections))
+        server = grpc.aio.server(
+            interceptors=[DecodingInterceptor()], options=server_options(settings, connections)
+        )
         service = HubGrpcService(
             registry.app_for, registry.local_handler, registry.directory.handler, self.a2a.services
         )
