@@ -16,8 +16,6 @@ Built on first use by :mod:`.mcp_door` (what it imports is not small).
 
 from __future__ import annotations
 
-import asyncio
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -30,15 +28,8 @@ from a2a.utils.errors import A2AError
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
-from mcp.server.session import ServerSession
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.subscriptions import (
-    InMemorySubscriptionBus,
-    ListenHandler,
-    ResourcesListChanged,
-    ToolsListChanged,
-)
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
@@ -56,6 +47,7 @@ from persona_agent.api.mcp_answers import (
     wants_progress,
 )
 from persona_agent.api.mcp_auth import METADATA_PATH, public_url, unauthorized
+from persona_agent.api.mcp_changes import ListChanges
 from persona_agent.api.mcp_door import MCP_PATH
 from persona_agent.api.mcp_sdk_fixes import quiet_session_ids
 from persona_agent.api.mcp_sessions import McpSessions, handshake_era
@@ -85,7 +77,7 @@ from persona_agent.api.mcp_tools import (
 )
 from persona_agent.collab.local_calls import LocalCalls, LocalEnd, LocalStart, LocalText
 from persona_agent.personas.model import Persona
-from persona_agent.personas.store import PersonaChange, PersonaStore
+from persona_agent.personas.store import PersonaStore
 from persona_agent.security.authorization import Action
 from persona_agent.security.principal import AuthError, Principal
 
@@ -98,8 +90,6 @@ MCP_BINDING = "mcp"
 """A tool call's binding label in the request metrics (``persona_agent_a2a_requests_total``)."""
 PAGE = 500
 """Resources (and persona tools) a page of a list holds."""
-MAX_SESSIONS_HEARD = 10_000
-"""Handshake-era sessions told of persona changes at most (the most recent)."""
 
 Params = TypeVar("Params")
 Result = TypeVar("Result")
@@ -169,10 +159,8 @@ class McpPersonas:
             "headers": local_headers or [],
             "client": ("127.0.0.1", 0),
         }
-        self._bus = InMemorySubscriptionBus()
-        self._listen = ListenHandler(self._bus)
-        self._sessions: OrderedDict[str, ServerSession] = OrderedDict()
-        self._announcing: set[asyncio.Task[None]] = set()
+        self.changes = ListChanges(store)
+        """Who to tell when the personas change (:meth:`ListChanges.changed`)."""
         self.server = _HubServer(
             "persona-agent",
             version=__version__,
@@ -185,7 +173,7 @@ class McpPersonas:
             on_list_resources=self._used(self._list_resources),
             on_list_resource_templates=self._used(self._list_templates),
             on_read_resource=self._used(self._read_resource),
-            on_subscriptions_listen=self._listen,
+            on_subscriptions_listen=self.changes.listen,
         )
         quiet_session_ids()
         self._cluster = cluster
@@ -208,7 +196,7 @@ class McpPersonas:
             total=sessions_max,
             idle_timeout=session_idle_timeout,
             max_age=session_max_age,
-            on_close=self._forget_session,
+            on_close=self.changes.forget,
             on_refuse=self._session_refused,
         )
         """The handshake era's sessions, each held to its caller, in front of ``manager``."""
@@ -225,41 +213,16 @@ class McpPersonas:
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """The session manager runs; every persona change is announced to the clients."""
-        unsubscribe = self._registry_changes()
+        unsubscribe = self.changes.subscribe()
         if self._cluster is not None and self._front is not None:
             await listen_for_cancels(self._cluster, self.calls)
         try:
             async with self.manager.run(), self.sessions.running():
                 yield
-                self._listen.close()
+                self.changes.listen.close()
         finally:
             unsubscribe()
-            for task in list(self._announcing):
-                task.cancel()
-
-    def _registry_changes(self) -> Callable[[], None]:
-        if self._store is None:
-            return lambda: None
-        return self._store.subscribe(self.changed)
-
-    def changed(self, _change: PersonaChange | None = None) -> None:
-        """A persona came, changed or went: tell the clients their lists changed."""
-        task = asyncio.ensure_future(self._announce())
-        self._announcing.add(task)
-        task.add_done_callback(self._announcing.discard)
-
-    async def _announce(self) -> None:
-        await self._bus.publish(ToolsListChanged())
-        await self._bus.publish(ResourcesListChanged())
-        for key, session in list(self._sessions.items()):
-            try:
-                await session.send_tool_list_changed()
-                await session.send_resource_list_changed()
-            except Exception:  # the session ended: forget it
-                self._sessions.pop(key, None)
-
-    def _forget_session(self, session_id: str) -> None:
-        self._sessions.pop(session_id, None)
+            self.changes.close()
 
     def _session_refused(self, caller: str, status: int, message: str) -> None:
         principal = None if caller.startswith("ip:") else caller
@@ -273,12 +236,8 @@ class McpPersonas:
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS or self._front is not None:
             return
         key = _session_id(ctx) if isinstance(ctx.request, Request) else "stdio"
-        if not key:
-            return
-        self._sessions[key] = ctx.session
-        self._sessions.move_to_end(key)
-        if len(self._sessions) > MAX_SESSIONS_HEARD:
-            self._sessions.popitem(last=False)
+        if key:
+            self.changes.heard(key, ctx.session)
 
     # -- HTTP --------------------------------------------------------------
 
