@@ -19,6 +19,8 @@ from typing import Any
 import httpx
 import orjson
 
+from persona_agent.security.limits import nests_deeper
+
 __all__ = ["IDENTITY", "ReadRefused", "check_nesting", "parse_json", "read_capped"]
 
 IDENTITY = {"Accept-Encoding": "identity"}
@@ -62,18 +64,8 @@ async def read_capped(response: httpx.Response, max_bytes: int) -> bytes:
 def check_nesting(value: Any, max_depth: int) -> None:
     """Raise :class:`ReadRefused` if lists and objects nest deeper than ``max_depth``
     (walked without recursion)."""
-    pending: list[tuple[Any, int]] = [(value, 0)]
-    while pending:
-        item, depth = pending.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth >= max_depth:
-            raise ReadRefused(f"its lists and objects nest more than {max_depth} deep", "depth")
-        pending.extend((child, depth + 1) for child in children)
+    if nests_deeper(value, max_depth):
+        raise ReadRefused(f"its lists and objects nest more than {max_depth} deep", "depth")
 
 
 def parse_json(body: bytes, max_depth: int) -> Any:

@@ -12,6 +12,7 @@ __all__ = [
     "Limits",
     "check_depth",
     "image_too_large",
+    "nests_deeper",
     "too_deep",
     "too_large",
 ]
@@ -65,6 +66,13 @@ def too_deep(limits: Limits) -> LimitExceeded:
 
 def check_depth(data: Any, limits: Limits) -> None:
     """Raise :class:`LimitExceeded` if lists and mappings nest deeper than the limits."""
+    if nests_deeper(data, limits.max_depth):
+        raise too_deep(limits)
+
+
+def nests_deeper(data: Any, max_depth: int) -> bool:
+    """Whether lists and mappings in ``data`` nest deeper than ``max_depth`` (walked
+    without recursion, so a hostile document cannot exhaust the stack)."""
     pending: list[tuple[Any, int]] = [(data, 0)]
     while pending:
         value, depth = pending.pop()
@@ -74,6 +82,7 @@ def check_depth(data: Any, limits: Limits) -> None:
             children = value
         else:
             continue
-        if depth >= limits.max_depth:
-            raise too_deep(limits)
+        if depth >= max_depth:
+            return True
         pending.extend((child, depth + 1) for child in children)
+    return False
