@@ -37,7 +37,7 @@ from persona_agent.collab.agent_exchange import Failure
 from persona_agent.collab.agent_reach import AgentReach
 from persona_agent.collab.agents_file import AGENT_NAME, AgentConfig, CatalogConfig
 
-__all__ = ["AgentCatalogs", "AgentSink"]
+__all__ = ["AgentCatalogs", "AgentSink", "read_cards"]
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ class AgentCatalogs:
             logger.warning("Agents file, catalog %r: skipped the entry %s", catalog.name, skipped)
         brought = [(agent, self._bring(catalog, agent)) for agent in found.agents]
         added = [agent for agent, remote in brought if remote is not None]
-        await _read_cards([remote for _, remote in brought if remote is not None])
+        await read_cards([remote for _, remote in brought if remote is not None], CARD_READS)
         logger.info(
             "Agents file, catalog %r: %d outside agent(s) from %s%s: %s",
             catalog.name,
@@ -226,10 +226,11 @@ class AgentCatalogs:
         return remote
 
 
-async def _read_cards(agents: list[RemoteAgent]) -> None:
-    """Read the cards of a catalog's agents (those it carries are only checked), a few at
-    once; one that cannot be read is logged, and read again when its agent is called."""
-    gate = asyncio.Semaphore(CARD_READS)
+async def read_cards(agents: list[RemoteAgent], at_once: int) -> None:
+    """Read the agents' cards (those a catalog carries are only checked), ``at_once`` at a
+    time; one that cannot be read is logged, its tool still offered, and read again when
+    its agent is called."""
+    gate = asyncio.Semaphore(at_once)
 
     async def read(agent: RemoteAgent) -> None:
         async with gate:

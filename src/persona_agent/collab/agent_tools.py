@@ -29,7 +29,7 @@ from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest
 
 from persona_agent.a2a.catalog_reader import DEFAULT_CATALOG_LIMITS, CatalogLimits
 from persona_agent.chat.tools import ToolProgress, ToolQuestion, ToolResult, ToolUpdate, Turn
-from persona_agent.collab.agent_catalogs import AgentCatalogs
+from persona_agent.collab.agent_catalogs import AgentCatalogs, read_cards
 from persona_agent.collab.agent_client import AGENT_PREFIX, RemoteAgent
 from persona_agent.collab.agent_exchange import Exchange, Failure
 from persona_agent.collab.agent_reach import AgentReach
@@ -127,20 +127,9 @@ class RemoteAgents:
         """Read every card (in parallel, each within its timeout); an agent whose card
         cannot be read is logged, still offered, and read again when called. The catalogs
         are read in the background (:meth:`AgentCatalogs.start`)."""
-
-        async def read(agent: RemoteAgent) -> None:
-            try:
-                await agent.client()
-            except Failure as failure:
-                logger.warning(
-                    "Outside agent %s: %s; its tool is offered, and the card is read again "
-                    "when it is called",
-                    agent.name,
-                    failure.message,
-                )
-
         self.catalogs.start()
-        await asyncio.gather(*(read(agent) for agent in self.agents.values()))
+        agents = list(self.agents.values())
+        await read_cards(agents, max(len(agents), 1))  # the configured ones all at once
 
     async def aclose(self) -> None:
         await self.catalogs.aclose()
