@@ -46,18 +46,13 @@ from sqlalchemy import (
     text,
 )
 
-from persona_agent.db import (
-    GroupCommitWriter,
-    document_chunks_table,
-    documents_table,
-    media_table,
-    memories_table,
-    messages_table,
-    summaries_table,
-    swipes_table,
-    tasks_table,
-)
-from persona_agent.db_conversations import owner_expression
+from persona_agent.conversations.keys import owner_expression
+from persona_agent.conversations.message_tables import messages_table, swipes_table
+from persona_agent.conversations.summary_store import summaries_table
+from persona_agent.db import GroupCommitWriter, tasks_table
+from persona_agent.knowledge.document_store import document_chunks_table, documents_table
+from persona_agent.media.media_store import media_table
+from persona_agent.memory.memory_table import memories_table
 
 __all__ = ["DOCUMENT_GRACE_SECONDS", "Retention", "RetentionLimits", "fair_level"]
 

@@ -36,6 +36,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql import Executable
 
+from persona_agent.conversations.message_tables import messages_table, swipes_table
+from persona_agent.conversations.summary_store import summaries_table
 from persona_agent.conversations.view import (
     StoredMessage,
     SwipeRow,
@@ -44,7 +46,7 @@ from persona_agent.conversations.view import (
     message_group,
     newest_alternatives,
 )
-from persona_agent.db import GroupCommitWriter, messages_table, summaries_table, swipes_table
+from persona_agent.db import GroupCommitWriter
 from persona_agent.errors import (
     ConversationEditError,
     ConversationExistsError,
