@@ -1,6 +1,6 @@
 """The database: its engine, the hub's way to it (group commit, SQLite's threads), and the
 one schema every table is made on; the tables themselves are beside the stores that own
-them (docs/architecture.md, "The database").
+them (docs/architecture.md).
 
 SQLite (a file in the data directory) is the embedded default; PostgreSQL
 (``postgresql+asyncpg://...``) serves replicas. Statements are SQLAlchemy Core for both.
