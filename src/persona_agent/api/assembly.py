@@ -25,6 +25,7 @@ from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.tools import MCPTools, ToolSource, ToolSources
 from persona_agent.chat.usage_log import UsageLog
+from persona_agent.conversations.prompt_store import PromptStore
 from persona_agent.conversations.user_persona import UserPersonas
 from persona_agent.db import GroupCommitWriter, create_engine
 from persona_agent.errors import ConfigError
@@ -372,6 +373,7 @@ def build_engine(
         knowledge=knowledge,
         users=storage.user_personas,
         images=build_images(settings, storage.writer, model.llm),
+        prompts=PromptStore(storage.writer, keep=settings.prompt_records_kept),
     )
 
 
