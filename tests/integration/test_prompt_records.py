@@ -13,9 +13,10 @@ from typing import Any
 
 import httpx
 import pytest
+from google.protobuf.json_format import MessageToDict
 
-from tests.fakes.fake_llm import FakeLLM, Reply
-from tests.integration.a2a_helpers import send
+from tests.fakes.fake_llm import FakeLLM, Reply, ToolCalls
+from tests.integration.a2a_helpers import send, stream
 from tests.integration.conftest import HubFactory
 from tests.integration.persona_yaml import persona, write
 from tests.integration.test_memory import database
@@ -212,3 +213,60 @@ async def test_only_the_last_records_of_a_conversation_are_kept(
         assert continued.status_code == 200, continued.text
         record = (await hub.http.get(f"/api/v1/conversations/keeper/{context}/prompt")).json()
         assert (record["messageId"], record["mode"]) == (answers[-1], "continue")
+
+
+async def test_each_panel_members_answer_has_its_own_prompt(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    async with hub_factory() as hub:
+        llm.script_for("You are Albert Einstein.", Reply("Imagination."))
+        llm.script_for("You are Marie Curie.", Reply("Patience."))
+        llm.script_for("You are Charles Darwin.", Reply("Variation."))
+        task = await send(await hub.client("science-panel"), "What drives science?")
+        members = [
+            MessageToDict(artifact.metadata)["persona-agent/panel"] for artifact in task.artifacts
+        ]
+        assert {m["member"] for m in members} == {
+            "albert-einstein",
+            "marie-curie",
+            "charles-darwin",
+        }
+        for member in members:
+            path = f"/api/v1/conversations/{member['member']}/{member['contextId']}/prompt"
+            response = await hub.http.get(path)
+            assert response.status_code == 200, response.text
+            record = response.json()
+            assert record["persona"] == member["member"]
+            asked = section(record, "conversation")["items"][-1]
+            assert asked["role"] == "user"
+            assert "What drives science?" in asked["text"]
+
+
+async def test_a_consulted_personas_answer_has_its_own_prompt(
+    hub_factory: HubFactory, llm: FakeLLM, personas_dir: Path
+) -> None:
+    write(personas_dir, "asker", persona("Asker", consult=["keeper"]))
+    async with hub_factory() as hub:
+        llm.script(
+            ToolCalls([("consult__keeper", {"question": "Where does the dragon sleep?"})]),
+            Reply("Under the mountain."),
+            Reply("Lena says: under the mountain."),
+        )
+        events = await stream(await hub.client("asker", streaming=True), "Ask Lena.")
+        results = [
+            dict(part.data.struct_value.items())
+            for event in events
+            if event.HasField("status_update")
+            for part in event.status_update.status.message.parts
+            if part.HasField("data") and part.data.struct_value["kind"] == "tool-result"
+        ]
+        (result,) = results
+        consulted = await hub.http.get(f"/api/v1/conversations/keeper/{result['contextId']}/prompt")
+        assert consulted.status_code == 200, consulted.text
+        lore = section(consulted.json(), "lore")
+        assert lore["items"][0]["keys"] == ["dragon"]
+        asker = await hub.http.get(
+            f"/api/v1/conversations/asker/{events[-1].status_update.context_id}/prompt"
+        )
+        assert asker.status_code == 200, asker.text
+        assert asker.json()["modelCalls"] == 2  # the tool call, then the answer
