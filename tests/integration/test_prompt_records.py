@@ -136,6 +136,9 @@ async def test_an_answers_prompt_by_section_shows_the_lore_memory_passages_and_c
         for part in record["sections"]:  # each section's tokens: its items'
             assert part["tokens"] == sum(item["tokens"] for item in part["items"])
         assert record["tokens"] == sum(part["tokens"] for part in record["sections"])
+        in_system = {"system", "card", "examples", "lore", "memory", "knowledge", "summary"}
+        system_tokens = sum(p["tokens"] for p in record["sections"] if p["name"] in in_system)
+        assert system_tokens == -(-len(sent[0]["content"]) // 4)  # the system message's
 
         # The same record by the answer's message id; an earlier answer has its own.
         answer = await last_answer_id(hub.http, context)

@@ -222,6 +222,7 @@ class ChatEngine:
             else []
         )
         model = persona.model.name or self.llm.default_model
+        sent = prompt.messages()
         record = record_of(
             persona,
             prompt,
@@ -229,6 +230,7 @@ class ChatEngine:
             mode=turn.mode,
             window=self.history.max_messages,
             window_cut=opening.cut,
+            sent=sent,
         )
         return TurnState(
             persona=persona,
@@ -239,7 +241,7 @@ class ChatEngine:
             model=model,
             prompt=prompt,
             record=record,
-            messages=await self.images.for_model(persona, key, prompt.messages(), turn.images),
+            messages=await self.images.for_model(persona, key, sent, turn.images),
             said=said,
             tools=tools,
             started=started,

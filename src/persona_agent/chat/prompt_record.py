@@ -92,10 +92,12 @@ def record_of(
     mode: str,
     window: int,
     window_cut: bool,
+    sent: Sequence[Message],
 ) -> PromptRecord:
-    """The record of ``prompt`` (sent to ``model`` for a turn of ``mode``); ``window``: the
-    most messages the history shows, ``window_cut``: older ones were left out."""
-    record = PromptRecord(persona.id, model, mode, messages=len(prompt.messages()))
+    """The record of ``prompt`` (sent to ``model`` for a turn of ``mode`` as the messages
+    ``sent``: ``prompt.messages()``); ``window``: the most messages the history shows,
+    ``window_cut``: older ones were left out."""
+    record = PromptRecord(persona.id, model, mode, messages=len(sent))
     opening, rules = render_frame(persona, prompt.user)
     record.add("system", "Opening", opening)
     _card(record, prompt)
@@ -122,6 +124,7 @@ def record_of(
         record.add("memory", f"Memory {number}", item)
     for number, passage in enumerate(prompt.passages, 1):
         record.add("knowledge", f"[{number}]", passage)
+    _framing(record, sent)
     _conversation(record, prompt)
     if window_cut:
         reason = f"older than the window of the last {window} messages"
@@ -131,6 +134,21 @@ def record_of(
     if prompt.post_history:
         record.add("post_history", "Instructions", prompt.post_history)
     return record
+
+
+def _framing(record: PromptRecord, sent: Sequence[Message]) -> None:
+    """What the system message has besides its sections' texts (headings, separators):
+    counted, so that the sections' tokens add up to the system message's."""
+    content = sent[0].get("content") if sent else None
+    if not isinstance(content, str):
+        return
+    inside = ("system", "card", "examples", "lore", "summary", "memory", "knowledge")
+    counted = sum(item["tokens"] for name in inside for item in record.sections.get(name, []))
+    rest = estimate_tokens(content) - counted
+    if rest > 0:
+        record.sections["system"].append(
+            {"label": "Headings and separators", "tokens": rest, "text": ""}
+        )
 
 
 def _card(record: PromptRecord, prompt: PromptSections) -> None:
