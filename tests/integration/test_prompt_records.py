@@ -20,6 +20,8 @@ from tests.integration.a2a_helpers import send, stream
 from tests.integration.conftest import HubFactory
 from tests.integration.persona_yaml import persona, write
 from tests.integration.test_memory import database
+from tests.knowledge.pdfs import pdf_of
+from tests.knowledge.test_hub_documents import pdf_message
 
 FACT = "My dog is called Biscuit."
 HANDBOOK = (
@@ -273,3 +275,27 @@ async def test_a_consulted_personas_answer_has_its_own_prompt(
         )
         assert asker.status_code == 200, asker.text
         assert asker.json()["modelCalls"] == 2  # the tool call, then the answer
+
+
+async def test_a_document_sent_is_a_placeholder_and_its_cut_is_said(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    pdf = pdf_of(["Ledger of the year.", "The treasury holds nine hundred drachmas."])
+    async with hub_factory(document_tokens=5) as hub:
+        client = await hub.client("keeper")
+        llm.script(Reply("Nine hundred."))
+        responses = [r async for r in client.send_message(pdf_message("What is in it?", pdf))]
+        context = responses[0].task.context_id
+        sent = llm.requests[-1]["messages"][-2]["content"]  # before the post-history system
+        assert "[ledger.pdf is cut here" in sent
+        record = (await hub.http.get(f"/api/v1/conversations/keeper/{context}/prompt")).json()
+        conversation = section(record, "conversation")
+        asked = conversation["items"][-1]
+        assert asked["text"] == "What is in it?\n\n[document: ledger.pdf, ~52 tokens]"
+        assert asked["tokens"] == -(-len(sent) // 4)  # the document's text counted
+        assert conversation["cut"] == [
+            {
+                "label": "Document ledger.pdf",
+                "reason": "5 of its 16 tokens shown (the document budget)",
+            }
+        ]

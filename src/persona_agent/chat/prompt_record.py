@@ -13,6 +13,7 @@ clipped (its tokens are the whole text's), so that a record stays small.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,9 @@ from persona_agent.personas.prompt import render_frame
 from persona_agent.personas.turn_prompt import PromptSections
 
 __all__ = ["MAX_ITEM_CHARS", "PromptRecord", "record_of"]
+
+_CUT_NOTE = re.compile(r"is cut here: ([\d,]+) of its ([\d,]+) tokens shown")
+"""A document's note when it was cut (:func:`persona_agent.knowledge.sent_documents`)."""
 
 MAX_ITEM_CHARS = 4000
 """The most characters of one item's text a record keeps (its tokens count the whole)."""
@@ -54,9 +58,13 @@ class PromptRecord:
     messages: int = 0
     """How many messages the model was sent (the system prompt and the conversation's)."""
 
-    def add(self, section: str, label: str, text: str, **more: Any) -> None:
-        """An item of ``section``: its label, its text (clipped), its tokens."""
-        item: dict[str, Any] = {"label": label, "tokens": estimate_tokens(text), **more}
+    def add(
+        self, section: str, label: str, text: str, *, sent: str | None = None, **more: Any
+    ) -> None:
+        """An item of ``section``: its label, its text (clipped), its tokens (those of
+        ``sent``, the text as sent, when the record shows it otherwise)."""
+        tokens = estimate_tokens(text if sent is None else sent)
+        item: dict[str, Any] = {"label": label, "tokens": tokens, **more}
         item.update(_clipped(text))
         self.sections.setdefault(section, []).append(item)
 
@@ -175,7 +183,38 @@ def _conversation(record: PromptRecord, prompt: PromptSections) -> None:
     for message in prompt.conversation:
         role = str(message.get("role", ""))
         label = {"user": prompt.user, "assistant": prompt.name}.get(role, role)
-        record.add("conversation", label, _text(message), role=role, attached=_attached(message))
+        text = _text(message)
+        shown = text
+        for document in _dicts(message.get("files")):
+            shown, cut = _placeholder(shown, str(document.get("name", "")))
+            if cut:
+                record.cut.setdefault("conversation", []).append(cut)
+        attached = _attached(message)
+        record.add("conversation", label, shown, sent=text, role=role, attached=attached)
+
+
+def _placeholder(text: str, name: str) -> tuple[str, dict[str, Any] | None]:
+    """``text`` with the document ``name`` as read into it (docs/media.md#documents:
+    ``[document: NAME]``, its text, ``[end of NAME]`` or ``[NAME is cut here: ...]``) shown as
+    a placeholder with its tokens; and, when it was cut to the document budget, why."""
+    start = text.find(f"[document: {name}]\n")
+    if not name or start < 0:
+        return text, None
+    ends = [text.find(mark, start) for mark in (f"\n[end of {name}]", f"\n[{name} is cut here:")]
+    found = [at for at in ends if at >= 0]
+    close = text.find("]", min(found) + 2) if found else -1
+    if close < 0:
+        return text, None
+    frame = text[start : close + 1]
+    note = _CUT_NOTE.search(frame)
+    placeholder = f"[document: {name}, ~{estimate_tokens(frame)} tokens]"
+    cut = None
+    if note is not None and min(found) == ends[1]:  # the note ends the frame: it was cut
+        cut = {
+            "label": f"Document {name}",
+            "reason": f"{note.group(1)} of its {note.group(2)} tokens shown (the document budget)",
+        }
+    return text[:start] + placeholder + text[close + 1 :], cut
 
 
 def _text(message: Message) -> str:
@@ -188,15 +227,12 @@ def _text(message: Message) -> str:
 
 
 def _attached(message: Message) -> list[str]:
-    """Placeholders for what a message brought besides its text."""
+    """Placeholders for the images a message brought (its documents' are in its text)."""
     images = [
         f"[image: {image.get('name') or 'unnamed'} ({image.get('mediaType', 'image')})]"
         for image in _dicts(message.get("media"))
     ]
-    documents = [
-        f"[document: {item.get('name', 'unnamed')}]" for item in _dicts(message.get("files"))
-    ]
-    return images + documents
+    return images
 
 
 def _dicts(value: Any) -> Sequence[dict[str, Any]]:

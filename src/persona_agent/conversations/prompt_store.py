@@ -5,7 +5,7 @@ A record is keyed by the answer message it produced (``pa_messages.seq``): the t
 messages are in the history when it is written, and the conversation's lock is held, so
 the conversation's newest message is the answer (a continuation's: the answer it extended).
 A record whose message was deleted is not served, and is deleted with the next record of
-its conversation, or with the conversation.
+its conversation, with the conversation, or after the next retention sweep (:meth:`prune`).
 """
 
 from __future__ import annotations
@@ -49,11 +49,21 @@ class PromptStore:
             f"{_MESSAGES}.conversation = {_PROMPTS}.conversation AND "
             f"{_MESSAGES}.seq = {_PROMPTS}.message_id))"
         )
+        self._orphans = text(
+            f"DELETE FROM {_PROMPTS} WHERE NOT EXISTS (SELECT 1 FROM {_MESSAGES} WHERE "
+            f"{_MESSAGES}.conversation = {_PROMPTS}.conversation AND "
+            f"{_MESSAGES}.seq = {_PROMPTS}.message_id)"
+        )
         self._replace = delete(prompts_table).where(
             _P.conversation == bindparam("c"),
             _P.message_id
             == select(func.max(_M.seq)).where(_M.conversation == bindparam("c")).scalar_subquery(),
         )
+
+    async def prune(self) -> None:
+        """Delete the records whose answer is gone (retention deleted its messages): after
+        each retention sweep."""
+        await self._db.write(self._orphans, [{}])
 
     async def put(self, conversation: str, record: dict[str, Any]) -> None:
         """Keep ``record`` for the conversation's newest message (its answer), in place of
