@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from selenium import webdriver
 from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webelement import WebElement
 
 from tests.console.conftest import (
     ConsoleHub,
@@ -18,6 +19,7 @@ from tests.console.conftest import (
     screenshot,
     severe_browser_errors,
 )
+from tests.console.conftest import wait as wait_for
 from tests.console.test_chat import last_answer, send_message
 from tests.console.test_conversations import click, fits, sized, suffix, wait
 from tests.fakes.fake_llm import FakeLLM, Reply
@@ -41,6 +43,16 @@ KEEPER = persona(
 )
 
 
+def first(driver: webdriver.Chrome, css: str) -> WebElement | None:
+    found = driver.find_elements(By.CSS_SELECTOR, css)
+    return found[0] if found else None
+
+
+def three(driver: webdriver.Chrome, css: str) -> list[WebElement] | None:
+    found = driver.find_elements(By.CSS_SELECTOR, css)
+    return found if len(found) == 3 else None
+
+
 @pytest.fixture(autouse=True)
 def keeper(personas_dir: Path) -> None:
     write(personas_dir, "keeper", KEEPER)
@@ -56,11 +68,7 @@ async def test_an_answers_prompt_panel_shows_its_sections(
         send_message(browser, "Where do the dragon and the castle sleep?")
         wait(browser, "the answer", lambda: last_answer(browser)[1] == "completed")
         click(browser, "answer", -1, "show-prompt")
-        panel = wait(
-            browser,
-            "the prompt panel",
-            lambda: (found := browser.find_elements(By.CSS_SELECTOR, ".prompt-panel")) and found[0],
-        )
+        panel = wait_for(browser, "the prompt panel", lambda: first(browser, ".prompt-panel"))
         lore = panel.find_element(By.CSS_SELECTOR, '.prompt-section[data-section="lore"]')
         lore.find_element(By.TAG_NAME, "summary").click()
         wait(browser, "the lore opened", lambda: "Dragons [keys: dragon]" in lore.text)
@@ -101,14 +109,10 @@ async def test_a_panels_answer_has_a_prompt_for_each_member(
         open_console(browser, hub, "chat/science-panel")
         send_message(browser, "What drives science?")
         wait(browser, "the panel's answer", lambda: last_answer(browser)[1] == "completed")
-        buttons = wait(
+        buttons = wait_for(
             browser,
             "a prompt button per member",
-            lambda: (
-                (found := browser.find_elements(By.CSS_SELECTOR, ".member-prompts .show-prompt"))
-                and len(found) == 3
-                and found
-            ),
+            lambda: three(browser, ".member-prompts .show-prompt"),
         )
         assert {b.text for b in buttons} == {
             "Prompt: Albert Einstein",
@@ -118,11 +122,7 @@ async def test_a_panels_answer_has_a_prompt_for_each_member(
         curie = next(b for b in buttons if b.text.endswith("Marie Curie"))
         browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", curie)
         curie.click()
-        panel = wait(
-            browser,
-            "Marie Curie's prompt",
-            lambda: (found := browser.find_elements(By.CSS_SELECTOR, ".prompt-panel")) and found[0],
-        )
+        panel = wait_for(browser, "Marie Curie's prompt", lambda: first(browser, ".prompt-panel"))
         conversation = panel.find_element(
             By.CSS_SELECTOR, '.prompt-section[data-section="conversation"]'
         )
