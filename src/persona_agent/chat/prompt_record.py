@@ -145,7 +145,8 @@ def record_of(
 
 
 def _framing(record: PromptRecord, sent: Sequence[Message]) -> None:
-    """What the system message has besides its sections' texts (headings, separators):
+    """What the system message has besides its sections' texts (headings, separators, the
+    fields listed under no section, as a language style's characteristics and other keys):
     counted, so that the sections' tokens add up to the system message's."""
     content = sent[0].get("content") if sent else None
     if not isinstance(content, str):
@@ -155,7 +156,7 @@ def _framing(record: PromptRecord, sent: Sequence[Message]) -> None:
     rest = estimate_tokens(content) - counted
     if rest > 0:
         record.sections["system"].append(
-            {"label": "Headings and separators", "tokens": rest, "text": ""}
+            {"label": "Headings, separators, other fields", "tokens": rest, "text": ""}
         )
 
 
