@@ -55,6 +55,7 @@ RUN_ELSEWHERE: dict[tuple[str, str], str] = {
         "tests/integration/test_readme.py"
     ),
     ("docs/chat.md", "you> /retry"): "tests/cli/test_chat_branches.py",
+    ("docs/prompt.md", "you> /prompt"): "tests/cli/test_chat_prompt.py",
     ("docs/discovery.md", "chat --agent"): "tests/cli/test_chat.py",
     ("docs/chat.md", "you> /attach notes.md"): "tests/cli/test_chat_media.py",
     ("docs/media.md", '"filename": "chart.png"'): "tests/console/test_attachments.py",

@@ -34,7 +34,7 @@ from persona_agent.migrations import (
 from persona_agent.migrations.tables import TABLES, metadata
 from tests.conftest import empty_postgres
 
-HEAD = "0012"
+HEAD = "0013"
 SRC = Path(__file__).resolve().parents[2] / "src" / "persona_agent"
 NOT_OURS = {"alembic_version", "push_notification_configs"}  # Alembic's, and the SDK's
 
@@ -265,6 +265,33 @@ async def test_0012_adds_the_media_and_goes_down_again(empty: AsyncEngine) -> No
         await conn.run_sync(revisions.downgrade, before)
     assert await db_revision(empty) == (before, HEAD)
     assert "pa_media" not in await tables()
+    await upgrade_db(empty)
+    assert await schema_differences(empty) == []
+
+
+async def test_0013_adds_the_prompts_and_goes_down_again(empty: AsyncEngine) -> None:
+    before = "0012"  # the revision 0013 revises
+    await upgrade_db(empty, before)
+
+    async def tables() -> list[str]:
+        async with empty.connect() as conn:
+            return await conn.run_sync(lambda c: inspect(c).get_table_names())
+
+    assert "pa_prompts" not in await tables()
+    await upgrade_db(empty)
+    assert "pa_prompts" in await tables()
+    async with empty.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO pa_prompts (conversation, message_id, record, created_ms) "
+                "VALUES ('ada:c1', 2, '{}', 1)"
+            )
+        )
+    assert await schema_differences(empty) == []
+    async with revisions.one_at_a_time(), empty.begin() as conn:
+        await conn.run_sync(revisions.downgrade, before)
+    assert await db_revision(empty) == (before, HEAD)
+    assert "pa_prompts" not in await tables()
     await upgrade_db(empty)
     assert await schema_differences(empty) == []
 

@@ -43,6 +43,7 @@ from persona_agent.api.rest_auth import UPLOAD_HEADER, is_loopback
 from persona_agent.api.routes import (
     caller_documents,
     conversation_files,
+    conversation_prompts,
     conversations,
     discovery,
     memories,
@@ -185,6 +186,7 @@ def _add_routes(app: HubApp, settings: Settings) -> None:
         caller_documents,
         persona_documents,
         conversation_files,
+        conversation_prompts,
         user_personas,
         conversations,
     ):

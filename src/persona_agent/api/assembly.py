@@ -25,6 +25,7 @@ from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.tools import MCPTools, ToolSource, ToolSources
 from persona_agent.chat.usage_log import UsageLog
+from persona_agent.conversations.prompt_store import PromptStore
 from persona_agent.conversations.user_persona import UserPersonas
 from persona_agent.db import GroupCommitWriter, create_engine
 from persona_agent.errors import ConfigError
@@ -140,6 +141,8 @@ class Storage:
     """The personas' and conversations' knowledge documents."""
     user_personas: UserPersonas
     """Who users say they are: callers' saved user personas, conversations' (issue 37)."""
+    prompts: PromptStore
+    """What reached the model for each answer (docs/prompt.md)."""
     auto_upgrade: bool
 
     @asynccontextmanager
@@ -194,6 +197,7 @@ def build_storage(settings: Settings, metrics: HubMetrics) -> Storage:
         personas = load_personas(settings)
     documents = KnowledgeStore(writer)
     user_personas = UserPersonas(writer)
+    prompts = PromptStore(writer, keep=settings.prompt_records_kept)
     return Storage(
         db=db,
         writer=writer,
@@ -214,6 +218,7 @@ def build_storage(settings: Settings, metrics: HubMetrics) -> Storage:
         ),
         documents=documents,
         user_personas=user_personas,
+        prompts=prompts,
         auto_upgrade=settings.db_auto_upgrade,
     )
 
@@ -372,6 +377,7 @@ def build_engine(
         knowledge=knowledge,
         users=storage.user_personas,
         images=build_images(settings, storage.writer, model.llm),
+        prompts=storage.prompts,
     )
 
 

@@ -341,7 +341,8 @@ def build_personas_live(
             caller_message_max_bytes=settings.caller_max_message_bytes,
             anonymous_is_a_caller=a2a.registry.services.auth is not None,
         ),
-        prune=[a2a.push.store.prune] if a2a.push is not None else [],
+        # Push configs of the tasks deleted; prompt records of the messages deleted.
+        prune=[*([a2a.push.store.prune] if a2a.push is not None else []), storage.prompts.prune],
     )
     return PersonasLive(
         settings, storage, a2a.registry, llm, collaboration, readiness, retention, knowledge

@@ -6,26 +6,25 @@ It knows nothing of A2A: the executor maps its events to the wire.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
-import uuid
-from collections import OrderedDict
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import Any
 
 from persona_agent.chat.budget import TurnCalls
 from persona_agent.chat.conversation_locks import KeyedLocks
-from persona_agent.chat.events import ChatEvent, Done, Token, ToolEnd, ToolOutput, ToolStart
+from persona_agent.chat.events import ChatEvent, Done, Token
 from persona_agent.chat.history import ConversationHistory
-from persona_agent.chat.tools import ToolQuestion, ToolResult, ToolSource, ToolUpdate, Turn
+from persona_agent.chat.prompt_record import record_of
+from persona_agent.chat.tool_calls import TurnTools
+from persona_agent.chat.tools import ToolSource, Turn
 from persona_agent.chat.turn_modes import Opening, open_turn
 from persona_agent.chat.turn_state import TurnState
 from persona_agent.chat.usage_log import UsageLog
 from persona_agent.chat.user_source import NO_USERS, UserSource
 from persona_agent.conversations.branches import Branches
-from persona_agent.errors import LLMError, ToolError
+from persona_agent.conversations.prompt_store import PromptStore
+from persona_agent.errors import LLMError
 from persona_agent.knowledge.turn import NO_KNOWLEDGE, Passage, TurnKnowledge
 from persona_agent.llm.base import (
     ChatRequest,
@@ -34,7 +33,6 @@ from persona_agent.llm.base import (
     Progress,
     StreamEnd,
     StreamItem,
-    ToolCall,
 )
 from persona_agent.llm.observed import observed_stream
 from persona_agent.media.turn_images import NO_IMAGES, TurnImages
@@ -49,10 +47,6 @@ from persona_agent.personas.user_identity import UserPersona
 __all__ = ["ChatEngine"]
 
 logger = logging.getLogger(__name__)
-
-MAX_TOOL_RESULT_CHARS = 20_000
-MAX_WAITING = 1024
-"""Tasks waiting for the user's answer to a tool's question, remembered at most."""
 
 
 class ChatEngine:
@@ -84,6 +78,7 @@ class ChatEngine:
         knowledge: TurnKnowledge = NO_KNOWLEDGE,
         users: UserSource = NO_USERS,
         images: TurnImages = NO_IMAGES,
+        prompts: PromptStore | None = None,
     ) -> None:
         """``locks``: how turns of one conversation are kept apart (this process's locks;
         replicas pass :class:`~persona_agent.cluster.advisory_locks.AdvisoryLocks`); ``prices``:
@@ -95,7 +90,9 @@ class ChatEngine:
         window (:mod:`persona_agent.memory.summary`: none by default); ``knowledge``: the
         personas' documents, searched for each turn (:mod:`persona_agent.knowledge`: none
         by default); ``users``: who each turn's user is (:mod:`persona_agent.chat.user_source`:
-        by default the message's, else "User"); ``images``: who sees images, where they are kept."""
+        by default the message's, else "User"); ``images``: who sees images, where they are kept;
+        ``prompts``: where each answer's prompt record is kept (:mod:`.prompt_record`: by
+        default the last 20 of each conversation, in the history's database)."""
         self.images = images
         self.users = users
         self.memory = memory
@@ -106,14 +103,17 @@ class ChatEngine:
         self.metrics = metrics
         self.llm = llm
         self.history = history
-        self.tools = tools
+        self.turn_tools = TurnTools(tools)
+        self.prompts = prompts if prompts is not None else PromptStore(history.writer)
         self.max_tool_iterations = max_tool_iterations
         self._locks = locks if locks is not None else KeyedLocks()
         self.branches = Branches(history.writer, history)
         """The conversations' branches (a regeneration's answers, a continuation's text)."""
-        self._waiting: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()
-        """(conversation, task id) → the tool that asked the user a question in that task,
-        and the argument its answer goes in (kept in this process only)."""
+
+    @property
+    def tools(self) -> ToolSource | None:
+        """What the model may call (``None``: nothing)."""
+        return self.turn_tools.tools
 
     @property
     def locks(self) -> KeyedLocks:
@@ -169,7 +169,7 @@ class ChatEngine:
                     if not state.end.tool_calls or last_call:
                         self._final_answer(state)
                         break
-                    async with aclosing(self._tool_round(state)) as events:
+                    async with aclosing(self.turn_tools.round(state)) as events:
                         async for event in events:
                             yield event
                     if state.asked is not None:  # the turn ends with the question, for the user
@@ -193,7 +193,8 @@ class ChatEngine:
         """The turn's prompt (:func:`~persona_agent.personas.turn_prompt.assemble_prompt`): the
         system prompt with the lore brought up, the history, the greeting of a new
         conversation, the user's message (as the turn's mode opened it: ``opening``), the
-        persona's post-history instructions."""
+        persona's post-history instructions; and its record, by section
+        (:func:`~persona_agent.chat.prompt_record.record_of`)."""
         started = time.monotonic()
         past, said, user_message = opening.past, opening.said, opening.query
         in_prompt = [m["content"] for m in (*past, *said) if isinstance(m.get("content"), str)]
@@ -220,15 +221,27 @@ class ChatEngine:
             if self.tools is not None and self.llm.supports_tools and turn.mode != "continue"
             else []
         )
+        model = persona.model.name or self.llm.default_model
+        sent = prompt.messages()
+        record = record_of(
+            persona,
+            prompt,
+            model=model,
+            mode=turn.mode,
+            window=self.history.max_messages,
+            window_cut=opening.cut,
+            sent=sent,
+        )
         return TurnState(
             persona=persona,
             key=key,
             user_message=user_message,
             turn=turn,
             calls=calls,
-            model=persona.model.name or self.llm.default_model,
+            model=model,
             prompt=prompt,
-            messages=await self.images.for_model(persona, key, prompt.messages(), turn.images),
+            record=record,
+            messages=await self.images.for_model(persona, key, sent, turn.images),
             said=said,
             tools=tools,
             started=started,
@@ -236,7 +249,7 @@ class ChatEngine:
             new_conversation=not past,
             remembered=remembered,
             # The answer to a tool's question goes to that tool, before the model is asked.
-            answering=self._waiting.pop((key, turn.task_id), None)
+            answering=self.turn_tools.waiting(key, turn.task_id)
             if turn.mode == "message"
             else None,
             opening=opening,
@@ -258,10 +271,7 @@ class ChatEngine:
         end in ``state.end``."""
         persona, model = state.persona, state.model
         if state.answering is not None:
-            tool, argument = state.answering
-            state.answering = None
-            answer_call = ToolCall(_call_id(), tool, json.dumps({argument: state.user_message}))
-            source, from_model = _answer_with(answer_call), False
+            source, from_model = self.turn_tools.answer(state), False
         else:
             tools = state.tools
             request = ChatRequest(
@@ -305,60 +315,6 @@ class ChatEngine:
             )
         state.said.append({"role": "assistant", "content": state.text})
 
-    async def _tool_round(self, state: TurnState) -> AsyncGenerator[ChatEvent, None]:
-        """The tool calls the model asked for, one after the other, each result added to
-        the messages for its next call."""
-        calls = state.end.tool_calls
-        call_message: Message = {
-            "role": "assistant",
-            "content": state.text or None,
-            "tool_calls": [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments},
-                }
-                for call in calls
-            ],
-        }
-        state.messages.append(call_message)
-        state.said.append(call_message)
-        for call in calls:
-            async with aclosing(self._tool_call(state, call)) as events:
-                async for event in events:
-                    yield event
-
-    async def _tool_call(self, state: TurnState, call: ToolCall) -> AsyncGenerator[ChatEvent, None]:
-        """One tool call: :class:`ToolStart`, its progress, :class:`ToolEnd`; a call the
-        model got wrong, or past the budget, is an error the model reads."""
-        state.tool_calls += 1
-        arguments, problem = _parse_arguments(call)
-        if problem is None and (spent := state.calls.take_tool()) is not None:
-            problem = f"Error: {spent}: answer with what you have"
-        yield ToolStart(call.id, call.name, arguments)
-        result = ToolResult(problem or "", is_error=True)
-        called = time.monotonic()
-        if problem is None:
-            tool = self._call_tool(state.persona, call.name, arguments, state.turn)
-            async with aclosing(tool) as updates:
-                async for update in updates:
-                    if isinstance(update, ToolResult):
-                        result = update
-                    elif isinstance(update, ToolQuestion):
-                        result = self._ask(state.key, state.turn, call, update, state.asked)
-                        state.asked = state.asked or update
-                    else:
-                        yield ToolOutput(call.id, call.name, update.text, update.data)
-        took = (time.monotonic() - called) * 1000
-        yield ToolEnd(call.id, call.name, result.text, result.is_error, result.data, took)
-        result_message: Message = {
-            "role": "tool",
-            "tool_call_id": call.id,
-            "content": result.text[:MAX_TOOL_RESULT_CHARS],
-        }
-        state.messages.append(result_message)
-        state.said.append(result_message)
-
     async def _finish(self, state: TurnState) -> Done:
         """The turn's end: its history and usage written (in one group commit), and its
         :class:`Done`.
@@ -392,6 +348,7 @@ class ChatEngine:
             opening.anchor = None
         if opening is not None and opening.greetings:
             await self.branches.add_greetings(state.key, opening.greetings, opening.greeting)
+        await self.prompts.put(state.key, state.record.as_json(usage, state.llm_calls))
         known = len(state.said) if state.new_conversation else 0  # a new one's messages
         self.summary.after_turn(persona, state.key, state.turn.owner, model, known)
         return Done(
@@ -408,50 +365,9 @@ class ChatEngine:
             citations=state.citations,
         )
 
-    def _ask(
-        self,
-        conversation: str,
-        turn: Turn,
-        call: ToolCall,
-        question: ToolQuestion,
-        asked: ToolQuestion | None,
-    ) -> ToolResult:
-        """Keep the question's tool for the answer; what the model reads meanwhile. One
-        question a turn: ``asked``, one already asked in it."""
-        if not turn.task_id or asked is not None:  # no task for the answer, or a question
-            return ToolResult(  # already waits for it
-                f"Error: {call.name} asks a question that cannot be passed on now: {question.text}",
-                is_error=True,
-            )
-        key = (conversation, turn.task_id)
-        self._waiting[key] = (call.name, question.answer_argument)
-        self._waiting.move_to_end(key)
-        while len(self._waiting) > MAX_WAITING:
-            self._waiting.popitem(last=False)
-        return ToolResult(
-            f"{call.name} asks the user: {question.text}\nThe question is passed on to the "
-            "user; their answer goes to it with their next message.",
-            data=question.data,
-        )
-
     def _model_call(self, request: ChatRequest, model: str) -> AsyncGenerator[StreamItem, None]:
         """The backend's stream for ``request``, in a span of the call, and counted."""
         return observed_stream(self.llm, request, model, self.metrics)
-
-    async def _call_tool(
-        self, persona: Persona, name: str, arguments: dict[str, Any], turn: Turn
-    ) -> AsyncGenerator[ToolUpdate, None]:
-        """The tool's progress, then its result; a failure is a result the model reads."""
-        if self.tools is None:
-            yield ToolResult(f"Error: no tool named {name!r} is available", is_error=True)
-            return
-        try:
-            async with aclosing(self.tools.call(persona, name, arguments, turn)) as updates:
-                async for update in updates:
-                    yield update
-        except ToolError as error:
-            logger.warning("tool %s failed: %s", name, error.message)
-            yield ToolResult(f"Error: {error.message}", is_error=True)
 
 
 async def _none() -> None:
@@ -475,25 +391,3 @@ def _from_user_on(said: list[Message]) -> list[Message]:
         if message.get("role") == "user":
             return said[index:]
     return []
-
-
-def _call_id() -> str:
-    return f"call_{uuid.uuid4().hex[:24]}"
-
-
-async def _answer_with(call: ToolCall) -> AsyncGenerator[StreamItem, None]:
-    """In place of the model: the call that gives the user's answer to the tool that asked."""
-    yield StreamEnd(tool_calls=[call])
-
-
-def _parse_arguments(call: ToolCall) -> tuple[dict[str, Any], str | None]:
-    """The call's arguments as a dict, or a message for the model saying why not."""
-    if not call.arguments.strip():
-        return {}, None
-    try:
-        value = json.loads(call.arguments)
-    except json.JSONDecodeError as error:
-        return {}, f"Error: the arguments of {call.name} are not valid JSON ({error.msg})"
-    if not isinstance(value, dict):
-        return {}, f"Error: the arguments of {call.name} must be a JSON object"
-    return value, None

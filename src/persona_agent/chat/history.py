@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from sqlalchemy import Table, bindparam, delete, func, insert, select
 
 from persona_agent.conversations.message_tables import messages_table, swipes_table
+from persona_agent.conversations.prompt_table import prompts_table
 from persona_agent.db import GroupCommitWriter, like_escaped
 from persona_agent.llm.base import Message
 from persona_agent.media.media_store import media_table
@@ -38,6 +39,10 @@ def trim_history(messages: Sequence[Message], max_messages: int) -> list[Message
             return tail[index:]
     return []
 
+
+_Entry = tuple[list[Message], int, bool]
+"""A conversation in memory: its window's messages, their size, whether older ones were
+left out."""
 
 _MESSAGE_OVERHEAD = 200
 """Bytes a message costs in memory beyond its text (its dict, keys, role), roughly."""
@@ -78,7 +83,7 @@ class ConversationHistory:
             .order_by(messages_table.c.seq.desc())
             .limit(bindparam("limit"))
         )
-        self._cache: OrderedDict[str, tuple[list[Message], int]] = OrderedDict()
+        self._cache: OrderedDict[str, _Entry] = OrderedDict()
         self._cache_size = cache_size
         self._cache_bytes = cache_bytes
         self._bytes = 0
@@ -106,7 +111,7 @@ class ConversationHistory:
                     delete(table).where(table.c.conversation.like(bindparam("prefix"))),
                     [{"prefix": f"{prefix}%"}],
                 )
-                for table in (messages_table, swipes_table, media_table)
+                for table in (messages_table, swipes_table, media_table, prompts_table)
             ]
         )
 
@@ -126,7 +131,7 @@ class ConversationHistory:
             await self._db.write_together(
                 [
                     (delete(table).where(table.c.conversation == bindparam("conversation")), rows)
-                    for table in (messages_table, swipes_table, media_table)
+                    for table in (messages_table, swipes_table, media_table, prompts_table)
                 ]
             )
         return len(found), sum(found.values())
@@ -156,17 +161,27 @@ class ConversationHistory:
     def cached_conversations(self) -> int:
         return len(self._cache)
 
+    @property
+    def max_messages(self) -> int:
+        """The window: the most messages of a conversation a prompt shows."""
+        return self._max_messages
+
     async def load(self, conversation: str) -> list[Message]:
         """The recent messages of a conversation (a copy: callers may extend it)."""
+        return (await self.window(conversation))[0]
+
+    async def window(self, conversation: str) -> tuple[list[Message], bool]:
+        """The recent messages of a conversation (a copy), and whether older ones were left
+        out (the window is full: :meth:`max_messages`)."""
         if self._shared:
             return await self._read(conversation)
         entry = self._cache.get(conversation)
         if entry is None:
-            cached = await self._read(conversation)
-            self._remember(conversation, cached)
-            return list(cached)
+            cached, cut = await self._read(conversation)
+            self._remember(conversation, cached, cut)
+            return list(cached), cut
         self._cache.move_to_end(conversation)
-        return list(entry[0])
+        return list(entry[0]), entry[2]
 
     async def append(self, conversation: str, messages: Sequence[Message]) -> None:
         """Durably add a completed turn to a conversation (in the database's group commit)."""
@@ -183,22 +198,28 @@ class ConversationHistory:
         if self._shared:
             return
         entry = self._cache.get(conversation)
-        current = await self._read(conversation) if entry is None else entry[0] + list(messages)
-        self._remember(conversation, current)
+        if entry is None:
+            self._remember(conversation, *await self._read(conversation))
+        else:
+            self._remember(conversation, entry[0] + list(messages), entry[2])
 
-    async def _read(self, conversation: str) -> list[Message]:
+    async def _read(self, conversation: str) -> tuple[list[Message], bool]:
+        """The window's messages, and whether older ones were left out (one row more than
+        the window is read to tell)."""
         rows = await self._db.fetch(
-            self._select, {"conversation": conversation, "limit": self._max_messages}
+            self._select, {"conversation": conversation, "limit": self._max_messages + 1}
         )
-        return trim_history([json.loads(row[0]) for row in reversed(rows)], self._max_messages)
+        messages = [json.loads(row[0]) for row in reversed(rows)]
+        trimmed = trim_history(messages, self._max_messages)
+        return trimmed, len(trimmed) < len(messages)
 
-    def _remember(self, conversation: str, messages: list[Message]) -> None:
+    def _remember(self, conversation: str, messages: list[Message], cut: bool) -> None:
         trimmed = trim_history(messages, self._max_messages)
         size = _size(trimmed)
         previous = self._cache.pop(conversation, None)
         if previous is not None:
             self._bytes -= previous[1]
-        self._cache[conversation] = (trimmed, size)
+        self._cache[conversation] = (trimmed, size, cut or len(trimmed) < len(messages))
         self._bytes += size
         # The oldest go first; the one just used stays, even if it alone is over the bound.
         while len(self._cache) > 1 and (

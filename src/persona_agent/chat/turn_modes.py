@@ -47,6 +47,8 @@ class Opening:
     greeting: int = 0
     extra: list[Message] = field(default_factory=list)
     """Shown to the model after ``said`` and never stored (the nudge of a continuation)."""
+    cut: bool = False
+    """Older messages than ``past`` were left out: the history's window is full."""
 
 
 def greetings_of(persona: Persona, user: str = USER_NAME) -> list[str]:
@@ -78,12 +80,12 @@ async def open_turn(
     if turn.mode == "regenerate":
         anchor = await branches.stash_answer(key)
         try:
-            past = await history.load(key)
+            past, cut = await history.window(key)
         except BaseException:
             await branches.restore_answer(key, anchor)
             raise
-        return Opening(past, [], _last_user_text(past), anchor=anchor)
-    past = await history.load(key)
+        return Opening(past, [], _last_user_text(past), anchor=anchor, cut=cut)
+    past, cut = await history.window(key)
     if turn.mode == "continue":
         last = past[-1] if past else {}
         if last.get("role") != "assistant" or not isinstance(last.get("content"), str):
@@ -91,7 +93,7 @@ async def open_turn(
                 "Nothing to continue: the last message is not the persona's answer"
             )
         nudge: Message = {"role": "system", "content": CONTINUE_NUDGE}
-        return Opening(past, [], _last_user_text(past), extra=[nudge])
+        return Opening(past, [], _last_user_text(past), extra=[nudge], cut=cut)
     asked: Message = {"role": "user", "content": user_message}
     if turn.images:  # what the history keeps of them (their bytes: persona_agent.media)
         asked["media"] = [image.meta() for image in turn.images]
@@ -100,7 +102,7 @@ async def open_turn(
     said: list[Message] = [asked]
     query = turn.question or user_message
     if past:
-        return Opening(past, said, query)
+        return Opening(past, said, query, cut=cut)
     greetings = greetings_of(persona, user)
     index = turn.greeting or 0
     if index and not 0 <= index < len(greetings):

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from persona_agent.chat.budget import TurnCalls
+from persona_agent.chat.prompt_record import PromptRecord
 from persona_agent.chat.tools import ToolQuestion, Turn
 from persona_agent.chat.turn_modes import Opening
 from persona_agent.llm.base import Message, StreamEnd, Usage
@@ -31,6 +32,8 @@ class TurnState:
     model: str
     prompt: PromptSections
     """The turn's prompt as assembled once, for every backend to render."""
+    record: PromptRecord
+    """What the prompt holds, by section, for the user to see (stored with the answer)."""
     messages: list[Message]
     """What the model is shown: the prompt, then each call's text and tool results."""
     said: list[Message]

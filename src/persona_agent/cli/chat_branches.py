@@ -33,11 +33,23 @@ from persona_agent.a2a.extensions import (
     USER_EXTENSION_URI,
 )
 from persona_agent.cli.a2a_chat import ChatError, ChatSession
+from persona_agent.cli.chat_prompt import show_prompt
 
 __all__ = ["COMMANDS", "STREAMED", "BranchCommands", "Shown", "greetings", "shown_turns"]
 
 COMMANDS = frozenset(
-    {"/history", "/retry", "/swipe", "/continue", "/edit", "/delete", "/fork", "/greeting", "/me"}
+    {
+        "/history",
+        "/retry",
+        "/swipe",
+        "/continue",
+        "/edit",
+        "/delete",
+        "/fork",
+        "/greeting",
+        "/me",
+        "/prompt",
+    }
 )
 """The commands this module carries out."""
 STREAMED = frozenset({"/retry", "/continue"})
@@ -210,6 +222,8 @@ class BranchCommands:
             self._greeting(argument)
         elif name == "/me":
             await self._me(argument)
+        elif name == "/prompt":  # what reached the model for the last answer
+            show_prompt(await self._call("GET", self._path("/prompt"), missing_ok=True))
 
     def _history(self, turns: list[Shown]) -> None:
         if not turns:

@@ -42,6 +42,7 @@ Commands:
   /fork [N]        a new conversation up to message N (else the last), continued here
   /greeting [K]    list the persona's greetings; K: open the new conversation with it
   /me NAME [-- DESCRIPTION]   who you are to the persona in this conversation
+  /prompt          what reached the model for the last answer, by section
   /attach PATH     attach a file (an image, a document) to your next message
   /attach          list the files attached;  /detach  forgets them
   /voice DIR       save each answer's speech as WAV files in DIR;  /voice off

@@ -112,7 +112,7 @@ class Consultations:
         # One conversation per (asking conversation, persona asked): a persona consulted
         # twice in a conversation remembers the first question.
         context_id = str(uuid.uuid5(_CONTEXTS, f"{persona.id}/{turn.conversation}/{target.id}"))
-        about: dict[str, Any] = {"persona": target.id}
+        about: dict[str, Any] = {"persona": target.id, "contextId": context_id}
         answer: list[str] = []
         stream = self.calls.stream(
             target.id,

@@ -103,14 +103,21 @@ class Meeting:
         if problem is not None or member is None:
             said.state, said.text = "failed", problem or "unknown"
             return said
-        meta: dict[str, Any] = {"member": member_id, "memberName": said.name, "round": round_}
+        context_id = self.context_for(member_id, purpose)
+        # The member's conversation: where its answer's prompt is read (docs/prompt.md).
+        meta: dict[str, Any] = {
+            "member": member_id,
+            "memberName": said.name,
+            "round": round_,
+            "contextId": context_id,
+        }
         chunks = _Chunks(self.updater, artifact or said.name, meta, whole=self.whole)
         stream = self.calls.stream(
             member_id,
             prompt(member),
             origin=self.origin,
             chain=self.chain,
-            context_id=self.context_for(member_id, purpose),
+            context_id=context_id,
             reference_task_ids=(self.updater.task_id,),
             whole=self.whole,
         )

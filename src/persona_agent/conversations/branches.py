@@ -41,6 +41,7 @@ from persona_agent.conversations.branch_writes import (
     swipe_row,
 )
 from persona_agent.conversations.message_tables import messages_table, swipes_table
+from persona_agent.conversations.prompt_table import prompts_table
 from persona_agent.conversations.view import (
     StoredMessage,
     SwipeRow,
@@ -300,6 +301,10 @@ class Branches:
                 (delete(messages_table).where(_M.conversation == bindparam("c")), [{"c": key}]),
                 (delete(swipes_table).where(_S.conversation == bindparam("c")), [{"c": key}]),
                 (DELETE_CONVERSATION_MEDIA, [{"c": key}]),
+                (
+                    delete(prompts_table).where(prompts_table.c.conversation == bindparam("c")),
+                    [{"c": key}],
+                ),
             ],
             from_seq=0,
         )

@@ -13,6 +13,7 @@ from sqlalchemy import Table
 from persona_agent.chat.usage_log import usage_table
 from persona_agent.cluster.tasks import replicas_table, task_events_table
 from persona_agent.conversations.message_tables import messages_table, swipes_table
+from persona_agent.conversations.prompt_table import prompts_table
 from persona_agent.conversations.summary_store import summaries_table
 from persona_agent.conversations.user_persona import user_personas_table
 from persona_agent.db import metadata, push_callers_table, tasks_table
@@ -38,6 +39,7 @@ TABLES: tuple[Table, ...] = (
     documents_table,
     document_chunks_table,
     media_table,
+    prompts_table,
 )
 """The hub's tables, by owner: A2A tasks, replicas, usage, personas, conversations, memory,
 knowledge, media."""

@@ -28,6 +28,7 @@ __all__ = [
     "conversation_turns",
     "render_background",
     "render_character",
+    "render_frame",
     "render_greeting",
     "render_profile",
     "render_system_prompt",
@@ -90,6 +91,14 @@ def render_character(persona: Persona, user: str = USER_NAME) -> str:
     knowledge, scenario, examples), without the opening and the rules; ``user``: what
     ``{{user}}`` becomes."""
     return _render_cached(persona, user).character
+
+
+def render_frame(persona: Persona, user: str = USER_NAME) -> tuple[str, str]:
+    """The system prompt's frame around the character: its opening (the persona's own
+    ``system_prompt``, or who to speak as) and its rules, as :func:`render_system_prompt`
+    writes them (the same cached rendering)."""
+    parts = _render_cached(persona, user)
+    return parts.opening, parts.rules
 
 
 def render_greeting(persona: Persona, user: str = USER_NAME) -> str | None:

@@ -14,11 +14,11 @@ chooses what to shorten to fit its small context.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from persona_agent.personas.formats.lore_scan import lore_selection, lore_selection_sync
-from persona_agent.personas.formats.lorebook import LoreSelection
+from persona_agent.personas.formats.lorebook import FiredLore, LoreSelection
 from persona_agent.personas.macros import ORIGINAL, USER_NAME, apply_macros
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import (
@@ -78,6 +78,10 @@ class PromptSections:
     """Lore entries brought up, for before the character's description (insertion order)."""
     lore_after: tuple[str, ...] = ()
     """Lore entries brought up, for after it."""
+    lore_fired: tuple[FiredLore, ...] = field(default=(), compare=False)
+    """The lore entries brought up and the keys that did it (for the prompt's record)."""
+    lore_cut: tuple[FiredLore, ...] = field(default=(), compare=False)
+    """Lore entries brought up that did not fit the book's token budget."""
     greeting: str | None = None
     """The persona's greeting; in ``conversation`` already when it opened this one."""
     post_history: str = ""
@@ -201,6 +205,8 @@ def _sections(
         examples=tuple((q, a) for q, a in sample_exchanges(persona, you) if q),
         lore_before=lore.before if lore is not None else (),
         lore_after=lore.after if lore is not None else (),
+        lore_fired=lore.fired if lore is not None else (),
+        lore_cut=lore.cut if lore is not None else (),
         greeting=render_greeting(persona, you),
         post_history=text(persona.post_history_instructions),
         user=you,

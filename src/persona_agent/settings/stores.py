@@ -38,6 +38,9 @@ class StoreSettings(BaseSettings):
     """Bytes of conversation text kept in memory, at most (the oldest go first)."""
     history_max_messages: int = Field(default=50, ge=2)
     """Messages of a conversation sent to the model (the oldest are dropped first)."""
+    prompt_records_kept: int = Field(default=20, ge=0, le=10_000)
+    """Each answer's prompt by section (docs/prompt.md) is kept for the last this many
+    answers of each conversation; 0: none kept."""
     task_listing: Literal["context", "off", "all"] = "context"
     """Who may list tasks over A2A: ``context`` (only the tasks of a contextId the caller
     names), ``off``, or ``all`` (every task of the persona: trusted networks only)."""

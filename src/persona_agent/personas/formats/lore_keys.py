@@ -122,6 +122,9 @@ class KeySet:
     """Plain keys of a ``case_sensitive`` entry."""
     patterns: tuple[Any, ...] = field(default=())
     """Regular expressions (RE2 programs over UTF-8)."""
+    written: tuple[str, ...] = ()
+    """The keys as the book writes them: ``folded``'s, ``exact``'s, then ``patterns``'s (what
+    a prompt's record says fired an entry)."""
 
     @classmethod
     def of(cls, keys: Iterable[str], *, use_regex: bool, sensitive: bool) -> KeySet:
@@ -133,37 +136,44 @@ class KeySet:
         folded: list[str] = []
         exact: list[str] = []
         patterns: list[Any] = []
+        written: tuple[list[str], list[str], list[str]] = ([], [], [])
         for key in keys:
             if not key.strip():
                 continue
             source = regex_source(key, use_regex)
             if source is not None:
                 patterns.append(compile_regex(*source, sensitive))
+                written[2].append(key)
             elif sensitive:
                 exact.append(key)
+                written[1].append(key)
             else:
                 folded.append(key.casefold())
-        return cls(tuple(folded), tuple(exact), tuple(patterns))
+                written[0].append(key)
+        return cls(
+            tuple(folded), tuple(exact), tuple(patterns), (*written[0], *written[1], *written[2])
+        )
 
     def __len__(self) -> int:
         return len(self.folded) + len(self.exact) + len(self.patterns)
 
-    def found_in(self, scan: ScanText) -> bool:
-        """Whether any key is in the text: each key one linear search."""
+    def found_in(self, scan: ScanText) -> str | None:
+        """The first key (as the book writes it) that is in the text, else ``None``: each
+        key one linear search."""
         if not scan.text:
-            return False
+            return None
         # Plain loops: this runs once per entry and text, a generator each time costs more.
         if self.folded:
             folded = scan.folded
-            for key in self.folded:
+            for index, key in enumerate(self.folded):
                 if key in folded:
-                    return True
-        for key in self.exact:
+                    return self.written[index]
+        for index, key in enumerate(self.exact, len(self.folded)):
             if key in scan.text:
-                return True
+                return self.written[index]
         if self.patterns:
             encoded = scan.encoded
-            for pattern in self.patterns:
+            for index, pattern in enumerate(self.patterns, len(self.folded) + len(self.exact)):
                 if pattern.search(encoded) is not None:
-                    return True
-        return False
+                    return self.written[index]
+        return None

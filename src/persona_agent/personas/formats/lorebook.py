@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Self
 
 from pydantic import (
@@ -57,6 +57,7 @@ from persona_agent.personas.formats.lore_keys import KeySet, ScanText, regex_pro
 
 __all__ = [
     "DEFAULT_SCAN_DEPTH",
+    "FiredLore",
     "LoreEntry",
     "LoreIndex",
     "LoreSelection",
@@ -140,8 +141,8 @@ class LoreEntry(_AsGiven):
     @model_validator(mode="after")
     def _keys_compile(self) -> Self:
         sensitive = bool(self.case_sensitive)
-        for field in ("keys", "secondary_keys"):
-            for index, key in enumerate(getattr(self, field) or ()):
+        for name in ("keys", "secondary_keys"):
+            for index, key in enumerate(getattr(self, name) or ()):
                 reason = regex_problem(key, bool(self.use_regex), sensitive)
                 if reason is None:
                     continue
@@ -150,7 +151,7 @@ class LoreEntry(_AsGiven):
                 of_entry = f" of the entry {title!r}" if title else ""
                 raise PydanticCustomError(  # no context: the key's braces stay as they are
                     "lore_regex",
-                    f"{field}[{index}] '{shown}'{of_entry} is a regular expression RE2 cannot "
+                    f"{name}[{index}] '{shown}'{of_entry} is a regular expression RE2 cannot "
                     f"take: {reason} (lore keys are matched in linear time with RE2 syntax: "
                     "no backreferences, lookahead or lookbehind; docs/personas.md#lorebooks)",
                 )
@@ -179,9 +180,29 @@ class LoreSelection:
     """Contents for after it."""
     tokens: int = 0
     """Estimated tokens of all of them (:func:`estimate_tokens`)."""
+    fired: tuple[FiredLore, ...] = field(default=(), compare=False)
+    """Each entry brought up, in insertion order: what fired it (for the prompt's record)."""
+    cut: tuple[FiredLore, ...] = field(default=(), compare=False)
+    """Entries the conversation brought up that did not fit the book's ``token_budget``."""
 
     def __bool__(self) -> bool:
         return bool(self.before or self.after)
+
+
+@dataclass(frozen=True, slots=True)
+class FiredLore:
+    """An entry the conversation brought up, and why: the keys found (none for a
+    ``constant`` entry)."""
+
+    title: str
+    """Its ``comment`` or ``name``, else ``entry {n}`` (its place in the book, from 1)."""
+    keys: tuple[str, ...]
+    """The key found, and the secondary key found (a selective entry's), as written."""
+    constant: bool
+    position: str
+    """``before_char`` or ``after_char``: where in the system prompt it goes."""
+    text: str
+    tokens: int
 
 
 def estimate_tokens(text: str) -> int:
@@ -249,39 +270,49 @@ class LoreIndex:
         matched = self._match(ScanText(self.scanned(recent)), macros)
         return _within_budget(self.book, matched)
 
-    def _match(
-        self, scan: ScanText, macros: Callable[[str], str]
-    ) -> dict[int, tuple[LoreEntry, str]]:
+    def _match(self, scan: ScanText, macros: Callable[[str], str]) -> dict[int, _Matched]:
         """The messages, then (recursive_scanning) each round's new contents, each scanned
         once; an entry's keys and secondary keys may be found in different texts."""
         recursive = bool(self.book.recursive_scanning)
-        # Each entry not yet matched, with the key lists still to be found (None: found).
-        waiting: list[tuple[_Candidate, KeySet | None, KeySet | None]] = [
-            (c, None, None) if c.entry.constant else (c, c.keys, c.secondary)
+        # Each entry not yet matched, with the key lists still to be found (None: found)
+        # and the keys found so far.
+        waiting: list[tuple[_Candidate, KeySet | None, KeySet | None, tuple[str, ...]]] = [
+            (c, None, None, ()) if c.entry.constant else (c, c.keys, c.secondary, ())
             for c in self.candidates
         ]
-        matched: dict[int, tuple[LoreEntry, str]] = {}
+        matched: dict[int, _Matched] = {}
         while True:
-            found: dict[int, tuple[LoreEntry, str]] = {}
-            still: list[tuple[_Candidate, KeySet | None, KeySet | None]] = []
-            for candidate, keys, secondary in waiting:
-                if keys is not None and keys.found_in(scan):
-                    keys = None
+            found: dict[int, _Matched] = {}
+            still: list[tuple[_Candidate, KeySet | None, KeySet | None, tuple[str, ...]]] = []
+            for candidate, keys, secondary, fired in waiting:
+                if keys is not None and (key := keys.found_in(scan)) is not None:
+                    keys, fired = None, (*fired, key)
                 if (
                     secondary is not None
                     and (keys is None or recursive)  # else it cannot match this time
-                    and secondary.found_in(scan)
+                    and (key := secondary.found_in(scan)) is not None
                 ):
-                    secondary = None
+                    secondary, fired = None, (*fired, key)
                 if keys is None and secondary is None:
-                    found[candidate.index] = (candidate.entry, macros(candidate.text))
+                    found[candidate.index] = _Matched(
+                        candidate.entry, macros(candidate.text), fired
+                    )
                 else:
-                    still.append((candidate, keys, secondary))
+                    still.append((candidate, keys, secondary, fired))
             matched.update(found)
             if not found or not recursive:
                 return matched
             waiting = still
-            scan = ScanText("\n".join(text for _, text in found.values()))
+            scan = ScanText("\n".join(item.text for item in found.values()))
+
+
+@dataclass(frozen=True, slots=True)
+class _Matched:
+    """An entry brought up: its content (``macros`` applied) and the keys found."""
+
+    entry: LoreEntry
+    text: str
+    keys: tuple[str, ...]
 
 
 def _candidate(index: int, entry: LoreEntry, text: str) -> _Candidate:
@@ -294,28 +325,43 @@ def _candidate(index: int, entry: LoreEntry, text: str) -> _Candidate:
     return _Candidate(index, entry, text, keys, secondary)
 
 
-def _within_budget(book: Lorebook, matched: dict[int, tuple[LoreEntry, str]]) -> LoreSelection:
+def _within_budget(book: Lorebook, matched: dict[int, _Matched]) -> LoreSelection:
     """The matched entries, the most important first, until one does not fit the budget;
     in insertion order at their position."""
-    kept: list[tuple[int, LoreEntry, str]] = []
+    kept: list[tuple[int, _Matched]] = []
+    cut: list[FiredLore] = []
     seen: set[str] = set()
     used = 0
-    for index, (entry, text) in sorted(
-        matched.items(), key=lambda item: (-_importance(item[1][0]), item[0])
+    for index, item in sorted(
+        matched.items(), key=lambda pair: (-_importance(pair[1].entry), pair[0])
     ):
-        if not text.strip() or text in seen:
+        if not item.text.strip() or item.text in seen:
             continue  # blank once the macros are applied, or already there
-        cost = estimate_tokens(text)
-        if book.token_budget is not None and used + cost > book.token_budget:
-            break
-        kept.append((index, entry, text))
-        seen.add(text)
+        cost = estimate_tokens(item.text)
+        if cut or (book.token_budget is not None and used + cost > book.token_budget):
+            cut.append(_fired(index, item))
+            continue
+        kept.append((index, item))
+        seen.add(item.text)
         used += cost
 
-    kept.sort(key=lambda item: (item[1].insertion_order or 0, item[0]))
-    after = tuple(text for _, entry, text in kept if entry.position == "after_char")
-    before = tuple(text for _, entry, text in kept if entry.position != "after_char")
-    return LoreSelection(before, after, used)
+    kept.sort(key=lambda pair: (pair[1].entry.insertion_order or 0, pair[0]))
+    after = tuple(item.text for _, item in kept if item.entry.position == "after_char")
+    before = tuple(item.text for _, item in kept if item.entry.position != "after_char")
+    fired = tuple(_fired(index, item) for index, item in kept)
+    return LoreSelection(before, after, used, fired, tuple(cut))
+
+
+def _fired(index: int, item: _Matched) -> FiredLore:
+    entry = item.entry
+    return FiredLore(
+        title=entry.title() or f"entry {index + 1}",
+        keys=item.keys,
+        constant=bool(entry.constant),
+        position="after_char" if entry.position == "after_char" else "before_char",
+        text=item.text,
+        tokens=estimate_tokens(item.text),
+    )
 
 
 def _importance(entry: LoreEntry) -> float:

@@ -31,12 +31,14 @@ import { readConversation, swipeControl, userPersona } from "./branches.js";
 import { artifactsText, bubble, describeCost, lostTurnsOf, progressOf, turnsOfTasks } from "./bubbles.js";
 import { conversation, conversationsOf, forget, recordTurn, remember } from "./conversations.js";
 import { intakeOf } from "./intake.js";
+import { memberPrompts } from "./promptview.js";
 import { storedThread } from "./thread.js";
 import { avatar, confirmDialog, el, errorBox } from "./ui.js";
 import { userPersonaDialog } from "./userpersona.js";
 import { AUDIO_MODES, audioBlobs, speaks, voiceToggle, VOICE_ARTIFACT } from "./voice.js";
 
 // The states after which a stream has nothing more to say about its task.
+const PANEL_METADATA = "persona-agent/panel"; // a panel member's artifact: who, and its conversation
 const FINAL = new Set(["completed", "failed", "canceled", "rejected", "input required", "auth required"]);
 
 function chatHref(personaId, contextId) {
@@ -284,6 +286,7 @@ export async function showChat(root, personaId, contextId) {
     setRunning({ taskId: "", controller });
     let answer = "";
     const artifacts = new Map(); // artifact id -> {name, text}, in the order they came
+    const members = new Map(); // a panel's: member id -> {member, memberName, contextId}
     let state = "submitted";
     let taskId = "";
     let detail = "";
@@ -323,6 +326,8 @@ export async function showChat(root, personaId, contextId) {
             agent.voice().add(audioBlobs(artifact.parts)); // played as it comes
             continue;
           }
+          const member = (artifact.metadata || {})[PANEL_METADATA];
+          if (member && member.member && member.contextId) members.set(member.member, member);
           const piece = textOf(artifact.parts);
           const known = artifacts.get(artifact.artifactId);
           const text = update.append && known ? known.text + piece : piece;
@@ -369,6 +374,10 @@ export async function showChat(root, personaId, contextId) {
     }
     if (state === "failed" || state === "rejected") giveBack(text, files);
     agent.remember(memory);
+    if (panel && current && members.size) {
+      const prompts = memberPrompts(agent, [...members.values()]); // each member's prompt
+      if (prompts) agent.append(prompts);
+    }
     if (current) {
       const named = files.map((file) => `[${file.name}]`).join(" ");
       recordTurn(personaId, current, { taskId, user: [text, named].filter(Boolean).join(" "), answer, state, detail });

@@ -1,6 +1,6 @@
 // The transcript of a stored conversation, as the hub keeps it (REST), each turn with its
 // actions: ‹ 2/3 › between an answer's alternatives, regenerate and continue on the last
-// answer, edit in place, fork, delete.
+// answer, edit in place, fork, delete; and on each answer, the prompt that made it.
 //
 // Showing a conversation again keeps the bubbles whose turn did not change (an answer
 // just streamed keeps its cost line and its Remembered note) and replaces the others. A
@@ -9,6 +9,7 @@
 
 import { bubble } from "./bubbles.js";
 import { editInPlace, operations, readConversation, turnActions, turnsOf } from "./branches.js";
+import { promptButton } from "./promptview.js";
 import { confirmDialog, errorBox } from "./ui.js";
 
 const ROLES = { user: "user", answer: "agent", greeting: "agent greeting" };
@@ -93,7 +94,11 @@ export function storedThread({ transcript, note, personaId, context, busy, forke
       const old = item.querySelector(".turn-actions");
       if (old) old.remove();
       if (turn.id !== null || turn.last || turn.swipes) {
-        item.append(turnActions(turn, act, () => edit(item, turn)));
+        const actions = turnActions(turn, act, () => edit(item, turn));
+        if (turn.kind === "answer" && turn.id !== null) {
+          actions.append(promptButton(item, personaId, context(), turn.id)); // what reached the model
+        }
+        item.append(actions);
       }
     });
     for (const extra of shown.slice(turns.length)) extra.remove();
