@@ -133,7 +133,7 @@ FEATURES = {
     "Pillow (an image, a PNG card)": ["PIL.Image", "PIL.PngImagePlugin"],
     "pypdf (a PDF document)": ["pypdf"],
     "speech's engine (a client asks for audio)": ["piper", "onnxruntime"],
-    "WebSockets (uvicorn's ws=auto; the hub says none)": ["websockets.legacy.server"],
+    "WebSockets (uvicorn's ws=auto; the hub says none)": ["uvicorn.protocols.websockets.auto"],
 }
 """What a hub at its defaults does not load, and the modules each feature loads when asked."""
 

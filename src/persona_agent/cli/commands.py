@@ -137,7 +137,7 @@ def serve(
             ),
         ),
         timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_seconds)),
-        ws="none",  # no route takes a WebSocket: uvicorn's "auto" loads websockets (~3 MB)
+        ws="none",  # no route takes a WebSocket: "auto" would load a WebSocket library
     )
 
 
