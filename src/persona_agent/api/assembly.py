@@ -64,9 +64,9 @@ if TYPE_CHECKING:
     from persona_agent.cluster.tasks import ClusterTaskStore
     from persona_agent.collab.agent_tools import RemoteAgents
     from persona_agent.knowledge.library import Knowledge
-    from persona_agent.mcp.toolbox import MCPToolbox
     from persona_agent.memory.embeddings import Embedder
     from persona_agent.personas.sql_store import SqlPersonaStore
+    from persona_agent.tools.toolbox import MCPToolbox
 
 __all__ = [
     "Collaboration",
@@ -294,8 +294,8 @@ def build_collaboration(settings: Settings, metrics: HubMetrics) -> Collaboratio
     imported only when configured: the MCP SDK costs ~18 MB of memory."""
     toolbox: MCPToolbox | None = None
     if settings.mcp_config is not None:
-        from persona_agent.mcp.config import load_mcp_config
-        from persona_agent.mcp.toolbox import MCPToolbox
+        from persona_agent.tools.config import load_mcp_config
+        from persona_agent.tools.toolbox import MCPToolbox
 
         mcp_config = load_mcp_config(settings.mcp_config, os.environ)
         toolbox = MCPToolbox(mcp_config, default_timeout=settings.tool_timeout, metrics=metrics)

@@ -12,7 +12,7 @@ A connection that ends (a stdio process exits, an HTTP transport fails) is
 reopened by the next call to that server, which then goes to the new one. A
 call that was in flight when the connection ended is not retried: the tool may
 have run, or may be what ended the server. The streams a connection runs on, and how
-their end is noticed, are :mod:`persona_agent.mcp.transports`'.
+their end is noticed, are :mod:`persona_agent.tools.transports`'.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from mcp.shared.exceptions import MCPError
 
 from persona_agent import __version__
 from persona_agent.errors import ToolError
-from persona_agent.mcp.config import ServerConfig
-from persona_agent.mcp.tool_specs import MAX_TOOL_NAME, SEPARATOR, ToolInfo
-from persona_agent.mcp.transports import transport, watched
+from persona_agent.tools.config import ServerConfig
+from persona_agent.tools.tool_specs import MAX_TOOL_NAME, SEPARATOR, ToolInfo
+from persona_agent.tools.transports import transport, watched
 
 __all__ = ["Supervisor"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import mcp.types as types
 
-from persona_agent.mcp.tool_specs import render_result
+from persona_agent.tools.tool_specs import render_result
 
 
 def result(*content: types.ContentBlock, structured: object = None, error: bool = False) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from persona_agent.errors import ConfigError
-from persona_agent.mcp.config import MCPConfig, ServerConfig, load_mcp_config, parse_mcp_config
+from persona_agent.tools.config import MCPConfig, ServerConfig, load_mcp_config, parse_mcp_config
 
 YAML_CONFIG = """
 servers:

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from persona_agent.errors import ToolError
-from persona_agent.mcp.config import MCPConfig
-from persona_agent.mcp.tool_specs import ToolInfo
-from persona_agent.mcp.toolbox import MCPToolbox
+from persona_agent.tools.config import MCPConfig
+from persona_agent.tools.tool_specs import ToolInfo
+from persona_agent.tools.toolbox import MCPToolbox
 from tests.servers.mcp_servers import SERVER_SCRIPT, running_http_server, stdio_server_config
 
 TRANSPORTS = [pytest.param("local", id="stdio"), pytest.param("remote", id="http")]
@@ -254,7 +254,7 @@ async def test_crashed_stdio_server_is_restarted_by_the_next_call(
     toolbox: MCPToolbox, caplog: pytest.LogCaptureFixture
 ) -> None:
     first_pid = await toolbox.call("local__pid", {})
-    caplog.set_level(logging.INFO, logger="persona_agent.mcp")
+    caplog.set_level(logging.INFO, logger="persona_agent.tools")
     async with asyncio.timeout(WAIT):
         with pytest.raises(ToolError, match="server 'local' stopped during the call"):
             await toolbox.call("local__crash", {})
@@ -300,7 +300,7 @@ async def test_server_that_fails_to_start_is_skipped_with_a_warning(
     broken: dict[str, Any],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="persona_agent.mcp")
+    caplog.set_level(logging.WARNING, logger="persona_agent.tools")
     async with opened({"broken": broken, **servers}) as toolbox:
         assert toolbox.servers["broken"].startswith("failed: ")
         assert toolbox.servers["local"] == "running"

@@ -1,6 +1,6 @@
 """The MCP toolbox: every configured MCP server, connected once and shared by all personas.
 
-Each server is run by its :class:`~persona_agent.mcp.supervisor.Supervisor`; the
+Each server is run by its :class:`~persona_agent.tools.supervisor.Supervisor`; the
 toolbox puts their tools under one namespace (``server__tool``), applies a
 persona's allow-list and routes each call to its server.
 """
@@ -14,11 +14,11 @@ from typing import Any, Self
 from opentelemetry.trace import StatusCode
 
 from persona_agent.errors import ToolError
-from persona_agent.mcp.config import MCPConfig
-from persona_agent.mcp.supervisor import Supervisor
-from persona_agent.mcp.tool_specs import SEPARATOR, ToolInfo, render_result
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.observe.tracing import TRACER
+from persona_agent.tools.config import MCPConfig
+from persona_agent.tools.supervisor import Supervisor
+from persona_agent.tools.tool_specs import SEPARATOR, ToolInfo, render_result
 
 __all__ = ["MCPToolbox"]
 

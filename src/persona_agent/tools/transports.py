@@ -5,7 +5,7 @@ watched for its end.
 process, or its URL over streamable HTTP, whose requests carry the W3C trace context in
 their headers too when tracing is on. :func:`watched` wraps a transport so that the
 end of its read stream (the process exited, the connection closed) is reported: the
-supervisor (:mod:`persona_agent.mcp.supervisor`) then reopens the connection at the next
+supervisor (:mod:`persona_agent.tools.supervisor`) then reopens the connection at the next
 call.
 """
 
@@ -27,8 +27,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
-from persona_agent.mcp.config import ServerConfig
 from persona_agent.observe.tracing import active as tracing_active
+from persona_agent.tools.config import ServerConfig
 
 __all__ = ["transport", "watched"]
 
