@@ -20,7 +20,7 @@ from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.personas.store import PersonaStore
 
 if TYPE_CHECKING:
-    from persona_agent.api.mcp_server import McpPersonas
+    from persona_agent.api.mcp.mcp_server import McpPersonas
 
 __all__ = ["MCP_PATH", "McpDoor"]
 
@@ -58,7 +58,7 @@ class McpDoor:
             started.cancel()
             return
         try:
-            from persona_agent.api.mcp_server import McpPersonas
+            from persona_agent.api.mcp.mcp_server import McpPersonas
 
             personas = McpPersonas(self._registry, store=self._store, **self._options)
             async with personas.running():

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import grpc.aio
 from a2a.types import a2a_pb2_grpc
 
-from persona_agent.a2a.grpc_service import HubGrpcService
-from persona_agent.api.grpc_decoding import DecodingInterceptor
+from persona_agent.api.grpc.grpc_decoding import DecodingInterceptor
+from persona_agent.api.grpc.grpc_service import HubGrpcService
 from persona_agent.api.serving import A2AParts
 from persona_agent.errors import ConfigError
 from persona_agent.settings import Settings

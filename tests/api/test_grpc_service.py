@@ -13,7 +13,12 @@ from a2a.server.request_handlers.grpc_handler import _ERROR_CODE_MAP
 
 from a2a import types
 from persona_agent.a2a.context_keys import BINDING_KEY, PERSONA_STATE_KEY
-from persona_agent.a2a.grpc_service import _CALL, _ContextBuilder, grpc_status_of, version_refusal
+from persona_agent.api.grpc.grpc_service import (
+    _CALL,
+    _ContextBuilder,
+    grpc_status_of,
+    version_refusal,
+)
 
 SPEC_GRPC_STATUSES = {
     types.TaskNotFoundError: grpc.StatusCode.NOT_FOUND,

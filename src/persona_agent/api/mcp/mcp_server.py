@@ -39,25 +39,25 @@ from persona_agent import __version__
 from persona_agent.a2a.admission import Admission
 from persona_agent.a2a.context_keys import CALLER_KEY, PRINCIPAL_STATE_KEY, REQUEST_ID_KEY
 from persona_agent.a2a.registry import A2ARegistry
-from persona_agent.api.mcp_answers import (
+from persona_agent.api.mcp.mcp_answers import (
     SoFar,
     answer_result,
     report,
     text_result,
     wants_progress,
 )
-from persona_agent.api.mcp_auth import METADATA_PATH, public_url, unauthorized
-from persona_agent.api.mcp_changes import ListChanges
-from persona_agent.api.mcp_door import MCP_PATH
-from persona_agent.api.mcp_sdk_fixes import quiet_session_ids
-from persona_agent.api.mcp_sessions import McpSessions, handshake_era
-from persona_agent.api.mcp_stateless import (
+from persona_agent.api.mcp.mcp_auth import METADATA_PATH, public_url, unauthorized
+from persona_agent.api.mcp.mcp_changes import ListChanges
+from persona_agent.api.mcp.mcp_door import MCP_PATH
+from persona_agent.api.mcp.mcp_sdk_fixes import quiet_session_ids
+from persona_agent.api.mcp.mcp_sessions import McpSessions, handshake_era
+from persona_agent.api.mcp.mcp_stateless import (
     CallsInFlight,
     StatelessFront,
     cancel_key,
     listen_for_cancels,
 )
-from persona_agent.api.mcp_tools import (
+from persona_agent.api.mcp.mcp_tools import (
     ASK_TOOL,
     CARD_TEMPLATE,
     LIST_TOOL,
