@@ -11,7 +11,7 @@ import uuid
 
 from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest, TaskState
 
-from persona_agent.a2a.lifecycle import history_key
+from persona_agent.a2a.tasks.lifecycle import history_key
 from persona_agent.api.app import HubApp
 from tests.docs.sandbox import DOC_URL, Sandbox, rewrite
 from tests.docs.snippets import claim, expect

@@ -12,8 +12,8 @@ import time
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from persona_agent.a2a.lifecycle import conversation_key
-from persona_agent.a2a.task_store import SqlTaskStore
+from persona_agent.a2a.tasks.lifecycle import conversation_key
+from persona_agent.a2a.tasks.task_store import SqlTaskStore
 from persona_agent.api.caller_data import CallerData
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.conversations.user_persona import UserPersona, UserPersonas

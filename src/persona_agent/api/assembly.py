@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from persona_agent.a2a.task_store import SqlTaskStore
+from persona_agent.a2a.tasks.task_store import SqlTaskStore
 from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.api.rest_auth import ApiAuth
 from persona_agent.chat.engine import ChatEngine
@@ -301,7 +301,7 @@ def build_collaboration(settings: Settings, metrics: HubMetrics) -> Collaboratio
         toolbox = MCPToolbox(mcp_config, default_timeout=settings.tool_timeout, metrics=metrics)
     remote_agents: RemoteAgents | None = None
     if settings.agents_file is not None:
-        from persona_agent.a2a.catalog_reader import CatalogLimits
+        from persona_agent.a2a.discovery.catalog_reader import CatalogLimits
         from persona_agent.collab.agent_tools import RemoteAgents
         from persona_agent.collab.agents_file import load_agents_config
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from persona_agent.a2a.task_store import SqlTaskStore
+from persona_agent.a2a.tasks.task_store import SqlTaskStore
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.usage_log import UsageLog
 from persona_agent.conversations.user_persona import UserPersonas

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from persona_agent.a2a.cards import A2A_PREFIX, provider
-from persona_agent.a2a.image_parts import ImageIntake
-from persona_agent.a2a.push import PushParts
 from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.a2a.services import HubServices
+from persona_agent.a2a.tasks.image_parts import ImageIntake
+from persona_agent.a2a.tasks.push import PushParts
 from persona_agent.api.assembly import Collaboration, Protection, Storage, image_limits
 from persona_agent.api.pages import CONSOLE_PATH
 from persona_agent.api.readiness import Readiness

@@ -2,7 +2,7 @@
 
 Nothing here patches the SDK but :mod:`.untraced`: each fix is a subclass or a wrapper of
 an SDK part, used where the hub builds its routes and handlers (``a2a/registry.py``,
-``a2a/router.py``, ``a2a/forwarding.py``, ``a2a/calls.py``, ``a2a/push/sender.py``); the
+``a2a/router.py``, ``a2a/forwarding.py``, ``a2a/calls.py``, ``a2a/tasks/push/sender.py``); the
 one patch, :mod:`.untraced`, is applied by one call at start-up (``api/app.py``). Each
 names the SDK behaviour it corrects and why, and has a canary in
 ``tests/a2a/test_sdk_fixes.py`` that runs the SDK as shipped and fails the day the SDK

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response, status
 
-from persona_agent.a2a.lifecycle import conversation_key
+from persona_agent.a2a.tasks.lifecycle import conversation_key
 from persona_agent.api.deps import (
     Documents,
     MemoryReader,

@@ -28,7 +28,7 @@ from fastapi import (
 )
 from fastapi.responses import JSONResponse
 
-from persona_agent.a2a.lifecycle import history_key
+from persona_agent.a2a.tasks.lifecycle import history_key
 from persona_agent.api.deps import Conversations, MemoryReader, MemoryWriter, Store, hub_parts
 from persona_agent.api.routes.conversations import (
     Owner,

@@ -22,7 +22,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response, status
 
-from persona_agent.a2a.lifecycle import conversation_key, history_key
+from persona_agent.a2a.tasks.lifecycle import conversation_key, history_key
 from persona_agent.api.deps import (
     CallerQuery,
     Conversations,

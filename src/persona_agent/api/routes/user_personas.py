@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Path, Request, Response, status
 from pydantic import BaseModel, Field, model_validator
 
-from persona_agent.a2a.lifecycle import history_key
+from persona_agent.a2a.tasks.lifecycle import history_key
 from persona_agent.api.deps import (
     CallerQuery,
     MemoryReader,

@@ -30,9 +30,9 @@ from persona_agent.a2a.context_keys import (
     TASK_STARTED_STATE_KEY,
     WHOLE_ANSWER_STATE_KEY,
 )
-from persona_agent.a2a.image_parts import NO_INTAKE, ImageIntake
 from persona_agent.a2a.input import DEFAULT_BUDGET, MessageRead, read_message
 from persona_agent.a2a.message_extensions import ConversationOp, message_conversation, message_user
+from persona_agent.a2a.tasks.image_parts import NO_INTAKE, ImageIntake
 from persona_agent.chat.budget import BudgetLimits, CallBudget
 from persona_agent.chat.tools import Turn
 from persona_agent.errors import PersonaAgentError

@@ -28,9 +28,9 @@ from a2a.server.tasks.push_notification_sender import PushNotificationEvent
 from a2a.utils.proto_utils import to_stream_response
 from google.protobuf.json_format import MessageToDict
 
-from persona_agent.a2a.push.configs import IndexedConfigStore
-from persona_agent.a2a.push.delivery import Delivery, Retries, deliver
 from persona_agent.a2a.sdk_fixes.numbers import counts_as_integers
+from persona_agent.a2a.tasks.push.configs import IndexedConfigStore
+from persona_agent.a2a.tasks.push.delivery import Delivery, Retries, deliver
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.security.push_urls import PushUrlGuard, destination
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import httpx
 
-from persona_agent.a2a.push.configs import ConfigLimits, IndexedConfigStore
-from persona_agent.a2a.push.delivery import Retries
-from persona_agent.a2a.push.sender import DeliveryLimits, RetryingPushSender
+from persona_agent.a2a.tasks.push.configs import ConfigLimits, IndexedConfigStore
+from persona_agent.a2a.tasks.push.delivery import Retries
+from persona_agent.a2a.tasks.push.sender import DeliveryLimits, RetryingPushSender
 from persona_agent.security.push_urls import MAX_URL_LENGTH, PushUrlGuard, embedded_ipv4
 
 __all__ = [

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from persona_agent.a2a.cards import CARD_PATH, persona_url
-from persona_agent.a2a.directory import HubDirectory
+from persona_agent.a2a.discovery.directory import HubDirectory
 from persona_agent.a2a.services import HubServices
 from persona_agent.personas.model import Persona
 from persona_agent.security.catalog_signing import (

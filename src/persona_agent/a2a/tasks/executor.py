@@ -25,10 +25,10 @@ from persona_agent.a2a.context_keys import (
     PARTS_METADATA_KEY,
 )
 from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload, memory_payload
-from persona_agent.a2a.image_parts import NO_INTAKE, ImageIntake
 from persona_agent.a2a.input import DEFAULT_BUDGET, InputError
-from persona_agent.a2a.lifecycle import TaskExecutor, TaskTurn
-from persona_agent.a2a.spoken import VOICE_ERROR_METADATA_KEY, SpokenAnswer
+from persona_agent.a2a.tasks.image_parts import NO_INTAKE, ImageIntake
+from persona_agent.a2a.tasks.lifecycle import TaskExecutor, TaskTurn
+from persona_agent.a2a.tasks.spoken import VOICE_ERROR_METADATA_KEY, SpokenAnswer
 from persona_agent.chat.budget import BudgetLimits
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.events import Done, Progress, Token, ToolEnd, ToolOutput, ToolStart
@@ -59,7 +59,7 @@ class TaskLister(Protocol):
 
 class PersonaAgentExecutor(TaskExecutor):
     """Runs one persona's answers as A2A tasks; the task's life (checks, limits, span,
-    metrics, failures, cancel, audit) is :class:`~persona_agent.a2a.lifecycle.TaskExecutor`'s.
+    metrics, failures, cancel, audit) is :class:`~persona_agent.a2a.tasks.lifecycle.TaskExecutor`'s.
 
     Its turn streams the answer as artifact-update chunks of one artifact (``append``
     after the first, an empty ``last_chunk`` at the end; the whole answer in one event
@@ -73,12 +73,12 @@ class PersonaAgentExecutor(TaskExecutor):
 
     When the client accepts audio (:attr:`TaskTurn.audio`) and the persona has a voice,
     the answer is also spoken as it streams: a second artifact, ``voice``
-    (:class:`~persona_agent.a2a.spoken.SpokenAnswer`), whose last chunk comes before the
+    (:class:`~persona_agent.a2a.tasks.spoken.SpokenAnswer`), whose last chunk comes before the
     final status. A voice that fails leaves the text answer whole, and the final message's
     metadata ``voiceError`` says why.
 
     Each task has its node of the request's call budget
-    (:func:`~persona_agent.a2a.lifecycle.task_budget`), and its cost-v1 covers that node's
+    (:func:`~persona_agent.a2a.tasks.lifecycle.task_budget`), and its cost-v1 covers that node's
     whole tree (its consultations' calls too). Its span is the parent of the engine's
     model, tool and database spans; the metrics also count each task's time to the first
     text of its answer.
