@@ -27,8 +27,8 @@ from persona_agent.errors import (
 from persona_agent.personas.formats.png import CleanImage, clean_image
 from persona_agent.personas.loader import dump_persona_yaml
 from persona_agent.personas.model import Persona
-from persona_agent.personas.sql_store import CHANNEL, SqlPersonaStore
-from persona_agent.personas.store import PersonaChange
+from persona_agent.personas.stores.sql_store import CHANNEL, SqlPersonaStore
+from persona_agent.personas.stores.store import PersonaChange
 from tests.conftest import LOCAL_POSTGRES_URL, POSTGRES_REQUIRED, POSTGRES_URL
 from tests.personas import persona_data, write_yaml
 from tests.personas.cards import MIRA_V2, card_png, picture, png_bytes

@@ -38,7 +38,7 @@ from persona_agent.a2a.tasks.lifecycle import TaskExecutor
 from persona_agent.a2a.tasks.task_store import NewTaskIds, SqlTaskStore
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.personas.model import Persona
-from persona_agent.personas.store import PersonaChange
+from persona_agent.personas.stores.store import PersonaChange
 
 __all__ = ["A2ARegistry", "PanelExecutors", "PersonaApp", "TaskExecutor"]
 

@@ -69,7 +69,7 @@ from persona_agent.observe.tracing import active as tracing_active
 from persona_agent.observe.tracing import remote_context
 from persona_agent.personas.model import Persona
 from persona_agent.security.audit import request_id_of
-from persona_agent.security.body_limits import replay
+from persona_agent.security.ingress.body_limits import replay
 
 # AVATAR_PATH, CARD_CACHE_CONTROL, card_response and not_found_response: :mod:`.calls`'s,
 # named here too for the modules that have them from here.

@@ -60,8 +60,8 @@ from persona_agent.conversations.storage_quota import StorageLimits, StorageQuot
 from persona_agent.errors import HTTP_STATUSES, PersonaAgentError
 from persona_agent.parts import build_memory_records, persona_limits
 from persona_agent.personas.formats.card_pngs import CardPngs
-from persona_agent.security.body_limits import BodyLimit
-from persona_agent.security.host_guard import HostGuard
+from persona_agent.security.ingress.body_limits import BodyLimit
+from persona_agent.security.ingress.host_guard import HostGuard
 from persona_agent.settings import Settings
 
 __all__ = ["HubApp", "cors_options", "create_app"]

@@ -50,7 +50,7 @@ from persona_agent.parts import (
     open_persona_store,
     persona_limits,
 )
-from persona_agent.personas.store import PersonaStore
+from persona_agent.personas.stores.store import PersonaStore
 from persona_agent.security.audit import AuditLog
 from persona_agent.security.authentication import Authenticator
 from persona_agent.security.card_signing import CardSigner
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from persona_agent.collab.agent_tools import RemoteAgents
     from persona_agent.knowledge.library import Knowledge
     from persona_agent.memory.embeddings import Embedder
-    from persona_agent.personas.sql_store import SqlPersonaStore
+    from persona_agent.personas.stores.sql_store import SqlPersonaStore
     from persona_agent.tools.toolbox import MCPToolbox
 
 __all__ = [
@@ -187,7 +187,7 @@ def build_storage(settings: Settings, metrics: HubMetrics) -> Storage:
     personas: PersonaStore
     sql_personas: SqlPersonaStore | None = None
     if cluster is not None:
-        from persona_agent.personas.sql_store import SqlPersonaStore
+        from persona_agent.personas.stores.sql_store import SqlPersonaStore
 
         personas = sql_personas = SqlPersonaStore(db, limits=persona_limits(settings))
     else:

@@ -20,7 +20,7 @@ from persona_agent.conversations.user_persona import UserPersonas
 from persona_agent.db import GroupCommitWriter
 from persona_agent.knowledge.document_store import KnowledgeStore
 from persona_agent.memory.scope import forget_persona
-from persona_agent.personas.store import PersonaChange
+from persona_agent.personas.stores.store import PersonaChange
 
 __all__ = ["DeletedPersonaData"]
 

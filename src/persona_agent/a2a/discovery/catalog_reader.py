@@ -27,9 +27,14 @@ from urllib.parse import urlsplit
 import httpx
 
 from persona_agent.a2a.discovery.ai_catalog import A2A_CARD_TYPE, CATALOG_MEDIA_TYPE
-from persona_agent.security.bounded_reads import IDENTITY, ReadRefused, parse_json, read_capped
 from persona_agent.security.card_signing import JWKS_PATH
 from persona_agent.security.catalog_signing import CatalogSignatureError, verify_catalog
+from persona_agent.security.egress.bounded_reads import (
+    IDENTITY,
+    ReadRefused,
+    parse_json,
+    read_capped,
+)
 
 __all__ = [
     "DEFAULT_CATALOG_LIMITS",

@@ -71,7 +71,7 @@ from persona_agent.a2a.sdk_fixes.v03_requests import (
     checked_history_length,
     checked_stream_start,
 )
-from persona_agent.security.body_limits import replay
+from persona_agent.security.ingress.body_limits import replay
 
 __all__ = ["check_status_filter", "jsonrpc_dispatcher", "rest_routes"]
 

@@ -17,7 +17,7 @@ from persona_agent.media.images import (
     ImageLimits,
     prepare_image,
 )
-from persona_agent.security.push_urls import PushUrlGuard
+from persona_agent.security.egress.push_urls import PushUrlGuard
 
 __all__ = ["IMAGE_WORKERS", "NO_INTAKE", "ImageIntake", "is_image"]
 

@@ -21,7 +21,7 @@ from mcp.server.subscriptions import (
     ToolsListChanged,
 )
 
-from persona_agent.personas.store import PersonaChange, PersonaStore
+from persona_agent.personas.stores.store import PersonaChange, PersonaStore
 
 __all__ = ["MAX_SESSIONS_HEARD", "ListChanges"]
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.types import Receive, Scope, Send
 
 from persona_agent.a2a.registry import A2ARegistry
-from persona_agent.personas.store import PersonaStore
+from persona_agent.personas.stores.store import PersonaStore
 
 if TYPE_CHECKING:
     from persona_agent.api.mcp.mcp_server import McpPersonas

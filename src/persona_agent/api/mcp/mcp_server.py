@@ -77,7 +77,7 @@ from persona_agent.api.mcp.mcp_tools import (
 )
 from persona_agent.collab.local_calls import LocalCalls, LocalEnd, LocalStart, LocalText
 from persona_agent.personas.model import Persona
-from persona_agent.personas.store import PersonaStore
+from persona_agent.personas.stores.store import PersonaStore
 from persona_agent.security.authorization import Action
 from persona_agent.security.principal import AuthError, Principal
 

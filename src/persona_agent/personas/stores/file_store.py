@@ -29,7 +29,7 @@ from persona_agent.personas.loader import (
 )
 from persona_agent.personas.model import Persona, is_valid_persona_id
 from persona_agent.personas.scan import load_persona_dir, remove_temporary_files
-from persona_agent.personas.store import (
+from persona_agent.personas.stores.store import (
     HeldPersonaStore,
     PersonaChange,
     not_found,

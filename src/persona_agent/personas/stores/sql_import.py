@@ -18,7 +18,7 @@ from persona_agent.personas.formats.png import ImageError, clean_image
 from persona_agent.personas.loader import dump_persona_yaml
 from persona_agent.personas.model import Persona
 from persona_agent.personas.scan import load_persona_dir
-from persona_agent.personas.store import AVATAR_SUFFIX
+from persona_agent.personas.stores.store import AVATAR_SUFFIX
 from persona_agent.security.limits import Limits, image_too_large
 
 __all__ = ["Imported", "import_statement", "read_directory"]

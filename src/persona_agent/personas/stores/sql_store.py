@@ -32,9 +32,9 @@ from persona_agent.errors import PersonaExistsError, PersonaFileError
 from persona_agent.personas.formats.png import CleanImage
 from persona_agent.personas.loader import PersonaSource, dump_persona_yaml, parse_persona_text
 from persona_agent.personas.model import Persona, is_valid_persona_id
-from persona_agent.personas.sql_import import import_statement, read_directory
-from persona_agent.personas.sql_writes import Expect, entity_tags, refuse, write_statement
-from persona_agent.personas.store import AVATAR_SUFFIX, HeldPersonaStore, PersonaChange
+from persona_agent.personas.stores.sql_import import import_statement, read_directory
+from persona_agent.personas.stores.sql_writes import Expect, entity_tags, refuse, write_statement
+from persona_agent.personas.stores.store import AVATAR_SUFFIX, HeldPersonaStore, PersonaChange
 from persona_agent.security.limits import DEFAULT_LIMITS, Limits
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from watchfiles import awatch
 
-from persona_agent.personas.file_store import FilePersonaStore
 from persona_agent.personas.loader import PERSONA_SUFFIXES
+from persona_agent.personas.stores.file_store import FilePersonaStore
 
 __all__ = ["watch_personas"]
 

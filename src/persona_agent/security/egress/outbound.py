@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from persona_agent.security.push_urls import PushUrlGuard, destination
+from persona_agent.security.egress.push_urls import PushUrlGuard, destination
 
 __all__ = ["Dial", "GuardedTransport", "UrlRefused", "allowed", "dial"]
 

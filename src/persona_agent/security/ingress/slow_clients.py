@@ -18,7 +18,7 @@ import asyncio
 import logging
 from typing import Any
 
-from persona_agent.security.request_heads import uvicorn_protocol
+from persona_agent.security.ingress.request_heads import uvicorn_protocol
 
 __all__ = ["slow_client_protocol"]
 
@@ -29,7 +29,7 @@ def slow_client_protocol(
     *, head_timeout: float, body_timeout: float, base: type[asyncio.Protocol] | None = None
 ) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol (``uvicorn.Config(http=...)``; ``base``, by default the one
-    uvicorn picks: :func:`~persona_agent.security.request_heads.uvicorn_protocol`),
+    uvicorn picks: :func:`~persona_agent.security.ingress.request_heads.uvicorn_protocol`),
     disconnecting a client whose request head takes more than ``head_timeout`` seconds or
     whose body takes more than ``body_timeout`` seconds to arrive."""
     parent: type[Any] = base if base is not None else uvicorn_protocol()

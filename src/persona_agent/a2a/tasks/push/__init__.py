@@ -23,7 +23,7 @@ import httpx
 from persona_agent.a2a.tasks.push.configs import ConfigLimits, IndexedConfigStore
 from persona_agent.a2a.tasks.push.delivery import Retries
 from persona_agent.a2a.tasks.push.sender import DeliveryLimits, RetryingPushSender
-from persona_agent.security.push_urls import MAX_URL_LENGTH, PushUrlGuard, embedded_ipv4
+from persona_agent.security.egress.push_urls import MAX_URL_LENGTH, PushUrlGuard, embedded_ipv4
 
 __all__ = [
     "MAX_URL_LENGTH",

@@ -17,7 +17,7 @@ import httpx
 from a2a.types.a2a_pb2 import TaskPushNotificationConfig
 
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
-from persona_agent.security.push_urls import PushUrlGuard, destination
+from persona_agent.security.egress.push_urls import PushUrlGuard, destination
 
 __all__ = ["Delivery", "Retries", "deliver"]
 

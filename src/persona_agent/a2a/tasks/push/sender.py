@@ -32,7 +32,7 @@ from persona_agent.a2a.sdk_fixes.numbers import counts_as_integers
 from persona_agent.a2a.tasks.push.configs import IndexedConfigStore
 from persona_agent.a2a.tasks.push.delivery import Delivery, Retries, deliver
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
-from persona_agent.security.push_urls import PushUrlGuard, destination
+from persona_agent.security.egress.push_urls import PushUrlGuard, destination
 
 __all__ = ["DeliveryLimits", "RetryingPushSender"]
 
