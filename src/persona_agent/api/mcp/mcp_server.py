@@ -1,13 +1,9 @@
 """Personas as MCP tools: the hub's MCP server, at ``/mcp`` (streamable HTTP) and on stdio
 (``persona-agent mcp``), on the ``mcp`` SDK's own server and session manager (docs/mcp.md).
 
-A tool call is an A2A task of the persona, made through the hub's forwarding handler
-(:class:`~persona_agent.collab.local_calls.LocalCalls`) for the caller the request's
-credentials name: the same admission (authentication, authorization, rates, running
-tasks: :class:`~persona_agent.a2a.admission.Admission`), the same owner and the same
-audit log as an A2A call. Its answer is the tool's text; its ``contextId`` is the
-conversation id a later call passes to continue. While the persona answers, a client that
-gave a progress token hears the answer so far. Each persona's agent card is a resource.
+A tool call is an A2A task of the persona, admitted and run as an A2A call is
+(:mod:`.mcp_turns`). Its answer is the tool's text; its ``contextId`` is the
+conversation id a later call passes to continue. Each persona's agent card is a resource.
 Handshake-era sessions are held to the caller that opened each (:mod:`.mcp_sessions`);
 on replicas there are none, and any replica answers (:mod:`.mcp_stateless`). A 401 tells
 a client where to sign in, or what to send (:mod:`.mcp_auth`).
@@ -17,14 +13,10 @@ Built on first use by :mod:`.mcp_door` (what it imports is not small).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import aclosing, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import mcp.types as types
-from a2a.auth.user import UnauthenticatedUser
-from a2a.server.context import ServerCallContext
-from a2a.server.routes.common import StarletteUser
-from a2a.utils.errors import A2AError
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
@@ -36,15 +28,9 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from persona_agent import __version__
-from persona_agent.a2a.admission import Admission
-from persona_agent.a2a.context_keys import CALLER_KEY, PRINCIPAL_STATE_KEY, REQUEST_ID_KEY
 from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.api.mcp.mcp_answers import (
-    SoFar,
-    answer_result,
-    report,
     text_result,
-    wants_progress,
 )
 from persona_agent.api.mcp.mcp_auth import METADATA_PATH, public_url, unauthorized
 from persona_agent.api.mcp.mcp_changes import ListChanges
@@ -54,7 +40,6 @@ from persona_agent.api.mcp.mcp_sessions import McpSessions, handshake_era
 from persona_agent.api.mcp.mcp_stateless import (
     CallsInFlight,
     StatelessFront,
-    cancel_key,
     listen_for_cancels,
 )
 from persona_agent.api.mcp.mcp_tools import (
@@ -75,7 +60,7 @@ from persona_agent.api.mcp.mcp_tools import (
     persona_tool_schema,
     tool_argument,
 )
-from persona_agent.collab.local_calls import LocalCalls, LocalEnd, LocalStart, LocalText
+from persona_agent.api.mcp.mcp_turns import ToolTurns
 from persona_agent.personas.model import Persona
 from persona_agent.personas.stores.store import PersonaStore
 from persona_agent.security.authorization import Action
@@ -86,8 +71,6 @@ if TYPE_CHECKING:
 
 __all__ = ["McpPersonas"]
 
-MCP_BINDING = "mcp"
-"""A tool call's binding label in the request metrics (``persona_agent_a2a_requests_total``)."""
 PAGE = 500
 """Resources (and persona tools) a page of a list holds."""
 
@@ -150,8 +133,6 @@ class McpPersonas:
         self._store = store
         self._public_base_url = public_base_url
         self._oidc = oidc
-        self._calls = LocalCalls(registry.local_handler)
-        self._admission = Admission(registry.services)
         self._design: McpToolDesign = design
         self._tools_max = persona_tools_max
         self._local_scope: Scope = {
@@ -202,6 +183,7 @@ class McpPersonas:
         """The handshake era's sessions, each held to its caller, in front of ``manager``."""
         self.calls = CallsInFlight(cluster.announce if cluster is not None else None)
         """The tool calls running here that a handshake-era cancel may name."""
+        self._turns = ToolTurns(registry, self.calls)
         self._front = (
             StatelessFront(self.manager.handle_request, self.calls, max_body_bytes=max_body_bytes)
             if stateless
@@ -381,66 +363,13 @@ class McpPersonas:
             conversation = tool_argument(arguments, "conversation_id", required=False)
         except ToolInputError as error:
             return text_result(str(error), error=True)
-        return await self._ask(ctx, persona, message, conversation)
+        return await self._turns.ask(ctx, self._scope(ctx), persona, message, conversation)
 
     async def _no_persona(self, ctx: ServerRequestContext[Any, Any], persona_id: str) -> str:
         """No persona of this id: the personas the caller may call (as its tool list has
         them, never the others)."""
         known = ", ".join(p.id for p in (await self._visible(ctx))[:20]) or "none"
         return f"No persona '{persona_id[:80]}' here (personas: {known}; {LIST_TOOL} lists them)"
-
-    async def _ask(
-        self,
-        ctx: ServerRequestContext[Any, Any],
-        persona: Persona,
-        message: str,
-        conversation: str,
-    ) -> types.CallToolResult:
-        """Ask ``persona`` for the caller, through the admission and the forwarding handler."""
-        inner: dict[str, Any] = {REQUEST_ID_KEY: f"mcp-{ctx.request_id}"}
-        scope = self._scope(ctx)
-        refused = await self._admission.check(persona, scope["headers"], scope.get("client"), inner)
-        if refused is None:
-            refused = self._admission.may_start(persona, inner)
-        if refused is not None:
-            return text_result(refused.message, error=True)
-        origin = _call_context(inner)
-        progress = wants_progress(ctx)
-        answer = SoFar(panel=persona.panel is not None)
-        start: LocalStart | None = None
-        end = LocalEnd("", "failed", "The persona did not answer")
-        events = self._calls.stream(
-            persona.id,
-            message,
-            origin=origin,
-            context_id=conversation,
-            whole=not progress,
-            binding=MCP_BINDING,
-        )
-
-        async def consume() -> None:
-            nonlocal start, end
-            async with aclosing(events) as stream:
-                async for event in stream:
-                    if isinstance(event, LocalStart):
-                        start = event
-                    elif isinstance(event, LocalText):
-                        answer.add(event)
-                        if progress:
-                            await report(ctx, answer)
-                    else:
-                        end = event
-
-        try:
-            if not await self.calls.run(consume(), cancel_key(ctx.request, ctx.request_id)):
-                task_id = start.task_id if start is not None else ""
-                end = LocalEnd(task_id, "canceled", "The client canceled the call")
-        except A2AError as error:
-            return text_result(f"{persona.id}: {error.message}", error=True)
-        # The final message is the answer as every door gives it (a panel's: each
-        # member's turn under its name); the pieces, when it has no text.
-        text = end.text or "".join(answer.pieces)
-        return answer_result(persona.id, start, end, text)
 
     # -- resources ---------------------------------------------------------
 
@@ -467,17 +396,6 @@ class McpPersonas:
         if app is None:
             raise MCPError(types.INVALID_PARAMS, f"No resource '{uri}' (try {CARD_TEMPLATE})")
         return card_contents(uri, app.card_dict)
-
-
-def _call_context(inner: dict[str, Any]) -> ServerCallContext:
-    """The A2A call context of the admitted caller: it owns the task, its principal is the
-    one the forwarding handler authorizes."""
-    user = inner.get("user")
-    state: dict[str, Any] = {CALLER_KEY: inner[CALLER_KEY], REQUEST_ID_KEY: inner[REQUEST_ID_KEY]}
-    if isinstance(user, Principal):
-        state[PRINCIPAL_STATE_KEY] = user
-        return ServerCallContext(user=StarletteUser(user), state=state)
-    return ServerCallContext(user=UnauthenticatedUser(), state=state)
 
 
 def _session_id(ctx: ServerRequestContext[Any, Any]) -> str | None:
