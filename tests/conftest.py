@@ -14,8 +14,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from persona_agent.db import GroupCommitWriter, create_engine, metadata
+from persona_agent.db import GroupCommitWriter, create_engine
 from persona_agent.migrations import init_db
+from persona_agent.migrations.tables import metadata
 from tests.fuzz.budget import DEADLINE, EXAMPLES, EXAMPLES_VARIABLE, SEED, SEED_VARIABLE
 from tests.fuzz.tally import TALLY
 from tests.servers.replicas import fresh_database

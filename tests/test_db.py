@@ -12,7 +12,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from persona_agent.db import GroupCommitWriter, create_engine, messages_table, tasks_table
+from persona_agent.conversations.message_tables import messages_table
+from persona_agent.db import GroupCommitWriter, create_engine, tasks_table
 from persona_agent.errors import ConfigError
 
 

@@ -51,7 +51,7 @@ def test_install_lines_never_name_pypis_persona_agent(path: Path) -> None:
 
 
 def test_the_postgres_hint_of_the_database_error_is_an_install_line_that_works() -> None:
-    source = (REPO / "src" / "persona_agent" / "db.py").read_text(encoding="utf-8")
+    source = (REPO / "src" / "persona_agent" / "db" / "async_engine.py").read_text(encoding="utf-8")
     assert "uv sync --extra postgres" in source
     assert "install 'persona-agent" not in source
     deployment = (REPO / "docs" / "deployment.md").read_text(encoding="utf-8")

@@ -27,15 +27,14 @@ from persona_agent.a2a.tasks.push import ConfigLimits, IndexedConfigStore
 from persona_agent.a2a.tasks.task_store import SqlTaskStore, persona_owner
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.conversations.conversation_store import ConversationStore
-from persona_agent.db import GroupCommitWriter, documents_table, memories_table, messages_table
+from persona_agent.conversations.message_retention import fair_level
+from persona_agent.conversations.message_tables import messages_table
+from persona_agent.db import GroupCommitWriter
+from persona_agent.knowledge.document_store import documents_table
 from persona_agent.knowledge.turn import AttachedFile
+from persona_agent.memory.memory_table import memories_table
 from persona_agent.memory.records import MemoryRecords
-from persona_agent.retention import (
-    DOCUMENT_GRACE_SECONDS,
-    Retention,
-    RetentionLimits,
-    fair_level,
-)
+from persona_agent.retention import DOCUMENT_GRACE_SECONDS, Retention, RetentionLimits
 from tests.a2a.test_task_store import ctx
 from tests.knowledge.test_library import knowledge
 

@@ -262,8 +262,8 @@ def build_summary(
                 "leave it empty or set it to off"
             )
         return NO_SUMMARY
+    from persona_agent.conversations.summary_store import SummaryStore
     from persona_agent.memory.summary import RunningSummary
-    from persona_agent.memory.summary_store import SummaryStore
     from persona_agent.observe.metrics import NO_METRICS
 
     return RunningSummary(

@@ -29,8 +29,8 @@ from persona_agent.cluster.advisory_locks import AdvisoryLocks
 from persona_agent.cluster.leases import ReplicaLease
 from persona_agent.cluster.notify import LISTENER_NAME, Listener
 from persona_agent.cluster.task_events import PgTaskEventStream
-from persona_agent.cluster.tasks import REPLICA_LOST, ClusterTaskStore
-from persona_agent.db import GroupCommitWriter, create_engine, replicas_table
+from persona_agent.cluster.tasks import REPLICA_LOST, ClusterTaskStore, replicas_table
+from persona_agent.db import GroupCommitWriter, create_engine
 
 CONTEXT = ServerCallContext(state={PERSONA_STATE_KEY: "socrates"})
 WAIT = 60.0

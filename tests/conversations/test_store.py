@@ -10,9 +10,11 @@ from sqlalchemy import insert, select
 
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.conversations.conversation_store import ConversationStore
+from persona_agent.conversations.message_tables import swipes_table
 from persona_agent.conversations.storage_quota import StorageLimits, StorageQuota
+from persona_agent.conversations.summary_store import summaries_table
 from persona_agent.conversations.view import ConversationView
-from persona_agent.db import GroupCommitWriter, summaries_table, swipes_table
+from persona_agent.db import GroupCommitWriter
 from persona_agent.errors import (
     ConversationEditError,
     ConversationExistsError,

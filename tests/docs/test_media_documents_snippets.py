@@ -11,8 +11,8 @@ import uuid
 
 from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest, TaskState
 
-from persona_agent.a2a.tasks.lifecycle import history_key
 from persona_agent.api.app import HubApp
+from persona_agent.conversations.keys import history_key
 from tests.docs.sandbox import DOC_URL, Sandbox, rewrite
 from tests.docs.snippets import claim, expect
 from tests.fakes.fake_llm import FakeLLM, Reply

@@ -28,7 +28,8 @@ from sqlalchemy import select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from persona_agent.db import create_engine, replicas_table
+from persona_agent.cluster.tasks import replicas_table
+from persona_agent.db import create_engine
 from tests.fakes.fake_llm import FakeLLM, Hang, Reply
 from tests.integration.a2a_helpers import (
     answer_text,

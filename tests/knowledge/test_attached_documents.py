@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from persona_agent.a2a.tasks.lifecycle import conversation_key
+from persona_agent.conversations.keys import conversation_key
 from persona_agent.db import GroupCommitWriter
 from persona_agent.errors import DocumentNotFoundError
 from persona_agent.knowledge.turn import AttachedFile

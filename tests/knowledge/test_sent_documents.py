@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest, Task, TaskState
 
-from persona_agent.a2a.tasks.lifecycle import history_key
 from persona_agent.api.app import HubApp
+from persona_agent.conversations.keys import history_key
 from tests.conformance.conftest import Wire, file_part, text_part
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.a2a_helpers import send

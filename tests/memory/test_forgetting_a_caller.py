@@ -12,15 +12,16 @@ import time
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from persona_agent.a2a.tasks.lifecycle import conversation_key
 from persona_agent.a2a.tasks.task_store import SqlTaskStore
 from persona_agent.api.caller_data import CallerData
 from persona_agent.chat.history import ConversationHistory
+from persona_agent.conversations.keys import conversation_key
+from persona_agent.conversations.summary_store import Summary, SummaryStore
 from persona_agent.conversations.user_persona import UserPersona, UserPersonas
-from persona_agent.db import GroupCommitWriter, memories_table
+from persona_agent.db import GroupCommitWriter
 from persona_agent.knowledge.turn import AttachedFile
+from persona_agent.memory.memory_table import memories_table
 from persona_agent.memory.records import MemoryRecords
-from persona_agent.memory.summary_store import Summary, SummaryStore
 from tests.a2a.test_task_store import ctx, make_task
 from tests.knowledge.test_library import knowledge
 

@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 from sqlalchemy import bindparam, delete
 
-from persona_agent.db import GroupCommitWriter, create_engine, memories_table
+from persona_agent.db import GroupCommitWriter, create_engine
 from persona_agent.memory.embeddings import HashingEmbedder
 from persona_agent.memory.index import Remembered, ScopeIndex
+from persona_agent.memory.memory_table import memories_table
 from persona_agent.memory.recall import PersonaMemory
 from persona_agent.memory.remembered import MemoryStore
 from persona_agent.memory.retrieval import keyword_scores

@@ -12,11 +12,11 @@ from typing import Any
 from sqlalchemy import select
 
 from persona_agent.chat.history import ConversationHistory
-from persona_agent.db import GroupCommitWriter, summaries_table
+from persona_agent.conversations.summary_store import Summary, SummaryStore, summaries_table
+from persona_agent.db import GroupCommitWriter
 from persona_agent.llm.local.transcript import build_prompt
 from persona_agent.memory.scope import forget_persona
 from persona_agent.memory.summary import FOLLOWING, RunningSummary, bounded
-from persona_agent.memory.summary_store import Summary, SummaryStore
 from persona_agent.personas.scan import load_persona_dir
 from persona_agent.personas.turn_prompt import (
     REMEMBERED_HEADING,

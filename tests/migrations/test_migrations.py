@@ -1,9 +1,11 @@
 """Schema migrations (Alembic), on a SQLite file and PostgreSQL: from an empty database, from
 the schema before replicas, from a database made before migrations; replicas migrating at
-once; the start-up check; the ``persona-agent db`` commands."""
+once; the start-up check; the ``persona-agent db`` commands; every table the sources define
+seen by the migrations."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import os
 import sys
@@ -19,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from typer.testing import CliRunner
 
 from persona_agent.cli import app
-from persona_agent.db import create_engine, metadata
+from persona_agent.db import create_engine
 from persona_agent.errors import ConfigError
 from persona_agent.migrations import (
     MIGRATION_LOCK_KEY,
@@ -29,9 +31,11 @@ from persona_agent.migrations import (
     revisions,
     upgrade_db,
 )
+from persona_agent.migrations.tables import TABLES, metadata
 from tests.conftest import empty_postgres
 
 HEAD = "0012"
+SRC = Path(__file__).resolve().parents[2] / "src" / "persona_agent"
 NOT_OURS = {"alembic_version", "push_notification_configs"}  # Alembic's, and the SDK's
 
 
@@ -39,6 +43,29 @@ async def empty_database(kind: str, directory: Path) -> AsyncEngine:
     if kind == "sqlite":
         return create_engine(f"sqlite+aiosqlite:///{directory / 'hub.db'}")
     return create_engine(await empty_postgres())
+
+
+def defined_tables() -> dict[str, str]:
+    """Each table the sources define (``Table("pa_...", metadata, ...)``) and its module."""
+    found: dict[str, str] = {}
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "Table"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                found[str(node.args[0].value)] = path.relative_to(SRC).as_posix()
+    return found
+
+
+def test_the_migrations_see_every_table_beside_its_store() -> None:
+    """A table is defined beside the store that owns it; the migrations import each one
+    (``migrations/tables.py``), so Alembic and these tests compare all of them."""
+    defined = defined_tables()
+    assert set(defined) == set(metadata.tables) == {table.name for table in TABLES}, defined
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

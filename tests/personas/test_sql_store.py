@@ -17,17 +17,19 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from persona_agent.cluster.notify import Listener
-from persona_agent.db import NOTIFY, create_engine, metadata, personas_table
+from persona_agent.db import NOTIFY, create_engine
 from persona_agent.errors import (
     PersonaExistsError,
     PersonaFileError,
     PersonaNotFoundError,
     PreconditionFailedError,
 )
+from persona_agent.migrations.tables import metadata
 from persona_agent.personas.formats.png import CleanImage, clean_image
 from persona_agent.personas.loader import dump_persona_yaml
 from persona_agent.personas.model import Persona
 from persona_agent.personas.stores.sql_store import CHANNEL, SqlPersonaStore
+from persona_agent.personas.stores.sql_writes import personas_table
 from persona_agent.personas.stores.store import PersonaChange
 from tests.conftest import LOCAL_POSTGRES_URL, POSTGRES_REQUIRED, POSTGRES_URL
 from tests.personas import persona_data, write_yaml

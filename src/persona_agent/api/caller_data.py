@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from persona_agent.a2a.tasks.lifecycle import conversation_key
 from persona_agent.a2a.tasks.task_store import SqlTaskStore
 from persona_agent.chat.history import ConversationHistory
+from persona_agent.conversations.keys import conversation_key
 from persona_agent.conversations.user_persona import UserPersonas
 from persona_agent.knowledge.document_store import KnowledgeStore
 from persona_agent.memory.records import MemoryRecords

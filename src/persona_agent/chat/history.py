@@ -16,14 +16,10 @@ from collections.abc import Sequence
 
 from sqlalchemy import Table, bindparam, delete, func, insert, select
 
-from persona_agent.db import (
-    GroupCommitWriter,
-    like_escaped,
-    media_table,
-    messages_table,
-    swipes_table,
-)
+from persona_agent.conversations.message_tables import messages_table, swipes_table
+from persona_agent.db import GroupCommitWriter, like_escaped
 from persona_agent.llm.base import Message
+from persona_agent.media.media_store import media_table
 
 __all__ = ["ConversationHistory", "trim_history"]
 

@@ -13,12 +13,39 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, insert, select
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Float,
+    Index,
+    String,
+    Table,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+)
 
-from persona_agent.db import GroupCommitWriter, usage_table
+from persona_agent.db import SEQ, GroupCommitWriter, metadata
 from persona_agent.llm.base import Usage
 
-__all__ = ["ModelUsage", "UsageLog", "UsageTotals"]
+__all__ = ["ModelUsage", "UsageLog", "UsageTotals", "usage_table"]
+
+usage_table = Table(
+    "pa_usage",
+    metadata,
+    Column("seq", SEQ, primary_key=True, autoincrement=True),
+    Column("persona_id", String(63), nullable=False),
+    Column("model", String(200), nullable=False),
+    Column("at_ms", BigInteger, nullable=False),  # when the turn completed, ms since the epoch
+    Column("prompt_tokens", BigInteger, nullable=False),
+    Column("completion_tokens", BigInteger, nullable=False),
+    Column("cached_prompt_tokens", BigInteger, nullable=False),
+    Column("cost_usd", Float, nullable=True),  # none: the model has no price
+    Index("ix_pa_usage_persona_at", "persona_id", "at_ms"),
+)
+"""Each completed answer's tokens and cost."""
 
 
 @dataclass

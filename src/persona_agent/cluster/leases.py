@@ -22,8 +22,7 @@ from datetime import timedelta
 from sqlalchemy import delete, func, insert, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from persona_agent.cluster.tasks import ClusterTaskStore
-from persona_agent.db import replicas_table
+from persona_agent.cluster.tasks import ClusterTaskStore, replicas_table
 
 __all__ = ["ReplicaLease", "new_replica_id"]
 

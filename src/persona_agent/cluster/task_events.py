@@ -26,8 +26,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from persona_agent.cluster.notify import Listener
-from persona_agent.cluster.tasks import EVENTS_CHANNEL
-from persona_agent.db import task_events_table
+from persona_agent.cluster.tasks import EVENTS_CHANNEL, task_events_table
 
 __all__ = ["PgTaskEventStream"]
 

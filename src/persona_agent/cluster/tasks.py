@@ -43,12 +43,24 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.proto_utils import to_stream_response
 from opentelemetry.trace import SpanKind
-from sqlalchemy import delete, func, or_, select
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    Index,
+    LargeBinary,
+    String,
+    Table,
+    delete,
+    func,
+    or_,
+    select,
+)
 
 from persona_agent.a2a.context_keys import TERMINAL_STATES
 from persona_agent.a2a.tasks.task_store import SqlTaskStore, persona_owner, sort_timestamp
 from persona_agent.cluster.notify import asyncpg_dsn
-from persona_agent.db import GroupCommitWriter, replicas_table, task_events_table, tasks_table
+from persona_agent.db import SEQ, GroupCommitWriter, metadata, tasks_table
 from persona_agent.observe.tracing import TRACER
 
 if TYPE_CHECKING:
@@ -59,9 +71,34 @@ __all__ = [
     "EVENTS_CHANNEL",
     "REPLICA_LOST",
     "ClusterTaskStore",
+    "replicas_table",
+    "task_events_table",
 ]
 
 logger = logging.getLogger(__name__)
+
+task_events_table = Table(
+    "pa_task_events",
+    metadata,
+    Column("seq", SEQ, primary_key=True, autoincrement=True),
+    Column("task_id", String(200), nullable=False),
+    Column("version", BigInteger, nullable=False),  # the task's version after this event
+    Column("data", LargeBinary, nullable=False),  # a StreamResponse, serialized protobuf
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Index("ix_pa_task_events_task", "task_id", "version"),
+)
+"""Each event of a task, in order, for subscribers on other replicas
+(:mod:`persona_agent.cluster.task_events`)."""
+
+replicas_table = Table(
+    "pa_replicas",
+    metadata,
+    Column("id", String(100), primary_key=True),
+    Column("started_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("heartbeat_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+"""One row per live replica, its lease renewed by heartbeats
+(:mod:`persona_agent.cluster.leases`)."""
 
 EVENTS_CHANNEL = "pa_task_events"
 """Notified with a task id after each event of that task is committed."""

@@ -1,6 +1,7 @@
-"""The writes that steer a stored conversation, without its lock (the engine holds it for a
-regeneration; :class:`~persona_agent.conversations.conversation_store.ConversationStore`
-takes it for the rest).
+"""The changes that steer a stored conversation, without its lock (the engine holds it for
+a regeneration; :class:`~persona_agent.conversations.conversation_store.ConversationStore`
+takes it for the rest): each reads the conversation, decides, and commits its writes
+(:mod:`.branch_writes`) in one transaction.
 
 The selected branch is in ``pa_messages`` (a message's id is its ``seq``); an answer's other
 alternatives are rows of ``pa_swipes`` (its anchor: the id of the user message it answers,
@@ -16,26 +17,30 @@ are numbered again from 0.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from sqlalchemy import (
-    BigInteger,
-    Integer,
-    String,
-    Text,
-    and_,
     bindparam,
     delete,
-    insert,
-    null,
     select,
-    text,
-    update,
 )
-from sqlalchemy.sql import Executable
 
+from persona_agent.conversations.branch_writes import (
+    DELETE_FROM,
+    DELETE_MESSAGE,
+    DELETE_SWIPES_OF,
+    FORGET_SUMMARY,
+    INSERT_SWIPE,
+    STASH_SELECTED,
+    UPDATE_MESSAGE,
+    Write,
+    creation_writes,
+    now_ms,
+    replace_answer,
+    swipe_row,
+)
+from persona_agent.conversations.message_tables import messages_table, swipes_table
 from persona_agent.conversations.view import (
     StoredMessage,
     SwipeRow,
@@ -44,7 +49,7 @@ from persona_agent.conversations.view import (
     message_group,
     newest_alternatives,
 )
-from persona_agent.db import GroupCommitWriter, messages_table, summaries_table, swipes_table
+from persona_agent.db import GroupCommitWriter
 from persona_agent.errors import (
     ConversationEditError,
     ConversationExistsError,
@@ -55,9 +60,7 @@ from persona_agent.errors import (
 from persona_agent.llm.base import Message
 from persona_agent.media.media_store import DELETE_CONVERSATION_MEDIA
 
-__all__ = ["Branches", "Forgetful", "now_ms"]
-
-Write = tuple[Executable, list[dict[str, Any]]]
+__all__ = ["Branches", "Forgetful"]
 
 _M = messages_table.c
 _S = swipes_table.c
@@ -69,84 +72,6 @@ class Forgetful(Protocol):
     def drop(self, conversation: str) -> None: ...
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-_INSERT_MESSAGE = insert(messages_table)
-_INSERT_SWIPE = insert(swipes_table)
-
-
-def _message_row(key: str, body: str, at: int | None) -> dict[str, Any]:
-    return {"conversation": key, "message": body, "at_ms": at}
-
-
-def _swipe_row(key: str, anchor: int, position: int, body: str | None, at: int) -> dict[str, Any]:
-    return {
-        "conversation": key,
-        "anchor": anchor,
-        "position": position,
-        "messages": body,
-        "at_ms": at,
-    }
-
-
-_INSERT_SWIPE_AT = text(
-    f"INSERT INTO {swipes_table.name} (conversation, anchor, position, messages, at_ms) "
-    f"VALUES (:c, (SELECT seq FROM {messages_table.name} WHERE conversation = :k AND "
-    "seq > :after ORDER BY seq LIMIT 1 OFFSET :j), :p, :body, :at)"
-).bindparams(
-    bindparam("c", type_=String()),
-    bindparam("k", type_=String()),
-    bindparam("after", type_=Integer()),
-    bindparam("j", type_=Integer()),
-    bindparam("p", type_=Integer()),
-    bindparam("body", type_=Text()),
-    bindparam("at", type_=BigInteger()),
-)
-"""An alternative anchored on the ``j``-th message after ``after`` (written just before it, in
-the same transaction: its id is not known yet)."""
-_DELETE_FROM = delete(messages_table).where(
-    and_(_M.conversation == bindparam("c"), _M.seq > bindparam("a"))
-)
-_DELETE_MESSAGE = delete(messages_table).where(
-    and_(_M.conversation == bindparam("c"), _M.seq == bindparam("id"))
-)
-_UPDATE_MESSAGE = (
-    update(messages_table)
-    .where(and_(_M.conversation == bindparam("c"), _M.seq == bindparam("id")))
-    .values(message=bindparam("body"))
-)
-_DELETE_SWIPES_OF = delete(swipes_table).where(
-    and_(_S.conversation == bindparam("c"), _S.anchor == bindparam("a"))
-)
-_DELETE_SWIPES_AFTER = delete(swipes_table).where(
-    and_(_S.conversation == bindparam("c"), _S.anchor > bindparam("a"))
-)
-_STASH_SELECTED = (
-    update(swipes_table)
-    .where(
-        and_(_S.conversation == bindparam("c"), _S.anchor == bindparam("a"), _S.messages.is_(None))
-    )
-    .values(messages=bindparam("body"))
-)
-_SELECT_POSITION = (
-    update(swipes_table)
-    .where(
-        and_(
-            _S.conversation == bindparam("c"),
-            _S.anchor == bindparam("a"),
-            _S.position == bindparam("p"),
-        )
-    )
-    .values(messages=null())
-)
-_FORGET_SUMMARY = delete(summaries_table).where(
-    and_(
-        summaries_table.c.conversation == bindparam("c"),
-        summaries_table.c.upto_seq >= bindparam("s"),
-    )
-)
 _ROWS = (
     select(_M.seq, _M.message, _M.at_ms).where(_M.conversation == bindparam("c")).order_by(_M.seq)
 )
@@ -182,7 +107,7 @@ class Branches:
         conversation's running summary goes if it covers that one (the next turn that needs
         it makes it again from the messages as they are now)."""
         if from_seq is not None:
-            writes = [*writes, (_FORGET_SUMMARY, [{"c": key, "s": from_seq}])]
+            writes = [*writes, (FORGET_SUMMARY, [{"c": key, "s": from_seq}])]
         try:
             await self._db.write_together([(s, rows) for s, rows in writes if rows])
         finally:
@@ -208,7 +133,7 @@ class Branches:
         """
         if await self.exists(key):
             raise ConversationExistsError()
-        await self._write(key, _creation(key, messages, swipes or {}, after=0))
+        await self._write(key, creation_writes(key, messages, swipes or {}, after=0))
 
     async def edit(self, key: str, message_id: int, content: str) -> None:
         rows = await self.rows(key)
@@ -222,7 +147,7 @@ class Branches:
         message["content"] = content
         await self._write(
             key,
-            [(_UPDATE_MESSAGE, [{"c": key, "id": row.id, "body": json.dumps(message)}])],
+            [(UPDATE_MESSAGE, [{"c": key, "id": row.id, "body": json.dumps(message)}])],
             from_seq=row.id,
         )
 
@@ -237,9 +162,9 @@ class Branches:
         left = [row for row in rows if row.id not in gone]
         before, after = answer_spans(rows), answer_spans(left)
         emptied = [a for a, span in before.items() if span and a not in gone and not after.get(a)]
-        writes: list[Write] = [(_DELETE_MESSAGE, [{"c": key, "id": id_} for id_ in sorted(gone)])]
+        writes: list[Write] = [(DELETE_MESSAGE, [{"c": key, "id": id_} for id_ in sorted(gone)])]
         anchors = [a for a in before if a in gone or a in emptied]
-        writes.append((_DELETE_SWIPES_OF, [{"c": key, "a": a} for a in anchors]))
+        writes.append((DELETE_SWIPES_OF, [{"c": key, "a": a} for a in anchors]))
         await self._write(key, writes, from_seq=min(gone))
 
     async def select(self, key: str, anchor: int, position: int) -> None:
@@ -263,7 +188,7 @@ class Branches:
         if chosen.messages is None:
             return
         await self._write(
-            key, _replace_answer(key, rows, swipes, anchor, chosen), from_seq=anchor + 1
+            key, replace_answer(key, rows, swipes, anchor, chosen), from_seq=anchor + 1
         )
 
     async def stash_answer(self, key: str) -> int:
@@ -288,12 +213,12 @@ class Branches:
         writes: list[Write] = []
         if selected:
             position = selected[0]
-            writes.append((_STASH_SELECTED, [{"c": key, "a": anchor, "body": body}]))
+            writes.append((STASH_SELECTED, [{"c": key, "a": anchor, "body": body}]))
         else:
             position = max((s.position for s in mine), default=-1) + 1
             at = answer[0].at_ms or now_ms()
-            writes.append((_INSERT_SWIPE, [_swipe_row(key, anchor, position, body, at)]))
-        writes.append((_DELETE_FROM, [{"c": key, "a": anchor}]))
+            writes.append((INSERT_SWIPE, [swipe_row(key, anchor, position, body, at)]))
+        writes.append((DELETE_FROM, [{"c": key, "a": anchor}]))
         await self._write(key, writes, from_seq=anchor + 1)
         self._stashed[key] = (anchor, position)
         return anchor
@@ -307,8 +232,8 @@ class Branches:
             for position, text in enumerate(greetings)
         ]
         bodies = newest_alternatives(bodies, lambda body: body is None)
-        rows = [_swipe_row(key, 0, position, body, at) for position, body in enumerate(bodies)]
-        await self._write(key, [(_INSERT_SWIPE, rows if len(rows) > 1 else [])])
+        rows = [swipe_row(key, 0, position, body, at) for position, body in enumerate(bodies)]
+        await self._write(key, [(INSERT_SWIPE, rows if len(rows) > 1 else [])])
 
     async def keep_answer(self, key: str, anchor: int) -> None:
         """The answer now after ``anchor`` (a regeneration's) becomes its selected alternative
@@ -319,13 +244,13 @@ class Branches:
         kept = newest_alternatives([*swipes, new], lambda s: s.messages is None)
         trimmed = len(kept) <= len(swipes)
         rows = [
-            _swipe_row(
+            swipe_row(
                 key, anchor, n, None if s.messages is None else json.dumps(s.messages), s.at_ms
             )
             for n, s in (enumerate(kept) if trimmed else [(new.position, new)])
         ]
         gone = [{"c": key, "a": anchor}] if trimmed else []
-        await self._write(key, [(_DELETE_SWIPES_OF, gone), (_INSERT_SWIPE, rows)])
+        await self._write(key, [(DELETE_SWIPES_OF, gone), (INSERT_SWIPE, rows)])
 
     async def restore_answer(self, key: str, anchor: int) -> None:
         """A regeneration failed: the answer stashed for it is the selected one again."""
@@ -336,9 +261,9 @@ class Branches:
             return
         position = stashed[1] if stashed is not None and stashed[0] == anchor else mine[-1].position
         chosen = next((s for s in mine if s.position == position), mine[-1])
-        writes = _replace_answer(key, rows, swipes, anchor, chosen)
+        writes = replace_answer(key, rows, swipes, anchor, chosen)
         if len([s for s in swipes if s.anchor == anchor]) == 1:  # no other alternative
-            writes.append((_DELETE_SWIPES_OF, [{"c": key, "a": anchor}]))
+            writes.append((DELETE_SWIPES_OF, [{"c": key, "a": anchor}]))
         await self._write(key, writes, from_seq=anchor + 1)
 
     async def extend_last(self, key: str, addition: str) -> None:
@@ -361,7 +286,7 @@ class Branches:
         message["content"] = f"{message['content']}{addition}"
         await self._write(
             key,
-            [(_UPDATE_MESSAGE, [{"c": key, "id": last.id, "body": json.dumps(message)}])],
+            [(UPDATE_MESSAGE, [{"c": key, "id": last.id, "body": json.dumps(message)}])],
             from_seq=last.id,
         )
 
@@ -386,104 +311,3 @@ def _find(rows: Sequence[StoredMessage], message_id: int) -> StoredMessage:
         if row.id == message_id:
             return row
     raise MessageNotFound(f"The conversation has no message {message_id}")
-
-
-def _replace_answer(
-    key: str,
-    rows: Sequence[StoredMessage],
-    swipes: Sequence[SwipeRow],
-    anchor: int,
-    chosen: SwipeRow,
-) -> list[Write]:
-    """The writes that put ``chosen``'s messages in place of the answer to ``anchor`` (that
-    one stored as the alternative it was), the messages after it written again."""
-    spans = answer_spans(rows)
-    current = [rows[i].message for i in spans.get(anchor, [])]
-    start = spans[anchor][-1] + 1 if spans.get(anchor) else _after_anchor(rows, anchor)
-    tail = rows[start:]
-    new_rows: list[tuple[Message, int | None]] = [(m, chosen.at_ms) for m in chosen.messages or []]
-    new_rows += [(row.message, row.at_ms) for row in tail]
-    body = json.dumps(current)
-    writes: list[Write] = [
-        (_STASH_SELECTED, [{"c": key, "a": anchor, "body": body}]),
-        (_SELECT_POSITION, [{"c": key, "a": anchor, "p": chosen.position}]),
-        (_DELETE_FROM, [{"c": key, "a": anchor}]),
-        (_INSERT_MESSAGE, [_message_row(key, json.dumps(m), at) for m, at in new_rows]),
-    ]
-    offset = len(chosen.messages or [])
-    where = {row.id: offset + i for i, row in enumerate(tail) if row.role == "user"}
-    later = [s for s in swipes if s.anchor in where]
-    writes.append((_DELETE_SWIPES_AFTER, [{"c": key, "a": anchor}] if later else []))
-    writes.append(
-        (
-            _INSERT_SWIPE_AT,
-            [
-                {
-                    "c": key,
-                    "k": key,
-                    "after": anchor,
-                    "j": where[s.anchor],
-                    "p": s.position,
-                    "body": None if s.messages is None else json.dumps(s.messages),
-                    "at": s.at_ms,
-                }
-                for s in later
-            ],
-        )
-    )
-    return writes
-
-
-def _after_anchor(rows: Sequence[StoredMessage], anchor: int) -> int:
-    """The index just after the user message ``anchor`` (0 for the greeting)."""
-    for index, row in enumerate(rows):
-        if row.id == anchor:
-            return index + 1
-    return 0
-
-
-def _creation(
-    key: str,
-    messages: Sequence[Message],
-    swipes: Mapping[int, Sequence[Sequence[Message] | None]],
-    *,
-    after: int,
-) -> list[Write]:
-    """The writes of a new conversation (its messages, then its alternatives)."""
-    at = now_ms()
-    rows = []
-    for message in messages:
-        plain = {k: v for k, v in message.items() if k != "at_ms"}
-        stamp = message.get("at_ms")
-        rows.append(_message_row(key, json.dumps(plain), stamp if isinstance(stamp, int) else at))
-    greeting: list[dict[str, Any]] = []
-    anchored: list[dict[str, Any]] = []
-    for start, alternatives in sorted(swipes.items()):
-        if not 0 <= start < len(messages) or messages[start].get("role") == "user":
-            raise ConversationStateError(
-                f"Alternatives given at message {start}, which starts no answer"
-            )
-        if sum(a is None for a in alternatives) != 1:
-            raise ConversationStateError(
-                f"The alternatives at message {start} must leave exactly one out, the selected one"
-            )
-        users = [i for i in range(start) if messages[i].get("role") == "user"]
-        kept = newest_alternatives(alternatives, lambda alternative: alternative is None)
-        for position, alternative in enumerate(kept):
-            body = None if alternative is None else json.dumps(list(alternative))
-            stamp = rows[start]["at_ms"]
-            if users:
-                anchored.append(
-                    {
-                        "c": key,
-                        "k": key,
-                        "p": position,
-                        "body": body,
-                        "at": stamp,
-                        "after": after,
-                        "j": users[-1],
-                    }
-                )
-            else:
-                greeting.append(_swipe_row(key, 0, position, body, stamp))
-    return [(_INSERT_MESSAGE, rows), (_INSERT_SWIPE, greeting), (_INSERT_SWIPE_AT, anchored)]

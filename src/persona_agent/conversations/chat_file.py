@@ -1,5 +1,7 @@
-"""A conversation as a file moves it: the neutral chat every format converts to and from,
-the hub's own JSON file, and a Markdown transcript (docs/conversations.md, "Moving chats").
+"""A conversation as a file moves it: the neutral chat every format converts to and from
+(docs/conversations.md, "Moving chats"), its bounds and checks, and the chat of a stored
+conversation. The formats are beside it: the hub's own JSON file (:mod:`.json_chat`),
+SillyTavern's (:mod:`.sillytavern`), a Markdown transcript (:mod:`.markdown_chat`).
 
 :class:`ImportedChat` is what an import gives the conversation store and what an export
 is written from: the selected branch's messages (OpenAI format, each with when it was
@@ -21,7 +23,6 @@ from persona_agent.errors import PersonaAgentError
 from persona_agent.llm.base import Message
 
 __all__ = [
-    "FORMAT",
     "MAX_ALTERNATIVES",
     "MAX_FILE_BYTES",
     "MAX_MESSAGES",
@@ -33,13 +34,10 @@ __all__ = [
     "chat_of_view",
     "check_chat",
     "creation_of",
-    "from_json",
     "iso_of",
     "loads_json",
     "ms_of_iso",
     "text_of",
-    "to_json",
-    "to_markdown",
 ]
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
@@ -51,10 +49,6 @@ MAX_DEPTH = 64
 MAX_MS = 253_402_300_800_000
 """The latest date a chat's message may have (the end of year 9999, in ms): later ones
 could not be written out again."""
-FORMAT = "persona-agent.conversation.v1"
-"""The ``format`` field of the hub's JSON chat file."""
-
-_ROLES = ("user", "assistant", "tool")
 
 
 class ChatFileError(PersonaAgentError):
@@ -188,148 +182,6 @@ def ms_of_iso(value: str) -> int | None:
         return None
 
 
-# --- the hub's JSON file --------------------------------------------------------------
-
-
-def to_json(chat: ImportedChat, *, persona_id: str, context_id: str) -> bytes:
-    """The hub's JSON chat file: every message of the selected branch (tool calls and
-    results included) and each answer's alternatives; :func:`from_json` reads it back."""
-    messages: list[dict[str, Any]] = []
-    for index, entry in enumerate(chat.messages):
-        item: dict[str, Any] = {
-            key: entry.message[key]
-            for key in ("role", "content", "tool_calls", "tool_call_id")
-            if entry.message.get(key) is not None
-        }
-        item["at"] = iso_of(entry.at_ms)
-        alternatives = chat.swipes.get(index)
-        if alternatives is not None:
-            item["swipes"] = {
-                "selected": alternatives.selected,
-                "texts": alternatives.texts,
-                "at": [iso_of(ms) for ms in alternatives.at_ms],
-            }
-        messages.append(item)
-    document = {
-        "format": FORMAT,
-        "persona_id": persona_id,
-        "context_id": context_id,
-        "user_name": chat.user_name,
-        "character_name": chat.character_name,
-        "created": iso_of(chat.created_ms),
-        "messages": messages,
-    }
-    return json.dumps(document, ensure_ascii=False, indent=1).encode()
-
-
-def from_json(data: bytes) -> ImportedChat:
-    """A chat from the hub's JSON file (:func:`to_json`).
-
-    Raises:
-        ChatFileError: not that file, or a message that is not valid (named by its index).
-    """
-    if len(data) > MAX_FILE_BYTES:
-        raise ChatFileError(f"The chat file is larger than {MAX_FILE_BYTES} bytes")
-    document = loads_json(data, "The chat file")
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise ChatFileError(f'The chat file is not a persona-agent chat ("format": "{FORMAT}")')
-    items = document.get("messages")
-    if not isinstance(items, list):
-        raise ChatFileError('The chat file has no "messages" list')
-    if len(items) > MAX_MESSAGES:
-        raise ChatFileError(f"The chat file has more than {MAX_MESSAGES} messages")
-    messages: list[Entry] = []
-    swipes: dict[int, Alternatives] = {}
-    for index, item in enumerate(items):
-        messages.append(_json_entry(index, item))
-        if isinstance(item, dict) and item.get("swipes") is not None:
-            swipes[index] = _json_alternatives(index, item["swipes"], messages[-1])
-    chat = ImportedChat(
-        messages,
-        swipes,
-        user_name=_optional_text(document, "user_name"),
-        character_name=_optional_text(document, "character_name"),
-        created_ms=_json_date(document.get("created")),
-    )
-    check_chat(chat)
-    return chat
-
-
-def _optional_text(document: dict[str, Any], key: str) -> str | None:
-    value = document.get(key)
-    if value is not None and not isinstance(value, str):
-        raise ChatFileError(f'"{key}": must be text')
-    return value
-
-
-def _json_date(value: object) -> int | None:
-    return ms_of_iso(value) if isinstance(value, str) else None
-
-
-def _json_entry(index: int, item: object) -> Entry:
-    where = f"messages[{index}]"
-    if not isinstance(item, dict):
-        raise ChatFileError(f"{where}: must be an object")
-    role = item.get("role")
-    if role not in _ROLES:
-        raise ChatFileError(f"{where}.role: must be one of {', '.join(_ROLES)}, not {role!r}")
-    content = item.get("content")
-    if content is not None and not isinstance(content, str):
-        raise ChatFileError(f"{where}.content: must be text")
-    message: Message = {"role": role, "content": content}
-    calls = item.get("tool_calls")
-    if calls is not None:
-        if (
-            role != "assistant"
-            or not isinstance(calls, list)
-            or not all(_is_tool_call(call) for call in calls)
-        ):
-            raise ChatFileError(
-                f"{where}.tool_calls: an assistant's list of "
-                '{"id", "type": "function", "function": {"name", "arguments"}}'
-            )
-        message["tool_calls"] = calls
-    if role == "tool":
-        call_id = item.get("tool_call_id")
-        if not isinstance(call_id, str) or not call_id:
-            raise ChatFileError(f"{where}.tool_call_id: a tool result names its call")
-        message["tool_call_id"] = call_id
-    elif content is None and calls is None:
-        raise ChatFileError(f"{where}.content: missing")
-    return Entry(message, _json_date(item.get("at")))
-
-
-def _is_tool_call(call: object) -> bool:
-    if not isinstance(call, dict) or not isinstance(call.get("id"), str):
-        return False
-    function = call.get("function")
-    return (
-        isinstance(function, dict)
-        and isinstance(function.get("name"), str)
-        and isinstance(function.get("arguments"), str)
-    )
-
-
-def _json_alternatives(index: int, value: object, entry: Entry) -> Alternatives:
-    where = f"messages[{index}].swipes"
-    if not isinstance(value, dict):
-        raise ChatFileError(f'{where}: must be {{"selected", "texts"}}')
-    texts = value.get("texts")
-    if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
-        raise ChatFileError(f"{where}.texts: must be a list of texts")
-    selected = value.get("selected")
-    if not isinstance(selected, int) or isinstance(selected, bool):
-        raise ChatFileError(f"{where}.selected: must be a number")
-    if not 0 <= selected < len(texts):
-        raise ChatFileError(f"{where}.selected: {selected} is not one of the {len(texts)} texts")
-    dates = value.get("at")
-    at_ms = [_json_date(date) for date in dates] if isinstance(dates, list) else []
-    at_ms = (at_ms + [None] * len(texts))[: len(texts)]
-    if entry.message.get("role") == "user":
-        raise ChatFileError(f"{where}: a user message has no alternatives")
-    return Alternatives(selected, list(texts), at_ms)
-
-
 def check_chat(chat: ImportedChat) -> None:
     """What every imported chat must be: not empty, within the bounds, tool results right
     after their calls, alternatives only at the start of an answer.
@@ -400,28 +252,3 @@ def creation_of(
         for start, alternatives in chat.swipes.items()
     }
     return messages, swipes
-
-
-# --- a Markdown transcript ------------------------------------------------------------
-
-
-def to_markdown(chat: ImportedChat, *, title: str) -> str:
-    """A transcript to read: each user and persona message of the selected branch with its
-    speaker and time; tool calls and results are left out, and an answer with
-    alternatives says which of them it is."""
-    user = chat.user_name or "User"
-    character = chat.character_name or "Persona"
-    lines = [f"# {title}", ""]
-    for index, entry in enumerate(chat.messages):
-        role = entry.message.get("role")
-        text = text_of(entry.message).strip()
-        if role == "tool" or not text:
-            continue
-        speaker = user if role == "user" else character
-        when = iso_of(entry.at_ms)
-        heading = f"**{speaker}**" + (f" ({when.replace('T', ' ')[:16]} UTC)" if when else "")
-        alternatives = chat.swipes.get(index)
-        if alternatives is not None:
-            heading += f" (alternative {alternatives.selected + 1} of {len(alternatives.texts)})"
-        lines += [heading, "", text, ""]
-    return "\n".join(lines)

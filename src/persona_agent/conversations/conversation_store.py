@@ -14,9 +14,10 @@ from typing import Protocol
 from sqlalchemy import bindparam, func, select
 
 from persona_agent.conversations.branches import Branches, Forgetful
+from persona_agent.conversations.message_tables import messages_table
 from persona_agent.conversations.storage_quota import NO_QUOTA, StorageQuota, Stored, stored_size
 from persona_agent.conversations.view import ConversationInfo, ConversationView, final_text
-from persona_agent.db import GroupCommitWriter, like_escaped, messages_table
+from persona_agent.db import GroupCommitWriter, like_escaped
 from persona_agent.errors import ConversationExistsError, ConversationNotFound, MessageNotFound
 from persona_agent.llm.base import Message
 

@@ -2,7 +2,7 @@
 checked before a write that adds to them (docs/conversations.md, "Storage quotas").
 
 A caller is the owner part of a conversation's key
-(:func:`~persona_agent.db_conversations.owner_part`): an identified caller, or every
+(:func:`~persona_agent.conversations.keys.owner_part`): an identified caller, or every
 anonymous conversation together (on a hub that identifies
 nobody those are all the hub keeps, and only the hub's retention limits hold them). What a
 caller keeps is counted from the database (a scan of the conversations' keys), at most once
@@ -26,8 +26,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import bindparam, func, select
 
-from persona_agent.db import GroupCommitWriter, like_escaped, messages_table, swipes_table
-from persona_agent.db_conversations import owned_by, owner_part
+from persona_agent.conversations.keys import owned_by, owner_part
+from persona_agent.conversations.message_tables import messages_table, swipes_table
+from persona_agent.db import GroupCommitWriter, like_escaped
 from persona_agent.errors import StorageQuotaError
 from persona_agent.llm.base import Message
 

@@ -12,12 +12,39 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import bindparam, delete, insert, or_, select
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    String,
+    Table,
+    Text,
+    bindparam,
+    delete,
+    insert,
+    or_,
+    select,
+)
 
-from persona_agent.db import GroupCommitWriter, like_escaped, user_personas_table
+from persona_agent.db import GroupCommitWriter, like_escaped, metadata
 from persona_agent.personas.user_identity import DEFAULT_USER, UserPersona
 
-__all__ = ["UserPersona", "UserPersonas", "caller_scope", "conversation_scope"]
+__all__ = [
+    "UserPersona",
+    "UserPersonas",
+    "caller_scope",
+    "conversation_scope",
+    "user_personas_table",
+]
+
+user_personas_table = Table(
+    "pa_user_personas",
+    metadata,
+    Column("scope", String(400), primary_key=True),  # caller:{owner} or conversation:{key}
+    Column("name", String(64), nullable=False),
+    Column("description", Text, nullable=False),
+    Column("at_ms", BigInteger, nullable=False),  # when it was set, ms since the epoch
+)
+"""One row per scope: an identified caller's saved user persona, or one conversation's."""
 
 _t = user_personas_table
 

@@ -8,12 +8,37 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import bindparam, delete, insert, select
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Integer,
+    LargeBinary,
+    String,
+    Table,
+    bindparam,
+    delete,
+    insert,
+    select,
+)
 
-from persona_agent.db import GroupCommitWriter, media_table
+from persona_agent.db import GroupCommitWriter, metadata
 from persona_agent.media.images import ImageInput
 
-__all__ = ["DELETE_CONVERSATION_MEDIA", "MediaStore", "StoredImage"]
+__all__ = ["DELETE_CONVERSATION_MEDIA", "MediaStore", "StoredImage", "media_table"]
+
+media_table = Table(
+    "pa_media",
+    metadata,
+    Column("conversation", String(400), primary_key=True),  # the conversation's key
+    Column("sha256", String(64), primary_key=True),  # of data, hex
+    Column("media_type", String(40), nullable=False),
+    Column("bytes", Integer, nullable=False),
+    Column("width", Integer, nullable=False),
+    Column("height", Integer, nullable=False),
+    Column("data", LargeBinary, nullable=False),  # downscaled, re-encoded, no metadata
+    Column("created_ms", BigInteger, nullable=False),
+)
+"""One row per (conversation, sha256); deleted with the conversation."""
 
 _M = media_table.c
 

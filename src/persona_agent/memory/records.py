@@ -18,7 +18,9 @@ from urllib.parse import quote
 
 from sqlalchemy import bindparam, delete, func, insert, select
 
-from persona_agent.db import GroupCommitWriter, memories_table, summaries_table
+from persona_agent.conversations.summary_store import summaries_table
+from persona_agent.db import GroupCommitWriter
+from persona_agent.memory.memory_table import memories_table
 
 if TYPE_CHECKING:
     from persona_agent.memory.embeddings import Embedder

@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Select, and_, bindparam, func, insert, select
 
-from persona_agent.db import GroupCommitWriter, memories_table
+from persona_agent.db import GroupCommitWriter
 from persona_agent.memory.embeddings import Vectors
 from persona_agent.memory.index import Remembered, ScopeIndex
+from persona_agent.memory.memory_table import memories_table
 from persona_agent.memory.reembed import VectorRows
 from persona_agent.memory.scope import MemoryScope
 

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import bindparam, delete
 
-from persona_agent.db import GroupCommitWriter, memories_table
-from persona_agent.memory.summary_store import forget_persona_summaries
+from persona_agent.conversations.summary_store import forget_persona_summaries
+from persona_agent.db import GroupCommitWriter
+from persona_agent.memory.memory_table import memories_table
 from persona_agent.personas.model import Persona
 
 if TYPE_CHECKING:  # the memory's own modules load numpy: not imported here

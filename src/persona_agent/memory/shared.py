@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 from sqlalchemy import and_, bindparam, delete
 
-from persona_agent.db import GroupCommitWriter, memories_table
+from persona_agent.db import GroupCommitWriter
 from persona_agent.memory.embeddings import Embedder
 from persona_agent.memory.index import FACT_ROLE
+from persona_agent.memory.memory_table import memories_table
 from persona_agent.memory.recall import MAX_REMEMBERED_CHARS, PersonaMemory, near_duplicate
 from persona_agent.memory.remembered import Remembered
 from persona_agent.memory.retrieval import estimate_tokens, select_remembered

@@ -3,8 +3,9 @@ that the prompt still carries the conversation's start (docs/memory.md).
 
 After a turn, in the background, the messages that have left the window since the last
 summary are summarized with it into a new one (old summary + evicted messages → new
-summary), one run at a time per conversation, and stored (:mod:`.summary_store`). The
-next turn's prompt carries it as a section of its own. The turn never waits for it: a
+summary), one run at a time per conversation, and stored with the conversation
+(:mod:`persona_agent.conversations.summary_store`). The next turn's prompt carries it as a
+section of its own. The turn never waits for it: a
 run that fails is logged, and the next turn tries again from where the stored summary
 ends.
 """
@@ -18,7 +19,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import Any, Protocol
 
-from persona_agent.memory.summary_store import Evicted, Summary, SummaryStore
+from persona_agent.conversations.summary_store import Evicted, Summary, SummaryStore
 from persona_agent.personas.model import Persona
 
 __all__ = [

@@ -10,7 +10,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from persona_agent.db import metadata
+from persona_agent.migrations.tables import metadata
 
 
 def _include_object(

@@ -10,7 +10,6 @@ import uuid
 from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
-from urllib.parse import quote
 
 from a2a.helpers.proto_helpers import new_task_from_user_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -35,6 +34,7 @@ from persona_agent.a2a.message_extensions import ConversationOp, message_convers
 from persona_agent.a2a.tasks.image_parts import NO_INTAKE, ImageIntake
 from persona_agent.chat.budget import BudgetLimits, CallBudget
 from persona_agent.chat.tools import Turn
+from persona_agent.conversations.keys import conversation_key
 from persona_agent.errors import PersonaAgentError
 from persona_agent.knowledge.sent_documents import DocumentBudget
 from persona_agent.observe.logs import LOG_FIELDS, bind_log_fields
@@ -50,8 +50,6 @@ __all__ = [
     "TaskExecutor",
     "TaskTurn",
     "accepted_audio",
-    "conversation_key",
-    "history_key",
     "task_budget",
 ]
 
@@ -382,20 +380,3 @@ def task_budget(
         node, nested = CallBudget(limits.lowered(*mine)), False
     call.state[BUDGET_STATE_KEY] = node
     return node, nested
-
-
-def conversation_key(owner: str, context_id: str) -> str:
-    """The conversation of a caller's ``contextId``: the context id alone for an anonymous
-    caller (anyone who knows it continues it), else the caller's too, so that another
-    caller reusing the id starts a conversation of its own. The owner is quoted (no ``:``
-    in it), and an anonymous context id that starts with ``@`` gets ``@:`` before it, so
-    that no owner and context id can spell another caller's key."""
-    if not owner:
-        return f"@:{context_id}" if context_id.startswith("@") else context_id
-    return f"@{quote(owner, safe='')}:{context_id}"
-
-
-def history_key(persona_id: str, owner: str, context_id: str) -> str:
-    """The history's key of ``owner``'s conversation ``context_id`` with the persona: the
-    persona's id, then :func:`conversation_key`."""
-    return f"{persona_id}:{conversation_key(owner, context_id)}"

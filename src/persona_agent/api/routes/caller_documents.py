@@ -14,7 +14,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response, status
 
-from persona_agent.a2a.tasks.lifecycle import conversation_key
 from persona_agent.api.deps import (
     Documents,
     MemoryReader,
@@ -24,6 +23,7 @@ from persona_agent.api.deps import (
     audit_memory,
 )
 from persona_agent.api.routes.error_body import ErrorDetail, error_responses
+from persona_agent.conversations.keys import conversation_key
 from persona_agent.memory.records import context_id_of
 
 __all__ = ["router"]

@@ -28,7 +28,6 @@ from fastapi import (
 )
 from fastapi.responses import JSONResponse
 
-from persona_agent.a2a.tasks.lifecycle import history_key
 from persona_agent.api.deps import Conversations, MemoryReader, MemoryWriter, Store, hub_parts
 from persona_agent.api.routes.conversations import (
     Owner,
@@ -43,10 +42,10 @@ from persona_agent.conversations.chat_file import (
     ImportedChat,
     chat_of_view,
     creation_of,
-    from_json,
-    to_json,
-    to_markdown,
 )
+from persona_agent.conversations.json_chat import from_json, to_json
+from persona_agent.conversations.keys import history_key
+from persona_agent.conversations.markdown_chat import to_markdown
 from persona_agent.conversations.sillytavern import from_sillytavern, to_sillytavern
 from persona_agent.errors import ConversationNotFound
 

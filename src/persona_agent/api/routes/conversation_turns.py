@@ -30,7 +30,6 @@ from starlette.types import Receive, Scope, Send
 from persona_agent.a2a.admission import Admission, Refusal, admitted_context
 from persona_agent.a2a.context_keys import REQUEST_ID_KEY
 from persona_agent.a2a.registry import A2ARegistry
-from persona_agent.a2a.tasks.lifecycle import history_key
 from persona_agent.api.routes.conversation_bodies import Answer, Conversation
 from persona_agent.collab.local_calls import (
     LocalCalls,
@@ -40,6 +39,7 @@ from persona_agent.collab.local_calls import (
     LocalText,
 )
 from persona_agent.conversations.conversation_store import ConversationStore
+from persona_agent.conversations.keys import history_key
 from persona_agent.errors import (
     HTTP_STATUSES,
     BudgetSpentError,

@@ -22,7 +22,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response, status
 
-from persona_agent.a2a.tasks.lifecycle import conversation_key, history_key
 from persona_agent.api.deps import (
     CallerQuery,
     Conversations,
@@ -55,6 +54,7 @@ from persona_agent.api.routes.conversation_turns import (
 from persona_agent.api.routes.error_body import ErrorDetail
 from persona_agent.chat.turn_modes import greetings_of
 from persona_agent.conversations.conversation_store import ConversationStore
+from persona_agent.conversations.keys import conversation_key, history_key
 from persona_agent.errors import ConversationNotFound
 from persona_agent.media.images import IMAGE_TYPES
 from persona_agent.security.authorization import Action

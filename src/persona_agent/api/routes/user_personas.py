@@ -17,7 +17,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Path, Request, Response, status
 from pydantic import BaseModel, Field, model_validator
 
-from persona_agent.a2a.tasks.lifecycle import history_key
 from persona_agent.api.deps import (
     CallerQuery,
     MemoryReader,
@@ -28,6 +27,7 @@ from persona_agent.api.deps import (
     principal_named,
 )
 from persona_agent.api.routes.error_body import ErrorDetail, error_responses
+from persona_agent.conversations.keys import history_key
 from persona_agent.errors import InvalidUserPersonaError
 from persona_agent.personas.user_identity import MAX_USER_DESCRIPTION_CHARS, UserPersona
 from persona_agent.security.authorization import Action

@@ -12,12 +12,12 @@ from sqlalchemy import func
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.sql.dml import ReturningInsert
 
-from persona_agent.db import personas_table
 from persona_agent.errors import PersonaFileError
 from persona_agent.personas.formats.png import ImageError, clean_image
 from persona_agent.personas.loader import dump_persona_yaml
 from persona_agent.personas.model import Persona
 from persona_agent.personas.scan import load_persona_dir
+from persona_agent.personas.stores.sql_writes import personas_table
 from persona_agent.personas.stores.store import AVATAR_SUFFIX
 from persona_agent.security.limits import Limits, image_too_large
 

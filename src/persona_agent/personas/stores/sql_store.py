@@ -27,13 +27,19 @@ from typing import Protocol
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from persona_agent.db import NOTIFY, personas_table
+from persona_agent.db import NOTIFY
 from persona_agent.errors import PersonaExistsError, PersonaFileError
 from persona_agent.personas.formats.png import CleanImage
 from persona_agent.personas.loader import PersonaSource, dump_persona_yaml, parse_persona_text
 from persona_agent.personas.model import Persona, is_valid_persona_id
 from persona_agent.personas.stores.sql_import import import_statement, read_directory
-from persona_agent.personas.stores.sql_writes import Expect, entity_tags, refuse, write_statement
+from persona_agent.personas.stores.sql_writes import (
+    Expect,
+    entity_tags,
+    personas_table,
+    refuse,
+    write_statement,
+)
 from persona_agent.personas.stores.store import AVATAR_SUFFIX, HeldPersonaStore, PersonaChange
 from persona_agent.security.limits import DEFAULT_LIMITS, Limits
 

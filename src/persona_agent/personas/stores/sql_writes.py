@@ -1,20 +1,32 @@
-"""The persona table's writes by compare-and-swap: the statement of one, and why one wrote
-nothing."""
+"""The persona table (replicas: PostgreSQL) and its writes by compare-and-swap: the
+statement of one, and why one wrote nothing."""
 
 from __future__ import annotations
 
 from enum import Enum
 from typing import Any, NoReturn
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Column, DateTime, LargeBinary, String, Table, Text, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.dml import ReturningInsert, ReturningUpdate
 
-from persona_agent.db import personas_table
+from persona_agent.db import metadata
 from persona_agent.errors import PersonaNotFoundError, PreconditionFailedError
 
-__all__ = ["Expect", "entity_tags", "refuse", "write_statement"]
+__all__ = ["Expect", "entity_tags", "personas_table", "refuse", "write_statement"]
+
+personas_table = Table(
+    "pa_personas",
+    metadata,
+    Column("id", String(63), primary_key=True),
+    Column("version", String(64), nullable=False),  # the persona's content version (its ETag)
+    Column("document", Text, nullable=False),  # the persona as YAML
+    Column("image", LargeBinary, nullable=True),  # its avatar, PNG without text chunks
+    Column("source_hash", String(64), nullable=True),  # the file it was imported from
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+"""The personas (:class:`persona_agent.personas.stores.sql_store.SqlPersonaStore`)."""
 
 _t = personas_table.c
 

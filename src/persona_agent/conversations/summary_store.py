@@ -1,6 +1,10 @@
 """Running summaries in the hub's database: one row per conversation (``pa_summaries``),
 and the conversation's messages that have left its window (``pa_messages``).
 
+The summary is the conversation's: keyed by its key, it covers its messages up to a
+``seq``, and a change of branch before that drops it in the same transaction
+(:mod:`.branches`); :mod:`persona_agent.memory.summary` writes it.
+
 Durable and shared: replicas on one PostgreSQL database read and update the same rows.
 A summary is written only over the one it was made from (compare and set on
 ``upto_seq``), so two replicas summarizing a conversation at once cannot undo each
@@ -15,14 +19,39 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import and_, bindparam, delete, select
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Index,
+    String,
+    Table,
+    Text,
+    and_,
+    bindparam,
+    delete,
+    select,
+)
 
-from persona_agent.db import GroupCommitWriter, messages_table, summaries_table
+from persona_agent.conversations.message_tables import messages_table
+from persona_agent.db import GroupCommitWriter, metadata
 
 if TYPE_CHECKING:
     from sqlalchemy.dialects import postgresql, sqlite
 
-__all__ = ["Evicted", "Summary", "SummaryStore", "forget_persona_summaries"]
+__all__ = ["Evicted", "Summary", "SummaryStore", "forget_persona_summaries", "summaries_table"]
+
+summaries_table = Table(
+    "pa_summaries",
+    metadata,
+    Column("conversation", String(300), primary_key=True),  # the key, as in pa_messages
+    Column("persona_id", String(63), nullable=False),
+    Column("owner", String(200), nullable=False),  # the identified caller; "" anonymous
+    Column("text", Text, nullable=False),
+    Column("upto_seq", BigInteger, nullable=False),  # the last pa_messages.seq it covers
+    Column("at_ms", BigInteger, nullable=False),  # ms since the epoch
+    Index("ix_pa_summaries_persona", "persona_id"),
+)
+"""Each conversation's running summary of the messages that left its window."""
 
 _FORGET = delete(summaries_table).where(summaries_table.c.persona_id == bindparam("persona_id"))
 

@@ -1,11 +1,9 @@
-"""The conversations' tables: each conversation's selected branch (``pa_messages``) and the
-alternatives of its answers (``pa_swipes``, :mod:`persona_agent.conversations`), made on the
-hub's :data:`persona_agent.db.metadata` by :mod:`persona_agent.db` (a module of their own:
-that one keeps to the house's size), and how a row's key names the caller it is of.
+"""Conversation keys: the key of a caller's conversation with a persona, and how a stored
+row's key names the caller it is of.
 
-A key is ``{persona_id}:{conversation}`` (``persona_agent.a2a.lifecycle.history_key``): an
-identified caller's conversation is ``@{quoted caller}:{context id}``, an anonymous one
-its context id (``@:`` before one that starts with ``@``). A persona id is a slug (no
+A key is ``{persona_id}:{conversation}`` (:func:`history_key`): an identified caller's
+conversation is ``@{quoted caller}:{context id}``, an anonymous one its context id (``@:``
+before one that starts with ``@``: :func:`conversation_key`). A persona id is a slug (no
 ``:``), and a quoted caller has no ``:``: the *owner part* of a key, ``@{quoted caller}:``
 or ``""`` (every anonymous conversation), is read from it exactly, in Python
 (:func:`owner_part`) and in SQL (:func:`owner_expression`, :func:`owned_by`), on SQLite
@@ -15,17 +13,12 @@ and on PostgreSQL alike.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import (
-    BigInteger,
-    Column,
     ColumnElement,
-    Index,
     Integer,
-    MetaData,
     String,
-    Table,
-    Text,
     bindparam,
     case,
     func,
@@ -35,32 +28,25 @@ from sqlalchemy import (
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 
-__all__ = ["conversation_tables", "owned_by", "owner_expression", "owner_part"]
+__all__ = ["conversation_key", "history_key", "owned_by", "owner_expression", "owner_part"]
 
 
-def conversation_tables(metadata: MetaData) -> tuple[Table, Table]:
-    """``pa_messages`` and ``pa_swipes`` on ``metadata``."""
-    messages = Table(
-        "pa_messages",
-        metadata,
-        Column("seq", Integer, primary_key=True, autoincrement=True),  # a message's id
-        Column("conversation", String(300), nullable=False),  # "{persona_id}:{context_id}"
-        Column("message", Text, nullable=False),  # one chat message, JSON in the OpenAI format
-        Column("at_ms", BigInteger, nullable=True),  # when it was stored (none: before 0010)
-        Index("ix_pa_messages_conversation", "conversation", "seq"),
-    )
-    swipes = Table(
-        "pa_swipes",
-        metadata,
-        Column("id", Integer, primary_key=True, autoincrement=True),
-        Column("conversation", String(300), nullable=False),
-        Column("anchor", Integer, nullable=False),  # the user message's seq (0: the greeting)
-        Column("position", Integer, nullable=False),
-        Column("messages", Text, nullable=True),  # JSON chat messages; none: the selected one
-        Column("at_ms", BigInteger, nullable=False),
-        Index("ix_pa_swipes_conversation", "conversation", "anchor", "position"),
-    )
-    return messages, swipes
+def conversation_key(owner: str, context_id: str) -> str:
+    """The conversation of a caller's ``contextId``: the context id alone for an anonymous
+    caller (anyone who knows it continues it), else the caller's too, so that another
+    caller reusing the id starts a conversation of its own. The owner is quoted (no ``:``
+    in it), and an anonymous context id that starts with ``@`` gets ``@:`` before it, so
+    that no owner and context id can spell another caller's key."""
+    if not owner:
+        return f"@:{context_id}" if context_id.startswith("@") else context_id
+    return f"@{quote(owner, safe='')}:{context_id}"
+
+
+def history_key(persona_id: str, owner: str, context_id: str) -> str:
+    """The key of ``owner``'s conversation ``context_id`` with the persona (in
+    ``pa_messages`` and the tables beside it): the persona's id, then
+    :func:`conversation_key`."""
+    return f"{persona_id}:{conversation_key(owner, context_id)}"
 
 
 def owner_part(key: str) -> str:
