@@ -5,8 +5,9 @@ A client gives a webhook URL (``CreateTaskPushNotificationConfig``, or with a me
 the hub then POSTs every change of the task to it. The parts, each implementing the
 SDK's interface for it:
 
-- :mod:`.guard`: :class:`PushUrlGuard`, the ``push_url_validator`` (SSRF), checked when a
-  config is created and before every delivery attempt;
+- :class:`~persona_agent.security.egress.push_urls.PushUrlGuard`, the
+  ``push_url_validator`` (SSRF), checked when a config is created and before every
+  delivery attempt;
 - :mod:`.configs`: :class:`IndexedConfigStore`, the SDK's database config store with an
   index of the tasks that have configs and caps per task and per caller;
 - :mod:`.sender`: :class:`RetryingPushSender`, the SDK's sender with a queue and a worker
