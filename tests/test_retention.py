@@ -23,8 +23,8 @@ from a2a.types.a2a_pb2 import (
 from sqlalchemy import bindparam, insert, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from persona_agent.a2a.push import ConfigLimits, IndexedConfigStore
-from persona_agent.a2a.task_store import SqlTaskStore, persona_owner
+from persona_agent.a2a.tasks.push import ConfigLimits, IndexedConfigStore
+from persona_agent.a2a.tasks.task_store import SqlTaskStore, persona_owner
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.conversations.conversation_store import ConversationStore
 from persona_agent.conversations.message_retention import fair_level

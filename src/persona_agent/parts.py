@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm.base import ChatRequest, LLMBackend, StreamEnd, TextDelta, Usage
-from persona_agent.personas.file_store import FilePersonaStore
 from persona_agent.personas.model import Persona
-from persona_agent.personas.store import PersonaStore
+from persona_agent.personas.stores.file_store import FilePersonaStore
+from persona_agent.personas.stores.store import PersonaStore
 from persona_agent.security.api_keys import ApiKeys
 from persona_agent.security.authentication import Authenticator
 from persona_agent.security.limits import Limits

@@ -6,7 +6,7 @@ from a2a.helpers import get_data_parts, get_message_text
 from a2a.server.routes import create_rest_routes
 
 from persona_agent.a2a.cards import NAMED_PERSONAS, build_hub_card
-from persona_agent.a2a.directory import HubDirectory
+from persona_agent.a2a.discovery.directory import HubDirectory
 from persona_agent.a2a.router import A2ARouter
 from persona_agent.personas.model import Persona
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from persona_agent.a2a.executor import PersonaAgentExecutor
-from persona_agent.a2a.lifecycle import TaskExecutor
+from persona_agent.a2a.tasks.executor import PersonaAgentExecutor
+from persona_agent.a2a.tasks.lifecycle import TaskExecutor
 from persona_agent.collab.panel_executor import PanelExecutor
 
 LIFECYCLE = ["execute", "cancel", "canceled_elsewhere", "_audit"]

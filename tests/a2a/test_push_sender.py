@@ -23,7 +23,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.proto_utils import to_stream_response
 from google.protobuf.json_format import MessageToDict
 
-from persona_agent.a2a.push import (
+from persona_agent.a2a.tasks.push import (
     DeliveryLimits,
     PushUrlGuard,
     Retries,

@@ -20,8 +20,8 @@ from sqlalchemy import event, insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from persona_agent.a2a.context_keys import CALLER_KEY, PERSONA_STATE_KEY
-from persona_agent.a2a.push import ConfigLimits, IndexedConfigStore
-from persona_agent.a2a.task_store import persona_owner
+from persona_agent.a2a.tasks.push import ConfigLimits, IndexedConfigStore
+from persona_agent.a2a.tasks.task_store import persona_owner
 from persona_agent.db import tasks_table
 
 

@@ -131,7 +131,7 @@ def test_sdk_hands_subscribers_the_reloaded_task() -> None:
 
 
 async def test_sdk_v03_rest_decodes_inline_file_bytes_twice(sdk: httpx.AsyncClient) -> None:
-    """Fix: sdk_fixes/routes.py (v0.3 inline file bytes arrive intact)."""
+    """Fix: sdk_fixes/file_bytes.py (v0.3 inline file bytes arrive intact)."""
     file = {"file": {"fileWithBytes": "aGVsbG8h", "mimeType": "text/plain"}}
     message = {"role": "ROLE_USER", "messageId": "m1", "content": [file]}
     reply = await sdk.post("/v1/message:send", json={"message": message})

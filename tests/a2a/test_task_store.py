@@ -22,7 +22,7 @@ from a2a.utils.errors import InvalidParamsError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from persona_agent.a2a.context_keys import PERSONA_STATE_KEY, WHOLE_ANSWER_STATE_KEY
-from persona_agent.a2a.task_store import NewTaskIds, SqlTaskStore
+from persona_agent.a2a.tasks.task_store import NewTaskIds, SqlTaskStore
 from persona_agent.db import GroupCommitWriter, create_engine
 from persona_agent.migrations import init_db
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from persona_agent.api.mcp_stateless import REMEMBERED, CallsInFlight, call_key
+from persona_agent.api.mcp.mcp_stateless import REMEMBERED, CallsInFlight, call_key
 
 
 async def _forever() -> None:

@@ -1,11 +1,11 @@
-"""``/mcp``'s 401 challenge (:func:`persona_agent.api.mcp_auth.mcp_challenge`): one header
+"""``/mcp``'s 401 challenge (:func:`persona_agent.api.mcp.mcp_auth.mcp_challenge`): one header
 line whatever the hub's message holds, with the metadata URL and scope only under OIDC."""
 
 from __future__ import annotations
 
 import re
 
-from persona_agent.api.mcp_auth import mcp_challenge
+from persona_agent.api.mcp.mcp_auth import mcp_challenge
 from persona_agent.security.principal import AuthError
 
 QUOTED = r'"(?:[^"\\]|\\.)*"'

@@ -1,5 +1,5 @@
 """Canaries: the ``mcp`` SDK's server as shipped still behaves as the hub's corrections
-assume (``api/mcp_sdk_fixes.py``, ``api/mcp_sessions.py``).
+assume (``api/mcp/mcp_sdk_fixes.py``, ``api/mcp/mcp_sessions.py``).
 
 Each test runs the SDK alone (its low-level server and session manager, no hub) over
 HTTP (httpx's ASGI transport) and asserts the behaviour the hub corrects. When one fails,
@@ -18,7 +18,7 @@ import pytest
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-from persona_agent.api.mcp_sdk_fixes import SESSION_ID_FILTER, SESSION_LOGGERS, STATELESS_END
+from persona_agent.api.mcp.mcp_sdk_fixes import SESSION_ID_FILTER, SESSION_LOGGERS, STATELESS_END
 from persona_agent.settings import Settings
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}

@@ -30,7 +30,7 @@ from a2a.types.a2a_pb2 import (
 )
 from typer.testing import CliRunner
 
-from persona_agent.a2a.executor import data_value
+from persona_agent.a2a.tasks.executor import data_value
 from persona_agent.cli import app
 from persona_agent.cli.a2a_chat import DEMO_NOTE
 from persona_agent.cli.chat_parts import REMEMBERED_WIDTH

@@ -11,8 +11,8 @@ from a2a.types.a2a_pb2 import AgentCard, AgentInterface
 
 from persona_agent.collab.agent_reach import AgentReach, http_url
 from persona_agent.collab.agents_file import AgentConfig, CatalogConfig
-from persona_agent.security.outbound import GuardedTransport, UrlRefused
-from persona_agent.security.push_urls import PushUrlGuard
+from persona_agent.security.egress.outbound import GuardedTransport, UrlRefused
+from persona_agent.security.egress.push_urls import PushUrlGuard
 from tests.servers.raw_http import RawHttp
 
 

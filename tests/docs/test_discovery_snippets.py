@@ -25,7 +25,7 @@ CURL = claim(DOC, "curl -s http://127.0.0.1:8000/.well-known/ai-catalog.json")
 SHAPE = claim(DOC, '"specVersion": "1.0"')
 CURL_LINK = claim(DOC, "curl -s -o /dev/null -D -")
 LINK = claim(DOC, 'link: </.well-known/ai-catalog.json>; rel="ai-catalog"')
-VERIFY = claim(DOC, "from persona_agent.a2a.catalog_reader import fetch_catalog")
+VERIFY = claim(DOC, "from persona_agent.a2a.discovery.catalog_reader import fetch_catalog")
 AGENTS_FILE = claim(DOC, "exclude: [marie-curie]")
 
 

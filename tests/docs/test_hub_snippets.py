@@ -24,8 +24,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from persona_agent.mcp.config import load_mcp_config
-from persona_agent.mcp.toolbox import MCPToolbox
+from persona_agent.tools.config import load_mcp_config
+from persona_agent.tools.toolbox import MCPToolbox
 from tests.docs.sandbox import Sandbox, free_port, rewrite
 from tests.docs.snippets import claim, commands, find, words
 from tests.fakes.fake_llm import FakeLLM, Reply, ToolCalls

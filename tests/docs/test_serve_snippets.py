@@ -38,7 +38,7 @@ LOCAL = claim("docs/local-model.md", "uv run persona-agent serve")
 TRACES = claim("docs/observability.md", "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318")
 SPAN_TREE = claim("docs/observability.md", "(the caller's span, from its traceparent header)")
 JSON_LOGS = claim("docs/observability.md", "PERSONA_AGENT_LOG_FORMAT=json uv run")
-JSON_LINE = claim("docs/configuration.md", '"logger": "persona_agent.a2a.executor"')
+JSON_LINE = claim("docs/configuration.md", '"logger": "persona_agent.a2a.tasks.executor"')
 LLM_FAILURE = claim("docs/security.md", "The language model server answered 503")
 SIGNED = claim("docs/security.md", "openssl genpkey")
 CHAT = "docs/chat.md"

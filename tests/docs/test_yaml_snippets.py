@@ -1,6 +1,6 @@
 """Every YAML block of the docs, read by what reads such a file in the hub: a persona
 (whole, or a section shown on its own) by the persona loader, an MCP servers file by
-``persona_agent.mcp.config``, an agents file with catalogs by
+``persona_agent.tools.config``, an agents file with catalogs by
 ``persona_agent.collab.agents_file``, a price file by ``persona_agent.observe.pricing``. A
 YAML block that is none of these fails, until a test reads it for what it is."""
 
@@ -16,10 +16,10 @@ import yaml
 from persona_agent.a2a.cards import build_agent_card
 from persona_agent.collab.agents_file import parse_agents_config
 from persona_agent.errors import ConfigError
-from persona_agent.mcp.config import load_mcp_config
 from persona_agent.observe.pricing import load_prices
 from persona_agent.personas.loader import load_persona_file
 from persona_agent.personas.model import Persona
+from persona_agent.tools.config import load_mcp_config
 from tests.docs.snippets import Snippet, all_snippets, claim
 
 YAML = [claim(s.path, s.text) for s in all_snippets() if s.lang in ("yaml", "yml")]

@@ -15,7 +15,7 @@ import jsonschema  # type: ignore[import-untyped]  # it ships no stubs (it comes
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from persona_agent.a2a.catalog_reader import CatalogError, fetch_catalog
+from persona_agent.a2a.discovery.catalog_reader import CatalogError, fetch_catalog
 from persona_agent.security.card_signing import CardSigner
 from persona_agent.security.catalog_signing import (
     CatalogSignatureError,

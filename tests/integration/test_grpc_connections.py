@@ -22,7 +22,7 @@ from a2a.types import a2a_pb2
 from a2a.types.a2a_pb2 import SendMessageRequest, TaskState
 from a2a.utils.errors import A2AError
 
-from persona_agent.api.grpc_server import connection_cap, server_options
+from persona_agent.api.grpc.grpc_server import connection_cap, server_options
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.a2a_helpers import answer_text, user_message
 from tests.integration.conftest import Hub, fake_llm_server, llm, settings_of  # noqa: F401

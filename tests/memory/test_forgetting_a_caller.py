@@ -12,7 +12,7 @@ import time
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from persona_agent.a2a.task_store import SqlTaskStore
+from persona_agent.a2a.tasks.task_store import SqlTaskStore
 from persona_agent.api.caller_data import CallerData
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.conversations.keys import conversation_key

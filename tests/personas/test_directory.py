@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from persona_agent.personas.file_store import FilePersonaStore
 from persona_agent.personas.scan import load_persona_dir, remove_temporary_files
+from persona_agent.personas.stores.file_store import FilePersonaStore
 from persona_agent.security.limits import Limits
 from tests.personas import persona_data, write_yaml
 

@@ -28,9 +28,9 @@ from persona_agent.migrations.tables import metadata
 from persona_agent.personas.formats.png import CleanImage, clean_image
 from persona_agent.personas.loader import dump_persona_yaml
 from persona_agent.personas.model import Persona
-from persona_agent.personas.sql_store import CHANNEL, SqlPersonaStore
-from persona_agent.personas.sql_writes import personas_table
-from persona_agent.personas.store import PersonaChange
+from persona_agent.personas.stores.sql_store import CHANNEL, SqlPersonaStore
+from persona_agent.personas.stores.sql_writes import personas_table
+from persona_agent.personas.stores.store import PersonaChange
 from tests.conftest import LOCAL_POSTGRES_URL, POSTGRES_REQUIRED, POSTGRES_URL
 from tests.personas import persona_data, write_yaml
 from tests.personas.cards import MIRA_V2, card_png, picture, png_bytes

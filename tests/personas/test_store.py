@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from persona_agent.errors import PersonaNotFoundError
-from persona_agent.personas.file_store import FilePersonaStore
 from persona_agent.personas.formats.png import CleanImage
 from persona_agent.personas.loader import PersonaSource, load_persona_file
 from persona_agent.personas.model import Persona
-from persona_agent.personas.store import PersonaChange
+from persona_agent.personas.stores.file_store import FilePersonaStore
+from persona_agent.personas.stores.store import PersonaChange
 from tests.personas import persona_data, write_yaml
 
 

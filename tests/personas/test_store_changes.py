@@ -14,10 +14,10 @@ from persona_agent.errors import (
     PreconditionFailedError,
     ReadOnlyPersonaError,
 )
-from persona_agent.personas.file_store import FilePersonaStore
 from persona_agent.personas.loader import PersonaSource
 from persona_agent.personas.model import Persona
-from persona_agent.personas.store import PersonaChange, version_matches
+from persona_agent.personas.stores.file_store import FilePersonaStore
+from persona_agent.personas.stores.store import PersonaChange, version_matches
 from tests.personas import persona_data, write_yaml
 
 DATA = {

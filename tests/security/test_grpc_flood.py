@@ -21,7 +21,7 @@ import pytest
 from a2a.types import a2a_pb2_grpc
 from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest, TaskState
 
-from persona_agent.api.grpc_server import connection_cap
+from persona_agent.api.grpc.grpc_server import connection_cap
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.personas import BUNDLED
 from tests.servers.hub_process import hub_process_with

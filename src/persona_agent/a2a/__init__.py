@@ -1,2 +1,3 @@
-"""The A2A protocol edge: cards, the registry and router, the forwarding handler, the
-persona executor and its task lifecycle, the task store, the directory agent, SDK fixes."""
+"""The A2A protocol edge: cards and their forms, the registry and router, admission, the
+forwarding handler, what a message carries, every SDK fix (:mod:`.sdk_fixes`); the tasks
+(:mod:`.tasks`) and discovery (:mod:`.discovery`) below it."""

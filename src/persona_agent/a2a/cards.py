@@ -328,7 +328,7 @@ def build_hub_card(
     """The hub's own card: a small agent, the directory of the personas it serves.
 
     It answers any message with the personas (id, name, description, card URL;
-    :mod:`persona_agent.a2a.directory`), at ``{base}/a2a/`` on the same bindings and
+    :mod:`persona_agent.a2a.discovery.directory`), at ``{base}/a2a/`` on the same bindings and
     protocol versions as a persona. Its one skill, ``directory``, names the personas. With
     ``auth``, it declares the hub's schemes and, under the hub's default access
     ``authenticated``, requires them, as for a persona without ``access:`` of its own.

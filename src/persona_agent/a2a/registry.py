@@ -25,20 +25,20 @@ from a2a.server.tasks.task_store import TaskStore
 from a2a.types.a2a_pb2 import AgentCard, CancelTaskRequest
 from starlette.types import Receive, Scope, Send
 
-from persona_agent.a2a.ai_catalog import HubCatalog
 from persona_agent.a2a.cards import build_agent_card, build_extended_card
 from persona_agent.a2a.context_keys import TERMINAL_STATES
-from persona_agent.a2a.directory import HubDirectory
-from persona_agent.a2a.executor import PersonaAgentExecutor
+from persona_agent.a2a.discovery.ai_catalog import HubCatalog
+from persona_agent.a2a.discovery.directory import HubDirectory
 from persona_agent.a2a.forwarding import MAX_ID_LENGTH, PersonaRequestHandler, TaskListing
-from persona_agent.a2a.lifecycle import TaskExecutor
 from persona_agent.a2a.router import A2ARouter
 from persona_agent.a2a.sdk_fixes.validation import LeanValidationHandler
 from persona_agent.a2a.services import HubServices
-from persona_agent.a2a.task_store import NewTaskIds, SqlTaskStore
+from persona_agent.a2a.tasks.executor import PersonaAgentExecutor
+from persona_agent.a2a.tasks.lifecycle import TaskExecutor
+from persona_agent.a2a.tasks.task_store import NewTaskIds, SqlTaskStore
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.personas.model import Persona
-from persona_agent.personas.store import PersonaChange
+from persona_agent.personas.stores.store import PersonaChange
 
 __all__ = ["A2ARegistry", "PanelExecutors", "PersonaApp", "TaskExecutor"]
 

@@ -6,7 +6,7 @@ checks what the SDK leaves to the server before a body reaches it (JSON label: 4
 size: 413, unparseable JSON-RPC: -32700; the answers: :mod:`persona_agent.a2a.calls`);
 and serves every persona through one shared set of SDK routes (DESIGN.md: a few KiB a
 persona instead of a Starlette app each). ``/a2a/`` itself is the hub's directory
-agent (:mod:`persona_agent.a2a.directory`), with SDK routes of its own.
+agent (:mod:`persona_agent.a2a.discovery.directory`), with SDK routes of its own.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from persona_agent.a2a.context_keys import (
     REQUEST_ID_KEY,
     RPC_BODY_SCOPE_KEY,
 )
-from persona_agent.a2a.directory import HubDirectory
+from persona_agent.a2a.discovery.directory import HubDirectory
 from persona_agent.a2a.forwarding import (
     MAX_ID_LENGTH,
     PersonaContextBuilder,
@@ -69,7 +69,7 @@ from persona_agent.observe.tracing import active as tracing_active
 from persona_agent.observe.tracing import remote_context
 from persona_agent.personas.model import Persona
 from persona_agent.security.audit import request_id_of
-from persona_agent.security.body_limits import replay
+from persona_agent.security.ingress.body_limits import replay
 
 # AVATAR_PATH, CARD_CACHE_CONTROL, card_response and not_found_response: :mod:`.calls`'s,
 # named here too for the modules that have them from here.

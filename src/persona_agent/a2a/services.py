@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from a2a.server.cluster import TaskEventStream
 from a2a.types.a2a_pb2 import AgentProvider
 
-from persona_agent.a2a.image_parts import NO_INTAKE, ImageIntake
 from persona_agent.a2a.input import MAX_MESSAGE_PARTS, PartLimits
-from persona_agent.a2a.push import PushParts
+from persona_agent.a2a.tasks.image_parts import NO_INTAKE, ImageIntake
+from persona_agent.a2a.tasks.push import PushParts
 from persona_agent.chat.budget import BudgetLimits
 from persona_agent.knowledge.sent_documents import DocumentBudget
 from persona_agent.media.vision import Vision

@@ -1,1 +1,2 @@
-"""The HTTP application: create_app, its builders, the REST routes and the pages."""
+"""The HTTP application: create_app, its builders, the REST routes, the pages, and the doors
+beside A2A: ``/mcp`` (:mod:`.mcp`) and gRPC (:mod:`.grpc`)."""

@@ -34,9 +34,9 @@ from persona_agent.api.assembly import (
 )
 from persona_agent.api.caller_data import CallerData
 from persona_agent.api.deps import ApiParts
-from persona_agent.api.grpc_server import build_grpc
-from persona_agent.api.mcp_auth import metadata_routes
-from persona_agent.api.mcp_door import MCP_PATH, McpDoor
+from persona_agent.api.grpc.grpc_server import build_grpc
+from persona_agent.api.mcp.mcp_auth import metadata_routes
+from persona_agent.api.mcp.mcp_door import MCP_PATH, McpDoor
 from persona_agent.api.pages import add_pages
 from persona_agent.api.readiness import Readiness
 from persona_agent.api.rest_auth import UPLOAD_HEADER, is_loopback
@@ -61,8 +61,8 @@ from persona_agent.conversations.storage_quota import StorageLimits, StorageQuot
 from persona_agent.errors import HTTP_STATUSES, PersonaAgentError
 from persona_agent.parts import build_memory_records, persona_limits
 from persona_agent.personas.formats.card_pngs import CardPngs
-from persona_agent.security.body_limits import BodyLimit
-from persona_agent.security.host_guard import HostGuard
+from persona_agent.security.ingress.body_limits import BodyLimit
+from persona_agent.security.ingress.host_guard import HostGuard
 from persona_agent.settings import Settings
 
 __all__ = ["HubApp", "cors_options", "create_app"]
@@ -207,7 +207,7 @@ def _add_routes(app: HubApp, settings: Settings) -> None:
 
 
 def _mcp_options(settings: Settings) -> dict[str, Any]:
-    """The MCP server's settings (:class:`~persona_agent.api.mcp_server.McpPersonas`)."""
+    """The MCP server's settings (:class:`~persona_agent.api.mcp.mcp_server.McpPersonas`)."""
     return {
         "design": settings.mcp_tools,
         "persona_tools_max": settings.mcp_persona_tools_max,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from persona_agent.a2a.task_store import SqlTaskStore
+from persona_agent.a2a.tasks.task_store import SqlTaskStore
 from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.api.rest_auth import ApiAuth
 from persona_agent.chat.engine import ChatEngine
@@ -51,7 +51,7 @@ from persona_agent.parts import (
     open_persona_store,
     persona_limits,
 )
-from persona_agent.personas.store import PersonaStore
+from persona_agent.personas.stores.store import PersonaStore
 from persona_agent.security.audit import AuditLog
 from persona_agent.security.authentication import Authenticator
 from persona_agent.security.card_signing import CardSigner
@@ -65,9 +65,9 @@ if TYPE_CHECKING:
     from persona_agent.cluster.tasks import ClusterTaskStore
     from persona_agent.collab.agent_tools import RemoteAgents
     from persona_agent.knowledge.library import Knowledge
-    from persona_agent.mcp.toolbox import MCPToolbox
     from persona_agent.memory.embeddings import Embedder
-    from persona_agent.personas.sql_store import SqlPersonaStore
+    from persona_agent.personas.stores.sql_store import SqlPersonaStore
+    from persona_agent.tools.toolbox import MCPToolbox
 
 __all__ = [
     "Collaboration",
@@ -190,7 +190,7 @@ def build_storage(settings: Settings, metrics: HubMetrics) -> Storage:
     personas: PersonaStore
     sql_personas: SqlPersonaStore | None = None
     if cluster is not None:
-        from persona_agent.personas.sql_store import SqlPersonaStore
+        from persona_agent.personas.stores.sql_store import SqlPersonaStore
 
         personas = sql_personas = SqlPersonaStore(db, limits=persona_limits(settings))
     else:
@@ -299,14 +299,14 @@ def build_collaboration(settings: Settings, metrics: HubMetrics) -> Collaboratio
     imported only when configured: the MCP SDK costs ~18 MB of memory."""
     toolbox: MCPToolbox | None = None
     if settings.mcp_config is not None:
-        from persona_agent.mcp.config import load_mcp_config
-        from persona_agent.mcp.toolbox import MCPToolbox
+        from persona_agent.tools.config import load_mcp_config
+        from persona_agent.tools.toolbox import MCPToolbox
 
         mcp_config = load_mcp_config(settings.mcp_config, os.environ)
         toolbox = MCPToolbox(mcp_config, default_timeout=settings.tool_timeout, metrics=metrics)
     remote_agents: RemoteAgents | None = None
     if settings.agents_file is not None:
-        from persona_agent.a2a.catalog_reader import CatalogLimits
+        from persona_agent.a2a.discovery.catalog_reader import CatalogLimits
         from persona_agent.collab.agent_tools import RemoteAgents
         from persona_agent.collab.agents_file import load_agents_config
 

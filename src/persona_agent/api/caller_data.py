@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from persona_agent.a2a.task_store import SqlTaskStore
+from persona_agent.a2a.tasks.task_store import SqlTaskStore
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.conversations.keys import conversation_key
 from persona_agent.conversations.user_persona import UserPersonas

@@ -28,7 +28,7 @@ from persona_agent.conversations.user_persona import UserPersonas
 from persona_agent.knowledge.library import Knowledge
 from persona_agent.observe.metrics import HubMetrics
 from persona_agent.personas.formats.card_pngs import CardPngs
-from persona_agent.personas.store import PersonaStore
+from persona_agent.personas.stores.store import PersonaStore
 from persona_agent.security.audit import AuditLog, request_id_of
 from persona_agent.security.authorization import Action
 from persona_agent.security.card_signing import CardSigner

@@ -13,14 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from persona_agent.a2a.task_store import SqlTaskStore
+from persona_agent.a2a.tasks.task_store import SqlTaskStore
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.usage_log import UsageLog
 from persona_agent.conversations.user_persona import UserPersonas
 from persona_agent.db import GroupCommitWriter
 from persona_agent.knowledge.document_store import KnowledgeStore
 from persona_agent.memory.scope import forget_persona
-from persona_agent.personas.store import PersonaChange
+from persona_agent.personas.stores.store import PersonaChange
 
 __all__ = ["DeletedPersonaData"]
 

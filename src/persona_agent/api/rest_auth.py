@@ -188,7 +188,7 @@ class ApiAuth:
                 "configured (set PERSONA_AGENT_API_KEYS)"
             )
         host = request.headers.get("host", "")
-        # Stricter than security/host_guard.py's Host rule, which also lets through the
+        # Stricter than security/ingress/host_guard.py's Host rule, which also lets through the
         # public base URL's host, PERSONA_AGENT_ALLOWED_HOSTS and names under localhost:
         # a keyless write names a loopback host, whatever else the hub answers to.
         if not is_loopback(_hostname(host)):

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from persona_agent.a2a.cards import A2A_PREFIX, provider
-from persona_agent.a2a.image_parts import ImageIntake
-from persona_agent.a2a.push import PushParts
 from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.a2a.services import HubServices
+from persona_agent.a2a.tasks.image_parts import ImageIntake
+from persona_agent.a2a.tasks.push import PushParts
 from persona_agent.api.assembly import Collaboration, Protection, Storage, image_limits
 from persona_agent.api.pages import CONSOLE_PATH
 from persona_agent.api.readiness import Readiness
@@ -48,16 +48,16 @@ from persona_agent.parts import (
     warn_unknown_agents,
     warn_unknown_tool_servers,
 )
-from persona_agent.personas.file_store import FilePersonaStore
 from persona_agent.personas.model import Persona
-from persona_agent.personas.watcher import watch_personas
+from persona_agent.personas.stores.file_store import FilePersonaStore
+from persona_agent.personas.stores.watcher import watch_personas
 from persona_agent.retention import Retention, RetentionLimits
-from persona_agent.security.push_urls import PushUrlGuard
+from persona_agent.security.egress.push_urls import PushUrlGuard
 from persona_agent.settings import Settings
 
 if TYPE_CHECKING:
     from persona_agent.cluster.notify import Listener
-    from persona_agent.personas.sql_store import SqlPersonaStore
+    from persona_agent.personas.stores.sql_store import SqlPersonaStore
 
 __all__ = ["A2AParts", "PersonasLive", "build_a2a", "build_personas_live"]
 

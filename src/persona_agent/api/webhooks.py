@@ -9,7 +9,7 @@ import httpx
 from a2a.server.tasks import DatabasePushNotificationConfigStore
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from persona_agent.a2a.push import (
+from persona_agent.a2a.tasks.push import (
     ConfigLimits,
     DeliveryLimits,
     IndexedConfigStore,
@@ -17,7 +17,7 @@ from persona_agent.a2a.push import (
     PushUrlGuard,
     RetryingPushSender,
 )
-from persona_agent.a2a.task_store import persona_owner
+from persona_agent.a2a.tasks.task_store import persona_owner
 from persona_agent.observe.metrics import HubMetrics
 from persona_agent.settings import Settings
 

@@ -129,7 +129,7 @@ class ChatEngine:
         turn: Turn | None = None,
     ) -> AsyncGenerator[ChatEvent, None]:
         """Answer ``user_message`` in the conversation ``context_id`` of ``persona`` (the
-        executor's :func:`~persona_agent.a2a.lifecycle.conversation_key`: the caller's).
+        executor's :func:`~persona_agent.conversations.keys.conversation_key`: the caller's).
 
         Yields :class:`Token` as text arrives, :class:`ToolStart`/:class:`ToolEnd`
         around each tool call, and a final :class:`Done`. Raises

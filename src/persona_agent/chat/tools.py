@@ -137,7 +137,8 @@ class ToolSource(Protocol):
 
 
 class Toolbox(Protocol):
-    """What the engine needs of the MCP toolbox (:class:`~persona_agent.mcp.toolbox.MCPToolbox`)."""
+    """What the engine needs of the MCP toolbox
+    (:class:`~persona_agent.tools.toolbox.MCPToolbox`)."""
 
     def tool_specs(self, allow: list[str] | None) -> list[dict[str, Any]]: ...
 

@@ -24,7 +24,7 @@ import typer
 from a2a.client.card_resolver import parse_agent_card
 from google.protobuf.json_format import ParseError
 
-from persona_agent.a2a.catalog_reader import (
+from persona_agent.a2a.discovery.catalog_reader import (
     DEFAULT_CATALOG_LIMITS,
     Catalog,
     CatalogAgent,

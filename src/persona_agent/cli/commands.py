@@ -116,8 +116,8 @@ def serve(
         import uvicorn
 
         from persona_agent.api.app import create_app
-        from persona_agent.security.request_heads import bounded_head_protocol
-        from persona_agent.security.slow_clients import slow_client_protocol
+        from persona_agent.security.ingress.request_heads import bounded_head_protocol
+        from persona_agent.security.ingress.slow_clients import slow_client_protocol
 
         application = create_app(settings)
     except (ConfigError, PersonaFileError) as error:

@@ -156,8 +156,8 @@ def export_persona(
     """Export a persona as a Tavern character card (V2 or V3; JSON or PNG)."""
     import asyncio
 
-    from persona_agent.personas.file_store import FilePersonaStore
     from persona_agent.personas.formats.tavern import card_png, persona_to_card
+    from persona_agent.personas.stores.file_store import FilePersonaStore
 
     settings = command_settings(personas_dir=personas_dir)
     personas = load_all(settings)

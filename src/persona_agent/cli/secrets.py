@@ -30,7 +30,7 @@ def configured_secrets(settings: Settings, environ: Mapping[str, str]) -> list[s
     ]
     if settings.mcp_config is None:
         return found
-    from persona_agent.mcp.config import load_mcp_config
+    from persona_agent.tools.config import load_mcp_config
 
     try:
         mcp = load_mcp_config(settings.mcp_config, environ)

@@ -5,7 +5,7 @@ share: the SDK's cluster mode (a versioned task store and a task event stream, s
 any replica reads, lists, subscribes to and cancels any task), a lease per replica
 (a dead replica's unfinished tasks fail, nobody else's), and advisory locks (one
 turn at a time per conversation). The persona store is
-:class:`~persona_agent.personas.sql_store.SqlPersonaStore`. docs/deployment.md
+:class:`~persona_agent.personas.stores.sql_store.SqlPersonaStore`. docs/deployment.md
 tells how to run it.
 """
 

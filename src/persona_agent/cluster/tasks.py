@@ -11,7 +11,7 @@ so nothing is lost between a task snapshot and the live stream.
 Each write also records the replica that made it: the lease of that replica
 covers the task (:mod:`persona_agent.cluster.leases`).
 
-Unlike the single-node :class:`~persona_agent.a2a.task_store.SqlTaskStore`, every
+Unlike the single-node :class:`~persona_agent.a2a.tasks.task_store.SqlTaskStore`, every
 streamed chunk is committed before the next one (a subscriber elsewhere must be
 able to read it); list, delete and forgetting a persona are the same queries, so
 they are that store's.
@@ -58,7 +58,7 @@ from sqlalchemy import (
 )
 
 from persona_agent.a2a.context_keys import TERMINAL_STATES
-from persona_agent.a2a.task_store import SqlTaskStore, persona_owner, sort_timestamp
+from persona_agent.a2a.tasks.task_store import SqlTaskStore, persona_owner, sort_timestamp
 from persona_agent.cluster.notify import asyncpg_dsn
 from persona_agent.db import SEQ, GroupCommitWriter, metadata, tasks_table
 from persona_agent.observe.tracing import TRACER
@@ -271,7 +271,7 @@ class ClusterTaskStore(VersionedTaskStore):
         conflict: the task's version, with nothing written, or ``None``.
 
         The replica running the task writes its own cancel status when it hears of the
-        other's (:meth:`~persona_agent.a2a.lifecycle.TaskExecutor.canceled_elsewhere`).
+        other's (:meth:`~persona_agent.a2a.tasks.lifecycle.TaskExecutor.canceled_elsewhere`).
         Taken as a conflict, the SDK would reload the task and hand its subscribers the
         whole task as a last event after their first: a v0.3 client refuses a second task
         ("Task is already set"). Taken as done, they get the cancel status, marked final.

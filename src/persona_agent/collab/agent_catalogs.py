@@ -1,7 +1,8 @@
 """The agents file's ``catalogs:``: each AI Catalog's A2A agents brought in as outside agents.
 
 The catalogs are read in the background from start-up on (all in parallel), so that a slow
-one never delays the hub, each within :class:`~persona_agent.a2a.catalog_reader.CatalogLimits`;
+one never delays the hub, each within
+:class:`~persona_agent.a2a.discovery.catalog_reader.CatalogLimits`;
 each A2A agent a catalog lists becomes an outside agent named ``{prefix}-{slug}`` with the
 default timeouts, its card as the catalog carries it (or fetched from the entry's ``url``),
 called where :meth:`AgentReach.of_catalog <persona_agent.collab.agent_reach.AgentReach.of_catalog>`
@@ -24,7 +25,7 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
-from persona_agent.a2a.catalog_reader import (
+from persona_agent.a2a.discovery.catalog_reader import (
     DEFAULT_CATALOG_LIMITS,
     CatalogAgent,
     CatalogError,

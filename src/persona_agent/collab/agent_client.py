@@ -41,8 +41,13 @@ from persona_agent.collab.agent_exchange import (
 from persona_agent.collab.agent_reach import AgentReach, Chosen, grpc_channel
 from persona_agent.collab.agents_file import BINDING_NAMES, AgentConfig
 from persona_agent.collab.breaker import CircuitBreaker
-from persona_agent.security.bounded_reads import IDENTITY, ReadRefused, parse_json, read_capped
-from persona_agent.security.outbound import GuardedTransport, UrlRefused
+from persona_agent.security.egress.bounded_reads import (
+    IDENTITY,
+    ReadRefused,
+    parse_json,
+    read_capped,
+)
+from persona_agent.security.egress.outbound import GuardedTransport, UrlRefused
 
 __all__ = ["AGENT_PREFIX", "BINDINGS", "RemoteAgent"]
 

@@ -15,7 +15,7 @@ from a2a.types.a2a_pb2 import Message, StreamResponse, TaskState
 from a2a.utils.errors import A2AError, InternalError
 
 from persona_agent.a2a.context_keys import ENDED_STATE_NAMES
-from persona_agent.security.outbound import UrlRefused
+from persona_agent.security.egress.outbound import UrlRefused
 
 __all__ = ["Exchange", "Failure", "FailureKind", "failure_of", "http_status", "retryable"]
 

@@ -6,7 +6,7 @@ port: the catalog speaks for others), an OAuth 2 ``token_url``. Those are called
 What a card or a catalog names beyond them (an entry's card elsewhere, a card's interfaces
 on another host) is judged by the push URL guard, public addresses only unless
 ``PERSONA_AGENT_AGENT_URL_ALLOWED_HOSTS`` lists the host, and called on the address judged
-(:mod:`persona_agent.security.outbound`). Of a card's interfaces, the preferred one the guard
+(:mod:`persona_agent.security.egress.outbound`). Of a card's interfaces, the preferred one the guard
 accepts is called. The credential goes only to the hosts it was configured for (and to the
 ``hosts`` its ``auth`` adds): an interface elsewhere is called without it.
 """
@@ -23,8 +23,8 @@ import grpc.aio
 from a2a.types.a2a_pb2 import AgentCard, AgentInterface
 
 from persona_agent.collab.agents_file import BINDING_NAMES, AgentAuth, AgentConfig, CatalogConfig
-from persona_agent.security.outbound import Dial, UrlRefused, dial
-from persona_agent.security.push_urls import PushUrlGuard, destination
+from persona_agent.security.egress.outbound import Dial, UrlRefused, dial
+from persona_agent.security.egress.push_urls import PushUrlGuard, destination
 
 __all__ = ["AgentReach", "Chosen", "grpc_channel", "http_url"]
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest
 
-from persona_agent.a2a.catalog_reader import DEFAULT_CATALOG_LIMITS, CatalogLimits
+from persona_agent.a2a.discovery.catalog_reader import DEFAULT_CATALOG_LIMITS, CatalogLimits
 from persona_agent.chat.tools import ToolProgress, ToolQuestion, ToolResult, ToolUpdate, Turn
 from persona_agent.collab.agent_catalogs import AgentCatalogs, read_cards
 from persona_agent.collab.agent_client import AGENT_PREFIX, RemoteAgent

@@ -21,7 +21,7 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import Artifact, Part, TaskArtifactUpdateEvent, TaskState
 
 from persona_agent.a2a.context_keys import PARTS_METADATA_KEY
-from persona_agent.a2a.executor import data_value
+from persona_agent.a2a.tasks.executor import data_value
 from persona_agent.chat.budget import CallBudget
 from persona_agent.collab.local_calls import LocalCalls, LocalEnd, LocalStart, LocalText
 from persona_agent.collab.panel_prompts import (

@@ -15,10 +15,10 @@ from typing import Any
 
 from a2a.types.a2a_pb2 import Part
 
-from persona_agent.a2a.executor import data_value
 from persona_agent.a2a.extensions import COST_EXTENSION_URI, tree_cost
 from persona_agent.a2a.input import DEFAULT_BUDGET
-from persona_agent.a2a.lifecycle import TaskExecutor, TaskTurn
+from persona_agent.a2a.tasks.executor import data_value
+from persona_agent.a2a.tasks.lifecycle import TaskExecutor, TaskTurn
 from persona_agent.chat.budget import BudgetLimits
 from persona_agent.collab.local_calls import LocalCalls
 from persona_agent.collab.meeting import Meeting
@@ -37,7 +37,7 @@ PANEL_DATA_KIND = "panel"
 
 class PanelExecutor(TaskExecutor):
     """Runs a panel's answers as A2A tasks; the task's life (checks, limits, span,
-    metrics, failures, cancel, audit) is :class:`~persona_agent.a2a.lifecycle.TaskExecutor`'s,
+    metrics, failures, cancel, audit) is :class:`~persona_agent.a2a.tasks.lifecycle.TaskExecutor`'s,
     as for any persona.
 
     Its turn is the meeting: a ``working`` status as each member's task starts (its task
@@ -65,7 +65,7 @@ class PanelExecutor(TaskExecutor):
         demo_model: bool = False,
     ) -> None:
         """``budget``: the calls one request may make, the members' included
-        (:func:`~persona_agent.a2a.lifecycle.task_budget`); ``documents``: the tokens a
+        (:func:`~persona_agent.a2a.tasks.lifecycle.task_budget`); ``documents``: the tokens a
         message's documents may show the members; ``demo_model``: the members answer on
         the embedded demo model (the cost-v1 data says so, for clients to label)."""
         if persona.panel is None:

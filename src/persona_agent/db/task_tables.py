@@ -1,5 +1,5 @@
-"""The A2A tasks' tables: each task of every persona (:mod:`persona_agent.a2a.task_store`)
-and who created each push-notification config (:mod:`persona_agent.a2a.push.configs`).
+"""The A2A tasks' tables: each task of every persona (:mod:`persona_agent.a2a.tasks.task_store`)
+and who created each push-notification config (:mod:`persona_agent.a2a.tasks.push.configs`).
 
 Their owners are in :mod:`persona_agent.a2a`, being rearranged in this wave (issue 47):
 these two join them there once it has its tasks package.
@@ -43,4 +43,4 @@ push_callers_table = Table(
     Index("ix_pa_push_callers_caller", "caller"),
 )
 """Who created each push-notification config (the SDK's table does not say), for the cap
-per caller (:class:`persona_agent.a2a.push.configs.IndexedConfigStore`)."""
+per caller (:class:`persona_agent.a2a.tasks.push.configs.IndexedConfigStore`)."""

@@ -21,7 +21,7 @@ from watchfiles import awatch
 from persona_agent.errors import DocumentError
 from persona_agent.knowledge.documents import DOCUMENT_TYPES
 from persona_agent.knowledge.library import Knowledge
-from persona_agent.personas.store import PersonaChange
+from persona_agent.personas.stores.store import PersonaChange
 
 __all__ = ["FOLDER_SUFFIX", "DocumentFolders", "sync_all_folders", "sync_folder", "watch_folders"]
 

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from persona_agent.media.images import ImageError, ImageLimits
-from persona_agent.security.push_urls import PushUrlGuard, destination
+from persona_agent.security.egress.push_urls import PushUrlGuard, destination
 
 __all__ = ["MAX_REDIRECTS", "ImageFetcher"]
 

@@ -1,6 +1,5 @@
 """Personas: the model, loading and validation of persona files, the system prompt, stores."""
 
-from persona_agent.personas.file_store import FilePersonaStore
 from persona_agent.personas.loader import (
     PERSONA_SUFFIXES,
     dump_persona_yaml,
@@ -24,7 +23,8 @@ from persona_agent.personas.model import (
 )
 from persona_agent.personas.prompt import render_system_prompt
 from persona_agent.personas.scan import load_persona_dir
-from persona_agent.personas.store import PersonaChange, PersonaStore
+from persona_agent.personas.stores.file_store import FilePersonaStore
+from persona_agent.personas.stores.store import PersonaChange, PersonaStore
 from persona_agent.security.limits import Limits
 
 __all__ = [

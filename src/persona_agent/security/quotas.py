@@ -10,8 +10,9 @@ refused with 429 and ``Retry-After``, before the SDK sees it.
 An anonymous caller on this machine (a loopback address: the console opened here, the
 terminal chat, a script, a benchmark) is not held to the hub's request rate and running
 tasks unless ``loopback_exempt`` is false (``PERSONA_AGENT_LIMIT_LOOPBACK``): it is the
-machine's own user, and no web page can call as it (:mod:`persona_agent.security.host_guard`).
-A persona's own limits hold it as any caller.
+machine's own user, and no web page can call as it
+(:mod:`persona_agent.security.ingress.host_guard`). A persona's own limits hold it as any
+caller.
 
 Requests are counted with a token bucket per caller (a minute's worth of requests may
 come at once, then one every ``60 / rate`` seconds). Running tasks are counted by the

@@ -2,18 +2,19 @@
 
 Nothing here patches the SDK but :mod:`.untraced`: each fix is a subclass or a wrapper of
 an SDK part, used where the hub builds its routes and handlers (``a2a/registry.py``,
-``a2a/router.py``, ``a2a/forwarding.py``, ``a2a/calls.py``, ``a2a/push/sender.py``); the
-one patch, :mod:`.untraced`, is applied by one call at start-up (``api/app.py``). Each
-names the SDK behaviour it corrects and why, and has a canary in
-``tests/a2a/test_sdk_fixes.py`` that runs the SDK as shipped and fails the day the SDK
-stops behaving so: then the fix can go.
+``a2a/router.py``, ``a2a/forwarding.py``, ``a2a/calls.py``,
+``a2a/tasks/push/sender.py``); the one patch, :mod:`.untraced`, is applied by one call at
+start-up (``api/app.py``). Each names the SDK behaviour it corrects and why, and has a
+canary in ``tests/a2a/test_sdk_fixes.py`` that runs the SDK as shipped and fails the day
+the SDK stops behaving so: then the fix can go.
 
 - :mod:`.routes`: the SDK's routes answer other than the specification. v0.3
   JSON-RPC: bad parameters are ``-32602`` (the SDK says ``-32600``),
   VersionNotSupported is ``-32009`` (``-32603``); v0.3 HTTP+JSON: the DELETE route
-  of a push configuration exists, subscribing to a finished task is a ``400``,
-  inline file bytes arrive and come back intact (the SDK decodes and encodes them
-  twice); ListTasks: an unknown ``status`` is Invalid params (the SDK ignores it).
+  of a push configuration exists, subscribing to a finished task is a ``400``;
+  ListTasks: an unknown ``status`` is Invalid params (the SDK ignores it).
+- :mod:`.file_bytes`: v0.3 HTTP+JSON inline file bytes arrive and come back intact (the
+  SDK decodes and encodes their base64 twice).
 - :mod:`.jsonrpc_body`: a body that cannot be parsed at all is ``-32700`` (the SDK
   answers ``-32603`` for UTF-16 bytes or nesting too deep), and so is one that is not
   JSON text although Python reads it: ``NaN``, ``Infinity``, a lone surrogate (which

@@ -12,9 +12,9 @@ fails here):
   route (the SDK has none, and the 1.0 ``/{tenant}`` mount took it and answered
   VersionNotSupported); subscribing to a finished task is a ``400``
   UnsupportedOperation (the SDK started the event stream first, so the client
-  saw a broken stream); inline file bytes arrive intact (the SDK base64-decodes
-  them twice, which failed with a 5xx) and come back intact in a task's history
-  (the SDK base64-encodes them twice); a stream refused before its first event (a body
+  saw a broken stream); inline file bytes arrive intact and come back intact in a
+  task's history (:mod:`.file_bytes`; the SDK decodes and encodes their base64 twice);
+  a stream refused before its first event (a body
   that does not parse, a message no task can start from) and ``GET /v1/tasks/{id}`` with
   a ``historyLength`` that is not a count are a ``4xx`` (:mod:`.v03_requests`; the SDK
   cut the stream, and answered ``500``).
@@ -26,8 +26,6 @@ fails here):
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
@@ -62,16 +60,15 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, request_response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from persona_agent.a2a.context_keys import TERMINAL_STATES
+from persona_agent.a2a.sdk_fixes.file_bytes import v03_file_bytes_in, v03_file_bytes_out
 from persona_agent.a2a.sdk_fixes.hints import role_error, version_error
 from persona_agent.a2a.sdk_fixes.v03_requests import (
     V03_GET_TASK,
     checked_history_length,
     checked_stream_start,
 )
-from persona_agent.security.body_limits import replay
 
 __all__ = ["check_status_filter", "jsonrpc_dispatcher", "rest_routes"]
 
@@ -231,9 +228,9 @@ def rest_routes(
     ]
     for route in sdk_routes:
         if isinstance(route, Route) and route.path == V03_SEND:
-            route = Route(route.path, _v03_file_bytes(route.endpoint), methods=route.methods)
+            route = Route(route.path, v03_file_bytes_in(route.endpoint), methods=route.methods)
         elif isinstance(route, Route) and route.path == V03_STREAM:
-            stream = _v03_file_bytes(checked_stream_start(route.endpoint))
+            stream = v03_file_bytes_in(checked_stream_start(route.endpoint))
             route = Route(route.path, stream, methods=route.methods)
         elif isinstance(route, Route) and route.path == V03_SUBSCRIBE:
             subscribe = _v03_subscribe(route.endpoint, handler, v03_context)
@@ -241,7 +238,7 @@ def rest_routes(
         elif isinstance(route, Route) and route.path == V03_GET_TASK:
             route = Route(route.path, checked_history_length(route.endpoint), methods=route.methods)
         if isinstance(route, Route) and route.path in V03_WITH_MESSAGES:
-            route.app = _v03_file_bytes_out(route.app)
+            route.app = v03_file_bytes_out(route.app)
         if isinstance(route, Route) and route.path in SENDS:
             # Changed in place: the SDK's /{tenant} mount serves the same route objects.
             route.app = request_response(_checked_role(route.endpoint))
@@ -307,133 +304,6 @@ def _v03_subscribe(
         return response
 
     return endpoint
-
-
-def _v03_file_bytes(sdk_endpoint: Callable[..., Any]) -> Endpoint:
-    async def endpoint(request: Request) -> Response:
-        fixed = _encode_file_bytes_again(await request.body())
-        if fixed is not None:
-            request = Request(request.scope, replay(fixed, request.receive))
-        response: Response = await sdk_endpoint(request)
-        return response
-
-    return endpoint
-
-
-def _encode_file_bytes_again(body: bytes) -> bytes | None:
-    """The v0.3 send body with every inline file's base64 encoded once more, or None.
-
-    The SDK parses the body into its v0.3 protobuf (which decodes the base64),
-    then takes those bytes as the base64 text of its v0.3 model and decodes
-    them again. Encoded twice, they arrive as sent.
-    """
-    try:
-        document = json.loads(body)
-        parts = document["message"]["content"]
-    except (ValueError, KeyError, TypeError):
-        return None  # the SDK answers what is wrong with it
-    changed = False
-    for part in parts if isinstance(parts, list) else ():
-        file = part.get("file") if isinstance(part, dict) else None
-        if not isinstance(file, dict):
-            continue
-        for key in ("fileWithBytes", "file_with_bytes"):
-            value = file.get(key)
-            raw = _base64_decoded(value) if isinstance(value, str) else None
-            if raw is not None:
-                file[key] = base64.b64encode(base64.b64encode(raw)).decode("ascii")
-                changed = True
-    return json.dumps(document).encode() if changed else None
-
-
-def _v03_file_bytes_out(app: ASGIApp) -> ASGIApp:
-    """``app`` with every inline file in its JSON or event-stream answer decoded once.
-
-    The SDK's v0.3 conversion turns a stored file into base64 text, then
-    serializes that text as protobuf bytes: base64 of base64.
-    """
-
-    async def answer(scope: Scope, receive: Receive, send: Send) -> None:
-        start: Message | None = None
-        held: list[bytes] = []
-
-        async def fixing_send(message: Message) -> None:
-            nonlocal start
-            if message["type"] == "http.response.start":
-                content_type = dict(message.get("headers", [])).get(b"content-type", b"")
-                if content_type.startswith(b"text/event-stream"):
-                    await send(message)  # each event is fixed as it goes
-                else:
-                    start = message  # sent with the fixed body, its length changed
-                return
-            if message["type"] != "http.response.body":
-                await send(message)
-                return
-            body = message.get("body", b"")
-            if start is None:
-                await send({**message, "body": _decode_event_stream_files(body)})
-                return
-            held.append(body)
-            if message.get("more_body", False):
-                return
-            fixed = _decode_json_files(b"".join(held))
-            headers = [(k, v) for k, v in start.get("headers", []) if k != b"content-length"]
-            headers.append((b"content-length", str(len(fixed)).encode()))
-            await send({**start, "headers": headers})
-            await send({"type": "http.response.body", "body": fixed})
-
-        await app(scope, receive, fixing_send)
-
-    return answer
-
-
-def _decode_json_files(body: bytes) -> bytes:
-    try:
-        document = json.loads(body)
-    except ValueError:
-        return body
-    return json.dumps(document).encode() if _decode_files(document) else body
-
-
-def _decode_event_stream_files(chunk: bytes) -> bytes:
-    lines = chunk.split(b"\n")
-    changed = False
-    for index, line in enumerate(lines):
-        if line.startswith(b"data:"):
-            fixed = _decode_json_files(line[5:].strip())
-            if fixed != line[5:].strip():
-                lines[index] = b"data: " + fixed
-                changed = True
-    return b"\n".join(lines) if changed else chunk
-
-
-def _decode_files(value: Any) -> bool:
-    """Decode, in place, the base64 of every ``fileWithBytes`` in ``value``; whether any."""
-    changed = False
-    if isinstance(value, dict):
-        inner = value.get("fileWithBytes")
-        if isinstance(inner, str):
-            text = _base64_decoded(inner)
-            if text is not None and text.isascii():
-                value["fileWithBytes"] = text.decode("ascii")
-                changed = True
-        for item in value.values():
-            changed = _decode_files(item) or changed
-    elif isinstance(value, list):
-        for item in value:
-            changed = _decode_files(item) or changed
-    return changed
-
-
-def _base64_decoded(value: str) -> bytes | None:
-    """``value`` decoded as protobuf's JSON reads bytes (standard or URL-safe base64)."""
-    padded = value + "=" * (-len(value) % 4)
-    for altchars in (None, b"-_"):
-        try:
-            return base64.b64decode(padded, altchars=altchars, validate=True)
-        except (binascii.Error, ValueError):
-            continue
-    return None
 
 
 def _short(text: str, limit: int = 500) -> str:

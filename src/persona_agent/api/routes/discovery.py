@@ -10,9 +10,9 @@ import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from persona_agent.a2a.ai_catalog import AI_CATALOG_PATH, CATALOG_MEDIA_TYPE
 from persona_agent.a2a.calls import CARD_CACHE_CONTROL, catalog_link, not_modified
 from persona_agent.a2a.cards import A2A_PREFIX, CARD_PATH
+from persona_agent.a2a.discovery.ai_catalog import AI_CATALOG_PATH, CATALOG_MEDIA_TYPE
 from persona_agent.a2a.router import card_response
 from persona_agent.api.deps import Registry, Signer
 from persona_agent.api.routes.error_body import ErrorDetail

@@ -49,7 +49,7 @@ async def upload_document(
     await store.get(persona_id)  # 404 before the file is read
     name = file.filename or "document"
     limit = documents.limits.max_bytes
-    data = await file.read(limit + 1)  # the whole body is bounded (security/body_limits.py)
+    data = await file.read(limit + 1)  # the whole body is bounded (security/ingress/body_limits.py)
     if len(data) > limit:
         raise DocumentTooLargeError(
             f"{name}: over the limit of {limit:,} bytes (PERSONA_AGENT_KNOWLEDGE_MAX_BYTES)"

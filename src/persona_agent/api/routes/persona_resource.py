@@ -19,7 +19,7 @@ from persona_agent.errors import PersonaAgentError, PersonaFileError, PersonaNot
 from persona_agent.personas.formats.png import CleanImage
 from persona_agent.personas.loader import MAX_PROBLEMS, PersonaSource
 from persona_agent.personas.model import Persona
-from persona_agent.personas.store import PersonaStore
+from persona_agent.personas.stores.store import PersonaStore
 from persona_agent.security.audit import request_id_of
 from persona_agent.security.limits import Limits
 
