@@ -58,7 +58,8 @@ from persona_agent.chat.engine import ChatEngine
 from persona_agent.conversations.conversation_store import ConversationStore
 from persona_agent.conversations.storage_quota import StorageLimits, StorageQuota
 from persona_agent.errors import HTTP_STATUSES, PersonaAgentError
-from persona_agent.parts import build_memory_records, persona_limits
+from persona_agent.hub.memory_part import build_memory_records
+from persona_agent.hub.storage import persona_limits
 from persona_agent.personas.formats.card_pngs import CardPngs
 from persona_agent.security.body_limits import BodyLimit
 from persona_agent.security.host_guard import HostGuard

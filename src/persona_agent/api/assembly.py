@@ -28,6 +28,11 @@ from persona_agent.chat.usage_log import UsageLog
 from persona_agent.conversations.user_persona import UserPersonas
 from persona_agent.db import GroupCommitWriter, create_engine
 from persona_agent.errors import ConfigError
+from persona_agent.hub.knowledge_part import build_document_reader, build_knowledge
+from persona_agent.hub.memory_part import build_memory, build_summary
+from persona_agent.hub.model_backend import build_embedder, build_llm_backend
+from persona_agent.hub.protection import build_authenticator
+from persona_agent.hub.storage import open_persona_store, persona_limits
 from persona_agent.knowledge.document_store import KnowledgeStore
 from persona_agent.llm.base import LLMBackend, Usage
 from persona_agent.llm.local.weights import LOCAL_MODEL_NAME
@@ -39,17 +44,6 @@ from persona_agent.migrations import prepare_db
 from persona_agent.observe.metrics import HubMetrics
 from persona_agent.observe.pricing import load_prices
 from persona_agent.observe.tracing import start_tracing
-from persona_agent.parts import (
-    build_authenticator,
-    build_document_reader,
-    build_embedder,
-    build_knowledge,
-    build_llm_backend,
-    build_memory,
-    build_summary,
-    open_persona_store,
-    persona_limits,
-)
 from persona_agent.personas.store import PersonaStore
 from persona_agent.security.audit import AuditLog
 from persona_agent.security.authentication import Authenticator

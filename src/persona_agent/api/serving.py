@@ -33,6 +33,10 @@ from persona_agent.collab.local_calls import LocalCalls
 from persona_agent.collab.panel_executor import PanelExecutor
 from persona_agent.collab.panel_prompts import warn_panel_problems
 from persona_agent.errors import ConfigError
+from persona_agent.hub.collaboration import warn_unknown_agents, warn_unknown_tool_servers
+from persona_agent.hub.knowledge_part import read_limits
+from persona_agent.hub.media_part import build_speech
+from persona_agent.hub.model_backend import prepare_llm_backend
 from persona_agent.knowledge.folders import DocumentFolders
 from persona_agent.knowledge.library import Knowledge
 from persona_agent.knowledge.reader_pool import READ_IN_THREAD, DocumentReader
@@ -41,13 +45,6 @@ from persona_agent.llm.base import LLMBackend
 from persona_agent.media.vision import Vision
 from persona_agent.memory.scope import TurnMemory
 from persona_agent.observe.metrics import HubMetrics
-from persona_agent.parts import (
-    build_speech,
-    prepare_llm_backend,
-    read_limits,
-    warn_unknown_agents,
-    warn_unknown_tool_servers,
-)
 from persona_agent.personas.file_store import FilePersonaStore
 from persona_agent.personas.model import Persona
 from persona_agent.personas.watcher import watch_personas
