@@ -24,8 +24,8 @@ from a2a.types import a2a_pb2_grpc
 
 from persona_agent.a2a.grpc_service import HubGrpcService
 from persona_agent.api.grpc_decoding import DecodingInterceptor
-from persona_agent.api.serving import A2AParts
 from persona_agent.errors import ConfigError
+from persona_agent.hub.a2a_parts import A2AParts
 from persona_agent.settings import Settings
 
 __all__ = ["GrpcServer", "build_grpc", "connection_cap", "descriptor_limit", "server_options"]

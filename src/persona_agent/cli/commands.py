@@ -35,7 +35,7 @@ from persona_agent.cli.rest_memory import memory_app
 from persona_agent.cli.rest_personas import personas_app
 from persona_agent.cli.secrets import configured_secrets
 from persona_agent.errors import ConfigError, PersonaFileError
-from persona_agent.hub.storage import persona_limits
+from persona_agent.hub.persona_store import persona_limits
 from persona_agent.observe.logs import configure_logging
 from persona_agent.personas.loader import load_persona_file
 from persona_agent.personas.model import Persona
@@ -261,8 +261,7 @@ def agent_card(
     from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 
     from persona_agent.a2a.cards import build_agent_card, provider
-    from persona_agent.api.assembly import vision_of
-    from persona_agent.hub.media_part import build_speech
+    from persona_agent.hub.media_part import build_speech, vision_of
     from persona_agent.hub.model_backend import build_llm_backend
 
     settings = command_settings(personas_dir=personas_dir, public_base_url=base_url)

@@ -4,11 +4,27 @@ built from the settings, and the start-up warnings of personas naming what is no
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterable
+import os
+from collections.abc import AsyncIterator, Callable, Collection, Iterable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from persona_agent.chat.tools import MCPTools, ToolSource, ToolSources
+from persona_agent.observe.metrics import HubMetrics
 from persona_agent.personas.model import Persona
+from persona_agent.settings import Settings
 
-__all__ = ["warn_unknown_agents", "warn_unknown_tool_servers"]
+if TYPE_CHECKING:
+    from persona_agent.collab.agent_tools import RemoteAgents
+    from persona_agent.mcp.toolbox import MCPToolbox
+
+__all__ = [
+    "Collaboration",
+    "build_collaboration",
+    "warn_unknown_agents",
+    "warn_unknown_tool_servers",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -64,3 +80,73 @@ def warn_unknown_agents(
                 name,
                 configured,
             )
+
+
+@dataclass
+class Collaboration:
+    """What a model may call besides the hub's own personas (the A2A part adds those, first):
+    outside agents, then MCP tools (last: the toolbox takes every name left)."""
+
+    tools: ToolSources
+    remote_agents: RemoteAgents | None
+    toolbox: MCPToolbox | None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            if self.toolbox is not None:
+                await self.toolbox.start()
+                stack.push_async_callback(self.toolbox.aclose)
+            if self.remote_agents is not None:
+                await self.remote_agents.start()
+                stack.push_async_callback(self.remote_agents.aclose)
+            yield
+
+    def tool_servers(self) -> list[str]:
+        """The configured MCP servers' names."""
+        return list(self.toolbox.servers) if self.toolbox is not None else []
+
+    def agent_names(self) -> list[str]:
+        """The configured outside agents' names."""
+        return self.remote_agents.names() if self.remote_agents is not None else []
+
+    def catalog_agent(self, name: str) -> bool:
+        """Whether a catalog not read yet may bring in the outside agent ``name``."""
+        return self.remote_agents is not None and self.remote_agents.catalogs.may_bring(name)
+
+
+def build_collaboration(settings: Settings, metrics: HubMetrics) -> Collaboration:
+    """The MCP servers and outside agents the settings configure. Their modules are
+    imported only when configured: the MCP SDK costs ~18 MB of memory."""
+    toolbox: MCPToolbox | None = None
+    if settings.mcp_config is not None:
+        from persona_agent.mcp.config import load_mcp_config
+        from persona_agent.mcp.toolbox import MCPToolbox
+
+        mcp_config = load_mcp_config(settings.mcp_config, os.environ)
+        toolbox = MCPToolbox(mcp_config, default_timeout=settings.tool_timeout, metrics=metrics)
+    remote_agents: RemoteAgents | None = None
+    if settings.agents_file is not None:
+        from persona_agent.a2a.catalog_reader import CatalogLimits
+        from persona_agent.collab.agent_tools import RemoteAgents
+        from persona_agent.collab.agents_file import load_agents_config
+
+        agents_config = load_agents_config(settings.agents_file, os.environ)
+        limits = CatalogLimits(
+            max_bytes=settings.catalog_max_bytes,
+            max_depth=settings.catalog_max_depth,
+            max_entries=settings.catalog_max_entries,
+            seconds=settings.catalog_read_seconds,
+        )
+        remote_agents = RemoteAgents(
+            agents_config,
+            metrics=metrics,
+            catalog_limits=limits,
+            allowed_hosts=settings.agent_url_allowed_host_list,
+        )
+    sources: list[ToolSource] = []
+    if remote_agents is not None:
+        sources.append(remote_agents)
+    if toolbox is not None:
+        sources.append(MCPTools(toolbox))
+    return Collaboration(ToolSources(sources), remote_agents, toolbox)

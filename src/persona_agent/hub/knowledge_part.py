@@ -8,17 +8,27 @@ from typing import TYPE_CHECKING
 
 from persona_agent.errors import ConfigError
 from persona_agent.hub.model_backend import OPENAI_EMBEDDINGS
+from persona_agent.knowledge.reader_pool import READ_IN_THREAD
+from persona_agent.knowledge.sent_documents import DocumentBudget
 from persona_agent.llm.base import LLMBackend
 from persona_agent.settings import Settings
 
 if TYPE_CHECKING:
+    from persona_agent.hub.model_backend import ModelBackend
+    from persona_agent.hub.storage import Storage
     from persona_agent.knowledge.document_store import KnowledgeStore
     from persona_agent.knowledge.documents import ReadLimits
     from persona_agent.knowledge.library import Knowledge
     from persona_agent.knowledge.reader_pool import DocumentReader, ReaderProcesses
     from persona_agent.memory.embeddings import Embedder
 
-__all__ = ["build_document_reader", "build_knowledge", "read_limits"]
+__all__ = [
+    "build_document_reader",
+    "build_knowledge",
+    "build_knowledge_part",
+    "document_budget",
+    "read_limits",
+]
 
 
 def read_limits(settings: Settings) -> ReadLimits:
@@ -77,3 +87,25 @@ def build_knowledge(
     )
     shared = settings.resolved_database_url.startswith("postgresql")
     return Knowledge(store, embedder, limits, shared=shared, reader=reader)
+
+
+def build_knowledge_part(settings: Settings, storage: Storage, model: ModelBackend) -> Knowledge:
+    """The personas' knowledge documents, on whether memory is on or off; read by the hub's
+    document reader processes (:attr:`Knowledge.reader`, closed with the A2A parts: message
+    documents are read by them too)."""
+    reader = build_document_reader(settings)
+    return build_knowledge(settings, storage.documents, model.llm, model.embedder, reader)
+
+
+def document_budget(
+    settings: Settings, llm: LLMBackend, reader: DocumentReader = READ_IN_THREAD
+) -> DocumentBudget:
+    """The tokens a message's documents show the model: ``document_tokens``, and, for a
+    backend that says what a prompt may take (the embedded model: its context less its
+    answer), no more than a quarter of that in tokens of 4 characters: digits and
+    punctuation take up to twice as many on its tokenizer (2 characters a token), so the
+    documents fill at most half the prompt, the other half the persona and the conversation."""
+    tokens = settings.document_tokens
+    if llm.prompt_tokens is not None:
+        tokens = min(tokens, llm.prompt_tokens // 4)
+    return DocumentBudget(tokens, read_limits(settings), reader)

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import logging
 
+from persona_agent.db import GroupCommitWriter
+from persona_agent.llm.base import LLMBackend
+from persona_agent.media.images import ImageLimits
+from persona_agent.media.media_store import MediaStore
+from persona_agent.media.turn_images import TurnImages
+from persona_agent.media.vision import Vision
 from persona_agent.settings import Settings
 from persona_agent.speech import Speech, VoiceLibrary
 from persona_agent.speech.voices import engine_installed
 
-__all__ = ["build_speech"]
+__all__ = ["build_images", "build_speech", "image_limits", "vision_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,4 +43,33 @@ def build_speech(settings: Settings) -> Speech:
         max_chars=settings.voice_max_chars,
         max_seconds=settings.voice_max_seconds,
         caller_chars=settings.voice_caller_chars,
+    )
+
+
+def build_images(settings: Settings, writer: GroupCommitWriter, llm: LLMBackend) -> TurnImages:
+    """Who sees the images sent, and where a conversation's are kept (docs/media.md)."""
+    return TurnImages(
+        vision_of(settings, llm), MediaStore(writer), shown=settings.image_max_per_message
+    )
+
+
+def vision_of(settings: Settings, llm: LLMBackend) -> Vision:
+    """Which personas see images, on the hub of ``settings`` answering with ``llm``."""
+    return Vision(
+        models=settings.vision_model_list,
+        default_model=llm.default_model,
+        embedded=not llm.supports_images,
+    )
+
+
+def image_limits(settings: Settings) -> ImageLimits:
+    """What an image part may be (the ``PERSONA_AGENT_IMAGE_*`` settings)."""
+    return ImageLimits(
+        max_bytes=settings.image_max_bytes,
+        max_pixels=settings.image_max_pixels,
+        max_side=settings.image_max_side,
+        fetch_seconds=settings.image_fetch_seconds,
+        per_message=settings.image_max_per_message,
+        message_bytes=settings.image_message_bytes,
+        message_pixels=settings.image_message_pixels,
     )

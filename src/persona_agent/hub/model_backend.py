@@ -3,8 +3,11 @@ embedder of memory and knowledge documents."""
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeGuard
 
 from persona_agent.errors import ConfigError, LLMError
@@ -18,8 +21,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OPENAI_EMBEDDINGS",
+    "ModelBackend",
     "build_embedder",
     "build_llm_backend",
+    "build_model_backend",
     "is_local",
     "prepare_llm_backend",
 ]
@@ -122,3 +127,24 @@ def is_local(llm: LLMBackend) -> TypeGuard[LocalBackend]:
     from persona_agent.llm.local.backend import LocalBackend
 
     return isinstance(llm, LocalBackend)
+
+
+@dataclass
+class ModelBackend:
+    """The LLM backend every persona's answers come from (loaded once the personas are)."""
+
+    llm: LLMBackend
+    embedder: Callable[[], Embedder]
+    """Memory's and the knowledge documents' embedder, made on first call (once)."""
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await self.llm.aclose()
+
+
+def build_model_backend(settings: Settings) -> ModelBackend:
+    llm = build_llm_backend(settings)
+    return ModelBackend(llm, functools.cache(lambda: build_embedder(settings, llm)))

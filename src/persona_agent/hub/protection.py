@@ -1,13 +1,22 @@
-"""Protection: who may call (API keys, OIDC, the default A2A access), built from the settings."""
+"""Protection: who may call (API keys, OIDC, the default A2A access), their quotas, the
+audit log and the cards' signer, built from the settings (the REST API's checks on them are
+:class:`~persona_agent.api.rest_auth.ApiAuth`'s)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
 from persona_agent.errors import ConfigError
 from persona_agent.security.api_keys import ApiKeys
+from persona_agent.security.audit import AuditLog
 from persona_agent.security.authentication import Authenticator
+from persona_agent.security.card_signing import CardSigner
+from persona_agent.security.quotas import QuotaLimits, Quotas
 from persona_agent.settings import Settings
 
-__all__ = ["build_authenticator"]
+__all__ = ["Protection", "build_authenticator", "build_protection"]
 
 
 def build_authenticator(settings: Settings) -> Authenticator:
@@ -38,3 +47,42 @@ def build_authenticator(settings: Settings) -> Authenticator:
             "or an OIDC issuer (PERSONA_AGENT_OIDC_ISSUER): nobody could authenticate"
         )
     return authenticator
+
+
+@dataclass
+class Protection:
+    """Who may call and what they may do (credentials, quotas), what is recorded (the
+    audit log), and the cards' signer."""
+
+    authenticator: Authenticator
+    audit: AuditLog
+    quotas: Quotas
+    signer: CardSigner | None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            self.audit.close()
+
+
+def build_protection(settings: Settings) -> Protection:
+    authenticator = build_authenticator(settings)
+    signer = (
+        CardSigner.from_file(
+            settings.card_signing_key, settings.card_signing_key_id, settings.base_url
+        )
+        if settings.card_signing_key is not None
+        else None
+    )
+    audit = AuditLog(settings.audit_log)
+    quotas = Quotas(
+        QuotaLimits(
+            requests_per_minute=settings.rate_limit,
+            running_tasks=settings.max_running_tasks,
+            open_streams=settings.max_streams,
+            loopback_exempt=not settings.limit_loopback,
+        )
+    )
+    return Protection(authenticator, audit, quotas, signer)
