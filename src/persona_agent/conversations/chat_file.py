@@ -18,7 +18,7 @@ from typing import Any
 
 from persona_agent.conversations.view import MAX_ALTERNATIVES, ConversationView
 from persona_agent.errors import PersonaAgentError
-from persona_agent.llm.base import Message
+from persona_agent.llm.base import Message, message_text
 
 __all__ = [
     "FORMAT",
@@ -37,7 +37,6 @@ __all__ = [
     "iso_of",
     "loads_json",
     "ms_of_iso",
-    "text_of",
     "to_json",
     "to_markdown",
 ]
@@ -98,20 +97,6 @@ class ImportedChat:
     created_ms: int | None = None
     notes: list[str] = field(default_factory=list)
     """What the import left out, for the person who imported it (system messages...)."""
-
-
-def text_of(message: Message) -> str:
-    """A message's text: its content, or the text parts of a list of parts."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(part.get("text", ""))
-            for part in content
-            if isinstance(part, dict) and part.get("type") == "text"
-        )
-    return ""
 
 
 def answer_starts(messages: list[Entry]) -> list[int]:
@@ -414,7 +399,7 @@ def to_markdown(chat: ImportedChat, *, title: str) -> str:
     lines = [f"# {title}", ""]
     for index, entry in enumerate(chat.messages):
         role = entry.message.get("role")
-        text = text_of(entry.message).strip()
+        text = message_text(entry.message, "\n").strip()
         if role == "tool" or not text:
             continue
         speaker = user if role == "user" else character
