@@ -1,1 +1,2 @@
-"""The HTTP application: create_app, its builders, the REST routes and the pages."""
+"""The HTTP application: create_app (the hub's parts, built by :mod:`persona_agent.hub`,
+served over HTTP), the REST routes and the pages."""

@@ -1,4 +1,5 @@
-"""Speech and images: the hub's spoken answers, built from the settings."""
+"""Images and speech: who sees the images sent and where they are kept, what an image part
+may be, and the hub's spoken answers, built from the settings."""
 
 from __future__ import annotations
 
