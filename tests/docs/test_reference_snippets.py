@@ -28,7 +28,7 @@ from tests.docs.snippets import REPO, claim
 
 SYNOPSIS = claim("README.md", "persona-agent serve [--host H]")
 DIAGRAMS = [
-    claim("docs/architecture.md", "cli ──▶ api ──▶ migrations"),
+    claim("docs/architecture.md", "cli ──▶ api ──▶ hub ──▶ migrations"),
     claim("docs/architecture.md", "A2A client ──JSON-RPC"),
     claim("docs/architecture.md", "PersonaChange(put | removed)"),
 ]

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from sqlalchemy.engine import make_url
 
-from persona_agent.parts import build_authenticator
+from persona_agent.hub.protection import build_authenticator
 from persona_agent.security.api_keys import hash_key
 from persona_agent.settings import Settings
 from tests.docs.sandbox import Sandbox

@@ -11,7 +11,8 @@ from typing import Any
 from a2a.types.a2a_pb2 import Message, Part, Role
 
 from persona_agent.a2a.input import read_message, read_message_now
-from persona_agent.api.serving import document_budget
+from persona_agent.hub.knowledge_part import document_budget
+from persona_agent.hub.model_backend import build_llm_backend
 from persona_agent.knowledge.documents import ReadLimits
 from persona_agent.knowledge.sent_documents import (
     DocumentBudget,
@@ -19,7 +20,6 @@ from persona_agent.knowledge.sent_documents import (
     fair_shares,
     read_sent,
 )
-from persona_agent.parts import build_llm_backend
 from persona_agent.settings import Settings
 from tests.held_work import held_in_worker_threads
 from tests.knowledge.pdfs import pdf_bomb

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from persona_agent.errors import ConfigError, LLMError
+from persona_agent.hub.model_backend import build_llm_backend, prepare_llm_backend
 from persona_agent.llm.base import ChatRequest, Progress, StreamEnd, TextDelta
 from persona_agent.llm.local.backend import LocalBackend
 from persona_agent.llm.local.weights import ensure_model_file
-from persona_agent.parts import build_llm_backend, prepare_llm_backend
 from persona_agent.personas.model import Persona
 from persona_agent.personas.prompt import render_system_prompt
 from persona_agent.personas.scan import load_persona_dir
@@ -111,7 +111,7 @@ async def test_personas_that_require_tools_are_named_at_start_up(
 ) -> None:
     config = settings(tmp_path, local_preload=False)
     llm = build_llm_backend(config)
-    with caplog.at_level(logging.WARNING, logger="persona_agent.parts"):
+    with caplog.at_level(logging.WARNING, logger="persona_agent.hub.model_backend"):
         await prepare_llm_backend(
             llm,
             [persona("needs-tools", required=True), persona("talks", required=False)],

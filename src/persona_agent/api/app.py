@@ -1,13 +1,15 @@
-"""create_app(settings): the app factory, the parts built in order and the app serving them.
+"""create_app(settings): the hub's parts (built by :mod:`persona_agent.hub`) served over HTTP.
 
-The builders are api/assembly.py and api/serving.py; the lifespan enters each part through one
-AsyncExitStack, so parts close in the reverse order they were built.
+The parts come from :func:`~persona_agent.hub.composition.build_hub`; here are the HTTP app,
+its routes and middleware, the doors (gRPC, ``/mcp``) and the lifespan that runs the hub
+(its parts, then the doors) through one AsyncExitStack.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
@@ -19,27 +21,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from persona_agent import __version__
 from persona_agent.a2a.cards import A2A_PREFIX
 from persona_agent.a2a.registry import A2ARegistry
-from persona_agent.a2a.sdk_fixes.untraced import drop_idle_tracing
-from persona_agent.api.assembly import (
-    Part,
-    Protection,
-    Storage,
-    build_collaboration,
-    build_engine,
-    build_knowledge_part,
-    build_model_backend,
-    build_protection,
-    build_storage,
-    build_telemetry,
-)
 from persona_agent.api.caller_data import CallerData
 from persona_agent.api.deps import ApiParts
 from persona_agent.api.grpc.grpc_server import build_grpc
 from persona_agent.api.mcp.mcp_auth import metadata_routes
 from persona_agent.api.mcp.mcp_door import MCP_PATH, McpDoor
-from persona_agent.api.pages import add_pages
-from persona_agent.api.readiness import Readiness
-from persona_agent.api.rest_auth import UPLOAD_HEADER, is_loopback
+from persona_agent.api.pages import CONSOLE_PATH, add_pages
+from persona_agent.api.rest_auth import UPLOAD_HEADER, ApiAuth, is_loopback
 from persona_agent.api.routes import (
     caller_documents,
     conversation_files,
@@ -54,103 +42,41 @@ from persona_agent.api.routes import (
     personas,
     user_personas,
 )
-from persona_agent.api.serving import build_a2a, build_personas_live
-from persona_agent.chat.engine import ChatEngine
-from persona_agent.conversations.conversation_store import ConversationStore
-from persona_agent.conversations.storage_quota import StorageLimits, StorageQuota
 from persona_agent.errors import HTTP_STATUSES, PersonaAgentError
-from persona_agent.parts import build_memory_records, persona_limits
+from persona_agent.hub.composition import Hub, Part, build_hub
+from persona_agent.hub.memory_part import build_memory_records
+from persona_agent.hub.persona_store import persona_limits
+from persona_agent.hub.protection import Protection
+from persona_agent.llm.base import LLMBackend
 from persona_agent.personas.formats.card_pngs import CardPngs
 from persona_agent.security.ingress.body_limits import BodyLimit
 from persona_agent.security.ingress.host_guard import HostGuard
 from persona_agent.settings import Settings
 
-__all__ = ["HubApp", "cors_options", "create_app"]
+__all__ = ["HubApp", "build_mcp_door", "cors_options", "create_app"]
 
-
-def _conversations(
-    settings: Settings, storage: Storage, engine: ChatEngine, registry: A2ARegistry
-) -> ConversationStore:
-    """The stored conversations callers steer, each caller within its storage quota
-    (anonymous conversations too, on a hub that identifies callers)."""
-    limits = StorageLimits(
-        conversations=settings.caller_max_conversations,
-        messages=settings.caller_max_messages,
-        bytes=settings.caller_max_message_bytes,
-        anonymous_is_a_caller=registry.services.auth is not None,
-    )
-    quota = StorageQuota(storage.writer, limits)
-    return ConversationStore(storage.writer, storage.history, locks=engine.locks, quota=quota)
+logger = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings) -> HubApp:
-    """The hub as an ASGI app. Its parts are built here in the order they start in its
-    lifespan (storage first), which closes them the other way round."""
-    telemetry = build_telemetry(settings)
-    metrics = telemetry.metrics
-    storage = build_storage(settings, metrics)
-    model = build_model_backend(settings)
-    collaboration = build_collaboration(settings, metrics)
-    knowledge = build_knowledge_part(settings, storage, model)
-    engine = build_engine(settings, model, storage, collaboration, metrics, knowledge)
-    protection = build_protection(settings)
-    a2a = build_a2a(settings, engine, storage, collaboration, protection, metrics, knowledge.reader)
-    grpc = build_grpc(settings, a2a)
-    drop_idle_tracing()  # the SDK's server parts are loaded: no no-op span a call
-    replica = storage.cluster.replica if storage.cluster is not None else None
-    readiness = Readiness(storage.writer, a2a.registry, model.llm, replica=replica)
-    live = build_personas_live(
-        settings, storage, a2a, model.llm, collaboration, readiness, knowledge
-    )
-    mcp = McpDoor(a2a.registry, storage.personas, cluster=storage.cluster, **_mcp_options(settings))
-    parts = ApiParts(
-        auth=protection.api_auth,
-        store=storage.personas,
-        registry=a2a.registry,
-        limits=persona_limits(settings),
-        audit=protection.audit,
-        card_pngs=CardPngs(settings.card_png_cache_bytes),
-        persona_data=storage.persona_data,
-        usage=storage.usage,
-        signer=protection.signer,
-        metrics=metrics,
-        readiness=readiness,
-        caller_data=CallerData(
-            build_memory_records(storage.writer, engine.memory),
-            storage.history,
-            storage.lean_store,
-            knowledge.store,
-            storage.user_personas,
-        ),
-        knowledge=knowledge,
-        user_personas=storage.user_personas,
-        conversations=_conversations(settings, storage, engine, a2a.registry),
-        engine=engine,
-    )
+    """The hub as an ASGI app: its parts (:func:`~persona_agent.hub.composition.build_hub`),
+    its doors (gRPC, MCP), and the HTTP app serving them; the lifespan starts the parts, then
+    the doors, and closes them the other way round."""
+    hub = build_hub(settings)
+    grpc = build_grpc(settings, hub.a2a)
+    mcp = build_mcp_door(settings, hub)
     origins = settings.cors_origin_list
+    registry = hub.registry
     app = HubApp(
-        parts,
-        a2a=CORSMiddleware(a2a.registry, **cors_options(origins)) if origins else a2a.registry,
-        guard=_host_guard(settings, protection),
+        _api_parts(settings, hub),
+        a2a=CORSMiddleware(registry, **cors_options(origins)) if origins else registry,
+        guard=_host_guard(settings, hub.protection),
         mcp=mcp,
         serve_mcp=settings.mcp_server,
         title="persona-agent",
         version=__version__,
         description="A multi-persona A2A hub.",
-        lifespan=_lifespan(
-            [
-                telemetry,
-                storage,
-                model,
-                collaboration,
-                engine.summary,
-                protection,
-                a2a,
-                grpc,
-                live,
-                mcp,
-            ]
-        ),
+        lifespan=_lifespan(settings, hub, [grpc, mcp]),
         docs_url=None,  # /docs and /redoc: add_pages, with files served by the hub
         redoc_url=None,
     )
@@ -158,14 +84,59 @@ def create_app(settings: Settings) -> HubApp:
     return app
 
 
-def _lifespan(parts: Sequence[Part]) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    """Start the parts in order; close them (those started) in the reverse order."""
+def build_mcp_door(settings: Settings, hub: Hub) -> McpDoor:
+    """The personas as MCP tools (``/mcp``, and ``persona-agent mcp`` on stdio)."""
+    storage = hub.storage
+    return McpDoor(
+        hub.registry, storage.personas, cluster=storage.cluster, **_mcp_options(settings)
+    )
+
+
+def _api_parts(settings: Settings, hub: Hub) -> ApiParts:
+    """What the REST routes are given: the hub's parts, and the REST API's own checks of
+    who may call (:class:`~persona_agent.api.rest_auth.ApiAuth`)."""
+    storage, protection = hub.storage, hub.protection
+    api_auth = ApiAuth(
+        protection.authenticator,
+        listen_host=settings.host,
+        allowed_origins=settings.cors_origin_list,
+        audit=protection.audit,
+    )
+    return ApiParts(
+        auth=api_auth,
+        store=storage.personas,
+        registry=hub.registry,
+        limits=persona_limits(settings),
+        audit=protection.audit,
+        card_pngs=CardPngs(settings.card_png_cache_bytes),
+        persona_data=storage.persona_data,
+        usage=storage.usage,
+        signer=protection.signer,
+        metrics=hub.metrics,
+        readiness=hub.readiness,
+        caller_data=CallerData(
+            build_memory_records(storage.writer, hub.engine.memory),
+            storage.history,
+            storage.lean_store,
+            hub.knowledge.store,
+            storage.user_personas,
+        ),
+        knowledge=hub.knowledge,
+        user_personas=storage.user_personas,
+        conversations=hub.conversations,
+        engine=hub.engine,
+    )
+
+
+def _lifespan(
+    settings: Settings, hub: Hub, doors: Sequence[Part]
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Run the hub's parts, then the doors; close them (those started) the other way round."""
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        async with AsyncExitStack() as stack:
-            for part in parts:
-                await stack.enter_async_context(part.running())
+        async with hub.running(*doors):
+            _log_startup(settings, hub.model.llm, hub.registry)
             yield
 
     return lifespan
@@ -320,3 +291,39 @@ def _status_handler(code: int) -> Callable[[Request, Exception], Awaitable[Respo
         return JSONResponse({"detail": message}, status_code=code)
 
     return handle
+
+
+def _log_startup(settings: Settings, llm: LLMBackend, registry: A2ARegistry) -> None:
+    logger.info("Serving %d persona(s) at %s%s/{id}/", len(registry), settings.base_url, A2A_PREFIX)
+    if settings.console:
+        logger.info("Web console: %s%s/", settings.base_url, CONSOLE_PATH)
+    auth = registry.services.auth  # None when nobody can authenticate
+    if auth is None:
+        if not is_loopback(settings.host):
+            logger.warning(
+                "No API keys or OIDC issuer are configured and the hub listens on %s: every "
+                "persona answers anyone over A2A, /api/v1 reads are open and every write is "
+                "refused. Set PERSONA_AGENT_API_KEYS (docs/security.md).",
+                settings.host,
+            )
+        else:  # the default start: open to this machine alone, nothing to warn of
+            logger.info(
+                "Open to this machine: no API keys, so /api/v1 writes are taken only from "
+                "loopback (no other origin); set PERSONA_AGENT_API_KEYS to require a key "
+                "(docs/security.md)"
+            )
+    else:
+        logger.info(
+            "A2A access: %s by default (a persona's access: overrides); /api/v1 needs credentials",
+            auth.default_access,
+        )
+    if llm.name == "local":
+        logger.info(
+            "LLM backend: local, the embedded model %s%s (no key needed; set "
+            "PERSONA_AGENT_LLM_BASE_URL to use an OpenAI-compatible server: docs/local-model.md)",
+            llm.default_model,
+            f" from {llm.where}" if llm.where else "",
+        )
+    else:
+        where = f" at {llm.where}" if llm.where else ""
+        logger.info("LLM backend: %s%s, model %s", llm.name, where, llm.default_model)

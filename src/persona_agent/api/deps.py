@@ -18,13 +18,13 @@ from fastapi import Depends, HTTPException, Query, Request, status
 
 from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.api.caller_data import CallerData
-from persona_agent.api.persona_data import DeletedPersonaData
-from persona_agent.api.readiness import Readiness
 from persona_agent.api.rest_auth import ApiAuth
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.usage_log import UsageLog
 from persona_agent.conversations.conversation_store import ConversationStore
 from persona_agent.conversations.user_persona import UserPersonas
+from persona_agent.hub.persona_data import DeletedPersonaData
+from persona_agent.hub.readiness import Readiness
 from persona_agent.knowledge.library import Knowledge
 from persona_agent.observe.metrics import HubMetrics
 from persona_agent.personas.formats.card_pngs import CardPngs

@@ -16,7 +16,7 @@ import typer
 from pydantic import ValidationError
 
 from persona_agent.errors import PersonaFileError
-from persona_agent.parts import persona_limits
+from persona_agent.hub.persona_store import persona_limits
 from persona_agent.personas.model import Persona
 from persona_agent.personas.scan import load_persona_dir
 from persona_agent.settings import Settings

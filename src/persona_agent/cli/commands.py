@@ -36,8 +36,8 @@ from persona_agent.cli.rest_memory import memory_app
 from persona_agent.cli.rest_personas import personas_app
 from persona_agent.cli.secrets import configured_secrets
 from persona_agent.errors import ConfigError, PersonaFileError
+from persona_agent.hub.persona_store import persona_limits
 from persona_agent.observe.logs import configure_logging
-from persona_agent.parts import persona_limits
 from persona_agent.personas.loader import load_persona_file
 from persona_agent.personas.model import Persona
 
@@ -290,8 +290,8 @@ def agent_card(
     from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 
     from persona_agent.a2a.cards import build_agent_card, provider
-    from persona_agent.api.assembly import vision_of
-    from persona_agent.parts import build_llm_backend, build_speech
+    from persona_agent.hub.media_part import build_speech, vision_of
+    from persona_agent.hub.model_backend import build_llm_backend
 
     settings = command_settings(personas_dir=personas_dir, public_base_url=base_url)
     personas = load_all(settings)

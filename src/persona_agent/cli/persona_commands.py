@@ -16,7 +16,7 @@ import typer
 
 from persona_agent.cli.command_settings import PersonasDir, command_settings, fail, load_all
 from persona_agent.errors import PersonaFileError
-from persona_agent.parts import persona_limits
+from persona_agent.hub.persona_store import persona_limits
 from persona_agent.personas.formats.tavern import CardSpec
 from persona_agent.personas.loader import AVATAR_SUFFIX, PERSONA_SUFFIXES, read_persona
 from persona_agent.personas.model import PERSONA_ID_RULE, is_valid_persona_id

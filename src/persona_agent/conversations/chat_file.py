@@ -37,7 +37,6 @@ __all__ = [
     "iso_of",
     "loads_json",
     "ms_of_iso",
-    "text_of",
 ]
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
@@ -92,20 +91,6 @@ class ImportedChat:
     created_ms: int | None = None
     notes: list[str] = field(default_factory=list)
     """What the import left out, for the person who imported it (system messages...)."""
-
-
-def text_of(message: Message) -> str:
-    """A message's text: its content, or the text parts of a list of parts."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(part.get("text", ""))
-            for part in content
-            if isinstance(part, dict) and part.get("type") == "text"
-        )
-    return ""
 
 
 def answer_starts(messages: list[Entry]) -> list[int]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from persona_agent.conversations.chat_file import ImportedChat, iso_of, text_of
+from persona_agent.conversations.chat_file import ImportedChat, iso_of
+from persona_agent.llm.base import message_text
 
 __all__ = ["to_markdown"]
 
@@ -16,7 +17,7 @@ def to_markdown(chat: ImportedChat, *, title: str) -> str:
     lines = [f"# {title}", ""]
     for index, entry in enumerate(chat.messages):
         role = entry.message.get("role")
-        text = text_of(entry.message).strip()
+        text = message_text(entry.message, "\n").strip()
         if role == "tool" or not text:
             continue
         speaker = user if role == "user" else character

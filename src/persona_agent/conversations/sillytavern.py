@@ -41,8 +41,8 @@ from persona_agent.conversations.chat_file import (
     iso_of,
     loads_json,
     ms_of_iso,
-    text_of,
 )
+from persona_agent.llm.base import message_text
 
 __all__ = ["format_header_date", "from_sillytavern", "parse_date", "to_sillytavern"]
 
@@ -278,7 +278,7 @@ def _line(entry: Entry, name: str) -> dict[str, Any]:
         "is_user": entry.message.get("role") == "user",
         "is_system": False,
         "send_date": iso_of(entry.at_ms) or "",
-        "mes": text_of(entry.message),
+        "mes": message_text(entry.message, "\n"),
         "extra": {},
     }
     return line

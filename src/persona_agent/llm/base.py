@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
@@ -24,6 +24,7 @@ __all__ = [
     "TextDelta",
     "ToolCall",
     "Usage",
+    "message_text",
     "next_batch",
 ]
 
@@ -229,3 +230,19 @@ class LLMBackend(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections and workers."""
+
+
+def message_text(message: Mapping[str, object], separator: str = " ") -> str:
+    """The text of an OpenAI-shaped chat message: its ``content`` when that is a string, or
+    the text of its ``{"type": "text"}`` parts joined by ``separator`` when it is a list of
+    parts (images and other parts have none); empty when there is no content."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return separator.join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""

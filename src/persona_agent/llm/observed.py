@@ -2,9 +2,10 @@
 its count and tokens in the hub's metrics, around any backend's stream.
 
 Every call the hub makes to its chat model goes through :func:`observed_stream`: a turn's
-(:mod:`persona_agent.chat.engine`) and a running summary's (:mod:`persona_agent.parts`),
-so ``persona_agent_llm_calls`` and ``persona_agent_llm_tokens`` count them all, and each is
-a ``chat {model}`` span (docs/observability.md).
+(:mod:`persona_agent.chat.engine`) and a running summary's
+(:mod:`persona_agent.hub.memory_part`), so ``persona_agent_llm_calls`` and
+``persona_agent_llm_tokens`` count them all, and each is a ``chat {model}`` span
+(docs/observability.md).
 """
 
 from __future__ import annotations

@@ -56,8 +56,8 @@ _SENTENCE_END = re.compile(r"[.!?…](?=\s|$)")
 
 
 class Complete(Protocol):
-    """One request to a chat model (the hub's backend: :mod:`persona_agent.parts` makes it):
-    its whole answer's text; raises when the model fails."""
+    """One request to a chat model (the hub's backend: :mod:`persona_agent.hub.memory_part`
+    makes it): its whole answer's text; raises when the model fails."""
 
     async def __call__(
         self, persona_id: str, model: str, messages: list[dict[str, Any]], max_tokens: int

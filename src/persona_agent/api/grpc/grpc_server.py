@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from persona_agent.api.serving import A2AParts
 from persona_agent.errors import ConfigError
+from persona_agent.hub.a2a_parts import A2AParts
 from persona_agent.settings import Settings
 
 __all__ = ["GrpcServer", "build_grpc", "connection_cap", "descriptor_limit", "server_options"]

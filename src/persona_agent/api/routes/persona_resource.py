@@ -13,9 +13,9 @@ from pydantic import ValidationError
 
 from persona_agent.a2a.cards import CARD_PATH, persona_url
 from persona_agent.api.deps import Writer, hub_parts
-from persona_agent.api.persona_data import DeletedPersonaData
 from persona_agent.api.routes.error_body import error_responses
 from persona_agent.errors import PersonaAgentError, PersonaFileError, PersonaNotFoundError
+from persona_agent.hub.persona_data import DeletedPersonaData
 from persona_agent.personas.formats.png import CleanImage
 from persona_agent.personas.loader import MAX_PROBLEMS, PersonaSource
 from persona_agent.personas.model import Persona

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from persona_agent.llm.base import message_text
+
 if TYPE_CHECKING:
     from llama_cpp import Llama
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
@@ -51,7 +53,8 @@ class ChatTemplate:
         plain = [
             {"role": m["role"], "content": text}
             for m in messages
-            if m.get("role") in ("system", "user", "assistant") and (text := _content(m))
+            if m.get("role") in ("system", "user", "assistant")
+            and (text := message_text(m).strip())
         ]
         try:
             return self._format(plain)
@@ -94,16 +97,3 @@ class PlainAnswer:
     def finish(self, *, truncated: bool = False) -> str:
         self.stopped = True
         return ""
-
-
-def _content(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content.strip()
-    if isinstance(content, list):
-        return " ".join(
-            str(part.get("text", ""))
-            for part in content
-            if isinstance(part, dict) and part.get("type") == "text"
-        ).strip()
-    return ""

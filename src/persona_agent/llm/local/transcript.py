@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from persona_agent.llm.base import message_text
 from persona_agent.personas.model import Persona
 from persona_agent.personas.turn_prompt import PromptSections, assemble_prompt_sync
 
@@ -61,7 +62,7 @@ def sections_of(
         return prompt
     if persona is not None:
         return assemble_prompt_sync(persona, [m for m in messages if m.get("role") != "system"])
-    system = "\n\n".join(_content(m) for m in messages if m.get("role") == "system")
+    system = "\n\n".join(message_text(m) for m in messages if m.get("role") == "system")
     first = system.strip().split("\n\n", 1)[0]
     return PromptSections(
         name=DEFAULT_NAME,
@@ -203,7 +204,7 @@ def _turns(messages: Sequence[dict[str, Any]], name: str) -> list[tuple[str, str
         role = message.get("role")
         if role not in ("user", "assistant"):
             continue
-        text = _flat(_content(message))
+        text = _flat(message_text(message))
         if not text:
             continue  # an assistant message that only called tools
         turns.append((USER_LABEL if role == "user" else name, text))
@@ -232,17 +233,3 @@ def _first_sentences(text: str, limit: int) -> str:
             break
         kept = candidate
     return kept or text[: limit - 1].rstrip() + "…"
-
-
-def _content(message: dict[str, Any]) -> str:
-    """The text of a message, whether its content is a string or a list of parts."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(
-            str(part.get("text", ""))
-            for part in content
-            if isinstance(part, dict) and part.get("type") == "text"
-        )
-    return ""

@@ -133,7 +133,7 @@ export function turnsOfTasks(tasks) {
 }
 
 // Whether a failed task's reason is the hub's for a turn it stopped in the middle of (a
-// restart, a crash): "send the message again" (api/serving.py's UNFINISHED_REASON).
+// restart, a crash): "send the message again" (hub/a2a_parts.py's UNFINISHED_REASON).
 const LOST = /send the message again/i;
 
 // A2A file parts as the Files they were (a lost turn's, sent again as they came).

@@ -1,0 +1,91 @@
+"""The engine: one message answered as one persona (memory, summary, knowledge, images and
+tools given to it), and the stored conversations callers steer, built from the settings."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from persona_agent.a2a.registry import A2ARegistry
+from persona_agent.chat.engine import ChatEngine
+from persona_agent.conversations.conversation_store import ConversationStore
+from persona_agent.conversations.storage_quota import StorageLimits, StorageQuota
+from persona_agent.hub.collaboration import Collaboration
+from persona_agent.hub.media_part import build_images
+from persona_agent.hub.memory_part import build_memory, build_summary
+from persona_agent.hub.model_backend import ModelBackend
+from persona_agent.hub.storage import Storage
+from persona_agent.llm.base import Usage
+from persona_agent.llm.local.weights import LOCAL_MODEL_NAME
+from persona_agent.observe.metrics import HubMetrics
+from persona_agent.observe.pricing import load_prices
+from persona_agent.settings import Settings
+
+if TYPE_CHECKING:
+    from persona_agent.knowledge.library import Knowledge
+
+__all__ = ["build_conversations", "build_engine"]
+
+
+def build_engine(
+    settings: Settings,
+    model: ModelBackend,
+    storage: Storage,
+    collaboration: Collaboration,
+    metrics: HubMetrics,
+    knowledge: Knowledge,
+) -> ChatEngine:
+    """The engine that answers one message as one persona (its life: the running
+    summaries it makes in the background, :attr:`ChatEngine.summary`)."""
+    cluster = storage.cluster
+    memory = build_memory(settings, storage.writer, model.embedder, metrics)
+    if settings.memory:  # the model may remember, recall and forget (docs/memory.md)
+        from persona_agent.chat.memory_tools import MemoryTools
+        from persona_agent.memory.shared import SharedMemory
+
+        if isinstance(memory, SharedMemory):
+            collaboration.tools.sources.insert(0, MemoryTools(memory))
+    prices = load_prices(settings.llm_prices, free=(LOCAL_MODEL_NAME,))
+    usage = storage.usage
+
+    async def record(persona_id: str, model_name: str, tokens: Usage) -> None:
+        await usage.record(persona_id, model_name, tokens, prices.cost(model_name, tokens))
+
+    summary = build_summary(
+        settings,
+        storage.writer,
+        model.llm,
+        locks=cluster.locks if cluster is not None else None,
+        record=record,
+        metrics=metrics,
+    )
+    return ChatEngine(
+        model.llm,
+        storage.history,
+        collaboration.tools,
+        max_tool_iterations=settings.max_tool_iterations,
+        locks=cluster.locks if cluster is not None else None,
+        prices=prices,
+        usage=usage,
+        metrics=metrics,
+        memory=memory,
+        summary=summary,
+        knowledge=knowledge,
+        users=storage.user_personas,
+        prompts=storage.prompts,
+        images=build_images(settings, storage.writer, model.llm),
+    )
+
+
+def build_conversations(
+    settings: Settings, storage: Storage, engine: ChatEngine, registry: A2ARegistry
+) -> ConversationStore:
+    """The stored conversations callers steer, each caller within its storage quota
+    (anonymous conversations too, on a hub that identifies callers)."""
+    limits = StorageLimits(
+        conversations=settings.caller_max_conversations,
+        messages=settings.caller_max_messages,
+        bytes=settings.caller_max_message_bytes,
+        anonymous_is_a_caller=registry.services.auth is not None,
+    )
+    quota = StorageQuota(storage.writer, limits)
+    return ConversationStore(storage.writer, storage.history, locks=engine.locks, quota=quota)
