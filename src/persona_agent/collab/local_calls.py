@@ -32,6 +32,7 @@ from a2a.types.a2a_pb2 import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import InvalidRequestError
+from google.protobuf.json_format import MessageToDict
 
 from persona_agent.a2a.context_keys import (
     BINDING_KEY,
@@ -43,13 +44,23 @@ from persona_agent.a2a.context_keys import (
     PERSONA_STATE_KEY,
     PRINCIPAL_STATE_KEY,
     REQUEST_ID_KEY,
+    SUPPLIED_TURN_STATE_KEY,
     TASK_ERROR_STATE_KEY,
     TASK_STARTED_STATE_KEY,
     WHOLE_ANSWER_STATE_KEY,
 )
+from persona_agent.chat.supplied import SuppliedTurn
 from persona_agent.errors import PersonaAgentError
 
-__all__ = ["LocalCalls", "LocalEnd", "LocalEvent", "LocalStart", "LocalText", "text_of"]
+__all__ = [
+    "LocalCalls",
+    "LocalEnd",
+    "LocalEvent",
+    "LocalStart",
+    "LocalText",
+    "data_of",
+    "text_of",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +100,9 @@ class LocalEnd:
     error: PersonaAgentError | None = None
     """The hub's error a ``failed`` task failed with (in process only: the client of a
     task sees its message), for a door that answers in a protocol of its own."""
+    data: tuple[dict[str, Any], ...] = ()
+    """The final message's data parts (its cost-v1, a panel's turns, calls handed back to
+    the caller), for a door that answers in a protocol of its own."""
 
     @property
     def ok(self) -> bool:
@@ -119,6 +133,7 @@ class LocalCalls:
         whole: bool = False,
         binding: str = "",
         mode: Literal["message", "regenerate", "continue"] = "message",
+        supplied: SuppliedTurn | None = None,
     ) -> AsyncGenerator[LocalEvent, None]:
         """Ask ``persona_id``: :class:`LocalStart`, the answer as :class:`LocalText`, then
         :class:`LocalEnd`. ``origin``: the call context of the turn asking (its caller owns
@@ -131,10 +146,15 @@ class LocalCalls:
         a caller that waits for it anyway). ``binding``: the door the call came through, for
         the request metrics (``mcp``, ``rest``); none for the hub's own calls. ``mode``:
         ``regenerate`` or ``continue`` the conversation's last answer (``context_id``'s, as
-        stored; ``text`` is then not read), else a message.
+        stored; ``text`` is then not read), else a message. ``supplied``: the conversation
+        before ``text`` as a stateless door's caller sends it, with its instructions, tools
+        and sampling (nothing stored is read or written for it; :mod:`~persona_agent.chat.
+        supplied`).
         """
         context = self._context(persona_id, origin, chain)
         started = _told(context, origin, binding=binding, whole=whole, mode=mode)
+        if supplied is not None:
+            context.state[SUPPLIED_TURN_STATE_KEY] = supplied
         message = Message(
             message_id=str(uuid.uuid4()),
             role=Role.ROLE_USER,
@@ -258,6 +278,12 @@ async def _refusals_ended(
         yield LocalEnd("", "rejected", error.message)
 
 
+def data_of(message: Message) -> tuple[dict[str, Any], ...]:
+    """The data parts of an agent's message that are JSON objects."""
+    values = (MessageToDict(part.data) for part in message.parts if part.HasField("data"))
+    return tuple(value for value in values if isinstance(value, dict))
+
+
 def text_of(message: Message) -> str:
     """The text parts of an agent's message (its data parts, such as the cost, left out)."""
     return "\n".join(part.text for part in message.parts if part.text)
@@ -266,4 +292,5 @@ def text_of(message: Message) -> str:
 def _end(task_id: str, state: TaskState, message: Message, context: ServerCallContext) -> LocalEnd:
     error = context.state.get(TASK_ERROR_STATE_KEY)
     failure = error if isinstance(error, PersonaAgentError) else None
-    return LocalEnd(task_id, ENDED_STATE_NAMES[state], text_of(message), failure)
+    state_name = ENDED_STATE_NAMES[state]
+    return LocalEnd(task_id, state_name, text_of(message), failure, data_of(message))
