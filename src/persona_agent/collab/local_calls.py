@@ -152,9 +152,7 @@ class LocalCalls:
         supplied`).
         """
         context = self._context(persona_id, origin, chain)
-        started = _told(context, origin, binding=binding, whole=whole, mode=mode)
-        if supplied is not None:
-            context.state[SUPPLIED_TURN_STATE_KEY] = supplied
+        started = _told(context, origin, binding=binding, whole=whole, mode=mode, supplied=supplied)
         message = Message(
             message_id=str(uuid.uuid4()),
             role=Role.ROLE_USER,
@@ -246,10 +244,12 @@ def _told(
     binding: str,
     whole: bool,
     mode: Literal["message", "regenerate", "continue"],
+    supplied: SuppliedTurn | None = None,
 ) -> asyncio.Future[str]:
     """Tell the task of the call, in its call context, what :meth:`LocalCalls.stream` was
-    asked (the door, whether the answer comes whole, the conversation's mode) and the
-    asking task's budget; the future the executor resolves with the task's id."""
+    asked (the door, whether the answer comes whole, the conversation's mode, or the
+    conversation the caller supplies) and the asking task's budget; the future the
+    executor resolves with the task's id."""
     started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     context.state[TASK_STARTED_STATE_KEY] = started
     if binding:
@@ -257,6 +257,8 @@ def _told(
     context.state[WHOLE_ANSWER_STATE_KEY] = whole
     if mode != "message":
         context.state[CONVERSATION_MODE_STATE_KEY] = mode
+    if supplied is not None:
+        context.state[SUPPLIED_TURN_STATE_KEY] = supplied
     if isinstance(origin, ServerCallContext) and BUDGET_STATE_KEY in origin.state:
         # The asking task's budget itself (not a copy): the whole tree spends one.
         context.state[BUDGET_STATE_KEY] = origin.state[BUDGET_STATE_KEY]
