@@ -260,11 +260,22 @@ async def test_a_panel_answers_as_one_message_naming_each_member(
     llm.script_for("You are Albert Einstein.", Reply("Imagination."))
     llm.script_for("You are Marie Curie.", Reply("Nothing is to be feared."))
     llm.script_for("You are Charles Darwin.", Reply("Adapt."))
+    question: Messages = [{"role": "user", "content": "What drives science?"}]
     async with hub_factory() as hub:
-        answer = await async_client(hub).chat.completions.create(
-            model="science-panel", messages=[{"role": "user", "content": "What drives science?"}]
+        client = async_client(hub)
+        answer = await client.chat.completions.create(model="science-panel", messages=question)
+        for who, said in (
+            ("Albert Einstein", "Imagination."),
+            ("Marie Curie", "Nothing is to be feared."),
+            ("Charles Darwin", "Adapt."),
+        ):
+            llm.script_for(f"You are {who}.", Reply(said))
+        stream = await client.chat.completions.create(
+            model="science-panel", messages=question, stream=True
         )
+        streamed = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     text = answer.choices[0].message.content or ""
+    assert streamed == text
     for name, said in (
         ("Albert Einstein", "Imagination."),
         ("Marie Curie", "Nothing is to be feared."),

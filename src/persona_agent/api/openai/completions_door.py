@@ -200,10 +200,12 @@ async def _answer(
 ) -> None:
     """The task's events as a chat completion: one JSON answer, or a stream of chunks. The
     head waits for the answer's first text (or its end), so that a turn that fails before
-    it is an HTTP error a client reads as such."""
+    it is an HTTP error a client reads as such. A panel's stream is its answer whole, each
+    member's turn under its name, at the end (its members speak at once: their pieces
+    would interleave), after a head sent as its task starts."""
     chunks = Chunks(send, "", persona.id, include_usage=ask.include_usage)
     pieces: list[str] = []
-    named = persona.panel is not None  # a panel's answer: each member's turn under its name
+    panel = persona.panel is not None
     end = LocalEnd("", "failed", "The persona did not answer")
     try:
         async for event in events:
@@ -211,15 +213,14 @@ async def _answer(
                 chunks = Chunks(
                     send, _completion_id(event), persona.id, include_usage=ask.include_usage
                 )
+                if ask.stream and panel:
+                    await chunks.start()
             elif isinstance(event, LocalText):
-                text = event.text
-                if named and event.name:
-                    text = f"{chr(10) * 2 if pieces else ''}**{event.name}**: {text}"
-                pieces.append(text)
-                if ask.stream:
+                pieces.append(event.text)
+                if ask.stream and not panel:
                     if not chunks.started:
                         await chunks.start()
-                    await chunks.text(text)
+                    await chunks.text(event.text)
             else:
                 end = event
                 break
@@ -232,12 +233,14 @@ async def _answer(
             raise WireError(status, message, type=_TYPES.get(status, "server_error"))
         await chunks.fail(message, "server_error")
         return
+    text = end.text or "".join(pieces)
     if not ask.stream:
-        text = end.text or "".join(pieces)
         await send_json(send, 200, completion(_completion_id(end), persona.id, end, text))
         return
     if not chunks.started:
         await chunks.start()
+    if panel and text:
+        await chunks.text(text)
     await chunks.finish(end)
 
 
