@@ -122,6 +122,18 @@ async def test_the_async_client_streams_the_answer_with_its_usage(
         await client.chat.completions.create(
             model="socrates", messages=[{"role": "user", "content": "Hello again."}]
         )
+        # Each request was an A2A task of the persona, counted through the door it came by.
+        metrics = (await hub.http.get("/metrics")).text
+        task = await hub.http.get(
+            f"/a2a/socrates/tasks/{chunks[0].id.removeprefix('chatcmpl-')}",
+            headers={"A2A-Version": "1.0"},
+        )
+    assert (
+        'persona_agent_a2a_requests_total{binding="openai",method="SendStreamingMessage",'
+        'outcome="ok",persona="socrates"} 2.0'
+    ) in metrics
+    assert task.status_code == 200, task.text
+    assert task.json()["status"]["state"] == "TASK_STATE_COMPLETED"
     texts = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
     assert "".join(texts) == "The only true wisdom is knowing you know nothing."
     assert chunks[0].choices[0].delta.role == "assistant"
