@@ -10,6 +10,7 @@ import asyncio
 import json
 from typing import Any, cast
 
+import httpx
 import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
@@ -416,3 +417,17 @@ async def test_a_failing_model_is_a_502(hub_factory: HubFactory, llm: FakeLLM) -
             )
     assert failed.value.status_code == 502
     assert isinstance(failed.value.body, dict)
+
+
+async def test_the_door_behind_a_proxys_root_path(hub_factory: HubFactory, llm: FakeLLM) -> None:
+    llm.script(Reply("From behind the proxy."))
+    async with hub_factory() as hub:
+        transport = httpx.ASGITransport(app=hub.app, root_path="/hub")
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            models = await http.get("/hub/v1/models")
+            answer = await http.post(
+                "/hub/v1/chat/completions",
+                json={"model": "socrates", "messages": [{"role": "user", "content": "Hi"}]},
+            )
+    assert "socrates" in {model["id"] for model in models.json()["data"]}
+    assert answer.json()["choices"][0]["message"]["content"] == "From behind the proxy."

@@ -208,15 +208,18 @@ def _add_routes(app: HubApp, settings: Settings) -> None:
         app.router.routes.append(Mount(OPENAI_PREFIX, app=app.openai))
 
 
-def _openai_door(settings: Settings, registry: A2ARegistry) -> OpenAIDoor | None:
-    """The OpenAI-compatible door at ``/v1`` (docs/openai.md), unless it is off."""
+def _openai_door(settings: Settings, registry: A2ARegistry) -> ASGIApp | None:
+    """The OpenAI-compatible door at ``/v1`` (docs/openai.md), unless it is off; behind
+    CORS when origins are allowed (a chat page in a browser may call it, as A2A)."""
     if not settings.openai_server:
         return None
-    return OpenAIDoor(
+    door = OpenAIDoor(
         registry,
         max_body_bytes=settings.max_message_bytes,
         max_messages=settings.openai_max_messages,
     )
+    origins = settings.cors_origin_list
+    return CORSMiddleware(door, **cors_options(origins)) if origins else door
 
 
 def _mcp_options(settings: Settings) -> dict[str, Any]:
@@ -270,7 +273,7 @@ class HubApp(FastAPI):
         guard: Callable[[ASGIApp], ASGIApp],
         mcp: McpDoor,
         serve_mcp: bool = True,
-        openai: OpenAIDoor | None = None,
+        openai: ASGIApp | None = None,
         **options: Any,
     ) -> None:
         super().__init__(**options)
