@@ -15,7 +15,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 
-from tests.fakes.fake_llm import Fail, FakeLLM, Reply, ToolCalls
+from tests.fakes.fake_llm import Fail, FakeLLM, Hang, Reply, ToolCalls
 from tests.integration.conftest import Hub, HubFactory
 
 ALICE_KEY = "alice-key-0123456789abcdef"
@@ -431,3 +431,21 @@ async def test_the_door_behind_a_proxys_root_path(hub_factory: HubFactory, llm: 
             )
     assert "socrates" in {model["id"] for model in models.json()["data"]}
     assert answer.json()["choices"][0]["message"]["content"] == "From behind the proxy."
+
+
+async def test_a_client_that_leaves_before_a_whole_answer_cancels_the_model_call(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    llm.script(Hang())
+    async with hub_factory() as hub:
+        asking = asyncio.create_task(
+            async_client(hub).chat.completions.create(
+                model="socrates", messages=[{"role": "user", "content": "Hello?"}]
+            )
+        )
+        await asyncio.to_thread(llm.wait_requests, 1)
+        asking.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asking
+        await asyncio.to_thread(llm.wait_disconnect)
+    assert llm.disconnects == 1
