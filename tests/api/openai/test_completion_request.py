@@ -15,9 +15,7 @@ def read(**body: Any) -> Any:
     return read_request({"model": "socrates", **body}, max_messages=10)
 
 
-def test_opening_system_messages_are_the_instructions_and_the_last_user_one_the_message() -> (
-    None
-):
+def test_opening_system_messages_are_the_instructions_and_the_last_user_one_the_message() -> None:
     ask = read(
         messages=[
             {"role": "system", "content": "Be brief."},
@@ -41,6 +39,13 @@ def test_opening_system_messages_are_the_instructions_and_the_last_user_one_the_
     assert ask.stream
     assert ask.include_usage
     assert not ask.supplied.answers_history
+
+
+def test_an_empty_last_user_message_goes_on_from_the_history() -> None:
+    ask = read(messages=[{"role": "user", "content": "Hi"}, {"role": "user", "content": ""}])
+    assert ask.text == GOING_ON
+    assert ask.supplied.answers_history
+    assert ask.supplied.history[-1] == {"role": "user", "content": ""}
 
 
 def test_tool_results_last_go_on_from_the_history() -> None:

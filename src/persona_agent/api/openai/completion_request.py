@@ -116,9 +116,8 @@ def _turn(read: list[Message], body: dict[str, Any]) -> tuple[str, SuppliedTurn]
     rest = read[opening:]
     if not any(message["role"] == "user" for message in rest):
         raise _bad("'messages' holds no user message", "messages")
-    text = GOING_ON
-    if rest[-1]["role"] == "user":
-        text = str(rest.pop()["content"]) or GOING_ON
+    asks = rest[-1]["role"] == "user" and bool(rest[-1]["content"])
+    text = str(rest.pop()["content"]) if asks else GOING_ON
     history = ([{"role": "system", "content": instructions}] if instructions else []) + rest
     tools = _tools(body.get("tools"), body.get("tool_choice"))
     supplied = SuppliedTurn(
@@ -127,7 +126,7 @@ def _turn(read: list[Message], body: dict[str, Any]) -> tuple[str, SuppliedTurn]
         temperature=_temperature(body.get("temperature")),
         max_tokens=_max_tokens(body),
         stop=_stops(body.get("stop")),
-        answers_history=text == GOING_ON,
+        answers_history=not asks,
     )
     return text, supplied
 
@@ -153,8 +152,6 @@ def _message(message: Any, index: int) -> Message:
         if not isinstance(call_id, str) or not call_id:
             raise _bad(f"{where}.tool_call_id is needed", f"{where}.tool_call_id")
         read["tool_call_id"] = call_id
-    elif not read["content"] and role == "user":
-        raise _bad(f"{where}.content is empty", f"{where}.content")
     return read
 
 
