@@ -449,3 +449,21 @@ async def test_a_client_that_leaves_before_a_whole_answer_cancels_the_model_call
             await asking
         await asyncio.to_thread(llm.wait_disconnect)
     assert llm.disconnects == 1
+
+
+async def test_an_answer_cut_at_the_token_cap_finishes_with_length(
+    hub_factory: HubFactory, llm: FakeLLM
+) -> None:
+    llm.script(Reply("It was the best", finish="length"), Reply("of times", finish="length"))
+    question: Messages = [{"role": "user", "content": "Tell a tale."}]
+    async with hub_factory() as hub:
+        client = async_client(hub)
+        whole = await client.chat.completions.create(
+            model="socrates", messages=question, max_tokens=4
+        )
+        stream = await client.chat.completions.create(
+            model="socrates", messages=question, max_tokens=2, stream=True
+        )
+        finishes = [c.choices[0].finish_reason async for c in stream if c.choices]
+    assert whole.choices[0].finish_reason == "length"
+    assert finishes[-1] == "length"

@@ -12,6 +12,7 @@ __all__ = [
     "CALLER_KEY",
     "CONSULT_CHAIN_KEY",
     "CONVERSATION_MODE_STATE_KEY",
+    "CUT_METADATA_KEY",
     "ENDED_STATE_NAMES",
     "HANDED_DATA_KIND",
     "PARTS_METADATA_KEY",
@@ -83,6 +84,9 @@ HANDED_DATA_KIND = "tool-calls"
 """``kind`` of the data part of a final message that hands calls of the caller's own tools
 back to it (:attr:`~persona_agent.chat.events.Done.handed`): ``calls``, each ``id``,
 ``name``, ``arguments`` (the JSON text the model wrote)."""
+CUT_METADATA_KEY = "cut"
+"""The final message's metadata key saying the answer stopped at the model's token cap
+(``true``; absent otherwise)."""
 PARTS_METADATA_KEY = "persona-agent/parts"
 """Metadata of an answer chunk event: how many parts the answer artifact has with it."""
 

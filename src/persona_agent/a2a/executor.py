@@ -22,6 +22,7 @@ from google.protobuf.struct_pb2 import Value
 from persona_agent.a2a.context_keys import (
     CALLER_KEY,
     CONVERSATION_MODE_STATE_KEY,
+    CUT_METADATA_KEY,
     HANDED_DATA_KIND,
     PARTS_METADATA_KEY,
 )
@@ -243,6 +244,8 @@ class PersonaAgentExecutor(TaskExecutor):
             final.metadata.update({CITATIONS_METADATA_KEY: list(done.citations)})
         if unspoken is not None:
             final.metadata.update({VOICE_ERROR_METADATA_KEY: unspoken})
+        if done.cut:  # stopped at the token cap (a door that reports it: OpenAI's "length")
+            final.metadata.update({CUT_METADATA_KEY: True})
         if self.is_canceled(updater.task_id):
             return "canceled"
         if done.question is not None:

@@ -409,6 +409,7 @@ class ChatEngine:
             demo_model=self.llm.demo_model,
             remembered=state.remembered,
             citations=state.citations,
+            cut=state.end.finish_reason == "length",
             handed=tuple(state.handed),
         )
 

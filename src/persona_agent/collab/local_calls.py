@@ -40,6 +40,7 @@ from persona_agent.a2a.context_keys import (
     CALLER_KEY,
     CONSULT_CHAIN_KEY,
     CONVERSATION_MODE_STATE_KEY,
+    CUT_METADATA_KEY,
     ENDED_STATE_NAMES,
     PERSONA_STATE_KEY,
     PRINCIPAL_STATE_KEY,
@@ -103,6 +104,8 @@ class LocalEnd:
     data: tuple[dict[str, Any], ...] = ()
     """The final message's data parts (its cost-v1, a panel's turns, calls handed back to
     the caller), for a door that answers in a protocol of its own."""
+    cut: bool = False
+    """The answer stopped at the model's token cap (its final message says so)."""
 
     @property
     def ok(self) -> bool:
@@ -295,4 +298,5 @@ def _end(task_id: str, state: TaskState, message: Message, context: ServerCallCo
     error = context.state.get(TASK_ERROR_STATE_KEY)
     failure = error if isinstance(error, PersonaAgentError) else None
     state_name = ENDED_STATE_NAMES[state]
-    return LocalEnd(task_id, state_name, text_of(message), failure, data_of(message))
+    cut = CUT_METADATA_KEY in message.metadata.fields
+    return LocalEnd(task_id, state_name, text_of(message), failure, data_of(message), cut)

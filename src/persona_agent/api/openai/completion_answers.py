@@ -103,13 +103,18 @@ def completion(completion_id: str, model: str, end: LocalEnd, text: str) -> dict
             {
                 "index": 0,
                 "message": message,
-                "finish_reason": "tool_calls" if calls else "stop",
+                "finish_reason": _finish(end, calls),
                 "logprobs": None,
             }
         ],
         "usage": usage_of(end),
         "system_fingerprint": None,
     }
+
+
+def _finish(end: LocalEnd, calls: list[dict[str, Any]]) -> str:
+    """``tool_calls`` (the caller's tools to run), ``length`` (the token cap), or ``stop``."""
+    return "tool_calls" if calls else "length" if end.cut else "stop"
 
 
 class Chunks:
@@ -145,7 +150,7 @@ class Chunks:
         if calls:
             indexed = [{"index": index, **call} for index, call in enumerate(calls)]
             await self._choice({"tool_calls": indexed})
-        await self._choice({}, "tool_calls" if calls else "stop")
+        await self._choice({}, _finish(end, calls))
         if self._include_usage:
             await self._event({**self._head, "choices": [], "usage": usage_of(end)})
         await self._done()
