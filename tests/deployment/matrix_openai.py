@@ -62,9 +62,9 @@ async def _cancel(deployment: Deployment, cell: Cell, llm: FakeLLM) -> None:
         messages=[{"role": "user", "content": "Hello, matrix [slow]"}],
         stream=True,
     )
-    async for chunk in stream:
-        if chunk.choices and chunk.choices[0].delta.content:
-            break
+    async for _chunk in stream:
+        break  # the head: the task runs (a panel's text comes whole, at its end)
+    await asyncio.to_thread(llm.wait_chunks, 1)  # the model is writing
     await stream.close()
     await asyncio.to_thread(llm.wait_disconnect)  # the model's call was closed
 
