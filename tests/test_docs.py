@@ -67,7 +67,7 @@ def test_the_licence_is_apache_2_as_the_package_declares() -> None:
 
 HUB_PATHS = (
     *("/a2a", "/api/v1", "/.well-known", "/healthz", "/readyz", "/metrics"),
-    *("/docs", "/redoc", "/openapi.json", "/console", "/mcp"),
+    *("/docs", "/redoc", "/openapi.json", "/console", "/mcp", "/v1"),
 )
 
 

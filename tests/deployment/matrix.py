@@ -55,7 +55,8 @@ class Door:
     client: str
     """``a2a-sdk`` (1.x, this environment), ``a2a-sdk-0.3`` (its own environment), ``mcp``
     (the SDK's client), ``inspector`` (the MCP Inspector's CLI, from npm) or ``http``
-    (httpx: the REST conversation routes, and the A2A client for the task they start)."""
+    (httpx: the REST conversation routes, and the A2A client for the task they start) or
+    ``openai`` (the official ``openai`` Python client: ``/v1``)."""
     operations: tuple[str, ...]
     binding: tuple[str, str] = ("", "")
     """The A2A binding and protocol version; for MCP, the era (``auto``: 2026-07-28,
@@ -97,6 +98,14 @@ DOORS: tuple[Door, ...] = (
     Door("mcp-inspector", "inspector", ("send", "list"), ("MCP", "cli"), ("one-hub",)),
     # Regenerate and continue are A2A tasks of the persona, with an SSE form.
     Door("rest-conversations", "http", ALL, ("REST", "1.0")),
+    # Personas as models: a request is the task, and keeps no id a client could cancel or
+    # follow elsewhere, so cancel is the client leaving its stream.
+    Door(
+        "openai",
+        "openai",
+        ("send", "stream", "cancel-same", "list", "refused", "failing"),
+        ("OPENAI", "v1"),
+    ),
 )
 
 REST_PANEL = (

@@ -40,6 +40,7 @@ from tests.deployment.matrix_mcp import (
     run_inspector_cell,
     run_mcp_cell,
 )
+from tests.deployment.matrix_openai import run_openai_cell
 from tests.deployment.matrix_rest import run_rest_cell
 from tests.deployment.matrix_sdk03 import assert_sdk03_cell, run_sdk03, sdk03_python
 from tests.fakes.fake_llm import FakeLLM
@@ -118,6 +119,11 @@ def test_matrix_rest_conversations(cell: Cell, deployments: Deployments, llm: Fa
     asyncio.run(run_rest_cell(deployments.get(cell.deployment), cell, llm))
 
 
+@pytest.mark.parametrize("cell", cells("openai"))
+def test_matrix_openai(cell: Cell, deployments: Deployments, llm: FakeLLM) -> None:
+    asyncio.run(run_openai_cell(deployments.get(cell.deployment), cell, llm))
+
+
 class StdioClients:
     """The stdio door's clients, one ``persona-agent mcp`` process a key for the module
     (each costs a hub's start-up), open in a thread's event loop that every stdio cell
@@ -181,7 +187,7 @@ def test_matrix_mcp_inspector(
 def test_matrix_table_is_whole() -> None:
     """Every door has an operation of the table and a client the tests run; every cell the
     table holds back names its issue, and holds back at least one cell."""
-    clients = {"a2a-sdk", "a2a-sdk-0.3", "http", "mcp", "inspector"}
+    clients = {"a2a-sdk", "a2a-sdk-0.3", "http", "mcp", "inspector", "openai"}
     for door in DOORS:
         assert door.client in clients, door
         assert set(door.operations) <= set(OPERATIONS), door

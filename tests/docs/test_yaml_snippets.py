@@ -27,6 +27,9 @@ YAML = [claim(s.path, s.text) for s in all_snippets() if s.lang in ("yaml", "yml
 PROMETHEUS = "scrape_configs"
 """A Prometheus configuration: test_hub_snippets.py scrapes the hub with it."""
 
+LIBRECHAT = "endpoints"
+"""LibreChat's ``librechat.yaml``: test_openai_snippets.py lists the personas with it."""
+
 REQUIRED = {"name": "Doc Fragment", "description": "A persona around a section the docs show."}
 """What a persona section shown on its own is completed with: the required fields it
 does not give itself."""
@@ -38,13 +41,15 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
 
 def kind(snippet: Snippet) -> str:
     """What the block is: ``persona``, ``fragment`` (persona sections), ``mcp``,
-    ``agents`` (an agents file with catalogs), ``prices`` or ``prometheus``."""
+    ``agents`` (an agents file with catalogs), ``prices``, ``prometheus`` or ``librechat``."""
     data = yaml.safe_load(snippet.text)
     assert isinstance(data, dict), f"{snippet}: not a YAML mapping"
     if set(data) == {"servers"}:
         return "mcp"
     if PROMETHEUS in data:
         return "prometheus"
+    if set(data) == {LIBRECHAT}:
+        return "librechat"
     if "catalogs" in data and set(data) <= {"agents", "catalogs"}:
         return "agents"
     if all(
@@ -105,6 +110,9 @@ def test_each_yaml_block_is_read_by_the_hub(snippet: Snippet, tmp_path: Path) ->
         table = load_prices(path)
         for model in data:
             assert table.price(model) is not None, (snippet.where, model)
+    elif found == "librechat":
+        for endpoint in data[LIBRECHAT]["custom"]:
+            assert endpoint["baseURL"].endswith("/v1"), (snippet.where, endpoint)
     else:
         assert isinstance(data[PROMETHEUS], list), snippet.where
 

@@ -141,6 +141,8 @@ class Reply:
     own_writes: bool = False
     """With no ``token_delay``: each chunk a body write of its own, on an event-loop turn
     of its own (as a real server streams), not every chunk in one write."""
+    finish: str = "stop"
+    """The answer's ``finish_reason`` (``length``: as a server that stopped at the cap)."""
     hold_after: int | None = None
     """Streamed: after this many content chunks, the answer waits until the test calls
     :meth:`FakeLLM.release` (:meth:`FakeLLM.wait_held` tells when it waits), so that a test
@@ -677,7 +679,7 @@ class _Answer:
         if await self.pause(reply.token_delay * len(reply.pieces())):
             return
         message = {"role": "assistant", "content": reply.text}
-        await self.complete(message, "stop", self.usage_of(reply))
+        await self.complete(message, reply.finish, self.usage_of(reply))
 
     async def answer_tools(self, item: ToolCalls) -> None:
         if await self.pause(0):
@@ -715,7 +717,7 @@ class _Answer:
             body = b"".join(self.chunk({"content": piece}) for piece in pieces)
             await self.emit(body)
             self.fake._count(self.generation, chunks=len(pieces))
-            await self.finish_stream("stop", self.usage_of(reply))
+            await self.finish_stream(reply.finish, self.usage_of(reply))
             return
         first = last = 0.0
         for sent, piece in enumerate(pieces):
@@ -739,7 +741,7 @@ class _Answer:
             self.fake._count(self.generation, chunks=1)
         if reply.break_after is not None:
             return
-        await self.finish_stream("stop", self.usage_of(reply))
+        await self.finish_stream(reply.finish, self.usage_of(reply))
         self.fake._log_timing(self.body, first, last, len(pieces))
 
     async def stream_tools(self, item: ToolCalls) -> None:

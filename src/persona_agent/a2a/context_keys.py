@@ -12,7 +12,9 @@ __all__ = [
     "CALLER_KEY",
     "CONSULT_CHAIN_KEY",
     "CONVERSATION_MODE_STATE_KEY",
+    "CUT_METADATA_KEY",
     "ENDED_STATE_NAMES",
+    "HANDED_DATA_KIND",
     "PARTS_METADATA_KEY",
     "PERSONA_SCOPE_KEY",
     "PERSONA_STATE_KEY",
@@ -20,6 +22,7 @@ __all__ = [
     "RAW_STATUS_STATE_KEY",
     "REQUEST_ID_KEY",
     "RPC_BODY_SCOPE_KEY",
+    "SUPPLIED_TURN_STATE_KEY",
     "TASK_ERROR_STATE_KEY",
     "TASK_STARTED_STATE_KEY",
     "TERMINAL_STATES",
@@ -72,6 +75,18 @@ TASK_ERROR_STATE_KEY = "persona_agent.task_error"
 """Set in ``ServerCallContext.state`` by the executor when a task fails on one of the hub's
 errors (:class:`~persona_agent.errors.PersonaAgentError`): the error, for a door inside the
 hub that answers in a protocol of its own (REST: its status by the error's kind)."""
+SUPPLIED_TURN_STATE_KEY = "persona_agent.supplied_turn"
+"""In ``ServerCallContext.state`` of a turn a stateless door inside the hub asks for (the
+OpenAI-compatible chat completions): the :class:`~persona_agent.chat.supplied.SuppliedTurn`
+(the caller's conversation, instructions, tools and sampling). No client can set a state
+key."""
+HANDED_DATA_KIND = "tool-calls"
+"""``kind`` of the data part of a final message that hands calls of the caller's own tools
+back to it (:attr:`~persona_agent.chat.events.Done.handed`): ``calls``, each ``id``,
+``name``, ``arguments`` (the JSON text the model wrote)."""
+CUT_METADATA_KEY = "cut"
+"""The final message's metadata key saying the answer stopped at the model's token cap
+(``true``; absent otherwise)."""
 PARTS_METADATA_KEY = "persona-agent/parts"
 """Metadata of an answer chunk event: how many parts the answer artifact has with it."""
 

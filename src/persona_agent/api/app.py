@@ -26,6 +26,7 @@ from persona_agent.api.deps import ApiParts
 from persona_agent.api.grpc.grpc_server import build_grpc
 from persona_agent.api.mcp.mcp_auth import metadata_routes
 from persona_agent.api.mcp.mcp_door import MCP_PATH, McpDoor
+from persona_agent.api.openai import OPENAI_PREFIX, OpenAIDoor
 from persona_agent.api.pages import CONSOLE_PATH, add_pages
 from persona_agent.api.rest_auth import UPLOAD_HEADER, ApiAuth, is_loopback
 from persona_agent.api.routes import (
@@ -73,6 +74,7 @@ def create_app(settings: Settings) -> HubApp:
         guard=_host_guard(settings, hub.protection),
         mcp=mcp,
         serve_mcp=settings.mcp_server,
+        openai=_openai_door(settings, registry),
         title="persona-agent",
         version=__version__,
         description="A multi-persona A2A hub.",
@@ -175,6 +177,22 @@ def _add_routes(app: HubApp, settings: Settings) -> None:
         if settings.oidc_issuer:  # MCP clients find where to sign in (RFC 9728)
             routes = metadata_routes(settings.oidc_issuer, settings.public_base_url, MCP_PATH)
             app.router.routes.extend(routes)
+    if app.openai is not None:  # reached this way behind a proxy's root path
+        app.router.routes.append(Mount(OPENAI_PREFIX, app=app.openai))
+
+
+def _openai_door(settings: Settings, registry: A2ARegistry) -> ASGIApp | None:
+    """The OpenAI-compatible door at ``/v1`` (docs/openai.md), unless it is off; behind
+    CORS when origins are allowed (a chat page in a browser may call it, as A2A)."""
+    if not settings.openai_server:
+        return None
+    door = OpenAIDoor(
+        registry,
+        max_body_bytes=settings.max_message_bytes,
+        max_messages=settings.openai_max_messages,
+    )
+    origins = settings.cors_origin_list
+    return CORSMiddleware(door, **cors_options(origins)) if origins else door
 
 
 def _mcp_options(settings: Settings) -> dict[str, Any]:
@@ -228,6 +246,7 @@ class HubApp(FastAPI):
         guard: Callable[[ASGIApp], ASGIApp],
         mcp: McpDoor,
         serve_mcp: bool = True,
+        openai: ASGIApp | None = None,
         **options: Any,
     ) -> None:
         super().__init__(**options)
@@ -237,6 +256,8 @@ class HubApp(FastAPI):
         """The personas as MCP tools: at ``/mcp`` when ``serve_mcp``, and for ``persona-agent
         mcp`` (stdio)."""
         self.serve_mcp = serve_mcp
+        self.openai = openai
+        """The personas as models at ``/v1`` (``None``: not served)."""
         self.a2a = a2a
         """The registry, behind CORS when origins are allowed."""
         self.guarded = guard(self.serve)
@@ -246,8 +267,8 @@ class HubApp(FastAPI):
         await self.guarded(scope, receive, send)
 
     async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Every route: A2A straight to the registry, ``/mcp`` to the MCP server, the rest
-        through FastAPI."""
+        """Every route: A2A straight to the registry, ``/mcp`` to the MCP server, ``/v1`` to
+        the OpenAI-compatible door, the rest through FastAPI."""
         # Behind a proxy's root path, the mount takes it (it knows how to strip it).
         if scope["type"] == "http" and not scope.get("root_path"):
             path: str = scope["path"]
@@ -257,11 +278,15 @@ class HubApp(FastAPI):
             if path == MCP_PATH and self.serve_mcp:
                 await self.mcp(scope, receive, send)
                 return
+            if path.startswith(_OPENAI_PATH) and self.openai is not None:
+                await self.openai(scope, receive, send)
+                return
         await super().__call__(scope, receive, send)
 
 
 _A2A_PATH = f"{A2A_PREFIX}/"
 _PERSONA_LIST_PATH = f"{A2A_PREFIX}/personas"
+_OPENAI_PATH = f"{OPENAI_PREFIX}/"
 
 
 def cors_options(origins: list[str]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from persona_agent.chat.conversation_locks import KeyedLocks
 from persona_agent.chat.events import ChatEvent, Done, Token
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.prompt_record import record_of
+from persona_agent.chat.supplied import handed_back, offered, sampling
 from persona_agent.chat.tool_calls import TurnTools
 from persona_agent.chat.tools import ToolSource, Turn
 from persona_agent.chat.turn_modes import Opening, open_turn
@@ -25,7 +26,7 @@ from persona_agent.chat.user_source import NO_USERS, UserSource
 from persona_agent.conversations.branches import Branches
 from persona_agent.conversations.prompt_store import PromptStore
 from persona_agent.errors import LLMError
-from persona_agent.knowledge.turn import NO_KNOWLEDGE, Passage, TurnKnowledge
+from persona_agent.knowledge.turn import NO_KNOWLEDGE, TurnKnowledge, numbered
 from persona_agent.llm.base import (
     ChatRequest,
     LLMBackend,
@@ -213,13 +214,14 @@ class ChatEngine:
             [*said, *opening.extra],
             remembered=remembered,
             summary=summary,
-            passages=_numbered(found),
+            passages=numbered(found),
             user=user,
         )
-        tools = (
+        tools = offered(
+            turn.supplied,
             self.tools.specs(persona)
             if self.tools is not None and self.llm.supports_tools and turn.mode != "continue"
-            else []
+            else [],
         )
         model = persona.model.name or self.llm.default_model
         sent = prompt.messages()
@@ -277,8 +279,7 @@ class ChatEngine:
             request = ChatRequest(
                 messages=state.messages,
                 model=model,
-                temperature=persona.model.temperature,
-                max_tokens=persona.model.max_tokens,
+                **sampling(persona, state.turn.supplied),
                 tools=tools or None,
                 tool_choice=("none" if last_call else "auto") if tools else None,
                 whole=state.turn.whole,
@@ -302,7 +303,8 @@ class ChatEngine:
         if from_model:
             state.calls.record(model, end.usage, self.prices.cost(model, end.usage))
         state.answer.extend(text)
-        state.end, state.text = end, "".join(text)
+        state.end, state.handed = handed_back(state.turn.supplied, end)
+        state.text = "".join(text)
 
     @staticmethod
     def _final_answer(state: TurnState) -> None:
@@ -324,7 +326,7 @@ class ChatEngine:
         """
         persona, model, usage, asked = state.persona, state.model, state.usage, state.asked
         text_answer = "".join(state.answer)
-        if not text_answer.strip() and asked is None:
+        if not text_answer.strip() and asked is None and not state.handed:
             raise LLMError("The language model returned an empty answer")
         cost = self.prices.cost(model, usage)
         if cost is not None:
@@ -338,7 +340,7 @@ class ChatEngine:
         stored = (
             self.branches.extend_last(state.key, text_answer)
             if mode == "continue"
-            else self.history.append(state.key, state.said)
+            else self.history.append(state.key, [] if state.turn.supplied else state.said)
         )
         recorded = self.usage.record(persona.id, model, usage, cost) if self.usage else _none()
         images = self.images.keep(state.key, state.turn.images if mode == "message" else ())
@@ -350,7 +352,8 @@ class ChatEngine:
             await self.branches.add_greetings(state.key, opening.greetings, opening.greeting)
         await self.prompts.put(state.key, state.record.as_json(usage, state.llm_calls))
         known = len(state.said) if state.new_conversation else 0  # a new one's messages
-        self.summary.after_turn(persona, state.key, state.turn.owner, model, known)
+        if state.turn.supplied is None:  # the caller holds a supplied one: nothing stored
+            self.summary.after_turn(persona, state.key, state.turn.owner, model, known)
         return Done(
             text=text_answer,
             usage=usage,
@@ -363,6 +366,8 @@ class ChatEngine:
             demo_model=self.llm.demo_model,
             remembered=state.remembered,
             citations=state.citations,
+            cut=state.end.finish_reason == "length",
+            handed=tuple(state.handed),
         )
 
     def _model_call(self, request: ChatRequest, model: str) -> AsyncGenerator[StreamItem, None]:
@@ -376,13 +381,6 @@ async def _none() -> None:
 
 async def _nothing() -> tuple[str, ...]:  # nothing recalled (a persona that remembers nothing)
     return ()
-
-
-def _numbered(found: tuple[Passage, ...]) -> tuple[str, ...]:
-    """The passages for the prompt, each opened by its number and where it is."""
-    return tuple(
-        f"[{number}] ({passage.where()}) {passage.text}" for number, passage in enumerate(found, 1)
-    )
 
 
 def _from_user_on(said: list[Message]) -> list[Message]:

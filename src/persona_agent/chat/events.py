@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from persona_agent.llm.base import Progress, Usage
+from persona_agent.llm.base import Progress, ToolCall, Usage
 
 __all__ = ["ChatEvent", "Done", "Progress", "Token", "ToolEnd", "ToolOutput", "ToolStart"]
 
@@ -71,6 +71,11 @@ class Done:
     citations: tuple[dict[str, Any], ...] = ()
     """The passages of the persona's documents the answer was given, in their order in the
     prompt (``[1]`` first): document, documentId, passage, page."""
+    cut: bool = False
+    """The last model call stopped at its token cap (``finish_reason: length``)."""
+    handed: tuple[ToolCall, ...] = ()
+    """Calls of the caller's own tools the turn ends with, for the caller to run
+    (:mod:`persona_agent.chat.supplied`); ``text`` is what the model said with them."""
 
 
 ChatEvent = Token | Progress | ToolStart | ToolOutput | ToolEnd | Done

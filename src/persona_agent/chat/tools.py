@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from persona_agent.chat.budget import CallBudget
+from persona_agent.chat.supplied import SuppliedTurn
 from persona_agent.errors import ToolError
 from persona_agent.knowledge.turn import AttachedFile
 from persona_agent.media.images import ImageInput
@@ -108,6 +109,9 @@ class Turn:
     images: tuple[ImageInput, ...] = ()
     """The message's images, prepared (:mod:`persona_agent.media`): stored with the
     conversation and shown to a model that sees."""
+    supplied: SuppliedTurn | None = None
+    """The conversation as the caller sends it, with its instructions, tools and sampling
+    (a stateless door: :mod:`persona_agent.chat.supplied`); ``None``: the stored one."""
 
 
 class ToolSource(Protocol):

@@ -10,6 +10,9 @@ or the continuation of it.
   answer becomes the selected alternative; a failed turn puts the old answer back.
 - ``continue``: the model is shown the history, which ends with its answer, and a nudge to
   go on; the text it gives is added to that answer.
+
+A turn whose caller sends the conversation (:mod:`.supplied`) is a message after that
+history, with no greeting: the caller's conversation is as it sent it.
 """
 
 from __future__ import annotations
@@ -85,6 +88,12 @@ async def open_turn(
             await branches.restore_answer(key, anchor)
             raise
         return Opening(past, [], _last_user_text(past), anchor=anchor, cut=cut)
+    if turn.supplied is not None:  # the caller's conversation: nothing stored is read
+        past = list(turn.supplied.history)
+        has_message = not turn.supplied.answers_history
+        new: list[Message] = [{"role": "user", "content": user_message}] if has_message else []
+        query = (turn.question or user_message) if has_message else _last_user_text(past)
+        return Opening(past, new, query)
     past, cut = await history.window(key)
     if turn.mode == "continue":
         last = past[-1] if past else {}

@@ -10,7 +10,7 @@ from persona_agent.chat.budget import TurnCalls
 from persona_agent.chat.prompt_record import PromptRecord
 from persona_agent.chat.tools import ToolQuestion, Turn
 from persona_agent.chat.turn_modes import Opening
-from persona_agent.llm.base import Message, StreamEnd, Usage
+from persona_agent.llm.base import Message, StreamEnd, ToolCall, Usage
 from persona_agent.memory.scope import MemoryScope
 from persona_agent.personas.model import Persona
 from persona_agent.personas.turn_prompt import PromptSections
@@ -61,5 +61,7 @@ class TurnState:
     """What memory brought into the prompt, each item marked with who said it."""
     opening: Opening | None = None
     """How the turn opened (its mode's start: a regeneration's stashed answer...)."""
+    handed: list[ToolCall] = field(default_factory=list)
+    """The caller's tools the last call asked for, handed back to it (:mod:`.supplied`)."""
     citations: tuple[dict[str, Any], ...] = ()
     """Where each passage of the persona's documents in the prompt is, numbered as there."""

@@ -32,6 +32,7 @@ from a2a.types.a2a_pb2 import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import InvalidRequestError
+from google.protobuf.json_format import MessageToDict
 
 from persona_agent.a2a.context_keys import (
     BINDING_KEY,
@@ -39,17 +40,28 @@ from persona_agent.a2a.context_keys import (
     CALLER_KEY,
     CONSULT_CHAIN_KEY,
     CONVERSATION_MODE_STATE_KEY,
+    CUT_METADATA_KEY,
     ENDED_STATE_NAMES,
     PERSONA_STATE_KEY,
     PRINCIPAL_STATE_KEY,
     REQUEST_ID_KEY,
+    SUPPLIED_TURN_STATE_KEY,
     TASK_ERROR_STATE_KEY,
     TASK_STARTED_STATE_KEY,
     WHOLE_ANSWER_STATE_KEY,
 )
+from persona_agent.chat.supplied import SuppliedTurn
 from persona_agent.errors import PersonaAgentError
 
-__all__ = ["LocalCalls", "LocalEnd", "LocalEvent", "LocalStart", "LocalText", "text_of"]
+__all__ = [
+    "LocalCalls",
+    "LocalEnd",
+    "LocalEvent",
+    "LocalStart",
+    "LocalText",
+    "data_of",
+    "text_of",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +101,11 @@ class LocalEnd:
     error: PersonaAgentError | None = None
     """The hub's error a ``failed`` task failed with (in process only: the client of a
     task sees its message), for a door that answers in a protocol of its own."""
+    data: tuple[dict[str, Any], ...] = ()
+    """The final message's data parts (its cost-v1, a panel's turns, calls handed back to
+    the caller), for a door that answers in a protocol of its own."""
+    cut: bool = False
+    """The answer stopped at the model's token cap (its final message says so)."""
 
     @property
     def ok(self) -> bool:
@@ -119,6 +136,7 @@ class LocalCalls:
         whole: bool = False,
         binding: str = "",
         mode: Literal["message", "regenerate", "continue"] = "message",
+        supplied: SuppliedTurn | None = None,
     ) -> AsyncGenerator[LocalEvent, None]:
         """Ask ``persona_id``: :class:`LocalStart`, the answer as :class:`LocalText`, then
         :class:`LocalEnd`. ``origin``: the call context of the turn asking (its caller owns
@@ -131,10 +149,13 @@ class LocalCalls:
         a caller that waits for it anyway). ``binding``: the door the call came through, for
         the request metrics (``mcp``, ``rest``); none for the hub's own calls. ``mode``:
         ``regenerate`` or ``continue`` the conversation's last answer (``context_id``'s, as
-        stored; ``text`` is then not read), else a message.
+        stored; ``text`` is then not read), else a message. ``supplied``: the conversation
+        before ``text`` as a stateless door's caller sends it, with its instructions, tools
+        and sampling (nothing stored is read or written for it; :mod:`~persona_agent.chat.
+        supplied`).
         """
         context = self._context(persona_id, origin, chain)
-        started = _told(context, origin, binding=binding, whole=whole, mode=mode)
+        started = _told(context, origin, binding=binding, whole=whole, mode=mode, supplied=supplied)
         message = Message(
             message_id=str(uuid.uuid4()),
             role=Role.ROLE_USER,
@@ -226,10 +247,12 @@ def _told(
     binding: str,
     whole: bool,
     mode: Literal["message", "regenerate", "continue"],
+    supplied: SuppliedTurn | None = None,
 ) -> asyncio.Future[str]:
     """Tell the task of the call, in its call context, what :meth:`LocalCalls.stream` was
-    asked (the door, whether the answer comes whole, the conversation's mode) and the
-    asking task's budget; the future the executor resolves with the task's id."""
+    asked (the door, whether the answer comes whole, the conversation's mode, or the
+    conversation the caller supplies) and the asking task's budget; the future the
+    executor resolves with the task's id."""
     started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     context.state[TASK_STARTED_STATE_KEY] = started
     if binding:
@@ -237,6 +260,8 @@ def _told(
     context.state[WHOLE_ANSWER_STATE_KEY] = whole
     if mode != "message":
         context.state[CONVERSATION_MODE_STATE_KEY] = mode
+    if supplied is not None:
+        context.state[SUPPLIED_TURN_STATE_KEY] = supplied
     if isinstance(origin, ServerCallContext) and BUDGET_STATE_KEY in origin.state:
         # The asking task's budget itself (not a copy): the whole tree spends one.
         context.state[BUDGET_STATE_KEY] = origin.state[BUDGET_STATE_KEY]
@@ -258,6 +283,12 @@ async def _refusals_ended(
         yield LocalEnd("", "rejected", error.message)
 
 
+def data_of(message: Message) -> tuple[dict[str, Any], ...]:
+    """The data parts of an agent's message that are JSON objects."""
+    values = (MessageToDict(part.data) for part in message.parts if part.HasField("data"))
+    return tuple(value for value in values if isinstance(value, dict))
+
+
 def text_of(message: Message) -> str:
     """The text parts of an agent's message (its data parts, such as the cost, left out)."""
     return "\n".join(part.text for part in message.parts if part.text)
@@ -266,4 +297,6 @@ def text_of(message: Message) -> str:
 def _end(task_id: str, state: TaskState, message: Message, context: ServerCallContext) -> LocalEnd:
     error = context.state.get(TASK_ERROR_STATE_KEY)
     failure = error if isinstance(error, PersonaAgentError) else None
-    return LocalEnd(task_id, ENDED_STATE_NAMES[state], text_of(message), failure)
+    state_name = ENDED_STATE_NAMES[state]
+    cut = CUT_METADATA_KEY in message.metadata.fields
+    return LocalEnd(task_id, state_name, text_of(message), failure, data_of(message), cut)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["NO_KNOWLEDGE", "AttachedFile", "Passage", "TurnKnowledge"]
+__all__ = ["NO_KNOWLEDGE", "AttachedFile", "Passage", "TurnKnowledge", "numbered"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +48,13 @@ class Passage:
         if self.page is not None:
             cited["page"] = self.page
         return cited
+
+
+def numbered(found: tuple[Passage, ...]) -> tuple[str, ...]:
+    """The passages for the prompt, each opened by its number and where it is."""
+    return tuple(
+        f"[{number}] ({passage.where()}) {passage.text}" for number, passage in enumerate(found, 1)
+    )
 
 
 class TurnKnowledge:

@@ -168,6 +168,8 @@ class ChatRequest:
     model: str | None = None
     temperature: float | None = None
     max_tokens: int | None = None
+    stop: list[str] | None = None
+    """Texts the answer ends before (a caller's, through the OpenAI-compatible door)."""
     tools: list[dict[str, Any]] | None = None
     """OpenAI function-tool specs: ``{"type": "function", "function": {...}}``."""
     tool_choice: str | None = None

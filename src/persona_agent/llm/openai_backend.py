@@ -254,6 +254,8 @@ class OpenAIBackend(LLMBackend):
             params["temperature"] = request.temperature
         if request.max_tokens is not None:
             params["max_completion_tokens" if self._official else "max_tokens"] = request.max_tokens
+        if request.stop:
+            params["stop"] = request.stop
         # The client walks every parameter it is given against its types (`transform`:
         # about 150 µs of CPU a message, a whole conversation each turn), which changes
         # nothing in the hub's plain OpenAI-format dicts; the messages and tools go in

@@ -1,4 +1,5 @@
-"""Settings of the hub's other doors: the MCP server at ``/mcp`` and the gRPC binding.
+"""Settings of the hub's other doors: the MCP server at ``/mcp``, the OpenAI-compatible
+chat completions at ``/v1`` and the gRPC binding.
 
 A section of :class:`persona_agent.settings.Settings`, which is composed of them and read
 once at the edge; each field is ``PERSONA_AGENT_<NAME>`` there.
@@ -15,7 +16,7 @@ __all__ = ["DoorSettings"]
 
 
 class DoorSettings(BaseSettings):
-    """The MCP server and the gRPC binding."""
+    """The MCP server, the OpenAI-compatible door and the gRPC binding."""
 
     # MCP server
     mcp_server: bool = True
@@ -46,6 +47,13 @@ class DoorSettings(BaseSettings):
     it holds (list changes told on its GET stream); ``stateless``, no session a replica
     holds, so any replica answers any request (docs/mcp.md#replicas); ``auto``, stateless
     on PostgreSQL (replicas), else stateful."""
+    # OpenAI-compatible door
+    openai_server: bool = True
+    """Serve each persona and panel as a model at ``/v1/models`` and
+    ``/v1/chat/completions`` (docs/openai.md)."""
+    openai_max_messages: int = Field(default=1000, ge=1, le=100_000)
+    """Messages one chat completion request may send at most (400 above); its bytes are
+    bounded by ``max_message_bytes``."""
     # gRPC
     grpc_port: int | None = Field(default=None, ge=0, le=65535)
     """The port of the hub's A2A gRPC server (docs/a2a.md#grpc); unset: no gRPC server.

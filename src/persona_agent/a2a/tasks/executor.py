@@ -22,6 +22,8 @@ from google.protobuf.struct_pb2 import Value
 from persona_agent.a2a.context_keys import (
     CALLER_KEY,
     CONVERSATION_MODE_STATE_KEY,
+    CUT_METADATA_KEY,
+    HANDED_DATA_KIND,
     PARTS_METADATA_KEY,
 )
 from persona_agent.a2a.extensions import COST_EXTENSION_URI, cost_payload, memory_payload
@@ -233,12 +235,17 @@ class PersonaAgentExecutor(TaskExecutor):
         remembered = memory_payload(done, memory)
         if remembered is not None:
             parts.append(Part(data=data_value(remembered)))
+        if done.handed:  # the caller's own tools, for it to run (a stateless door's)
+            calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in done.handed]
+            parts.append(Part(data=data_value({"kind": HANDED_DATA_KIND, "calls": calls})))
         final = updater.new_agent_message(parts)
         final.extensions.append(COST_EXTENSION_URI)
         if done.citations:  # the persona's documents the answer was given: [1] first
             final.metadata.update({CITATIONS_METADATA_KEY: list(done.citations)})
         if unspoken is not None:
             final.metadata.update({VOICE_ERROR_METADATA_KEY: unspoken})
+        if done.cut:  # stopped at the token cap (a door that reports it: OpenAI's "length")
+            final.metadata.update({CUT_METADATA_KEY: True})
         if self.is_canceled(updater.task_id):
             return "canceled"
         if done.question is not None:

@@ -25,6 +25,7 @@ from persona_agent.a2a.context_keys import (
     CONSULT_CHAIN_KEY,
     CONVERSATION_MODE_STATE_KEY,
     REQUEST_ID_KEY,
+    SUPPLIED_TURN_STATE_KEY,
     TASK_ERROR_STATE_KEY,
     TASK_STARTED_STATE_KEY,
     WHOLE_ANSWER_STATE_KEY,
@@ -33,6 +34,7 @@ from persona_agent.a2a.input import DEFAULT_BUDGET, MessageRead, read_message
 from persona_agent.a2a.message_extensions import ConversationOp, message_conversation, message_user
 from persona_agent.a2a.tasks.image_parts import NO_INTAKE, ImageIntake
 from persona_agent.chat.budget import BudgetLimits, CallBudget
+from persona_agent.chat.supplied import SuppliedTurn
 from persona_agent.chat.tools import Turn
 from persona_agent.conversations.keys import conversation_key
 from persona_agent.errors import PersonaAgentError
@@ -232,6 +234,7 @@ class TaskExecutor(AgentExecutor):
         user = call.user
         owner = user.user_name if user.is_authenticated else ""
         chain = call.state.get(CONSULT_CHAIN_KEY, ())
+        supplied = call.state.get(SUPPLIED_TURN_STATE_KEY)
         turn = TaskTurn(
             persona_id=persona.id,
             conversation=conversation_key(owner, updater.context_id),
@@ -254,6 +257,7 @@ class TaskExecutor(AgentExecutor):
             whole=bool(call.state.get(WHOLE_ANSWER_STATE_KEY)),
             started=started,
             audio=audio,
+            supplied=supplied if isinstance(supplied, SuppliedTurn) else None,
         )
         caller = call.state.get(CALLER_KEY)
         if not caller:
