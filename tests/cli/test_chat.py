@@ -32,8 +32,8 @@ from typer.testing import CliRunner
 
 from persona_agent.a2a.executor import data_value
 from persona_agent.cli import app
-from persona_agent.cli.a2a_chat import DEMO_NOTE
-from persona_agent.cli.chat_parts import REMEMBERED_WIDTH
+from persona_agent.cli.terminal.a2a_chat import DEMO_NOTE
+from persona_agent.cli.terminal.chat_parts import REMEMBERED_WIDTH
 from tests.docs.snippets import commands, find, words
 from tests.fakes.fake_llm import Fail, FakeLLM, Reply, ToolCalls
 from tests.servers.hub_process import hub_process

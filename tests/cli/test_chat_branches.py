@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from persona_agent.cli import app
-from persona_agent.cli.chat_branches import shown_turns
+from persona_agent.cli.terminal.chat_branches import shown_turns
 from tests.cli.test_chat import (
     StartChat,
     chat,

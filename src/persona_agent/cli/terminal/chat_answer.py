@@ -4,7 +4,7 @@ The answer's text as it is written, a tool call or a consulted persona's progres
 of its own, a panel member's answer whole under its name, and how the turn ended (failed,
 canceled, waiting for the user); its ``voice`` artifact's audio is kept, never printed.
 Any A2A agent's events read the same way; this hub's data parts add what they say
-(:mod:`persona_agent.cli.chat_parts`).
+(:mod:`persona_agent.cli.terminal.chat_parts`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,13 @@ from dataclasses import dataclass, field
 import typer
 from a2a.types.a2a_pb2 import Message, Part, StreamResponse, Task, TaskState
 
-from persona_agent.cli.chat_parts import from_demo_model, kind_of, progress_of, remembered_line
-from persona_agent.cli.waiting import WaitingLine
+from persona_agent.cli.terminal.chat_parts import (
+    from_demo_model,
+    kind_of,
+    progress_of,
+    remembered_line,
+)
+from persona_agent.cli.terminal.waiting import WaitingLine
 
 __all__ = ["VOICE_ARTIFACT", "AnswerPrinter"]
 

@@ -2,14 +2,14 @@
 
 The main thread reads each line with ``input()`` (line editing, and Ctrl-C as
 ``KeyboardInterrupt`` wherever it waits) and hands what talks to the chat's event loop
-(:mod:`persona_agent.cli.chat_loop`): a message is a turn of the A2A session
-(:mod:`persona_agent.cli.a2a_chat`), whose answer Ctrl-C cancels on the agent; a slash
+(:mod:`persona_agent.cli.terminal.chat_loop`): a message is a turn of the A2A session
+(:mod:`persona_agent.cli.terminal.a2a_chat`), whose answer Ctrl-C cancels on the agent; a slash
 command is carried out here, or by the conversation commands
-(:mod:`persona_agent.cli.chat_branches`) or the media commands
-(:mod:`persona_agent.cli.chat_media`). At the prompt, Ctrl-C or Ctrl-D leaves.
+(:mod:`persona_agent.cli.terminal.chat_branches`) or the media commands
+(:mod:`persona_agent.cli.terminal.chat_media`). At the prompt, Ctrl-C or Ctrl-D leaves.
 
 This module imports the SDK and httpx (through the session), so
-:mod:`persona_agent.cli.chat` imports it only when the command runs.
+:mod:`persona_agent.cli.terminal.chat` imports it only when the command runs.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from typing import Any
 
 import typer
 
-from persona_agent.cli.a2a_chat import CANCEL_WAIT, ChatError, ChatSession, greeting
-from persona_agent.cli.chat_branches import COMMANDS, STREAMED, BranchCommands, greetings
-from persona_agent.cli.chat_contexts import ContextMemory
-from persona_agent.cli.chat_loop import ChatLoop
-from persona_agent.cli.chat_media import MEDIA_COMMANDS, MediaCommands
+from persona_agent.cli.terminal.a2a_chat import CANCEL_WAIT, ChatError, ChatSession, greeting
+from persona_agent.cli.terminal.chat_branches import COMMANDS, STREAMED, BranchCommands, greetings
+from persona_agent.cli.terminal.chat_contexts import ContextMemory
+from persona_agent.cli.terminal.chat_loop import ChatLoop
+from persona_agent.cli.terminal.chat_media import MEDIA_COMMANDS, MediaCommands
 
 __all__ = ["HELP", "begin", "introduce", "repl"]
 
@@ -141,7 +141,7 @@ def _command(
 
 
 def _branch(loop: ChatLoop, branches: BranchCommands, name: str, argument: str) -> None:
-    """A conversation command (:mod:`persona_agent.cli.chat_branches`); Ctrl-C cancels
+    """A conversation command (:mod:`persona_agent.cli.terminal.chat_branches`); Ctrl-C cancels
     it: the request is closed, and a streamed answer (``/retry``, ``/continue``: a task of
     the hub's) is canceled by the hub when its stream closes. A change the hub was making
     may have been made: ``/history`` shows it."""

@@ -11,7 +11,7 @@ A new conversation's chosen greeting (``/greeting K``) and who the user is (``/m
 before the first message) go with its first message, in the message's metadata (the A2A
 conversation and user extensions, docs/a2a.md).
 
-This module imports httpx, so :mod:`persona_agent.cli.chat` imports it only when the
+This module imports httpx, so :mod:`persona_agent.cli.terminal.chat` imports it only when the
 command runs.
 """
 
@@ -32,7 +32,7 @@ from persona_agent.a2a.extensions import (
     GREETING_EXTENSION_URI,
     USER_EXTENSION_URI,
 )
-from persona_agent.cli.a2a_chat import ChatError, ChatSession
+from persona_agent.cli.terminal.a2a_chat import ChatError, ChatSession
 
 __all__ = ["COMMANDS", "STREAMED", "BranchCommands", "Shown", "greetings", "shown_turns"]
 

@@ -3,12 +3,12 @@ stream, and its cancel.
 
 The chat is a plain A2A client (the official a2a-sdk client, over JSON-RPC or HTTP+JSON as
 the card offers), so it talks to any A2A agent the same way; what a turn's events show is
-printed by :mod:`persona_agent.cli.chat_answer`. What it knows of a persona-agent hub is
+printed by :mod:`persona_agent.cli.terminal.chat_answer`. What it knows of a persona-agent hub is
 only where the hub serves a persona's card (``/a2a/{id}/``) and its list of personas
 (``/a2a/personas``, for the error that names an unknown persona), and the greeting
 extension on the card.
 
-This module imports the SDK and httpx, so :mod:`persona_agent.cli.chat` imports it only
+This module imports the SDK and httpx, so :mod:`persona_agent.cli.terminal.chat` imports it only
 when the command runs: ``persona-agent --help`` need not wait for them.
 """
 
@@ -40,7 +40,7 @@ from a2a.utils.errors import A2AError, TaskNotCancelableError
 
 from persona_agent.a2a.cards import A2A_PREFIX, CARD_PATH, persona_url
 from persona_agent.a2a.extensions import GREETING_EXTENSION_URI
-from persona_agent.cli.chat_answer import AnswerPrinter
+from persona_agent.cli.terminal.chat_answer import AnswerPrinter
 
 __all__ = [
     "CANCEL_WAIT",
