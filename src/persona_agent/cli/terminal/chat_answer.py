@@ -20,6 +20,7 @@ from persona_agent.cli.terminal.chat_parts import (
     progress_of,
     remembered_line,
 )
+from persona_agent.cli.terminal.markup import AnswerWriter, echo_rendered
 from persona_agent.cli.terminal.waiting import WaitingLine
 
 __all__ = ["VOICE_ARTIFACT", "AnswerPrinter"]
@@ -67,6 +68,8 @@ class AnswerPrinter:
     """What memory did for the answer, on one line (its memory-v1 data), or ''."""
     audio: list[Part] = field(default_factory=list)
     """The audio parts of the answer's ``voice`` artifact, in order (never printed)."""
+    writer: AnswerWriter = field(default_factory=AnswerWriter)
+    """The answer's text as the terminal can show it (``*actions*`` in italics, say)."""
 
     def show(self, event: StreamResponse) -> None:
         if event.HasField("artifact_update"):
@@ -112,7 +115,7 @@ class AnswerPrinter:
         if text:
             self.waiting.clear()
             self.aside(f"== {name}", fg=typer.colors.CYAN)
-            _echo(text.rstrip("\n") + "\n")
+            echo_rendered(text.rstrip("\n"))
             self.text_shown = True
 
     def status(self, state: TaskState, message: Message) -> None:
@@ -142,13 +145,14 @@ class AnswerPrinter:
         self.waiting.clear()
         if self.at_line_start:
             _echo(f"{self.name}: ", fg=typer.colors.CYAN, bold=True)
-        _echo(text)
+        self.writer.write(text)
         self.text_shown = True
         self.at_line_start = text.endswith("\n")
 
     def aside(self, text: str, fg: str | None, dim: bool = False) -> None:
         """A line of its own, not part of the answer."""
         self.waiting.clear()
+        self.writer.end()
         if not self.at_line_start:
             _echo("\n")
         _echo(text, fg=fg, dim=dim)
@@ -166,6 +170,7 @@ class AnswerPrinter:
             self.text(self.status_text or "(an empty answer)")
         if state in (TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED):
             self.text(self.status_text)
+        self.writer.end()
         if not self.at_line_start:
             _echo("\n")
             self.at_line_start = True

@@ -33,6 +33,7 @@ from persona_agent.a2a.extensions import (
     USER_EXTENSION_URI,
 )
 from persona_agent.cli.terminal.a2a_chat import ChatError, ChatSession
+from persona_agent.cli.terminal.markup import AnswerWriter, echo_rendered
 
 __all__ = ["COMMANDS", "STREAMED", "BranchCommands", "Shown", "greetings", "shown_turns"]
 
@@ -119,7 +120,8 @@ def _detail(response: httpx.Response) -> str:
 
 
 def _say(name: str, text: str, note: str = "") -> None:
-    typer.echo(typer.style(f"{name}: ", fg=typer.colors.CYAN, bold=True) + text)
+    typer.echo(typer.style(f"{name}: ", fg=typer.colors.CYAN, bold=True), nl=False)
+    echo_rendered(text)
     if note:
         typer.secho(note, dim=True)
 
@@ -219,7 +221,8 @@ class BranchCommands:
             swipes = turn.swipes
             where = f"  ({swipes['selected'] + 1}/{swipes['count']})" if swipes else ""
             text = turn.text.replace("\n", "\n     ")
-            typer.echo(f"{turn.number:>3}. " + typer.style(f"{who}: ", bold=True) + text, nl=False)
+            typer.echo(f"{turn.number:>3}. " + typer.style(f"{who}: ", bold=True), nl=False)
+            echo_rendered(text, nl=False)
             typer.secho(where, dim=True)
 
     async def _generate(self, name: str) -> None:
@@ -253,6 +256,7 @@ class BranchCommands:
         :class:`ChatError`."""
         headers = {**_WRITE, "Accept": "text/event-stream"}
         event = ""
+        writer = AnswerWriter()
         try:
             async with self._http.stream("POST", url, json={}, headers=headers) as response:
                 if response.is_error:
@@ -266,7 +270,7 @@ class BranchCommands:
                     elif line.startswith("data: "):
                         data = json.loads(line.removeprefix("data: "))
                         if event == "text":
-                            typer.echo(str(data.get("text", "")), nl=False)
+                            writer.write(str(data.get("text", "")))
                         elif event == "answer":
                             return dict(data)
                         elif event == "error":
@@ -275,6 +279,8 @@ class BranchCommands:
                             )
         except httpx.HTTPError as error:
             raise ChatError(f"Cannot reach the hub: {error}") from error
+        finally:
+            writer.end()
         raise ChatError("The hub's answer ended before the persona's")
 
     async def _swipe(self, argument: str) -> None:

@@ -25,6 +25,7 @@ from persona_agent.cli.terminal.chat_branches import COMMANDS, STREAMED, BranchC
 from persona_agent.cli.terminal.chat_contexts import ContextMemory
 from persona_agent.cli.terminal.chat_loop import ChatLoop
 from persona_agent.cli.terminal.chat_media import MEDIA_COMMANDS, MediaCommands
+from persona_agent.cli.terminal.markup import echo_rendered
 
 __all__ = ["HELP", "begin", "introduce", "repl"]
 
@@ -71,7 +72,8 @@ def begin(session: ChatSession, memory: ContextMemory, context_id: str | None) -
         return
     text = greeting(session.card)
     if text:
-        typer.echo(typer.style(f"{session.name}: ", fg="cyan", bold=True) + text)
+        typer.echo(typer.style(f"{session.name}: ", fg="cyan", bold=True), nl=False)
+        echo_rendered(text)
     if len(others := greetings(session.card)[1:]) > 0:
         _dim(f"({len(others) + 1} greetings: /greeting lists them, /greeting K chooses one)")
 
