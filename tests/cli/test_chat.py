@@ -336,6 +336,7 @@ def test_a_failed_answer_says_why_and_the_chat_goes_on(chat: StartChat, llm: Fak
     session.prompt()
     session.say("Hello?")
     assert "The answer failed: " in session.text
+    session.child.send("\x15")  # Ctrl-U: away with the message offered again
     session.say("Hello again?")
     assert "Socrates: Better now." in session.text
     session.child.sendintr()  # Ctrl-C at the prompt leaves

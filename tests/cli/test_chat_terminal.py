@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pyte.screens
 import pytest
+from PIL import Image
 
 from tests.cli import test_chat as base
-from tests.fakes.fake_llm import FakeLLM, Reply
+from tests.fakes.fake_llm import Fail, FakeLLM, Reply
 
 fake_llm = base.fake_llm
 llm = base.llm
@@ -67,4 +68,62 @@ def test_no_color_shows_the_text_as_written(no_color: None, chat: StartChat) -> 
     session.prompt()
     assert f"Gwen the Greeter: {GREETING}" in session.text
     assert not any(cell.italics for cell in cells(session, "Gwen waves"))
+    assert session.quit() == 0
+
+
+def test_a_refused_message_is_kept_and_its_files_stay_attached(
+    chat: StartChat, llm: FakeLLM, tmp_path: Path
+) -> None:
+    picture = tmp_path / "chart.png"
+    Image.new("RGB", (40, 30), (20, 120, 200)).save(picture, format="PNG")
+    session = chat("socrates", vision_models="no-such-model")  # his model does not see
+    session.prompt()
+    session.say(f"/attach {picture}")
+    taken = "text and documents (Markdown, CSV, JSON, YAML, XML, PDF, HTML)"
+    assert f"(Socrates does not take an image (PNG) (chart.png): it takes {taken}." in session.text
+    session.say("What is in this chart?")
+    assert "does not see images" in session.text  # the hub's refusal
+    assert "(your message is kept; 1 file still attached: it is on the prompt again" in (
+        session.text
+    )
+    assert session.text.endswith("you> What is in this chart?")
+    assert llm.requests == []
+    session.child.send("\x15")  # Ctrl-U: the line emptied
+    session.say("/attach")
+    assert "  1. chart.png (image/png" in session.text
+    assert f"(Socrates takes {taken})" in session.text
+    session.say("/detach")
+    assert "(1 file detached)" in session.text
+    assert session.quit() == 0
+
+
+def test_a_failed_answer_offers_the_message_again(chat: StartChat, llm: FakeLLM) -> None:
+    llm.script(Fail(500, "the model is on fire"), Reply("Better now."))
+    session = chat("socrates")
+    session.prompt()
+    session.say("Hello?")
+    assert "The answer failed: " in session.text
+    assert session.text.endswith("you> Hello?")
+    session.say("")  # Enter: the message offered again is sent
+    assert "Socrates: Better now." in session.text
+    assert base.said(llm.requests[-1])[-1] == "Hello?"
+    assert session.quit() == 0
+
+
+def test_keys_typed_while_an_answer_is_written_wait_for_the_prompt(
+    chat: StartChat, llm: FakeLLM
+) -> None:
+    llm.script(Reply("one two three four", hold_after=2), Reply("Noted."))
+    session = chat("socrates")
+    session.prompt()
+    session.child.sendline("Count")
+    session.expect("two")
+    session.child.send("and then")  # typed while the answer is written
+    llm.release()
+    session.prompt()
+    assert "Socrates: one two three four\nyou>" in session.text  # not inside the answer
+    session.expect("and then")  # the next prompt shows them, as typed
+    assert session.text.endswith("you> and then")
+    session.say("?")
+    assert base.said(llm.requests[-1])[-1] == "and then?"
     assert session.quit() == 0

@@ -158,6 +158,9 @@ class Sent:
 
     task_id: str = ""
     audio: list[Part] = field(default_factory=list)
+    refused: bool = False
+    """The message was refused, or its answer failed before a word of it: what the user
+    wrote is to be offered back, not lost."""
 
 
 class ChatSession:
@@ -254,7 +257,7 @@ class ChatSession:
                 answer.show(event)
         except (A2AError, httpx.HTTPError) as error:
             answer.aside(self._failure(error), fg="red")
-            return Sent(task_id or "", answer.audio)
+            return Sent(task_id or "", answer.audio, refused=True)
         finally:
             answer.waiting.clear()
             self._task_id = self._answer = None  # nothing left to cancel
@@ -266,7 +269,8 @@ class ChatSession:
         # An agent that asks for more input expects the answer in the same task.
         waiting = answer.state == TaskState.TASK_STATE_INPUT_REQUIRED
         self._input_task = task_id if waiting else None
-        return Sent(task_id or "", answer.audio)
+        failed = answer.state in (TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_REJECTED)
+        return Sent(task_id or "", answer.audio, refused=failed and not answer.text_shown)
 
     def _failure(self, error: A2AError | httpx.HTTPError) -> str:
         unreachable = error if isinstance(error, httpx.RequestError) else error.__cause__
