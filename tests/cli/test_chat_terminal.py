@@ -127,3 +127,21 @@ def test_keys_typed_while_an_answer_is_written_wait_for_the_prompt(
     session.say("?")
     assert base.said(llm.requests[-1])[-1] == "and then?"
     assert session.quit() == 0
+
+
+def test_memory_on_for_an_anonymous_caller_is_said_in_the_chat_and_the_log(
+    chat: StartChat, data_dir: Path
+) -> None:
+    session = chat("socrates", memory="true", memory_embeddings="hashing")
+    session.prompt()
+    assert "(memory is on, but the hub does not know who you are (no API key): Socrates" in (
+        session.text
+    )
+    assert session.quit() == 0
+    log = (data_dir / "chat-hub.log").read_text(encoding="utf-8")
+    assert "Memory is on, within one conversation at a time: no API keys or OIDC" in log
+
+    quiet = chat("socrates", "--new")  # memory off: nothing said
+    quiet.prompt()
+    assert "memory is on" not in quiet.text
+    assert quiet.quit() == 0

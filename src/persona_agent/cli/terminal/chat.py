@@ -141,6 +141,14 @@ def chat(
             raise typer.Exit(130) from None
 
 
+def anonymous_memory(name: str) -> str:
+    """What memory does for a caller the hub cannot tell from another (docs/memory.md)."""
+    return (
+        f"(memory is on, but the hub does not know who you are (no API key): {name} "
+        "remembers within this conversation only; /new starts with nothing remembered)"
+    )
+
+
 def _chat(
     loop: ChatLoop,
     settings: Settings,
@@ -182,6 +190,8 @@ def _chat(
         except ChatError as error:
             fail(str(error))
         introduce(session)
+        if hub is not None and settings.memory and api_key is None:
+            typer.secho(anonymous_memory(session.name), dim=True)
         if context is None and not new:
             context = memory.get(target.key)
         begin(session, memory, context)
