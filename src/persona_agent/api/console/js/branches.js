@@ -169,6 +169,8 @@ export function turnsOf(conversation) {
   }
   const answers = turns.filter((turn) => turn.kind === "answer");
   if (answers.length) answers[answers.length - 1].last = true;
+  const final = turns[turns.length - 1];
+  if (final && final.kind === "user") final.unanswered = true; // its answer was deleted
   return turns;
 }
 
@@ -209,6 +211,9 @@ export function turnActions(turn, act, startEdit) {
   if (turn.last) {
     row.append(small("↻", "regenerate", "Regenerate this answer", () => act("regenerate")));
     row.append(small("Continue", "continue", "Continue this answer", () => act("continue")));
+  }
+  if (turn.unanswered) {
+    row.append(small("Answer", "answer-again", "Answer this message", () => act("regenerate")));
   }
   if (turn.id !== null && turn.id !== undefined) {
     row.append(small("Edit", "edit", "Edit this message", startEdit));
