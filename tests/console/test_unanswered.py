@@ -13,9 +13,18 @@ from tests.console.conftest import (
     severe_browser_errors,
     wait,
 )
-from tests.console.test_chat import agent_bubbles, last_answer, send_message, user_bubbles
+from tests.console.test_chat import last_answer, send_message, user_bubbles
 from tests.console.test_conversations import click
 from tests.fakes.fake_llm import FakeLLM, Reply
+
+
+def answers(driver: webdriver.Chrome) -> list[str]:
+    """The answers' texts, read at once (the transcript is redrawn as the turns change)."""
+    texts: list[str] = driver.execute_script(
+        "return [...document.querySelectorAll('#transcript .turn.agent:not(.greeting) .text')]"
+        ".map((e) => e.textContent.trim())"
+    )
+    return texts
 
 
 async def test_a_message_left_unanswered_is_answered_again(
@@ -31,12 +40,12 @@ async def test_a_message_left_unanswered_is_answered_again(
         wait(browser, "the answer", lambda: last_answer(browser) == ("Second.", "completed"))
         click(browser, "answer", -1, "delete-message")
         find(browser, "#confirm-dialog[open] #confirm-ok").click()
-        wait(browser, "the answer deleted", lambda: len(agent_bubbles(browser)) == 1)
+        wait(browser, "the answer deleted", lambda: answers(browser) == ["First."])
         click(browser, "user", -1, "answer-again")
         wait(
             browser,
             "the new answer",
-            lambda: [text for text, _ in agent_bubbles(browser)] == ["First.", "Second, again."],
+            lambda: answers(browser) == ["First.", "Second, again."],
         )
         assert user_bubbles(browser) == ["One?", "Two?"]
         assert severe_browser_errors(browser) == []
