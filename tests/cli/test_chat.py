@@ -32,8 +32,8 @@ from typer.testing import CliRunner
 
 from persona_agent.a2a.tasks.executor import data_value
 from persona_agent.cli import app
-from persona_agent.cli.a2a_chat import DEMO_NOTE
-from persona_agent.cli.chat_parts import REMEMBERED_WIDTH
+from persona_agent.cli.terminal.a2a_chat import DEMO_NOTE
+from persona_agent.cli.terminal.chat_parts import REMEMBERED_WIDTH
 from tests.docs.snippets import commands, find, words
 from tests.fakes.fake_llm import Fail, FakeLLM, Reply, ToolCalls
 from tests.servers.hub_process import hub_process
@@ -336,6 +336,7 @@ def test_a_failed_answer_says_why_and_the_chat_goes_on(chat: StartChat, llm: Fak
     session.prompt()
     session.say("Hello?")
     assert "The answer failed: " in session.text
+    session.child.send("\x15")  # Ctrl-U: away with the message offered again
     session.say("Hello again?")
     assert "Socrates: Better now." in session.text
     session.child.sendintr()  # Ctrl-C at the prompt leaves

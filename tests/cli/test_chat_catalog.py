@@ -15,8 +15,8 @@ import pytest
 import typer
 
 from persona_agent.a2a.discovery.ai_catalog import A2A_CARD_TYPE
-from persona_agent.cli.a2a_chat import Target
-from persona_agent.cli.chat_catalog import agent_target, catalog_limits
+from persona_agent.cli.terminal.a2a_chat import Target
+from persona_agent.cli.terminal.chat_catalog import agent_target, catalog_limits
 from persona_agent.settings import Settings
 from tests.servers.raw_http import RawHttp
 

@@ -25,7 +25,7 @@ from a2a.types.a2a_pb2 import (
 )
 from PIL import Image, ImageFilter
 
-from persona_agent.cli.chat_media import size_text
+from persona_agent.cli.terminal.chat_media import size_text
 from tests.cli.test_chat import Chat, StartChat, chat, data_dir, fake_llm, llm, personas_dir, said
 from tests.docs.snippets import find
 from tests.fakes.fake_llm import FakeLLM, Reply

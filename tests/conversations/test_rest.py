@@ -164,10 +164,26 @@ async def test_bad_input_is_a_4xx_and_changes_nothing(hub: httpx.AsyncClient, ll
     )
     assert refused.status_code == 404
     assert (await hub.get(f"{BASE}/gwen/c6")).status_code == 404
-    assert (
-        await hub.post(f"{BASE}/gwen/c5/regenerate", json={})
-    ).status_code == 409  # no answer left
-    assert (await hub.get(f"{BASE}/gwen/c5")).json() == after_delete
+    assert after_delete["messages"][-1]["role"] == "user"  # q1, its answer deleted
+
+
+async def test_regenerate_answers_a_message_whose_answer_was_deleted(
+    hub: httpx.AsyncClient, llm: FakeLLM
+) -> None:
+    llm.script(Reply("a1"), Reply("a1 anew"))
+    await say(hub, "c7", "q1")
+    ids = [m["id"] for m in (await hub.get(f"{BASE}/gwen/c7")).json()["messages"]]
+    await hub.delete(f"{BASE}/gwen/c7/messages/{ids[2]}")  # the last answer
+    response = await hub.post(f"{BASE}/gwen/c7/regenerate", json={})
+    assert response.status_code == 200, response.text
+    assert response.json()["answer"] == "a1 anew"
+    assert shown(llm)[-1] == ("user", "q1")  # the message left unanswered, asked again
+    conversation = response.json()["conversation"]
+    assert texts(conversation)[1:] == [("user", "q1"), ("assistant", "a1 anew")]
+    assert conversation["messages"][-1].get("swipes") is None  # its first answer: no others
+    llm.script(Reply("a2"))
+    assert await say(hub, "c7", "q2") == "a2"
+    assert shown(llm)[-3:] == [("user", "q1"), ("assistant", "a1 anew"), ("user", "q2")]
 
 
 KEYS = json.dumps(

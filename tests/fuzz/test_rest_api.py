@@ -71,6 +71,7 @@ OPERATIONS = [
     ("POST", "/api/v1/personas/upload"),
     ("PUT", "/api/v1/personas/{persona_id}"),
     ("PUT", "/api/v1/personas/{persona_id}/file"),
+    ("GET", "/api/v1/memory"),
     ("GET", "/api/v1/personas/{persona_id}/memories"),
     ("GET", "/api/v1/personas/{persona_id}/memories/search"),
     ("GET", "/api/v1/personas/{persona_id}/memories/export"),

@@ -226,12 +226,19 @@ def test_png_export_keeps_the_pixels_and_the_card(spec: str) -> None:
         assert again.model_dump(exclude=ignore) == loaded.persona.model_dump(exclude=ignore)
 
 
-def test_a_persona_without_an_avatar_exports_on_a_plain_picture() -> None:
+def test_a_persona_without_an_avatar_exports_on_a_card_drawn_with_its_name() -> None:
     persona = Persona.from_data("tess", persona_data())
     exported = card_png(persona, "v3", None)
-    _mode, size, _ = pixels(exported)
+    mode, size, data = pixels(exported)
     assert size == (400, 600)
     assert read_persona(None, exported, source="t.png", fmt="png").persona.name == persona.name
+    # Not a plain block (issue 50.7): a shaded picture, its initials and its name in white.
+    assert mode == "RGB"
+    colours = {data[i : i + 3] for i in range(0, len(data), 3)}
+    assert len(colours) > 50
+    assert b"\xff\xff\xff" in colours  # the name's letters
+    other = Persona.from_data("tess", {**persona_data(), "name": "Someone Else Entirely"})
+    assert pixels(card_png(other, "v3", None))[2] != data  # the name is drawn
 
 
 def png_problem(raw: bytes, limits: Limits | None = None) -> str:

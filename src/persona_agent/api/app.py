@@ -342,6 +342,7 @@ def _log_startup(settings: Settings, llm: LLMBackend, registry: A2ARegistry) -> 
             "A2A access: %s by default (a persona's access: overrides); /api/v1 needs credentials",
             auth.default_access,
         )
+    _log_memory(settings.memory, identifies=auth is not None)
     if llm.name == "local":
         logger.info(
             "LLM backend: local, the embedded model %s%s (no key needed; set "
@@ -352,3 +353,21 @@ def _log_startup(settings: Settings, llm: LLMBackend, registry: A2ARegistry) -> 
     else:
         where = f" at {llm.where}" if llm.where else ""
         logger.info("LLM backend: %s%s, model %s", llm.name, where, llm.default_model)
+
+
+def _log_memory(on: bool, identifies: bool) -> None:
+    """Say, when memory is on, whom it is for: a hub that identifies nobody remembers
+    within one conversation only (docs/memory.md)."""
+    if not on:
+        return
+    if identifies:
+        logger.info(
+            "Memory is on: a caller with an API key or OIDC token is remembered across its "
+            "conversations, an anonymous caller within one conversation (docs/memory.md)"
+        )
+    else:
+        logger.info(
+            "Memory is on, within one conversation at a time: no API keys or OIDC issuer "
+            "are configured, so every caller is anonymous and a new conversation remembers "
+            "nothing of the last (set PERSONA_AGENT_API_KEYS: docs/memory.md)"
+        )

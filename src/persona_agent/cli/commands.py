@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from persona_agent import __version__
-from persona_agent.cli.chat import chat
 from persona_agent.cli.command_settings import (
     PersonasDir,
     command_settings,
@@ -35,6 +34,7 @@ from persona_agent.cli.persona_commands import export_persona, import_persona, n
 from persona_agent.cli.rest_memory import memory_app
 from persona_agent.cli.rest_personas import personas_app
 from persona_agent.cli.secrets import configured_secrets
+from persona_agent.cli.terminal.chat import chat
 from persona_agent.errors import ConfigError, PersonaFileError
 from persona_agent.hub.persona_store import persona_limits
 from persona_agent.observe.logs import configure_logging

@@ -18,7 +18,12 @@ from persona_agent.cli.command_settings import PersonasDir, command_settings, fa
 from persona_agent.errors import PersonaFileError
 from persona_agent.hub.persona_store import persona_limits
 from persona_agent.personas.formats.tavern import CardSpec
-from persona_agent.personas.loader import AVATAR_SUFFIX, PERSONA_SUFFIXES, read_persona
+from persona_agent.personas.loader import (
+    AVATAR_SUFFIX,
+    IMPORT_SUFFIXES,
+    PERSONA_SUFFIXES,
+    read_persona,
+)
 from persona_agent.personas.model import PERSONA_ID_RULE, is_valid_persona_id
 from persona_agent.security.limits import image_too_large, too_large
 
@@ -48,13 +53,14 @@ def import_persona(
     directory (with the avatar image a persona file names)."""
     settings = command_settings(personas_dir=personas_dir)
     limits = persona_limits(settings)
-    fmt = PERSONA_SUFFIXES.get(file.suffix.lower())
+    fmt = IMPORT_SUFFIXES.get(file.suffix.lower())
     if fmt is None:
-        fail(f"{file}: unknown file type '{file.suffix}' (expected {', '.join(PERSONA_SUFFIXES)})")
-    limit = limits.max_image_bytes if fmt == "png" else limits.max_bytes
+        fail(f"{file}: unknown file type '{file.suffix}' (expected {', '.join(IMPORT_SUFFIXES)})")
+    packed = fmt in ("png", "charx")  # a card with its picture
+    limit = limits.max_image_bytes if packed else limits.max_bytes
     try:
         if file.stat().st_size > limit:  # refused unread
-            over = image_too_large if fmt == "png" else too_large
+            over = image_too_large if packed else too_large
             fail(f"{file}: {over(file.stat().st_size, limits)}")
         raw = file.read_bytes()
         loaded = read_persona(persona_id, raw, source=str(file), fmt=fmt, limits=limits)
@@ -63,7 +69,7 @@ def import_persona(
     except PersonaFileError as error:
         fail(str(error))
     persona = loaded.persona
-    avatar = file.parent / persona.avatar if fmt != "png" and persona.avatar else None
+    avatar = file.parent / persona.avatar if not packed and persona.avatar else None
     if avatar is not None and not avatar.is_file():
         fail(f"{file}: avatar: no file '{persona.avatar}' beside the persona file")
     target_dir = settings.writable_personas_dir

@@ -194,9 +194,11 @@ class Branches:
 
     async def stash_answer(self, key: str) -> int:
         """Move the last answer into its alternatives (a regeneration starts); its anchor.
+        A last message of the user's left without an answer (its answer deleted) is the
+        anchor as it is: the regeneration answers it.
 
         Raises:
-            ConversationStateError: there is no user message, or no answer after the last.
+            ConversationStateError: there is no user message.
         """
         rows, swipes = await self.rows(key), await self.swipes(key)
         users = [row for row in rows if row.role == "user"]
@@ -206,8 +208,8 @@ class Branches:
             )
         anchor = users[-1].id
         answer = [row for row in rows if row.id > anchor]
-        if not answer:
-            raise ConversationStateError("Nothing to regenerate: the last message has no answer")
+        if not answer:  # nothing to stash: the answer is the message's first
+            return anchor
         mine = [s for s in swipes if s.anchor == anchor]
         body = json.dumps([row.message for row in answer])
         selected = [s.position for s in mine if s.messages is None]
@@ -241,6 +243,8 @@ class Branches:
         (past the most an answer keeps, the oldest other goes and the rest are renumbered)."""
         self._stashed.pop(key, None)
         swipes = [s for s in await self.swipes(key) if s.anchor == anchor]
+        if not swipes:  # the first answer of a message left unanswered: no alternatives
+            return
         new = SwipeRow(anchor, max((s.position for s in swipes), default=-1) + 1, None, now_ms())
         kept = newest_alternatives([*swipes, new], lambda s: s.messages is None)
         trimmed = len(kept) <= len(swipes)

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from persona_agent.errors import PersonaFileError
 from persona_agent.personas.formats.bounded import load_json, load_yaml
+from persona_agent.personas.formats.charx import CARD_ENTRY, CharxError, read_charx
 from persona_agent.personas.formats.png import CleanImage, ImageError, clean_image, png_card_text
 from persona_agent.personas.formats.tavern import (
     CardError,
@@ -42,6 +43,7 @@ from persona_agent.security.limits import (
 
 __all__ = [
     "AVATAR_SUFFIX",
+    "IMPORT_SUFFIXES",
     "MAX_PROBLEMS",
     "PERSONA_SUFFIXES",
     "NoCardError",
@@ -56,18 +58,24 @@ __all__ = [
     "validation_problems",
 ]
 
-Format = Literal["yaml", "json", "png"]
+StoredFormat = Literal["yaml", "json", "png"]
+"""The formats of the files of a persona directory."""
+Format = Literal[StoredFormat, "charx"]
 
 AVATAR_SUFFIX = ".avatar.png"
 """A persona's avatar image is written to ``{id}.avatar.png`` beside its file."""
 
-PERSONA_SUFFIXES: dict[str, Format] = {
+PERSONA_SUFFIXES: dict[str, StoredFormat] = {
     ".yaml": "yaml",
     ".yml": "yaml",
     ".json": "json",
     ".png": "png",
 }
 """File name suffixes of persona files, and their formats."""
+
+IMPORT_SUFFIXES: dict[str, Format] = {**PERSONA_SUFFIXES, ".charx": "charx"}
+"""What an import or an upload takes: a persona file, or a CHARX (a V3 card and its assets
+in a zip), stored as its card's JSON and its icon as the avatar."""
 
 
 class NoCardError(PersonaFileError):
@@ -190,8 +198,8 @@ def read_persona(
     fmt: Format,
     limits: Limits = DEFAULT_LIMITS,
 ) -> PersonaFile:
-    """A persona from the bytes of a file: YAML, JSON (a persona or a character card) or a
-    PNG character card (with its image).
+    """A persona from the bytes of a file: YAML, JSON (a persona or a character card), a
+    PNG character card (with its image) or a CHARX (a V3 card with its icon).
 
     The persona's id is ``persona_id``; if None, a persona file's is the stem of
     ``source`` and a card's is its name as a slug (:func:`card_id`).
@@ -207,6 +215,8 @@ def read_persona(
         raise PersonaFileError(source, [problem])
     if fmt == "png":
         return _read_png(persona_id, raw, source, limits)
+    if fmt == "charx":
+        return _read_charx(persona_id, raw, source, limits)
     data = _parse(decode_persona_bytes(raw, source, limits), fmt, source, limits)
     text = PersonaSource(raw, fmt)
     if fmt == "json" and looks_like_card(data):
@@ -245,6 +255,23 @@ def _read_png(persona_id: str | None, raw: bytes, source: str, limits: Limits) -
     if not looks_like_card(data):
         raise PersonaFileError(source, [f"the '{chunk}' chunk is not a character card"])
     card = PersonaSource(text.encode("utf-8"), "json")
+    return PersonaFile(_from_card(persona_id, data, source, limits), image, card)
+
+
+def _read_charx(persona_id: str | None, raw: bytes, source: str, limits: Limits) -> PersonaFile:
+    if len(raw) > limits.max_image_bytes:
+        raise PersonaFileError(source, [str(image_too_large(len(raw), limits))])
+    try:
+        parts = read_charx(
+            raw, max_card_bytes=limits.max_bytes, max_image_bytes=limits.max_image_bytes
+        )
+        data = _parse(decode_persona_bytes(parts.card, source, limits), "json", source, limits)
+        image = clean_image(parts.icon) if parts.icon is not None else None
+    except (CharxError, ImageError) as error:
+        raise PersonaFileError(source, [str(error)]) from None
+    if not looks_like_card(data):
+        raise PersonaFileError(source, [f"{CARD_ENTRY} is not a character card"])
+    card = PersonaSource(parts.card, "json")
     return PersonaFile(_from_card(persona_id, data, source, limits), image, card)
 
 

@@ -30,6 +30,7 @@ from persona_agent.api.deps import (
 from persona_agent.api.routes.error_body import ErrorDetail, error_responses
 from persona_agent.memory.records import MAX_TEXT, MemoryOff, MemoryRecord, context_id_of
 from persona_agent.security.authorization import Action
+from persona_agent.security.principal import Principal
 
 __all__ = ["router"]
 
@@ -60,6 +61,16 @@ class MemoryPage(BaseModel):
     items: list[MemoryItem]
     next: int | None = Field(
         description="pass as before= for the next (older) page; null: this is the last"
+    )
+
+
+class MemoryState(BaseModel):
+    """Whether the hub remembers, and what it remembers of the caller asking."""
+
+    on: bool = Field(description="memory is on (PERSONA_AGENT_MEMORY)")
+    caller: str | None = Field(
+        description="who the hub knows the caller as (key:{name}, oidc:{sub}); null: "
+        "anonymous, remembered within one conversation only"
     )
 
 
@@ -131,6 +142,15 @@ def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 _BASE = "/personas/{persona_id}/memories"
+
+
+@router.get("/memory", dependencies=[MemoryReader], response_model=MemoryState)
+async def memory_state(request: Request, callers: CallerStore) -> MemoryState:
+    """Whether memory is on, and whom the hub takes the caller for: an anonymous caller's
+    memory lasts one conversation (the console and the terminal chat say so)."""
+    principal = getattr(request.state, "principal", None)
+    name = principal.name if isinstance(principal, Principal) else None
+    return MemoryState(on=callers.records.embedder is not None, caller=name)
 
 
 @router.get(

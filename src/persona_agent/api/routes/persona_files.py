@@ -38,7 +38,7 @@ from persona_agent.api.routes.persona_resource import (
 from persona_agent.errors import PersonaFileError
 from persona_agent.personas.formats.tavern import CardSpec, persona_to_card
 from persona_agent.personas.loader import (
-    PERSONA_SUFFIXES,
+    IMPORT_SUFFIXES,
     PersonaFile,
     PersonaSource,
     persona_to_data,
@@ -228,11 +228,11 @@ async def _read_upload(
     """The persona in an uploaded file, or its problems (each a message naming the file):
     bounds, format and every field checked, as for a file in the persona directory."""
     name = PurePath(file.filename or "").name
-    fmt = PERSONA_SUFFIXES.get(PurePath(name).suffix.lower())
+    fmt = IMPORT_SUFFIXES.get(PurePath(name).suffix.lower())
     if fmt is None:
-        expected = ", ".join(PERSONA_SUFFIXES)
+        expected = ", ".join(IMPORT_SUFFIXES)
         return [f"file name '{name}' must end with {expected}"]
-    limit = limits.max_image_bytes if fmt == "png" else limits.max_bytes
+    limit = limits.max_image_bytes if fmt in ("png", "charx") else limits.max_bytes
     raw = await file.read(limit + 1)  # the whole body is bounded (api/limits.py)
 
     def parse() -> PersonaFile:

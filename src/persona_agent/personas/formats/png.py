@@ -180,13 +180,32 @@ def png_with_chunks(image_png: bytes, chunks: dict[str, str]) -> bytes:
     return output.getvalue()
 
 
-def placeholder_image(seed: str) -> bytes:
-    """A plain 400 × 600 PNG whose colour comes from ``seed``: the picture of a card
-    exported from a persona that has no avatar."""
-    from PIL import Image
+def placeholder_image(seed: str, name: str = "") -> bytes:
+    """A 400 × 600 PNG card drawn for a persona that has no avatar: a colour of its own
+    (from ``seed``), its initials in a disc, and ``name`` written under them."""
+    from PIL import Image, ImageDraw, ImageFont
 
     digest = hashlib.sha256(seed.encode("utf-8")).digest()
-    colour = (64 + digest[0] // 2, 64 + digest[1] // 2, 64 + digest[2] // 2)
+    colour = (40 + digest[0] // 3, 40 + digest[1] // 3, 40 + digest[2] // 3)
+    light = tuple(min(255, c + 110) for c in colour)
+    picture = Image.new("RGB", (400, 600), colour)
+    draw = ImageDraw.Draw(picture)
+    for row in range(600):  # a gentle fall of light, top to bottom
+        shade = tuple(max(0, c - row // 12) for c in colour)
+        draw.line([(0, row), (399, row)], fill=shade)
+    draw.ellipse([100, 120, 300, 320], fill=light)
+    words = name.split()
+    initials = "".join(word[0] for word in words[:2]).upper() or "?"
+    draw.text((200, 220), initials, fill=colour, font=ImageFont.load_default(size=88), anchor="mm")
+    font = ImageFont.load_default(size=30)
+    lines: list[str] = []
+    for word in words:
+        if lines and draw.textlength(f"{lines[-1]} {word}", font=font) <= 340:
+            lines[-1] = f"{lines[-1]} {word}"
+        else:
+            lines.append(word)
+    for number, line in enumerate(lines[:4]):
+        draw.text((200, 390 + number * 40), line, fill=(255, 255, 255), font=font, anchor="mm")
     output = io.BytesIO()
-    Image.new("RGB", (400, 600), colour).save(output, "PNG")
+    picture.save(output, "PNG")
     return output.getvalue()

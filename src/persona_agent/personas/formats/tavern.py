@@ -246,12 +246,12 @@ def persona_to_card(persona: Persona, spec: CardSpec) -> dict[str, Any]:
 
 
 def card_png(persona: Persona, spec: CardSpec, image: CleanImage | None) -> bytes:
-    """The persona as a PNG card: its avatar (or a plain picture) with the card in a text
+    """The persona as a PNG card: its avatar (or a card drawn with its name) with the card in a text
     chunk, ``chara`` for V2; for V3, ``ccv3`` and a V2 copy in ``chara`` for older tools."""
     chunks = {"chara": _json(persona_to_card(persona, "v2"))}
     if spec == "v3":
         chunks = {"ccv3": _json(persona_to_card(persona, "v3")), **chunks}
-    picture = image.data if image is not None else placeholder_image(persona.id)
+    picture = image.data if image is not None else placeholder_image(persona.id, persona.name)
     return png_with_chunks(picture, chunks)
 
 

@@ -53,10 +53,24 @@ export const operations = {
   fork: (p, c, id) => send(path(p, c, "/fork"), "POST", { message_id: id }),
 };
 
+const BROWSER_USER = "persona-agent.userPersona";
+
+// An anonymous caller's user persona, kept by this browser (the hub keeps none for it):
+// sent with the first message of each new conversation.
+function browserUser() {
+  try {
+    const user = JSON.parse(localStorage.getItem(BROWSER_USER) || "null");
+    if (!user || typeof user.name !== "string" || !user.name) return null;
+    return { name: user.name, description: typeof user.description === "string" ? user.description : "" };
+  } catch {
+    return null;
+  }
+}
+
 // The caller's saved user persona, or null: asked without prompting for a key, and only
-// with one (an anonymous caller has none).
+// with one (an anonymous caller's is this browser's).
 async function savedQuietly() {
-  if (!apiKey()) return null;
+  if (!apiKey()) return browserUser();
   const headers = { Authorization: `Bearer ${apiKey()}` };
   try {
     const response = await fetch(hubUrl("api/v1/user-persona"), { cache: "no-cache", headers });
@@ -70,8 +84,16 @@ async function savedQuietly() {
 // The user persona: the caller's saved one, or one conversation's.
 export const userPersona = {
   savedQuietly,
-  save: (user) => send("api/v1/user-persona", "PUT", user),
-  forget: () => send("api/v1/user-persona", "DELETE"),
+  save: async (user) => {
+    if (apiKey()) return send("api/v1/user-persona", "PUT", user);
+    localStorage.setItem(BROWSER_USER, JSON.stringify(user));
+    return null;
+  },
+  forget: async () => {
+    if (apiKey()) return send("api/v1/user-persona", "DELETE");
+    localStorage.removeItem(BROWSER_USER);
+    return null;
+  },
   ofConversation: (p, c) => request(path(p, c, "/user")).then((r) => r.json()),
   saveFor: (p, c, user) => send(path(p, c, "/user"), "PUT", user),
   forgetFor: (p, c) => send(path(p, c, "/user"), "DELETE"),
@@ -147,6 +169,8 @@ export function turnsOf(conversation) {
   }
   const answers = turns.filter((turn) => turn.kind === "answer");
   if (answers.length) answers[answers.length - 1].last = true;
+  const final = turns[turns.length - 1];
+  if (final && final.kind === "user") final.unanswered = true; // its answer was deleted
   return turns;
 }
 
@@ -187,6 +211,9 @@ export function turnActions(turn, act, startEdit) {
   if (turn.last) {
     row.append(small("↻", "regenerate", "Regenerate this answer", () => act("regenerate")));
     row.append(small("Continue", "continue", "Continue this answer", () => act("continue")));
+  }
+  if (turn.unanswered) {
+    row.append(small("Answer", "answer-again", "Answer this message", () => act("regenerate")));
   }
   if (turn.id !== null && turn.id !== undefined) {
     row.append(small("Edit", "edit", "Edit this message", startEdit));

@@ -2,6 +2,7 @@
 // lines, not "\r\n"), and an edit changes that field's value in the card's JSON text and
 // nothing else of it.
 
+import { greetingsEditor, lorebookEditor } from "./cardlists.js";
 import { valueSpans, withValue } from "./jsontext.js";
 import { el } from "./ui.js";
 
@@ -31,6 +32,8 @@ export function isCardText(text) {
 // text with one field changed. form.refresh() fills it again from getText().
 export function cardForm(getText, setText) {
   const form = el("div", { id: "card-fields", class: "card-fields" });
+  const greetings = greetingsEditor(getText, setText);
+  const lorebook = lorebookEditor(getText, setText);
   form.refresh = () => {
     const text = getText();
     const spans = valueSpans(text);
@@ -49,9 +52,17 @@ export function cardForm(getText, setText) {
         return el("label", { class: "card-field" }, el("span", {}, label), input);
       },
     );
+    if (!rows.length) {
+      form.replaceChildren(el("p", { class: "note" }, "The card's JSON cannot be read: edit its source."));
+      return;
+    }
+    greetings.refresh();
+    lorebook.refresh();
     form.replaceChildren(
-      ...(rows.length ? rows : [el("p", { class: "note" }, "The card's JSON cannot be read: edit its source.")]),
-      el("p", { class: "note" }, "Other fields (lorebook, tags, extensions): in the source."),
+      ...rows,
+      greetings,
+      lorebook,
+      el("p", { class: "note" }, "Other fields (tags, extensions): in the source."),
     );
   };
   return form;

@@ -25,13 +25,14 @@ import {
   CONVERSATION_EXTENSION,
   USER_EXTENSION,
 } from "./a2a.js";
-import { hubUrl } from "./api.js";
+import { apiKey, hubUrl } from "./api.js";
 import { composerAttachments, fileParts, shownOfFile } from "./attachments.js";
 import { readConversation, swipeControl, userPersona } from "./branches.js";
 import { artifactsText, bubble, describeCost, lostTurnsOf, progressOf, turnsOfTasks } from "./bubbles.js";
 import { conversation, conversationsOf, forget, recordTurn, remember } from "./conversations.js";
 import { intakeOf } from "./intake.js";
 import { memberPrompts } from "./promptview.js";
+import { anonymousMemoryNote, memoryState } from "./memory.js";
 import { storedThread } from "./thread.js";
 import { avatar, confirmDialog, el, errorBox } from "./ui.js";
 import { userPersonaDialog } from "./userpersona.js";
@@ -59,6 +60,8 @@ export async function showChat(root, personaId, contextId) {
   const list = el("ul", { id: "conversation-list", class: "conversation-list" });
   const head = el("div", { class: "persona-head" });
   const you = el("button", { type: "button", id: "user-persona", class: "small", title: "Who you are to the persona" }, "You: User");
+  const memoryLink = el("a", { id: "memory-link", class: "small", href: `#/memory/${encodeURIComponent(personaId)}` }, "What it remembers of you");
+  const memoryNote = el("p", { id: "memory-note", class: "note", hidden: true });
   const composer = el("form", { id: "composer", class: "composer" });
   const attachments = composerAttachments(composer, input);
   const voice = voiceToggle();
@@ -93,12 +96,13 @@ export async function showChat(root, personaId, contextId) {
         { class: "sidebar" },
         head,
         you,
+        memoryLink,
         sidebarToggle,
         el("a", { class: "button primary", id: "new-conversation", href: chatHref(personaId) }, "New conversation"),
         el("h2", {}, "Conversations"),
         list,
       ),
-      el("div", { class: "thread" }, transcript, note, composer),
+      el("div", { class: "thread" }, memoryNote, transcript, note, composer),
     ),
   );
 
@@ -295,7 +299,8 @@ export async function showChat(root, personaId, contextId) {
     // A new conversation's chosen greeting and who the user is go with its first message.
     const metadata = current ? null : {};
     if (metadata && picked && !panel) metadata[CONVERSATION_EXTENSION] = { greeting: picked };
-    if (metadata && pendingUser) metadata[USER_EXTENSION] = pendingUser;
+    const firstUser = pendingUser || (apiKey() ? null : savedUser); // the browser's, if anonymous
+    if (metadata && firstUser) metadata[USER_EXTENSION] = firstUser;
     // Until the answer is final, the meta line says what happens and for how long: received,
     // then the hub's progress (loading the model, waiting for it, reading), then writing.
     let phase = "received";
@@ -456,6 +461,10 @@ export async function showChat(root, personaId, contextId) {
     });
     savedUser = await userPersona.savedQuietly();
     showYou();
+  });
+  memoryState().then((state) => {
+    memoryNote.textContent = anonymousMemoryNote(state, personaName);
+    memoryNote.hidden = !memoryNote.textContent;
   });
   userPersona.savedQuietly().then((user) => {
     savedUser = user;

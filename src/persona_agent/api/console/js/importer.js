@@ -4,7 +4,7 @@
 import { HttpError, request } from "./api.js";
 import { confirmDialog } from "./ui.js";
 
-export const ACCEPTED = ".yaml,.yml,.json,.png";
+export const ACCEPTED = ".yaml,.yml,.json,.png,.charx";
 
 function upload(file, replace) {
   const form = new FormData();

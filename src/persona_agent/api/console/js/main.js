@@ -1,11 +1,12 @@
 // The console's pages, by the address's hash: #/ (gallery), #/chat/{id}[/{contextId}],
-// #/edit/{id}, #/new. Each page is a function that fills a fresh element and may return
+// #/edit/{id}, #/new, #/memory/{id}. Each page is a function that fills a fresh element and may return
 // {leave()}, called when another page replaces it.
 
 import { apiKey, hubUrl, keyWanted, setApiKey, setKeyWanted } from "./api.js";
 import { showChat } from "./chat.js";
 import { showEditor } from "./editor.js";
 import { showGallery } from "./gallery.js";
+import { showMemory } from "./memory.js";
 
 const view = document.getElementById("view");
 let page = null;
@@ -22,6 +23,7 @@ async function render() {
   let shown;
   if (name === "chat" && id) shown = showChat(root, id, contextId || "");
   else if (name === "edit" && id) shown = showEditor(root, id);
+  else if (name === "memory" && id) shown = showMemory(root, id);
   else if (name === "new") shown = showEditor(root, null);
   else shown = showGallery(root);
   const result = await shown;

@@ -29,7 +29,10 @@ export function storedThread({ transcript, note, personaId, context, busy, forke
     busy(true);
     note.replaceChildren();
     const answers = transcript.querySelectorAll('.turn[data-kind="answer"]');
-    const last = answers[answers.length - 1];
+    const turns = transcript.querySelectorAll(".turn");
+    // A message left unanswered gets its first answer: no earlier answer is replaced.
+    const unanswered = turns.length && turns[turns.length - 1].dataset.kind === "user";
+    const last = unanswered ? null : answers[answers.length - 1];
     const waiting = name === "regenerate" || name === "continue";
     const doing = name === "regenerate" ? "writing another answer" : "continuing";
     if (waiting && last) last.set(null, "working", doing);

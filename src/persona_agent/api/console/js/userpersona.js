@@ -1,6 +1,7 @@
 // Who the user is to the persona (its {{user}}): a name and a short description, for one
 // conversation or saved for all of this caller's (REST /api/v1/user-persona; the hub keeps
-// a saved one only for a caller with an API key or token).
+// a saved one only for a caller with an API key or token: an anonymous caller's is kept by
+// this browser, and sent with each new conversation's first message).
 
 import { apiKey } from "./api.js";
 import { userPersona } from "./branches.js";
@@ -8,8 +9,8 @@ import { el, errorBox, toast } from "./ui.js";
 
 // Opens the settings with `current` ({name, description} or null) filled in;
 // `saveForConversation(user)` keeps them for this conversation (null: removes them). A
-// saved user persona needs a caller the hub knows (an API key or token). Resolves once
-// the dialog closes.
+// saved user persona is the hub's for a caller it knows (an API key or token), this
+// browser's for another. Resolves once the dialog closes.
 export function userPersonaDialog(current, saveForConversation) {
   const name = el("input", { id: "user-name", maxlength: 64, placeholder: "User", autocomplete: "off" });
   const description = el("textarea", { id: "user-description", rows: 4, maxlength: 2000 });
@@ -19,8 +20,8 @@ export function userPersonaDialog(current, saveForConversation) {
     el("option", { value: "conversation" }, "this conversation"),
     el(
       "option",
-      { value: "saved", disabled: !apiKey() },
-      apiKey() ? "all my conversations (saved)" : "all my conversations (needs an API key)",
+      { value: "saved" },
+      apiKey() ? "all my conversations (saved)" : "all my conversations in this browser",
     ),
   );
   const problem = el("div", { class: "user-problem" });

@@ -1,7 +1,7 @@
 """The hub a terminal chat starts in its own process, served on a free loopback port.
 
 ``persona-agent chat ID`` without ``--url`` talks with a hub it starts on the settings of
-``serve``, on the chat's event loop (:mod:`persona_agent.cli.chat_loop`), for as long as
+``serve``, on the chat's event loop (:mod:`persona_agent.cli.terminal.chat_loop`), for as long as
 the chat lasts; the hub's log goes to a file in the data directory, not between the lines
 of the chat. uvicorn and the hub are imported when the hub starts, not with this module.
 """
@@ -15,8 +15,8 @@ import os
 import socket
 from typing import TYPE_CHECKING
 
-from persona_agent.cli.chat_loop import ChatLoop
 from persona_agent.cli.command_settings import fail
+from persona_agent.cli.terminal.chat_loop import ChatLoop
 from persona_agent.settings import Settings
 
 if TYPE_CHECKING:

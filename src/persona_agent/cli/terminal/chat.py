@@ -1,11 +1,12 @@
 """``persona-agent chat``: the command, its options, and the chat's parts put together.
 
 A chat is three parts, each in a module of its own: the event loop on a thread of its own
-that runs everything that talks (:mod:`persona_agent.cli.chat_loop`), the hub the chat
-starts in its process when it is given no ``--url`` (:mod:`persona_agent.cli.embedded_hub`),
+that runs everything that talks (:mod:`persona_agent.cli.terminal.chat_loop`), the hub the
+chat starts in its process when it is given no ``--url``
+(:mod:`persona_agent.cli.terminal.embedded_hub`),
 and the prompt the main thread keeps, its commands and turns
-(:mod:`persona_agent.cli.chat_repl`), over the chat's A2A client
-(:mod:`persona_agent.cli.a2a_chat`).
+(:mod:`persona_agent.cli.terminal.chat_repl`), over the chat's A2A client
+(:mod:`persona_agent.cli.terminal.a2a_chat`).
 
 The SDK, httpx, uvicorn and the hub are imported when the command runs, not with this
 module: :mod:`persona_agent.cli.commands` imports it, and ``persona-agent --help``
@@ -20,9 +21,9 @@ from typing import Annotated
 
 import typer
 
-from persona_agent.cli.chat_contexts import CONTEXTS_FILE, ContextMemory
-from persona_agent.cli.chat_loop import ChatLoop, running_loop
 from persona_agent.cli.command_settings import command_settings, fail
+from persona_agent.cli.terminal.chat_contexts import CONTEXTS_FILE, ContextMemory
+from persona_agent.cli.terminal.chat_loop import ChatLoop, running_loop
 from persona_agent.settings import Settings
 
 __all__ = ["chat"]
@@ -140,6 +141,14 @@ def chat(
             raise typer.Exit(130) from None
 
 
+def anonymous_memory(name: str) -> str:
+    """What memory does for a caller the hub cannot tell from another (docs/memory.md)."""
+    return (
+        f"(memory is on, but the hub does not know who you are (no API key): {name} "
+        "remembers within this conversation only; /new starts with nothing remembered)"
+    )
+
+
 def _chat(
     loop: ChatLoop,
     settings: Settings,
@@ -154,12 +163,12 @@ def _chat(
 ) -> None:
     import httpx
 
-    from persona_agent.cli.a2a_chat import TIMEOUT, ChatError, ChatSession, Target
-    from persona_agent.cli.chat_branches import BranchCommands
-    from persona_agent.cli.chat_catalog import agent_target, catalog_limits
-    from persona_agent.cli.chat_media import MediaCommands, voice_files
-    from persona_agent.cli.chat_repl import begin, introduce, repl
-    from persona_agent.cli.embedded_hub import EmbeddedHub
+    from persona_agent.cli.terminal.a2a_chat import TIMEOUT, ChatError, ChatSession, Target
+    from persona_agent.cli.terminal.chat_branches import BranchCommands
+    from persona_agent.cli.terminal.chat_catalog import agent_target, catalog_limits
+    from persona_agent.cli.terminal.chat_media import MediaCommands, voice_files
+    from persona_agent.cli.terminal.chat_repl import begin, introduce, repl
+    from persona_agent.cli.terminal.embedded_hub import EmbeddedHub
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     http = httpx.AsyncClient(timeout=TIMEOUT, headers=headers)
@@ -181,6 +190,8 @@ def _chat(
         except ChatError as error:
             fail(str(error))
         introduce(session)
+        if hub is not None and settings.memory and api_key is None:
+            typer.secho(anonymous_memory(session.name), dim=True)
         if context is None and not new:
             context = memory.get(target.key)
         begin(session, memory, context)

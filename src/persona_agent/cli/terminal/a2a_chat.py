@@ -3,12 +3,12 @@ stream, and its cancel.
 
 The chat is a plain A2A client (the official a2a-sdk client, over JSON-RPC or HTTP+JSON as
 the card offers), so it talks to any A2A agent the same way; what a turn's events show is
-printed by :mod:`persona_agent.cli.chat_answer`. What it knows of a persona-agent hub is
+printed by :mod:`persona_agent.cli.terminal.chat_answer`. What it knows of a persona-agent hub is
 only where the hub serves a persona's card (``/a2a/{id}/``) and its list of personas
 (``/a2a/personas``, for the error that names an unknown persona), and the greeting
 extension on the card.
 
-This module imports the SDK and httpx, so :mod:`persona_agent.cli.chat` imports it only
+This module imports the SDK and httpx, so :mod:`persona_agent.cli.terminal.chat` imports it only
 when the command runs: ``persona-agent --help`` need not wait for them.
 """
 
@@ -40,7 +40,7 @@ from a2a.utils.errors import A2AError, TaskNotCancelableError
 
 from persona_agent.a2a.cards import A2A_PREFIX, CARD_PATH, persona_url
 from persona_agent.a2a.extensions import GREETING_EXTENSION_URI
-from persona_agent.cli.chat_answer import AnswerPrinter
+from persona_agent.cli.terminal.chat_answer import AnswerPrinter
 
 __all__ = [
     "CANCEL_WAIT",
@@ -158,6 +158,9 @@ class Sent:
 
     task_id: str = ""
     audio: list[Part] = field(default_factory=list)
+    refused: bool = False
+    """The message was refused, or its answer failed before a word of it: what the user
+    wrote is to be offered back, not lost."""
 
 
 class ChatSession:
@@ -254,7 +257,7 @@ class ChatSession:
                 answer.show(event)
         except (A2AError, httpx.HTTPError) as error:
             answer.aside(self._failure(error), fg="red")
-            return Sent(task_id or "", answer.audio)
+            return Sent(task_id or "", answer.audio, refused=True)
         finally:
             answer.waiting.clear()
             self._task_id = self._answer = None  # nothing left to cancel
@@ -266,7 +269,8 @@ class ChatSession:
         # An agent that asks for more input expects the answer in the same task.
         waiting = answer.state == TaskState.TASK_STATE_INPUT_REQUIRED
         self._input_task = task_id if waiting else None
-        return Sent(task_id or "", answer.audio)
+        failed = answer.state in (TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_REJECTED)
+        return Sent(task_id or "", answer.audio, refused=failed and not answer.text_shown)
 
     def _failure(self, error: A2AError | httpx.HTTPError) -> str:
         unreachable = error if isinstance(error, httpx.RequestError) else error.__cause__

@@ -2,29 +2,32 @@
 
 The main thread reads each line with ``input()`` (line editing, and Ctrl-C as
 ``KeyboardInterrupt`` wherever it waits) and hands what talks to the chat's event loop
-(:mod:`persona_agent.cli.chat_loop`): a message is a turn of the A2A session
-(:mod:`persona_agent.cli.a2a_chat`), whose answer Ctrl-C cancels on the agent; a slash
+(:mod:`persona_agent.cli.terminal.chat_loop`): a message is a turn of the A2A session
+(:mod:`persona_agent.cli.terminal.a2a_chat`), whose answer Ctrl-C cancels on the agent; a slash
 command is carried out here, or by the conversation commands
-(:mod:`persona_agent.cli.chat_branches`) or the media commands
-(:mod:`persona_agent.cli.chat_media`). At the prompt, Ctrl-C or Ctrl-D leaves.
+(:mod:`persona_agent.cli.terminal.chat_branches`) or the media commands
+(:mod:`persona_agent.cli.terminal.chat_media`). At the prompt, Ctrl-C or Ctrl-D leaves.
 
 This module imports the SDK and httpx (through the session), so
-:mod:`persona_agent.cli.chat` imports it only when the command runs.
+:mod:`persona_agent.cli.terminal.chat` imports it only when the command runs.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import typer
 
-from persona_agent.cli.a2a_chat import CANCEL_WAIT, ChatError, ChatSession, greeting
-from persona_agent.cli.chat_branches import COMMANDS, STREAMED, BranchCommands, greetings
-from persona_agent.cli.chat_contexts import ContextMemory
-from persona_agent.cli.chat_loop import ChatLoop
-from persona_agent.cli.chat_media import MEDIA_COMMANDS, MediaCommands
+from persona_agent.cli.terminal.a2a_chat import CANCEL_WAIT, ChatError, ChatSession, greeting
+from persona_agent.cli.terminal.chat_branches import COMMANDS, STREAMED, BranchCommands, greetings
+from persona_agent.cli.terminal.chat_contexts import ContextMemory
+from persona_agent.cli.terminal.chat_loop import ChatLoop
+from persona_agent.cli.terminal.chat_media import MEDIA_COMMANDS, Attached, MediaCommands
+from persona_agent.cli.terminal.markup import echo_rendered
 
 __all__ = ["HELP", "begin", "introduce", "repl"]
 
@@ -72,7 +75,8 @@ def begin(session: ChatSession, memory: ContextMemory, context_id: str | None) -
         return
     text = greeting(session.card)
     if text:
-        typer.echo(typer.style(f"{session.name}: ", fg="cyan", bold=True) + text)
+        typer.echo(typer.style(f"{session.name}: ", fg="cyan", bold=True), nl=False)
+        echo_rendered(text)
     if len(others := greetings(session.card)[1:]) > 0:
         _dim(f"({len(others) + 1} greetings: /greeting lists them, /greeting K chooses one)")
 
@@ -142,12 +146,13 @@ def _command(
 
 
 def _branch(loop: ChatLoop, branches: BranchCommands, name: str, argument: str) -> None:
-    """A conversation command (:mod:`persona_agent.cli.chat_branches`); Ctrl-C cancels
+    """A conversation command (:mod:`persona_agent.cli.terminal.chat_branches`); Ctrl-C cancels
     it: the request is closed, and a streamed answer (``/retry``, ``/continue``: a task of
     the hub's) is canceled by the hub when its stream closes. A change the hub was making
     may have been made: ``/history`` shows it."""
     try:
-        loop.run_or_cancel(branches.run(name, argument))
+        with keys_kept():
+            loop.run_or_cancel(branches.run(name, argument))
     except ChatError as error:
         typer.secho(str(error), fg="red")
     except KeyboardInterrupt:
@@ -163,15 +168,76 @@ def _turn(
     """One message (with the files attached) and its answer, its voice saved; Ctrl-C while
     it is written cancels it."""
     metadata = branches.first_message_metadata()  # a new one's greeting, who the user is
+    attached = media.attachments.files
     files = media.attachments.take()
     answer = loop.submit(session.send(text, metadata, files, media.accepted))
     try:
-        sent = answer.result()
+        with keys_kept():
+            sent = answer.result()
         media.saved(sent.task_id, sent.audio)
     except KeyboardInterrupt:
         _cancel(loop, session, answer)
     except ChatError as error:
         typer.secho(str(error), fg="red")
+        _keep(text, attached, media)
+    else:
+        if sent.refused:
+            _keep(text, attached, media)
+
+
+def _keep(text: str, attached: tuple[Attached, ...], media: MediaCommands) -> None:
+    """A refused message is not lost: its files stay attached (those the agent does not
+    take named, with what it takes), and its text is offered at the next prompt."""
+    media.attachments.restore(attached)
+    media.not_taken(attached)
+    count = len(attached)
+    files = f"; {count} file{'s' if count != 1 else ''} still attached" if count else ""
+    if offer_again(text):
+        _dim(f"(your message is kept{files}: it is on the prompt again, Enter sends it)")
+    else:
+        _dim(f"(your message was not sent{files})")
+
+
+@contextlib.contextmanager
+def keys_kept() -> Iterator[None]:
+    """While an answer is written, the keys typed are not echoed into it: they wait in the
+    terminal, unread, and the next prompt shows them as typed (Ctrl-C still cancels)."""
+    try:
+        import termios
+    except ImportError:  # Windows
+        yield
+        return
+    try:
+        descriptor = sys.stdin.fileno()
+        before = termios.tcgetattr(descriptor)
+    except (termios.error, OSError, ValueError):  # not a terminal: a pipe, a file
+        yield
+        return
+    quiet = [*before]
+    quiet[3] = before[3] & ~termios.ECHO
+    termios.tcsetattr(descriptor, termios.TCSANOW, quiet)  # TCSANOW: typed keys are kept
+    try:
+        yield
+    finally:
+        termios.tcsetattr(descriptor, termios.TCSANOW, before)
+
+
+def offer_again(text: str) -> bool:
+    """Put ``text`` on the next prompt, to edit or send again (with readline: a terminal);
+    whether it could."""
+    if not sys.stdin.isatty():
+        return False
+    try:
+        import readline
+    except ImportError:
+        return False
+
+    def put() -> None:
+        readline.insert_text(text)
+        readline.set_startup_hook(None)  # once
+
+    readline.set_startup_hook(put)
+    return True
 
 
 def _cancel(loop: ChatLoop, session: ChatSession, answer: concurrent.futures.Future[Any]) -> None:

@@ -11,7 +11,7 @@ A new conversation's chosen greeting (``/greeting K``) and who the user is (``/m
 before the first message) go with its first message, in the message's metadata (the A2A
 conversation and user extensions, docs/a2a.md).
 
-This module imports httpx, so :mod:`persona_agent.cli.chat` imports it only when the
+This module imports httpx, so :mod:`persona_agent.cli.terminal.chat` imports it only when the
 command runs.
 """
 
@@ -32,8 +32,9 @@ from persona_agent.a2a.extensions import (
     GREETING_EXTENSION_URI,
     USER_EXTENSION_URI,
 )
-from persona_agent.cli.a2a_chat import ChatError, ChatSession
-from persona_agent.cli.chat_prompt import show_prompt
+from persona_agent.cli.terminal.a2a_chat import ChatError, ChatSession
+from persona_agent.cli.terminal.chat_prompt import show_prompt
+from persona_agent.cli.terminal.markup import AnswerWriter, echo_rendered
 
 __all__ = ["COMMANDS", "STREAMED", "BranchCommands", "Shown", "greetings", "shown_turns"]
 
@@ -131,7 +132,8 @@ def _detail(response: httpx.Response) -> str:
 
 
 def _say(name: str, text: str, note: str = "") -> None:
-    typer.echo(typer.style(f"{name}: ", fg=typer.colors.CYAN, bold=True) + text)
+    typer.echo(typer.style(f"{name}: ", fg=typer.colors.CYAN, bold=True), nl=False)
+    echo_rendered(text)
     if note:
         typer.secho(note, dim=True)
 
@@ -233,7 +235,8 @@ class BranchCommands:
             swipes = turn.swipes
             where = f"  ({swipes['selected'] + 1}/{swipes['count']})" if swipes else ""
             text = turn.text.replace("\n", "\n     ")
-            typer.echo(f"{turn.number:>3}. " + typer.style(f"{who}: ", bold=True) + text, nl=False)
+            typer.echo(f"{turn.number:>3}. " + typer.style(f"{who}: ", bold=True), nl=False)
+            echo_rendered(text, nl=False)
             typer.secho(where, dim=True)
 
     async def _generate(self, name: str) -> None:
@@ -267,6 +270,7 @@ class BranchCommands:
         :class:`ChatError`."""
         headers = {**_WRITE, "Accept": "text/event-stream"}
         event = ""
+        writer = AnswerWriter()
         try:
             async with self._http.stream("POST", url, json={}, headers=headers) as response:
                 if response.is_error:
@@ -280,7 +284,7 @@ class BranchCommands:
                     elif line.startswith("data: "):
                         data = json.loads(line.removeprefix("data: "))
                         if event == "text":
-                            typer.echo(str(data.get("text", "")), nl=False)
+                            writer.write(str(data.get("text", "")))
                         elif event == "answer":
                             return dict(data)
                         elif event == "error":
@@ -289,6 +293,8 @@ class BranchCommands:
                             )
         except httpx.HTTPError as error:
             raise ChatError(f"Cannot reach the hub: {error}") from error
+        finally:
+            writer.end()
         raise ChatError("The hub's answer ended before the persona's")
 
     async def _swipe(self, argument: str) -> None:

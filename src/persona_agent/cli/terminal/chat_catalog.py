@@ -8,7 +8,7 @@ not verify. The catalog is read within the hub's catalog limits (``PERSONA_AGENT
 bytes, nesting, entries, time); its entries that cannot be used are named on standard
 error and left out. A URL that is no catalog is an agent's card or base URL, as before.
 
-This module imports httpx and the SDK, so :mod:`persona_agent.cli.chat` imports it only
+This module imports httpx and the SDK, so :mod:`persona_agent.cli.terminal.chat` imports it only
 when the command runs.
 """
 
@@ -35,8 +35,8 @@ from persona_agent.a2a.discovery.catalog_reader import (
     open_catalog,
     read_document,
 )
-from persona_agent.cli.a2a_chat import Target
 from persona_agent.cli.command_settings import fail
+from persona_agent.cli.terminal.a2a_chat import Target
 from persona_agent.settings import Settings
 
 __all__ = ["agent_target", "catalog_limits"]

@@ -38,7 +38,9 @@ __all__ = [
     "MediaError",
     "VoiceFiles",
     "media_type_of",
+    "modes_in_words",
     "size_text",
+    "takes",
     "voice_files",
 ]
 
@@ -58,6 +60,53 @@ MAX_ATTACHMENT_BYTES = 32 * 1024 * 1024
 (``PERSONA_AGENT_MAX_MESSAGE_BYTES``) is lower by default, and says so."""
 
 AUDIO_MODES = ("audio/wav", "text/plain")
+
+_DOCUMENT_NAMES = {
+    "application/pdf": "PDF",
+    "text/markdown": "Markdown",
+    "text/csv": "CSV",
+    "application/json": "JSON",
+    "application/yaml": "YAML",
+    "application/xml": "XML",
+    "text/xml": "XML",
+    "text/html": "HTML",
+}
+"""Documents by the names people know them by."""
+
+
+def takes(modes: list[str], media_type: str) -> bool:
+    """Whether an agent whose card lists ``modes`` (its input modes) takes ``media_type``;
+    a card that lists none says nothing, so it may."""
+    family = media_type.split("/", 1)[0]
+    return not modes or any(m in (media_type, f"{family}/*", "*/*", "*") for m in modes)
+
+
+def kind_in_words(media_type: str) -> str:
+    """``image/png`` as "an image (PNG)", ``application/pdf`` as "a PDF document"."""
+    family, _, subtype = media_type.partition("/")
+    if family in ("image", "audio", "video"):
+        noun = {"image": "an image", "audio": "a sound file", "video": "a video"}[family]
+        return f"{noun} ({subtype.upper()})"
+    if media_type in _DOCUMENT_NAMES:
+        return f"a {_DOCUMENT_NAMES[media_type]} document"
+    return f"a {media_type} file"
+
+
+def modes_in_words(modes: list[str]) -> str:
+    """What an agent takes, from its card's input modes, as a person would say it:
+    "text, images and documents (PDF, Markdown, CSV)"."""
+    said = ["text"] if any(m in ("text/plain", "text/*", "*/*") for m in modes) else []
+    said += ["images"] if any(m.startswith("image/") for m in modes) else []
+    said += ["sound"] if any(m.startswith("audio/") for m in modes) else []
+    documents = list(dict.fromkeys(_DOCUMENT_NAMES[m] for m in modes if m in _DOCUMENT_NAMES))
+    said += [f"documents ({', '.join(documents)})"] if documents else []
+    others = [m for m in modes if m not in _DOCUMENT_NAMES and m.split("/")[0] == "application"]
+    said += others
+    if not said:
+        return "text"
+    return said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
+
+
 """The output modes a chat that saves voice accepts (acceptedOutputModes)."""
 
 
@@ -188,6 +237,10 @@ class Attachments:
         self._files.clear()
         return parts
 
+    def restore(self, files: tuple[Attached, ...]) -> None:
+        """Queue again, first, the files of a message that was refused."""
+        self._files[:0] = files
+
 
 class VoiceFiles:
     """Where answers' voice is saved: a directory, or nowhere (``None``: voice is not asked
@@ -285,14 +338,32 @@ class MediaCommands:
         if argument:
             attached = self.attachments.add(argument)
             _note(f"(attached {attached.describe()}: it goes with your next message)")
+            self.not_taken((attached,))
             return
         files = self.attachments.files
+        card = self._card()
         if not files:
             _note("(nothing attached: /attach PATH attaches a file to your next message)")
-            return
-        typer.echo("Attached to your next message:")
-        for number, attached in enumerate(files, start=1):
-            typer.echo(f"  {number}. {attached.describe()}")
+        else:
+            typer.echo("Attached to your next message:")
+            for number, attached in enumerate(files, start=1):
+                typer.echo(f"  {number}. {attached.describe()}")
+        _note(f"({card.name} takes {modes_in_words(list(card.default_input_modes))})")
+
+    def not_taken(self, files: tuple[Attached, ...]) -> bool:
+        """Say which of ``files`` the agent's card says it does not take, and what it does;
+        whether there were any."""
+        card = self._card()
+        modes = list(card.default_input_modes)
+        refused = [f for f in files if not takes(modes, f.media_type)]
+        for attached in refused:
+            typer.secho(
+                f"({card.name} does not take {kind_in_words(attached.media_type)} "
+                f"({attached.name}): it takes {modes_in_words(modes)}. "
+                "/detach forgets the files attached.)",
+                fg="yellow",
+            )
+        return bool(refused)
 
     def _voice(self, argument: str) -> None:
         if argument == "off":

@@ -4,7 +4,7 @@ The answer's text as it is written, a tool call or a consulted persona's progres
 of its own, a panel member's answer whole under its name, and how the turn ended (failed,
 canceled, waiting for the user); its ``voice`` artifact's audio is kept, never printed.
 Any A2A agent's events read the same way; this hub's data parts add what they say
-(:mod:`persona_agent.cli.chat_parts`).
+(:mod:`persona_agent.cli.terminal.chat_parts`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,14 @@ from dataclasses import dataclass, field
 import typer
 from a2a.types.a2a_pb2 import Message, Part, StreamResponse, Task, TaskState
 
-from persona_agent.cli.chat_parts import from_demo_model, kind_of, progress_of, remembered_line
-from persona_agent.cli.waiting import WaitingLine
+from persona_agent.cli.terminal.chat_parts import (
+    from_demo_model,
+    kind_of,
+    progress_of,
+    remembered_line,
+)
+from persona_agent.cli.terminal.markup import AnswerWriter, echo_rendered
+from persona_agent.cli.terminal.waiting import WaitingLine
 
 __all__ = ["VOICE_ARTIFACT", "AnswerPrinter"]
 
@@ -62,6 +68,8 @@ class AnswerPrinter:
     """What memory did for the answer, on one line (its memory-v1 data), or ''."""
     audio: list[Part] = field(default_factory=list)
     """The audio parts of the answer's ``voice`` artifact, in order (never printed)."""
+    writer: AnswerWriter = field(default_factory=AnswerWriter)
+    """The answer's text as the terminal can show it (``*actions*`` in italics, say)."""
 
     def show(self, event: StreamResponse) -> None:
         if event.HasField("artifact_update"):
@@ -107,7 +115,7 @@ class AnswerPrinter:
         if text:
             self.waiting.clear()
             self.aside(f"== {name}", fg=typer.colors.CYAN)
-            _echo(text.rstrip("\n") + "\n")
+            echo_rendered(text.rstrip("\n"))
             self.text_shown = True
 
     def status(self, state: TaskState, message: Message) -> None:
@@ -137,13 +145,14 @@ class AnswerPrinter:
         self.waiting.clear()
         if self.at_line_start:
             _echo(f"{self.name}: ", fg=typer.colors.CYAN, bold=True)
-        _echo(text)
+        self.writer.write(text)
         self.text_shown = True
         self.at_line_start = text.endswith("\n")
 
     def aside(self, text: str, fg: str | None, dim: bool = False) -> None:
         """A line of its own, not part of the answer."""
         self.waiting.clear()
+        self.writer.end()
         if not self.at_line_start:
             _echo("\n")
         _echo(text, fg=fg, dim=dim)
@@ -161,6 +170,7 @@ class AnswerPrinter:
             self.text(self.status_text or "(an empty answer)")
         if state in (TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED):
             self.text(self.status_text)
+        self.writer.end()
         if not self.at_line_start:
             _echo("\n")
             self.at_line_start = True

@@ -1,0 +1,85 @@
+"""CHARX files (personas/formats/charx.py): a V3 card and its assets in a zip, read as the
+card's persona with its icon as the avatar (the REST upload: tests/integration/
+test_charx_upload.py); what is
+not a CHARX, or over its bounds, is refused in words."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import zipfile
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from persona_agent.errors import PersonaFileError
+from persona_agent.personas.loader import read_persona
+from persona_agent.security.limits import Limits
+from tests.personas.cards import ORLA_V3
+
+ICON = "assets/icon/images/main.png"
+
+
+def size_of(raw: bytes) -> tuple[int, int]:
+    with Image.open(io.BytesIO(raw)) as image:
+        return image.size
+
+
+def picture(colour: tuple[int, int, int], size: tuple[int, int] = (60, 90)) -> bytes:
+    output = io.BytesIO()
+    Image.new("RGB", size, colour).save(output, "PNG")
+    return output.getvalue()
+
+
+def charx(card: dict[str, Any] | None = None, **files: bytes) -> bytes:
+    """A CHARX: ``card`` (ORLA_V3 with its icon listed) as card.json, and ``files``."""
+    if card is None:
+        card = copy.deepcopy(ORLA_V3)
+        card["data"]["assets"] = [
+            {"type": "background", "uri": "embeded://assets/bg.png", "name": "sky", "ext": "png"},
+            {"type": "icon", "uri": f"embeded://{ICON}", "name": "main", "ext": "png"},
+        ]
+        files = {ICON: picture((200, 40, 40)), "assets/bg.png": picture((0, 0, 200)), **files}
+    output = io.BytesIO()
+    with zipfile.ZipFile(output, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("card.json", json.dumps(card))
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return output.getvalue()
+
+
+def test_a_charx_is_its_card_with_its_icon_as_the_avatar() -> None:
+    loaded = read_persona(None, charx(), source="orla.charx", fmt="charx")
+    assert loaded.persona.name == ORLA_V3["data"]["name"]
+    assert loaded.image is not None
+    assert size_of(loaded.image.data) == (60, 90)
+    with Image.open(io.BytesIO(loaded.image.data)) as image:
+        assert image.convert("RGB").getpixel((0, 0)) == (200, 40, 40)  # the icon, not the sky
+    assert loaded.source is not None
+    assert loaded.source.fmt == "json"
+    stored = json.loads(loaded.source.data)
+    assert stored["data"]["assets"][1]["uri"] == f"embeded://{ICON}"  # kept as it was
+
+
+def problem(raw: bytes, limits: Limits | None = None) -> str:
+    with pytest.raises(PersonaFileError) as caught:
+        read_persona(None, raw, source="x.charx", fmt="charx", limits=limits or Limits())
+    return " ".join(caught.value.problems)
+
+
+def test_what_is_not_a_charx_is_refused_in_words() -> None:
+    assert "not a CHARX (a zip file)" in problem(b"PK not really")
+    no_card = io.BytesIO()
+    with zipfile.ZipFile(no_card, "w") as archive:
+        archive.writestr("other.json", "{}")
+    assert "no card.json at the zip's root" in problem(no_card.getvalue())
+    missing = copy.deepcopy(ORLA_V3)
+    missing["data"]["assets"] = [{"type": "icon", "uri": "embeded://gone.png", "name": "main"}]
+    assert "the card's icon embeded://gone.png is not in the zip" in problem(charx(missing))
+    assert "is not a character card" in problem(charx({"name": "not a card"}))
+    # An entry is read through a bounded read, whatever the zip says of its size.
+    big = copy.deepcopy(ORLA_V3)
+    big["data"]["creator_notes"] = "x" * 50_000
+    assert "the card (card.json) is larger than" in problem(charx(big), Limits(max_bytes=20_000))
