@@ -11,10 +11,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from persona_agent.conversations.chat_file import Alternatives, ChatFileError, Entry, ImportedChat
-from persona_agent.conversations.json_chat import FORMAT, from_json, to_json
-from persona_agent.conversations.markdown_chat import to_markdown
-from persona_agent.conversations.sillytavern import from_sillytavern, to_sillytavern
+from persona_agent.conversations.files.chat_file import (
+    Alternatives,
+    ChatFileError,
+    Entry,
+    ImportedChat,
+)
+from persona_agent.conversations.files.json_chat import FORMAT, from_json, to_json
+from persona_agent.conversations.files.markdown_chat import to_markdown
+from persona_agent.conversations.files.sillytavern import from_sillytavern, to_sillytavern
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from persona_agent.conversations.chat_file import (
+from persona_agent.conversations.files.chat_file import (
     MAX_FILE_BYTES,
     MAX_MESSAGES,
     Alternatives,
@@ -18,7 +18,7 @@ from persona_agent.conversations.chat_file import (
     Entry,
     ImportedChat,
 )
-from persona_agent.conversations.sillytavern import (
+from persona_agent.conversations.files.sillytavern import (
     format_header_date,
     from_sillytavern,
     parse_date,

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from persona_agent.conversations.json_chat import FORMAT
+from persona_agent.conversations.files.json_chat import FORMAT
 from tests.conftest import empty_postgres
 from tests.conversations.conftest import HubApp
 from tests.fakes.fake_llm import FakeLLM, Reply

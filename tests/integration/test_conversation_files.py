@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from persona_agent.conversations.chat_file import MAX_FILE_BYTES
+from persona_agent.conversations.files.chat_file import MAX_FILE_BYTES
 from tests.conftest import empty_postgres
 from tests.fakes.fake_llm import FakeLLM, Reply, ToolCalls
 from tests.integration.a2a_helpers import answer_text, send

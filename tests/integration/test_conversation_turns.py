@@ -18,7 +18,7 @@ from a2a.client import A2AClientError, Client
 from a2a.types.a2a_pb2 import CancelTaskRequest, SubscribeToTaskRequest, TaskState
 from a2a.utils.errors import A2AError
 
-from persona_agent.api.routes import conversation_turns
+from persona_agent.api.routes.chats import conversation_turns
 from tests.fakes.fake_llm import Fail, FakeLLM, Reply, ToolCalls
 from tests.integration.a2a_helpers import (
     answer_text,

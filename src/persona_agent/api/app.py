@@ -31,9 +31,6 @@ from persona_agent.api.pages import CONSOLE_PATH, add_pages
 from persona_agent.api.rest_auth import UPLOAD_HEADER, ApiAuth, is_loopback
 from persona_agent.api.routes import (
     caller_documents,
-    conversation_files,
-    conversation_prompts,
-    conversations,
     discovery,
     memories,
     operations,
@@ -43,6 +40,7 @@ from persona_agent.api.routes import (
     personas,
     user_personas,
 )
+from persona_agent.api.routes.chats import conversation_files, conversation_prompts, conversations
 from persona_agent.errors import HTTP_STATUSES, PersonaAgentError
 from persona_agent.hub.composition import Hub, Part, build_hub
 from persona_agent.hub.memory_part import build_memory_records

@@ -4,7 +4,7 @@ Markdown transcript) and such a file as a new conversation that continues where 
 stopped (docs/conversations.md, "Moving chats").
 
 Whose conversation: the caller's, as the other conversation routes find it
-(:mod:`persona_agent.api.routes.conversations`: ``""``, anonymous, on a hub that identifies
+(:mod:`persona_agent.api.routes.chats.conversations`: ``""``, anonymous, on a hub that identifies
 nobody); another caller's is answered 404, as one that does not exist.
 """
 
@@ -29,24 +29,24 @@ from fastapi import (
 from fastapi.responses import JSONResponse
 
 from persona_agent.api.deps import Conversations, MemoryReader, MemoryWriter, Store, hub_parts
-from persona_agent.api.routes.conversations import (
+from persona_agent.api.routes.chats.conversations import (
     Owner,
     WritingOwner,
     conversation_of,
     count_write,
 )
 from persona_agent.api.routes.error_body import ErrorDetail, error_responses
-from persona_agent.conversations.chat_file import (
+from persona_agent.conversations.files.chat_file import (
     MAX_FILE_BYTES,
     ChatFileError,
     ImportedChat,
     chat_of_view,
     creation_of,
 )
-from persona_agent.conversations.json_chat import from_json, to_json
+from persona_agent.conversations.files.json_chat import from_json, to_json
+from persona_agent.conversations.files.markdown_chat import to_markdown
+from persona_agent.conversations.files.sillytavern import from_sillytavern, to_sillytavern
 from persona_agent.conversations.keys import history_key
-from persona_agent.conversations.markdown_chat import to_markdown
-from persona_agent.conversations.sillytavern import from_sillytavern, to_sillytavern
 from persona_agent.errors import ConversationNotFound
 
 __all__ = ["router"]

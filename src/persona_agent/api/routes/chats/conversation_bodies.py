@@ -1,4 +1,4 @@
-"""The bodies of the conversation routes (:mod:`persona_agent.api.routes.conversations`):
+"""The bodies of the conversation routes (:mod:`persona_agent.api.routes.chats.conversations`):
 what a conversation looks like over REST, and what each operation takes."""
 
 from __future__ import annotations

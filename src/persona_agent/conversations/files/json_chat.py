@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from persona_agent.conversations.chat_file import (
+from persona_agent.conversations.files.chat_file import (
     MAX_FILE_BYTES,
     MAX_MESSAGES,
     Alternatives,

@@ -33,7 +33,7 @@ from persona_agent.api.deps import (
     hub_parts,
     owner_of,
 )
-from persona_agent.api.routes.conversation_bodies import (
+from persona_agent.api.routes.chats.conversation_bodies import (
     Answer,
     Conversation,
     ConversationItem,
@@ -45,7 +45,7 @@ from persona_agent.api.routes.conversation_bodies import (
     UserOut,
     conversation_of,
 )
-from persona_agent.api.routes.conversation_turns import (
+from persona_agent.api.routes.chats.conversation_turns import (
     EVENT_STREAM,
     ConversationTurns,
     TurnMode,

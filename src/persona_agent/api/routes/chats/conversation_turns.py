@@ -30,7 +30,7 @@ from starlette.types import Receive, Scope, Send
 from persona_agent.a2a.admission import Admission, Refusal, admitted_context
 from persona_agent.a2a.context_keys import REQUEST_ID_KEY
 from persona_agent.a2a.registry import A2ARegistry
-from persona_agent.api.routes.conversation_bodies import Answer, Conversation
+from persona_agent.api.routes.chats.conversation_bodies import Answer, Conversation
 from persona_agent.collab.local_calls import (
     LocalCalls,
     LocalEnd,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from persona_agent.conversations.chat_file import ImportedChat, iso_of
+from persona_agent.conversations.files.chat_file import ImportedChat, iso_of
 from persona_agent.llm.base import message_text
 
 __all__ = ["to_markdown"]

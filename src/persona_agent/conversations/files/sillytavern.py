@@ -28,7 +28,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from persona_agent.conversations.chat_file import (
+from persona_agent.conversations.files.chat_file import (
     MAX_FILE_BYTES,
     MAX_MESSAGES,
     MAX_MS,

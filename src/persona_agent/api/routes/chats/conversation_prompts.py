@@ -2,7 +2,7 @@
 for an answer, by section (docs/prompt.md), and ``.../prompt`` for the newest answer's.
 
 Whose conversation: the caller's, as the other conversation routes find it
-(:mod:`persona_agent.api.routes.conversations`); another caller's is answered 404, as one
+(:mod:`persona_agent.api.routes.chats.conversations`); another caller's is answered 404, as one
 that does not exist, and so is an answer without a record (kept for the last
 ``PERSONA_AGENT_PROMPT_RECORDS_KEPT`` answers of a conversation).
 """
@@ -15,7 +15,7 @@ from fastapi import APIRouter, HTTPException, Path, Request, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from persona_agent.api.deps import MemoryReader, hub_parts
-from persona_agent.api.routes.conversations import Owner
+from persona_agent.api.routes.chats.conversations import Owner
 from persona_agent.api.routes.error_body import ErrorDetail
 from persona_agent.conversations.keys import history_key
 
