@@ -62,7 +62,7 @@ class ThinkingSettings(BaseSettings):
     """The embedded model's context: transcript and answer together, in tokens."""
     local_threads: int | None = Field(default=None, ge=1)
     """CPU threads of the embedded model; default: every core."""
-    local_slots: int = Field(default=1, ge=1, le=16)
+    local_slots: int = Field(default=4, ge=1, le=16)
     """Conversations the embedded model answers at once (llama.cpp's parallel slots, batched
     together); more wait their turn. Each slot has its own ``local_context_tokens``."""
     local_mmproj: Path | None = None

@@ -141,7 +141,7 @@ class LocalBackend(LLMBackend):
         max_tokens: int = 160,
         context_tokens: int = 2048,
         threads: int | None = None,
-        slots: int = 1,
+        slots: int = 4,
         mmproj: Path | None = None,
         seed: int | None = None,
     ) -> None:
