@@ -425,17 +425,17 @@ class LocalBackend(LLMBackend):
         """One sampling run into ``answer``; (finish reason, tokens generated)."""
         seed = -1 if self._seed is None else self._seed + attempt
         hold_from = max(1, job.max_tokens - SENTENCE_TAIL)
-        state: dict[str, Any] = {"produced": 0, "finish": "stop"}
+        state: dict[str, Any] = {"produced": 0, "finish": "stop", "timed": False}
 
         def on_chunk(chunk: dict[str, Any]) -> bool:
             """One streamed token (or the last chunk, with usage); True stops the generation."""
             if job.cancel.is_set():
                 return True
             choice = (chunk.get("choices") or [{}])[0]
-            usage = chunk.get("usage")
-            if isinstance(usage, dict):
-                details = usage.get("prompt_tokens_details") or {}
-                self._reused += int(details.get("cached_tokens") or 0)
+            timings = chunk.get("timings")
+            if not state["timed"] and isinstance(timings, dict):  # the first chunk's
+                self._reused += int(timings.get("cache_n") or 0)  # (an early stop has no usage)
+                state["timed"] = True
             piece = choice.get("text") or ""
             if piece:
                 state["produced"] += 1
@@ -463,6 +463,7 @@ class LocalBackend(LLMBackend):
                 "samplers": SAMPLERS,
                 "seed": seed if seed >= 0 else int.from_bytes(os.urandom(4), "little"),
                 "cache_prompt": True,
+                "timings_per_token": True,  # cache_n (prompt tokens found cached) from chunk one
             },
             on_chunk,
         )
