@@ -2,6 +2,7 @@
 
     uv run python bench/local_model.py [--rounds 3] [--max-tokens 160] [--model-dir DIR]
                                        [--threads N] [--long-card-only]
+                                       [--slots N] [--concurrent N]
 
 Runs the ``local`` backend directly (no HTTP: the hub's own overhead is measured
 by ``bench/run.py``), one generation at a time as the hub does, asking each
@@ -15,13 +16,18 @@ some 1,500 tokens of prompt): the time to first text of its first conversation (
 whole card read), and of a new conversation with it after every other persona spoke
 (``new conversation``: only the new turn needs reading when the card's prefix is kept).
 It uses only the backend's oldest interface, so an older checkout can be measured the
-same way (``PYTHONPATH=<its src>``).
+same way (``PYTHONPATH=<its src>``); ``--slots`` (llama.cpp's parallel slots) needs the
+server-based backend.
+
+Last, ``--concurrent`` conversations asked at once (default 4): the aggregate tokens per
+second, each one's time to first text, and the process's peak RSS.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import resource
 import statistics
 import time
 from pathlib import Path
@@ -87,6 +93,19 @@ async def long_card_times(llm: LocalBackend, card: Persona, others: list[Persona
     print(f"long card ({card.name}): new conversation ttft {again * 1000:.0f} ms")
 
 
+async def concurrent_times(llm: LocalBackend, personas: list[Persona], count: int) -> None:
+    """``count`` conversations asked at once: aggregate tokens/s and each time to first text."""
+    start = time.perf_counter()
+    asked = [one_answer(llm, personas[i % len(personas)], QUESTIONS[2]) for i in range(count)]
+    results = await asyncio.gather(*asked)
+    wall = time.perf_counter() - start
+    tokens = sum(tokens for _, _, tokens in results)
+    firsts = ", ".join(f"{first * 1000:.0f}" for first, _, _ in results)
+    print(f"{count} at once: {tokens / wall:.1f} tokens/s aggregate; ttft ms {firsts}")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS {rss:.0f} MB")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -94,11 +113,16 @@ async def main() -> None:
     parser.add_argument("--model-dir", type=Path, default=Path("data/models"))
     parser.add_argument("--threads", type=int, default=None, help="default: every core")
     parser.add_argument("--long-card-only", action="store_true", help="no rounds")
+    parser.add_argument("--slots", type=int, default=None, help="default: the backend's")
+    parser.add_argument("--concurrent", type=int, default=4)
     args = parser.parse_args()
 
     personas, _ = load_persona_dir(REPO / "personas")
     ordered = [p for _, p in sorted(personas.items())]
-    llm = LocalBackend(model_dir=args.model_dir, max_tokens=args.max_tokens, threads=args.threads)
+    extra = {} if args.slots is None else {"slots": args.slots}
+    llm = LocalBackend(
+        model_dir=args.model_dir, max_tokens=args.max_tokens, threads=args.threads, **extra
+    )
     start = time.perf_counter()
     await llm.load()
     print(f"model loaded in {time.perf_counter() - start:.2f} s ({len(ordered)} personas)")
@@ -116,6 +140,8 @@ async def main() -> None:
             print(f"{round_:>5} {len(results):>7} {ttft:>11.0f} {speed:>9.1f} {length:>10.0f}")
         card = long_card(personas["socrates"])
         await long_card_times(llm, card, [p for p in ordered if p.id != "socrates"])
+        if args.concurrent:
+            await concurrent_times(llm, ordered, args.concurrent)
     finally:
         await llm.aclose()
 

@@ -22,7 +22,9 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+from persona_agent.llm.local.server import EmbeddedServer
 from persona_agent.llm.local.weights import ensure_model_file
 from persona_agent.memory.summary import summary_request
 
@@ -52,13 +54,23 @@ _ANSWERS = [
 ]
 
 
-def main() -> None:
-    from llama_cpp import Llama  # the embedded model's engine
+def _complete(model: EmbeddedServer, body: dict[str, object]) -> str:
+    """The whole completion of ``body``, its streamed pieces joined."""
+    pieces: list[str] = []
 
+    def take(chunk: dict[str, Any]) -> bool:
+        pieces.append(chunk["choices"][0]["text"] or "")
+        return False  # never stop early
+
+    model.complete(body, take)
+    return "".join(pieces).strip()
+
+
+def main() -> None:
     directory = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("data/models")
     path = ensure_model_file(directory)
     started = time.perf_counter()
-    model = Llama(model_path=str(path), n_ctx=2048, n_threads=1, verbose=False)
+    model = EmbeddedServer.start(path, threads=1, slots=1, context_tokens=2048)
     print(f"loaded in {time.perf_counter() - started:.1f} s")
     lines = []
     for (fact, _), answer in zip(_FACTS, _ANSWERS, strict=True):
@@ -72,8 +84,8 @@ def main() -> None:
     for name, prompt in prompts.items():
         started = time.perf_counter()
         stop = ["\nUser:", "\nSocrates:"]
-        out = model(prompt, max_tokens=200, temperature=0.2, repeat_penalty=1.1, stop=stop)
-        text = str(out["choices"][0]["text"]).strip()  # type: ignore[index]
+        body = {"prompt": prompt, "n_predict": 200, "temperature": 0.2, "repeat_penalty": 1.1}
+        text = _complete(model, {**body, "stop": stop})
         kept = [word for _, word in _FACTS if word.lower() in text.lower()]
         took = time.perf_counter() - started
         print(f"\n{name}: {len(kept)} of {len(_FACTS)} facts kept, {took:.1f} s")

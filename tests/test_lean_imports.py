@@ -136,7 +136,7 @@ def test_a_hub_at_its_defaults_loads_no_library_of_a_feature_that_is_off(
     modules = set(served["modules"])
 
     assert loaded(modules, "persona_agent.api.app")
-    assert loaded(modules, "llama_cpp")  # the default backend, loaded at start-up
+    assert loaded(modules, "xllamacpp")  # the default backend, loaded at start-up
     assert [name for name in FEATURES if loaded(modules, name)] == []
     assert not loaded(modules, "httpcore")  # the webhooks' transport, made for the first call
     # Memory's default embedder (a core dependency): memory is off by default.
@@ -191,4 +191,4 @@ def test_turning_each_feature_on_loads_its_library(tmp_path: Path) -> None:
     modules = serve_modules(home, environ)
 
     assert [name for name in FEATURES if not loaded(modules, name)] == []
-    assert not loaded(modules, "llama_cpp")  # the openai backend instead
+    assert not loaded(modules, "xllamacpp")  # the openai backend instead

@@ -23,7 +23,7 @@ from persona_agent.settings import Settings
 
 settings = Settings(_env_file=None, **json.loads(sys.argv[1]))
 create_app(settings)
-print(json.dumps({name: name in sys.modules for name in ("aiohttp", "llama_cpp", "openai")}))
+print(json.dumps({name: name in sys.modules for name in ("aiohttp", "xllamacpp", "openai")}))
 """
 
 
@@ -52,12 +52,12 @@ def _imported(tmp_path: Path, **values: str) -> dict[str, bool]:
         (
             "local",
             {},
-            {"aiohttp": False, "llama_cpp": False, "openai": False},
+            {"aiohttp": False, "xllamacpp": False, "openai": False},
         ),
         (
             "openai",
             {"llm_base_url": "http://127.0.0.1:9/v1"},
-            {"aiohttp": True, "llama_cpp": False, "openai": True},
+            {"aiohttp": True, "xllamacpp": False, "openai": True},
         ),
     ],
 )

@@ -41,7 +41,7 @@ def build_llm_backend(settings: Settings) -> LLMBackend:
     """
     configured = bool(settings.llm_base_url or settings.llm_api_key)
     # Each backend's modules are imported only when it is the one built: the local one's
-    # (numpy, llama_cpp) and the openai one's (the openai package and aiohttp) cost what a
+    # (numpy, xllamacpp) and the openai one's (the openai package and aiohttp) cost what a
     # hub on the other should not pay.
     if settings.llm_backend == "openai" or (settings.llm_backend == "auto" and configured):
         from persona_agent.llm.openai_backend import OpenAIBackend
@@ -63,6 +63,8 @@ def build_llm_backend(settings: Settings) -> LLMBackend:
         max_tokens=settings.local_max_tokens,
         context_tokens=settings.local_context_tokens,
         threads=settings.local_threads,
+        slots=settings.local_slots,
+        mmproj=settings.local_mmproj,
     )
 
 

@@ -24,7 +24,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # Each backend is imported only when asked for: a hub on the openai backend never
-    # pays the local one's memory (numpy, and llama_cpp once loaded), nor a hub on the
+    # pays the local one's memory (numpy, and xllamacpp once loaded), nor a hub on the
     # local model (or a CLI command) aiohttp's (~8 MB).
     if name == "LocalBackend":
         from persona_agent.llm.local.backend import LocalBackend

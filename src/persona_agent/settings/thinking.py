@@ -48,7 +48,7 @@ class ThinkingSettings(BaseSettings):
     llm_max_retries: int = Field(default=2, ge=0)
     local_model: str | None = None
     """A GGUF model file for the embedded backend instead of the bundled Gemma 3 270M: its
-    path, or ``hf:OWNER/REPO/FILE`` for llama-cpp-python to download (internet and the
+    path, or ``hf:OWNER/REPO/FILE`` to download (internet and the
     ``huggingface-hub`` package needed). Unset: the bundled model (docs/local-model.md)."""
     local_prompt: Literal["auto", "transcript", "template"] = "auto"
     """How the embedded model is prompted: ``template`` with the chat template in the file's
@@ -62,6 +62,12 @@ class ThinkingSettings(BaseSettings):
     """The embedded model's context: transcript and answer together, in tokens."""
     local_threads: int | None = Field(default=None, ge=1)
     """CPU threads of the embedded model; default: every core."""
+    local_slots: int = Field(default=4, ge=1, le=16)
+    """Conversations the embedded model answers at once (llama.cpp's parallel slots, batched
+    together); more wait their turn. Each slot has its own ``local_context_tokens``."""
+    local_mmproj: Path | None = None
+    """A vision projector (mmproj GGUF) for a ``local_model`` that can see: images in a
+    message reach the model. Unset: none (the bundled model cannot see)."""
     local_preload: bool = True
     """Load the embedded model at start-up (else on the first message)."""
     mcp_config: Path | None = None

