@@ -39,6 +39,8 @@ from persona_agent.a2a.tasks.task_store import NewTaskIds, SqlTaskStore
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.personas.model import Persona
 from persona_agent.personas.stores.store import PersonaChange
+from persona_agent.security.authorization import Action
+from persona_agent.security.principal import Principal
 
 __all__ = ["A2ARegistry", "PanelExecutors", "PersonaApp", "TaskExecutor"]
 
@@ -269,6 +271,18 @@ class A2ARegistry:
 
     def personas(self) -> list[Persona]:
         return [app.persona for app in sorted(self._apps.values(), key=lambda a: a.persona.id)]
+
+    def callable_by(self, principal: Principal | None) -> list[Persona]:
+        """The personas (panels too) ``principal`` may call, by id, as the hub's one
+        authorization decides: what the MCP door lists as tools and the OpenAI-compatible
+        door as models."""
+        authorization = self.services.authorization
+        return [
+            persona
+            for persona in self.personas()
+            if authorization.refusal(principal, Action.CALL, persona.id, access=persona.access)
+            is None
+        ]
 
     def apps(self) -> list[PersonaApp]:
         return [self._apps[key] for key in sorted(self._apps)]

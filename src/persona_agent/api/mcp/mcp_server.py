@@ -63,7 +63,6 @@ from persona_agent.api.mcp.mcp_tools import (
 from persona_agent.api.mcp.mcp_turns import ToolTurns
 from persona_agent.personas.model import Persona
 from persona_agent.personas.stores.store import PersonaStore
-from persona_agent.security.authorization import Action
 from persona_agent.security.principal import AuthError, Principal
 
 if TYPE_CHECKING:
@@ -286,14 +285,7 @@ class McpPersonas:
     async def _visible(self, ctx: ServerRequestContext[Any, Any]) -> list[Persona]:
         """The personas the caller may call, by id."""
         self._heard(ctx)
-        principal = await self._principal(ctx)
-        authorization = self._registry.services.authorization
-        return [
-            persona
-            for persona in self._registry.personas()
-            if authorization.refusal(principal, Action.CALL, persona.id, access=persona.access)
-            is None
-        ]
+        return self._registry.callable_by(await self._principal(ctx))
 
     def _used(
         self,

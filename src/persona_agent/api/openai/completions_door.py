@@ -38,7 +38,6 @@ from persona_agent.collab.local_calls import LocalCalls, LocalEnd, LocalEvent, L
 from persona_agent.errors import HTTP_STATUSES, BudgetSpentError, LLMError, PersonaAgentError
 from persona_agent.personas.model import Persona
 from persona_agent.security.audit import request_id_of
-from persona_agent.security.authorization import Action
 from persona_agent.security.limits import nests_deeper
 from persona_agent.security.principal import AuthError, Principal
 
@@ -122,14 +121,7 @@ class OpenAIDoor:
 
     async def _visible(self, scope: Scope) -> list[Persona]:
         """The personas and panels the caller may call."""
-        principal = await self._principal(scope)
-        authorization = self._registry.services.authorization
-        return [
-            persona
-            for persona in self._registry.personas()
-            if authorization.refusal(principal, Action.CALL, persona.id, access=persona.access)
-            is None
-        ]
+        return self._registry.callable_by(await self._principal(scope))
 
     # -- models ------------------------------------------------------------
 
