@@ -119,11 +119,12 @@ def chat(
     remembered in the data directory (PERSONA_AGENT_DATA_DIR, chat-contexts.json). --new
     starts a new one; --context ID continues any.
 
-    In the chat: /help, /new, /persona ID, /quit; and on the conversation with a persona:
-    /history (numbered), /retry, /swipe N, /continue, /edit [N] TEXT, /delete N, /fork [N],
-    /greeting K, /me NAME [-- DESCRIPTION]; /attach PATH (a file for the next message),
-    /attach, /detach, /voice DIR, /voice off. Ctrl-C cancels an answer while it is written; at
-    the prompt, Ctrl-C or Ctrl-D leaves. See docs/chat.md.
+    In the chat: /help, /new, /persona ID, /quit (or /exit); and on the conversation with a
+    persona: /history (numbered), /retry, /swipe N, /continue, /edit [N] TEXT, /delete N,
+    /fork [N], /greeting K, /me NAME [-- DESCRIPTION], /prompt (what reached the model for
+    the last answer); /attach PATH (a file for the next message), /attach, /detach, /voice
+    DIR, /voice off. Ctrl-C cancels an answer while it is written; at the prompt, Ctrl-C or
+    Ctrl-D leaves. See docs/chat.md.
     """
     if agent is not None and (persona_id is not None or url is not None):
         fail("--agent names the agent to talk with: give it without a persona id or --url", 2)
