@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -25,6 +25,9 @@ from persona_agent.cli.command_settings import command_settings, fail
 from persona_agent.cli.terminal.chat_contexts import CONTEXTS_FILE, ContextMemory
 from persona_agent.cli.terminal.chat_loop import ChatLoop, running_loop
 from persona_agent.settings import Settings
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["chat"]
 
@@ -150,6 +153,20 @@ def anonymous_memory(name: str) -> str:
     )
 
 
+async def remembers_anonymously(http: httpx.AsyncClient, hub_url: str) -> bool:
+    """Whether the hub at ``hub_url`` has memory on and takes this chat's caller for
+    anonymous (``GET /api/v1/memory``: ``{on, caller}``). A hub that does not say (an older
+    one, a refusal, no answer) is taken not to: the chat says nothing of memory."""
+    import httpx
+
+    try:
+        response = await http.get(f"{hub_url.rstrip('/')}/api/v1/memory")
+        state = response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return False
+    return isinstance(state, dict) and state.get("on") is True and state.get("caller") is None
+
+
 def _chat(
     loop: ChatLoop,
     settings: Settings,
@@ -191,7 +208,7 @@ def _chat(
         except ChatError as error:
             fail(str(error))
         introduce(session)
-        if hub is not None and settings.memory and api_key is None:
+        if target.hub_url is not None and loop.run(remembers_anonymously(http, target.hub_url)):
             typer.secho(anonymous_memory(session.name), dim=True)
         if context is None and not new:
             context = memory.get(target.key)
