@@ -54,4 +54,6 @@ async def test_a_persona_exported_as_a_charx_uploads_as_the_same_card(hub: Hub) 
 async def test_a_charx_is_a_v3_card(hub: Hub) -> None:
     refused = await hub.http.get(f"{API}/socrates/card", params={"format": "v2", "as": "charx"})
     assert refused.status_code == 422
-    assert refused.json()["detail"] == "a CHARX holds a V3 card"
+    [problem] = refused.json()["detail"]
+    assert problem["loc"] == ["query", "as"]
+    assert problem["msg"] == "a CHARX holds a V3 card: as=charx goes with format=v3 (the default)"

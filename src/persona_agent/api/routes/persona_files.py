@@ -52,6 +52,7 @@ __all__ = ["router"]
 
 router = persona_router()
 
+_V3_ONLY = "a CHARX holds a V3 card: as=charx goes with format=v3 (the default)"
 CHARX_TYPE = "application/zip"
 """A CHARX's media type: the zip it is (the spec names none of its own)."""
 
@@ -277,7 +278,8 @@ async def export_card(
     that card (with any change made since); a PNG keeps the avatar's pixels, and a CHARX
     holds them as the card's ``main`` icon."""
     if container == "charx" and spec != "v3":
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "a CHARX holds a V3 card")
+        problem = {"loc": ("query", "as"), "msg": _V3_ONLY, "type": "value_error"}
+        raise RequestValidationError([problem])  # as FastAPI's own 422s: a list of errors
     persona = await store.get(persona_id)
     filename = f"{persona.id}.{container}"
     headers = {"Content-Disposition": f'attachment; filename="{filename}"'}
