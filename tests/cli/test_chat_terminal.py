@@ -89,6 +89,7 @@ def test_a_refused_message_is_kept_and_its_files_stay_attached(
     assert "(your message is kept; 1 file still attached: it is on the prompt again" in (
         session.text
     )
+    session.expect("What is in this chart?")  # put on the prompt after it is drawn
     assert session.text.endswith("you> What is in this chart?")
     assert llm.requests == []
     session.child.send("\x15")  # Ctrl-U: the line emptied
@@ -106,6 +107,7 @@ def test_a_failed_answer_offers_the_message_again(chat: StartChat, llm: FakeLLM)
     session.prompt()
     session.say("Hello?")
     assert "The answer failed: " in session.text
+    session.expect("Hello?")  # put on the prompt after it is drawn
     assert session.text.endswith("you> Hello?")
     session.say("")  # Enter: the message offered again is sent
     assert "Socrates: Better now." in session.text
