@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import zipfile
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from persona_agent.cli import app
+from persona_agent.personas.formats.charx import ICON_PATH
 from tests.personas import BUNDLED
 from tests.personas.cards import MIRA_V2, ORLA_V3, card_png, decoded_chunk, picture, pixels
 from tests.personas.cards import png_bytes as plain_png
@@ -81,6 +83,42 @@ def test_import_a_png_card_then_export_it(tmp_path: Path) -> None:
     v2 = json.loads(result.output)
     assert v2["spec"] == "chara_card_v2"
     assert v2["data"]["name"] == "Orla of the Lighthouse"
+
+
+def test_export_a_charx_then_import_it_as_the_same_card(tmp_path: Path) -> None:
+    directory = tmp_path / "personas"
+    directory.mkdir()
+    image = picture((33, 21))
+    source = tmp_path / "orla.png"
+    source.write_bytes(card_png(ORLA_V3, image))
+    imported = runner.invoke(app, ["import-persona", str(source), "-d", str(directory)])
+    assert imported.exit_code == 0, imported.output
+    charx = tmp_path / "orla.charx"
+    exported = runner.invoke(
+        app,
+        ["export-persona", "orla-of-the-lighthouse", "-d", str(directory), "--charx", str(charx)],
+    )
+    assert exported.exit_code == 0, exported.output
+    assert f"Wrote {charx} (CHARX of 'orla-of-the-lighthouse'" in exported.output
+    with zipfile.ZipFile(charx) as archive:
+        assert set(archive.namelist()) == {"card.json", ICON_PATH}
+        assert pixels(archive.read(ICON_PATH)) == pixels(plain_png(image))
+
+    again = runner.invoke(app, ["import-persona", str(charx), "-d", str(directory), "--id", "orla"])
+    assert again.exit_code == 0, again.output
+    assert (directory / "orla.avatar.png").is_file()
+    cards = [
+        json.loads(runner.invoke(app, ["export-persona", name, "-d", str(directory)]).output)
+        for name in ("orla-of-the-lighthouse", "orla")
+    ]
+    icon = {"type": "icon", "uri": f"embeded://{ICON_PATH}", "name": "main", "ext": "png"}
+    assert cards[1] == cards[0] | {"data": cards[0]["data"] | {"assets": [icon]}}
+
+    v2 = runner.invoke(
+        app, ["export-persona", "orla", "-d", str(directory), "--format", "v2", "--charx", "x"]
+    )
+    assert v2.exit_code == 2
+    assert "a CHARX holds a V3 card" in v2.output
 
 
 def test_import_a_json_card_with_an_id(tmp_path: Path) -> None:

@@ -4,14 +4,17 @@ written. In a real pty (pexpect), its screen read back with its attributes (pyte
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pyte.screens
 import pytest
 from PIL import Image
 
 from tests.cli import test_chat as base
 from tests.fakes.fake_llm import Fail, FakeLLM, Reply
+from tests.servers.hub_process import hub_process
 
 fake_llm = base.fake_llm
 llm = base.llm
@@ -86,6 +89,7 @@ def test_a_refused_message_is_kept_and_its_files_stay_attached(
     assert "(your message is kept; 1 file still attached: it is on the prompt again" in (
         session.text
     )
+    session.expect("What is in this chart?")  # put on the prompt after it is drawn
     assert session.text.endswith("you> What is in this chart?")
     assert llm.requests == []
     session.child.send("\x15")  # Ctrl-U: the line emptied
@@ -103,6 +107,7 @@ def test_a_failed_answer_offers_the_message_again(chat: StartChat, llm: FakeLLM)
     session.prompt()
     session.say("Hello?")
     assert "The answer failed: " in session.text
+    session.expect("Hello?")  # put on the prompt after it is drawn
     assert session.text.endswith("you> Hello?")
     session.say("")  # Enter: the message offered again is sent
     assert "Socrates: Better now." in session.text
@@ -145,3 +150,33 @@ def test_memory_on_for_an_anonymous_caller_is_said_in_the_chat_and_the_log(
     quiet.prompt()
     assert "memory is on" not in quiet.text
     assert quiet.quit() == 0
+
+
+@pytest.fixture(scope="module")
+def memory_hub(fake_llm: FakeLLM, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``persona-agent serve`` as a process with memory on and no API keys: its URL."""
+    root = tmp_path_factory.mktemp("memory-hub")
+    settings = {
+        "LLM_BASE_URL": fake_llm.base_url,
+        "LLM_API_KEY": "test-key",
+        "MEMORY": "true",
+        "MEMORY_EMBEDDINGS": "hashing",
+    }
+    with hub_process(base.personas_with(root / "personas"), root / "data", **settings) as (
+        url,
+        _process,
+    ):
+        yield url
+
+
+def test_memory_on_for_an_anonymous_caller_is_said_against_a_running_hub(
+    chat: StartChat, memory_hub: str
+) -> None:
+    state = httpx.get(f"{memory_hub}/api/v1/memory").json()
+    assert state == {"on": True, "caller": None}  # what the chat asks at start
+    session = chat("socrates", "--url", memory_hub, "--new")
+    session.prompt()
+    assert "(memory is on, but the hub does not know who you are (no API key): Socrates" in (
+        session.text
+    )
+    assert session.quit() == 0

@@ -23,6 +23,7 @@ import json
 import re
 import textwrap
 import uuid
+import zipfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -233,13 +234,14 @@ def seraphina_png() -> bytes:
 async def test_a_card_is_imported_exported_uploaded_and_downloaded(
     sandbox: Sandbox, hub: Hub
 ) -> None:
-    imported, card, upload, download, export = expect(
+    imported, card, upload, download, export, charx = expect(
         CARDS,
         "uv run persona-agent import-persona",
         "uv run persona-agent agent-card",
         "curl -s -X POST",
         "curl -s 'http",
-        "uv run persona-agent export-persona",
+        "uv run persona-agent export-persona socrates",
+        "uv run persona-agent export-persona seraphina --charx",
     )
     (sandbox.root / "Seraphina.png").write_bytes(seraphina_png())
     url = {DOC_URL: hub.settings.base_url}
@@ -263,6 +265,10 @@ async def test_a_card_is_imported_exported_uploaded_and_downloaded(
     assert exported is not None
     assert exported[0] == "chara"
     assert json.loads(exported[1])["spec"] == "chara_card_v2"
+    (await run(sandbox, charx)).ok()  # the V3 card and its avatar, zipped
+    with zipfile.ZipFile(sandbox.root / "seraphina.charx") as archive:
+        assert set(archive.namelist()) == {"card.json", "assets/icon/images/main.png"}
+        assert json.loads(archive.read("card.json"))["data"]["name"] == "Seraphina"
 
 
 async def test_the_replica_probes_and_the_readiness_body(

@@ -1,7 +1,7 @@
 """CHARX files (personas/formats/charx.py): a V3 card and its assets in a zip, read as the
-card's persona with its icon as the avatar (the REST upload: tests/integration/
-test_charx_upload.py); what is
-not a CHARX, or over its bounds, is refused in words."""
+card's persona with its icon as the avatar, and written back as one (the REST upload and
+export: tests/integration/test_charx_upload.py); what is not a CHARX, or over its bounds,
+is refused in words."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ import pytest
 from PIL import Image
 
 from persona_agent.errors import PersonaFileError
+from persona_agent.personas.formats.charx import ICON_PATH, card_charx
+from persona_agent.personas.formats.tavern import persona_to_card
 from persona_agent.personas.loader import read_persona
 from persona_agent.security.limits import Limits
 from tests.personas.cards import ORLA_V3
@@ -83,3 +85,39 @@ def test_what_is_not_a_charx_is_refused_in_words() -> None:
     big = copy.deepcopy(ORLA_V3)
     big["data"]["creator_notes"] = "x" * 50_000
     assert "the card (card.json) is larger than" in problem(charx(big), Limits(max_bytes=20_000))
+
+
+def entries(raw: bytes) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def test_a_persona_exported_as_a_charx_imports_as_the_same_card() -> None:
+    loaded = read_persona(None, charx(), source="orla.charx", fmt="charx")
+    exported = card_charx(loaded.persona, loaded.image)
+    files = entries(exported)
+    assert set(files) == {"card.json", ICON_PATH}
+    assert ICON_PATH == ICON  # where the spec puts an icon, as the cards we read have it
+    card = json.loads(files["card.json"])
+    assert card["spec"] == "chara_card_v3"
+    # The icon is the zip's; the sky's file was not kept on import, so it is not listed.
+    assert card["data"]["assets"] == [
+        {"type": "icon", "uri": f"embeded://{ICON}", "name": "main", "ext": "png"}
+    ]
+    again = read_persona(None, exported, source="orla.charx", fmt="charx")
+    assert persona_to_card(again.persona, "v3") == card  # every field of the card
+    kept = {"extensions", "version"}  # the card kept: the sky's asset no longer listed
+    assert again.persona.model_dump(exclude=kept) == loaded.persona.model_dump(exclude=kept)
+    assert again.image is not None
+    assert loaded.image is not None
+    assert again.image.data == loaded.image.data  # the same pixels, the same PNG
+    assert card_charx(again.persona, again.image) == exported  # one card, one CHARX
+
+
+def test_a_persona_without_a_picture_is_a_charx_of_its_card_alone() -> None:
+    loaded = read_persona(None, json.dumps(ORLA_V3).encode(), source="orla.json", fmt="json")
+    exported = card_charx(loaded.persona, None)
+    assert set(entries(exported)) == {"card.json"}
+    again = read_persona(None, exported, source="orla.charx", fmt="charx")
+    assert again.image is None
+    assert persona_to_card(again.persona, "v3") == persona_to_card(loaded.persona, "v3")

@@ -158,19 +158,29 @@ def export_persona(
         Path | None,
         typer.Option("--json", help="Write the card as JSON here [default: print it]"),
     ] = None,
+    charx: Annotated[
+        Path | None,
+        typer.Option(
+            "--charx",
+            help="Write a CHARX here (a zip: the V3 card as card.json, the avatar under assets/)",
+        ),
+    ] = None,
 ) -> None:
-    """Export a persona as a Tavern character card (V2 or V3; JSON or PNG)."""
+    """Export a persona as a Tavern character card (V2 or V3; JSON, PNG or CHARX)."""
     import asyncio
 
+    from persona_agent.personas.formats.charx import card_charx
     from persona_agent.personas.formats.tavern import card_png, persona_to_card
     from persona_agent.personas.stores.file_store import FilePersonaStore
 
+    if charx is not None and spec != "v3":
+        fail("a CHARX holds a V3 card: --charx goes with --format v3 (the default)", 2)
     settings = command_settings(personas_dir=personas_dir)
     personas = load_all(settings)
     if persona_id not in personas:
         fail(f"No persona with id '{persona_id}'")
     persona = personas[persona_id]
-    if png is not None:
+    if png is not None or charx is not None:
         store = FilePersonaStore(
             settings.writable_personas_dir,
             examples=settings.example_personas_dir,
@@ -178,9 +188,13 @@ def export_persona(
         )
         store.load()
         image = asyncio.run(store.avatar(persona_id))
-        png.write_bytes(card_png(persona, spec, image))
-        typer.echo(f"Wrote {png} ({spec} card of '{persona_id}')")
-    if json_file is not None or png is None:
+        if png is not None:
+            png.write_bytes(card_png(persona, spec, image))
+            typer.echo(f"Wrote {png} ({spec} card of '{persona_id}')")
+        if charx is not None:
+            charx.write_bytes(card_charx(persona, image))
+            typer.echo(f"Wrote {charx} (CHARX of '{persona_id}', its V3 card and avatar)")
+    if json_file is not None or (png is None and charx is None):
         text = json.dumps(persona_to_card(persona, spec), indent=2, ensure_ascii=False)
         if json_file is None:
             typer.echo(text)

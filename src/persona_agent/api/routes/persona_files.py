@@ -36,6 +36,7 @@ from persona_agent.api.routes.persona_resource import (
     stored,
 )
 from persona_agent.errors import PersonaFileError
+from persona_agent.personas.formats.charx import card_charx
 from persona_agent.personas.formats.tavern import CardSpec, persona_to_card
 from persona_agent.personas.loader import (
     IMPORT_SUFFIXES,
@@ -50,6 +51,10 @@ from persona_agent.security.limits import Limits
 __all__ = ["router"]
 
 router = persona_router()
+
+_V3_ONLY = "a CHARX holds a V3 card: as=charx goes with format=v3 (the default)"
+CHARX_TYPE = "application/zip"
+"""A CHARX's media type: the zip it is (the spec names none of its own)."""
 
 
 @router.get(
@@ -250,8 +255,9 @@ async def _read_upload(
     responses={
         **error_responses(404),
         200: {
-            "description": "The card: JSON, or a PNG image with the card in a text chunk",
-            "content": {"application/json": {}, "image/png": {}},
+            "description": "The card: JSON, a PNG image with the card in a text chunk, or a "
+            "CHARX (a zip: card.json, a V3 card, and the avatar under assets/)",
+            "content": {"application/json": {}, "image/png": {}, CHARX_TYPE: {}},
         },
     },
 )
@@ -261,17 +267,27 @@ async def export_card(
     card_pngs: CardImages,
     spec: Annotated[CardSpec, Query(alias="format", description="Character card V2 or V3")] = "v3",
     container: Annotated[
-        Literal["json", "png"],
-        Query(alias="as", description="A JSON file, or a PNG image with the card inside"),
+        Literal["json", "png", "charx"],
+        Query(
+            alias="as",
+            description="A JSON file, a PNG image with the card inside, or a CHARX (V3 only)",
+        ),
     ] = "json",
 ) -> Response:
     """The persona as a Tavern character card. A persona imported from a card gives back
-    that card (with any change made since); a PNG keeps the avatar's pixels."""
+    that card (with any change made since); a PNG keeps the avatar's pixels, and a CHARX
+    holds them as the card's ``main`` icon."""
+    if container == "charx" and spec != "v3":
+        problem = {"loc": ("query", "as"), "msg": _V3_ONLY, "type": "value_error"}
+        raise RequestValidationError([problem])  # as FastAPI's own 422s: a list of errors
     persona = await store.get(persona_id)
     filename = f"{persona.id}.{container}"
     headers = {"Content-Disposition": f'attachment; filename="{filename}"'}
     if container == "json":
         return JSONResponse(persona_to_card(persona, spec), headers=headers)
     image = await store.avatar(persona.id)
+    if container == "charx":
+        charx = await asyncio.to_thread(card_charx, persona, image)
+        return Response(charx, media_type=CHARX_TYPE, headers=headers)
     png = await card_pngs.get(persona, spec, image)  # kept; encoded in a worker thread
     return Response(png, media_type="image/png", headers=headers)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -25,6 +25,9 @@ from persona_agent.cli.command_settings import command_settings, fail
 from persona_agent.cli.terminal.chat_contexts import CONTEXTS_FILE, ContextMemory
 from persona_agent.cli.terminal.chat_loop import ChatLoop, running_loop
 from persona_agent.settings import Settings
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["chat"]
 
@@ -119,11 +122,12 @@ def chat(
     remembered in the data directory (PERSONA_AGENT_DATA_DIR, chat-contexts.json). --new
     starts a new one; --context ID continues any.
 
-    In the chat: /help, /new, /persona ID, /quit; and on the conversation with a persona:
-    /history (numbered), /retry, /swipe N, /continue, /edit [N] TEXT, /delete N, /fork [N],
-    /greeting K, /me NAME [-- DESCRIPTION]; /attach PATH (a file for the next message),
-    /attach, /detach, /voice DIR, /voice off. Ctrl-C cancels an answer while it is written; at
-    the prompt, Ctrl-C or Ctrl-D leaves. See docs/chat.md.
+    In the chat: /help, /new, /persona ID, /quit (or /exit); and on the conversation with a
+    persona: /history (numbered), /retry, /swipe N, /continue, /edit [N] TEXT, /delete N,
+    /fork [N], /greeting K, /me NAME [-- DESCRIPTION], /prompt (what reached the model for
+    the last answer); /attach PATH (a file for the next message), /attach, /detach, /voice
+    DIR, /voice off. Ctrl-C cancels an answer while it is written; at the prompt, Ctrl-C or
+    Ctrl-D leaves. See docs/chat.md.
     """
     if agent is not None and (persona_id is not None or url is not None):
         fail("--agent names the agent to talk with: give it without a persona id or --url", 2)
@@ -147,6 +151,20 @@ def anonymous_memory(name: str) -> str:
         f"(memory is on, but the hub does not know who you are (no API key): {name} "
         "remembers within this conversation only; /new starts with nothing remembered)"
     )
+
+
+async def remembers_anonymously(http: httpx.AsyncClient, hub_url: str) -> bool:
+    """Whether the hub at ``hub_url`` has memory on and takes this chat's caller for
+    anonymous (``GET /api/v1/memory``: ``{on, caller}``). A hub that does not say (an older
+    one, a refusal, no answer) is taken not to: the chat says nothing of memory."""
+    import httpx
+
+    try:
+        response = await http.get(f"{hub_url.rstrip('/')}/api/v1/memory")
+        state = response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return False
+    return isinstance(state, dict) and state.get("on") is True and state.get("caller") is None
 
 
 def _chat(
@@ -190,7 +208,7 @@ def _chat(
         except ChatError as error:
             fail(str(error))
         introduce(session)
-        if hub is not None and settings.memory and api_key is None:
+        if target.hub_url is not None and loop.run(remembers_anonymously(http, target.hub_url)):
             typer.secho(anonymous_memory(session.name), dim=True)
         if context is None and not new:
             context = memory.get(target.key)

@@ -29,7 +29,7 @@ from persona_agent.cli.terminal.chat_loop import ChatLoop
 from persona_agent.cli.terminal.chat_media import MEDIA_COMMANDS, Attached, MediaCommands
 from persona_agent.cli.terminal.markup import echo_rendered
 
-__all__ = ["HELP", "begin", "introduce", "repl"]
+__all__ = ["ACCEPTED", "HELP", "begin", "introduce", "repl"]
 
 HELP = """\
 Commands:
@@ -49,9 +49,15 @@ Commands:
   /attach PATH     attach a file (an image, a document) to your next message
   /attach          list the files attached;  /detach  forgets them
   /voice DIR       save each answer's speech as WAV files in DIR;  /voice off
-  /quit            leave (Ctrl-D too)
+  /quit, /exit     leave (Ctrl-D too)
 Ctrl-C cancels an answer while it is written; at the prompt it leaves.
 A line starting with // is sent as a message, without its first /."""
+
+OWN = frozenset({"/help", "/new", "/persona", "/quit", "/exit"})
+"""The commands this module carries out itself."""
+ACCEPTED = OWN | COMMANDS | MEDIA_COMMANDS
+"""Every command the chat takes; any other is answered "Unknown command" (HELP and the
+``chat`` command's help name each, tests/cli/test_chat_help.py)."""
 
 
 def _dim(text: str) -> None:
@@ -116,9 +122,11 @@ def _command(
     name, _, argument = line.partition(" ")
     argument = argument.strip()
     target = session.target
-    if name in ("/quit", "/exit"):
+    if name not in ACCEPTED:
+        typer.echo(f"Unknown command {name}: /help lists them.")
+    elif name in ("/quit", "/exit"):
         return False
-    if name == "/help":
+    elif name == "/help":
         typer.echo(HELP)
     elif name in COMMANDS:
         _branch(loop, branches, name, argument)
@@ -138,10 +146,8 @@ def _command(
         introduce(session)
         branches.reset()
         begin(session, memory, memory.get(session.target.key))
-    elif name == "/persona":
+    else:  # /persona with no id
         typer.echo("/persona ID: which persona?")
-    else:
-        typer.echo(f"Unknown command {name}: /help lists them.")
     return True
 
 
