@@ -22,8 +22,15 @@ __all__ = ["run_openai_cell"]
 WAIT = 60
 
 
+_OPENED: list[openai.AsyncOpenAI] = []
+"""The clients a cell made, closed when it ends: one left to the garbage collector closes
+its connections on a loop that is gone (an unraisable warning, an error in the suite)."""
+
+
 def _client(base: str, key: str = FULL_KEY) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0, timeout=WAIT)
+    client = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0, timeout=WAIT)
+    _OPENED.append(client)
+    return client
 
 
 async def _send(deployment: Deployment, cell: Cell) -> None:
@@ -98,7 +105,15 @@ async def _failing(deployment: Deployment, cell: Cell) -> None:
 
 
 async def run_openai_cell(deployment: Deployment, cell: Cell, llm: FakeLLM) -> None:
-    """Run one OpenAI-compatible cell, bounded."""
+    """Run one OpenAI-compatible cell, bounded; its clients closed after it."""
+    try:
+        await _run(deployment, cell, llm)
+    finally:
+        while _OPENED:
+            await _OPENED.pop().close()
+
+
+async def _run(deployment: Deployment, cell: Cell, llm: FakeLLM) -> None:
     async with asyncio.timeout(WAIT):
         if cell.operation == "send":
             await _send(deployment, cell)

@@ -94,6 +94,8 @@ OPERATIONS = [
     ("GET", "/api/v1/conversations/{persona_id}/{context_id}/media/{sha256}"),
     ("PATCH", "/api/v1/conversations/{persona_id}/{context_id}/messages/{message_id}"),
     ("DELETE", "/api/v1/conversations/{persona_id}/{context_id}/messages/{message_id}"),
+    ("GET", "/api/v1/conversations/{persona_id}/{context_id}/messages/{message_id}/prompt"),
+    ("GET", "/api/v1/conversations/{persona_id}/{context_id}/prompt"),
     ("PUT", "/api/v1/conversations/{persona_id}/{context_id}/swipes/{anchor}"),
     ("POST", "/api/v1/conversations/{persona_id}/{context_id}/fork"),
     ("POST", "/api/v1/conversations/{persona_id}/{context_id}/regenerate"),

@@ -76,8 +76,11 @@ async def test_streaming_send_delivers_chunks_as_tokens_are_produced(
     assert not artifact_events[0].append
     assert all(e.append for e in artifact_events[1:])
     assert artifact_events[-1].last_chunk
-    # The first chunk reached the client while the model was still producing.
-    assert chunks_sent_at_first_artifact == 1
+    # The first chunk reached the client while the model was still producing: the model
+    # holds after its first chunk until released (0 when the client heard it before the fake
+    # model's own count of what it sent moved on, on a busy machine).
+    assert chunks_sent_at_first_artifact is not None
+    assert chunks_sent_at_first_artifact <= 1
     # working first, completed last.
     states = [e.status_update.status.state for e in events if e.HasField("status_update")]
     assert states[0] == TaskState.TASK_STATE_WORKING

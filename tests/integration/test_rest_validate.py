@@ -99,7 +99,9 @@ async def test_problems_are_named_as_for_an_upload(hub: Hub) -> None:
     assert "'No Id' is not a valid persona id" in bad_id.json()["problems"][0]
     suffix = (await validate(hub.http, "hal.txt", b"name: Hal")).json()
     assert suffix["valid"] is False
-    assert suffix["problems"] == ["file name 'hal.txt' must end with .yaml, .yml, .json, .png"]
+    assert suffix["problems"] == [
+        "file name 'hal.txt' must end with .yaml, .yml, .json, .png, .charx"
+    ]
     assert [p["id"] for p in (await hub.http.get("/a2a/personas")).json()].count("hal") == 0
 
 
