@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -96,6 +97,13 @@ def hub(fake_llm: FakeLLM, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         yield url
 
 
+def _interruptible() -> None:
+    """Ctrl-C reaches the chat as it would a user's: the test's process may run with SIGINT
+    ignored (a worker of the suite), which a child inherits across exec, and Python then
+    installs no KeyboardInterrupt handler at all."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Chat:
     """``persona-agent chat ARGS`` in a pty; what it draws is kept on a pyte screen."""
 
@@ -110,6 +118,7 @@ class Chat:
             encoding="utf-8",
             dimensions=(ROWS, COLUMNS),
             timeout=WAIT,
+            preexec_fn=_interruptible,
         )
         self.child.logfile_read = self  # pexpect writes what it reads here: to the screen
 
