@@ -57,6 +57,9 @@ FEATURES = {
     "openai": "the openai backend",
     "persona_agent.memory.embeddings": "memory (PERSONA_AGENT_MEMORY=on)",
     "persona_agent.api.grpc.grpc_service": "gRPC (PERSONA_AGENT_GRPC_PORT)",
+    # a2a-sdk imports grpcio whenever it is installed; serve keeps it from doing so unless a
+    # gRPC port or an agents file is set (persona_agent.cli.unused_imports).
+    "grpc": "gRPC (PERSONA_AGENT_GRPC_PORT), or outside agents (an agents file)",
 }
 """The modules a hub at its defaults (its database migrated already) does not load, and the
 feature that loads each."""
@@ -154,9 +157,11 @@ def test_a_hub_at_its_defaults_loads_no_library_of_a_feature_that_is_off(
     # No route takes a WebSocket: uvicorn is told so, and loads no WebSocket library.
     assert not loaded(modules, "websockets")
     assert not loaded(modules, "wsproto")
-    # grpcio is no dependency of the hub (only of the otlp-grpc extra, installed for the
-    # tests); where it is installed, the a2a-sdk's request_handlers package imports it.
-    assert not loaded(modules, "grpc") or "a2a.server.request_handlers.grpc_handler" in modules
+    # httpx's command line (rich, pygments), which httpx/__init__ imports when they are
+    # installed: nobody runs it in the hub.
+    assert not loaded(modules, "httpx._main")
+    assert not loaded(modules, "rich")
+    assert not loaded(modules, "pygments")
     # Its start-up's objects were frozen once it had started: out of every full collection.
     assert served["frozen"] > 10_000
 
@@ -192,3 +197,61 @@ def test_turning_each_feature_on_loads_its_library(tmp_path: Path) -> None:
 
     assert [name for name in FEATURES if not loaded(modules, name)] == []
     assert not loaded(modules, "xllamacpp")  # the openai backend instead
+
+
+def test_an_agents_file_keeps_grpc_for_the_outside_agents(tmp_path: Path) -> None:
+    # An outside agent's card may offer gRPC alone: its client factory needs the SDK's gRPC
+    # transports, so serve does not keep grpcio out then.
+    home = hub_home(tmp_path, "agents")
+    agents = home / "agents.yaml"
+    card = "http://127.0.0.1:9/.well-known/agent-card.json"  # never fetched by the start
+    agents.write_text(f"agents:\n  scholar:\n    card_url: {card}\n", encoding="utf-8")
+    environ = {"PERSONA_AGENT_LLM_BASE_URL": "http://127.0.0.1:9/v1"}
+
+    modules = serve_modules(home, {**environ, "PERSONA_AGENT_AGENTS_FILE": str(agents)})
+
+    assert "persona_agent.collab.agent_client" in modules
+    assert "a2a.client.transports.grpc" in modules
+    assert loaded(modules, "grpc")
+
+
+MASKED = """
+import json, sys
+from persona_agent.cli.unused_imports import unused_masked
+with unused_masked(grpc=False):
+    import a2a.client, a2a.server.request_handlers, httpx
+within = {name: name in sys.modules for name in ("grpc", "rich", "pygments")}
+# Afterwards the libraries are importable again: the gRPC door's own import.
+from a2a.server.request_handlers.grpc_handler import GrpcHandler
+import grpc.aio
+after = "grpc" in sys.modules
+print(json.dumps({"within": within, "after": after, "door": GrpcHandler.__module__}))
+"""
+
+EAGER = """
+import json, sys
+import a2a.client, a2a.server.request_handlers, httpx
+print(json.dumps({name: name in sys.modules for name in ("grpc", "rich", "pygments")}))
+"""
+
+
+def run_python(code: str) -> Any:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    ran = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(ran.stdout)
+
+
+def test_the_masked_libraries_are_not_loaded_within_and_load_after() -> None:
+    found = run_python(MASKED)
+
+    assert found["within"] == {"grpc": False, "rich": False, "pygments": False}
+    assert found["after"] is True
+    assert found["door"] == "a2a.server.request_handlers.grpc_handler"  # the real one
+
+
+def test_canary_the_sdk_and_httpx_still_import_them_eagerly() -> None:
+    # Fails the day a2a-sdk imports grpcio lazily and httpx its command line: then
+    # persona_agent.cli.unused_imports can go.
+    assert run_python(EAGER) == {"grpc": True, "rich": True, "pygments": True}

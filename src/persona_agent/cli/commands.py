@@ -35,6 +35,7 @@ from persona_agent.cli.rest_memory import memory_app
 from persona_agent.cli.rest_personas import personas_app
 from persona_agent.cli.secrets import configured_secrets
 from persona_agent.cli.terminal.chat import chat
+from persona_agent.cli.unused_imports import unused_masked
 from persona_agent.errors import ConfigError, PersonaFileError
 from persona_agent.hub.persona_store import persona_limits
 from persona_agent.observe.logs import configure_logging
@@ -112,14 +113,17 @@ def serve(
         typer.secho(f"Cannot start: {busy}", err=True, fg="red")
         raise typer.Exit(1)
     _start_logging(settings)
+    uses_grpc = settings.grpc_port is not None or settings.agents_file is not None
     try:
-        import uvicorn
+        # What the configuration does not use is not loaded: grpcio, httpx's command line.
+        with unused_masked(grpc=uses_grpc):
+            import uvicorn
 
-        from persona_agent.api.app import create_app
-        from persona_agent.security.ingress.request_heads import bounded_head_protocol
-        from persona_agent.security.ingress.slow_clients import slow_client_protocol
+            from persona_agent.api.app import create_app
+            from persona_agent.security.ingress.request_heads import bounded_head_protocol
+            from persona_agent.security.ingress.slow_clients import slow_client_protocol
 
-        application = create_app(settings)
+            application = create_app(settings)
     except (ConfigError, PersonaFileError) as error:
         typer.secho(f"Cannot start: {error}", err=True, fg="red")
         raise typer.Exit(1) from error

@@ -1,0 +1,53 @@
+"""What ``serve`` keeps its dependencies from importing although its configuration does not
+use it: grpcio, and httpx's command line (issue 52).
+
+Two libraries the hub's dependencies import eagerly, whenever they are installed:
+
+- **grpcio** (70 modules, 13 MiB of RSS, 3 MiB of it the heap): the a2a-sdk's
+  ``request_handlers`` package imports its gRPC handler, ``a2a.client`` its gRPC
+  transports and ``grpc.aio.Channel``, each in a ``try``/``except ImportError`` that falls
+  back to what it does when grpcio is not installed. The hub needs them only for its gRPC
+  door (``PERSONA_AGENT_GRPC_PORT``) and for outside agents (an agents file: a card may
+  offer gRPC alone).
+- **rich and pygments** (70 modules, 4 MiB): ``httpx/__init__`` imports its command line,
+  ``httpx._main``, which nobody in the hub runs, falling back to a stub without them.
+
+While the hub's modules are imported, :func:`unused_masked` puts ``None`` in
+``sys.modules`` under those names, so each such import raises ImportError and the library
+takes its not-installed branch; afterwards the names are free again, so a later import (the
+OTLP/gRPC exporter's, a gRPC door's) loads the real library. What stays is only that
+fallback in modules imported meanwhile: ``a2a.server.request_handlers.GrpcHandler``, and
+``GrpcTransport`` in ``a2a.client``'s modules, are the SDK's stand-ins; the hub's gRPC
+door imports the handler's own module, and no part of a hub without an agents file makes
+an A2A client. ``tests/test_lean_imports.py`` holds both: not loaded at the defaults,
+loaded when configured, and a canary for the day the libraries import them lazily.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = ["GRPC", "HTTPX_CLI", "unused_masked"]
+
+GRPC = ("grpc",)
+"""grpcio, which the a2a-sdk imports (with fallbacks) whenever it is installed."""
+HTTPX_CLI = ("httpx._main",)
+"""httpx's command line: rich and pygments."""
+
+
+@contextmanager
+def unused_masked(*, grpc: bool) -> Iterator[None]:
+    """Within: httpx's command line, and grpcio unless ``grpc`` (the configuration uses it),
+    cannot be imported; a module already loaded is left as it is."""
+    names = [*HTTPX_CLI, *(() if grpc else GRPC)]
+    masked = [name for name in names if name not in sys.modules]
+    for name in masked:
+        sys.modules[name] = None  # type: ignore[assignment]  # Python's "not importable"
+    try:
+        yield
+    finally:
+        for name in masked:
+            if sys.modules.get(name, 0) is None:
+                del sys.modules[name]
