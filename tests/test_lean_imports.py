@@ -215,6 +215,23 @@ def test_an_agents_file_keeps_grpc_for_the_outside_agents(tmp_path: Path) -> Non
     assert loaded(modules, "grpc")
 
 
+def test_traces_over_otlp_grpc_load_grpcio_without_a_grpc_port(tmp_path: Path) -> None:
+    # The exporter is imported by create_app, after serve's mask of grpcio is lifted.
+    home = hub_home(tmp_path, "otlp-grpc")
+    environ = {
+        "PERSONA_AGENT_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",  # nothing is sent at rest
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+        "OTEL_EXPORTER_OTLP_TIMEOUT": "1",
+    }
+
+    modules = serve_modules(home, environ)
+
+    assert loaded(modules, "opentelemetry.exporter.otlp.proto.grpc")
+    assert loaded(modules, "grpc")
+    assert not loaded(modules, "persona_agent.api.grpc.grpc_service")  # no gRPC door
+
+
 MASKED = """
 import json, sys
 from persona_agent.cli.unused_imports import unused_masked

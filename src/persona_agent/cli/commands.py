@@ -116,6 +116,8 @@ def serve(
     uses_grpc = settings.grpc_port is not None or settings.agents_file is not None
     try:
         # What the configuration does not use is not loaded: grpcio, httpx's command line.
+        # Only the modules' imports: what create_app imports for a feature that is on (the
+        # OTLP/gRPC exporter, the gRPC door) loads the real library.
         with unused_masked(grpc=uses_grpc):
             import uvicorn
 
@@ -123,7 +125,7 @@ def serve(
             from persona_agent.security.ingress.request_heads import bounded_head_protocol
             from persona_agent.security.ingress.slow_clients import slow_client_protocol
 
-            application = create_app(settings)
+        application = create_app(settings)
     except (ConfigError, PersonaFileError) as error:
         typer.secho(f"Cannot start: {error}", err=True, fg="red")
         raise typer.Exit(1) from error
