@@ -8,14 +8,16 @@ Each server is a process of its own on 127.0.0.1, answering blocking ``SendMessa
 (A2A 1.0, a new message each) to one agent, Socrates, whose system prompt each is given:
 
 - **hub**: ``persona-agent serve`` at its defaults (``bench/run.py``'s: the bundled
-  personas, SQLite in ``./data``, only ``PERSONA_AGENT_LLM_BASE_URL`` set);
+  personas, SQLite in ``./data``, only ``PERSONA_AGENT_LLM_BASE_URL`` set), restarted: its
+  database made by ``persona-agent db upgrade`` first;
 - **lean**: ``bench/bare_agent.py --llm URL --lean``, the a2a-sdk's handler and routes,
   tasks in memory, one shared ``AsyncOpenAI`` stream a message, the answer one artifact:
   what a user of a2a-sdk and openai writes in an afternoon. It runs in a venv of its own
   holding only ``a2a-sdk[http-server]``, ``openai[aiohttp]`` and ``uvicorn[standard]``
   (the project's versions), as such a user installs it; without that venv, on the
   project's Python (which holds the hub's other packages: SQLAlchemy and gRPC are then
-  loaded by the SDK too, so its RSS is larger), and the table says so;
+  loaded by the SDK too, so its RSS is larger), and the table says so; with that venv,
+  also on the project's Python as **lean-here**, so the packages' part is seen apart;
 - **adk**: ``bench/adk_agent.py`` (``google-adk[a2a]`` and ``litellm`` in a venv of their
   own; the ``LiteLlm`` model to the same fake), when that venv is there.
 
@@ -24,7 +26,8 @@ event, at once). Every server is warmed first; then each round loads each server
 window (``bench/loadgen.py``: a closed loop of ``-c`` connections, every answer checked),
 the order rotating from round to round, so that a machine whose speed drifts weighs on
 all alike. Figures: requests a second, the server's CPU a request (``/proc``), p50/p99,
-and its RSS at rest (started, settled, before any request) and after the load; the
+and its RSS at rest (started, settled, before any request; with its PSS, USS and the part
+of mapped files) and after the load; the
 hub's ratios to each peer are taken within a round, then the median. The machine may be
 shared: compare ratios, and look at the load average printed.
 """
@@ -96,8 +99,9 @@ def setup() -> None:
 
 
 @contextmanager
-def lean_agent(llm: str, root: Path) -> Iterator[tuple[str, int]]:
-    python = venv_python("lean") or Path(sys.executable)
+def lean_agent(llm: str, root: Path, python: Path | None = None) -> Iterator[tuple[str, int]]:
+    """The lean agent on ``python``: its own venv's by default (else the project's)."""
+    python = python or venv_python("lean") or Path(sys.executable)
     port = free_port()
     command = [str(python), str(BENCH / "bare_agent.py"), "--port", str(port), "--lean"]
     command += ["--llm", llm, "--model", MODEL, "--system-prompt-file", str(socrates_prompt(root))]
@@ -124,14 +128,32 @@ def hub_server(llm: str, root: Path, src: Path | None = None) -> Iterator[tuple[
     ``git archive``): a before/after in one run."""
     name = "hub" if src is None else "hub-before"
     settings = {} if src is None else {"PYTHONPATH": str(src.resolve())}
-    with hub(llm, hub_home(root, name), settings=settings) as (url, started):
+    home = hub_home(root, name)
+    # A restart, as most starts are: the database migrated before (a start that migrates
+    # keeps Alembic loaded, ~10 MiB: docs/performance.md).
+    upgrade = [PYTHON, "-m", "persona_agent.cli", "db", "upgrade"]
+    subprocess.run(upgrade, cwd=home, env={**ENV, **settings}, capture_output=True, check=True)
+    with hub(llm, home, settings=settings) as (url, started):
         yield f"{url}/a2a/socrates/", started.pid
 
 
-def at_rest(pid: int, settle: float = 3.0) -> float:
-    """The RSS (MiB) of a started server once it has settled."""
+def at_rest(pid: int, settle: float = 3.0) -> dict[str, float]:
+    """A started server's memory once it has settled, in MiB (``/proc/PID/smaps_rollup``):
+    ``rss``; ``pss``, its share of pages mapped by other processes too; ``uss``, its own
+    pages alone (private: what stopping it frees); ``file``, the RSS of mapped files
+    (code, a model's weights), which the kernel may drop and read again."""
     time.sleep(settle)
-    return rss_kib(pid) / 1024
+    kib: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        field, _, rest = line.partition(":")
+        if rest.strip().endswith(" kB"):
+            kib[field] = int(rest.split()[0])
+    return {
+        "rss": kib["Rss"] / 1024,
+        "pss": kib["Pss"] / 1024,
+        "uss": (kib["Private_Clean"] + kib["Private_Dirty"]) / 1024,
+        "file": (kib["Rss"] - kib["Anonymous"]) / 1024,
+    }
 
 
 def warm(url: str, sends: int = 40) -> None:
@@ -179,7 +201,7 @@ def main() -> int:
         )
     lean_where = "its own venv" if venv_python("lean") else "the project's venv"
     runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    rest: dict[str, float] = {}
+    rest: dict[str, dict[str, float]] = {}
     after: dict[str, float] = {}
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="persona-agent-peers-") as tmp, ExitStack() as stack:
@@ -189,6 +211,9 @@ def main() -> int:
         if args.before is not None:
             servers["hub-before"] = stack.enter_context(hub_server(llm, root, args.before))
         servers["lean"] = stack.enter_context(lean_agent(llm, root))
+        if venv_python("lean") is not None:  # also on the hub's packages: what they cost it
+            here = lean_agent(llm, root, Path(sys.executable))
+            servers["lean-here"] = stack.enter_context(here)
         if adk_python is not None:
             servers["adk"] = stack.enter_context(adk_agent(llm, root, adk_python))
         for name, (_, pid) in servers.items():
@@ -229,12 +254,20 @@ def report(
     names: list[str],
     levels: list[int],
     runs: dict[tuple[str, int], list[dict[str, Any]]],
-    rest: dict[str, float],
+    rest: dict[str, dict[str, float]],
     after: dict[str, float],
     lean_where: str,
 ) -> None:
-    print(f"\nlean agent: {lean_where}\n")
-    print("| server | c | req/s | CPU a request | p50 | p99 | RSS at rest | RSS after |")
+    print(f"\nlean agent: {lean_where}; lean-here: the lean agent on the project's venv\n")
+    print("| server | RSS at rest | PSS | USS | of the RSS, mapped files |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for name in names:
+        memory = rest[name]
+        print(
+            f"| {name} | {memory['rss']:.0f} MiB | {memory['pss']:.0f} MiB | "
+            f"{memory['uss']:.0f} MiB | {memory['file']:.0f} MiB |"
+        )
+    print("\n| server | c | req/s | CPU a request | p50 | p99 | RSS at rest | RSS after |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for concurrency in levels:
         for name in names:
@@ -244,10 +277,10 @@ def report(
                 f"{median([d['cpu_ms'] for d in done]):.2f} ms | "
                 f"{median([d['latency_ms']['p50'] for d in done]):.0f} ms | "
                 f"{median([d['latency_ms']['p99'] for d in done]):.0f} ms | "
-                f"{rest[name]:.0f} MiB | {after[name]:.0f} MiB |"
+                f"{rest[name]['rss']:.0f} MiB | {after[name]:.0f} MiB |"
             )
-    print("\n| the hub against | c | req/s (x) | CPU a request (x) | RSS at rest (x) |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print("\n| the hub against | c | req/s (x) | CPU a request (x) | RSS at rest (x) | USS (x) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for peer in names[1:]:
         for concurrency in levels:
             hub_runs, peer_runs = runs[("hub", concurrency)], runs[(peer, concurrency)]
@@ -256,7 +289,8 @@ def report(
             cpu = median([h["cpu_ms"] / p["cpu_ms"] for h, p in pairs])
             print(
                 f"| {peer} | {concurrency} | {rps:.2f} | {cpu:.2f} | "
-                f"{rest['hub'] / rest[peer]:.2f} |"
+                f"{rest['hub']['rss'] / rest[peer]['rss']:.2f} | "
+                f"{rest['hub']['uss'] / rest[peer]['uss']:.2f} |"
             )
 
 
