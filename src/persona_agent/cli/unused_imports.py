@@ -9,7 +9,7 @@ Two libraries the hub's dependencies import eagerly, whenever they are installed
   back to what it does when grpcio is not installed. The hub needs them only for its gRPC
   door (``PERSONA_AGENT_GRPC_PORT``) and for outside agents (an agents file: a card may
   offer gRPC alone).
-- **rich and pygments** (70 modules, 4 MiB): ``httpx/__init__`` imports its command line,
+- **rich and pygments** (69 modules, 3.7 MiB): ``httpx/__init__`` imports its command line,
   ``httpx._main``, which nobody in the hub runs, falling back to a stub without them.
 
 While the hub's modules are imported, :func:`unused_masked` puts ``None`` in
