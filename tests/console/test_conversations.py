@@ -8,6 +8,7 @@ the model was sent from the scripted LLM's recorded requests."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -168,7 +169,7 @@ async def test_regenerate_streams_like_a_first_answer(
     hub: ConsoleHub, browser: webdriver.Chrome, llm: FakeLLM, sized: int, tmp_path: Path
 ) -> None:
     """Regenerate (issue 50.4): the new answer's tokens are shown as they come, in place of
-    the one regenerated, then the whole answer as the second of two."""
+    the one regenerated, then its tokens and time as a first answer's, the second of two."""
     llm.script(Reply(VIRTUE), Reply(HABIT, token_delay=0.05, hold_after=4))
 
     def scenario() -> None:
@@ -185,6 +186,8 @@ async def test_regenerate_streams_like_a_first_answer(
         assert fits(browser)
         llm.release()
         wait(browser, "the whole answer", lambda: last_answer(browser) == (HABIT, "completed"))
+        meta = find(browser, "#transcript .turn.agent:not(.greeting) .meta").text
+        assert re.fullmatch(r"\d+ tokens · \d+\.\d s( · .+)?", meta), meta
         assert swipe_count(browser) == "2/2"
         assert severe_browser_errors(browser) == []
 
