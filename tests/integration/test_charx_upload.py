@@ -12,8 +12,11 @@ import json
 import zipfile
 from typing import Any
 
+import pytest
+
 from tests.integration.conftest import Hub, HubFactory
 from tests.integration.test_card_images import mcp_config_file, size_of, upload
+from tests.integration.test_memory import database
 from tests.personas.cards import ORLA_V3, decoded_chunk
 from tests.personas.test_charx import ICON, charx, picture
 
@@ -107,9 +110,15 @@ async def test_v3_decorators_are_given_back_unchanged_in_every_export(hub: Hub) 
     assert contents((await hub.http.get(f"{API}/orla-again/card")).json()) == DECORATED
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])  # the file store; replicas' SQL store
 async def test_a_charxs_assets_are_served_as_the_avatar_is_and_go_with_the_persona(
-    hub: Hub,
+    hub_factory: HubFactory, kind: str
 ) -> None:
+    async with hub_factory(**await database(kind)) as hub:
+        await _assets_served(hub)
+
+
+async def _assets_served(hub: Hub) -> None:
     sound = b"ID3" + b"\x00" * 64
     page = b"<script>alert(1)</script>"
     card = copy.deepcopy(ORLA_V3)
