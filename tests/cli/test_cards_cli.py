@@ -91,12 +91,14 @@ def test_export_a_charx_then_import_it_as_the_same_card(tmp_path: Path) -> None:
     image = picture((33, 21))
     source = tmp_path / "orla.png"
     source.write_bytes(card_png(ORLA_V3, image))
-    imported = runner.invoke(app, ["import-persona", str(source), "-d", str(directory)])
+    env = {"PERSONA_AGENT_DATA_DIR": str(tmp_path / "data")}
+    imported = runner.invoke(app, ["import-persona", str(source), "-d", str(directory)], env=env)
     assert imported.exit_code == 0, imported.output
     charx = tmp_path / "orla.charx"
     exported = runner.invoke(
         app,
         ["export-persona", "orla-of-the-lighthouse", "-d", str(directory), "--charx", str(charx)],
+        env=env,
     )
     assert exported.exit_code == 0, exported.output
     assert f"Wrote {charx} (CHARX of 'orla-of-the-lighthouse'" in exported.output
@@ -104,7 +106,9 @@ def test_export_a_charx_then_import_it_as_the_same_card(tmp_path: Path) -> None:
         assert set(archive.namelist()) == {"card.json", ICON_PATH}
         assert pixels(archive.read(ICON_PATH)) == pixels(plain_png(image))
 
-    again = runner.invoke(app, ["import-persona", str(charx), "-d", str(directory), "--id", "orla"])
+    again = runner.invoke(
+        app, ["import-persona", str(charx), "-d", str(directory), "--id", "orla"], env=env
+    )
     assert again.exit_code == 0, again.output
     assert (directory / "orla.avatar.png").is_file()
     cards = [
@@ -119,6 +123,43 @@ def test_export_a_charx_then_import_it_as_the_same_card(tmp_path: Path) -> None:
     )
     assert v2.exit_code == 2
     assert "a CHARX holds a V3 card" in v2.output
+
+
+def test_a_charxs_assets_are_kept_by_import_and_given_back_by_export(tmp_path: Path) -> None:
+    """``import-persona x.charx`` keeps the CHARX's assets in the hub's database (of the
+    data directory), as an upload does; ``export-persona --charx`` writes them back."""
+    from tests.personas.test_charx import charx as charx_of
+
+    directory = tmp_path / "personas"
+    env = {"PERSONA_AGENT_DATA_DIR": str(tmp_path / "data")}
+    source = tmp_path / "orla.charx"
+    source.write_bytes(charx_of())  # ORLA_V3, its icon and a background, assets/bg.png
+    imported = runner.invoke(
+        app, ["import-persona", str(source), "-d", str(directory), "--id", "orla"], env=env
+    )
+    assert imported.exit_code == 0, imported.output
+    assert "Kept its 1 asset(s) in the hub's database" in imported.output
+    target = tmp_path / "out.charx"
+    command = ["export-persona", "orla", "-d", str(directory), "--charx", str(target)]
+    exported = runner.invoke(app, command, env=env)
+    assert exported.exit_code == 0, exported.output
+    assert "avatar and 1 asset(s))" in exported.output
+    with zipfile.ZipFile(source) as given, zipfile.ZipFile(target) as written:
+        assert written.read("assets/bg.png") == given.read("assets/bg.png")
+        listed = json.loads(written.read("card.json"))["data"]["assets"]
+        assert {
+            "type": "background",
+            "uri": "embeded://assets/bg.png",
+            "name": "sky",
+            "ext": "png",
+        } in listed
+    # Without the hub's database (another data directory): the card and its avatar only.
+    elsewhere = {"PERSONA_AGENT_DATA_DIR": str(tmp_path / "other")}
+    alone = runner.invoke(app, command, env=elsewhere)
+    assert alone.exit_code == 0, alone.output
+    with zipfile.ZipFile(target) as written:
+        assert set(written.namelist()) == {"card.json", ICON_PATH}
+    assert not (tmp_path / "other").exists()  # nothing made to read
 
 
 def test_import_a_json_card_with_an_id(tmp_path: Path) -> None:

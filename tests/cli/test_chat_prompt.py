@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from persona_agent.cli.terminal.chat_prompt import show_prompt
 from tests.cli.test_chat import StartChat, chat, data_dir, fake_llm, llm, personas_with
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.servers.hub_process import hub_process
@@ -66,3 +67,40 @@ def test_prompt_shows_the_last_answers_prompt_by_section(
     session.expect("User: Where is the dragon, and the castle?")
     session.prompt()
     assert session.quit() == 0
+
+
+def test_prompt_prints_what_memorys_and_the_documents_budgets_left_out(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A record as the hub serves it (tests/integration/test_prompt_records.py makes one):
+    a memory and a passage left out are printed with their reason and their text."""
+    cut = {"label": "Memory", "tokens": 4, "reason": "over memory's limit of 1 items a turn"}
+    passage = {
+        "label": "fish.md, passage 1",
+        "tokens": 14,
+        "reason": "over the knowledge limit of 1 passages a turn",
+        "text": "A fishmonger pays two obols a day.\nIn the northern stoa.",
+    }
+    record = {
+        "model": "gpt-4o-mini",
+        "messages": 4,
+        "tokens": 30,
+        "promptTokens": 28,
+        "modelCalls": 1,
+        "sections": [
+            {
+                "title": "Memory recalled",
+                "tokens": 10,
+                "items": [{"label": "Memory 1", "tokens": 10, "text": "The user said: Biscuit."}],
+                "cut": [{**cut, "text": "You said: Noted."}],
+            },
+            {"title": "Knowledge passages", "tokens": 0, "items": [], "cut": [passage]},
+        ],
+    }
+    show_prompt(record)
+    printed = capsys.readouterr().out
+    assert "── Memory recalled (~10 tokens)\n  Memory 1: The user said: Biscuit.\n" in printed
+    assert "  cut: Memory, ~4 tokens: over memory's limit of 1 items a turn\n" in printed
+    assert "    You said: Noted.\n" in printed
+    assert "  cut: fish.md, passage 1, ~14 tokens: over the knowledge limit" in printed
+    assert "    A fishmonger pays two obols a day.\n    In the northern stoa.\n" in printed

@@ -20,14 +20,17 @@ from tests.console.conftest import (
     severe_browser_errors,
     wait,
 )
+from tests.console.test_conversations import fits, sized, suffix
 from tests.console.test_editor import checks, set_text
 from tests.personas.cards import MIRA_V2
+
+__all__ = ["sized"]
 
 MIRA = "captain-mira-voss"
 
 
 async def test_greetings_and_lorebook_are_edited_as_forms(
-    hub: ConsoleHub, browser: webdriver.Chrome, tmp_path: Path
+    hub: ConsoleHub, browser: webdriver.Chrome, sized: int, tmp_path: Path
 ) -> None:
     uploaded = json.dumps(MIRA_V2, indent=2, ensure_ascii=False).encode()
     response = await hub.http.post(
@@ -65,7 +68,12 @@ async def test_greetings_and_lorebook_are_edited_as_forms(
         set_text(browser, new.find_element(By.CSS_SELECTOR, ".lore-content"), "It hums in B-flat.")
         set_text(browser, new.find_element(By.CSS_SELECTOR, ".lore-order"), "7")
         checks(browser, "valid")  # checked as typed, by the hub's own validator
-        screenshot(browser, tmp_path, "console-card-lorebook")
+        for part in ("greetings", "lorebook"):
+            browser.execute_script(
+                "arguments[0].scrollIntoView({block: 'start'})", find(browser, f"#card-{part}")
+            )
+            screenshot(browser, tmp_path, f"console-card-{part}{suffix(sized)}")
+        assert fits(browser)
         find(browser, "#save").click()
         wait(browser, "the save", lambda: "Saved" in find(browser, "#save-status").text)
         assert severe_browser_errors(browser) == []

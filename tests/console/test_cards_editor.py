@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import zipfile
 from pathlib import Path
 
 from selenium import webdriver
@@ -61,6 +62,12 @@ async def test_a_card_is_edited_as_a_form_and_saved_as_written(
         exported = downloads / f"{MIRA}.json"
         wait(browser, "the exported card", lambda: exported.is_file() and exported.stat().st_size)
         assert json.loads(exported.read_bytes())["data"]["personality"] == "Dry.\nDecisive."
+        find(browser, "#export-charx").click()  # the V3 card in a zip, as it is now
+        charx = downloads / f"{MIRA}.charx"
+        wait(browser, "the exported CHARX", lambda: charx.is_file() and charx.stat().st_size)
+        with zipfile.ZipFile(charx) as archive:
+            card = json.loads(archive.read("card.json"))
+        assert (card["spec"], card["data"]["personality"]) == ("chara_card_v3", "Dry.\nDecisive.")
         assert severe_browser_errors(browser) == []
 
     await browse(scenario)

@@ -8,6 +8,7 @@ the model was sent from the scripted LLM's recorded requests."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,6 +34,7 @@ from tests.console.test_chat import (
     agent_bubbles,
     context_of,
     last_answer,
+    partial_answer,
     send_message,
     user_bubbles,
 )
@@ -161,6 +163,35 @@ async def test_regenerate_and_swipe_between_answers(
     stored = (await hub.http.get(f"/api/v1/conversations/socrates/{context}")).json()
     swipes = stored["messages"][1]["swipes"]
     assert (swipes["selected"], swipes["count"], swipes["texts"]) == (0, 2, [VIRTUE, HABIT])
+
+
+async def test_regenerate_streams_like_a_first_answer(
+    hub: ConsoleHub, browser: webdriver.Chrome, llm: FakeLLM, sized: int, tmp_path: Path
+) -> None:
+    """Regenerate (issue 50.4): the new answer's tokens are shown as they come, in place of
+    the one regenerated, then its tokens and time as a first answer's, the second of two."""
+    llm.script(Reply(VIRTUE), Reply(HABIT, token_delay=0.05, hold_after=4))
+
+    def scenario() -> None:
+        open_console(browser, hub, "chat/socrates")
+        send_message(browser, "What is virtue?")
+        wait(browser, "the answer", lambda: last_answer(browser) == (VIRTUE, "completed"))
+        click(browser, "answer", -1, "regenerate")
+        llm.wait_held(timeout=60)
+        partial = wait_for(browser, "the new answer as it comes", lambda: partial_answer(browser))
+        assert HABIT.startswith(partial)
+        assert len(partial) < len(HABIT)
+        assert len(agent_bubbles(browser)) == 1  # in place of the answer regenerated
+        screenshot(browser, tmp_path, f"console-regenerate-streaming{suffix(sized)}")
+        assert fits(browser)
+        llm.release()
+        wait(browser, "the whole answer", lambda: last_answer(browser) == (HABIT, "completed"))
+        meta = find(browser, "#transcript .turn.agent:not(.greeting) .meta").text
+        assert re.fullmatch(r"\d+ tokens · \d+\.\d s( · .+)?", meta), meta
+        assert swipe_count(browser) == "2/2"
+        assert severe_browser_errors(browser) == []
+
+    await browse(scenario)
 
 
 async def test_edit_in_place_and_delete(

@@ -148,6 +148,7 @@ async def test_a_turn_lost_to_a_killed_hub_is_shown_after_the_restart_and_sent_a
     browser: webdriver.Chrome,
     llm: FakeLLM,
     personas_dir: Path,
+    sized: int,
     tmp_path: Path,
 ) -> None:
     context = await asyncio.to_thread(lost_turn, personas_dir, tmp_path / "data", llm)
@@ -161,7 +162,8 @@ async def test_a_turn_lost_to_a_killed_hub_is_shown_after_the_restart_and_sent_a
         lost = find(browser, '#transcript .turn.agent[data-lost="true"]')
         shown = user_bubbles(browser)
         reason = lost.find_element(By.CSS_SELECTOR, ".meta").text
-        screenshot(browser, tmp_path, "console-lost-turn")
+        screenshot(browser, tmp_path, f"console-lost-turn{suffix(sized)}")
+        assert fits(browser)
         lost.find_element(By.CSS_SELECTOR, ".send-again").click()
         wait(
             browser,

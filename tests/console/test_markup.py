@@ -145,7 +145,7 @@ return {
 
 
 async def test_a_hostile_card_and_answer_render_inert(
-    hub: ConsoleHub, browser: webdriver.Chrome, llm: FakeLLM, tmp_path: Path
+    hub: ConsoleHub, browser: webdriver.Chrome, llm: FakeLLM, sized: int, tmp_path: Path
 ) -> None:
     await upload_card(hub, "mallory", HOSTILE)
     llm.script(Reply(HOSTILE))
@@ -160,7 +160,8 @@ async def test_a_hostile_card_and_answer_render_inert(
         # Every link that is left is clicked: none runs anything.
         for link in browser.find_elements(By.CSS_SELECTOR, "#transcript .text a"):
             link.click()
-        screenshot(browser, tmp_path, "console-markup-hostile")
+        screenshot(browser, tmp_path, f"console-markup-hostile{suffix(sized)}")
+        assert fits(browser)
         result: dict[str, Any] = browser.execute_script(INERT_CHECK)
         shown = find(browser, answer_css).text
         # The markup is shown as the text it is, not run and not lost.

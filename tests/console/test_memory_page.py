@@ -22,7 +22,10 @@ from tests.console.conftest import (
     wait,
 )
 from tests.console.test_chat import last_answer, send_message
+from tests.console.test_conversations import fits, sized, suffix
 from tests.fakes.fake_llm import FakeLLM, Reply
+
+__all__ = ["sized"]
 
 KEY = "console-memory-key-0123456789"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -45,7 +48,11 @@ def shown(driver: webdriver.Chrome) -> list[str]:
 
 
 async def test_the_memory_page_lists_and_forgets_what_the_persona_remembers(
-    console_hub: ConsoleHubFactory, browser: webdriver.Chrome, llm: FakeLLM, tmp_path: Path
+    console_hub: ConsoleHubFactory,
+    browser: webdriver.Chrome,
+    llm: FakeLLM,
+    sized: int,
+    tmp_path: Path,
 ) -> None:
     llm.script(Reply("Noted."), Reply("A fine dog."))
     async with console_hub(memory=True, api_keys=KEY) as hub:
@@ -71,7 +78,8 @@ async def test_the_memory_page_lists_and_forgets_what_the_persona_remembers(
             assert "What Socrates remembers of you" in find(browser, ".memory-page h1").text
             assert shown(browser)[0] == "A fine dog."  # newest first
             assert "4 memories, newest first." in find(browser, "#memory-note").text
-            screenshot(browser, tmp_path, "console-memory")
+            screenshot(browser, tmp_path, f"console-memory{suffix(sized)}")
+            assert fits(browser)
 
             browser.find_elements(By.CSS_SELECTOR, "#memory-list .forget-memory")[0].click()
             wait(browser, "one forgotten", lambda: len(shown(browser)) == 3)

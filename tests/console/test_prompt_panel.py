@@ -1,10 +1,12 @@
 """What reached the model, in the console (issue 50, docs/prompt.md; Chromium at 1280 and
 400 px): the Prompt button of an answer opens its prompt by section, the lore entry that
-fired with its key and the entry the book's budget cut; markup in a card's lore is shown
-as text, never run; a panel's answer has a prompt for each member."""
+fired with its key and the entry the book's budget cut; what memory and the documents found
+that their budgets left out; markup in a card's lore is shown as text, never run; a panel's
+answer has a prompt for each member."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from selenium.webdriver.remote.webelement import WebElement
 
 from tests.console.conftest import (
     ConsoleHub,
+    ConsoleHubFactory,
     browse,
     open_console,
     screenshot,
@@ -46,6 +49,14 @@ KEEPER = persona(
 def first(driver: webdriver.Chrome, css: str) -> WebElement | None:
     found = driver.find_elements(By.CSS_SELECTOR, css)
     return found[0] if found else None
+
+
+def answered(driver: webdriver.Chrome, answer: str) -> bool:
+    return last_answer(driver) == (answer, "completed")
+
+
+def shows_a_cut(section: WebElement) -> bool:
+    return "Cut: " in section.text
 
 
 def three(driver: webdriver.Chrome, css: str) -> list[WebElement] | None:
@@ -96,6 +107,66 @@ async def test_an_answers_prompt_panel_shows_its_sections(
         assert severe_browser_errors(browser) == []
 
     await browse(scenario)
+
+
+async def test_the_panel_says_what_memory_and_the_documents_budgets_left_out(
+    console_hub: ConsoleHubFactory,
+    browser: webdriver.Chrome,
+    llm: FakeLLM,
+    sized: int,
+    tmp_path: Path,
+    personas_dir: Path,
+) -> None:
+    write(personas_dir, "scribe", persona("Scribe", memory={"enabled": True, "max_items": 1}))
+    llm.script(Reply("Noted."), Reply("Let us."), Reply("Three obols."))
+    settings = {"memory": True, "history_max_messages": 2, "knowledge_max_passages": 1}
+    async with console_hub(**settings) as hub:
+        for name, text in (
+            ("obols.md", "A stallholder pays three obols a day to the market wardens."),
+            ("fish.md", "A fishmonger pays two obols a day, in the northern stoa."),
+        ):
+            upload = await hub.http.post(
+                "/api/v1/personas/scribe/documents",
+                headers={"X-Requested-With": "tests"},
+                files={"file": (name, text.encode())},
+            )
+            assert upload.status_code == 201, upload.text
+
+        def scenario() -> None:
+            open_console(browser, hub, "chat/scribe")
+            # The window of two messages leaves the first turn to memory.
+            for said, answer in (
+                ("My dog is called Biscuit.", "Noted."),
+                ("Let us speak of the weather.", "Let us."),
+                ("What does my dog pay in obols a day?", "Three obols."),
+            ):
+                send_message(browser, said)
+                wait(browser, "the answer", partial(answered, browser, answer))
+            click(browser, "answer", -1, "show-prompt")
+            panel = wait_for(browser, "the prompt panel", lambda: first(browser, ".prompt-panel"))
+            for name in ("memory", "knowledge"):
+                part = panel.find_element(
+                    By.CSS_SELECTOR, f'.prompt-section[data-section="{name}"]'
+                )
+                summary = part.find_element(By.TAG_NAME, "summary")
+                assert summary.text.endswith("· 1 cut"), summary.text
+                summary.click()
+                wait(browser, f"the {name} opened", partial(shows_a_cut, part))
+            memory = panel.find_element(By.CSS_SELECTOR, '.prompt-section[data-section="memory"]')
+            assert "over memory's limit of 1 items a turn" in memory.text
+            cut = memory.find_element(By.CSS_SELECTOR, ".prompt-cut .prompt-text").text
+            assert cut in ("The user said: My dog is called Biscuit.", "You said: Noted.")
+            knowledge = panel.find_element(
+                By.CSS_SELECTOR, '.prompt-section[data-section="knowledge"]'
+            )
+            assert "over the knowledge limit of 1 passages a turn" in knowledge.text
+            assert "obols a day" in knowledge.find_element(By.CSS_SELECTOR, ".prompt-cut").text
+            browser.execute_script("arguments[0].scrollIntoView({block: 'start'})", memory)
+            screenshot(browser, tmp_path, f"console-prompt-cut{suffix(sized)}")
+            assert fits(browser)
+            assert severe_browser_errors(browser) == []
+
+        await browse(scenario)
 
 
 async def test_a_panels_answer_has_a_prompt_for_each_member(

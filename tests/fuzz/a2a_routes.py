@@ -162,5 +162,6 @@ ROUTES = [
     Route("GET", "v1/card", "0.3"),
     Route("GET", ".well-known/agent-card.json", "any"),
     Route("GET", "avatar", "any"),
+    Route("GET", "assets/assets/background/images/sky.png", "any"),
 ]
 """Every HTTP+JSON route of a persona (``{tenant}``: the 1.0 routes under a tenant)."""

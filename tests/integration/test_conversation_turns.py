@@ -122,6 +122,8 @@ async def test_a_rest_regenerate_is_the_callers_task_audited_and_counted(
         body = response.json()
         assert (body["answer"], body["state"]) == ("a1 bis", "completed")
         assert body["conversation"]["messages"][-1]["swipes"]["texts"] == ["a1", "a1 bis"]
+        assert body["cost"]["kind"] == "cost-v1"  # its tokens and time, as over A2A
+        assert body["cost"]["usage"]["totalTokens"] > 0
         task_id = body["task_id"]
         # The caller's task, on the persona's A2A endpoint; another caller does not find it.
         task = await get_task(await clients(hub, "alice"), task_id)
@@ -219,6 +221,7 @@ async def test_a_streamed_continue_ends_with_the_answer(
         )
         last = answer["conversation"]["messages"][-1]
         assert last["content"] == "Once upon a time, there was"
+        assert answer["cost"]["usage"]["totalTokens"] > 0
 
 
 async def test_a_failed_model_fails_the_task_and_answers_502(

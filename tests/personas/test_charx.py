@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from persona_agent.errors import PersonaFileError
-from persona_agent.personas.formats.charx import ICON_PATH, card_charx
+from persona_agent.personas.formats.charx import ICON_PATH, CharxError, card_charx
 from persona_agent.personas.formats.tavern import persona_to_card
 from persona_agent.personas.loader import read_persona
 from persona_agent.security.limits import Limits
@@ -121,3 +121,25 @@ def test_a_persona_without_a_picture_is_a_charx_of_its_card_alone() -> None:
     again = read_persona(None, exported, source="orla.charx", fmt="charx")
     assert again.image is None
     assert persona_to_card(again.persona, "v3") == persona_to_card(loaded.persona, "v3")
+
+
+def test_a_charxs_assets_are_read_within_their_bounds_and_written_back() -> None:
+    from persona_agent.personas.formats.charx import read_charx, write_charx
+
+    parts = read_charx(charx(), max_card_bytes=100_000, max_image_bytes=1_000_000)
+    [background] = parts.assets
+    assert (background.path, background.media_type) == ("assets/bg.png", "image/png")
+    assert background.data == picture((0, 0, 200))
+    written = write_charx(json.loads(parts.card), parts.icon, parts.assets)
+    again = read_charx(written, max_card_bytes=100_000, max_image_bytes=1_000_000)
+    assert again.assets == parts.assets
+    assert again.icon == parts.icon
+
+    with pytest.raises(CharxError, match="the assets together"):  # over their bytes together
+        read_charx(charx(), max_card_bytes=100_000, max_image_bytes=1_000_000, max_assets_bytes=10)
+    card = copy.deepcopy(ORLA_V3)
+    card["data"]["assets"] = [
+        {"type": "background", "uri": "embeded://assets/../../etc/passwd", "ext": "png"}
+    ]
+    with pytest.raises(CharxError, match="has no path this hub keeps"):
+        read_charx(charx(card), max_card_bytes=100_000, max_image_bytes=1_000_000)

@@ -19,7 +19,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from persona_agent.a2a.card_forms import VARY, card_form
-from persona_agent.a2a.cards import AVATAR_PATH, CARD_PATH
+from persona_agent.a2a.cards import ASSETS_PATH, AVATAR_PATH, CARD_PATH
 from persona_agent.a2a.sdk_fixes.jsonrpc_body import INVALID_REQUEST, jsonrpc_error
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "catalog_link",
     "first_segments",
     "http_error",
+    "is_public",
     "labelled_json",
     "not_found_response",
     "not_json_response",
@@ -45,6 +46,14 @@ AI_CATALOG_LINK = '</.well-known/ai-catalog.json>; rel="ai-catalog"'
 
 PUBLIC_PATHS = frozenset({CARD_PATH.lstrip("/"), AVATAR_PATH.lstrip("/")})
 """Below a persona: what anyone may read, whatever its access (its card and picture)."""
+_PUBLIC_PREFIX = ASSETS_PATH.lstrip("/") + "/"
+
+
+def is_public(rest: str) -> bool:
+    """Whether anyone may read ``rest`` below a persona, whatever its access: its card, its
+    picture, and the assets of the CHARX it came in (read as its picture is)."""
+    return rest in PUBLIC_PATHS or rest.startswith(_PUBLIC_PREFIX)
+
 
 _SENDS = frozenset({"SendMessage", "message/send"})
 _STREAMS = frozenset({"SendStreamingMessage", "message/stream"})

@@ -57,6 +57,8 @@ A2A_PREFIX = "/a2a"
 CARD_PATH = "/.well-known/agent-card.json"
 AVATAR_PATH = "/avatar"
 """Below a persona's endpoint: its avatar image, when it has one."""
+ASSETS_PATH = "/assets"
+"""Below a persona's endpoint: the assets of the CHARX it came in, each at its path."""
 INPUT_MODES = [*READABLE_FILE_TYPES, *DOCUMENT_FILE_TYPES]
 OUTPUT_MODES = ["text/plain", "application/json"]
 SPOKEN_OUTPUT_MODES = [*OUTPUT_MODES, "audio/wav"]

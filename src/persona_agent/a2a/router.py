@@ -30,17 +30,17 @@ from starlette.types import Message, Receive, Scope, Send
 from persona_agent.a2a.admission import Admission
 from persona_agent.a2a.calls import (
     CARD_CACHE_CONTROL,
-    PUBLIC_PATHS,
     ParsedRequest,
     call_kind,
     card_response,
     first_segments,
+    is_public,
     labelled_json,
     not_found_response,
     not_json_response,
     too_large_response,
 )
-from persona_agent.a2a.cards import AVATAR_PATH, CARD_PATH
+from persona_agent.a2a.cards import ASSETS_PATH, AVATAR_PATH, CARD_PATH
 from persona_agent.a2a.context_keys import (
     BINDING_KEY,
     PERSONA_SCOPE_KEY,
@@ -150,6 +150,7 @@ class A2ARouter:
         self.stream_idle_seconds = services.stream_idle_seconds
         self._lookup = lookup
         self._avatars = services.avatars
+        self._assets = services.assets
         self.max_message_bytes = max_message_bytes
         handler = PersonaRequestHandler(
             lookup,
@@ -165,6 +166,7 @@ class A2ARouter:
             handler,
             Route(CARD_PATH, self._card_endpoint, methods=["GET"]),
             Route(AVATAR_PATH, self._avatar_endpoint, methods=["GET"]),
+            Route(ASSETS_PATH + "/{path:path}", self._asset_endpoint, methods=["GET"]),
         )
         """Serves every persona: the JSON-RPC dispatcher is called directly."""
         self._directory = directory
@@ -243,7 +245,7 @@ class A2ARouter:
     ) -> None:
         """Serve a call to ``persona`` (``None``: the directory, at the root itself)."""
         root: str = scope.get("root_path", "")
-        if rest not in PUBLIC_PATHS:
+        if not is_public(rest):
             refusal = await self._admission.admit(persona, rest, scope, inner)
             if refusal is not None:
                 await refusal(scope, receive, send)
@@ -398,6 +400,24 @@ class A2ARouter:
         if "*" in tags or etag in tags:
             return Response(status_code=304, headers=headers)
         return Response(image.data, media_type=image.media_type, headers=headers)
+
+    async def _asset_endpoint(self, request: Request) -> Response:
+        """A CHARX asset of the persona, served as its avatar is (the same routes' access),
+        as the media type its extension names (never one a browser would run), not to be
+        sniffed as another."""
+        persona_id = request.scope.get(PERSONA_SCOPE_KEY, "")
+        path = str(request.path_params.get("path", ""))
+        asset = await self._assets(persona_id, path) if self._assets is not None else None
+        if asset is None:
+            message = f"Persona '{persona_id}' has no asset '{path[:200]}'"
+            error = {"code": 404, "status": "NOT_FOUND", "message": message}
+            return JSONResponse({"error": error}, status_code=404)
+        headers = {
+            "Cache-Control": CARD_CACHE_CONTROL,
+            "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": "default-src 'none'; sandbox",
+        }
+        return Response(asset.data, media_type=asset.media_type, headers=headers)
 
     async def _card_endpoint(self, request: Request) -> Response:
         app = self._lookup(request.scope.get(PERSONA_SCOPE_KEY, ""), None)

@@ -18,6 +18,7 @@ from persona_agent.chat.budget import BudgetLimits
 from persona_agent.knowledge.sent_documents import DocumentBudget
 from persona_agent.media.vision import Vision
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
+from persona_agent.personas.formats.charx import CharxAsset
 from persona_agent.personas.formats.png import CleanImage
 from persona_agent.security.audit import AuditLog
 from persona_agent.security.authentication import Authenticator
@@ -26,10 +27,12 @@ from persona_agent.security.card_signing import CardSigner
 from persona_agent.security.quotas import Quotas
 from persona_agent.speech import NO_SPEECH, Speech
 
-__all__ = ["Avatars", "HubServices"]
+__all__ = ["Assets", "Avatars", "HubServices"]
 
 Avatars = Callable[[str], Awaitable[CleanImage | None]]
 """A persona's avatar image by persona id (``None``: it has none)."""
+Assets = Callable[[str, str], Awaitable[CharxAsset | None]]
+"""A persona's CHARX asset by persona id and path (``None``: it has none there)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +53,8 @@ class HubServices:
     """Push notifications: declared on cards and served by every persona's handler."""
     avatars: Avatars | None = None
     """Where ``{id}/avatar`` finds its image (the persona store)."""
+    assets: Assets | None = None
+    """Where ``{id}/assets/{path}`` finds a CHARX asset (the persona assets' store)."""
     stream_idle_seconds: float = 0
     """A stream with nothing to say this long is ended (0: never)."""
     event_stream: TaskEventStream | None = None

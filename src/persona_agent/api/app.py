@@ -110,6 +110,7 @@ def _api_parts(settings: Settings, hub: Hub) -> ApiParts:
         audit=protection.audit,
         card_pngs=CardPngs(settings.card_png_cache_bytes),
         persona_data=storage.persona_data,
+        persona_assets=storage.persona_assets,
         usage=storage.usage,
         signer=protection.signer,
         metrics=hub.metrics,

@@ -28,6 +28,7 @@ from persona_agent.hub.readiness import Readiness
 from persona_agent.knowledge.library import Knowledge
 from persona_agent.observe.metrics import HubMetrics
 from persona_agent.personas.formats.card_pngs import CardPngs
+from persona_agent.personas.stores.asset_store import PersonaAssets
 from persona_agent.personas.stores.store import PersonaStore
 from persona_agent.security.audit import AuditLog, request_id_of
 from persona_agent.security.authorization import Action
@@ -85,6 +86,7 @@ class ApiParts:
     audit: AuditLog
     card_pngs: CardPngs
     persona_data: DeletedPersonaData
+    persona_assets: PersonaAssets
     usage: UsageLog
     signer: CardSigner | None
     metrics: HubMetrics
@@ -217,6 +219,10 @@ def _user_personas(parts: Parts) -> UserPersonas:
     return parts.user_personas
 
 
+def _persona_assets(parts: Parts) -> PersonaAssets:
+    return parts.persona_assets
+
+
 Store = Annotated[PersonaStore, Depends(_store)]
 Auth = Annotated[ApiAuth, Depends(api_auth)]
 BaseUrl = Annotated[str, Depends(_base_url)]
@@ -227,6 +233,8 @@ CardImages = Annotated[CardPngs, Depends(_card_pngs)]
 """Exported PNG cards, kept."""
 PersonaData = Annotated[DeletedPersonaData, Depends(_persona_data)]
 """What goes with a deleted persona (a new one with its id waits until it is gone)."""
+CharxAssets = Annotated[PersonaAssets, Depends(_persona_assets)]
+"""The assets of the CHARX each persona came in."""
 Usage = Annotated[UsageLog, Depends(_usage)]
 Signer = Annotated[CardSigner | None, Depends(_signer)]
 """The agent cards' signer (``None``: cards are not signed)."""

@@ -37,7 +37,7 @@ from persona_agent.llm.base import (
 )
 from persona_agent.llm.observed import observed_stream
 from persona_agent.media.turn_images import NO_IMAGES, TurnImages
-from persona_agent.memory.scope import NO_MEMORY, TurnMemory
+from persona_agent.memory.scope import NO_MEMORY, Recalled, TurnMemory
 from persona_agent.memory.summary import NO_SUMMARY, ConversationSummary
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.observe.pricing import PriceTable
@@ -233,6 +233,8 @@ class ChatEngine:
             window=self.history.max_messages,
             window_cut=opening.cut,
             sent=sent,
+            memory_left_out=remembered.left_out,
+            knowledge_left_out=found.left_out,
         )
         return TurnState(
             persona=persona,
@@ -379,8 +381,8 @@ async def _none() -> None:
     """Nothing to wait for (a persona that remembers nothing keeps nothing)."""
 
 
-async def _nothing() -> tuple[str, ...]:  # nothing recalled (a persona that remembers nothing)
-    return ()
+async def _nothing() -> Recalled:  # nothing recalled (a persona that remembers nothing)
+    return Recalled()
 
 
 def _from_user_on(said: list[Message]) -> list[Message]:

@@ -6,8 +6,9 @@ frame, the card's fields, the example exchanges, the lore entries that fired and
 that fired them, the running summary, what memory recalled, the documents' passages, the
 conversation's turns (images and documents as placeholders) and the post-history
 instructions, each with its tokens (estimated: characters / 4, the hub's rule where no
-tokenizer fits every model) and what was cut to fit (lore over the book's budget, messages
-older than the history's window). A text longer than :data:`MAX_ITEM_CHARS` is kept
+tokenizer fits every model) and what was cut to fit (lore over the book's budget, what
+memory recalled and the documents' passages over theirs, messages older than the
+history's window). A text longer than :data:`MAX_ITEM_CHARS` is kept
 clipped (its tokens are the whole text's), so that a record stays small.
 """
 
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from persona_agent.knowledge.turn import Passage
 from persona_agent.llm.base import Message, Usage
 from persona_agent.personas.formats.lorebook import FiredLore, estimate_tokens
 from persona_agent.personas.model import Persona
@@ -68,6 +70,13 @@ class PromptRecord:
         item.update(_clipped(text))
         self.sections.setdefault(section, []).append(item)
 
+    def left_out(self, section: str, label: str, text: str, reason: str) -> None:
+        """What a budget cut from ``section``: its label, its text (clipped), its tokens,
+        why."""
+        item = {"label": label, "tokens": estimate_tokens(text), "reason": reason}
+        item.update(_clipped(text))
+        self.cut.setdefault(section, []).append(item)
+
     def as_json(self, usage: Usage, calls: int) -> dict[str, Any]:
         """The record, with what the model said it read (``usage``, of ``calls`` calls)."""
         sections = []
@@ -101,10 +110,14 @@ def record_of(
     window: int,
     window_cut: bool,
     sent: Sequence[Message],
+    memory_left_out: Sequence[tuple[str, str]] = (),
+    knowledge_left_out: Sequence[tuple[Passage, str]] = (),
 ) -> PromptRecord:
     """The record of ``prompt`` (sent to ``model`` for a turn of ``mode`` as the messages
     ``sent``: ``prompt.messages()``); ``window``: the most messages the history shows,
-    ``window_cut``: older ones were left out."""
+    ``window_cut``: older ones were left out; ``memory_left_out`` and
+    ``knowledge_left_out``: what memory and the documents found that their budgets left
+    out (each with why)."""
     record = PromptRecord(persona.id, model, mode, messages=len(sent))
     opening, rules = render_frame(persona, prompt.user)
     record.add("system", "Opening", opening)
@@ -132,6 +145,10 @@ def record_of(
         record.add("memory", f"Memory {number}", item)
     for number, passage in enumerate(prompt.passages, 1):
         record.add("knowledge", f"[{number}]", passage)
+    for text, reason in memory_left_out:
+        record.left_out("memory", "Memory", text, reason)
+    for found, reason in knowledge_left_out:
+        record.left_out("knowledge", found.where(), found.text, reason)
     _framing(record, sent)
     _conversation(record, prompt)
     if window_cut:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from persona_agent.cli.command_settings import PersonasDir, command_settings, fail, load_all
-from persona_agent.errors import PersonaFileError
+from persona_agent.errors import ConfigError, PersonaFileError
 from persona_agent.hub.persona_store import persona_limits
 from persona_agent.personas.formats.tavern import CardSpec
 from persona_agent.personas.loader import (
@@ -26,6 +27,10 @@ from persona_agent.personas.loader import (
 )
 from persona_agent.personas.model import PERSONA_ID_RULE, is_valid_persona_id
 from persona_agent.security.limits import image_too_large, too_large
+
+if TYPE_CHECKING:
+    from persona_agent.personas.formats.charx import CharxAsset
+    from persona_agent.settings import Settings
 
 __all__ = ["export_persona", "import_persona", "new_persona"]
 
@@ -96,6 +101,23 @@ def import_persona(
         if other != target:
             other.unlink()
     typer.echo(f"Imported '{persona.id}' ({persona.name}) into {target}")
+    _keep_assets(settings, persona.id, loaded.assets)
+
+
+def _keep_assets(settings: Settings, persona_id: str, assets: Sequence[CharxAsset]) -> None:
+    """A CHARX's assets, kept in the hub's database as an upload's are (an import of
+    another file clears those the persona had); said, not fatal, when that fails."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from persona_agent.cli.charx_assets import keep_assets
+
+    try:
+        keep_assets(settings, persona_id, assets)
+    except (ConfigError, OSError, SQLAlchemyError) as error:
+        typer.secho(f"The CHARX's assets were not kept: {error}", err=True, fg="yellow")
+        return
+    if assets:
+        typer.echo(f"Kept its {len(assets)} asset(s) in the hub's database")
 
 
 def new_persona(
@@ -162,13 +184,15 @@ def export_persona(
         Path | None,
         typer.Option(
             "--charx",
-            help="Write a CHARX here (a zip: the V3 card as card.json, the avatar under assets/)",
+            help="Write a CHARX here (a zip: the V3 card as card.json, the avatar and the "
+            "assets of the CHARX it was imported from under assets/)",
         ),
     ] = None,
 ) -> None:
     """Export a persona as a Tavern character card (V2 or V3; JSON, PNG or CHARX)."""
     import asyncio
 
+    from persona_agent.cli.charx_assets import kept_assets
     from persona_agent.personas.formats.charx import card_charx
     from persona_agent.personas.formats.tavern import card_png, persona_to_card
     from persona_agent.personas.stores.file_store import FilePersonaStore
@@ -192,8 +216,10 @@ def export_persona(
             png.write_bytes(card_png(persona, spec, image))
             typer.echo(f"Wrote {png} ({spec} card of '{persona_id}')")
         if charx is not None:
-            charx.write_bytes(card_charx(persona, image))
-            typer.echo(f"Wrote {charx} (CHARX of '{persona_id}', its V3 card and avatar)")
+            assets = kept_assets(settings, persona_id)
+            charx.write_bytes(card_charx(persona, image, assets))
+            kept = f" and {len(assets)} asset(s)" if assets else ""
+            typer.echo(f"Wrote {charx} (CHARX of '{persona_id}', its V3 card, avatar{kept})")
     if json_file is not None or (png is None and charx is None):
         text = json.dumps(persona_to_card(persona, spec), indent=2, ensure_ascii=False)
         if json_file is None:

@@ -191,6 +191,7 @@ def _services(
         signer=protection.signer,
         push=push,
         avatars=storage.personas.avatar,
+        assets=storage.persona_assets.get,
         stream_idle_seconds=settings.stream_idle_seconds,
         log_fields=settings.log_format == "json",
         provider=provider(

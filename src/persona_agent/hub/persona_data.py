@@ -20,6 +20,7 @@ from persona_agent.conversations.user_persona import UserPersonas
 from persona_agent.db import GroupCommitWriter
 from persona_agent.knowledge.document_store import KnowledgeStore
 from persona_agent.memory.scope import forget_persona
+from persona_agent.personas.stores.asset_store import PersonaAssets
 from persona_agent.personas.stores.store import PersonaChange
 
 __all__ = ["DeletedPersonaData"]
@@ -39,10 +40,12 @@ class DeletedPersonaData:
         memories: GroupCommitWriter | None = None,
         documents: KnowledgeStore | None = None,
         user_personas: UserPersonas | None = None,
+        assets: PersonaAssets | None = None,
     ) -> None:
         """``memories``: the database whose memories of the persona go too;
         ``documents``: where its knowledge documents go from; ``user_personas``: where its
-        conversations' user personas go from."""
+        conversations' user personas go from; ``assets``: where its CHARX assets go from."""
+        self._assets = assets
         self._user_personas = user_personas
         self._memories = memories
         self._documents = documents
@@ -85,6 +88,8 @@ class DeletedPersonaData:
                 await self._documents.forget_persona(persona_id)
             if self._user_personas is not None:
                 await self._user_personas.forget_persona(persona_id)
+            if self._assets is not None:
+                await self._assets.forget_persona(persona_id)
         except Exception:
             logger.exception("Could not delete the tasks and history of persona '%s'", persona_id)
             raise

@@ -21,6 +21,7 @@ from persona_agent.hub.persona_store import load_personas, persona_limits
 from persona_agent.knowledge.document_store import KnowledgeStore
 from persona_agent.migrations import prepare_db
 from persona_agent.observe.metrics import HubMetrics
+from persona_agent.personas.stores.asset_store import PersonaAssets
 from persona_agent.personas.stores.store import PersonaStore
 from persona_agent.settings import Settings
 
@@ -59,6 +60,8 @@ class Storage:
     """Who users say they are: callers' saved user personas, conversations' (issue 37)."""
     prompts: PromptStore
     """What reached the model for each answer (docs/prompt.md)."""
+    persona_assets: PersonaAssets
+    """The assets of the CHARX each persona came in (docs/personas.md)."""
     auto_upgrade: bool
 
     @asynccontextmanager
@@ -114,6 +117,7 @@ def build_storage(settings: Settings, metrics: HubMetrics) -> Storage:
     documents = KnowledgeStore(writer)
     user_personas = UserPersonas(writer)
     prompts = PromptStore(writer, keep=settings.prompt_records_kept)
+    persona_assets = PersonaAssets(writer)
     return Storage(
         db=db,
         writer=writer,
@@ -131,9 +135,11 @@ def build_storage(settings: Settings, metrics: HubMetrics) -> Storage:
             memories=writer,
             documents=documents,
             user_personas=user_personas,
+            assets=persona_assets,
         ),
         documents=documents,
         user_personas=user_personas,
         prompts=prompts,
+        persona_assets=persona_assets,
         auto_upgrade=settings.db_auto_upgrade,
     )

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING
 
 from persona_agent.errors import DocumentLimitError, DocumentNotFoundError, DocumentTooLargeError
 from persona_agent.knowledge.chunking import chunk_pages
-from persona_agent.knowledge.document_store import Document, KnowledgeStore
+from persona_agent.knowledge.document_store import Document, KnowledgeStore, StoredPassage
 from persona_agent.knowledge.documents import (
     DEFAULT_LIMITS,
     ReadLimits,
     document_type,
 )
 from persona_agent.knowledge.reader_pool import READ_IN_THREAD, DocumentReader
-from persona_agent.knowledge.turn import AttachedFile, Passage, TurnKnowledge
+from persona_agent.knowledge.turn import AttachedFile, FoundPassages, Passage, TurnKnowledge
 
 if TYPE_CHECKING:
     from persona_agent.memory.embeddings import Embedder
@@ -198,7 +198,7 @@ class Knowledge(TurnKnowledge):
         conversation: str,
         message: str,
         files: Sequence[AttachedFile] = (),
-    ) -> tuple[Passage, ...]:
+    ) -> FoundPassages:
         """As :meth:`TurnKnowledge.for_turn`. When the embedder fails (an endpoint down),
         the turn goes on without passages, and the error is logged."""
         if files:
@@ -209,14 +209,12 @@ class Knowledge(TurnKnowledge):
             return await self._search(persona_id, conversation, message)
         except Exception:
             logger.exception("persona %s: its documents could not be searched", persona_id)
-            return ()
+            return FoundPassages()
 
-    async def _search(
-        self, persona_id: str, conversation: str, message: str
-    ) -> tuple[Passage, ...]:
+    async def _search(self, persona_id: str, conversation: str, message: str) -> FoundPassages:
         stored = await self.store.passages(persona_id, conversation)
         if not stored or not message.strip():
-            return ()
+            return FoundPassages()
         from persona_agent.knowledge.passages import select_passages, vectors_of
 
         embedder = self.embedder
@@ -224,12 +222,13 @@ class Knowledge(TurnKnowledge):
         if len(found) < len(stored):  # another embedder's: re-embedded in the background
             self._reembed(embedder)
         if not found:
-            return ()
+            return FoundPassages()
         stored = found
         query = await embedder.embed([message], query=True)
         limits = self.limits
 
-        def select() -> list[Passage]:
+        def select() -> FoundPassages:
+            left_out: list[tuple[StoredPassage, str]] = []
             chosen = select_passages(
                 message,
                 query[0],
@@ -237,10 +236,11 @@ class Knowledge(TurnKnowledge):
                 vectors_of(stored),
                 token_budget=limits.token_budget,
                 max_passages=limits.max_passages,
+                left_out=left_out,
             )
-            return [Passage(p.document_id, p.name, p.position, p.page, p.text) for p in chosen]
+            return FoundPassages(map(_passage, chosen), ((_passage(p), why) for p, why in left_out))
 
-        return tuple(await asyncio.to_thread(select))  # linear in the passages: off the loop
+        return await asyncio.to_thread(select)  # linear in the passages: off the loop
 
     async def _prepare(self, name: str, data: bytes, media_type: str | None) -> _Prepared:
         """Read, cut and embed a file, checking each limit on the way."""
@@ -325,6 +325,10 @@ class Knowledge(TurnKnowledge):
         if lock is None:
             lock = self._locks[persona_id] = asyncio.Lock()
         return lock
+
+
+def _passage(stored: StoredPassage) -> Passage:
+    return Passage(stored.document_id, stored.name, stored.position, stored.page, stored.text)
 
 
 def _counted(document: _Prepared) -> Document:

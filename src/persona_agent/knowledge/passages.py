@@ -43,26 +43,36 @@ def select_passages(
     *,
     token_budget: int,
     max_passages: int,
+    left_out: list[tuple[StoredPassage, str]] | None = None,
 ) -> list[StoredPassage]:
     """The passages most relevant to ``query``, the best first, until the next would
     overflow ``token_budget`` (a shorter one further down may still fit); at most
-    ``max_passages``."""
+    ``max_passages``. ``left_out``, when given, receives the best passages the budgets
+    left out, each with why (at most ``max_passages`` of them), for the prompt's record."""
     if not passages or token_budget <= 0 or max_passages <= 0:
         return []
     cosine = vectors @ query_vector.reshape(-1)
     keywords = keyword_scores(query, [passage.text for passage in passages])
     fused = _rank_points(cosine) + _rank_points(keywords)
     chosen: list[StoredPassage] = []
+    dropped = left_out if left_out is not None else []
     used = 0
     for index in np.argsort(-fused, kind="stable"):
-        if fused[index] <= 0:
+        full = len(chosen) >= max_passages
+        if fused[index] <= 0 or (full and (left_out is None or len(dropped) >= max_passages)):
             break
         passage = passages[int(index)]
         cost = estimate_tokens(passage.text)
-        if used + cost > token_budget:
+        over = not full and used + cost > token_budget
+        if over or full:
+            if left_out is not None and len(dropped) < max_passages:
+                why = (
+                    f"over the knowledge budget of {token_budget} tokens a turn"
+                    if over
+                    else f"over the knowledge limit of {max_passages} passages a turn"
+                )
+                dropped.append((passage, why))
             continue
         chosen.append(passage)
         used += cost
-        if len(chosen) >= max_passages:
-            break
     return chosen

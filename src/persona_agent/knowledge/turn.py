@@ -6,11 +6,18 @@ nothing for them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["NO_KNOWLEDGE", "AttachedFile", "Passage", "TurnKnowledge", "numbered"]
+__all__ = [
+    "NO_KNOWLEDGE",
+    "AttachedFile",
+    "FoundPassages",
+    "Passage",
+    "TurnKnowledge",
+    "numbered",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +57,21 @@ class Passage:
         return cited
 
 
+class FoundPassages(tuple[Passage, ...]):
+    """The passages found for a turn, the best first; and in :attr:`left_out`, the best
+    ones the knowledge's budgets (tokens, passages) left out, each with why: for the
+    prompt's record (docs/prompt.md)."""
+
+    left_out: tuple[tuple[Passage, str], ...]
+
+    def __new__(
+        cls, found: Iterable[Passage] = (), left_out: Iterable[tuple[Passage, str]] = ()
+    ) -> FoundPassages:
+        passages = super().__new__(cls, found)
+        passages.left_out = tuple(left_out)
+        return passages
+
+
 def numbered(found: tuple[Passage, ...]) -> tuple[str, ...]:
     """The passages for the prompt, each opened by its number and where it is."""
     return tuple(
@@ -66,7 +88,7 @@ class TurnKnowledge:
         conversation: str,
         message: str,
         files: Sequence[AttachedFile] = (),
-    ) -> tuple[Passage, ...]:
+    ) -> FoundPassages:
         """Attach ``files`` to ``conversation`` (the engine's conversation key), then the
         passages of the persona's documents and the conversation's most relevant to
         ``message``, the best first, within the knowledge's token budget.
@@ -79,7 +101,7 @@ class TurnKnowledge:
             from persona_agent.errors import DocumentError
 
             raise DocumentError(f"{files[0].name}: this hub takes no documents")
-        return ()
+        return FoundPassages()
 
 
 NO_KNOWLEDGE = TurnKnowledge()

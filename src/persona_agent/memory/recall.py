@@ -17,7 +17,7 @@ from persona_agent.memory.embeddings import Embedder
 from persona_agent.memory.reembed import Reembedder
 from persona_agent.memory.remembered import MemoryStore, Remembered
 from persona_agent.memory.retrieval import search
-from persona_agent.memory.scope import MemoryScope, TurnMemory
+from persona_agent.memory.scope import MemoryScope, Recalled, TurnMemory
 
 __all__ = ["PersonaMemory"]
 
@@ -53,17 +53,17 @@ class PersonaMemory(TurnMemory):
 
     async def recall(
         self, scope: MemoryScope, message: str, in_prompt: Sequence[str], *, new: bool = False
-    ) -> tuple[str, ...]:
+    ) -> Recalled:
         """As :meth:`TurnMemory.recall`; when the embedder fails (an endpoint down), the
         turn goes on without memory, and the error is logged."""
         self.reembedder.start()
         if new and scope.conversation_only:  # one new conversation's memory: empty
-            return ()
+            return Recalled()
         try:
             return await self._recall(scope, message, in_prompt)
         except Exception:
             logger.exception("persona %s: memory could not be searched", scope.persona_id)
-            return ()
+            return Recalled()
 
     async def keep(self, scope: MemoryScope, said: Sequence[dict[str, Any]]) -> None:
         """As :meth:`TurnMemory.keep`; when the embedder fails, the turn is not remembered
@@ -73,18 +73,17 @@ class PersonaMemory(TurnMemory):
         except Exception:
             logger.exception("persona %s: a turn could not be remembered", scope.persona_id)
 
-    async def _recall(
-        self, scope: MemoryScope, message: str, in_prompt: Sequence[str]
-    ) -> tuple[str, ...]:
+    async def _recall(self, scope: MemoryScope, message: str, in_prompt: Sequence[str]) -> Recalled:
         if not message.strip():
-            return ()
+            return Recalled()
         # The query's vector while the scope's index is brought up to date.
         query, (index, lock) = await asyncio.gather(
             self.embedder.embed([message], query=True),
             self.store.index(scope, self.embedder.name),
         )
         if not len(index):
-            return ()
+            return Recalled()
+        left_out: list[tuple[Remembered, str]] = []
         async with lock:  # a concurrent turn of the scope may extend the index
             # A matrix product and the query words' postings: off the event loop.
             chosen = await asyncio.to_thread(
@@ -96,8 +95,9 @@ class PersonaMemory(TurnMemory):
                 max_items=self.max_items,
                 exclude=frozenset(text.strip()[:MAX_REMEMBERED_CHARS] for text in in_prompt),
                 near_duplicate=near_duplicate(self.embedder),
+                left_out=left_out,
             )
-        return tuple(_marked(item) for item in chosen)
+        return Recalled(map(_marked, chosen), ((_marked(item), why) for item, why in left_out))
 
     async def aclose(self) -> None:
         """Stop re-embedding."""

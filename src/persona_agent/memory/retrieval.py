@@ -77,6 +77,7 @@ def select_remembered(
     max_items: int,
     exclude: frozenset[str] = frozenset(),
     near_duplicate: float = 1.0,
+    left_out: list[tuple[Remembered, str]] | None = None,
 ) -> list[Remembered]:
     """:func:`search` over ``items`` (newest first) and their ``vectors``, indexed here."""
     if not items:
@@ -91,6 +92,7 @@ def select_remembered(
         max_items=max_items,
         exclude=exclude,
         near_duplicate=near_duplicate,
+        left_out=left_out,
     )
 
 
@@ -103,6 +105,7 @@ def search(
     max_items: int,
     exclude: frozenset[str] = frozenset(),
     near_duplicate: float = 1.0,
+    left_out: list[tuple[Remembered, str]] | None = None,
 ) -> list[Remembered]:
     """The items most relevant to ``query``, fused from the cosine ranking and the
     keyword ranking (an item only one ranking finds counts there alone), weighed by what
@@ -111,7 +114,9 @@ def search(
     ``exclude`` (already in the prompt) are left out, and so are those whose cosine with
     one chosen is over ``near_duplicate`` (a message said again in other words would take
     the place of another: measured in bench/memory.py, 29 of 50 planted facts found
-    without it, 42 with it). Of equal items, the newer comes first."""
+    without it, 42 with it). Of equal items, the newer comes first. ``left_out``, when
+    given, receives the best items the budgets left out, each with why (over the tokens,
+    or past the items: at most ``max_items`` of them), for the prompt's record."""
     if not len(index) or token_budget <= 0 or max_items <= 0:
         return []
     # Newest first: of two equal scores, the newer ranks higher.
@@ -129,24 +134,36 @@ def search(
     used = 0
     seen: set[str] = set()
     vectors = index.vectors
+    dropped = left_out if left_out is not None else []
     for position in sorted(fused, key=lambda p: (-fused[p], p)):
+        full = len(chosen) >= max_items
+        if full and (left_out is None or len(dropped) >= max_items):
+            break
         row = last - position
         item = index.items[row]
         if item.text in exclude or item.text in seen:
             continue
         cost = estimate_tokens(item.text)
-        if used + cost > token_budget:
+        over = not full and used + cost > token_budget
+        if over and left_out is None:
             continue  # a shorter one further down may still fit
         if (
             chosen_rows
             and near_duplicate < 1.0
             and float(np.max(vectors[chosen_rows] @ vectors[row])) > near_duplicate
         ):
-            continue
+            continue  # says what one chosen says (not a budget's cut)
         seen.add(item.text)
+        if over or full:
+            if len(dropped) < max_items:
+                why = (
+                    f"over memory's budget of {token_budget} tokens a turn"
+                    if over
+                    else f"over memory's limit of {max_items} items a turn"
+                )
+                dropped.append((item, why))
+            continue
         chosen_rows.append(row)
         chosen.append(item)
         used += cost
-        if len(chosen) >= max_items:
-            break
     return chosen

@@ -5,7 +5,7 @@ own (numpy, a model), so a hub without memory pays nothing for it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +19,7 @@ from persona_agent.personas.model import Persona
 if TYPE_CHECKING:  # the memory's own modules load numpy: not imported here
     from persona_agent.memory.embeddings import Embedder
 
-__all__ = ["NO_MEMORY", "MemoryScope", "TurnMemory", "forget_persona"]
+__all__ = ["NO_MEMORY", "MemoryScope", "Recalled", "TurnMemory", "forget_persona"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +49,21 @@ class MemoryScope:
         return MemoryScope(persona_id, self.owner, self.conversation)
 
 
+class Recalled(tuple[str, ...]):
+    """What memory brings to a turn's prompt, each item marked with who said it; and in
+    :attr:`left_out`, the best items its budgets (tokens, items) left out, each with why:
+    for the prompt's record (docs/prompt.md)."""
+
+    left_out: tuple[tuple[str, str], ...]
+
+    def __new__(
+        cls, items: Iterable[str] = (), left_out: Iterable[tuple[str, str]] = ()
+    ) -> Recalled:
+        recalled = super().__new__(cls, items)
+        recalled.left_out = tuple(left_out)
+        return recalled
+
+
 class TurnMemory:
     """No memory (the default): nothing recalled, nothing kept."""
 
@@ -65,11 +80,11 @@ class TurnMemory:
 
     async def recall(
         self, scope: MemoryScope, message: str, in_prompt: Sequence[str], *, new: bool = False
-    ) -> tuple[str, ...]:
+    ) -> Recalled:
         """What to add to the prompt of the turn answering ``message``, each item marked
         with who said it; ``in_prompt``: texts the prompt has already; ``new``: the
         turn opens its conversation."""
-        return ()
+        return Recalled()
 
     async def keep(self, scope: MemoryScope, said: Sequence[dict[str, Any]]) -> None:
         """Remember a completed turn's messages (the user's and the persona's answers)."""

@@ -28,7 +28,7 @@ from persona_agent.memory.recall import MAX_REMEMBERED_CHARS, PersonaMemory, nea
 from persona_agent.memory.remembered import Remembered
 from persona_agent.memory.retrieval import estimate_tokens, select_remembered
 from persona_agent.memory.retrieval import search as search_index
-from persona_agent.memory.scope import MemoryScope, TurnMemory
+from persona_agent.memory.scope import MemoryScope, Recalled, TurnMemory
 from persona_agent.memory.words import words
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.observe.tracing import TRACER
@@ -112,7 +112,7 @@ class SharedMemory(TurnMemory):
 
     async def recall(
         self, scope: MemoryScope, message: str, in_prompt: Sequence[str], *, new: bool = False
-    ) -> tuple[str, ...]:
+    ) -> Recalled:
         """As :meth:`TurnMemory.recall`, in a span (``memory_search {persona}``) and
         counted; a failure (an embeddings endpoint down) is logged and recalls nothing.
         The memory of one new conversation (an anonymous caller's first turn) is empty:
@@ -124,6 +124,7 @@ class SharedMemory(TurnMemory):
         name = f"memory_search {persona}"
         with TRACER.start_as_current_span(name, attributes=attributes) as span:
             started = time.monotonic()
+            left_out: list[tuple[Found, str]] = []
             try:
                 found = (
                     []
@@ -134,6 +135,7 @@ class SharedMemory(TurnMemory):
                         token_budget=_given(scope.token_budget, self.memory.token_budget),
                         max_items=_given(scope.max_items, self.memory.max_items),
                         exclude=in_prompt,
+                        left_out=left_out,
                     )
                 )
             except Exception as error:
@@ -141,7 +143,7 @@ class SharedMemory(TurnMemory):
                 self.metrics.memory_searches.labels(persona, "error").inc()
                 span.record_exception(error)
                 span.set_attribute("persona_agent.memory.outcome", "error")
-                return ()
+                return Recalled()
             took = time.monotonic() - started
             tokens = sum(estimate_tokens(item.marked) for item in found)
             outcome = "hit" if found else "miss"
@@ -157,7 +159,9 @@ class SharedMemory(TurnMemory):
                     "persona_agent.memory.tokens": tokens,
                 }
             )
-        return tuple(item.marked for item in found)
+        return Recalled(
+            (item.marked for item in found), ((item.marked, why) for item, why in left_out)
+        )
 
     async def aclose(self) -> None:
         """Stop the memory's background work (re-embedding)."""
@@ -179,67 +183,95 @@ class SharedMemory(TurnMemory):
         token_budget: int,
         max_items: int,
         exclude: Sequence[str] = (),
+        left_out: list[tuple[Found, str]] | None = None,
     ) -> list[Found]:
         """The items of the scope's memory (the persona's, and the sharing personas' of the
-        same caller) most relevant to ``query``, as :func:`select_remembered` chooses them.
+        same caller) most relevant to ``query``, as :func:`select_remembered` chooses them;
+        ``left_out``, when given, receives those its budgets left out, each with why.
 
         Raises:
             Exception: the embedder failed.
         """
         if not query.strip():
             return []
-        embedder = self.memory.embedder
         excluded = frozenset(text.strip()[:MAX_REMEMBERED_CHARS] for text in exclude)
-        if not scope.shared:  # the persona's own memory: its cached index
-            query_vector, (index, lock) = await asyncio.gather(
-                embedder.embed([query], query=True),
-                self.memory.store.index(scope, embedder.name),
+        dropped: list[tuple[Remembered, str]] | None = None if left_out is None else []
+        budgets = {"token_budget": token_budget, "max_items": max_items, "exclude": excluded}
+        if scope.shared:
+            chosen, whose = await self._ranked_together(scope, query, budgets, dropped)
+        else:
+            chosen, whose = await self._ranked_own(scope, query, budgets, dropped)
+        if left_out is not None and dropped:
+            reader = scope.persona_id
+            left_out += [(self._found(item, whose(item), reader), why) for item, why in dropped]
+        return [self._found(item, whose(item), scope.persona_id) for item in chosen]
+
+    async def _ranked_own(
+        self,
+        scope: MemoryScope,
+        query: str,
+        budgets: dict[str, Any],
+        dropped: list[tuple[Remembered, str]] | None,
+    ) -> tuple[list[Remembered], Callable[[Remembered], str]]:
+        """The persona's own memory, searched in its cached index: the items chosen, and
+        whose each is (the persona's)."""
+        embedder = self.memory.embedder
+        query_vector, (index, lock) = await asyncio.gather(
+            embedder.embed([query], query=True),
+            self.memory.store.index(scope, embedder.name),
+        )
+        if not len(index):
+            return [], lambda item: scope.persona_id
+        async with lock:  # a concurrent turn of the scope may extend the index
+            # A matrix product and the query words' postings: off the event loop.
+            own = await asyncio.to_thread(
+                search_index,
+                index,
+                query,
+                query_vector[0],
+                **budgets,
+                near_duplicate=near_duplicate(embedder),
+                left_out=dropped,
             )
-            if not len(index):
-                return []
-            async with lock:  # a concurrent turn of the scope may extend the index
-                # A matrix product and the query words' postings: off the event loop.
-                own = await asyncio.to_thread(
-                    search_index,
-                    index,
-                    query,
-                    query_vector[0],
-                    token_budget=token_budget,
-                    max_items=max_items,
-                    exclude=excluded,
-                    near_duplicate=near_duplicate(embedder),
-                )
-            return [self._found(item, scope.persona_id, scope.persona_id) for item in own]
-        # Shared: the personas' rows ranked together (indexed for this search alone).
+        return own, lambda item: scope.persona_id
+
+    async def _ranked_together(
+        self,
+        scope: MemoryScope,
+        query: str,
+        budgets: dict[str, Any],
+        dropped: list[tuple[Remembered, str]] | None,
+    ) -> tuple[list[Remembered], Callable[[Remembered], str]]:
+        """The sharing personas' rows ranked together (indexed for this search alone): the
+        items chosen, and whose memory holds each."""
+        embedder = self.memory.embedder
         loaded = [
             (persona_id, *await self.memory.store.load(scope.of(persona_id), embedder.name))
             for persona_id in (scope.persona_id, *scope.shared)
         ]
         items: list[Remembered] = []
         vectors = []
-        whose: list[str] = []
+        owners: dict[int, str] = {}
         for persona_id, rows, rows_vectors in loaded:
             if rows:
                 items.extend(rows)
                 vectors.append(rows_vectors)
-                whose.extend([persona_id] * len(rows))
+                owners.update((id(row), persona_id) for row in rows)
         if not items:
-            return []
+            return [], lambda item: scope.persona_id
         query_vector = await embedder.embed([query], query=True)
         all_vectors = vectors[0] if len(vectors) == 1 else np.vstack(vectors)
-        position = {id(item): at for at, item in enumerate(items)}
         chosen = await asyncio.to_thread(  # linear in the rows: off the event loop
             select_remembered,
             query,
             query_vector[0],
             items,
             all_vectors,
-            token_budget=token_budget,
-            max_items=max_items,
-            exclude=excluded,
+            **budgets,
             near_duplicate=near_duplicate(embedder),
+            left_out=dropped,
         )
-        return [self._found(item, whose[position[id(item)]], scope.persona_id) for item in chosen]
+        return chosen, lambda item: owners[id(item)]
 
     async def remember(self, scope: MemoryScope, fact: str) -> str:
         """Keep ``fact`` about the caller in the persona's own memory; the text kept.

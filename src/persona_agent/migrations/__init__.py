@@ -23,7 +23,7 @@ __all__ = [
     "upgrade_db",
 ]
 
-SCHEMA_REVISION = "0013"
+SCHEMA_REVISION = "0014"
 """The newest revision of ``persona_agent/migrations/versions`` (a test keeps it so)."""
 
 

@@ -20,6 +20,7 @@ from persona_agent.db import metadata, push_callers_table, tasks_table
 from persona_agent.knowledge.document_store import document_chunks_table, documents_table
 from persona_agent.media.media_store import media_table
 from persona_agent.memory.memory_table import memories_table
+from persona_agent.personas.stores.asset_store import persona_assets_table
 from persona_agent.personas.stores.sql_writes import personas_table
 
 __all__ = ["TABLES", "metadata"]
@@ -31,6 +32,7 @@ TABLES: tuple[Table, ...] = (
     replicas_table,
     usage_table,
     personas_table,
+    persona_assets_table,
     messages_table,
     swipes_table,
     summaries_table,
@@ -41,5 +43,6 @@ TABLES: tuple[Table, ...] = (
     media_table,
     prompts_table,
 )
-"""The hub's tables, by owner: A2A tasks, replicas, usage, personas, conversations, memory,
+"""The hub's tables, by owner: A2A tasks, replicas, usage, personas (and their CHARX
+assets), conversations, memory,
 knowledge, media."""

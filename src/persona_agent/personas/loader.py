@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from persona_agent.errors import PersonaFileError
 from persona_agent.personas.formats.bounded import load_json, load_yaml
-from persona_agent.personas.formats.charx import CARD_ENTRY, CharxError, read_charx
+from persona_agent.personas.formats.charx import CARD_ENTRY, CharxAsset, CharxError, read_charx
 from persona_agent.personas.formats.png import CleanImage, ImageError, clean_image, png_card_text
 from persona_agent.personas.formats.tavern import (
     CardError,
@@ -92,6 +92,8 @@ class PersonaFile:
     """The card's image re-encoded without its text chunks: the persona's avatar."""
     source: PersonaSource | None = None
     """The file's text as stored (a PNG card's: the card JSON of its chunk)."""
+    assets: tuple[CharxAsset, ...] = ()
+    """A CHARX's embedded assets besides its icon (kept beside the persona by the hub)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,7 +274,7 @@ def _read_charx(persona_id: str | None, raw: bytes, source: str, limits: Limits)
     if not looks_like_card(data):
         raise PersonaFileError(source, [f"{CARD_ENTRY} is not a character card"])
     card = PersonaSource(parts.card, "json")
-    return PersonaFile(_from_card(persona_id, data, source, limits), image, card)
+    return PersonaFile(_from_card(persona_id, data, source, limits), image, card, parts.assets)
 
 
 def _from_card(

@@ -16,6 +16,7 @@ from persona_agent.api.deps import (
     Auth,
     BaseUrl,
     CardImages,
+    CharxAssets,
     FileChecker,
     PersonaData,
     PersonaLimits,
@@ -146,11 +147,12 @@ async def upload_persona(
     base_url: BaseUrl,
     limits: PersonaLimits,
     persona_data: PersonaData,
+    assets: CharxAssets,
     file: Annotated[
         UploadFile,
         File(
             description="A persona file (.yaml, .yml, .json) or a character card "
-            "(V2/V3, .json or .png)"
+            "(V2/V3, .json, .png or .charx)"
         ),
     ],
     replace: Annotated[bool, Query(description="Replace an existing persona")] = False,
@@ -164,7 +166,9 @@ async def upload_persona(
     ] = None,
 ) -> dict[str, Any]:
     """Create (or with ``replace=true`` replace) a persona from a file or character card.
-    A PNG card's picture becomes the persona's avatar."""
+    A PNG card's picture becomes the persona's avatar; a CHARX's icon too, and its other
+    assets are kept (served at ``/a2a/{id}/assets/{path}``): an upload replaces those the
+    persona had."""
     loaded = await _read_upload(limits, file, persona_id)
     if not isinstance(loaded, PersonaFile):
         # Each problem names the uploaded file ("grace.yaml: ..."); the form field's name
@@ -174,7 +178,7 @@ async def upload_persona(
         )
     persona = loaded.persona
     auth.authorize(request, Action.WRITE, persona.id)
-    return await created(
+    answer = await created(
         persona,
         store=store,
         persona_data=persona_data,
@@ -185,6 +189,8 @@ async def upload_persona(
         source=loaded.source,
         replace=replace,
     )
+    await assets.replace(persona.id, loaded.assets)
+    return answer
 
 
 @router.post("/validate", dependencies=[FileChecker], responses=error_responses(400))
@@ -265,6 +271,7 @@ async def export_card(
     persona_id: str,
     store: Store,
     card_pngs: CardImages,
+    assets: CharxAssets,
     spec: Annotated[CardSpec, Query(alias="format", description="Character card V2 or V3")] = "v3",
     container: Annotated[
         Literal["json", "png", "charx"],
@@ -276,7 +283,7 @@ async def export_card(
 ) -> Response:
     """The persona as a Tavern character card. A persona imported from a card gives back
     that card (with any change made since); a PNG keeps the avatar's pixels, and a CHARX
-    holds them as the card's ``main`` icon."""
+    holds them as the card's ``main`` icon, with the assets kept from its import."""
     if container == "charx" and spec != "v3":
         problem = {"loc": ("query", "as"), "msg": _V3_ONLY, "type": "value_error"}
         raise RequestValidationError([problem])  # as FastAPI's own 422s: a list of errors
@@ -287,7 +294,8 @@ async def export_card(
         return JSONResponse(persona_to_card(persona, spec), headers=headers)
     image = await store.avatar(persona.id)
     if container == "charx":
-        charx = await asyncio.to_thread(card_charx, persona, image)
+        kept = await assets.of(persona.id)
+        charx = await asyncio.to_thread(card_charx, persona, image, kept)
         return Response(charx, media_type=CHARX_TYPE, headers=headers)
     png = await card_pngs.get(persona, spec, image)  # kept; encoded in a worker thread
     return Response(png, media_type="image/png", headers=headers)

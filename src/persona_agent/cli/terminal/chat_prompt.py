@@ -1,6 +1,7 @@
 """The terminal chat's ``/prompt``: what reached the model for the last answer, by section
 (docs/prompt.md): each section's title and estimated tokens, its items (a lore entry with
-the keys that fired it), then what was cut to fit."""
+the keys that fired it), then what was cut to fit (a memory or a passage over its budget
+with its text)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ def show_prompt(record: dict[str, Any] | None) -> None:
         for cut in section["cut"]:
             tokens = f", ~{cut['tokens']} tokens" if "tokens" in cut else ""
             typer.secho(f"  cut: {_label(cut)}{tokens}: {cut['reason']}", fg="yellow")
+            if cut.get("text"):  # a memory or a passage left out: what it said
+                typer.secho("    " + _indented(_text(cut)), fg="yellow", dim=True)
 
 
 def _label(item: dict[str, Any]) -> str:

@@ -25,7 +25,8 @@ async function send(target, method, body) {
 
 // Regenerate or continue the last answer, as server-sent events (the turn is an A2A task
 // of the persona, docs/conversations.md): `onText(piece)` is told each piece of the answer
-// as it is written; the conversation as it then is, or the error the turn ended with.
+// as it is written; the answer ({answer, conversation, cost, ...}: the conversation as it
+// then is, the turn's cost-v1), or the error the turn ended with.
 async function generate(personaId, contextId, rest, onText) {
   const response = await request(path(personaId, contextId, rest), {
     method: "POST",
@@ -33,7 +34,7 @@ async function generate(personaId, contextId, rest, onText) {
     body: "{}",
   });
   for await (const event of serverSentEvents(response)) {
-    if ("answer" in event) return event.conversation;
+    if ("answer" in event) return event;
     if ("detail" in event) throw new Error(event.detail);
     if (typeof event.text === "string" && onText) onText(event.text);
   }

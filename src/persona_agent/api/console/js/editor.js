@@ -113,6 +113,11 @@ export async function showEditor(root, personaId) {
   const title = el("h1", {}, creating ? "New persona" : `Edit ${personaId}`);
   const exportPng = el("button", { type: "button", id: "export-png", hidden: creating }, "Export card (PNG)");
   const exportJson = el("button", { type: "button", id: "export-json", hidden: creating }, "Export card (JSON)");
+  const exportCharx = el(
+    "button",
+    { type: "button", id: "export-charx", hidden: creating, title: "A V3 card with its avatar and assets, in a zip" },
+    "Export card (CHARX)",
+  );
   const fieldsTab = el("button", { type: "button", id: "show-fields", class: "tab", hidden: true }, "Fields");
   const sourceTab = el("button", { type: "button", id: "show-source", class: "tab", hidden: true }, "Source");
   const form = cardForm(
@@ -144,7 +149,7 @@ export async function showEditor(root, personaId) {
       el("div", { class: "toolbar" }, title, links),
       el("div", { class: "tabs" }, fieldsTab, sourceTab),
       el("div", { class: "editor-body" }, el("div", { class: "editor-text" }, form, text), panel),
-      el("div", { class: "editor-actions" }, save, remove, reload, exportPng, exportJson, saveStatus),
+      el("div", { class: "editor-actions" }, save, remove, reload, exportPng, exportJson, exportCharx, saveStatus),
     ),
   );
 
@@ -314,6 +319,7 @@ export async function showEditor(root, personaId) {
   };
   exportPng.addEventListener("click", exporting("png"));
   exportJson.addEventListener("click", exporting("json"));
+  exportCharx.addEventListener("click", exporting("charx"));
   text.addEventListener("keydown", (event) => {
     // Tab indents (YAML is indented with spaces) instead of leaving the text area.
     if (event.key === "Tab" && !event.shiftKey && !event.ctrlKey && !event.altKey) {

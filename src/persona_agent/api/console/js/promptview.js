@@ -30,9 +30,19 @@ function itemView(item) {
   );
 }
 
+// What was cut to fit: a lore entry over the book's budget, a memory or a passage over
+// theirs (with its text), earlier messages, a document cut short.
 function cutView(cut) {
   const tokens = typeof cut.tokens === "number" ? ` · ~${cut.tokens} tokens` : "";
-  return el("li", { class: "prompt-cut" }, `Cut: ${labelOf(cut)}${tokens}: ${cut.reason}`);
+  const line = `Cut: ${labelOf(cut)}${tokens}: ${cut.reason}`;
+  if (!cut.text) return el("li", { class: "prompt-cut" }, line);
+  const more = cut.clipped ? ` … (${cut.clipped} more characters not kept)` : "";
+  return el(
+    "li",
+    { class: "prompt-cut" },
+    el("span", { class: "prompt-label" }, line),
+    el("pre", { class: "prompt-text" }, cut.text + more),
+  );
 }
 
 // The record as a panel: a line on the whole, then each section folded.

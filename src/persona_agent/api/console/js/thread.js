@@ -7,7 +7,7 @@
 // conversation read back shows, under each answer still as its task gave it, the task's
 // cost line and Remembered note (`known`: the turns of the context's tasks).
 
-import { bubble } from "./bubbles.js";
+import { bubble, describeCost } from "./bubbles.js";
 import { editInPlace, operations, readConversation, turnActions, turnsOf } from "./branches.js";
 import { promptButton } from "./promptview.js";
 import { confirmDialog, errorBox } from "./ui.js";
@@ -46,7 +46,13 @@ export function storedThread({ transcript, note, personaId, context, busy, forke
     try {
       const result = await operations[name](personaId, context(), ...(waiting ? [onText] : args));
       if (name === "fork") forked(result);
-      else show(result);
+      else if (waiting) {
+        show(result.conversation);
+        // Its tokens and time, as a first answer's (the turn's cost-v1).
+        const now = transcript.querySelectorAll('.turn[data-kind="answer"]');
+        const answer = now[now.length - 1];
+        if (answer && result.cost) answer.set(null, "completed", describeCost(result.cost));
+      } else show(result);
     } catch (error) {
       note.replaceChildren(errorBox(error));
       if (waiting && last) last.set(before, "completed");

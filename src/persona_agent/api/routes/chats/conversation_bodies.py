@@ -91,6 +91,11 @@ class Answer(BaseModel):
         description="how the task ended: completed, or input-required (the answer is a "
         "tool's question for the user)",
     )
+    cost: dict[str, Any] | None = Field(
+        None,
+        description="the task's cost-v1 (usage, durationMs, costUsd where the rates are "
+        "known), as its final A2A message has it (docs/a2a.md)",
+    )
 
 
 class StartBody(BaseModel):

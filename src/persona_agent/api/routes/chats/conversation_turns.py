@@ -165,7 +165,13 @@ class ConversationTurns:
             raise HTTPException(code, end.text or f"The task ended {end.state}")
         task_id = end.task_id or (start.task_id if start is not None else "")
         conversation = await read(turn.owner)
-        return Answer(answer=end.text, conversation=conversation, task_id=task_id, state=end.state)
+        return Answer(
+            answer=end.text,
+            conversation=conversation,
+            task_id=task_id,
+            state=end.state,
+            cost=cost_of(end),
+        )
 
     async def event_stream(
         self,
@@ -256,9 +262,18 @@ async def _frames(
         yield _frame("error", error)
         return
     answer = Answer(
-        answer=end.text, conversation=await read(turn.owner), task_id=task_id, state=end.state
+        answer=end.text,
+        conversation=await read(turn.owner),
+        task_id=task_id,
+        state=end.state,
+        cost=cost_of(end),
     )
     yield _frame("answer", answer.model_dump(mode="json"))
+
+
+def cost_of(end: LocalEnd) -> dict[str, Any] | None:
+    """The cost-v1 data of the task's final message, if it has one."""
+    return next((data for data in end.data if data.get("kind") == "cost-v1"), None)
 
 
 def _frame(name: str, data: dict[str, Any]) -> bytes:
