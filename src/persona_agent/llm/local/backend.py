@@ -60,7 +60,9 @@ SAMPLING: dict[str, object] = {
     # The samplers the binding used (no DRY, XTC or typical-p: DRY is slow).
     "samplers": ["penalties", "top_k", "top_p", "min_p", "temperature"],
     "cache_prompt": True,
-    "timings_per_token": True,  # cache_n (prompt tokens found cached) from the first chunk
+    # The prompt's progress in the first chunks, with the tokens found in the cache (an
+    # answer closed early has no usage); not timings_per_token, which adds to every chunk.
+    "return_progress": True,
 }
 """llama.cpp's own fields of every request: the tuned sampling, and the prompt cache."""
 PASS_THROUGH_TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
@@ -386,8 +388,8 @@ class LocalBackend(LLMBackend):
             )
             async with aclosing(ready.client.chunks(warmer, extra)) as chunks:
                 async for chunk in chunks:
-                    if made == 0 and attempt == 0:
-                        cached = max(cached, self._cached_of(chunk))
+                    if attempt == 0 and not cached and "prompt_progress" in chunk:
+                        cached = self._cached_of(chunk)
                     piece, reason = _piece(chunk)
                     finish = reason or finish
                     if not piece:
@@ -411,13 +413,12 @@ class LocalBackend(LLMBackend):
         yield _last_chunk(finish, Usage(prompt.tokens, produced, cached))
 
     def _cached_of(self, chunk: Chunk) -> int:
-        """The prompt tokens the server found in its cache, as a chunk's timings say (the
-        first chunk's: an answer closed early has no usage); counted in
-        :attr:`prompt_tokens_reused`."""
-        timings = chunk.get("timings")
-        if not isinstance(timings, dict):
+        """The prompt tokens the server found in its cache, as a chunk's ``prompt_progress``
+        says (the first chunks'); counted in :attr:`prompt_tokens_reused`."""
+        progress = chunk.get("prompt_progress")
+        if not isinstance(progress, dict):
             return 0
-        found = timings.get("cache_n")
+        found = progress.get("cache")
         found = found if isinstance(found, int) else 0
         self._reused += found
         return found
