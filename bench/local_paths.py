@@ -5,7 +5,7 @@
     uv run python bench/local_paths.py --old-src /tmp/inproc/src [--pairs 6] [--threads 1]
 
 Both backends run in this process, each with its own llama.cpp server on the same model,
-and are asked the same things in turn (old, new, old, new, ...) with the same seed, so a
+and are asked the same things in turn (old, new, new, old, ...) with the same seed, so a
 machine whose load drifts (other work beside it) weighs on both alike. For each: the time
 to first text of a persona's new conversation (the persona already read) and of a
 conversation's second message, tokens a second of one stream and of four at once, and the
@@ -85,7 +85,8 @@ async def main() -> None:
     try:
         for pair in range(args.pairs):
             persona = ordered[pair % len(ordered)]
-            for name, llm in backends.items():
+            turns = list(backends.items())
+            for name, llm in turns if pair % 2 == 0 else reversed(turns):  # each first in turn
                 figures = seen[name]
                 began = cpu()
                 first, total, tokens, said = await one_answer(llm, persona, QUESTIONS[1])
