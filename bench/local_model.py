@@ -19,8 +19,12 @@ It uses only the backend's oldest interface, so an older checkout can be measure
 same way (``PYTHONPATH=<its src>``); ``--slots`` (llama.cpp's parallel slots) needs the
 server-based backend.
 
-Last, ``--concurrent`` conversations asked at once (default 4): the aggregate tokens per
-second, each one's time to first text, and the process's peak RSS.
+Then a conversation's second message (the first answer in its history): its time to first
+text. Last, ``--concurrent`` conversations asked at once (default 4): the aggregate tokens per
+second, each one's time to first text and tokens per second, the process's peak RSS, and the
+CPU time the process spent per 1,000 tokens generated (llama.cpp's threads included: on a
+busy machine the clearest measure of what a path costs, since it does not count the time
+other processes take the cores).
 """
 
 from __future__ import annotations
@@ -47,23 +51,33 @@ QUESTIONS = [
 
 
 async def one_answer(
-    llm: LocalBackend, persona: Persona, question: str
-) -> tuple[float, float, int]:
-    """(seconds to the first text, seconds in all, completion tokens) of one answer."""
+    llm: LocalBackend,
+    persona: Persona,
+    question: str,
+    earlier: tuple[dict[str, str], ...] = (),
+) -> tuple[float, float, int, str]:
+    """(seconds to the first text, seconds in all, completion tokens, text) of one answer,
+    after the ``earlier`` messages of its conversation."""
     system = render_system_prompt(persona)
     request = ChatRequest(
-        messages=[{"role": "system", "content": system}, {"role": "user", "content": question}],
+        messages=[
+            {"role": "system", "content": system},
+            *earlier,
+            {"role": "user", "content": question},
+        ],
         persona=persona,
     )
     start = time.perf_counter()
     first = 0.0
     tokens = 0
+    text = ""
     async for item in llm.stream(request):
-        if isinstance(item, TextDelta) and not first:
-            first = time.perf_counter() - start
+        if isinstance(item, TextDelta):
+            first = first or time.perf_counter() - start
+            text += item.text
         elif isinstance(item, StreamEnd):
             tokens = item.usage.completion_tokens
-    return first, time.perf_counter() - start, tokens
+    return first, time.perf_counter() - start, tokens, text
 
 
 def long_card(persona: Persona) -> Persona:
@@ -85,12 +99,24 @@ def long_card(persona: Persona) -> Persona:
 async def long_card_times(llm: LocalBackend, card: Persona, others: list[Persona]) -> None:
     """Time to first text with the long card: its first conversation, then a new one after
     the others spoke."""
-    first, _, _ = await one_answer(llm, card, QUESTIONS[0])
+    first, _, _, _ = await one_answer(llm, card, QUESTIONS[0])
     for persona in others:
         await one_answer(llm, persona, QUESTIONS[0])
-    again, _, _ = await one_answer(llm, card, QUESTIONS[1])
+    again, _, _, _ = await one_answer(llm, card, QUESTIONS[1])
     print(f"long card ({card.name}): first conversation ttft {first * 1000:.0f} ms")
     print(f"long card ({card.name}): new conversation ttft {again * 1000:.0f} ms")
+
+
+async def second_message_time(llm: LocalBackend, persona: Persona) -> None:
+    """Time to first text of a conversation's second message."""
+    _, _, _, said = await one_answer(llm, persona, QUESTIONS[0])
+    earlier = (
+        {"role": "user", "content": QUESTIONS[0]},
+        {"role": "assistant", "content": said},
+    )
+    first, total, tokens, _ = await one_answer(llm, persona, QUESTIONS[1], earlier)
+    speed = tokens / (total - first) if total > first else 0.0
+    print(f"second message ({persona.name}): ttft {first * 1000:.0f} ms, {speed:.1f} tokens/s")
 
 
 async def concurrent_times(llm: LocalBackend, personas: list[Persona], count: int) -> None:
@@ -99,11 +125,23 @@ async def concurrent_times(llm: LocalBackend, personas: list[Persona], count: in
     asked = [one_answer(llm, personas[i % len(personas)], QUESTIONS[2]) for i in range(count)]
     results = await asyncio.gather(*asked)
     wall = time.perf_counter() - start
-    tokens = sum(tokens for _, _, tokens in results)
-    firsts = ", ".join(f"{first * 1000:.0f}" for first, _, _ in results)
+    tokens = sum(tokens for _, _, tokens, _ in results)
+    firsts = ", ".join(f"{first * 1000:.0f}" for first, _, _, _ in results)
+    speeds = ", ".join(
+        f"{tokens / (total - first):.1f}" for first, total, tokens, _ in results if total > first
+    )
     print(f"{count} at once: {tokens / wall:.1f} tokens/s aggregate; ttft ms {firsts}")
+    print(f"{count} at once: tokens/s each {speeds}")
+
+
+def usage_report(llm: LocalBackend) -> None:
+    """Peak RSS, and CPU seconds a thousand tokens generated."""
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS {rss:.0f} MB")
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = used.ru_utime + used.ru_stime
+    made = llm.tokens_generated
+    print(f"CPU {cpu:.1f} s for {made} tokens: {cpu * 1000 / max(made, 1):.1f} s per 1000")
 
 
 async def main() -> None:
@@ -132,16 +170,18 @@ async def main() -> None:
         for round_ in range(1, 0 if args.long_card_only else args.rounds + 1):
             question = QUESTIONS[(round_ - 1) % len(QUESTIONS)]
             results = [await one_answer(llm, persona, question) for persona in ordered]
-            ttft = statistics.median(first for first, _, _ in results) * 1000
+            ttft = statistics.median(first for first, _, _, _ in results) * 1000
             speed = statistics.median(
-                tokens / (total - first) for first, total, tokens in results if total > first
+                tokens / (total - first) for first, total, tokens, _ in results if total > first
             )
-            length = statistics.median(tokens for _, _, tokens in results)
+            length = statistics.median(tokens for _, _, tokens, _ in results)
             print(f"{round_:>5} {len(results):>7} {ttft:>11.0f} {speed:>9.1f} {length:>10.0f}")
         card = long_card(personas["socrates"])
         await long_card_times(llm, card, [p for p in ordered if p.id != "socrates"])
+        await second_message_time(llm, personas["marie-curie"])
         if args.concurrent:
             await concurrent_times(llm, ordered, args.concurrent)
+        usage_report(llm)
     finally:
         await llm.aclose()
 

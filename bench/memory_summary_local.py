@@ -19,10 +19,11 @@ docs/memory.md ("Running summary") reports the figures.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
+import urllib.request
 from pathlib import Path
-from typing import Any
 
 from persona_agent.llm.local.server import EmbeddedServer
 from persona_agent.llm.local.weights import ensure_model_file
@@ -55,15 +56,14 @@ _ANSWERS = [
 
 
 def _complete(model: EmbeddedServer, body: dict[str, object]) -> str:
-    """The whole completion of ``body``, its streamed pieces joined."""
-    pieces: list[str] = []
-
-    def take(chunk: dict[str, Any]) -> bool:
-        pieces.append(chunk["choices"][0]["text"] or "")
-        return False  # never stop early
-
-    model.complete(body, take)
-    return "".join(pieces).strip()
+    """The whole completion of ``body``, from the server's ``/completion`` on its port."""
+    request = urllib.request.Request(
+        model.address + "/completion",
+        data=json.dumps({**body, "stream": False}).encode("utf-8"),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=600) as response:
+        return str(json.loads(response.read())["content"]).strip()
 
 
 def main() -> None:

@@ -477,6 +477,8 @@ class FakeLLM:
             with self._changed:
                 count, chunks = self._received, self._chunks_sent
             await _send_json(send, 200, {"status": "ok", "requests": count, "chunks": chunks})
+        elif path in ("/tokenize", "/apply-template") and method == "POST":
+            await _llama_cpp(path, json.loads(await _read_body(receive)), send)
         elif path.endswith("/models") and method == "GET":
             model = {"id": MODEL, "object": "model", "created": 0, "owned_by": "fake"}
             await _send_json(send, 200, {"object": "list", "data": [model]})
@@ -911,6 +913,21 @@ async def _read_body(receive: Receive) -> bytes:
         if not message.get("more_body"):
             break
     return b"".join(parts)
+
+
+async def _llama_cpp(path: str, body: dict[str, Any], send: Send) -> None:
+    """llama.cpp's server's own tokenizer and chat template, roughly: a token a word (and a
+    BOS token first), and each message as ``<role>content`` on a line."""
+    if path == "/tokenize":
+        await _send_json(send, 200, {"tokens": list(range(len(body["content"].split()) + 1))})
+        return
+    lines = []
+    for message in body["messages"]:
+        content = message["content"]
+        if isinstance(content, list):
+            content = " ".join(part.get("text", "") for part in content)
+        lines.append(f"<{message['role']}>{content}\n")
+    await _send_json(send, 200, {"prompt": "".join(lines) + "<assistant>"})
 
 
 async def _send_json(

@@ -65,6 +65,7 @@ def build_llm_backend(settings: Settings) -> LLMBackend:
         threads=settings.local_threads,
         slots=settings.local_slots,
         mmproj=settings.local_mmproj,
+        timeout=settings.local_timeout,
     )
 
 

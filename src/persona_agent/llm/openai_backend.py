@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +74,10 @@ class OpenAIBackend(LLMBackend):
     resource's endpoint (``https://NAME.openai.azure.com``), ``model`` names
     the deployment and the key goes in the ``api-key`` header.
 
+    ``extra_body`` goes into every request's body as it is (a server's own fields: the
+    embedded llama.cpp server's sampling settings); ``keepalive`` is how long an idle
+    connection is kept for the next request (the client's default, 5 s, unless given).
+
     Raises:
         ConfigError: a base URL with credentials in it.
         LLMError: from :meth:`stream`, with a short client-safe message (never
@@ -92,8 +96,12 @@ class OpenAIBackend(LLMBackend):
         timeout: float = 60.0,
         max_retries: int = 2,
         api_version: str | None = None,
+        extra_body: Mapping[str, object] | None = None,
+        keepalive: float | None = None,
     ) -> None:
         self._model = model
+        self._extra_body = dict(extra_body or {})
+        self._keepalive = keepalive
         self._timeout = timeout
         self._max_retries = max_retries
         self._api_key = api_key
@@ -136,11 +144,18 @@ class OpenAIBackend(LLMBackend):
     def _shared_client(self) -> openai.AsyncOpenAI:
         """The client, made on first use (its connections belong to the running event loop)."""
         if self._client is None:
+            transport: dict[str, Any] = {"timeout": self._timeout}
+            if self._keepalive is not None:
+                transport["limits"] = httpx2.Limits(
+                    max_connections=1000,
+                    max_keepalive_connections=100,
+                    keepalive_expiry=self._keepalive,
+                )
             options: dict[str, Any] = {
                 "api_key": self._api_key or _NO_KEY,
                 "timeout": self._timeout,
                 "max_retries": self._max_retries,
-                "http_client": openai.DefaultAioHttpClient(timeout=self._timeout),
+                "http_client": openai.DefaultAioHttpClient(**transport),
                 "default_headers": {"User-Agent": f"persona-agent/{__version__}"},
             }
             if self._api_version and self._base_url:
@@ -162,14 +177,25 @@ class OpenAIBackend(LLMBackend):
         closed as soon as the consumer stops (``aclose()`` or cancellation): no further
         tokens are read. ``CancelledError`` is never caught.
         """
-        return self._whole(request) if request.whole else self._streamed(request)
+        return self.relay(self.chunks(request), whole=request.whole)
 
-    async def _streamed(self, request: ChatRequest) -> AsyncGenerator[TextDelta | StreamEnd, None]:
+    def relay(
+        self, source: AsyncGenerator[Chunk, None], *, whole: bool = False
+    ) -> AsyncGenerator[TextDelta | StreamEnd, None]:
+        """:meth:`stream` over ``source``: this backend's :meth:`chunks`, or chunks of the
+        same form that a caller made of them (the embedded model's answer, cleaned as it
+        streams). ``source`` raises only :class:`LLMError`; it is closed when the consumer
+        stops."""
+        return self._whole(source) if whole else self._streamed(source)
+
+    async def _streamed(
+        self, source: AsyncGenerator[Chunk, None]
+    ) -> AsyncGenerator[TextDelta | StreamEnd, None]:
         """:meth:`stream` for a consumer that watches the answer grow: a reader task hands
         the chunks over (a :class:`Pacer`), and what came since the last text goes on as one
         piece."""
         chunks: _Chunks = Pacer(_ends_stream)
-        reader = asyncio.create_task(self._read(request, chunks))
+        reader = asyncio.create_task(self._read(source, chunks))
         calls: dict[int, _PartialCall] = {}
         usage = Usage()
         finish: str | None = None
@@ -202,7 +228,9 @@ class OpenAIBackend(LLMBackend):
                     raise
         yield _end(finish, calls, usage)
 
-    async def _whole(self, request: ChatRequest) -> AsyncGenerator[TextDelta | StreamEnd, None]:
+    async def _whole(
+        self, source: AsyncGenerator[Chunk, None]
+    ) -> AsyncGenerator[TextDelta | StreamEnd, None]:
         """:meth:`stream` for a consumer that takes the answer whole (a blocking send): the
         first text at once (the time to it is measured), then, read in place, each chunk's
         text collected and given as one piece at the end."""
@@ -211,7 +239,7 @@ class OpenAIBackend(LLMBackend):
         finish: str | None = None
         pieces: list[str] = []
         first = True
-        async with aclosing(self._chunks(request)) as chunks:
+        async with aclosing(source) as chunks:
             async for chunk in chunks:
                 if chunk.get("usage") is not None:
                     usage = _usage(chunk) or usage
@@ -228,22 +256,26 @@ class OpenAIBackend(LLMBackend):
             yield TextDelta("".join(pieces))
         yield _end(finish, calls, usage)
 
-    async def _read(self, request: ChatRequest, chunks: _Chunks) -> None:
+    async def _read(self, source: AsyncGenerator[Chunk, None], chunks: _Chunks) -> None:
         """Put the stream's chunks in ``chunks``, then None; or the error, as an :class:`LLMError`.
 
         A task of its own, so that what arrives while the consumer is busy is taken
         in one go; cancelling it closes the response.
         """
         try:
-            async for chunk in self._chunks(request):
-                chunks.put(chunk)
+            async with aclosing(source):
+                async for chunk in source:
+                    chunks.put(chunk)
             chunks.put(None)
         except LLMError as error:
             chunks.put(error)
 
-    async def _chunks(self, request: ChatRequest) -> AsyncGenerator[Chunk, None]:
+    async def chunks(
+        self, request: ChatRequest, extra_body: Mapping[str, object] | None = None
+    ) -> AsyncGenerator[Chunk, None]:
         """The stream's chunks, each event parsed once; a failure as an :class:`LLMError`.
-        Closing the generator closes the response."""
+        Closing the generator closes the response. ``extra_body`` is added to this request's
+        body (after the backend's own)."""
         # The client walks every parameter it is given against its types (`transform`),
         # which changes nothing in the hub's plain OpenAI-format values and costs CPU each
         # call: ~150 µs a message (a whole conversation each turn), and ~100 µs for the
@@ -257,6 +289,8 @@ class OpenAIBackend(LLMBackend):
             "stream": True,
         }
         untransformed: dict[str, object] = {
+            **self._extra_body,
+            **(extra_body or {}),
             "messages": request.messages,
             "stream_options": {"include_usage": True},
         }

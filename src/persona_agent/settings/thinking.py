@@ -68,6 +68,9 @@ class ThinkingSettings(BaseSettings):
     local_mmproj: Path | None = None
     """A vision projector (mmproj GGUF) for a ``local_model`` that can see: images in a
     message reach the model. Unset: none (the bundled model cannot see)."""
+    local_timeout: float = Field(default=600.0, gt=0)
+    """Seconds the embedded model may take to start an answer (reading a long card on busy
+    cores takes minutes), and to send its next token; ``llm_timeout`` is other servers'."""
     local_preload: bool = True
     """Load the embedded model at start-up (else on the first message)."""
     mcp_config: Path | None = None

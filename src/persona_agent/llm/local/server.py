@@ -3,11 +3,10 @@
 The server loads the model once and answers many conversations at once: ``slots``
 parallel sequences with continuous batching, each slot keeping the prompt it last read
 (a new request goes to the slot whose prompt shares the longest start with its own, so a
-persona's card is read once), and a RAM prompt cache over them. Generations are
-called in-process (:meth:`EmbeddedServer.complete`, a blocking call for a worker thread,
-its callback able to stop it, which frees the slot at once); tokenizing and chat
-templates go through the server's loopback HTTP port, which nothing outside the machine
-reaches.
+persona's card is read once), and a RAM prompt cache over them. Everything goes through
+the server's loopback HTTP port, which nothing outside the machine reaches: generations as
+through any OpenAI-compatible server (:class:`~persona_agent.llm.openai_backend.OpenAIBackend`;
+closing a stream frees its slot at once), tokenizing and chat templates here.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import json
 import logging
 import os
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +33,8 @@ _CACHE_RAM_MIB = 256  # the server's prompt cache (idle slots' prompts), in RAM
 
 
 class EmbeddedServer:
-    """A started llama.cpp server; :meth:`start` makes one. Its methods block (worker threads')."""
+    """A started llama.cpp server; :meth:`start` makes one. Its methods block (call them from
+    a worker thread)."""
 
     def __init__(self, server: Any, address: str, *, slots: int) -> None:
         self._server = server
@@ -52,9 +51,11 @@ class EmbeddedServer:
         slots: int,
         context_tokens: int,
         mmproj: Path | None = None,
+        chat_template: str | None = None,
     ) -> EmbeddedServer:
         """Load ``model`` and start serving it: ``slots`` conversations at once, each with
-        ``context_tokens`` of context, on ``threads`` CPU threads.
+        ``context_tokens`` of context, on ``threads`` CPU threads; ``chat_template`` (Jinja)
+        instead of the file's own.
 
         Raises:
             RuntimeError: llama.cpp could not load the model (or the projector).
@@ -75,7 +76,13 @@ class EmbeddedServer:
         params.swa_full = True
         params.cpuparams.n_threads = threads
         params.cpuparams_batch.n_threads = threads
-        params.n_threads_http = 2  # tokenize and apply-template only: generations are in-process
+        # An HTTP thread serves one connection for as long as it stays open (its streamed
+        # answer, then kept alive for the next request): one a slot, and room for the
+        # tokenizer's calls and a connection kept alive, so no request waits for a thread.
+        params.n_threads_http = slots + 4
+        if chat_template is not None:
+            params.chat_template = chat_template
+        params.use_jinja = True
         params.cache_ram_mib = _CACHE_RAM_MIB
         params.endpoint_metrics = False
         params.endpoint_slots = False
@@ -83,11 +90,6 @@ class EmbeddedServer:
         params.verbosity = 0 if logger.isEnabledFor(logging.DEBUG) else -1
         server = xllamacpp.Server(params)
         return cls(server, server.listening_address, slots=slots)
-
-    def complete(self, body: dict[str, Any], on_chunk: Callable[[dict[str, Any]], bool]) -> None:
-        """Stream a completion (the OpenAI ``/v1/completions`` chunks) into ``on_chunk``,
-        which returns True to stop the generation (its slot is free at once)."""
-        self._server.handle_completions({**body, "stream": True}, on_chunk)
 
     def tokenize(self, text: str, *, special: bool) -> list[int]:
         """``text`` as the model's tokens, with the BOS token first as the model wants it."""
