@@ -1,7 +1,8 @@
 """How well the embedded model answers: keyword hits and repetition on a fixed question set.
 
     uv run python bench/local_eval.py [--max-tokens 96] [--seed 7] [--model-dir DIR]
-                                      [--only ID] [--answers FILE]
+                                      [--only ID] [--answers FILE] [--threads N]
+                                      [--set NAME=VALUE ...]
 
 Asks every persona of ``bench/local_eval/questions.yaml`` (the bundled personas by id, the
 evaluation cards of ``bench/local_eval/`` by file name) its questions, each in a new
@@ -10,7 +11,10 @@ greeting, lore, post-history instructions) on the ``local`` backend with a fixed
 generation at a time. An answer *hits* when it contains one of its question's expected
 words (any letter case). *Repetition* is the share of an answer's word trigrams that
 repeat one earlier in the same answer, over all answers. Prints one line per persona and
-the totals; ``--answers`` writes every answer to a JSON file, to read them.
+the totals; ``--answers`` writes every answer to a JSON file, to read them. ``--set``
+tries other sampling settings: a constant of ``persona_agent.llm.local.backend``
+(``DEFAULT_TEMPERATURE``, ``REPEAT_PENALTY``, ``PENALTY_WINDOW``, ``TOP_K``, ``TOP_P``,
+``MIN_P``) set to a number for the run, e.g. ``--set TOP_P=1.0 --set MIN_P=0.1``.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.events import Done
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.db import GroupCommitWriter, create_engine
+from persona_agent.llm.local import backend as local_backend
 from persona_agent.llm.local.backend import LocalBackend
 from persona_agent.migrations import init_db
 from persona_agent.personas.loader import load_persona_file
@@ -125,12 +130,21 @@ async def main() -> None:
     parser.add_argument("--model-dir", type=Path, default=Path("data/models"))
     parser.add_argument("--only", action="append", help="a persona id or card file (repeatable)")
     parser.add_argument("--answers", type=Path, help="write every answer to this JSON file")
+    parser.add_argument("--threads", type=int, default=None, help="default: every core")
+    parser.add_argument("--set", action="append", default=[], help="NAME=VALUE (sampling)")
     args = parser.parse_args()
+    for assignment in args.set:
+        name, _, value = assignment.partition("=")
+        current = getattr(local_backend, name)  # an unknown name fails here
+        setattr(local_backend, name, type(current)(value))
+        print(f"{name} = {getattr(local_backend, name)} (default {current})")
 
     questions = load_set(EVAL_DIR / "questions.yaml")
     if args.only:
         questions = {key: value for key, value in questions.items() if key in args.only}
-    llm = LocalBackend(model_dir=args.model_dir, max_tokens=args.max_tokens, seed=args.seed)
+    llm = LocalBackend(
+        model_dir=args.model_dir, max_tokens=args.max_tokens, seed=args.seed, threads=args.threads
+    )
     await llm.load()
     results: list[Scored] = []
     with tempfile.TemporaryDirectory() as scratch:

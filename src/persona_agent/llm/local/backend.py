@@ -18,12 +18,9 @@ import asyncio
 import concurrent.futures
 import logging
 import os
-import threading
 import time
-import zlib
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,11 +36,19 @@ from persona_agent.llm.base import (
     Usage,
     next_batch,
 )
-from persona_agent.llm.local.answer import AnswerFilter, has_words
+from persona_agent.llm.local.answer import AnswerFilter, fallback_line, has_words, speaker_names
 from persona_agent.llm.local.chat_template import ChatTemplate, PlainAnswer, has_chat_template
+from persona_agent.llm.local.prefixes import (
+    PrefixFiles,
+    Warmed,
+    prefix_of,
+    warm_persona,
+)
 from persona_agent.llm.local.server import EmbeddedServer
 from persona_agent.llm.local.source import ModelSource
-from persona_agent.llm.local.transcript import build_prompt, sections_of
+from persona_agent.llm.local.transcript import build_prompt, continued, sections_of, stop_strings
+from persona_agent.llm.local.worker_bridge import Failed, Finished, Job, Reading, ends
+from persona_agent.personas.model import Persona
 from persona_agent.personas.turn_prompt import PromptSections
 
 __all__ = ["LocalBackend"]
@@ -66,49 +71,6 @@ SENTENCE_TAIL = 24  # in the last tokens before the cap, sentences are held unti
 SAMPLERS = ["penalties", "top_k", "top_p", "min_p", "temperature"]
 
 PromptStyle = Literal["auto", "transcript", "template"]
-
-
-@dataclass(frozen=True, slots=True)
-class _Finished:
-    usage: Usage
-    finish_reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Failed:
-    error: Exception
-
-
-@dataclass(frozen=True, slots=True)
-class _Reading:
-    tokens: int
-
-
-_Item = str | _Reading | _Finished | _Failed
-
-
-def _ends(item: _Item) -> bool:
-    return isinstance(item, _Finished | _Failed)
-
-
-@dataclass(eq=False)  # hashed by identity: kept in a set while it runs
-class _Job:
-    """One generation: its request, and the bridge from the worker thread to the event loop."""
-
-    messages: list[dict[str, object]]
-    sections: PromptSections
-    max_tokens: int
-    temperature: float
-    loop: asyncio.AbstractEventLoop
-    queue: asyncio.Queue[_Item] = field(default_factory=asyncio.Queue)
-    cancel: threading.Event = field(default_factory=threading.Event)
-
-    def put(self, item: _Item) -> None:
-        """Hand ``item`` to the event loop (called from the worker thread)."""
-        try:
-            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
-        except RuntimeError:  # the loop is closed: nobody is listening any more
-            self.cancel.set()
 
 
 class LocalBackend(LLMBackend):
@@ -144,6 +106,7 @@ class LocalBackend(LLMBackend):
         slots: int = 4,
         mmproj: Path | None = None,
         seed: int | None = None,
+        slot_dir: Path | None = None,
     ) -> None:
         if max_tokens >= context_tokens // 2:
             raise ValueError("max_tokens must be less than half of context_tokens")
@@ -158,6 +121,7 @@ class LocalBackend(LLMBackend):
         self._slots = slots
         self._mmproj = mmproj
         self._seed = seed
+        self._slot_dir = slot_dir
         # One thread loads; one a generation (each blocks its thread while it streams).
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=slots + 1, thread_name_prefix="local-llm"
@@ -167,7 +131,7 @@ class LocalBackend(LLMBackend):
         self._closed = False
         self._generated = 0
         self._reused = 0
-        self._jobs: set[_Job] = set()
+        self._jobs: set[Job] = set()
         # Generations past the slots wait here, in the order they asked (asyncio's lock and
         # semaphore are FIFO), so the server never queues one of ours behind another.
         self._free_slots = asyncio.Semaphore(slots)
@@ -241,6 +205,41 @@ class LocalBackend(LLMBackend):
         finally:
             self._executor.shutdown(wait=False, cancel_futures=True)
 
+    async def warm(self, personas: Sequence[Persona]) -> dict[str, Warmed]:
+        """Read each persona's fixed prompt prefix before its first conversation asks
+        (:mod:`persona_agent.llm.local.prefixes`; restored from its saved slot if there is
+        one), one persona at a time, each taking a slot's turn: a conversation that asks
+        meanwhile waits at most for one persona. Does nothing before the model is loaded.
+
+        Returns:
+            How each persona's prefix was warmed, by id (a persona whose prefix could not be
+            made, say one too long for the context, is left out).
+        """
+        server = self._server
+        if server is None:
+            return {}
+        files = None
+        if server.slot_dir is not None and server.model_file is not None:
+            files = PrefixFiles(server.slot_dir, server.model_file, server.build)
+        warmed: dict[str, Warmed] = {}
+        names: set[str] = set()
+        budget = self._context_tokens - self._max_tokens
+        for persona in personas:
+
+            def tokens_of(sections: PromptSections) -> list[int] | None:
+                return self._tokens(server, sections, budget, prefix=True)
+
+            async with self._free_slots:
+                done = await asyncio.wrap_future(
+                    self._executor.submit(warm_persona, server, persona, tokens_of, files)
+                )
+            if done is not None:
+                warmed[persona.id] = done[0]
+                names.add(done[1])
+        if files is not None:  # a whole pass: the files no persona uses any more go
+            await asyncio.to_thread(files.prune, names)
+        return warmed
+
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamItem, None]:
         """Yield the answer's text as the model produces it, then one :class:`StreamEnd`.
 
@@ -260,7 +259,7 @@ class LocalBackend(LLMBackend):
             sections = await asyncio.to_thread(
                 sections_of, None, request.persona, list(request.messages)
             )
-        job = _Job(
+        job = Job(
             messages=list(request.messages),
             sections=sections,
             max_tokens=max_tokens,
@@ -273,7 +272,7 @@ class LocalBackend(LLMBackend):
             async for item in items:
                 yield item
 
-    async def _generation(self, job: _Job) -> AsyncGenerator[StreamItem, None]:
+    async def _generation(self, job: Job) -> AsyncGenerator[StreamItem, None]:
         """Run ``job`` in a worker thread and yield what it hands over, as :meth:`stream`."""
         if self._closed:
             raise LLMError("The local model is shut down")
@@ -282,19 +281,19 @@ class LocalBackend(LLMBackend):
         try:
             given = -TEXT_INTERVAL  # when text last went on (see TEXT_INTERVAL)
             while True:
-                batch = await next_batch(job.queue, given + TEXT_INTERVAL, _ends)
+                batch = await next_batch(job.queue, given + TEXT_INTERVAL, ends)
                 for item in batch:
-                    if isinstance(item, _Reading):
+                    if isinstance(item, Reading):
                         yield Progress("reading", item.tokens)
                 text = "".join(item for item in batch if isinstance(item, str))
                 if text:
                     yield TextDelta(text)
                     given = time.monotonic()
                 item = batch[-1]
-                if isinstance(item, _Finished):
+                if isinstance(item, Finished):
                     yield StreamEnd(usage=item.usage, finish_reason=item.finish_reason)
                     return
-                if isinstance(item, _Failed):
+                if isinstance(item, Failed):
                     if isinstance(item.error, LLMError):
                         raise item.error
                     raise LLMError(
@@ -327,6 +326,7 @@ class LocalBackend(LLMBackend):
                 slots=self._slots,
                 context_tokens=self._context_tokens,
                 mmproj=self._mmproj,
+                slot_dir=self._slot_dir,
             )
         except (RuntimeError, ValueError) as error:
             name = (
@@ -354,7 +354,7 @@ class LocalBackend(LLMBackend):
             self._server.close()
             self._server = None
 
-    def _run(self, job: _Job) -> None:
+    def _run(self, job: Job) -> None:
         """Generate the answer for ``job``, handing text to its queue; never raises."""
         try:
             if job.cancel.is_set():
@@ -363,30 +363,44 @@ class LocalBackend(LLMBackend):
             if server is None:
                 raise LLMError("The local model is shut down")
             budget = self._context_tokens - job.max_tokens
-            special = self._template is not None
-
-            def count(text: str) -> int:
-                return len(server.tokenize(text, special=special))
-
             sections = job.sections
-            tokens = server.tokenize(self._prompt(sections, count, budget), special=special)
-            if len(tokens) > 1 and tokens[0] == tokens[1]:
-                del tokens[0]  # the template wrote the BOS token itself
+            tokens = self._tokens(server, sections, budget) or []
             if len(tokens) > budget:
                 raise LLMError(
                     f"The message is too long for the local model ({len(tokens)} tokens "
                     f"of context; at most {budget})"
                 )
-            job.put(_Reading(len(tokens)))
-            finish, completion = self._answer(server, tokens, _speaker_names(sections.name), job)
+            job.put(Reading(len(tokens)))
+            finish, completion = self._answer(server, tokens, sections, job)
             if job.cancel.is_set():
                 return
             if finish == "fallback":
-                job.put(_fallback_line(sections, job.messages))
+                after = "" if self._template else continued(sections) or ""
+                job.put(fallback_line(sections, job.messages, after=after))
                 finish = "stop"
-            job.put(_Finished(Usage(len(tokens), completion), finish))
+            job.put(Finished(Usage(len(tokens), completion), finish))
         except Exception as error:  # handed to the event loop, raised there as LLMError
-            job.put(_Failed(error))
+            job.put(Failed(error))
+
+    def _tokens(
+        self, server: EmbeddedServer, sections: PromptSections, budget: int, *, prefix: bool = False
+    ) -> list[int] | None:
+        """The prompt of ``sections`` as tokens (within ``budget`` if it can be); with
+        ``prefix``, only its fixed part (None: it has none)."""
+        special = self._template is not None
+
+        def count(text: str) -> int:
+            return len(server.tokenize(text, special=special))
+
+        prompt: str | None = self._prompt(sections, count, budget)
+        if prefix and prompt is not None:
+            prompt = prefix_of(prompt)
+        if not prompt:
+            return None
+        tokens = server.tokenize(prompt, special=special)
+        if len(tokens) > 1 and tokens[0] == tokens[1]:
+            del tokens[0]  # the template wrote the BOS token itself
+        return tokens
 
     def _prompt(self, sections: PromptSections, count: Callable[[str], int], budget: int) -> str:
         """The turn's assembly as this model reads it: through its chat template as chat
@@ -396,17 +410,22 @@ class LocalBackend(LLMBackend):
         return build_prompt(sections, count_tokens=count, budget=budget)
 
     def _answer(
-        self, server: EmbeddedServer, tokens: list[int], names: tuple[str, ...], job: _Job
+        self, server: EmbeddedServer, tokens: list[int], sections: PromptSections, job: Job
     ) -> tuple[str, int]:
         """Sample an answer, once more warmer if the first is empty; (finish, tokens generated).
 
         The finish is ``"fallback"`` when both came out empty.
         """
         completion = 0
+        names = (*speaker_names(sections.name), *speaker_names(sections.user))
+        after = "" if self._template else continued(sections) or ""
+        stop = stop_strings(sections)
         for attempt in range(2):
-            answer = PlainAnswer() if self._template else AnswerFilter(names)
+            answer = PlainAnswer() if self._template else AnswerFilter(names, after=after)
             temperature = job.temperature + attempt * RETRY_TEMPERATURE_STEP
-            finish, produced = self._generate(server, tokens, answer, job, temperature, attempt)
+            finish, produced = self._generate(
+                server, tokens, answer, job, (temperature, attempt, stop)
+            )
             completion += produced
             if job.cancel.is_set() or has_words(answer.text):
                 return finish, completion
@@ -418,11 +437,12 @@ class LocalBackend(LLMBackend):
         server: EmbeddedServer,
         tokens: list[int],
         answer: AnswerFilter | PlainAnswer,
-        job: _Job,
-        temperature: float,
-        attempt: int,
+        job: Job,
+        sampling: tuple[float, int, list[str]],
     ) -> tuple[str, int]:
-        """One sampling run into ``answer``; (finish reason, tokens generated)."""
+        """One sampling run into ``answer`` (at a temperature, its attempt's seed, and the
+        stop strings); (finish reason, tokens generated)."""
+        temperature, attempt, stop = sampling
         seed = -1 if self._seed is None else self._seed + attempt
         hold_from = max(1, job.max_tokens - SENTENCE_TAIL)
         state: dict[str, Any] = {"produced": 0, "finish": "stop", "timed": False}
@@ -461,6 +481,7 @@ class LocalBackend(LLMBackend):
                 "repeat_penalty": REPEAT_PENALTY,
                 "repeat_last_n": PENALTY_WINDOW,
                 "samplers": SAMPLERS,
+                "stop": stop,  # the server ends the answer before another turn's label
                 "seed": seed if seed >= 0 else int.from_bytes(os.urandom(4), "little"),
                 "cache_prompt": True,
                 "timings_per_token": True,  # cache_n (prompt tokens found cached) from chunk one
@@ -474,20 +495,3 @@ class LocalBackend(LLMBackend):
         if text:
             job.put(text)
         return finish, int(state["produced"])
-
-
-def _speaker_names(name: str) -> tuple[str, ...]:
-    """The persona's name and its parts: each followed by a colon marks a new turn."""
-    parts = [part for part in name.split() if len(part) > 2]
-    return (name, *parts)
-
-
-def _fallback_line(sections: PromptSections, messages: list[dict[str, object]]) -> str:
-    """A short in-character line for when the model twice said nothing usable."""
-    lines = list(sections.phrases)
-    if not lines and sections.examples:
-        lines = [sections.examples[0][1].split(". ")[0].rstrip(".") + "."]
-    if not lines:
-        return "Forgive me, I have no answer to that just now."
-    last = str(messages[-1].get("content", "")) if messages else ""
-    return lines[zlib.crc32(last.encode("utf-8")) % len(lines)]
