@@ -2,7 +2,7 @@
 
     uv run python bench/local_eval.py [--max-tokens 96] [--seed 7] [--model-dir DIR]
                                       [--only ID] [--answers FILE] [--threads N]
-                                      [--set NAME=VALUE ...]
+                                      [--set NAME=VALUE ...] [--continue]
 
 Asks every persona of ``bench/local_eval/questions.yaml`` (the bundled personas by id, the
 evaluation cards of ``bench/local_eval/`` by file name) its questions, each in a new
@@ -15,6 +15,9 @@ the totals; ``--answers`` writes every answer to a JSON file, to read them. ``--
 tries other sampling settings: a constant of ``persona_agent.llm.local.backend``
 (``DEFAULT_TEMPERATURE``, ``REPEAT_PENALTY``, ``PENALTY_WINDOW``, ``TOP_K``, ``TOP_P``,
 ``MIN_P``) set to a number for the run, e.g. ``--set TOP_P=1.0 --set MIN_P=0.1``.
+``--continue`` also continues every answer once (the REST ``continue``: the engine's
+``continue`` turn) and prints how many continuations added nothing and how many *echo*
+the answer (half or more of their word trigrams are the answer's).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import yaml
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.events import Done
 from persona_agent.chat.history import ConversationHistory
+from persona_agent.chat.tools import Turn
 from persona_agent.db import GroupCommitWriter, create_engine
 from persona_agent.llm.local import backend as local_backend
 from persona_agent.llm.local.backend import LocalBackend
@@ -62,6 +66,9 @@ class Scored:
     trigrams: int
     repeated: int
     seconds: float
+    echo: bool | None = None
+    """The continuation echoed the answer (None: not continued, or it added nothing)."""
+    added: str = ""
 
 
 def load_set(path: Path) -> dict[str, list[Question]]:
@@ -92,12 +99,32 @@ def repetition(answer: str) -> tuple[int, int]:
     return len(grams), len(grams) - len(set(grams))
 
 
-async def ask(engine: ChatEngine, persona: Persona, question: Question, n: int) -> Scored:
+def echoes(added: str, answer: str) -> bool:
+    """Whether half or more of ``added``'s word trigrams are ``answer``'s."""
+
+    def grams(text: str) -> list[tuple[str, ...]]:
+        words = [word.casefold() for word in _WORD.findall(text)]
+        return [tuple(words[i : i + 3]) for i in range(len(words) - 2)]
+
+    mine, theirs = grams(added), set(grams(answer))
+    return bool(mine) and 2 * sum(gram in theirs for gram in mine) >= len(mine)
+
+
+async def ask(
+    engine: ChatEngine, persona: Persona, question: Question, n: int, *, go_on: bool = False
+) -> Scored:
     started = time.perf_counter()
     answer = ""
-    async for event in engine.stream(persona, f"eval-{persona.id}-{n}", question.ask):
+    context = f"eval-{persona.id}-{n}"
+    async for event in engine.stream(persona, context, question.ask):
         if isinstance(event, Done):
             answer = event.text
+    added = ""
+    if go_on:
+        turn = Turn(persona.id, context, mode="continue")
+        async for event in engine.stream(persona, context, "", turn=turn):
+            if isinstance(event, Done):
+                added = event.text
     trigrams, repeated = repetition(answer)
     return Scored(
         persona.id,
@@ -107,6 +134,8 @@ async def ask(engine: ChatEngine, persona: Persona, question: Question, n: int) 
         trigrams,
         repeated,
         time.perf_counter() - started,
+        echoes(added, answer) if added.strip() else None,
+        added,
     )
 
 
@@ -132,6 +161,7 @@ async def main() -> None:
     parser.add_argument("--answers", type=Path, help="write every answer to this JSON file")
     parser.add_argument("--threads", type=int, default=None, help="default: every core")
     parser.add_argument("--set", action="append", default=[], help="NAME=VALUE (sampling)")
+    parser.add_argument("--continue", dest="go_on", action="store_true", help="continue each")
     args = parser.parse_args()
     for assignment in args.set:
         name, _, value = assignment.partition("=")
@@ -155,16 +185,23 @@ async def main() -> None:
         try:
             for key, asked in questions.items():
                 persona = persona_of(key)
-                scored = [await ask(engine, persona, q, n) for n, q in enumerate(asked)]
+                scored = [
+                    await ask(engine, persona, q, n, go_on=args.go_on) for n, q in enumerate(asked)
+                ]
                 results += scored
                 print(summary(persona.id, scored), flush=True)
         finally:
             await llm.aclose()
             await database.dispose()
     print(summary("all", results))
+    if args.go_on:
+        echoed = sum(s.echo is True for s in results)
+        nothing = sum(s.echo is None for s in results)
+        print(f"continued {len(results)}: {echoed} echoed the answer, {nothing} added nothing")
     if args.answers is not None:
         rows: list[dict[str, Any]] = [
             {"persona": s.persona, "question": s.question, "answer": s.answer, "hit": s.hit}
+            | ({"continued": s.added} if args.go_on else {})
             for s in results
         ]
         args.answers.write_text(json.dumps(rows, indent=1, ensure_ascii=False) + "\n")

@@ -230,6 +230,8 @@ async def test_a_continuation_ends_with_the_persona_s_answer_for_the_model_to_go
     prompt = build_prompt(sections, count_tokens=words, budget=10_000)
     assert prompt.endswith("\nCaptain Mira Voss: I am the captain of this ship.")
     assert continued(sections) == "I am the captain of this ship."
+    ended = await assemble_prompt(persona, said("Who are you?", "The captain. "), [nudge])
+    assert continued(ended) == "The captain. "  # its space kept: the addition needs none
     # The instructions come before the answer, never after it.
     assert f"[{' '.join(sections.post_history.split())}]\nCaptain Mira Voss: I am" in prompt
     asked = await assemble_prompt(persona, messages, said("And the ship?"))

@@ -224,11 +224,11 @@ class LocalBackend(LLMBackend):
         warmed: dict[str, Warmed] = {}
         names: set[str] = set()
         budget = self._context_tokens - self._max_tokens
+
+        def tokens_of(sections: PromptSections) -> list[int] | None:
+            return self._tokens(server, sections, budget, prefix=True)
+
         for persona in personas:
-
-            def tokens_of(sections: PromptSections) -> list[int] | None:
-                return self._tokens(server, sections, budget, prefix=True)
-
             async with self._free_slots:
                 done = await asyncio.wrap_future(
                     self._executor.submit(warm_persona, server, persona, tokens_of, files)

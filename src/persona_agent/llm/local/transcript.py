@@ -182,9 +182,13 @@ def _render(layout: _Layout) -> str:
 def continued(sections: PromptSections) -> str | None:
     """The answer a continuation goes on with: the persona's last turn, when the
     conversation ends with it (the transcript then ends with it, not with a new turn)."""
-    turns = _turns(sections.conversation, sections.name)
-    if turns and turns[-1][0] == sections.name:
-        return turns[-1][1]
+    said = [
+        message
+        for message in sections.conversation
+        if message.get("role") in ("user", "assistant") and _flat(message_text(message))
+    ]
+    if said and said[-1].get("role") == "assistant":
+        return message_text(said[-1])  # as it was said: its last character joins it on
     return None
 
 
