@@ -38,12 +38,7 @@ from persona_agent.llm.base import (
 )
 from persona_agent.llm.local.answer import AnswerFilter, fallback_line, has_words, speaker_names
 from persona_agent.llm.local.chat_template import ChatTemplate, PlainAnswer, has_chat_template
-from persona_agent.llm.local.prefixes import (
-    PrefixFiles,
-    Warmed,
-    prefix_of,
-    warm_persona,
-)
+from persona_agent.llm.local.prefixes import PrefixFiles, Warmed, prefix_of, warm_persona
 from persona_agent.llm.local.server import EmbeddedServer
 from persona_agent.llm.local.source import ModelSource
 from persona_agent.llm.local.transcript import build_prompt, continued, sections_of, stop_strings
@@ -70,6 +65,7 @@ SENTENCE_TAIL = 24  # in the last tokens before the cap, sentences are held unti
 # The server's samplers: those the binding used (no DRY, XTC or typical-p: DRY is slow).
 SAMPLERS = ["penalties", "top_k", "top_p", "min_p", "temperature"]
 
+_NEWLINES = ["\n", "\n\n", "\n\n\n"]  # Gemma's tokenizer has a token for each
 PromptStyle = Literal["auto", "transcript", "template"]
 
 
@@ -424,7 +420,7 @@ class LocalBackend(LLMBackend):
             answer = PlainAnswer() if self._template else AnswerFilter(names, after=after)
             temperature = job.temperature + attempt * RETRY_TEMPERATURE_STEP
             finish, produced = self._generate(
-                server, tokens, answer, job, (temperature, attempt, stop)
+                server, tokens, answer, job, (temperature, attempt, stop, bool(after and attempt))
             )
             completion += produced
             if job.cancel.is_set() or has_words(answer.text):
@@ -438,11 +434,11 @@ class LocalBackend(LLMBackend):
         tokens: list[int],
         answer: AnswerFilter | PlainAnswer,
         job: Job,
-        sampling: tuple[float, int, list[str]],
+        sampling: tuple[float, int, list[str], bool],
     ) -> tuple[str, int]:
-        """One sampling run into ``answer`` (at a temperature, its attempt's seed, and the
-        stop strings); (finish reason, tokens generated)."""
-        temperature, attempt, stop = sampling
+        """One sampling run into ``answer`` (at a temperature, its attempt's seed, the stop
+        strings, and whether to forbid new lines); (finish reason, tokens generated)."""
+        temperature, attempt, stop, one_line = sampling
         seed = -1 if self._seed is None else self._seed + attempt
         hold_from = max(1, job.max_tokens - SENTENCE_TAIL)
         state: dict[str, Any] = {"produced": 0, "finish": "stop", "timed": False}
@@ -482,6 +478,9 @@ class LocalBackend(LLMBackend):
                 "repeat_last_n": PENALTY_WINDOW,
                 "samplers": SAMPLERS,
                 "stop": stop,  # the server ends the answer before another turn's label
+                # A continuation that ended at once (closing the turn) is sampled again with
+                # no line break allowed: it has to go on with the answer.
+                "logit_bias": [[newlines, False] for newlines in _NEWLINES] if one_line else [],
                 "seed": seed if seed >= 0 else int.from_bytes(os.urandom(4), "little"),
                 "cache_prompt": True,
                 "timings_per_token": True,  # cache_n (prompt tokens found cached) from chunk one
