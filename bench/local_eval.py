@@ -1,7 +1,8 @@
 """How well the embedded model answers: keyword hits and repetition on a fixed question set.
 
     uv run python bench/local_eval.py [--max-tokens 96] [--seed 7] [--model-dir DIR]
-                                      [--only ID] [--answers FILE]
+                                      [--only ID] [--answers FILE] [--threads N]
+                                      [--set NAME=VALUE ...] [--continue]
 
 Asks every persona of ``bench/local_eval/questions.yaml`` (the bundled personas by id, the
 evaluation cards of ``bench/local_eval/`` by file name) its questions, each in a new
@@ -10,7 +11,13 @@ greeting, lore, post-history instructions) on the ``local`` backend with a fixed
 generation at a time. An answer *hits* when it contains one of its question's expected
 words (any letter case). *Repetition* is the share of an answer's word trigrams that
 repeat one earlier in the same answer, over all answers. Prints one line per persona and
-the totals; ``--answers`` writes every answer to a JSON file, to read them.
+the totals; ``--answers`` writes every answer to a JSON file, to read them. ``--set``
+tries other sampling settings: a constant of ``persona_agent.llm.local.backend``
+(``DEFAULT_TEMPERATURE``, ``REPEAT_PENALTY``, ``PENALTY_WINDOW``, ``TOP_K``, ``TOP_P``,
+``MIN_P``) set to a number for the run, e.g. ``--set TOP_P=1.0 --set MIN_P=0.1``.
+``--continue`` also continues every answer once (the REST ``continue``: the engine's
+``continue`` turn) and prints how many continuations added nothing and how many *echo*
+the answer (half or more of their word trigrams are the answer's).
 """
 
 from __future__ import annotations
@@ -31,7 +38,9 @@ import yaml
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.chat.events import Done
 from persona_agent.chat.history import ConversationHistory
+from persona_agent.chat.tools import Turn
 from persona_agent.db import GroupCommitWriter, create_engine
+from persona_agent.llm.local import backend as local_backend
 from persona_agent.llm.local.backend import LocalBackend
 from persona_agent.migrations import init_db
 from persona_agent.personas.loader import load_persona_file
@@ -57,6 +66,9 @@ class Scored:
     trigrams: int
     repeated: int
     seconds: float
+    echo: bool | None = None
+    """The continuation echoed the answer (None: not continued, or it added nothing)."""
+    added: str = ""
 
 
 def load_set(path: Path) -> dict[str, list[Question]]:
@@ -87,12 +99,32 @@ def repetition(answer: str) -> tuple[int, int]:
     return len(grams), len(grams) - len(set(grams))
 
 
-async def ask(engine: ChatEngine, persona: Persona, question: Question, n: int) -> Scored:
+def echoes(added: str, answer: str) -> bool:
+    """Whether half or more of ``added``'s word trigrams are ``answer``'s."""
+
+    def grams(text: str) -> list[tuple[str, ...]]:
+        words = [word.casefold() for word in _WORD.findall(text)]
+        return [tuple(words[i : i + 3]) for i in range(len(words) - 2)]
+
+    mine, theirs = grams(added), set(grams(answer))
+    return bool(mine) and 2 * sum(gram in theirs for gram in mine) >= len(mine)
+
+
+async def ask(
+    engine: ChatEngine, persona: Persona, question: Question, n: int, *, go_on: bool = False
+) -> Scored:
     started = time.perf_counter()
     answer = ""
-    async for event in engine.stream(persona, f"eval-{persona.id}-{n}", question.ask):
+    context = f"eval-{persona.id}-{n}"
+    async for event in engine.stream(persona, context, question.ask):
         if isinstance(event, Done):
             answer = event.text
+    added = ""
+    if go_on:
+        turn = Turn(persona.id, context, mode="continue")
+        async for event in engine.stream(persona, context, "", turn=turn):
+            if isinstance(event, Done):
+                added = event.text
     trigrams, repeated = repetition(answer)
     return Scored(
         persona.id,
@@ -102,6 +134,8 @@ async def ask(engine: ChatEngine, persona: Persona, question: Question, n: int) 
         trigrams,
         repeated,
         time.perf_counter() - started,
+        echoes(added, answer) if added.strip() else None,
+        added,
     )
 
 
@@ -125,12 +159,22 @@ async def main() -> None:
     parser.add_argument("--model-dir", type=Path, default=Path("data/models"))
     parser.add_argument("--only", action="append", help="a persona id or card file (repeatable)")
     parser.add_argument("--answers", type=Path, help="write every answer to this JSON file")
+    parser.add_argument("--threads", type=int, default=None, help="default: every core")
+    parser.add_argument("--set", action="append", default=[], help="NAME=VALUE (sampling)")
+    parser.add_argument("--continue", dest="go_on", action="store_true", help="continue each")
     args = parser.parse_args()
+    for assignment in args.set:
+        name, _, value = assignment.partition("=")
+        current = getattr(local_backend, name)  # an unknown name fails here
+        setattr(local_backend, name, type(current)(value))
+        print(f"{name} = {getattr(local_backend, name)} (default {current})")
 
     questions = load_set(EVAL_DIR / "questions.yaml")
     if args.only:
         questions = {key: value for key, value in questions.items() if key in args.only}
-    llm = LocalBackend(model_dir=args.model_dir, max_tokens=args.max_tokens, seed=args.seed)
+    llm = LocalBackend(
+        model_dir=args.model_dir, max_tokens=args.max_tokens, seed=args.seed, threads=args.threads
+    )
     await llm.load()
     results: list[Scored] = []
     with tempfile.TemporaryDirectory() as scratch:
@@ -141,16 +185,23 @@ async def main() -> None:
         try:
             for key, asked in questions.items():
                 persona = persona_of(key)
-                scored = [await ask(engine, persona, q, n) for n, q in enumerate(asked)]
+                scored = [
+                    await ask(engine, persona, q, n, go_on=args.go_on) for n, q in enumerate(asked)
+                ]
                 results += scored
                 print(summary(persona.id, scored), flush=True)
         finally:
             await llm.aclose()
             await database.dispose()
     print(summary("all", results))
+    if args.go_on:
+        echoed = sum(s.echo is True for s in results)
+        nothing = sum(s.echo is None for s in results)
+        print(f"continued {len(results)}: {echoed} echoed the answer, {nothing} added nothing")
     if args.answers is not None:
         rows: list[dict[str, Any]] = [
             {"persona": s.persona, "question": s.question, "answer": s.answer, "hit": s.hit}
+            | ({"continued": s.added} if args.go_on else {})
             for s in results
         ]
         args.answers.write_text(json.dumps(rows, indent=1, ensure_ascii=False) + "\n")

@@ -2,7 +2,7 @@
 
     uv run python bench/local_model.py [--rounds 3] [--max-tokens 160] [--model-dir DIR]
                                        [--threads N] [--long-card-only]
-                                       [--slots N] [--concurrent N]
+                                       [--slots N] [--concurrent N] [--first-words]
 
 Runs the ``local`` backend directly (no HTTP: the hub's own overhead is measured
 by ``bench/run.py``), one generation at a time as the hub does, asking each
@@ -25,14 +25,22 @@ second, each one's time to first text and tokens per second, the process's peak 
 CPU time the process spent per 1,000 tokens generated (llama.cpp's threads included: on a
 busy machine the clearest measure of what a path costs, since it does not count the time
 other processes take the cores).
+
+``--first-words`` measures instead the first text of each bundled persona (issue 49 item 4):
+a new conversation cold (the persona never read), once warmed (``LocalBackend.warm``, as
+the hub does after start-up), the conversation's second message, and a new conversation
+after a restart (a new backend restoring the prefixes saved by the one before); each a
+median over the personas, with the time the warm-up took.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import resource
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -78,6 +86,58 @@ async def one_answer(
         elif isinstance(item, StreamEnd):
             tokens = item.usage.completion_tokens
     return first, time.perf_counter() - start, tokens, text
+
+
+async def first_words(args: argparse.Namespace, personas: list[Persona]) -> None:
+    """First text of a new conversation: cold, warmed, its second message, after a restart."""
+    chat = [p for p in personas if p.panel is None]
+
+    def backend(slot_dir: Path | None) -> LocalBackend:
+        return LocalBackend(
+            model_dir=args.model_dir,
+            max_tokens=args.max_tokens,
+            threads=args.threads,
+            slot_dir=slot_dir,
+            **({} if args.slots is None else {"slots": args.slots}),
+        )
+
+    async def firsts(llm: LocalBackend, *, second: bool = False) -> list[float]:
+        times = []
+        for persona in chat:
+            first, _, _, text = await one_answer(llm, persona, QUESTIONS[0])
+            if second:
+                earlier = (
+                    {"role": "user", "content": QUESTIONS[0]},
+                    {"role": "assistant", "content": text},
+                )
+                first, _, _, _ = await one_answer(llm, persona, QUESTIONS[1], earlier)
+            times.append(first)
+        return times
+
+    def line(label: str, times: list[float]) -> None:
+        each = ", ".join(f"{t * 1000:.0f}" for t in times)
+        print(f"{label:<34} p50 {statistics.median(times) * 1000:>6.0f} ms  ({each})", flush=True)
+
+    print(f"first words, {len(chat)} personas, load average {os.getloadavg()[0]:.1f}")
+    with tempfile.TemporaryDirectory() as scratch:
+        slots = Path(scratch) / "prefixes"
+        for label, slot_dir, warm, second in (
+            ("new conversation, cold", None, False, False),
+            ("new conversation, once warmed", slots, True, False),
+            ("second message", None, False, True),
+            ("new conversation, after a restart", slots, True, False),
+        ):
+            llm = backend(slot_dir)
+            try:
+                await llm.load()
+                if warm:
+                    start = time.perf_counter()
+                    how = await llm.warm(chat)
+                    took = time.perf_counter() - start
+                    print(f"  warm-up {took:.1f} s: {sorted(set(how.values()))}", flush=True)
+                line(label, await firsts(llm, second=second))
+            finally:
+                await llm.aclose()
 
 
 def long_card(persona: Persona) -> Persona:
@@ -153,10 +213,14 @@ async def main() -> None:
     parser.add_argument("--long-card-only", action="store_true", help="no rounds")
     parser.add_argument("--slots", type=int, default=None, help="default: the backend's")
     parser.add_argument("--concurrent", type=int, default=4)
+    parser.add_argument("--first-words", action="store_true", help="only the first words")
     args = parser.parse_args()
 
     personas, _ = load_persona_dir(REPO / "personas")
     ordered = [p for _, p in sorted(personas.items())]
+    if args.first_words:
+        await first_words(args, ordered)
+        return
     extra = {} if args.slots is None else {"slots": args.slots}
     llm = LocalBackend(
         model_dir=args.model_dir, max_tokens=args.max_tokens, threads=args.threads, **extra

@@ -19,6 +19,9 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "local_model": (
         "tests/integration/test_local_model.py::",
         "tests/llm/test_local_backend.py::",
+        "tests/llm/test_local_prefixes.py::",
+        "tests/llm/test_local_turns.py::",
+        "tests/integration/test_local_warmup.py::",
         "tests/cli/test_cli.py::test_serve_with_no_configuration_answers_with_the_local_model",
         "tests/console/test_demo_label.py::",  # before "console": its own Chromium
     ),

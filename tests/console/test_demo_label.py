@@ -28,6 +28,7 @@ async def test_an_answer_of_the_demo_model_is_labelled_so(
         "local_model_dir": local_model_dir,
         "local_threads": MODEL_THREADS,
         "local_max_tokens": 16,
+        "local_warm_personas": 0,  # nothing else asks the model meanwhile
     }
     async with console_hub(**settings) as hub:
 

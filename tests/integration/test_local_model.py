@@ -94,6 +94,7 @@ async def local_hub(
         local_model_dir=local_model_dir,
         local_threads=MODEL_THREADS,
         local_max_tokens=CAP,
+        local_warm_personas=0,  # the tests' own requests only (test_local_warmup.py warms)
     )
     app = create_app(settings)
     # A blocking answer from the real model on two busy cores can take well over the

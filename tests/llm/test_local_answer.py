@@ -123,3 +123,29 @@ def test_a_bracketed_note_ends_the_answer() -> None:
     assert text.strip() == "It sank."
     text, _ = run("The word list[3] stays.")
     assert text == "The word list[3] stays."
+
+
+def test_the_users_own_name_as_a_label_in_mid_line_stops_it() -> None:
+    answer, _ = run(
+        'The Shadowfangs hunt at dusk. Kestrel: "What are Shadowfangs?"',
+        names=("Maren Holt", "Maren", "Holt", "Kestrel"),
+    )
+    assert answer.strip() == "The Shadowfangs hunt at dusk."
+
+
+def test_a_continuation_joins_on_with_a_space_and_repeats_none_of_the_answer() -> None:
+    before = "I was born in Athens. My mother was a midwife."
+    answer = AnswerFilter(("Socrates",), after=before)
+    sent = answer.feed(" My mother was a midwife. I ask questions. ") + answer.finish()
+    assert sent == ""  # it opened by repeating a sentence of the answer: nothing added
+    answer = AnswerFilter(("Socrates",), after=before)
+    sent = answer.feed("I ask questions of everyone.\nUser: why?") + answer.finish()
+    assert sent == " I ask questions of everyone.\n"
+    assert (before + sent).count("midwife") == 1
+
+
+def test_a_continuation_after_a_space_or_before_punctuation_adds_no_space() -> None:
+    answer = AnswerFilter(("Socrates",), after="I was born in Athens ")
+    assert (answer.feed("in 470 BC. ") + answer.finish()) == "in 470 BC. "
+    answer = AnswerFilter(("Socrates",), after="I was born in Athens")
+    assert (answer.feed(", in 470 BC. ") + answer.finish()).startswith(", in 470 BC.")

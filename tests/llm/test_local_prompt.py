@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from persona_agent.llm.local.transcript import USER_LABEL, build_prompt, sections_of
+from persona_agent.llm.local.prefixes import new_conversation, prefix_of
+from persona_agent.llm.local.transcript import (
+    USER_LABEL,
+    build_prompt,
+    continued,
+    sections_of,
+    stop_strings,
+)
+from persona_agent.personas.macros import apply_macros
 from persona_agent.personas.model import Persona
 from persona_agent.personas.scan import load_persona_dir
 from persona_agent.personas.turn_prompt import PromptSections, assemble_prompt
@@ -212,3 +220,45 @@ async def test_the_newest_message_is_whole_a_past_one_cut() -> None:
     assert "Row 119: radium sample, 119 milligrams. [end of samples.csv]" not in later
     assert "User: And the last row?\nMarie Curie:" in later
     assert "Row 20: radium sample" in later  # the past turn, its first 1,200 characters
+
+
+async def test_a_continuation_ends_with_the_persona_s_answer_for_the_model_to_go_on() -> None:
+    persona = MIRA  # a card with post-history instructions
+    messages = said("Who are you?", "I am the captain of this ship.")
+    nudge = {"role": "system", "content": "[Continue your last message.]"}
+    sections = await assemble_prompt(persona, messages, [nudge])
+    prompt = build_prompt(sections, count_tokens=words, budget=10_000)
+    assert prompt.endswith("\nCaptain Mira Voss: I am the captain of this ship.")
+    assert continued(sections) == "I am the captain of this ship."
+    ended = await assemble_prompt(persona, said("Who are you?", "The captain. "), [nudge])
+    assert continued(ended) == "The captain. "  # its space kept: the addition needs none
+    # The instructions come before the answer, never after it.
+    assert f"[{' '.join(sections.post_history.split())}]\nCaptain Mira Voss: I am" in prompt
+    asked = await assemble_prompt(persona, messages, said("And the ship?"))
+    assert continued(asked) is None
+    assert build_prompt(asked, count_tokens=words, budget=10_000).endswith("\nCaptain Mira Voss:")
+
+
+async def test_the_stop_strings_are_the_turn_labels_and_the_user_s_own_name() -> None:
+    kestrel = UserPersona("Kestrel")
+    sections = await assemble_prompt(MIRA, [], said("Hello."), user=kestrel)
+    assert stop_strings(sections) == ["\nUser:", "\nKestrel:", "\nCaptain Mira Voss:"]
+    plain = await assemble_prompt(MIRA, [], said("Hello."))
+    assert stop_strings(plain) == ["\nUser:", "\nCaptain Mira Voss:"]
+
+
+@pytest.mark.parametrize("persona_id", ["socrates", "mira"])
+async def test_a_persona_s_fixed_prefix_is_what_every_new_conversation_starts_with(
+    persona_id: str,
+) -> None:
+    persona = MIRA if persona_id == "mira" else PERSONAS[persona_id]
+    prefix = prefix_of(build_prompt(new_conversation(persona), count_tokens=words, budget=10_000))
+    assert prefix is not None
+    assert prefix.endswith(f"\n{USER_LABEL}:")
+    messages = said("What is virtue?")
+    if persona.greeting:  # the conversation opened with it, as the engine opens it
+        greeting = apply_macros(persona.greeting, persona.name.strip())
+        messages.insert(0, {"role": "assistant", "content": greeting})
+    sections = await assemble_prompt(persona, [], messages)
+    first = build_prompt(sections, count_tokens=words, budget=10_000)
+    assert first.startswith(prefix + " What is virtue?")

@@ -27,6 +27,7 @@ __all__ = [
     "build_model_backend",
     "is_local",
     "prepare_llm_backend",
+    "warm_personas",
 ]
 
 logger = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ def build_llm_backend(settings: Settings) -> LLMBackend:
         slots=settings.local_slots,
         mmproj=settings.local_mmproj,
         timeout=settings.local_timeout,
+        slot_dir=settings.data_dir / "prefixes",
     )
 
 
@@ -121,6 +123,31 @@ async def prepare_llm_backend(
                     persona.id,
                     llm.name,
                 )
+
+
+async def warm_personas(llm: LLMBackend, personas: Iterable[Persona], settings: Settings) -> None:
+    """Start-up, in the background: the embedded model reads the fixed prompt prefix of the
+    first ``local_warm_personas`` personas by id (panels aside: their members answer),
+    or restores it from its saved file. Nothing for another backend, or a model not
+    loaded at start-up. Never raises but ``CancelledError`` (a failure is logged)."""
+    if not (is_local(llm) and llm.loaded and settings.local_warm_personas):
+        return
+    chosen = sorted((p for p in personas if p.panel is None), key=lambda p: p.id)
+    chosen = chosen[: settings.local_warm_personas]
+    try:
+        warmed = await llm.warm(chosen)
+    except LLMError as error:
+        logger.warning("The personas' prefixes were not warmed: %s", error.message)
+        return
+    except Exception:
+        logger.exception("Warming the personas' prefixes failed")
+        return
+    counts = {how: sum(1 for w in warmed.values() if w == how) for how in set(warmed.values())}
+    logger.info(
+        "The embedded model has read %d personas' prefixes ahead (%s)",
+        len(warmed),
+        ", ".join(f"{how}: {n}" for how, n in sorted(counts.items())) or "none",
+    )
 
 
 def is_local(llm: LLMBackend) -> TypeGuard[LocalBackend]:

@@ -4,6 +4,7 @@ change applied as it comes, a deleted persona's data deleted and old tasks swept
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -16,12 +17,13 @@ from persona_agent.hub.collaboration import (
     warn_unknown_agents,
     warn_unknown_tool_servers,
 )
-from persona_agent.hub.model_backend import prepare_llm_backend
+from persona_agent.hub.model_backend import prepare_llm_backend, warm_personas
 from persona_agent.hub.readiness import Readiness
 from persona_agent.hub.storage import Storage
 from persona_agent.knowledge.folders import DocumentFolders
 from persona_agent.knowledge.library import Knowledge
 from persona_agent.llm.base import LLMBackend
+from persona_agent.personas.model import Persona
 from persona_agent.personas.stores.file_store import FilePersonaStore
 from persona_agent.personas.stores.watcher import watch_personas
 from persona_agent.retention import Retention, RetentionLimits
@@ -44,12 +46,18 @@ class PersonasLive:
     readiness: Readiness
     retention: Retention
     knowledge: Knowledge
+    warming: asyncio.Task[None] | None = None
+    """The personas' prefixes warmed in the background (:func:`warm_personas`), once started."""
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        await self._load()
+        personas = await self._load()
         store, persona_data = self.storage.personas, self.storage.persona_data
         async with AsyncExitStack() as stack:
+            # Ready without it: the prefixes are warmed in the background, cancelled at
+            # shutdown (after the persona being read).
+            self.warming = asyncio.create_task(warm_personas(self.llm, personas, self.settings))
+            stack.push_async_callback(_cancelled, self.warming)
             stack.push_async_callback(persona_data.aclose)
             stack.push_async_callback(self.knowledge.aclose)  # its background re-embedding
             # The registry hears each change first, then the deleted persona's data goes.
@@ -85,9 +93,9 @@ class PersonasLive:
         stack.callback(store.subscribe(folders.on_change))
         stack.push_async_callback(_awaited, asyncio.create_task(folders.run(stop)))
 
-    async def _load(self) -> None:
-        """Every persona in the registry, the configuration's problems named, the model
-        backend readied."""
+    async def _load(self) -> list[Persona]:
+        """Every persona in the registry (returned), the configuration's problems named, the
+        model backend readied."""
         personas = await self.storage.personas.list()
         for persona in personas:
             self.registry.put(persona)
@@ -97,10 +105,17 @@ class PersonasLive:
         warn_panel_problems(personas)
         await prepare_llm_backend(self.llm, personas, preload=self.settings.local_preload)
         self.readiness.personas_loaded = True
+        return personas
 
 
 async def _awaited(task: asyncio.Task[None]) -> None:
     await task
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def build_personas_live(

@@ -73,6 +73,10 @@ class ThinkingSettings(BaseSettings):
     cores takes minutes), and to send its next token; ``llm_timeout`` is other servers'."""
     local_preload: bool = True
     """Load the embedded model at start-up (else on the first message)."""
+    local_warm_personas: int = Field(default=8, ge=0, le=64)
+    """Personas (the first by id; panels aside) whose fixed prompt prefix the embedded model
+    reads in the background after start-up, or restores from ``<data_dir>/prefixes``, so
+    that their first conversations answer at once; 0: none. Only with ``local_preload``."""
     mcp_config: Path | None = None
     """YAML or JSON file declaring the MCP servers (see docs/tools.md)."""
     tool_timeout: float = Field(default=30.0, gt=0)

@@ -11,7 +11,7 @@ answer still streams:
   paragraph);
 - it strips HTML tags, markdown emphasis, header marks and code fences;
 - it stops before a sentence the answer already contains, so no sentence
-  appears twice;
+  appears twice (nor one of the answer that a continuation goes on with);
 - near the length cap it holds each sentence back until it ends, so a capped
   answer ends on a whole sentence.
 
@@ -23,9 +23,12 @@ until it is decided, never sent and then taken back.
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Iterable
 
-__all__ = ["AnswerFilter", "has_words"]
+from persona_agent.personas.turn_prompt import PromptSections
+
+__all__ = ["AnswerFilter", "fallback_line", "has_words", "speaker_names"]
 
 _MAX_TAG = 200  # an unclosed "<tag" longer than this is not a tag: let it through
 _TAG = re.compile(r"</?[A-Za-z!/][^<>]{0,200}>")
@@ -41,6 +44,8 @@ _NORMAL = re.compile(r"[^\w]+")
 _LABEL_WORD = r"(?:[A-Z][\w'’.-]*|\d+)"
 _LINE_LABEL = re.compile(rf"[>*\-\s]*{_LABEL_WORD}(?:[ \t]+{_LABEL_WORD}){{0,3}}[ \t]*:")
 _MAYBE_LABEL = re.compile(rf"[>*\-\s]*(?:{_LABEL_WORD}(?:[ \t]+{_LABEL_WORD}){{0,3}})?[ \t]*")
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?…])\s+")
+_CLOSES = re.compile(r"[,.;:!?…)\]”’'\"]")  # text that goes on a word with no space between
 _ROLE_WORDS = ("User", "Assistant", "System", "Human", "AI", "Bot", "Interviewer", "Question")
 
 
@@ -52,12 +57,16 @@ def has_words(text: str) -> bool:
 class AnswerFilter:
     """Turns raw model output into the persona's answer, incrementally.
 
+    ``names``: the speakers whose ``Name:`` ends the answer (the persona's, the user's).
+    ``after``: the answer this one continues; none of its sentences is said again, and the
+    first text sent starts with the space that joins it on.
+
     Feed the model's text with :meth:`feed` as it comes; send what it returns.
     When :attr:`stopped` turns true, stop generating. Call :meth:`finish` at the
     end and send what it returns too. :attr:`text` is everything sent.
     """
 
-    def __init__(self, names: Iterable[str] = ()) -> None:
+    def __init__(self, names: Iterable[str] = (), *, after: str = "") -> None:
         labels = {*_ROLE_WORDS, *(name for name in names if name)}
         alternatives = "|".join(re.escape(label) for label in sorted(labels, key=len, reverse=True))
         # A turn marker, or a bracketed note: the model echoing the post-history
@@ -74,6 +83,11 @@ class AnswerFilter:
         self._sent_of_sentence = ""  # cleaned words of the current sentence, already sent
         self._seen: set[str] = set()  # normalized sentences already in the answer
         self._line_start = True  # the next text starts a line
+        self._joiner = ""  # put before the first text sent (a continuation's space)
+        if after.strip():  # a continuation of ``after``: none of its sentences again
+            self._seen.update(filter(None, map(_normalize, _SENTENCE_BREAK.split(after))))
+            self._line_start = False  # the model goes on with the answer's last line
+            self._joiner = "" if after[-1].isspace() else " "
 
     def feed(self, piece: str) -> str:
         """Take more raw text; return the cleaned text that may be sent now."""
@@ -157,8 +171,8 @@ class AnswerFilter:
     def _words(self, segment: str) -> str:
         out = ""
         for word in _WORD.findall(segment):
-            if not self.text and not self._held and not has_words(word):
-                continue  # no leading punctuation or blank lines
+            if not self.text and not self._held and not has_words(word) and not self._joiner:
+                continue  # no leading punctuation or blank lines (but a continuation's comma)
             sentence = self._sent_of_sentence + self._held + word
             ends = _SENTENCE_END.search(word) is not None
             key = _normalize(sentence)
@@ -191,10 +205,34 @@ class AnswerFilter:
     def _send(self, text: str) -> str:
         if not self.text:
             text = text.lstrip()
+            if text and not _CLOSES.match(text):
+                text = self._joiner + text
         if self.text.endswith((" ", "\n")):
             text = text.lstrip(" ")
         self.text += text
         return text
+
+
+def speaker_names(name: str) -> tuple[str, ...]:
+    """The persona's name and its parts: each followed by a colon marks a new turn."""
+    parts = [part for part in name.split() if len(part) > 2]
+    return (name, *parts)
+
+
+def fallback_line(
+    sections: PromptSections, messages: list[dict[str, object]], *, after: str = ""
+) -> str:
+    """A short in-character line for when the model twice said nothing usable; ``after``:
+    the answer it continues (a line not in it, joined on with a space)."""
+    lines = list(sections.phrases)
+    if not lines and sections.examples:
+        lines = [sections.examples[0][1].split(". ")[0].rstrip(".") + "."]
+    if not lines:
+        lines = ["Forgive me, I have no answer to that just now."]
+    lines = [line for line in lines if line not in after] or lines
+    last = str(messages[-1].get("content", "")) if messages else ""
+    line = lines[zlib.crc32(last.encode("utf-8")) % len(lines)]
+    return f" {line}" if after.strip() and not after[-1].isspace() else line
 
 
 def _last_word_end(raw: str) -> int:

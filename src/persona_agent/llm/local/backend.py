@@ -21,8 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import zlib
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,11 +29,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from persona_agent.errors import LLMError
 from persona_agent.llm.base import ChatRequest, LLMBackend, Progress, StreamItem, Usage
-from persona_agent.llm.local.answer import AnswerFilter, has_words
+from persona_agent.llm.local.answer import AnswerFilter, fallback_line, has_words, speaker_names
 from persona_agent.llm.local.chat_template import ChatTemplate, PlainAnswer, has_chat_template
+from persona_agent.llm.local.prefixes import PrefixFiles, Warmed, prefix_of, warm_persona
 from persona_agent.llm.local.server import EmbeddedServer
 from persona_agent.llm.local.source import ModelSource
-from persona_agent.llm.local.transcript import build_prompt, sections_of
+from persona_agent.llm.local.transcript import build_prompt, continued, sections_of, stop_strings
+from persona_agent.personas.model import Persona
 from persona_agent.personas.turn_prompt import PromptSections
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ KEEPALIVE = 2.0
 client does not send on a connection the server is closing (a probe saw one request in five
 fail so before any byte; the client's retries cover what is left: docs/local-model.md)."""
 
+NEWLINES = ["\n", "\n\n", "\n\n\n"]  # Gemma's tokenizer has a token for each
 PromptStyle = Literal["auto", "transcript", "template"]
 
 
@@ -128,6 +130,7 @@ class LocalBackend(LLMBackend):
         mmproj: Path | None = None,
         seed: int | None = None,
         timeout: float = 600.0,
+        slot_dir: Path | None = None,
         start_server: Callable[..., EmbeddedServer] = EmbeddedServer.start,
     ) -> None:
         if max_tokens >= context_tokens // 2:
@@ -144,6 +147,7 @@ class LocalBackend(LLMBackend):
         self.supports_images = mmproj is not None
         self._seed = seed
         self._timeout = timeout
+        self._slot_dir = slot_dir
         self._start_server = start_server
         """Starts llama.cpp's server (:meth:`EmbeddedServer.start`; a test's fake server
         stands in for it)."""
@@ -228,6 +232,40 @@ class LocalBackend(LLMBackend):
             await ready.client.aclose()
             await asyncio.to_thread(ready.server.close)
 
+    async def warm(self, personas: Sequence[Persona]) -> dict[str, Warmed]:
+        """Read each persona's fixed prompt prefix before its first conversation asks
+        (:mod:`persona_agent.llm.local.prefixes`; restored from its saved slot if there is
+        one), one persona at a time, each taking a slot's turn: a conversation that asks
+        meanwhile waits at most for one persona. Does nothing before the model is loaded.
+
+        Returns:
+            How each persona's prefix was warmed, by id (a persona whose prefix could not be
+            made, say one too long for the context, is left out).
+        """
+        ready = self._ready
+        if ready is None:
+            return {}
+        server = ready.server
+        files = None
+        if server.slot_dir is not None and server.model_file is not None:
+            files = PrefixFiles(server.slot_dir, server.model_file, server.build)
+        warmed: dict[str, Warmed] = {}
+        names: set[str] = set()
+        budget = self._context_tokens - self._max_tokens
+
+        def tokens_of(sections: PromptSections) -> list[int] | None:
+            return self._prefix_tokens(ready, sections, budget)
+
+        for persona in personas:
+            async with self._free_slots:
+                done = await asyncio.to_thread(warm_persona, server, persona, tokens_of, files)
+            if done is not None:
+                warmed[persona.id] = done[0]
+                names.add(done[1])
+        if files is not None:  # a whole pass: the files no persona uses any more go
+            await asyncio.to_thread(files.prune, names)
+        return warmed
+
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamItem, None]:
         """Yield the answer's text as the model produces it, then one :class:`StreamEnd`.
 
@@ -293,6 +331,7 @@ class LocalBackend(LLMBackend):
                 context_tokens=self._context_tokens,
                 mmproj=self._mmproj,
                 chat_template=None if wants_template else PASS_THROUGH_TEMPLATE,
+                slot_dir=self._slot_dir,
             )
         except (RuntimeError, ValueError) as error:
             name = (
@@ -360,6 +399,30 @@ class LocalBackend(LLMBackend):
             )
         return _Prompt(messages, tokens)
 
+    def _prefix_tokens(
+        self, ready: _Ready, sections: PromptSections, budget: int
+    ) -> list[int] | None:
+        """The fixed part of a new conversation's prompt (``sections`` made by
+        :func:`~persona_agent.llm.local.prefixes.new_conversation`) as the server reads it,
+        in tokens; None when it has none (a worker thread's)."""
+        special = ready.template is not None
+
+        def count(text: str) -> int:
+            return len(ready.server.tokenize(text, special=special))
+
+        if ready.template is not None:
+            messages, _ = ready.template.fit(sections.messages(), count, budget)
+            prompt: str | None = ready.template.render(messages)
+        else:
+            prompt = build_prompt(sections, count_tokens=count, budget=budget)
+        prefix = prefix_of(prompt) if prompt else None
+        if not prefix:
+            return None
+        tokens = ready.server.tokenize(prefix, special=special)
+        if len(tokens) > 1 and tokens[0] == tokens[1]:
+            del tokens[0]  # the template wrote the BOS token itself
+        return tokens
+
     async def _answer(
         self,
         ready: _Ready,
@@ -370,21 +433,27 @@ class LocalBackend(LLMBackend):
     ) -> AsyncGenerator[Chunk, None]:
         """The answer as the server's stream of chunks, cleaned: sampled once more, warmer,
         if the first is empty, then a fallback line; usage in the last chunk."""
-        names = _speaker_names(sections.name)
+        names = (*speaker_names(sections.name), *speaker_names(sections.user))
+        after = "" if ready.template else continued(sections) or ""
+        stop = [*(request.stop or ()), *stop_strings(sections)]
         temperature = request.temperature or 0.0
         produced = cached = 0
         finish = "stop"
         for attempt in range(2):
-            answer = PlainAnswer() if ready.template else AnswerFilter(names)
+            answer = PlainAnswer() if ready.template else AnswerFilter(names, after=after)
             finish = "stop"
-            extra = {} if self._seed is None else {"seed": self._seed + attempt}
+            extra: dict[str, object] = {} if self._seed is None else {"seed": self._seed + attempt}
+            if after and attempt:
+                # A continuation that ended at once (closing the turn) is sampled again with
+                # no line break allowed: it has to go on with the answer.
+                extra["logit_bias"] = [[newline, False] for newline in NEWLINES]
             hold_from = max(1, (request.max_tokens or self._max_tokens) - SENTENCE_TAIL)
             made = 0
             warmer = ChatRequest(
                 messages=request.messages,
                 temperature=temperature + attempt * RETRY_TEMPERATURE_STEP,
                 max_tokens=request.max_tokens,
-                stop=request.stop,
+                stop=stop,  # the server ends the answer before another turn's label
             )
             async with aclosing(ready.client.chunks(warmer, extra)) as chunks:
                 async for chunk in chunks:
@@ -408,7 +477,7 @@ class LocalBackend(LLMBackend):
                 break
             logger.info("The local model gave an empty answer (attempt %d)", attempt + 1)
         else:
-            yield _text_chunk(_fallback_line(sections, messages))
+            yield _text_chunk(fallback_line(sections, messages, after=after))
             finish = "stop"
         yield _last_chunk(finish, Usage(prompt.tokens, produced, cached))
 
@@ -450,20 +519,3 @@ def _last_chunk(finish: str, usage: Usage) -> Chunk:
             "prompt_tokens_details": {"cached_tokens": usage.cached_prompt_tokens},
         },
     }
-
-
-def _speaker_names(name: str) -> tuple[str, ...]:
-    """The persona's name and its parts: each followed by a colon marks a new turn."""
-    parts = [part for part in name.split() if len(part) > 2]
-    return (name, *parts)
-
-
-def _fallback_line(sections: PromptSections, messages: list[dict[str, object]]) -> str:
-    """A short in-character line for when the model twice said nothing usable."""
-    lines = list(sections.phrases)
-    if not lines and sections.examples:
-        lines = [sections.examples[0][1].split(". ")[0].rstrip(".") + "."]
-    if not lines:
-        return "Forgive me, I have no answer to that just now."
-    last = str(messages[-1].get("content", "")) if messages else ""
-    return lines[zlib.crc32(last.encode("utf-8")) % len(lines)]

@@ -6,7 +6,9 @@ parallel sequences with continuous batching, each slot keeping the prompt it las
 persona's card is read once), and a RAM prompt cache over them. Everything goes through
 the server's loopback HTTP port, which nothing outside the machine reaches: generations as
 through any OpenAI-compatible server (:class:`~persona_agent.llm.openai_backend.OpenAIBackend`;
-closing a stream frees its slot at once), tokenizing and chat templates here.
+closing a stream frees its slot at once), tokenizing and chat templates here, and saving a
+slot to a file and restoring it (:meth:`EmbeddedServer.save_slot`,
+:meth:`EmbeddedServer.restore_slot`: what a slot read, kept across restarts).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ logger = logging.getLogger(__name__)
 # it is loaded, so it is set before xllamacpp is imported; a value the user set wins.
 _OMP_WAIT_POLICY = "passive"
 _HTTP_TIMEOUT = 60.0
+_READ_TIMEOUT = 900.0  # reading a long card on two busy cores took 83 to 102 s
 _CACHE_RAM_MIB = 256  # the server's prompt cache (idle slots' prompts), in RAM
 
 
@@ -41,6 +44,13 @@ class EmbeddedServer:
         self.address = address
         """The server's own HTTP address (``http://127.0.0.1:PORT``)."""
         self.slots = slots
+        self.slot_dir: Path | None = None
+        """Where slots are saved to and restored from (:meth:`save_slot`); None: nowhere."""
+        self.model_file: Path | None = None
+        """The model file it serves."""
+        self.build = ""
+        """What a saved slot depends on besides the model: the server's version, the
+        context of a slot."""
 
     @classmethod
     def start(
@@ -52,10 +62,12 @@ class EmbeddedServer:
         context_tokens: int,
         mmproj: Path | None = None,
         chat_template: str | None = None,
+        slot_dir: Path | None = None,
     ) -> EmbeddedServer:
         """Load ``model`` and start serving it: ``slots`` conversations at once, each with
         ``context_tokens`` of context, on ``threads`` CPU threads; ``chat_template`` (Jinja)
-        instead of the file's own.
+        instead of the file's own; slots saved to and restored from files in ``slot_dir``
+        (created if missing), if given.
 
         Raises:
             RuntimeError: llama.cpp could not load the model (or the projector).
@@ -88,8 +100,46 @@ class EmbeddedServer:
         params.endpoint_slots = False
         params.warmup = True
         params.verbosity = 0 if logger.isEnabledFor(logging.DEBUG) else -1
+        if slot_dir is not None:
+            slot_dir.mkdir(parents=True, exist_ok=True)
+            # The server writes to this string followed by the file's name: the slash is ours.
+            params.slot_save_path = f"{slot_dir.resolve()}{os.sep}"
         server = xllamacpp.Server(params)
-        return cls(server, server.listening_address, slots=slots)
+        started = cls(server, server.listening_address, slots=slots)
+        started.slot_dir = slot_dir
+        started.model_file = model
+        started.build = f"xllamacpp {getattr(xllamacpp, '__version__', '?')}, {context_tokens}"
+        return started
+
+    def prime(self, tokens: list[int], slot: int) -> int:
+        """Read ``tokens`` into ``slot`` (and generate one token after them); the number of
+        them found already read (in the slot or the server's prompt cache). A new task on a
+        slot also moves what the slot held before into the prompt cache."""
+        reply = self._post(
+            "/completion",
+            {"prompt": tokens, "n_predict": 1, "id_slot": slot, "cache_prompt": True},
+            timeout=_READ_TIMEOUT,
+        )
+        timings = reply.get("timings")
+        return int(timings.get("cache_n") or 0) if isinstance(timings, dict) else 0
+
+    def save_slot(self, slot: int, filename: str) -> int:
+        """Save what ``slot`` read to ``filename`` in :attr:`slot_dir`; the tokens saved.
+
+        Raises:
+            RuntimeError: the server refused (no slot directory, a busy slot).
+        """
+        reply = self._post(f"/slots/{slot}?action=save", {"filename": filename})
+        return int(reply.get("n_saved") or 0)
+
+    def restore_slot(self, slot: int, filename: str) -> int:
+        """Load ``filename`` of :attr:`slot_dir` into ``slot``; the tokens restored.
+
+        Raises:
+            RuntimeError: the server refused (a busy slot, a file it cannot read).
+        """
+        reply = self._post(f"/slots/{slot}?action=restore", {"filename": filename})
+        return int(reply.get("n_restored") or 0)
 
     def tokenize(self, text: str, *, special: bool) -> list[int]:
         """``text`` as the model's tokens, with the BOS token first as the model wants it."""
@@ -115,14 +165,16 @@ class EmbeddedServer:
         """Stop the server and free the model (the native object goes with its last reference)."""
         self._server = None
 
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _post(
+        self, path: str, body: dict[str, Any], *, timeout: float = _HTTP_TIMEOUT
+    ) -> dict[str, Any]:
         request = urllib.request.Request(
             self.address + path,
             data=json.dumps(body).encode("utf-8"),
             headers={"Content-Type": "application/json"},
         )
         try:
-            with urllib.request.urlopen(request, timeout=_HTTP_TIMEOUT) as response:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
                 reply = json.loads(response.read())
         except urllib.error.HTTPError as error:
             raise RuntimeError(

@@ -16,7 +16,9 @@ model reads as messages) in this order:
    small model heeds it, and after everything that stays the same from turn to turn, so
    the model's cache of that start is reused), and after them what memory recalled for
    it and the passages of the persona's documents found for it; the post-history
-   instructions in brackets; then the persona's name, for the model to go on from.
+   instructions in brackets; then the persona's name, for the model to go on from. A
+   continuation ends instead with the persona's last answer (the instructions before it),
+   so that the model goes on writing that answer rather than writing another.
 
 What does not fit the context is shortened in this order (the newest message always
 stays): the background; the oldest turns of the conversation; the example exchanges,
@@ -36,7 +38,7 @@ from persona_agent.llm.base import message_text
 from persona_agent.personas.model import Persona
 from persona_agent.personas.turn_prompt import PromptSections, assemble_prompt_sync
 
-__all__ = ["USER_LABEL", "build_prompt", "sections_of"]
+__all__ = ["USER_LABEL", "build_prompt", "continued", "sections_of", "stop_strings"]
 
 USER_LABEL = "User"
 """How the other speaker is labelled in the transcript."""
@@ -153,6 +155,8 @@ def _render(layout: _Layout) -> str:
     conversation: list[str] = []
     if sections.summary:  # within the summary's own token budget: not shortened here
         conversation.append(f"(Earlier in this conversation: {_flat(sections.summary)})")
+    # A continuation ends with the persona's own answer, for the model to go on writing it.
+    continuing = bool(layout.turns) and layout.turns[-1][0] == name
     for index, (speaker, text) in enumerate(layout.turns):
         if index == len(layout.turns) - 1:  # what this message brought up: after the cache
             if layout.lore:
@@ -162,16 +166,38 @@ def _render(layout: _Layout) -> str:
                 conversation.append(f"({name} remembers: {remembered})")
             if sections.passages:  # within the knowledge's own token budget, as memory's
                 conversation.append(f"({name} reads: {' '.join(map(_flat, sections.passages))})")
+            if continuing and sections.post_history:
+                conversation.append(f"[{_flat(sections.post_history)}]")
         conversation.append(f"{speaker}: {text}")
-        if speaker == name:
+        if speaker == name and index < len(layout.turns) - 1:
             conversation.append("")
-    while conversation and conversation[-1] == "":
-        conversation.pop()
-    if sections.post_history:
-        conversation.append(f"[{_flat(sections.post_history)}]")
-    conversation.append(f"{name}:")
+    if not continuing:
+        if sections.post_history:
+            conversation.append(f"[{_flat(sections.post_history)}]")
+        conversation.append(f"{name}:")
     paragraphs.append("\n".join(conversation))
     return "\n\n".join(paragraphs)
+
+
+def continued(sections: PromptSections) -> str | None:
+    """The answer a continuation goes on with: the persona's last turn, when the
+    conversation ends with it (the transcript then ends with it, not with a new turn)."""
+    said = [
+        message
+        for message in sections.conversation
+        if message.get("role") in ("user", "assistant") and _flat(message_text(message))
+    ]
+    if said and said[-1].get("role") == "assistant":
+        return message_text(said[-1])  # as it was said: its last character joins it on
+    return None
+
+
+def stop_strings(sections: PromptSections) -> list[str]:
+    """Where the model's answer ends for certain: a line that opens another turn (the
+    user's, under the transcript's label or the user's own name, or the persona's next),
+    as character-chat tools stop a model before it writes the user's lines."""
+    labels = dict.fromkeys([USER_LABEL, sections.user.strip(), sections.name.strip()])
+    return [f"\n{label}:" for label in labels if label]
 
 
 def _intro(layout: _Layout) -> str:
