@@ -43,8 +43,11 @@ GROUPS: dict[str, tuple[str, ...]] = {
         path: (f"tests/{path}.py::",)
         for path in (
             "cli/test_chat",
+            "cli/test_chat_branches",
+            "cli/test_chat_terminal",
             "deployment/test_grpc_nginx",
             "deployment/test_mcp_replicas",
+            "integration/test_grpc",
             "tools/test_toolbox",
             "security/test_browser_writes",
             "security/test_persona_fuzz",
