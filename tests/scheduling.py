@@ -81,7 +81,7 @@ group ``name_word`` (the matrix's cells by deployment: the two deployments start
 workers at once, each once, rather than one after the other on one worker)."""
 
 LONGEST = ("local_model", "matrix_two-replicas", "matrix_one-hub", "console")
-"""The groups that take longest, longest first (README.md, Testing: each group's time):
+"""The groups that take longest, longest first (README.md, "Where the suite's time goes"):
 handed out before any other work."""
 
 GROUP_SCOPE = "group:"
