@@ -2,7 +2,7 @@
 door × {one hub, two replicas behind nginx} × {a persona, a panel} × operation, each run with
 the door's own client against real ``persona-agent serve`` processes on PostgreSQL and the
 scripted model. Each deployment starts once for the module (one pytest-xdist worker runs the
-module: tests/scheduling.py)."""
+cells of a deployment, another those of the other: tests/scheduling.py)."""
 
 from __future__ import annotations
 
