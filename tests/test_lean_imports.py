@@ -54,7 +54,7 @@ FEATURES = {
     "re2": "a lore key that is a regular expression",
     "PIL": "a character card in a PNG file",
     "alembic": "a database to migrate",
-    "openai": "the openai backend",
+    "openai": "a model server (PERSONA_AGENT_LLM_BASE_URL), or the embedded model once loaded",
     "persona_agent.memory.embeddings": "memory (PERSONA_AGENT_MEMORY=on)",
     "persona_agent.api.grpc.grpc_service": "gRPC (PERSONA_AGENT_GRPC_PORT)",
     # a2a-sdk imports grpcio whenever it is installed; serve keeps it from doing so unless a
@@ -140,7 +140,9 @@ def test_a_hub_at_its_defaults_loads_no_library_of_a_feature_that_is_off(
 
     assert loaded(modules, "persona_agent.api.app")
     assert loaded(modules, "xllamacpp")  # the default backend, loaded at start-up
-    assert [name for name in FEATURES if loaded(modules, name)] == []
+    # ... and reached through the openai backend on its server's port: one model path.
+    assert loaded(modules, "openai")
+    assert [name for name in FEATURES if name != "openai" and loaded(modules, name)] == []
     assert not loaded(modules, "httpcore")  # the webhooks' transport, made for the first call
     # Memory's default embedder (a core dependency): memory is off by default.
     assert not loaded(modules, "wordllama")
