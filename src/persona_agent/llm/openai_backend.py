@@ -15,7 +15,6 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import AsyncExitStack, aclosing
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -33,10 +32,10 @@ from persona_agent.llm.base import (
     Pacer,
     StreamEnd,
     TextDelta,
-    ToolCall,
     Usage,
 )
 from persona_agent.llm.sse import events
+from persona_agent.llm.stream_chunks import Chunk, PartialCall, absorb, stream_end, usage_of
 from persona_agent.observe.tracing import active as tracing_active
 from persona_agent.observe.tracing import trace_headers
 
@@ -46,18 +45,7 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 _NO_KEY = "not-needed"  # servers without auth still get a syntactically valid bearer header
 _DETAIL_LIMIT = 200
 
-Chunk = dict[str, Any]
-"""One chunk of the stream, as the server's JSON has it."""
 _Chunks = Pacer[Chunk | BaseException | None]
-
-
-@dataclass
-class _PartialCall:
-    """A tool call being reassembled from its streamed fragments."""
-
-    id: str = ""
-    name: str = ""
-    arguments: str = ""
 
 
 class OpenAIBackend(LLMBackend):
@@ -196,7 +184,7 @@ class OpenAIBackend(LLMBackend):
         piece."""
         chunks: _Chunks = Pacer(_ends_stream)
         reader = asyncio.create_task(self._read(source, chunks))
-        calls: dict[int, _PartialCall] = {}
+        calls: dict[int, PartialCall] = {}
         usage = Usage()
         finish: str | None = None
         try:
@@ -210,8 +198,8 @@ class OpenAIBackend(LLMBackend):
                     if chunk is None or isinstance(chunk, BaseException):
                         ended, failure = True, chunk
                         break
-                    usage = _usage(chunk) or usage
-                    piece, finished = _absorb(chunk, calls)
+                    usage = usage_of(chunk) or usage
+                    piece, finished = absorb(chunk, calls)
                     text += piece
                     finish = finished or finish
                 if text:
@@ -226,7 +214,7 @@ class OpenAIBackend(LLMBackend):
             except asyncio.CancelledError:
                 if not reader.cancelled():
                     raise
-        yield _end(finish, calls, usage)
+        yield stream_end(finish, calls, usage)
 
     async def _whole(
         self, source: AsyncGenerator[Chunk, None]
@@ -234,7 +222,7 @@ class OpenAIBackend(LLMBackend):
         """:meth:`stream` for a consumer that takes the answer whole (a blocking send): the
         first text at once (the time to it is measured), then, read in place, each chunk's
         text collected and given as one piece at the end."""
-        calls: dict[int, _PartialCall] = {}
+        calls: dict[int, PartialCall] = {}
         usage = Usage()
         finish: str | None = None
         pieces: list[str] = []
@@ -242,8 +230,8 @@ class OpenAIBackend(LLMBackend):
         async with aclosing(source) as chunks:
             async for chunk in chunks:
                 if chunk.get("usage") is not None:
-                    usage = _usage(chunk) or usage
-                piece, finished = _absorb(chunk, calls)
+                    usage = usage_of(chunk) or usage
+                piece, finished = absorb(chunk, calls)
                 finish = finished or finish
                 if not piece:
                     continue
@@ -254,7 +242,7 @@ class OpenAIBackend(LLMBackend):
                     pieces.append(piece)
         if pieces:
             yield TextDelta("".join(pieces))
-        yield _end(finish, calls, usage)
+        yield stream_end(finish, calls, usage)
 
     async def _read(self, source: AsyncGenerator[Chunk, None], chunks: _Chunks) -> None:
         """Put the stream's chunks in ``chunks``, then None; or the error, as an :class:`LLMError`.
@@ -379,77 +367,6 @@ class OpenAIBackend(LLMBackend):
         if len(text) > _DETAIL_LIMIT:
             text = text[: _DETAIL_LIMIT - 1] + "…"
         return text
-
-
-def _end(finish: str | None, calls: dict[int, _PartialCall], usage: Usage) -> StreamEnd:
-    """The stream's end: its tool calls, usage and finish reason.
-
-    Raises:
-        LLMError: the stream ended without a finish reason (broken off).
-    """
-    if finish is None:
-        raise LLMError("The language model stream broke off before the answer was complete")
-    tool_calls = [
-        ToolCall(id=call.id or f"call_{index}", name=call.name, arguments=call.arguments)
-        for index, call in sorted(calls.items())
-    ]
-    return StreamEnd(tool_calls=tool_calls, usage=usage, finish_reason=finish)
-
-
-def _usage(chunk: Chunk) -> Usage | None:
-    """The usage a chunk reports (the last one, with ``include_usage``), if any."""
-    usage = chunk.get("usage")
-    if not isinstance(usage, dict):
-        return None
-    details = usage.get("prompt_tokens_details")
-    details = details if isinstance(details, dict) else {}
-    return Usage(
-        _count(usage.get("prompt_tokens")),
-        _count(usage.get("completion_tokens")),
-        _count(details.get("cached_tokens")),
-        _count(details.get("image_tokens")),
-    )
-
-
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _absorb(chunk: Chunk, calls: dict[int, _PartialCall]) -> tuple[str, str | None]:
-    """The text of a chunk's first choice, its tool-call fragments added to ``calls``,
-    and its finish reason (a field of the wrong type counts as absent)."""
-    text, finish = "", None
-    for choice in chunk.get("choices") or ():
-        if not isinstance(choice, dict) or choice.get("index"):
-            continue  # only one choice is ever asked for
-        delta = choice.get("delta")
-        if isinstance(delta, dict):
-            content = delta.get("content")
-            if isinstance(content, str):
-                text += content
-            for part in delta.get("tool_calls") or ():
-                if isinstance(part, dict):
-                    _add_fragment(calls, part)
-        reason = choice.get("finish_reason")
-        if reason is not None:
-            finish = str(reason)
-    return text, finish
-
-
-def _add_fragment(calls: dict[int, _PartialCall], part: dict[str, Any]) -> None:
-    """One streamed fragment of a tool call: its id and name (some servers repeat them in
-    every fragment: kept once), a piece of its arguments."""
-    index = part.get("index")
-    call = calls.setdefault(index if isinstance(index, int) else 0, _PartialCall())
-    call.id = call.id or _text(part.get("id"))
-    function = part.get("function")
-    if isinstance(function, dict):
-        call.name = call.name or _text(function.get("name"))
-        call.arguments += _text(function.get("arguments"))
-
-
-def _text(value: object) -> str:
-    return value if isinstance(value, str) else ""
 
 
 def _stream_error(error: object) -> LLMError:

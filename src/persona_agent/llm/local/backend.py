@@ -38,11 +38,12 @@ from persona_agent.llm.local.prefixes import PrefixFiles, Warmed, warm_persona
 from persona_agent.llm.local.server import EmbeddedServer
 from persona_agent.llm.local.source import ModelSource
 from persona_agent.llm.local.transcript import continued, sections_of, stop_strings
+from persona_agent.llm.stream_chunks import Chunk
 from persona_agent.personas.model import Persona
 from persona_agent.personas.turn_prompt import PromptSections
 
 if TYPE_CHECKING:
-    from persona_agent.llm.openai_backend import Chunk, OpenAIBackend
+    from persona_agent.llm.openai_backend import OpenAIBackend
 
 __all__ = ["PASS_THROUGH_TEMPLATE", "LocalBackend"]
 
