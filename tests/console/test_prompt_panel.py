@@ -27,6 +27,7 @@ from tests.console.test_chat import last_answer, send_message
 from tests.console.test_conversations import click, fits, sized, suffix, wait
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.persona_yaml import persona, write
+from tests.integration.test_prompt_records import upload_market_documents
 
 __all__ = ["sized"]
 
@@ -121,16 +122,7 @@ async def test_the_panel_says_what_memory_and_the_documents_budgets_left_out(
     llm.script(Reply("Noted."), Reply("Let us."), Reply("Three obols."))
     settings = {"memory": True, "history_max_messages": 2, "knowledge_max_passages": 1}
     async with console_hub(**settings) as hub:
-        for name, text in (
-            ("obols.md", "A stallholder pays three obols a day to the market wardens."),
-            ("fish.md", "A fishmonger pays two obols a day, in the northern stoa."),
-        ):
-            upload = await hub.http.post(
-                "/api/v1/personas/scribe/documents",
-                headers={"X-Requested-With": "tests"},
-                files={"file": (name, text.encode())},
-            )
-            assert upload.status_code == 201, upload.text
+        await upload_market_documents(hub.http, "scribe")
 
         def scenario() -> None:
             open_console(browser, hub, "chat/scribe")

@@ -23,6 +23,24 @@ from tests.integration.test_memory import database
 from tests.knowledge.pdfs import pdf_of
 from tests.knowledge.test_hub_documents import pdf_message
 
+MARKET_DOCUMENTS = (
+    ("obols.md", "A stallholder pays three obols a day to the market wardens."),
+    ("fish.md", "A fishmonger pays two obols a day, in the northern stoa."),
+)
+"""Two documents that answer the same question: a budget of one passage leaves one out."""
+
+
+async def upload_market_documents(http: httpx.AsyncClient, persona_id: str) -> None:
+    """Give ``persona_id`` the :data:`MARKET_DOCUMENTS` through the REST API."""
+    for name, text in MARKET_DOCUMENTS:
+        upload = await http.post(
+            f"/api/v1/personas/{persona_id}/documents",
+            headers={"X-Requested-With": "tests"},
+            files={"file": (name, text.encode())},
+        )
+        assert upload.status_code == 201, upload.text
+
+
 FACT = "My dog is called Biscuit."
 HANDBOOK = (
     "# Agora handbook\n\nA stallholder pays three obols a day to the market wardens.\n\n"
@@ -308,16 +326,7 @@ async def test_what_memory_and_the_documents_budgets_left_out_is_said(
     are in the record's cuts, with their text, tokens and which budget left them out."""
     write(personas_dir, "scribe", persona("Scribe", memory={"enabled": True, "max_items": 1}))
     async with hub_factory(memory=True, history_max_messages=2, knowledge_max_passages=1) as hub:
-        for name, text in (
-            ("obols.md", "A stallholder pays three obols a day to the market wardens."),
-            ("fish.md", "A fishmonger pays two obols a day, in the northern stoa."),
-        ):
-            upload = await hub.http.post(
-                "/api/v1/personas/scribe/documents",
-                headers={"X-Requested-With": "tests"},
-                files={"file": (name, text.encode())},
-            )
-            assert upload.status_code == 201, upload.text
+        await upload_market_documents(hub.http, "scribe")
         client = await hub.client("scribe")
         llm.script(Reply("Noted."), Reply("Noted too."), Reply("Fine."), Reply("Biscuit."))
         context = (await send(client, "My dog is called Biscuit.")).context_id
