@@ -44,7 +44,6 @@ from persona_agent.api.routes.chats import conversation_files, conversation_prom
 from persona_agent.errors import HTTP_STATUSES, PersonaAgentError
 from persona_agent.hub.composition import Hub, Part, build_hub
 from persona_agent.hub.memory_part import build_memory_records
-from persona_agent.hub.persona_store import persona_limits
 from persona_agent.hub.protection import Protection
 from persona_agent.llm.base import LLMBackend
 from persona_agent.personas.formats.card_pngs import CardPngs
@@ -106,7 +105,7 @@ def _api_parts(settings: Settings, hub: Hub) -> ApiParts:
         auth=api_auth,
         store=storage.personas,
         registry=hub.registry,
-        limits=persona_limits(settings),
+        limits=storage.persona_limits,
         audit=protection.audit,
         card_pngs=CardPngs(settings.card_png_cache_bytes),
         persona_data=storage.persona_data,
@@ -147,7 +146,7 @@ def _add_routes(app: HubApp, settings: Settings) -> None:
     """Discovery, operations, the REST API, the pages, A2A mounted under ``/a2a`` and MCP at
     ``/mcp``; each
     error of :data:`~persona_agent.errors.HTTP_STATUSES` answered with its status."""
-    app.add_middleware(BodyLimit, limits=persona_limits(settings))
+    app.add_middleware(BodyLimit, limits=app.parts.limits)
     app.include_router(discovery.router)
     app.include_router(operations.router)
     for module in (

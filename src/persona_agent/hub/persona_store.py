@@ -12,9 +12,10 @@ from persona_agent.settings import Settings
 __all__ = ["load_personas", "open_persona_store", "persona_limits"]
 
 
-def open_persona_store(settings: Settings) -> PersonaStore:
+def open_persona_store(settings: Settings, limits: Limits) -> PersonaStore:
     """The store of the settings' personas, not loaded yet (``load()`` reads them): the
-    files of the writable persona directory, and the read-only examples beside them.
+    files of the writable persona directory, and the read-only examples beside them, each
+    held to ``limits`` (:func:`persona_limits`, built once for the hub).
 
     Raises:
         ConfigError: a persona directory set explicitly does not exist.
@@ -23,7 +24,7 @@ def open_persona_store(settings: Settings) -> PersonaStore:
     examples = settings.example_personas_dir
     if examples is None and not directory.is_dir():
         raise ConfigError(f"Persona directory {directory} does not exist")
-    return FilePersonaStore(directory, examples=examples, limits=persona_limits(settings))
+    return FilePersonaStore(directory, examples=examples, limits=limits)
 
 
 def persona_limits(settings: Settings) -> Limits:
@@ -36,10 +37,10 @@ def persona_limits(settings: Settings) -> Limits:
     )
 
 
-def load_personas(settings: Settings) -> PersonaStore:
-    """The settings' persona store, loaded; any bad file stops start-up with every problem
-    named."""
-    store = open_persona_store(settings)
+def load_personas(settings: Settings, limits: Limits) -> PersonaStore:
+    """The settings' persona store (:func:`open_persona_store`), loaded; any bad file stops
+    start-up with every problem named."""
+    store = open_persona_store(settings, limits)
     try:
         errors = store.load()
     except OSError as error:

@@ -23,6 +23,7 @@ from persona_agent.migrations import prepare_db
 from persona_agent.observe.metrics import HubMetrics
 from persona_agent.personas.stores.asset_store import PersonaAssets
 from persona_agent.personas.stores.store import PersonaStore
+from persona_agent.security.limits import Limits
 from persona_agent.settings import Settings
 
 if TYPE_CHECKING:
@@ -62,6 +63,9 @@ class Storage:
     """What reached the model for each answer (docs/prompt.md)."""
     persona_assets: PersonaAssets
     """The assets of the CHARX each persona came in (docs/personas.md)."""
+    persona_limits: Limits
+    """How large a persona file or body may be: one object for the store, the REST API and
+    the body limit (built once from the settings)."""
     auto_upgrade: bool
 
     @asynccontextmanager
@@ -106,14 +110,15 @@ def build_storage(settings: Settings, metrics: HubMetrics) -> Storage:
     task_store: SqlTaskStore | ClusterTaskStore = (
         cluster.tasks if cluster is not None else lean_store
     )
+    limits = persona_limits(settings)
     personas: PersonaStore
     sql_personas: SqlPersonaStore | None = None
     if cluster is not None:
         from persona_agent.personas.stores.sql_store import SqlPersonaStore
 
-        personas = sql_personas = SqlPersonaStore(db, limits=persona_limits(settings))
+        personas = sql_personas = SqlPersonaStore(db, limits=limits)
     else:
-        personas = load_personas(settings)
+        personas = load_personas(settings, limits)
     documents = KnowledgeStore(writer)
     user_personas = UserPersonas(writer)
     prompts = PromptStore(writer, keep=settings.prompt_records_kept)
@@ -141,5 +146,6 @@ def build_storage(settings: Settings, metrics: HubMetrics) -> Storage:
         user_personas=user_personas,
         prompts=prompts,
         persona_assets=persona_assets,
+        persona_limits=limits,
         auto_upgrade=settings.db_auto_upgrade,
     )
