@@ -19,7 +19,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from persona_agent.a2a.cards import provider
 from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.a2a.services import HubServices
-from persona_agent.a2a.tasks.image_parts import ImageIntake
 from persona_agent.a2a.tasks.push import (
     ConfigLimits,
     DeliveryLimits,
@@ -35,13 +34,10 @@ from persona_agent.collab.local_calls import LocalCalls
 from persona_agent.collab.panel_executor import PanelExecutor
 from persona_agent.errors import ConfigError
 from persona_agent.hub.collaboration import Collaboration
-from persona_agent.hub.knowledge_part import document_budget
-from persona_agent.hub.media_part import build_speech, image_limits
+from persona_agent.hub.media_part import Media
 from persona_agent.hub.protection import Protection
 from persona_agent.hub.storage import Storage
-from persona_agent.knowledge.reader_pool import READ_IN_THREAD, DocumentReader
-from persona_agent.llm.base import LLMBackend
-from persona_agent.media.vision import Vision
+from persona_agent.knowledge.sent_documents import DocumentBudget
 from persona_agent.memory.scope import TurnMemory
 from persona_agent.observe.metrics import HubMetrics
 from persona_agent.personas.model import Persona
@@ -115,11 +111,13 @@ def build_a2a(
     collaboration: Collaboration,
     protection: Protection,
     metrics: HubMetrics,
-    reader: DocumentReader = READ_IN_THREAD,
+    media: Media,
+    documents: DocumentBudget,
 ) -> A2AParts:
     """The registry and its services; the consultations of other personas become the
     first of the engine's tool sources (before MCP: it takes every other name).
-    ``reader``: who reads the documents of messages (the hub's reader processes, closed
+    ``media``: the images taken in and the spoken answers; ``documents``: what a message's
+    documents may show the model, and who reads them (the hub's reader processes, closed
     here once the tasks are)."""
     cluster = storage.cluster
     push = (
@@ -134,9 +132,7 @@ def build_a2a(
         if settings.push_notifications
         else None
     )
-    services = _services(
-        settings, storage, protection, push, metrics, engine.images.vision, engine.llm, reader
-    )
+    services = _services(settings, storage, protection, push, metrics, media, documents)
 
     def panel_executor(persona: Persona) -> PanelExecutor:
         return PanelExecutor(
@@ -179,9 +175,8 @@ def _services(
     protection: Protection,
     push: PushParts | None,
     metrics: HubMetrics,
-    vision: Vision,
-    llm: LLMBackend,
-    reader: DocumentReader,
+    media: Media,
+    documents: DocumentBudget,
 ) -> HubServices:
     cluster = storage.cluster
     return HubServices(
@@ -203,15 +198,11 @@ def _services(
             model_calls=settings.request_budget_model_calls,
             tool_calls=settings.request_budget_tool_calls,
         ),
-        vision=vision,
-        images=ImageIntake(
-            image_limits(settings),
-            PushUrlGuard(settings.image_url_allowed_host_list),
-            workers=settings.image_workers,
-        ),
+        vision=media.images.vision,
+        images=media.intake,
         max_message_parts=settings.max_message_parts,
-        documents=document_budget(settings, llm, reader),
-        speech=build_speech(settings),
+        documents=documents,
+        speech=media.speech,
     )
 
 

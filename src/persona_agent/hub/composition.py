@@ -16,6 +16,7 @@ from persona_agent.hub.a2a_parts import A2AParts, build_a2a
 from persona_agent.hub.collaboration import Collaboration, build_collaboration
 from persona_agent.hub.engine_part import build_conversations, build_engine
 from persona_agent.hub.knowledge_part import build_knowledge_part
+from persona_agent.hub.media_part import build_media
 from persona_agent.hub.model_backend import ModelBackend, build_model_backend
 from persona_agent.hub.personas_live import PersonasLive, build_personas_live
 from persona_agent.hub.protection import Protection, build_protection
@@ -100,10 +101,11 @@ def build_hub(settings: Settings) -> Hub:
     storage = build_storage(settings, metrics)
     model = build_model_backend(settings)
     collaboration = build_collaboration(settings, metrics)
-    knowledge = build_knowledge_part(settings, storage, model)
-    engine = build_engine(settings, model, storage, collaboration, metrics, knowledge)
+    knowledge, documents = build_knowledge_part(settings, storage, model)
+    media = build_media(settings, storage.writer, model.llm)
+    engine = build_engine(settings, model, storage, collaboration, metrics, knowledge, media.images)
     protection = build_protection(settings)
-    a2a = build_a2a(settings, engine, storage, collaboration, protection, metrics, knowledge.reader)
+    a2a = build_a2a(settings, engine, storage, collaboration, protection, metrics, media, documents)
     drop_idle_tracing()  # the SDK's server parts are loaded: no no-op span a call
     replica = storage.cluster.replica if storage.cluster is not None else None
     readiness = Readiness(storage.writer, a2a.registry, model.llm, replica=replica)

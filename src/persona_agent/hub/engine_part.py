@@ -10,7 +10,6 @@ from persona_agent.chat.engine import ChatEngine
 from persona_agent.conversations.conversation_store import ConversationStore
 from persona_agent.conversations.storage_quota import StorageLimits, StorageQuota
 from persona_agent.hub.collaboration import Collaboration
-from persona_agent.hub.media_part import build_images
 from persona_agent.hub.memory_part import build_memory, build_summary
 from persona_agent.hub.model_backend import ModelBackend
 from persona_agent.hub.storage import Storage
@@ -22,6 +21,7 @@ from persona_agent.settings import Settings
 
 if TYPE_CHECKING:
     from persona_agent.knowledge.library import Knowledge
+    from persona_agent.media.turn_images import TurnImages
 
 __all__ = ["build_conversations", "build_engine"]
 
@@ -33,9 +33,11 @@ def build_engine(
     collaboration: Collaboration,
     metrics: HubMetrics,
     knowledge: Knowledge,
+    images: TurnImages,
 ) -> ChatEngine:
     """The engine that answers one message as one persona (its life: the running
-    summaries it makes in the background, :attr:`ChatEngine.summary`)."""
+    summaries it makes in the background, :attr:`ChatEngine.summary`); ``images``: the
+    media part's (:func:`~persona_agent.hub.media_part.build_media`)."""
     cluster = storage.cluster
     memory = build_memory(settings, storage.writer, model.embedder, metrics)
     if settings.memory:  # the model may remember, recall and forget (docs/memory.md)
@@ -72,7 +74,7 @@ def build_engine(
         knowledge=knowledge,
         users=storage.user_personas,
         prompts=storage.prompts,
-        images=build_images(settings, storage.writer, model.llm),
+        images=images,
     )
 
 

@@ -89,12 +89,16 @@ def build_knowledge(
     return Knowledge(store, embedder, limits, shared=shared, reader=reader)
 
 
-def build_knowledge_part(settings: Settings, storage: Storage, model: ModelBackend) -> Knowledge:
-    """The personas' knowledge documents, on whether memory is on or off; read by the hub's
-    document reader processes (:attr:`Knowledge.reader`, closed with the A2A parts: message
-    documents are read by them too)."""
+def build_knowledge_part(
+    settings: Settings, storage: Storage, model: ModelBackend
+) -> tuple[Knowledge, DocumentBudget]:
+    """The personas' knowledge documents, on whether memory is on or off, and what the
+    documents of a message may show the model (:func:`document_budget`); both read by the
+    hub's document reader processes (:attr:`Knowledge.reader`, closed with the A2A parts:
+    message documents are read by them too)."""
     reader = build_document_reader(settings)
-    return build_knowledge(settings, storage.documents, model.llm, model.embedder, reader)
+    knowledge = build_knowledge(settings, storage.documents, model.llm, model.embedder, reader)
+    return knowledge, document_budget(settings, model.llm, reader)
 
 
 def document_budget(

@@ -4,20 +4,44 @@ may be, and the hub's spoken answers, built from the settings."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
+from persona_agent.a2a.tasks.image_parts import ImageIntake
 from persona_agent.db import GroupCommitWriter
 from persona_agent.llm.base import LLMBackend
 from persona_agent.media.images import ImageLimits
 from persona_agent.media.media_store import MediaStore
 from persona_agent.media.turn_images import TurnImages
 from persona_agent.media.vision import Vision
+from persona_agent.security.egress.push_urls import PushUrlGuard
 from persona_agent.settings import Settings
 from persona_agent.speech import Speech, VoiceLibrary
 from persona_agent.speech.voices import engine_installed
 
-__all__ = ["build_images", "build_speech", "image_limits", "vision_of"]
+__all__ = ["Media", "build_images", "build_media", "build_speech", "image_limits", "vision_of"]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Media:
+    """Images and speech, built once: the engine's images (who sees them, where they are
+    kept), the A2A services' intake of image parts and the spoken answers."""
+
+    images: TurnImages
+    intake: ImageIntake
+    """What an image part may be, and how one given by URL is fetched."""
+    speech: Speech
+
+
+def build_media(settings: Settings, writer: GroupCommitWriter, llm: LLMBackend) -> Media:
+    """The hub's images and speech (docs/media.md)."""
+    intake = ImageIntake(
+        image_limits(settings),
+        PushUrlGuard(settings.image_url_allowed_host_list),
+        workers=settings.image_workers,
+    )
+    return Media(build_images(settings, writer, llm), intake, build_speech(settings))
 
 
 def build_speech(settings: Settings) -> Speech:
