@@ -11,7 +11,7 @@ from typing import Any
 from a2a.types.a2a_pb2 import Message, Part, Role
 
 from persona_agent.a2a.input import read_message, read_message_now
-from persona_agent.hub.knowledge_part import document_budget
+from persona_agent.hub.knowledge_part import document_budget, read_limits
 from persona_agent.hub.model_backend import build_llm_backend
 from persona_agent.knowledge.documents import ReadLimits
 from persona_agent.knowledge.sent_documents import (
@@ -55,11 +55,14 @@ def test_the_embedded_model_takes_at_most_a_quarter_of_its_prompt(tmp_path: Path
         return Settings(_env_file=None, data_dir=tmp_path, **values)  # type: ignore[call-arg]
 
     local = settings(llm_backend="local", local_context_tokens=2048, local_max_tokens=160)
-    assert document_budget(local, build_llm_backend(local)).tokens == (2048 - 160) // 4
+    assert (
+        document_budget(local, build_llm_backend(local), read_limits(local)).tokens
+        == (2048 - 160) // 4
+    )
     small = settings(llm_backend="local", document_tokens=300)
-    assert document_budget(small, build_llm_backend(small)).tokens == 300
+    assert document_budget(small, build_llm_backend(small), read_limits(small)).tokens == 300
     remote = settings(llm_base_url="http://127.0.0.1:9/v1", document_max_pages=7)
-    budget = document_budget(remote, build_llm_backend(remote))
+    budget = document_budget(remote, build_llm_backend(remote), read_limits(remote))
     assert budget.tokens == 8000
     assert budget.limits == ReadLimits(max_pages=7, max_decoded_bytes=32 * 1024 * 1024)
 

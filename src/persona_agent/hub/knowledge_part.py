@@ -61,6 +61,7 @@ def build_knowledge(
     llm: LLMBackend,
     embedder: Callable[[], Embedder],
     reader: DocumentReader,
+    read: ReadLimits,
 ) -> Knowledge:
     """The personas' knowledge documents, whether memory is on or off: a persona with
     documents has them searched at each turn. The embedder is made on first need (a hub
@@ -83,7 +84,7 @@ def build_knowledge(
         chunk_overlap=settings.knowledge_chunk_chars // 7,
         token_budget=settings.knowledge_token_budget,
         max_passages=settings.knowledge_max_passages,
-        read=read_limits(settings),
+        read=read,
     )
     shared = settings.resolved_database_url.startswith("postgresql")
     return Knowledge(store, embedder, limits, shared=shared, reader=reader)
@@ -97,19 +98,26 @@ def build_knowledge_part(
     hub's document reader processes (:attr:`Knowledge.reader`, closed with the A2A parts:
     message documents are read by them too)."""
     reader = build_document_reader(settings)
-    knowledge = build_knowledge(settings, storage.documents, model.llm, model.embedder, reader)
-    return knowledge, document_budget(settings, model.llm, reader)
+    read = read_limits(settings)  # one object: the same limits for every document read
+    knowledge = build_knowledge(
+        settings, storage.documents, model.llm, model.embedder, reader, read
+    )
+    return knowledge, document_budget(settings, model.llm, read, reader)
 
 
 def document_budget(
-    settings: Settings, llm: LLMBackend, reader: DocumentReader = READ_IN_THREAD
+    settings: Settings,
+    llm: LLMBackend,
+    read: ReadLimits,
+    reader: DocumentReader = READ_IN_THREAD,
 ) -> DocumentBudget:
     """The tokens a message's documents show the model: ``document_tokens``, and, for a
     backend that says what a prompt may take (the embedded model: its context less its
     answer), no more than a quarter of that in tokens of 4 characters: digits and
     punctuation take up to twice as many on its tokenizer (2 characters a token), so the
-    documents fill at most half the prompt, the other half the persona and the conversation."""
+    documents fill at most half the prompt, the other half the persona and the conversation.
+    ``read``: what reading one may cost (:func:`read_limits`, the hub's one object)."""
     tokens = settings.document_tokens
     if llm.prompt_tokens is not None:
         tokens = min(tokens, llm.prompt_tokens // 4)
-    return DocumentBudget(tokens, read_limits(settings), reader)
+    return DocumentBudget(tokens, read, reader)
