@@ -56,6 +56,8 @@ class Walk:
     _stack: list[tuple[str, str]] = field(default_factory=list)
 
     def run(self, module: str, qualname: str, parameter: str) -> None:
+        """Walk from ``parameter`` of ``qualname`` (a function, or ``Class.method``) of
+        ``module``; :attr:`cut` tells whether :attr:`max_events` stopped it."""
         owner, _, name = qualname.rpartition(".")
         found = self.index.lookup(f"{module}.{owner}" if owner else f"{module}.{name}")
         if owner and isinstance(found, ClassInfo):
@@ -72,6 +74,8 @@ class Walk:
             self.cut = True
 
     def enter(self, target: Target, tainted: set[str]) -> None:
+        """Enter ``target`` with its parameters ``tainted`` carrying the value, walk its
+        body, return (unless it is on the stack already)."""
         key = (target.module, target.qualname)
         if key in self._stack:
             return

@@ -107,7 +107,11 @@ class Index:
             module = Module(name, path)
             package = name if is_package else name.rpartition(".")[0]
             module.imports = imports_of(
-                [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom | ast.If)],
+                [
+                    n
+                    for n in tree.body
+                    if isinstance(n, ast.Import | ast.ImportFrom | ast.If | ast.Try)
+                ],
                 package,
             )
             for node in tree.body:
