@@ -148,14 +148,19 @@ class EmbeddedServer:
         )
         return [int(token) for token in reply["tokens"]]
 
-    def apply_template(self, messages: list[dict[str, str]]) -> str:
-        """``messages`` through the model file's chat template: the prompt, ending where the
-        answer begins.
+    def apply_template(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    ) -> str:
+        """``messages`` (and the ``tools`` offered) through the model file's chat template:
+        the prompt, ending where the answer begins.
 
         Raises:
             RuntimeError: the template refused them (e.g. a system message).
         """
-        reply = self._post("/apply-template", {"messages": messages})
+        body: dict[str, Any] = {"messages": messages}
+        if tools:
+            body["tools"] = tools
+        reply = self._post("/apply-template", body)
         prompt = reply.get("prompt")
         if not isinstance(prompt, str):
             raise RuntimeError(f"the chat template refused the messages: {reply}")
