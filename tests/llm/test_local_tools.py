@@ -209,3 +209,26 @@ async def test_a_base_models_transcript_writes_no_special_token(local_model_dir:
         assert the_end(items).finish_reason in ("stop", "length")
     finally:
         await llm.aclose()
+
+
+PLAIN_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<start_of_turn>"
+    "{{ 'model' if m.role == 'assistant' else 'user' }}\n{{ m.content }}<end_of_turn>\n"
+    "{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+"""A chat template with no tools: the server ignores the tools a request sends it."""
+
+
+async def test_a_chat_model_whose_template_has_no_tools_is_offered_none(
+    local_model_dir: Path, tmp_path: Path
+) -> None:
+    model = with_chat_template(
+        ensure_model_file(local_model_dir), tmp_path / "plain-chat.gguf", PLAIN_TEMPLATE
+    )
+    llm = LocalBackend(model_dir=tmp_path, model=str(model), threads=MODEL_THREADS, slots=1)
+    assert llm.supports_tools  # before it loads, all the file says is that it has a template
+    try:
+        await llm.load()
+        assert not llm.supports_tools  # the server says the template writes no calls
+    finally:
+        await llm.aclose()

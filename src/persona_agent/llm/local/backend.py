@@ -130,10 +130,11 @@ class LocalBackend(LLMBackend):
 
     @property
     def supports_tools(self) -> bool:  # type: ignore[override]  # a class attribute in the base
-        """The model reads its chat template, which can offer tools and parse the calls: known
-        once it is loaded, and before from a model file named by its path."""
+        """The model reads its chat template, which offers tools and writes their calls: once
+        it is loaded, as the server says of the template; before, from a model file named by
+        its path (it has a template)."""
         if self._ready is not None:
-            return self._ready.template is not None
+            return self._ready.tools
         if self._prompt_style == "transcript" or self._source.bundled:
             return False
         if self._prompt_style == "template":
@@ -267,7 +268,7 @@ class LocalBackend(LLMBackend):
             sections = await asyncio.to_thread(
                 sections_of, None, request.persona, list(request.messages)
             )
-        tools = request.tools if ready.template is not None else None
+        tools = request.tools if ready.tools else None
         if self._free_slots.locked():
             yield Progress("waiting")
         async with self._free_slots:  # taken in the order asked, so before the prompt is made

@@ -57,6 +57,8 @@ class Ready:
     client: OpenAIBackend
     template: ChatTemplate | None
     """The file's chat template, or None: prompted with a transcript."""
+    tools: bool
+    """The template offers tools and writes their calls (a transcript has none)."""
     specials: SpecialText
     """The model's special tokens, which no text of a card, a user or a tool may write."""
 
@@ -118,15 +120,27 @@ def start_model(
         keepalive=KEEPALIVE,
     )
     template = ChatTemplate(server.apply_template) if wants_template else None
+    tools = template is not None and _calls_tools(server)
     logger.info(
         "Local model %s loaded from %s (llama.cpp server on %s, %s threads, %s slots; "
-        "prompted with %s; %d special tokens)",
+        "prompted with %s%s; %d special tokens)",
         source.name,
         where,
         server.address,
         options.get("threads"),
         options.get("slots"),
         "its chat template" if template else "a transcript",
+        ", which calls tools" if tools else "",
         len(specials.texts),
     )
-    return Ready(server, client, template, specials)
+    return Ready(server, client, template, tools, specials)
+
+
+def _calls_tools(server: EmbeddedServer) -> bool:
+    """Whether the server's chat template calls tools; False (and a warning) if it did not
+    say."""
+    try:
+        return server.template_calls_tools()
+    except RuntimeError as error:
+        logger.warning("The local model is offered no tools: %s", error)
+        return False

@@ -166,6 +166,21 @@ class EmbeddedServer:
             raise RuntimeError(f"the chat template refused the messages: {reply}")
         return prompt
 
+    def template_calls_tools(self) -> bool:
+        """Whether the chat template the server reads offers tools and writes their calls
+        (its ``/props``): a template that does not ignores the tools a request sends.
+
+        Raises:
+            RuntimeError: the server did not say.
+        """
+        try:
+            with urllib.request.urlopen(self.address + "/props", timeout=_HTTP_TIMEOUT) as response:
+                props = json.loads(response.read())
+        except (OSError, ValueError) as error:
+            raise RuntimeError(f"llama.cpp's server did not tell its template: {error}") from error
+        caps = props.get("chat_template_caps") if isinstance(props, dict) else None
+        return isinstance(caps, dict) and caps.get("supports_tool_calls") is True
+
     def close(self) -> None:
         """Stop the server and free the model (the native object goes with its last reference)."""
         self._server = None
