@@ -28,6 +28,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "tests/llm/test_local_backend.py::",
         "tests/llm/test_local_prefixes.py::",
         "tests/llm/test_local_turns.py::",
+        "tests/llm/test_local_tools.py::",
+        "tests/integration/test_local_tool_calls.py::",
         "tests/integration/test_local_warmup.py::",
         "tests/cli/test_cli.py::test_serve_with_no_configuration_answers_with_the_local_model",
         "tests/console/test_demo_label.py::",  # before "console": its own Chromium

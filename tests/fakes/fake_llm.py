@@ -477,6 +477,8 @@ class FakeLLM:
             with self._changed:
                 count, chunks = self._received, self._chunks_sent
             await _send_json(send, 200, {"status": "ok", "requests": count, "chunks": chunks})
+        elif path == "/props" and method == "GET":  # llama.cpp's: a template with tools
+            await _send_json(send, 200, {"chat_template_caps": {"supports_tool_calls": True}})
         elif path in ("/tokenize", "/apply-template") and method == "POST":
             await _llama_cpp(path, json.loads(await _read_body(receive)), send)
         elif path.endswith("/models") and method == "GET":

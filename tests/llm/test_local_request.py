@@ -8,21 +8,24 @@ The real model's tests are in ``test_local_backend.py`` and ``tests/integration`
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 from typing import Any
 
 from persona_agent.llm.base import ChatRequest, Progress, StreamEnd, StreamItem, TextDelta
 from persona_agent.llm.local.backend import PASS_THROUGH_TEMPLATE, LocalBackend
 from persona_agent.llm.local.server import EmbeddedServer
-from tests.fakes.fake_llm import FakeLLM, Reply
+from tests.fakes.fake_llm import FakeLLM, Reply, ToolCalls
 
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
 
 
 def model_file(tmp_path: Path, *, template: bool) -> Path:
-    """A file that passes for a GGUF model (its magic; a chat template's metadata key)."""
+    """A file that passes for a GGUF model (its header, with no metadata; a chat template's
+    metadata key after it)."""
     path = tmp_path / ("chat.gguf" if template else "base.gguf")
-    path.write_bytes(b"GGUF" + bytes(16) + (b"tokenizer.chat_template" if template else b""))
+    header = b"GGUF" + struct.pack("<IQQ", 3, 0, 0)
+    path.write_bytes(header + (b"tokenizer.chat_template" if template else b""))
     return path
 
 
@@ -104,3 +107,56 @@ async def test_a_base_model_reads_its_transcript_as_one_message(
     assert body["max_tokens"] == 32
     assert "seed" not in body  # no seed given: the server draws one
     assert text.strip() == "I test things."  # the answer filter ends the turn at "User:"
+
+
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "local__echo",
+        "description": "Echo a text.",
+        "parameters": {"type": "object", "properties": {"text": {"type": "string"}}},
+    },
+}
+
+
+async def test_a_chat_model_is_offered_the_tools_one_call_at_a_time(
+    fake: FakeLLM, tmp_path: Path
+) -> None:
+    fake.script(ToolCalls([("local__echo", {"text": "hi"}), ("local__echo", {"text": "again"})]))
+    llm = LocalBackend(
+        model_dir=tmp_path,
+        model=str(model_file(tmp_path, template=True)),
+        start_server=FakeStart(fake),
+    )
+    assert llm.supports_tools  # seen in the file, before it is loaded
+    said = {"role": "user", "content": "Say hi."}
+    request = ChatRequest(messages=[said], tools=[TOOL], tool_choice="auto")
+    items, text = await answer(llm, request)
+    (body,) = fake.requests
+    assert (body["tools"], body["tool_choice"]) == ([TOOL], "auto")
+    assert body["parallel_tool_calls"] is False
+    end = items[-1]
+    assert isinstance(end, StreamEnd)
+    # The first call whole; where a second begins, the answer ends (one call at a time).
+    assert [(c.name, c.arguments) for c in end.tool_calls] == [("local__echo", '{"text": "hi"}')]
+    assert end.finish_reason == "tool_calls"
+    assert text == ""  # a call is an answer: not sampled again, no fallback line
+
+
+async def test_a_base_model_is_offered_no_tools(fake: FakeLLM, tmp_path: Path) -> None:
+    fake.script(Reply("I test things."))
+    llm = LocalBackend(
+        model_dir=tmp_path,
+        model=str(model_file(tmp_path, template=False)),
+        start_server=FakeStart(fake),
+    )
+    assert not llm.supports_tools
+    request = ChatRequest(
+        messages=[{"role": "user", "content": "What do you do?"}], tools=[TOOL], tool_choice="auto"
+    )
+    _, text = await answer(llm, request)
+    (body,) = fake.requests
+    assert "tools" not in body
+    assert "tool_choice" not in body
+    assert "parallel_tool_calls" not in body
+    assert text.strip() == "I test things."

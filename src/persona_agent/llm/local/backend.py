@@ -14,8 +14,11 @@ What the server lacks stays here: the model file (Gemma 3 270M, whose weights sh
 as it is) or a chat model's messages (:mod:`persona_agent.llm.local.chat_template`); the
 answer of a base model cleaned as it streams (:mod:`persona_agent.llm.local.answer`); an
 empty answer sampled again, warmer, then a fallback line; what the model does before its
-first words (:class:`~persona_agent.llm.base.Progress`); and the personas' prefixes read
-ahead and kept (:mod:`persona_agent.llm.local.prefixes`).
+first words (:class:`~persona_agent.llm.base.Progress`); the personas' prefixes read ahead
+and kept (:mod:`persona_agent.llm.local.prefixes`); and the text of cards, users and tools
+kept from reading as the model's special tokens
+(:mod:`persona_agent.llm.local.special_tokens`). A chat model calls tools through its
+template (the server parses its calls); a base model's transcript offers none.
 """
 
 from __future__ import annotations
@@ -25,15 +28,15 @@ import logging
 import os
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Any
 
 from persona_agent.errors import LLMError
 from persona_agent.llm.base import ChatRequest, LLMBackend, Progress, StreamItem, Usage
 from persona_agent.llm.local.answer import AnswerFilter, fallback_line, has_words, speaker_names
-from persona_agent.llm.local.chat_template import ChatTemplate, PlainAnswer, has_chat_template
+from persona_agent.llm.local.chat_template import PlainAnswer, has_chat_template
 from persona_agent.llm.local.fitting import FittedPrompt, fitted_prompt, prefix_tokens
+from persona_agent.llm.local.loading import PASS_THROUGH_TEMPLATE, PromptStyle, Ready, start_model
 from persona_agent.llm.local.prefixes import PrefixFiles, Warmed, warm_persona
 from persona_agent.llm.local.server import EmbeddedServer
 from persona_agent.llm.local.source import ModelSource
@@ -41,9 +44,6 @@ from persona_agent.llm.local.transcript import continued, sections_of, stop_stri
 from persona_agent.llm.stream_chunks import Chunk
 from persona_agent.personas.model import Persona
 from persona_agent.personas.turn_prompt import PromptSections
-
-if TYPE_CHECKING:
-    from persona_agent.llm.openai_backend import OpenAIBackend
 
 __all__ = ["PASS_THROUGH_TEMPLATE", "LocalBackend"]
 
@@ -56,40 +56,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_TEMPERATURE = 0.4
 RETRY_TEMPERATURE_STEP = 0.3
 SENTENCE_TAIL = 24  # in the last tokens before the cap, sentences are held until they end
-SAMPLING: dict[str, object] = {
-    "top_k": 40,
-    "top_p": 0.9,
-    "min_p": 0.05,
-    "repeat_penalty": 1.1,
-    "repeat_last_n": 128,  # tokens the repetition penalty looks back over
-    # The samplers the binding used (no DRY, XTC or typical-p: DRY is slow).
-    "samplers": ["penalties", "top_k", "top_p", "min_p", "temperature"],
-    "cache_prompt": True,
-    # The prompt's progress in the first chunks, with the tokens found in the cache (an
-    # answer closed early has no usage); not timings_per_token, which adds to every chunk.
-    "return_progress": True,
-}
-"""llama.cpp's own fields of every request: the tuned sampling, and the prompt cache."""
-PASS_THROUGH_TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
-"""The chat template of a model prompted with a transcript: one user message, the transcript,
-read as it is (a base model's file has no template, and the server would write ChatML)."""
-KEEPALIVE = 2.0
-"""Seconds an idle connection to the server is kept: under the server's own 5 s, so the
-client does not send on a connection the server is closing (a probe saw one request in five
-fail so before any byte; the client's retries cover what is left: docs/local-model.md)."""
-
 NEWLINES = ["\n", "\n\n", "\n\n\n"]  # Gemma's tokenizer has a token for each
-PromptStyle = Literal["auto", "transcript", "template"]
-
-
-@dataclass(frozen=True, slots=True)
-class _Ready:
-    """The started server and the client on its port."""
-
-    server: EmbeddedServer
-    client: OpenAIBackend
-    template: ChatTemplate | None
-    """The file's chat template, or None: prompted with a transcript."""
 
 
 class LocalBackend(LLMBackend):
@@ -100,9 +67,9 @@ class LocalBackend(LLMBackend):
     every persona. Up to ``slots`` generations run at once (continuous batching); more wait
     in the order they asked. Tokens reach the caller as they are produced, over the server's
     loopback port. Closing the stream (``aclose()`` or cancelling its consumer) closes the
-    HTTP response, which stops the generation at its next token and frees its slot. Tools
-    are not supported (:attr:`supports_tools` is false); images are, with a vision projector
-    (``mmproj``) for a model that reads its chat template.
+    HTTP response, which stops the generation at its next token and frees its slot. A model
+    that reads its chat template calls tools (:attr:`supports_tools`), and sees images with
+    a vision projector (``mmproj``); a model prompted with a transcript does neither.
 
     Raises:
         LLMError: from :meth:`load` and :meth:`stream`, when the model cannot be
@@ -111,7 +78,6 @@ class LocalBackend(LLMBackend):
     """
 
     name = "local"
-    supports_tools = False
 
     def __init__(
         self,
@@ -147,8 +113,9 @@ class LocalBackend(LLMBackend):
         self._start_server = start_server
         """Starts llama.cpp's server (:meth:`EmbeddedServer.start`; a test's fake server
         stands in for it)."""
-        self._loading: asyncio.Future[_Ready] | None = None
-        self._ready: _Ready | None = None
+        self._loading: asyncio.Future[Ready] | None = None
+        self._template_seen: bool | None = None  # the named file has a chat template
+        self._ready: Ready | None = None
         self._closed = False
         self._generated = 0
         self._reused = 0
@@ -160,6 +127,22 @@ class LocalBackend(LLMBackend):
     def demo_model(self) -> bool:  # type: ignore[override]  # a class attribute in the base
         """The bundled 270M demo model answers (not a model file of the user's)."""
         return self._source.bundled
+
+    @property
+    def supports_tools(self) -> bool:  # type: ignore[override]  # a class attribute in the base
+        """The model reads its chat template, which offers tools and writes their calls: once
+        it is loaded, as the server says of the template; before, from a model file named by
+        its path (it has a template)."""
+        if self._ready is not None:
+            return self._ready.tools
+        if self._prompt_style == "transcript" or self._source.bundled:
+            return False
+        if self._prompt_style == "template":
+            return True
+        if self._template_seen is None and self._source.path is not None:
+            path = self._source.path
+            self._template_seen = path.is_file() and has_chat_template(path)
+        return bool(self._template_seen)
 
     @property
     def default_model(self) -> str:
@@ -250,7 +233,7 @@ class LocalBackend(LLMBackend):
         budget = self._context_tokens - self._max_tokens
 
         def tokens_of(sections: PromptSections) -> list[int] | None:
-            return prefix_tokens(ready.server, ready.template, sections, budget)
+            return prefix_tokens(ready.server, ready.template, sections, budget, ready.specials)
 
         for persona in personas:
             async with self._free_slots:
@@ -267,8 +250,9 @@ class LocalBackend(LLMBackend):
 
         Before the text, :class:`Progress`: ``loading`` (the model is not loaded yet),
         ``waiting`` (every slot is busy), ``reading`` (the prompt, with its number of
-        tokens). ``request.tools`` are ignored; ``request.max_tokens`` is honoured up to
-        the backend's cap. Closing the iterator, or cancelling its consumer, stops the
+        tokens). ``request.tools`` are offered to a model that reads its chat template (one
+        call at a time), and ignored for a transcript; ``request.max_tokens`` is honoured up
+        to the backend's cap. Closing the iterator, or cancelling its consumer, stops the
         generation at the next token; ``CancelledError`` is never caught.
         """
         if not self.loaded:
@@ -284,6 +268,7 @@ class LocalBackend(LLMBackend):
             sections = await asyncio.to_thread(
                 sections_of, None, request.persona, list(request.messages)
             )
+        tools = request.tools if ready.tools else None
         if self._free_slots.locked():
             yield Progress("waiting")
         async with self._free_slots:  # taken in the order asked, so before the prompt is made
@@ -294,6 +279,8 @@ class LocalBackend(LLMBackend):
                 sections,
                 list(request.messages),
                 self._context_tokens - max_tokens,
+                ready.specials,
+                tools,
             )
             yield Progress("reading", prompt.tokens)
             answer = self._answer(
@@ -304,6 +291,8 @@ class LocalBackend(LLMBackend):
                     temperature=min(max(temperature, 0.0), 1.5),
                     max_tokens=max_tokens,
                     stop=request.stop,
+                    tools=tools,
+                    tool_choice=request.tool_choice if tools else None,
                 ),
                 sections,
                 list(request.messages),
@@ -312,67 +301,24 @@ class LocalBackend(LLMBackend):
                 async for item in items:
                     yield item
 
-    def _load(self) -> _Ready:
-        """Start the server on the model file, and the client on its port (a worker thread's)."""
-        path = self._source.resolve(self._model_dir)
-        style = self._prompt_style
-        wants_template = style == "template" or (
-            style == "auto" and not self._source.bundled and has_chat_template(path)
-        )
-        if style == "template" and not has_chat_template(path):
-            raise LLMError(
-                f"{self.where} has no chat template (tokenizer.chat_template); set "
-                "PERSONA_AGENT_LOCAL_PROMPT=transcript to prompt it with a transcript"
-            )
-        try:
-            server = self._start_server(
-                path,
-                threads=self._threads,
-                slots=self._slots,
-                context_tokens=self._context_tokens,
-                mmproj=self._mmproj,
-                chat_template=None if wants_template else PASS_THROUGH_TEMPLATE,
-                slot_dir=self._slot_dir,
-            )
-        except (RuntimeError, ValueError) as error:
-            name = (
-                f"PERSONA_AGENT_LOCAL_MODEL names {path}, which" if self._source.path else str(path)
-            )
-            raise LLMError(
-                f"{name} llama.cpp could not load ({error}): a damaged or incomplete GGUF "
-                "file, or a model architecture this llama.cpp does not know"
-            ) from error
-        # Imported on load, as xllamacpp is: a hub built and never asked (a CLI command)
-        # pays for neither.
-        from persona_agent.llm.openai_backend import OpenAIBackend
-
-        client = OpenAIBackend(
-            base_url=f"{server.address}/v1",
-            api_key=None,
-            model=self._source.name,
+    def _load(self) -> Ready:
+        """Start the model (a worker thread's): :func:`start_model`."""
+        return start_model(
+            self._source,
+            self._model_dir,
+            style=self._prompt_style,
+            start_server=self._start_server,
             timeout=self._timeout,
-            # A request refused before any byte (a connection the server had just closed) is
-            # safe to send again.
-            max_retries=2,
-            extra_body=SAMPLING,
-            keepalive=KEEPALIVE,
+            threads=self._threads,
+            slots=self._slots,
+            context_tokens=self._context_tokens,
+            mmproj=self._mmproj,
+            slot_dir=self._slot_dir,
         )
-        template = ChatTemplate(server.apply_template) if wants_template else None
-        logger.info(
-            "Local model %s loaded from %s (llama.cpp server on %s, %d threads, %d slots; "
-            "prompted with %s)",
-            self._source.name,
-            self.where,
-            server.address,
-            self._threads,
-            self._slots,
-            "its chat template" if template else "a transcript",
-        )
-        return _Ready(server, client, template)
 
     async def _answer(
         self,
-        ready: _Ready,
+        ready: Ready,
         prompt: FittedPrompt,
         request: ChatRequest,
         sections: PromptSections,
@@ -396,18 +342,35 @@ class LocalBackend(LLMBackend):
                 extra["logit_bias"] = [[newline, False] for newline in NEWLINES]
             hold_from = max(1, (request.max_tokens or self._max_tokens) - SENTENCE_TAIL)
             made = 0
+            called = False
             warmer = ChatRequest(
                 messages=request.messages,
                 temperature=temperature + attempt * RETRY_TEMPERATURE_STEP,
                 max_tokens=request.max_tokens,
                 stop=stop,  # the server ends the answer before another turn's label
+                tools=request.tools,
+                tool_choice=request.tool_choice,
             )
+            if request.tools:
+                # One call, then its result: a small model's next call is better made knowing
+                # it (the server may still write one; the answer ends where it begins).
+                extra["parallel_tool_calls"] = False
             async with aclosing(ready.client.chunks(warmer, extra)) as chunks:
                 async for chunk in chunks:
                     if attempt == 0 and not cached and "prompt_progress" in chunk:
                         cached = self._cached_of(chunk)
                     piece, reason = _piece(chunk)
                     finish = reason or finish
+                    fragments = _call_fragments(chunk)
+                    if first := [f for f in fragments if f.get("index", 0) == 0]:
+                        called = True
+                        made += 1
+                        self._generated += 1
+                        # The server's tool call, passed on as it parsed it.
+                        yield {"choices": [{"index": 0, "delta": {"tool_calls": first}}]}
+                    if len(first) < len(fragments):
+                        finish = "tool_calls"  # one call at a time: a second ends the answer
+                        break
                     if not piece:
                         continue
                     made += 1
@@ -420,7 +383,7 @@ class LocalBackend(LLMBackend):
             produced += made
             if text := answer.finish(truncated=finish == "length"):
                 yield _text_chunk(text)
-            if has_words(answer.text):
+            if has_words(answer.text) or called:
                 break
             logger.info("The local model gave an empty answer (attempt %d)", attempt + 1)
         else:
@@ -451,6 +414,17 @@ def _piece(chunk: Chunk) -> tuple[str, str | None]:
             if choice.get("finish_reason") is not None:
                 finish = str(choice["finish_reason"])
     return text, finish
+
+
+def _call_fragments(chunk: Chunk) -> list[dict[str, Any]]:
+    """The tool-call fragments of a chunk: the server parsed them from the model's output
+    through the chat template's format."""
+    for choice in chunk.get("choices") or ():
+        if isinstance(choice, dict) and isinstance(choice.get("delta"), dict):
+            calls = choice["delta"].get("tool_calls")
+            if isinstance(calls, list):
+                return [call for call in calls if isinstance(call, dict)]
+    return []
 
 
 def _text_chunk(text: str) -> Chunk:

@@ -39,55 +39,88 @@ def has_chat_template(path: Path) -> bool:
 
 
 class ChatTemplate:
-    """The model file's chat template, rendering OpenAI-format messages into its prompt
-    (through llama.cpp's server, which reads the template from the file), to fit them."""
+    """The model file's chat template, rendering OpenAI-format messages (and the tools
+    offered) into its prompt (through llama.cpp's server, which reads the template from
+    the file), to fit them."""
 
-    def __init__(self, format_messages: Callable[[list[dict[str, str]]], str]) -> None:
+    def __init__(
+        self, format_messages: Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], str]
+    ) -> None:
         self._format = format_messages
 
-    def render(self, messages: list[dict[str, Any]]) -> str:
-        """The prompt for ``messages`` (as :meth:`readable` makes them), ending where the
-        model's answer begins."""
-        return self._format([{"role": m["role"], "content": message_text(m)} for m in messages])
+    def render(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    ) -> str:
+        """The prompt for ``messages`` (as :meth:`readable` makes them) and ``tools``, ending
+        where the model's answer begins."""
+        return self._format([_as_text(m) for m in messages], tools or None)
 
-    def readable(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def readable(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    ) -> list[dict[str, Any]]:
         """``messages`` as the template takes them: system, user and assistant messages with
-        text (their images kept); if the template refuses a system message (some do), the
-        system text at the head of the first other message.
+        text (their images kept), an assistant's tool calls and the tools' results; if the
+        template refuses a system message (some do), the system text at the head of the
+        first other message.
 
         Raises:
             RuntimeError: the template refuses them even so.
         """
         kept = [
-            {"role": m["role"], "content": m["content"]}
+            {key: m[key] for key in _KEPT if key in m}
             for m in messages
-            if m.get("role") in ("system", "user", "assistant") and message_text(m).strip()
+            if (m.get("role") in ("system", "user", "assistant") and message_text(m).strip())
+            or (m.get("role") == "assistant" and m.get("tool_calls"))
+            or m.get("role") == "tool"
         ]
         try:
-            self.render(kept)
+            self.render(kept, tools)
             return kept
         except RuntimeError:  # the template's own raise_exception(), or a Jinja error
             system = "\n\n".join(message_text(m) for m in kept if m["role"] == "system")
             rest = [m for m in kept if m["role"] != "system"]
             if not system or not rest:
                 raise
-            rest[0] = {"role": rest[0]["role"], "content": _headed(system, rest[0]["content"])}
-            self.render(rest)
+            rest[0] = {**rest[0], "content": _headed(system, rest[0].get("content"))}
+            self.render(rest, tools)
             return rest
 
     def fit(
-        self, messages: list[dict[str, Any]], count_tokens: Callable[[str], int], budget: int
+        self,
+        messages: list[dict[str, Any]],
+        count_tokens: Callable[[str], int],
+        budget: int,
+        tools: list[dict[str, Any]] | None = None,
     ) -> tuple[list[dict[str, Any]], int]:
         """:meth:`readable`, the oldest turns left out until the prompt fits in ``budget``
-        tokens (the system messages and the newest message always stay): the messages, and
-        the prompt's tokens."""
-        kept = self.readable(messages)
+        tokens (the system messages and the newest turn always stay: the newest message,
+        with the tool calls and results after it): the messages, and the prompt's tokens."""
+        kept = self.readable(messages, tools)
         while True:
-            tokens = count_tokens(self.render(kept))
-            turns = [i for i, m in enumerate(kept) if m.get("role") != "system"]
-            if tokens <= budget or len(turns) <= 1:
+            tokens = count_tokens(self.render(kept, tools))
+            users = [i for i, m in enumerate(kept) if m.get("role") == "user"]
+            newest = users[-1] if users else len(kept) - 1
+            older = [i for i, m in enumerate(kept[:newest]) if m.get("role") != "system"]
+            if tokens <= budget or not older:
                 return kept, tokens
-            del kept[turns[0]]
+            del kept[older[0]]
+            # A tool's result goes with the call it answers: none is left without it.
+            while (at := _first_turn(kept)) is not None and kept[at].get("role") == "tool":
+                del kept[at]
+
+
+_KEPT = ("role", "content", "tool_calls", "tool_call_id", "name")
+"""The fields of a message the template reads."""
+
+
+def _as_text(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` with its content as text (images are counted by the server, not here)."""
+    return {**message, "content": message_text(message)}
+
+
+def _first_turn(messages: list[dict[str, Any]]) -> int | None:
+    """The index of the first message that is not a system message."""
+    return next((i for i, m in enumerate(messages) if m.get("role") != "system"), None)
 
 
 def _headed(head: str, content: object) -> object:

@@ -1,6 +1,9 @@
 """The prompt of one turn as the embedded model reads it, fitted to its context, and a
 persona's fixed prefix in the tokens the server reads (the server counts them: its
-``/tokenize``). Blocking calls, a worker thread's."""
+``/tokenize``). Blocking calls, a worker thread's.
+
+The text of cards, users and tools in it is made inert against the model's special
+tokens first (:mod:`persona_agent.llm.local.special_tokens`)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from persona_agent.errors import LLMError
 from persona_agent.llm.local.chat_template import ChatTemplate
 from persona_agent.llm.local.prefixes import prefix_of
 from persona_agent.llm.local.server import EmbeddedServer
+from persona_agent.llm.local.special_tokens import SpecialText
 from persona_agent.llm.local.transcript import build_prompt
 from persona_agent.personas.turn_prompt import PromptSections
 
@@ -32,19 +36,22 @@ def fitted_prompt(
     sections: PromptSections,
     messages: list[dict[str, Any]],
     budget: int,
+    specials: SpecialText,
+    tools: list[dict[str, Any]] | None = None,
 ) -> FittedPrompt:
     """The turn's assembly as this model reads it, within ``budget`` tokens: the chat
-    ``messages`` (their images included) through its chat ``template``, or with none
-    ``sections`` as a transcript in one message (read through the pass-through template).
+    ``messages`` (their images included) and the ``tools`` offered through its chat
+    ``template``, or with none ``sections`` as a transcript in one message (read through
+    the pass-through template). No text in it reads as one of the model's ``specials``.
 
     Raises:
         LLMError: even the newest message alone does not fit.
     """
     count = _counter(server, special=template is not None)
     if template is not None:
-        messages, tokens = template.fit(messages, count, budget)
+        messages, tokens = template.fit(specials.inert_messages(messages), count, budget, tools)
     else:
-        transcript = build_prompt(sections, count_tokens=count, budget=budget)
+        transcript = _transcript(sections, count, budget, specials)
         messages, tokens = [{"role": "user", "content": transcript}], count(transcript)
     if tokens > budget:
         raise LLMError(
@@ -55,18 +62,22 @@ def fitted_prompt(
 
 
 def prefix_tokens(
-    server: EmbeddedServer, template: ChatTemplate | None, sections: PromptSections, budget: int
+    server: EmbeddedServer,
+    template: ChatTemplate | None,
+    sections: PromptSections,
+    budget: int,
+    specials: SpecialText,
 ) -> list[int] | None:
     """The fixed part of a new conversation's prompt (``sections`` made by
     :func:`~persona_agent.llm.local.prefixes.new_conversation`) as the server reads it, in
-    tokens; None when it has none."""
+    tokens, its text made inert as :func:`fitted_prompt` makes it; None when it has none."""
     special = template is not None
     count = _counter(server, special=special)
     if template is not None:
-        messages, _ = template.fit(sections.messages(), count, budget)
+        messages, _ = template.fit(specials.inert_messages(sections.messages()), count, budget)
         prompt: str | None = template.render(messages)
     else:
-        prompt = build_prompt(sections, count_tokens=count, budget=budget)
+        prompt = _transcript(sections, count, budget, specials)
     prefix = prefix_of(prompt) if prompt else None
     if not prefix:
         return None
@@ -74,6 +85,18 @@ def prefix_tokens(
     if len(tokens) > 1 and tokens[0] == tokens[1]:
         del tokens[0]  # the template wrote the BOS token itself
     return tokens
+
+
+def _transcript(
+    sections: PromptSections, count: Callable[[str], int], budget: int, specials: SpecialText
+) -> str:
+    """The transcript of ``sections`` within ``budget``, made inert: all its text is the
+    card's, the users' and the tools' (the server adds the BOS token)."""
+
+    def inert_count(text: str) -> int:
+        return count(specials.inert(text))
+
+    return specials.inert(build_prompt(sections, count_tokens=inert_count, budget=budget))
 
 
 def _counter(server: EmbeddedServer, *, special: bool) -> Callable[[str], int]:

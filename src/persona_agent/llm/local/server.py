@@ -148,18 +148,38 @@ class EmbeddedServer:
         )
         return [int(token) for token in reply["tokens"]]
 
-    def apply_template(self, messages: list[dict[str, str]]) -> str:
-        """``messages`` through the model file's chat template: the prompt, ending where the
-        answer begins.
+    def apply_template(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    ) -> str:
+        """``messages`` (and the ``tools`` offered) through the model file's chat template:
+        the prompt, ending where the answer begins.
 
         Raises:
             RuntimeError: the template refused them (e.g. a system message).
         """
-        reply = self._post("/apply-template", {"messages": messages})
+        body: dict[str, Any] = {"messages": messages}
+        if tools:
+            body["tools"] = tools
+        reply = self._post("/apply-template", body)
         prompt = reply.get("prompt")
         if not isinstance(prompt, str):
             raise RuntimeError(f"the chat template refused the messages: {reply}")
         return prompt
+
+    def template_calls_tools(self) -> bool:
+        """Whether the chat template the server reads offers tools and writes their calls
+        (its ``/props``): a template that does not ignores the tools a request sends.
+
+        Raises:
+            RuntimeError: the server did not say.
+        """
+        try:
+            with urllib.request.urlopen(self.address + "/props", timeout=_HTTP_TIMEOUT) as response:
+                props = json.loads(response.read())
+        except (OSError, ValueError) as error:
+            raise RuntimeError(f"llama.cpp's server did not tell its template: {error}") from error
+        caps = props.get("chat_template_caps") if isinstance(props, dict) else None
+        return isinstance(caps, dict) and caps.get("supports_tool_calls") is True
 
     def close(self) -> None:
         """Stop the server and free the model (the native object goes with its last reference)."""
