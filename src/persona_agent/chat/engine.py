@@ -156,7 +156,7 @@ class ChatEngine:
         if turn is None:
             turn = Turn(persona_id=persona.id, conversation=context_id)
         async with self._locks.hold(key), TurnCalls(turn.budget) as calls:
-            user = await self.users.resolve(turn.owner, key, turn.user)
+            user = await self.users.resolve(turn.owner, key, turn.user, new=turn.new_context)
             opening = await open_turn(
                 self.history, self.branches, persona, key, user_message, turn, user.name
             )
