@@ -352,7 +352,8 @@ class ChatEngine:
             opening.anchor = None
         if opening is not None and opening.greetings:
             await self.branches.add_greetings(state.key, opening.greetings, opening.greeting)
-        await self.prompts.put(state.key, state.record.as_json(usage, state.llm_calls))
+        record = state.record.as_json(usage, state.llm_calls)
+        await self.prompts.put(state.key, record, new=state.turn.new_context)
         known = len(state.said) if state.new_conversation else 0  # a new one's messages
         if state.turn.supplied is None:  # the caller holds a supplied one: nothing stored
             self.summary.after_turn(persona, state.key, state.turn.owner, model, known)

@@ -66,12 +66,17 @@ class PromptStore:
         each retention sweep."""
         await self._db.write(self._orphans, [{}])
 
-    async def put(self, conversation: str, record: dict[str, Any]) -> None:
+    async def put(self, conversation: str, record: dict[str, Any], *, new: bool = False) -> None:
         """Keep ``record`` for the conversation's newest message (its answer), in place of
-        one it had (a continuation's), and trim the conversation's to the last ``keep``."""
+        one it had (a continuation's), and trim the conversation's to the last ``keep``.
+        ``new``: the conversation was begun by this answer's turn (its id minted for it), so
+        it has no other record: none to replace or trim."""
         if self.keep_last <= 0:
             return
         row = {"c": conversation, "record": json.dumps(record), "at": int(time.time() * 1000)}
+        if new:
+            await self._db.write(self._insert, [row])
+            return
         await self._db.write_together(
             [
                 (self._replace, [{"c": conversation}]),
