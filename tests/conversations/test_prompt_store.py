@@ -76,3 +76,13 @@ async def test_a_new_conversations_first_record_is_kept_and_trimmed_later(
     assert await store.get("ada:c1", first[0]) is None  # two kept: the first went
     assert await store.latest("ada:c1") == (first[0] + 4, {"turn": 2})
 
+
+async def test_a_record_with_a_lone_surrogate_is_kept(writer: GroupCommitWriter) -> None:
+    """A text no valid Unicode (a client's ``\\ud800`` escape) is kept escaped, as written."""
+    history = ConversationHistory(writer)
+    store = PromptStore(writer)
+    await history.append("ada:c1", [{"role": "assistant", "content": "a"}])
+    await store.put("ada:c1", {"text": "x\ud800y", "name": "Zoë"})
+    newest = await store.latest("ada:c1")
+    assert newest is not None
+    assert newest[1] == {"text": "x\ud800y", "name": "Zoë"}
