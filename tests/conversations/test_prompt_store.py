@@ -55,3 +55,34 @@ async def test_nothing_is_kept_with_keep_zero(writer: GroupCommitWriter) -> None
     store = PromptStore(writer, keep=0)
     await turn(history, store, 1)
     assert await store.latest("ada:c1") is None
+
+
+async def test_a_new_conversations_first_record_is_kept_and_trimmed_later(
+    writer: GroupCommitWriter,
+) -> None:
+    """The first answer of a conversation begun by its turn is written alone (nothing to
+    replace or trim); the next turns' trims count it as any other."""
+    history = ConversationHistory(writer)
+    store = PromptStore(writer, keep=2)
+    await history.append(
+        "ada:c1", [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+    )
+    await store.put("ada:c1", {"turn": 0}, new=True)
+    first = await store.latest("ada:c1")
+    assert first is not None
+    assert first[1] == {"turn": 0}
+    for number in range(1, 3):
+        await turn(history, store, number)
+    assert await store.get("ada:c1", first[0]) is None  # two kept: the first went
+    assert await store.latest("ada:c1") == (first[0] + 4, {"turn": 2})
+
+
+async def test_a_record_with_a_lone_surrogate_is_kept(writer: GroupCommitWriter) -> None:
+    """A text no valid Unicode (a client's ``\\ud800`` escape) is kept escaped, as written."""
+    history = ConversationHistory(writer)
+    store = PromptStore(writer)
+    await history.append("ada:c1", [{"role": "assistant", "content": "a"}])
+    await store.put("ada:c1", {"text": "x\ud800y", "name": "Zoë"})
+    newest = await store.latest("ada:c1")
+    assert newest is not None
+    assert newest[1] == {"text": "x\ud800y", "name": "Zoë"}

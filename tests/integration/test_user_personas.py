@@ -274,3 +274,51 @@ async def test_a_conversation_started_over_rest_keeps_its_user(hub: Hub, llm: Fa
     assert refused.status_code == 409, refused.text
     kept = await hub.http.get(f"/api/v1/conversations/guide/{forked.json()['context_id']}/user")
     assert kept.json()["name"] == "Dee"  # the refused start changed nothing
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("streaming", [False, True], ids=["blocking", "streaming"])
+async def test_a_conversation_begun_without_a_context_id_reads_only_what_can_be_stored(
+    hub_factory: HubFactory, llm: FakeLLM, kind: str, streaming: bool
+) -> None:
+    """A message naming no context begins a conversation whose id the SDK mints: its turn
+    reads neither history nor a conversation user persona (none can be stored yet), but the
+    caller's saved one still names the user, a user extension is kept as the conversation's,
+    and the next message in the minted context sees the first turn."""
+    async with (
+        hub_factory(api_keys=KEYS, **await database(kind)) as hub,
+        caller(hub, ALICE_KEY) as alice,
+        caller(hub, BOB_KEY) as bob,
+    ):
+        await alice.put(SAVED, json={"name": "Ann", "description": "A botanist."})
+        llm.script(Reply("Hi Ann."), Reply("Still Ann."), Reply("Hi Bea."), Reply("Still Bea."))
+
+        async def begin(http: httpx.AsyncClient, user: dict[str, Any] | None) -> tuple[Client, str]:
+            client = await hub.client("guide", http=http, streaming=streaming)
+            request = user_message("Hello.")
+            if user is not None:
+                request.message.metadata.update({USER_EXTENSION_URI: user})
+            responses = [response async for response in client.send_message(request)]
+            contexts = {r.task.context_id for r in responses if r.HasField("task")}
+            contexts |= {
+                r.status_update.context_id for r in responses if r.HasField("status_update")
+            }
+            (context,) = contexts
+            assert context
+            return client, context
+
+        client, context = await begin(alice, None)
+        assert "Ann's persona: A botanist." in prompt(llm)[0]["content"]
+        await say(client, "Who am I?", context)
+        messages = prompt(llm)
+        assert "You are talking to Ann." in messages[0]["content"]
+        said = [(m["role"], m["content"]) for m in messages[1:]]
+        assert said[-3:] == [("user", "Hello."), ("assistant", "Hi Ann."), ("user", "Who am I?")]
+
+        client, context = await begin(bob, {"name": "Bea"})
+        assert "You are talking to Bea." in prompt(llm)[0]["content"]
+        await say(client, "Who am I?", context)
+        assert "You are talking to Bea." in prompt(llm)[0]["content"]
+        assert (await bob.get(f"/api/v1/conversations/guide/{context}/user")).json()[
+            "name"
+        ] == "Bea"

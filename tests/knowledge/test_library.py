@@ -5,6 +5,7 @@ conversation only; the passage that answers a question is the one found."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from persona_agent.errors import (
     DocumentTooLargeError,
     UnsupportedDocumentError,
 )
-from persona_agent.knowledge.document_store import KnowledgeStore
+from persona_agent.knowledge.document_store import KnowledgeStore, StoredPassage
 from persona_agent.knowledge.library import Knowledge, KnowledgeLimits
 from persona_agent.knowledge.turn import AttachedFile
 from persona_agent.memory.embeddings import HashingEmbedder
@@ -197,3 +198,33 @@ async def test_passages_of_another_embedder_are_re_embedded_and_found(
     assert {passage.model for passage in passages} == {"hashing-128"}
     assert len(passages) == document.chunks
     await after.aclose()
+
+
+class _CountedReads(KnowledgeStore):
+    """The real store, counting the passage reads a turn makes."""
+
+    reads = 0
+
+    async def passages(self, persona_id: str, conversation: str) -> list[StoredPassage]:
+        self.reads += 1
+        return await super().passages(persona_id, conversation)
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["alone", "replicas"])
+async def test_a_turn_of_a_persona_without_documents_reads_none_on_a_hub_alone(
+    writer: GroupCommitWriter, shared: bool
+) -> None:
+    """(docs/knowledge.md) A hub alone on its database knows which personas have documents:
+    a turn of one without reads no passages; replicas, where another process may add one,
+    read at every turn. A first search and a first document at once lose neither."""
+    store = _CountedReads(writer)
+    library = Knowledge(store, HashingEmbedder, KnowledgeLimits(chunk_chars=200), shared=shared)
+    question = "How much oil does the boat bring?"
+    await asyncio.gather(
+        library.for_turn("keeper", "c", question), library.add("keeper", "g.md", GUIDE.encode())
+    )
+    before = store.reads
+    assert await library.for_turn("nobody", "c", question) == ()
+    assert store.reads == before + shared
+    found = await library.for_turn("keeper", "c", question)
+    assert "forty litres" in found[0].text

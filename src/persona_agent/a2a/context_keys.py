@@ -15,6 +15,7 @@ __all__ = [
     "CUT_METADATA_KEY",
     "ENDED_STATE_NAMES",
     "HANDED_DATA_KIND",
+    "NEW_CONTEXT_STATE_KEY",
     "PARTS_METADATA_KEY",
     "PERSONA_SCOPE_KEY",
     "PERSONA_STATE_KEY",
@@ -39,6 +40,10 @@ WHOLE_ANSWER_STATE_KEY = "persona_agent.whole_answer"
 """Set in ``ServerCallContext.state`` for a call whose client sees only the finished
 task (a blocking, non-streaming send): the answer is then one artifact event, not a
 chunk per piece of text (fewer events through the SDK; the same final task)."""
+NEW_CONTEXT_STATE_KEY = "persona_agent.new_context"
+"""Set in ``ServerCallContext.state`` for a send whose message names neither a context nor
+a task: the SDK mints the context's id (a new UUID), so nothing is stored under it yet and
+the turn reads no history and no conversation user persona."""
 TASK_STARTED_STATE_KEY = "persona_agent.task_started"
 """An ``asyncio.Future`` in ``ServerCallContext.state`` that the executor resolves with the
 task's id as it starts: a caller inside the hub (``LocalCalls``) that gives up before the

@@ -44,6 +44,7 @@ from starlette.requests import Request
 from persona_agent.a2a.context_keys import (
     BINDING_KEY,
     CALLER_KEY,
+    NEW_CONTEXT_STATE_KEY,
     PARTS_METADATA_KEY,
     PERSONA_SCOPE_KEY,
     PERSONA_STATE_KEY,
@@ -225,12 +226,14 @@ class PersonaRequestHandler(RequestHandler):
                     message=f"{field} is longer than {self._max_id_length} characters"
                 )
 
-    def _check_message(self, message: Message) -> None:
+    def _check_message(self, message: Message, context: ServerCallContext) -> None:
         self._check_ids(
             messageId=message.message_id, contextId=message.context_id, taskId=message.task_id
         )
         for reference in message.reference_task_ids:
             self._check_ids(referenceTaskIds=reference)
+        # Neither a context nor a task: the SDK mints the context, whose turn reads nothing.
+        context.state[NEW_CONTEXT_STATE_KEY] = not message.context_id and not message.task_id
 
     def _handler(self, context: ServerCallContext, task_id: str | None = None) -> RequestHandler:
         """The handler of the persona; for a call about a running task, the one running it
@@ -298,7 +301,7 @@ class PersonaRequestHandler(RequestHandler):
         return await self._counted("SendMessage", context, lambda: self._send(params, context))
 
     async def _send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
-        self._check_message(params.message)
+        self._check_message(params.message, context)
         app = self._app(context, params.message.task_id or None)
         handler = app.handler
         check_parts(params.message, sees=app.sees_images, limits=self._parts)
@@ -316,7 +319,7 @@ class PersonaRequestHandler(RequestHandler):
     async def _stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        self._check_message(params.message)
+        self._check_message(params.message, context)
         app = self._app(context, params.message.task_id or None)
         handler = app.handler
         check_parts(params.message, sees=app.sees_images, limits=self._parts)

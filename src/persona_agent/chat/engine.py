@@ -156,7 +156,7 @@ class ChatEngine:
         if turn is None:
             turn = Turn(persona_id=persona.id, conversation=context_id)
         async with self._locks.hold(key), TurnCalls(turn.budget) as calls:
-            user = await self.users.resolve(turn.owner, key, turn.user)
+            user = await self.users.resolve(turn.owner, key, turn.user, new=turn.new_context)
             opening = await open_turn(
                 self.history, self.branches, persona, key, user_message, turn, user.name
             )
@@ -352,7 +352,8 @@ class ChatEngine:
             opening.anchor = None
         if opening is not None and opening.greetings:
             await self.branches.add_greetings(state.key, opening.greetings, opening.greeting)
-        await self.prompts.put(state.key, state.record.as_json(usage, state.llm_calls))
+        record = state.record.as_json(usage, state.llm_calls)
+        await self.prompts.put(state.key, record, new=state.turn.new_context)
         known = len(state.said) if state.new_conversation else 0  # a new one's messages
         if state.turn.supplied is None:  # the caller holds a supplied one: nothing stored
             self.summary.after_turn(persona, state.key, state.turn.owner, model, known)

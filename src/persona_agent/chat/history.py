@@ -170,9 +170,14 @@ class ConversationHistory:
         """The recent messages of a conversation (a copy: callers may extend it)."""
         return (await self.window(conversation))[0]
 
-    async def window(self, conversation: str) -> tuple[list[Message], bool]:
+    async def window(self, conversation: str, *, new: bool = False) -> tuple[list[Message], bool]:
         """The recent messages of a conversation (a copy), and whether older ones were left
-        out (the window is full: :meth:`max_messages`)."""
+        out (the window is full: :meth:`max_messages`). ``new``: the conversation was begun
+        by the turn asking (its id minted for it), so none are stored: none are read."""
+        if new:
+            if not self._shared:
+                self._remember(conversation, [], False)  # its turn's append adds to it
+            return [], False
         if self._shared:
             return await self._read(conversation)
         entry = self._cache.get(conversation)

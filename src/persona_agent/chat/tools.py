@@ -87,6 +87,10 @@ class Turn:
     owner: str = ""
     """The identified caller the conversation belongs to (empty: anonymous), whose
     memory with the persona the turn reads and adds to."""
+    new_context: bool = False
+    """The conversation was begun by this message (its context id minted for it by the
+    protocol layer): nothing is stored under it, so its history and user persona are not
+    read."""
     files: tuple[AttachedFile, ...] = ()
     """Documents sent with the message (A2A file parts) that were cut to fit the turn:
     kept as the conversation's knowledge, where the rest is looked up."""

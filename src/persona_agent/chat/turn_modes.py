@@ -94,7 +94,7 @@ async def open_turn(
         new: list[Message] = [{"role": "user", "content": user_message}] if has_message else []
         query = (turn.question or user_message) if has_message else _last_user_text(past)
         return Opening(past, new, query)
-    past, cut = await history.window(key)
+    past, cut = await history.window(key, new=turn.new_context)
     if turn.mode == "continue":
         last = past[-1] if past else {}
         if last.get("role") != "assistant" or not isinstance(last.get("content"), str):

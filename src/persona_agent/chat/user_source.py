@@ -14,17 +14,22 @@ __all__ = ["NO_USERS", "UserSource"]
 class UserSource(Protocol):
     """Who the user of a turn is."""
 
-    async def resolve(self, owner: str, key: str, from_message: UserPersona | None) -> UserPersona:
+    async def resolve(
+        self, owner: str, key: str, from_message: UserPersona | None, *, new: bool = False
+    ) -> UserPersona:
         """The user persona of a turn of the conversation ``key`` (the history's key) of
         ``owner`` (``""``: anonymous); ``from_message``: the one the turn's message carries,
-        if any (kept as the conversation's from then on)."""
+        if any (kept as the conversation's from then on); ``new``: the conversation was
+        begun by this turn (none of its own is stored)."""
         ...
 
 
 class _NoUsers:
     """Nothing kept: the message's user persona, else the default."""
 
-    async def resolve(self, owner: str, key: str, from_message: UserPersona | None) -> UserPersona:
+    async def resolve(
+        self, owner: str, key: str, from_message: UserPersona | None, *, new: bool = False
+    ) -> UserPersona:
         return from_message if from_message is not None else DEFAULT_USER
 
 

@@ -14,6 +14,7 @@ import json
 import time
 from typing import Any
 
+import orjson
 from sqlalchemy import Select, bindparam, delete, func, insert, literal_column, select, text
 
 from persona_agent.conversations.message_tables import messages_table
@@ -66,12 +67,17 @@ class PromptStore:
         each retention sweep."""
         await self._db.write(self._orphans, [{}])
 
-    async def put(self, conversation: str, record: dict[str, Any]) -> None:
+    async def put(self, conversation: str, record: dict[str, Any], *, new: bool = False) -> None:
         """Keep ``record`` for the conversation's newest message (its answer), in place of
-        one it had (a continuation's), and trim the conversation's to the last ``keep``."""
+        one it had (a continuation's), and trim the conversation's to the last ``keep``.
+        ``new``: the conversation was begun by this answer's turn (its id minted for it), so
+        it has no other record: none to replace or trim."""
         if self.keep_last <= 0:
             return
-        row = {"c": conversation, "record": json.dumps(record), "at": int(time.time() * 1000)}
+        row = {"c": conversation, "record": _dumped(record), "at": int(time.time() * 1000)}
+        if new:
+            await self._db.write(self._insert, [row])
+            return
         await self._db.write_together(
             [
                 (self._replace, [{"c": conversation}]),
@@ -110,3 +116,14 @@ class PromptStore:
             {"c": conversation},
         )
         return (int(rows[0][0]), json.loads(rows[0][1])) if rows else None
+
+
+def _dumped(record: dict[str, Any]) -> str:
+    """``record`` as JSON text: by orjson (a record holds the whole prompt, some 6 KB for a
+    bundled persona: ~30 times faster than ``json.dumps``), by ``json.dumps`` (escaped) when
+    a text in it is no valid Unicode (a lone surrogate a client's JSON escape made), which
+    orjson refuses."""
+    try:
+        return orjson.dumps(record).decode()
+    except TypeError:
+        return json.dumps(record)

@@ -102,17 +102,24 @@ class UserPersonas:
         one, or the default); whether there was one."""
         return await self._remove(conversation_scope(key))
 
-    async def resolve(self, owner: str, key: str, from_message: UserPersona | None) -> UserPersona:
+    async def resolve(
+        self, owner: str, key: str, from_message: UserPersona | None, *, new: bool = False
+    ) -> UserPersona:
         """Who the user is for a turn of the conversation ``key`` of ``owner`` (``""``:
         anonymous): ``from_message`` (then kept as the conversation's), the
-        conversation's, the caller's saved one, else the default."""
+        conversation's, the caller's saved one, else the default. ``new``: the
+        conversation was begun by this turn, so it has none stored (not read)."""
         conversation = conversation_scope(key)
         if from_message is not None:
-            stored = (await self._read([conversation])).get(conversation)
+            stored = None if new else (await self._read([conversation])).get(conversation)
             if stored != from_message:
                 await self._put(conversation, from_message)
             return from_message
-        scopes = [conversation, caller_scope(owner)] if owner else [conversation]
+        scopes = [] if new else [conversation]
+        if owner:
+            scopes.append(caller_scope(owner))
+        if not scopes:
+            return DEFAULT_USER
         found = await self._read(scopes)
         for scope in scopes:
             if scope in found:

@@ -212,6 +212,8 @@ class Knowledge(TurnKnowledge):
             return FoundPassages()
 
     async def _search(self, persona_id: str, conversation: str, message: str) -> FoundPassages:
+        if not self.shared and persona_id not in await self._maybe_with_documents():
+            return FoundPassages()  # a hub alone on its database knows: nothing to read
         stored = await self.store.passages(persona_id, conversation)
         if not stored or not message.strip():
             return FoundPassages()
@@ -241,6 +243,17 @@ class Knowledge(TurnKnowledge):
             return FoundPassages(map(_passage, chosen), ((_passage(p), why) for p, why in left_out))
 
         return await asyncio.to_thread(select)  # linear in the passages: off the loop
+
+    async def _maybe_with_documents(self) -> set[str]:
+        """The personas that may have documents (a hub alone on its database): read from
+        the database once, then kept as documents are stored."""
+        known = self._with_documents
+        if known is None:
+            read = await self.store.personas()
+            known = self._with_documents
+            if known is None:  # else a store read it meanwhile, and may have added to it
+                known = self._with_documents = read
+        return known
 
     async def _prepare(self, name: str, data: bytes, media_type: str | None) -> _Prepared:
         """Read, cut and embed a file, checking each limit on the way."""
@@ -301,8 +314,8 @@ class Knowledge(TurnKnowledge):
                 )
             held[document.name] = _counted(document)
         stored = []
-        if self._with_documents is not None:  # before: a turn may search meanwhile
-            self._with_documents.add(persona_id)
+        if not self.shared:  # before: a turn may search meanwhile
+            (await self._maybe_with_documents()).add(persona_id)
         for document, old_id in zip(prepared, replacing, strict=True):
             stored.append(
                 await self.store.add(

@@ -21,7 +21,6 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx2
 import openai
 import orjson
-from openai.types.chat.completion_create_params import CompletionCreateParamsStreaming
 
 from persona_agent import __version__
 from persona_agent.errors import ConfigError, LLMError
@@ -268,11 +267,14 @@ class OpenAIBackend(LLMBackend):
         # which changes nothing in the hub's plain OpenAI-format values and costs CPU each
         # call: ~150 µs a message (a whole conversation each turn), and ~100 µs for the
         # sampling options alone (each key's Union type hashed in a cache lookup, measured
-        # on 3.11). So only what the client itself reads goes through it: `model` (an Azure
-        # client builds its deployment's URL from it) and `stream`; the rest goes in
-        # `extra_body`, which the client merges into the body untouched, in its places.
-        params: CompletionCreateParamsStreaming = {
-            "model": request.model or self._model,
+        # on 3.11); `model` alone ~70 µs (its `Union[str, Literal[...every model...]]`
+        # hashed each call). So only what the client itself reads goes through it:
+        # `stream`, and `model` for an Azure client (which builds its deployment's URL from
+        # it); the rest goes in `extra_body`, which the client merges into the body
+        # untouched, in its places (`model` given as `omit` to the call: its value is there).
+        model = request.model or self._model
+        params: dict[str, Any] = {  # `omit` is no `str`: not the TypedDict of `create`
+            "model": model if self._api_version else openai.omit,
             "messages": [],
             "stream": True,
         }
@@ -282,6 +284,8 @@ class OpenAIBackend(LLMBackend):
             "messages": request.messages,
             "stream_options": {"include_usage": True},
         }
+        if not self._api_version:
+            untransformed["model"] = model
         if request.temperature is not None:
             untransformed["temperature"] = request.temperature
         if request.max_tokens is not None:
