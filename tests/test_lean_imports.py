@@ -175,6 +175,9 @@ def test_a_hub_at_its_defaults_loads_no_library_of_a_feature_that_is_off(
     # The OpenAI-compatible door is on, but nobody called it: its modules wait for the first
     # request to /v1 (test_the_openai_door_loads_on_its_first_request).
     assert not loaded(modules, "persona_agent.api.openai.completions_door")
+    # uvicorn parses HTTP with httptools (installed): h11, its other parser, is not loaded
+    # (tests/security/test_request_heads.py runs serve on h11 where httptools is hidden).
+    assert not loaded(modules, "h11")
     # Chat files: their formats wait for the first export or import.
     assert not loaded(modules, "persona_agent.conversations.files")
     # Its start-up's objects were frozen once it had started: out of every full collection.
