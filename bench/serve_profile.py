@@ -181,6 +181,15 @@ FEATURES = {
     "pypdf (a PDF document)": ["pypdf"],
     "speech's engine (a client asks for audio)": ["piper", "onnxruntime"],
     "WebSockets (uvicorn's ws=auto; the hub says none)": ["uvicorn.protocols.websockets.auto"],
+    "the OpenAI-compatible door (the first request to /v1)": [
+        "persona_agent.api.openai.completions_door"
+    ],
+    "chat files (the first conversation export or import)": [
+        "persona_agent.conversations.files.json_chat",
+        "persona_agent.conversations.files.markdown_chat",
+        "persona_agent.conversations.files.sillytavern",
+    ],
+    "h11 (uvicorn's parser where httptools is not installed)": ["uvicorn.protocols.http.h11_impl"],
 }
 """What a hub at its defaults does not load, and the modules each feature loads when asked."""
 
