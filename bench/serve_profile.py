@@ -1,11 +1,18 @@
 """Where ``persona-agent serve`` spends its bytes and its milliseconds (issue 52).
 
     uv run python bench/serve_profile.py [--window 10] [--top 25] [--only PART] [--save F]
+    uv run python bench/serve_profile.py --only holdings --top 20   # what the idle hub holds
 
 Runs the hub as ``bench/run.py`` does (its default configuration, only the fake LLM's URL
 set, a directory of its own with the bundled personas, its database migrated by a first
-start), three times over, then probes the features a hub at its defaults leaves unloaded:
+start), four times over, then probes the features a hub at its defaults leaves unloaded:
 
+0. ``holdings``: each module's load timed by an import hook (``importlib._bootstrap``'s
+   ``_load_unlocked``) for the RSS it added, its nested loads' apart, and the module whose
+   code imported it; once the hub has settled: its RSS, PSS, USS and mapped files
+   (``/proc/PID/smaps_rollup``), and the RSS the loads added, summed by package and by the
+   hub's module that brought each in (the first of the hub's modules up the chain of
+   importers), then by the hub's package: what loaded what, in MiB;
 1. ``imports``: ``python -X importtime``: the import time of every module, summed by
    package (a package's own modules' time, its dependencies apart), and the modules loaded;
 2. ``heap``: with ``tracemalloc`` on from the first line, once ``/healthz`` answers and
@@ -37,15 +44,55 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
+from peers import at_rest
 from run import ENV, LOGS, PYTHON, fake_llm, free_port, hub_home, load, process, rss_kib
 
+HOLDINGS_HOOK = """
+import importlib._bootstrap, os, sys
+_statm, _page = os.open("/proc/self/statm", os.O_RDONLY), os.sysconf("SC_PAGE_SIZE")
+_loads, _loading, _load = {}, [], importlib._bootstrap._load_unlocked
+
+def _rss():
+    return int(os.pread(_statm, 64, 0).split()[1]) * _page
+
+def _importer():
+    frame = sys._getframe(2)
+    while frame is not None and (
+        frame.f_code.co_filename.startswith("<frozen")
+        or frame.f_globals.get("__name__") == "importlib"  # import_module()
+    ):
+        frame = frame.f_back
+    return frame.f_globals.get("__name__") if frame is not None else None
+
+def _measured_load(spec):
+    entry = _loads[spec.name] = [0, _importer(), _loading[-1] if _loading else None]
+    _loading.append(spec.name)
+    before = _rss()
+    try:
+        return _load(spec)
+    finally:
+        _loading.pop()
+        entry[0] = _rss() - before
+
+importlib._bootstrap._load_unlocked = _measured_load
+"""
+"""Run first by the wrapper for ``holdings``: each module's load, with the RSS it added
+(its own imports' included), the module whose code imported it and the load it nested in."""
+
 WRAPPER = """
-import cProfile, os, runpy, signal, sys, tracemalloc
+import cProfile, json, os, runpy, signal, sys, tracemalloc
+if os.environ.get("PROFILE_HOLDINGS"):
+    exec(os.environ["PROFILE_HOLDINGS"])
 out = sys.argv.pop(1)
 profile = cProfile.Profile()
 
 def snapshot(*_):
+    if "_loads" in globals():
+        with open(out + ".loads", "w") as loads:
+            json.dump(_loads, loads)
+        return
     stats = tracemalloc.take_snapshot().statistics("filename")
     with open(out + ".heap", "w") as heap:
         for stat in stats:
@@ -134,6 +181,15 @@ FEATURES = {
     "pypdf (a PDF document)": ["pypdf"],
     "speech's engine (a client asks for audio)": ["piper", "onnxruntime"],
     "WebSockets (uvicorn's ws=auto; the hub says none)": ["uvicorn.protocols.websockets.auto"],
+    "the OpenAI-compatible door (the first request to /v1)": [
+        "persona_agent.api.openai.completions_door"
+    ],
+    "chat files (the first conversation export or import)": [
+        "persona_agent.conversations.files.json_chat",
+        "persona_agent.conversations.files.markdown_chat",
+        "persona_agent.conversations.files.sillytavern",
+    ],
+    "h11 (uvicorn's parser where httptools is not installed)": ["uvicorn.protocols.http.h11_impl"],
 }
 """What a hub at its defaults does not load, and the modules each feature loads when asked."""
 
@@ -176,7 +232,7 @@ def main() -> int:
     parser.add_argument("--save", type=Path, help="keep cProfile's statistics in this file")
     parser.add_argument(
         "--only",
-        choices=["imports", "heap", "cpu", "features"],
+        choices=["holdings", "imports", "heap", "cpu", "features"],
         action="append",
         help="one part (repeatable)",
     )
@@ -191,7 +247,9 @@ def main() -> int:
         with process(command, f"{url}/healthz", env, cwd=home):
             pass
         print(f"# serve profile ({time.strftime('%Y-%m-%d %H:%M')})\n")
-        parts = args.only or ["imports", "heap", "cpu", "features"]
+        parts = args.only or ["holdings", "imports", "heap", "cpu", "features"]
+        if "holdings" in parts:
+            holdings(llm, home, out, args.top)
         if "imports" in parts:
             imports(llm, home, out, args.top)
         if "heap" in parts:
@@ -242,6 +300,61 @@ def heap(llm: str, home: Path, out: Path, top: int) -> None:
     print("| package (allocating line) | held | share |\n| --- | ---: | ---: |")
     for name, size in sizes.most_common(top):
         print(f"| `{name}` | {size / 2**20:.2f} MiB | {size / total:.1%} |")
+    print()
+
+
+def loaded_by(loads: dict[str, list[Any]], name: str) -> str:
+    """The hub's module whose import brought ``name`` in: the first of the hub's modules up
+    the chain of importers (``name`` itself when it is one of them)."""
+    seen: set[str] = set()
+    while name and name not in seen and not name.startswith("persona_agent"):
+        seen.add(name)
+        name = loads[name][1] if name in loads else ""
+    return name if name.startswith("persona_agent") else "(before the hub: Python, the wrapper)"
+
+
+def holdings(llm: str, home: Path, out: Path, top: int) -> None:
+    """What each module's load added to the RSS (its nested loads' apart), summed by package
+    and by the hub's module that brought it in: the holdings of the hub at rest."""
+    url, command, env = start_hub(llm, home, out)
+    env["PROFILE_HOLDINGS"] = HOLDINGS_HOOK
+    with process(command, f"{url}/healthz", env, cwd=home) as started:
+        memory = at_rest(started.pid, settle=4.0)
+        started.send_signal(signal.SIGHUP)
+        loads_file = out.with_suffix(".loads")
+        for _ in range(600):
+            if loads_file.exists() and loads_file.stat().st_size:
+                time.sleep(0.5)
+                break
+            time.sleep(0.1)
+    loads: dict[str, list[Any]] = json.loads(loads_file.read_text())
+    own = {name: entry[0] for name, entry in loads.items()}
+    for entry in loads.values():
+        if entry[2] in own:
+            own[entry[2]] -= entry[0]  # a nested load's bytes are the nested module's
+    by: collections.Counter[tuple[str, str]] = collections.Counter()
+    count: collections.Counter[tuple[str, str]] = collections.Counter()
+    feature: collections.Counter[str] = collections.Counter()
+    for name, size in own.items():
+        hub = loaded_by(loads, name)
+        package = name.split(".")[0] if not name.startswith("persona_agent") else "(the hub's own)"
+        by[package, hub] += size
+        count[package, hub] += 1
+        feature[".".join(hub.split(".")[:2])] += size
+    mib = 2**20
+    print(
+        f"## Holdings at rest: RSS {memory['rss']:.1f} MiB, PSS {memory['pss']:.1f}, "
+        f"USS {memory['uss']:.1f}, mapped files {memory['file']:.1f}; {len(loads)} modules "
+        f"loaded, adding {sum(own.values()) / mib:.1f} MiB\n"
+    )
+    print("| package | brought in by (the hub's module) | modules | RSS added |")
+    print("| --- | --- | ---: | ---: |")
+    for (package, hub), size in by.most_common(top):
+        print(f"| `{package}` | `{hub}` | {count[package, hub]} | {size / mib:.1f} MiB |")
+    print("\n| the hub's package | RSS added by its modules and what they brought in |")
+    print("| --- | ---: |")
+    for name, size in feature.most_common(top):
+        print(f"| `{name}` | {size / mib:.1f} MiB |")
     print()
 
 

@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -69,15 +69,21 @@ def loaded(modules: set[str], name: str) -> bool:
     return name in modules or any(module.startswith(f"{name}.") for module in modules)
 
 
-def serve_modules(home: Path, environ: Mapping[str, str]) -> set[str]:
+def serve_modules(
+    home: Path, environ: Mapping[str, str], use: Callable[[str], None] | None = None
+) -> set[str]:
     """The modules ``persona-agent serve`` had loaded, run in ``home`` (its ``./personas``
-    and ``./data``) with ``environ`` added, once it answered ``/healthz`` and stopped."""
-    return set(serve_listing(home, environ)["modules"])
+    and ``./data``) with ``environ`` added, once it answered ``/healthz`` (and ``use`` was
+    done with it: :func:`serve_listing`) and stopped."""
+    return set(serve_listing(home, environ, use)["modules"])
 
 
-def serve_listing(home: Path, environ: Mapping[str, str]) -> dict[str, Any]:
+def serve_listing(
+    home: Path, environ: Mapping[str, str], use: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """As :func:`serve_modules`: the process's ``modules`` and, in ``frozen``, the objects
-    it had frozen out of the garbage collector's reach (``gc.get_freeze_count()``)."""
+    it had frozen out of the garbage collector's reach (``gc.get_freeze_count()``). With
+    ``use``: called with the hub's base URL once it answers, before it is stopped."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -105,6 +111,8 @@ def serve_listing(home: Path, environ: Mapping[str, str]) -> dict[str, Any]:
                     output = process.communicate()[0]
                     raise AssertionError(f"the hub did not start:\n{output}") from None
                 time.sleep(0.1)
+        if use is not None:
+            use(f"http://127.0.0.1:{port}")
         process.send_signal(signal.SIGTERM)
         output = process.communicate(timeout=60)[0]
     finally:
@@ -164,6 +172,14 @@ def test_a_hub_at_its_defaults_loads_no_library_of_a_feature_that_is_off(
     assert not loaded(modules, "httpx._main")
     assert not loaded(modules, "rich")
     assert not loaded(modules, "pygments")
+    # The OpenAI-compatible door is on, but nobody called it: its modules wait for the first
+    # request to /v1 (test_the_openai_door_loads_on_its_first_request).
+    assert not loaded(modules, "persona_agent.api.openai.completions_door")
+    # uvicorn parses HTTP with httptools (installed): h11, its other parser, is not loaded
+    # (tests/security/test_request_heads.py runs serve on h11 where httptools is hidden).
+    assert not loaded(modules, "h11")
+    # Chat files: their formats wait for the first export or import.
+    assert not loaded(modules, "persona_agent.conversations.files")
     # Its start-up's objects were frozen once it had started: out of every full collection.
     assert served["frozen"] > 10_000
 
@@ -199,6 +215,45 @@ def test_turning_each_feature_on_loads_its_library(tmp_path: Path) -> None:
 
     assert [name for name in FEATURES if not loaded(modules, name)] == []
     assert not loaded(modules, "xllamacpp")  # the openai backend instead
+
+
+def test_the_openai_door_loads_on_its_first_request(tmp_path: Path) -> None:
+    home = hub_home(tmp_path, "openai-door")
+    environ = {"PERSONA_AGENT_LLM_BASE_URL": "http://127.0.0.1:9/v1"}  # never called
+    models: list[str] = []
+
+    def list_models(url: str) -> None:
+        answer = httpx.get(f"{url}/v1/models")
+        assert answer.status_code == 200, answer.text
+        models.extend(entry["id"] for entry in answer.json()["data"])
+
+    modules = serve_modules(home, environ, list_models)
+
+    assert "socrates" in models
+    assert "persona_agent.api.openai.completions_door" in modules
+    assert "persona_agent.api.openai.completion_request" in modules
+
+
+def test_chat_file_formats_load_with_the_first_import(tmp_path: Path) -> None:
+    home = hub_home(tmp_path, "chat-files")
+    environ = {"PERSONA_AGENT_LLM_BASE_URL": "http://127.0.0.1:9/v1"}  # never called
+    chat = REPO / "tests" / "conversations" / "data" / "captain_mara.jsonl"
+    imported: list[int] = []
+
+    def import_chat(url: str) -> None:
+        answer = httpx.post(
+            f"{url}/api/v1/conversations/import",
+            params={"persona_id": "socrates", "context_id": "mara-1"},
+            files={"file": ("captain_mara.jsonl", chat.read_bytes(), "application/jsonl")},
+            headers={"X-Requested-With": "test"},  # an upload without an API key
+        )
+        assert answer.status_code == 201, answer.text
+        imported.append(len(answer.json()["messages"]))
+
+    modules = serve_modules(home, environ, import_chat)
+
+    assert imported[0] > 0
+    assert "persona_agent.conversations.files.sillytavern" in modules
 
 
 def test_an_agents_file_keeps_grpc_for_the_outside_agents(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from persona_agent.api.deps import ApiParts
 from persona_agent.api.grpc.grpc_server import build_grpc
 from persona_agent.api.mcp.mcp_auth import metadata_routes
 from persona_agent.api.mcp.mcp_door import MCP_PATH, McpDoor
-from persona_agent.api.openai import OPENAI_PREFIX, OpenAIDoor
+from persona_agent.api.openai import OPENAI_PREFIX
 from persona_agent.api.pages import CONSOLE_PATH, add_pages
 from persona_agent.api.rest_auth import UPLOAD_HEADER, ApiAuth, is_loopback
 from persona_agent.api.routes import (
@@ -181,14 +181,25 @@ def _add_routes(app: HubApp, settings: Settings) -> None:
 
 def _openai_door(settings: Settings, registry: A2ARegistry) -> ASGIApp | None:
     """The OpenAI-compatible door at ``/v1`` (docs/openai.md), unless it is off; behind
-    CORS when origins are allowed (a chat page in a browser may call it, as A2A)."""
+    CORS when origins are allowed (a chat page in a browser may call it, as A2A). Its
+    modules are imported, and the door built, by its first request (docs/performance.md)."""
     if not settings.openai_server:
         return None
-    door = OpenAIDoor(
-        registry,
-        max_body_bytes=settings.max_message_bytes,
-        max_messages=settings.openai_max_messages,
-    )
+    built: list[ASGIApp] = []
+
+    async def door(scope: Scope, receive: Receive, send: Send) -> None:
+        if not built:
+            from persona_agent.api.openai.completions_door import OpenAIDoor
+
+            built.append(
+                OpenAIDoor(
+                    registry,
+                    max_body_bytes=settings.max_message_bytes,
+                    max_messages=settings.openai_max_messages,
+                )
+            )
+        await built[0](scope, receive, send)
+
     origins = settings.cors_origin_list
     return CORSMiddleware(door, **cors_options(origins)) if origins else door
 

@@ -164,67 +164,78 @@ async def require_hub_read(request: Request) -> None:
     api_auth(request).authorize(request, Action.HUB_READ)
 
 
-Parts = Annotated[ApiParts, Depends(hub_parts)]
+async def _parts(request: Request) -> ApiParts:
+    return hub_parts(request)
 
 
-def _store(parts: Parts) -> PersonaStore:
+async def _auth(request: Request) -> ApiAuth:
+    return api_auth(request)
+
+
+# The dependencies are coroutines, trivial as they are: FastAPI runs a plain function
+# dependency in AnyIO's worker threads (a thread hop each, and up to 40 threads, each with
+# its allocator's arena, under concurrent REST calls).
+Parts = Annotated[ApiParts, Depends(_parts)]
+
+
+async def _store(parts: Parts) -> PersonaStore:
     return parts.store
 
 
-def _base_url(parts: Parts) -> str:
+async def _base_url(parts: Parts) -> str:
     return parts.registry.base_url
 
 
-def _registry(parts: Parts) -> A2ARegistry:
+async def _registry(parts: Parts) -> A2ARegistry:
     return parts.registry
 
 
-def _limits(parts: Parts) -> Limits:
+async def _limits(parts: Parts) -> Limits:
     return parts.limits
 
 
-def _card_pngs(parts: Parts) -> CardPngs:
+async def _card_pngs(parts: Parts) -> CardPngs:
     return parts.card_pngs
 
 
-def _persona_data(parts: Parts) -> DeletedPersonaData:
+async def _persona_data(parts: Parts) -> DeletedPersonaData:
     return parts.persona_data
 
 
-def _usage(parts: Parts) -> UsageLog:
+async def _usage(parts: Parts) -> UsageLog:
     return parts.usage
 
 
-def _signer(parts: Parts) -> CardSigner | None:
+async def _signer(parts: Parts) -> CardSigner | None:
     return parts.signer
 
 
-def _metrics(parts: Parts) -> HubMetrics:
+async def _metrics(parts: Parts) -> HubMetrics:
     return parts.metrics
 
 
-def _readiness(parts: Parts) -> Readiness:
+async def _readiness(parts: Parts) -> Readiness:
     return parts.readiness
 
 
-def _caller_data(parts: Parts) -> CallerData:
+async def _caller_data(parts: Parts) -> CallerData:
     return parts.caller_data
 
 
-def _knowledge(parts: Parts) -> Knowledge:
+async def _knowledge(parts: Parts) -> Knowledge:
     return parts.knowledge
 
 
-def _user_personas(parts: Parts) -> UserPersonas:
+async def _user_personas(parts: Parts) -> UserPersonas:
     return parts.user_personas
 
 
-def _persona_assets(parts: Parts) -> PersonaAssets:
+async def _persona_assets(parts: Parts) -> PersonaAssets:
     return parts.persona_assets
 
 
 Store = Annotated[PersonaStore, Depends(_store)]
-Auth = Annotated[ApiAuth, Depends(api_auth)]
+Auth = Annotated[ApiAuth, Depends(_auth)]
 BaseUrl = Annotated[str, Depends(_base_url)]
 """The hub's base URL (links to a persona's A2A endpoint and card)."""
 Registry = Annotated[A2ARegistry, Depends(_registry)]
@@ -246,7 +257,7 @@ Documents = Annotated[Knowledge, Depends(_knowledge)]
 """The personas' knowledge documents."""
 
 
-def _conversations(request: Request) -> ConversationStore:
+async def _conversations(request: Request) -> ConversationStore:
     return hub_parts(request).conversations
 
 

@@ -1,6 +1,9 @@
 """The OpenAI-compatible door: each persona and panel a model at ``/v1/models`` and
-``/v1/chat/completions`` (docs/openai.md)."""
+``/v1/chat/completions`` (docs/openai.md). Its names here; the door itself
+(:mod:`.completions_door`) is imported by its first request (``create_app``)."""
 
-from persona_agent.api.openai.completions_door import OPENAI_BINDING, OPENAI_PREFIX, OpenAIDoor
+__all__ = ["OPENAI_BINDING", "OPENAI_PREFIX"]
 
-__all__ = ["OPENAI_BINDING", "OPENAI_PREFIX", "OpenAIDoor"]
+OPENAI_PREFIX = "/v1"
+OPENAI_BINDING = "openai"
+"""A chat completion's binding label in the request metrics."""

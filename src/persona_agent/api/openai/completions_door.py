@@ -26,6 +26,7 @@ from starlette.types import Receive, Scope, Send
 from persona_agent.a2a.admission import Admission, Refusal, admitted_context
 from persona_agent.a2a.context_keys import REQUEST_ID_KEY
 from persona_agent.a2a.registry import A2ARegistry
+from persona_agent.api.openai import OPENAI_BINDING, OPENAI_PREFIX
 from persona_agent.api.openai.completion_answers import (
     Chunks,
     completion,
@@ -41,11 +42,8 @@ from persona_agent.security.audit import request_id_of
 from persona_agent.security.limits import nests_deeper
 from persona_agent.security.principal import AuthError, Principal
 
-__all__ = ["OPENAI_BINDING", "OPENAI_PREFIX", "OpenAIDoor"]
+__all__ = ["OpenAIDoor"]
 
-OPENAI_PREFIX = "/v1"
-OPENAI_BINDING = "openai"
-"""A chat completion's binding label in the request metrics."""
 MAX_DEPTH = 64
 """How deep a request's JSON may nest (tool schemas included)."""
 _TYPES = {

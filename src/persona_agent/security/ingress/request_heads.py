@@ -27,9 +27,6 @@ import json
 import logging
 from typing import Any
 
-import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
-
 __all__ = ["bounded_head_protocol", "uvicorn_protocol"]
 
 logger = logging.getLogger(__name__)
@@ -45,6 +42,8 @@ def uvicorn_protocol() -> type[asyncio.Protocol]:
     try:
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
     except ImportError:
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+
         return H11Protocol
     return HttpToolsProtocol
 
@@ -57,9 +56,20 @@ def bounded_head_protocol(
     bytes or ``max_headers`` header fields."""
     chosen = base if base is not None else uvicorn_protocol()
     limits = _Limits(max_bytes, max_headers)
-    if issubclass(chosen, H11Protocol):
-        return _bounded_h11(chosen, limits)
-    return _bounded_httptools(chosen, limits)
+    if _on_httptools(chosen):
+        return _bounded_httptools(chosen, limits)
+    return _bounded_h11(chosen, limits)
+
+
+def _on_httptools(protocol: type[asyncio.Protocol]) -> bool:
+    """Whether ``protocol`` is uvicorn's httptools protocol (or a subclass), else h11's.
+    Asked this way so that h11, and uvicorn's protocol on it, are imported only when h11 is
+    the parser: a hub on httptools (uvicorn's default when installed) never loads them."""
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    except ImportError:  # httptools is not installed: h11 it is
+        return False
+    return issubclass(protocol, HttpToolsProtocol)
 
 
 class _Limits:
@@ -192,37 +202,38 @@ def _bounded_httptools(base: type[Any], limits: _Limits) -> type[asyncio.Protoco
     return BoundedHeadHttpTools
 
 
-class _BoundedConnection(h11.Connection):
-    """h11's server side, whose heads are bounded: an incomplete one by h11's buffer
-    limit, a complete one measured. Over a limit, ``refusal`` says why and h11's error
-    (which uvicorn answers with its 400) is raised."""
-
-    def __init__(self, limits: _Limits) -> None:
-        super().__init__(h11.SERVER, max_incomplete_event_size=limits.max_bytes)
-        self.limits = limits
-        self.refusal: str | None = None
-
-    def next_event(self) -> Any:
-        try:
-            event = super().next_event()
-        except h11.RemoteProtocolError as error:
-            if error.error_status_hint == 431:  # its receive buffer is over the limit
-                self.refusal = self.limits.too_large()
-            raise
-        if isinstance(event, h11.Request):
-            fields = event.headers.raw_items()
-            size = len(event.method) + len(event.target) + _HEAD_OVERHEAD
-            size += sum(len(name) + len(value) + _FIELD_OVERHEAD for name, value in fields)
-            if len(fields) > self.limits.max_headers:
-                self.refusal = self.limits.too_many()
-            elif size > self.limits.max_bytes:
-                self.refusal = self.limits.too_large()
-            if self.refusal is not None:
-                raise h11.RemoteProtocolError(self.refusal, error_status_hint=431)
-        return event
-
-
 def _bounded_h11(base: type[Any], limits: _Limits) -> type[asyncio.Protocol]:
+    import h11
+
+    class _BoundedConnection(h11.Connection):
+        """h11's server side, whose heads are bounded: an incomplete one by h11's buffer
+        limit, a complete one measured. Over a limit, ``refusal`` says why and h11's error
+        (which uvicorn answers with its 400) is raised."""
+
+        def __init__(self, limits: _Limits) -> None:
+            super().__init__(h11.SERVER, max_incomplete_event_size=limits.max_bytes)
+            self.limits = limits
+            self.refusal: str | None = None
+
+        def next_event(self) -> Any:
+            try:
+                event = super().next_event()
+            except h11.RemoteProtocolError as error:
+                if error.error_status_hint == 431:  # its receive buffer is over the limit
+                    self.refusal = self.limits.too_large()
+                raise
+            if isinstance(event, h11.Request):
+                fields = event.headers.raw_items()
+                size = len(event.method) + len(event.target) + _HEAD_OVERHEAD
+                size += sum(len(name) + len(value) + _FIELD_OVERHEAD for name, value in fields)
+                if len(fields) > self.limits.max_headers:
+                    self.refusal = self.limits.too_many()
+                elif size > self.limits.max_bytes:
+                    self.refusal = self.limits.too_large()
+                if self.refusal is not None:
+                    raise h11.RemoteProtocolError(self.refusal, error_status_hint=431)
+            return event
+
     class BoundedHeadH11(base):  # type: ignore[misc]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)

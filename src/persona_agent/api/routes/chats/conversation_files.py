@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import replace
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import (
     APIRouter,
@@ -36,18 +36,14 @@ from persona_agent.api.routes.chats.conversations import (
     count_write,
 )
 from persona_agent.api.routes.error_body import ErrorDetail, error_responses
-from persona_agent.conversations.files.chat_file import (
-    MAX_FILE_BYTES,
-    ChatFileError,
-    ImportedChat,
-    chat_of_view,
-    creation_of,
-)
-from persona_agent.conversations.files.json_chat import from_json, to_json
-from persona_agent.conversations.files.markdown_chat import to_markdown
-from persona_agent.conversations.files.sillytavern import from_sillytavern, to_sillytavern
 from persona_agent.conversations.keys import history_key
 from persona_agent.errors import ConversationNotFound
+
+if TYPE_CHECKING:
+    from persona_agent.conversations.files.chat_file import ImportedChat
+
+# The file formats (persona_agent.conversations.files: four modules, ~0.1 MiB) are
+# imported by the first export or import, not with the routes (docs/performance.md).
 
 __all__ = ["router"]
 
@@ -81,6 +77,10 @@ def _file_name(persona_id: str, context_id: str, extension: str) -> str:
 
 def read_chat(data: bytes, kind: Literal["sillytavern", "json"]) -> ImportedChat:
     """The chat of an uploaded file (422 for one that cannot be read: ChatFileError)."""
+    from persona_agent.conversations.files.chat_file import MAX_FILE_BYTES, ChatFileError
+    from persona_agent.conversations.files.json_chat import from_json
+    from persona_agent.conversations.files.sillytavern import from_sillytavern
+
     if len(data) > MAX_FILE_BYTES:
         raise HTTPException(
             status.HTTP_413_CONTENT_TOO_LARGE,
@@ -102,6 +102,10 @@ def write_chat(
     character_name: str,
 ) -> Response:
     """The file of a chat, to download."""
+    from persona_agent.conversations.files.json_chat import to_json
+    from persona_agent.conversations.files.markdown_chat import to_markdown
+    from persona_agent.conversations.files.sillytavern import to_sillytavern
+
     chat = replace(chat, user_name=user_name, character_name=character_name)
     if kind == "sillytavern":
         data = to_sillytavern(chat, user_name=user_name, character_name=character_name)
@@ -160,6 +164,8 @@ async def export_conversation(
     and persona messages, each answer's alternatives as swipes), ``json`` (everything,
     tool calls included; ``POST /conversations/import?format=json`` reads it back) or
     ``markdown`` (a transcript to read)."""
+    from persona_agent.conversations.files.chat_file import chat_of_view
+
     persona = await store.get(persona_id)
     key = history_key(persona_id, owner, context_id)
     view = await conversations.read(key)
@@ -204,6 +210,8 @@ async def import_conversation(
     the caller has a conversation at ``context_id``, or when the chat would take it past its
     storage quota (the limit is named). The answer is the conversation, and
     ``notes``: what of the file was left out (system messages, swipes of no answer)."""
+    from persona_agent.conversations.files.chat_file import MAX_FILE_BYTES, creation_of
+
     persona = await store.get(persona_id)
     count_write(request, persona_id)
     chat = read_chat(await file.read(MAX_FILE_BYTES + 1), format)
