@@ -31,6 +31,7 @@ from fastapi import FastAPI
 from persona_agent.api.app import create_app
 from persona_agent.settings import Settings
 from tests.fakes.fake_llm import FakeLLM
+from tests.migrated import SqliteTemplate
 from tests.servers.hub_process import STARTUP
 from tests.servers.mcp_servers import running_http_server, stdio_server_config
 
@@ -186,9 +187,15 @@ def settings_of(**values: Any) -> Settings:
 
 @pytest.fixture
 def hub_factory(
-    tmp_path: Path, personas_dir: Path, llm: FakeLLM, mcp_config_file: Path
+    tmp_path: Path,
+    personas_dir: Path,
+    llm: FakeLLM,
+    mcp_config_file: Path,
+    migrated_sqlite: SqliteTemplate,
 ) -> HubFactory:
-    """Start a hub on a real uvicorn on 127.0.0.1; call again to "restart" it on the same data."""
+    """Start a hub on a real uvicorn on 127.0.0.1; call again to "restart" it on the same data.
+    A new SQLite data directory starts with the worker's migrated database file (the hub
+    finds it at the newest revision: tests/migrated.py)."""
 
     @asynccontextmanager
     async def start(**overrides: Any) -> AsyncIterator[Hub]:
@@ -210,6 +217,7 @@ def hub_factory(
         }
         values.update(overrides)
         settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]
+        await migrated_sqlite.under(settings)
         app = create_app(settings)
         async with (
             serving(app, sock),

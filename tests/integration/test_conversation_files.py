@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from persona_agent.conversations.files.chat_file import MAX_FILE_BYTES
-from tests.conftest import empty_postgres
+from tests.conftest import migrated_postgres
 from tests.fakes.fake_llm import FakeLLM, Reply, ToolCalls
 from tests.integration.a2a_helpers import answer_text, send
 from tests.integration.conftest import Hub, HubFactory
@@ -39,7 +39,7 @@ KEYS = json.dumps(
 
 
 async def database(kind: str) -> dict[str, Any]:
-    return {"database_url": await empty_postgres()} if kind == "postgresql" else {}
+    return {"database_url": await migrated_postgres()} if kind == "postgresql" else {}
 
 
 async def upload(

@@ -30,7 +30,7 @@ from persona_agent.memory.summary import FOLLOWING, SO_FAR
 from persona_agent.personas.turn_prompt import SUMMARY_HEADING
 from persona_agent.settings import Settings
 from tests.conformance.conftest import wait_until
-from tests.conftest import empty_postgres
+from tests.conftest import migrated_postgres
 from tests.fakes.fake_llm import Fail, FakeLLM, Reply
 from tests.integration.a2a_helpers import answer_text, send
 from tests.integration.conftest import BUNDLED, HERMIT, Hub, HubFactory
@@ -61,7 +61,7 @@ def bearer(key: str) -> dict[str, str]:
 
 
 async def database(kind: str) -> dict[str, Any]:
-    return {"database_url": await empty_postgres()} if kind == "postgresql" else {}
+    return {"database_url": await migrated_postgres()} if kind == "postgresql" else {}
 
 
 @asynccontextmanager
