@@ -92,7 +92,17 @@ def personas_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def mcp_config_file(tmp_path: Path, mcp_http_url: str) -> Path:
+def mcp_config_file(mcp_servers_file: Path) -> Path | None:
+    """The MCP configuration ``hub_factory``'s hubs start with: the test servers. A module
+    whose tests call no tool makes it None (each stdio server is a process of about 1 s of
+    CPU); a test of tools there passes ``mcp_config=mcp_servers_file``."""
+    return mcp_servers_file
+
+
+@pytest.fixture
+def mcp_servers_file(tmp_path: Path, mcp_http_url: str) -> Path:
+    """A configuration of two test MCP servers: ``local`` over stdio (a process of each
+    hub), ``remote`` over streamable HTTP (one server for the session)."""
     path = tmp_path / "mcp.json"
     config = {
         "servers": {
@@ -190,7 +200,7 @@ def hub_factory(
     tmp_path: Path,
     personas_dir: Path,
     llm: FakeLLM,
-    mcp_config_file: Path,
+    mcp_config_file: Path | None,
     migrated_sqlite: SqliteTemplate,
 ) -> HubFactory:
     """Start a hub on a real uvicorn on 127.0.0.1; call again to "restart" it on the same data.

@@ -49,6 +49,13 @@ FACT = "My dog is called Biscuit."
 MEMORIES = "/api/v1/personas/socrates/memories"
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 def bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 

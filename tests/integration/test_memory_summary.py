@@ -45,6 +45,13 @@ SUMMARIZED = f"User: {FACT}"
 WINDOW = {"memory": True, "history_max_messages": 4}
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 def system_prompt(request: dict[str, Any]) -> str:
     return str(request["messages"][0]["content"])
 
