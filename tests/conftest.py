@@ -18,7 +18,7 @@ from persona_agent.db import GroupCommitWriter, create_engine
 from persona_agent.migrations.tables import metadata
 from tests.fuzz.budget import DEADLINE, EXAMPLES, EXAMPLES_VARIABLE, SEED, SEED_VARIABLE
 from tests.fuzz.tally import TALLY
-from tests.migrated import PostgresTemplate, SqliteTemplate
+from tests.migrated import WORKER_SQLITE, PostgresTemplate, SqliteTemplate
 from tests.servers.replicas import fresh_database
 
 # Schemathesis's pytest plugin (loaded with pytest) swaps Hypothesis's printer for one that
@@ -162,10 +162,11 @@ async def _worker_database(url: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> SqliteTemplate:
+def migrated_sqlite() -> SqliteTemplate:
     """The worker's migrated SQLite file (tests/migrated.py), made at its first use: the
-    ``engine`` fixture's databases, and the in-process hubs' (``hub_factory``)."""
-    return SqliteTemplate(tmp_path_factory.mktemp("migrated"))
+    ``engine`` fixture's databases, the in-process hubs' (``hub_factory``) and the hub
+    processes' (tests/servers/hub_process.py)."""
+    return WORKER_SQLITE
 
 
 _POSTGRES_TEMPLATE = PostgresTemplate()

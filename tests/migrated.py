@@ -18,11 +18,15 @@ The tests of the migrations themselves (tests/migrations) run Alembic for real.
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import shutil
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from persona_agent.db import create_engine
@@ -30,59 +34,75 @@ from persona_agent.migrations import init_db
 from persona_agent.migrations.tables import metadata
 from persona_agent.settings import Settings
 
-__all__ = ["PostgresTemplate", "SqliteTemplate"]
+__all__ = ["DATA_DIR_FILE", "WORKER_SQLITE", "PostgresTemplate", "SqliteTemplate"]
 
 SQLITE_FILE = "hub.db"
+DATA_DIR_FILE = "persona-agent.db"
+"""The hub's database file in its data directory (``Settings.resolved_database_url``)."""
 
 
 class SqliteTemplate:
-    """One migrated SQLite file in ``directory``, made at the first :meth:`copy`."""
+    """One migrated SQLite file, made at its first use in a directory of its own (removed
+    when the process exits)."""
 
-    def __init__(self, directory: Path) -> None:
-        self._file = directory / SQLITE_FILE
+    def __init__(self) -> None:
+        self._file: Path | None = None
+        self._lock = threading.Lock()
+
+    def ready(self) -> Path:
+        """The migrated file, made now if it is not yet (in a thread of its own: the
+        caller's event loop may be running)."""
+        with self._lock:
+            if self._file is None:
+                directory = Path(tempfile.mkdtemp(prefix="persona-agent-migrated-"))
+                atexit.register(shutil.rmtree, directory, ignore_errors=True)
+                file = directory / SQLITE_FILE
+                with ThreadPoolExecutor(1) as thread:
+                    thread.submit(asyncio.run, _migrate(file)).result()
+                self._file = file
+            return self._file
 
     async def copy(self, directory: Path) -> AsyncEngine:
         """An engine on a copy of the migrated file, ``directory / "hub.db"``."""
         target = directory / SQLITE_FILE
-        await self.place(target)
+        self.place(target)
         return create_engine(f"sqlite+aiosqlite:///{target}")
 
-    async def place(self, target: Path) -> None:
+    def place(self, target: Path) -> None:
         """A copy of the migrated file at ``target`` (its directory made): a hub's database
         file, say, which the hub then finds at the newest revision and does not migrate."""
-        if not self._file.exists():
-            await self._migrate()
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(self._file, target)
+        shutil.copyfile(self.ready(), target)
 
-    async def under(self, settings: Settings) -> None:
+    def under(self, settings: Settings) -> None:
         """The migrated file as the database of a hub of ``settings`` whose SQLite file is
         not there yet (a new data directory); nothing for any other database."""
-        if settings.database_url is not None:
-            return
-        database = make_url(settings.resolved_database_url).database
-        assert database is not None
-        target = Path(database)
-        if not _exists(target):
-            await self.place(target)
+        if settings.database_url is None:
+            self.into(settings.data_dir)
 
-    async def _migrate(self) -> None:
-        building = self._file.with_name(f"building-{SQLITE_FILE}")
-        engine = create_engine(f"sqlite+aiosqlite:///{building}")
-        try:
-            await init_db(engine)
-            async with engine.connect() as conn:
-                # Everything in the file itself: the copy needs no -wal beside it.
-                await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-        finally:
-            await engine.dispose()
-        for leftover in ("-wal", "-shm"):  # empty after the checkpoint; gone once closed
-            building.with_name(building.name + leftover).unlink(missing_ok=True)
-        building.rename(self._file)
+    def into(self, data_dir: Path) -> None:
+        """The migrated file as the database of a hub on ``data_dir`` (its default SQLite
+        file, :data:`DATA_DIR_FILE`), unless the directory has one already."""
+        target = data_dir / DATA_DIR_FILE
+        if not target.exists():
+            self.place(target)
 
 
-def _exists(path: Path) -> bool:
-    return path.exists()
+WORKER_SQLITE = SqliteTemplate()
+"""This process's migrated SQLite file (a pytest-xdist worker's: ``migrated_sqlite``)."""
+
+
+async def _migrate(file: Path) -> None:
+    engine = create_engine(f"sqlite+aiosqlite:///{file}")
+    try:
+        await init_db(engine)
+        async with engine.connect() as conn:
+            # Everything in the file itself: a copy needs no -wal beside it.
+            await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        await engine.dispose()
+    for leftover in ("-wal", "-shm"):  # empty after the checkpoint; gone once closed
+        file.with_name(file.name + leftover).unlink(missing_ok=True)
 
 
 _SCHEMA = """

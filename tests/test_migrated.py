@@ -9,8 +9,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from persona_agent.db import create_engine
 from persona_agent.migrations import init_db
+from persona_agent.settings import Settings
 from tests.conftest import _test_postgres, empty_postgres
-from tests.migrated import PostgresTemplate, SqliteTemplate
+from tests.migrated import DATA_DIR_FILE, PostgresTemplate, SqliteTemplate
 
 _A_USAGE_ROW = (
     "INSERT INTO pa_usage (persona_id, model, at_ms, prompt_tokens, completion_tokens, "
@@ -40,7 +41,7 @@ async def _sqlite_contents(engine: AsyncEngine) -> list[tuple[object, ...]]:
 async def test_a_sqlite_copy_is_a_fresh_migration_each_time(tmp_path: Path) -> None:
     fresh = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'fresh.db'}")
     await init_db(fresh)
-    template = SqliteTemplate(tmp_path)
+    template = SqliteTemplate()
     (tmp_path / "first").mkdir()
     (tmp_path / "second").mkdir()
     first = await template.copy(tmp_path / "first")
@@ -117,3 +118,10 @@ async def test_a_postgres_database_is_emptied_back_to_a_fresh_migration() -> Non
             assert "ix_pa_usage_persona_at" in set(indexes)
     finally:
         await third.dispose()
+
+
+def test_a_hub_s_data_directory_file_is_the_one_the_settings_name(tmp_path: Path) -> None:
+    settings = Settings(_env_file=None, data_dir=tmp_path)  # type: ignore[call-arg]
+    assert settings.resolved_database_url.endswith(f"/{DATA_DIR_FILE}")
+    SqliteTemplate().under(settings)
+    assert (tmp_path / DATA_DIR_FILE).stat().st_size > 0

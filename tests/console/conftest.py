@@ -111,7 +111,7 @@ def console_hub(
             **overrides,
         }
         settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]
-        await migrated_sqlite.under(settings)  # not migrated again by each hub
+        migrated_sqlite.under(settings)  # not migrated again by each hub
         async with (
             serving(create_app(settings), sock),
             httpx.AsyncClient(base_url=base_url, timeout=30) as http,

@@ -63,7 +63,7 @@ def start_hub(
             **overrides,
         }
         settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]
-        await migrated_sqlite.under(settings)  # not migrated again by each hub
+        migrated_sqlite.under(settings)  # not migrated again by each hub
         app = create_app(settings)
         transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 50000))
         async with (

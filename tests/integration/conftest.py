@@ -227,7 +227,7 @@ def hub_factory(
         }
         values.update(overrides)
         settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]
-        await migrated_sqlite.under(settings)
+        migrated_sqlite.under(settings)
         app = create_app(settings)
         async with (
             serving(app, sock),
