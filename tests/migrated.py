@@ -2,11 +2,12 @@
 
 Migrating a database (Alembic, fourteen revisions) costs about a quarter of a second of CPU,
 and on PostgreSQL a second or more of waiting; the ``engine`` fixture (tests/conftest.py)
-hands one to a couple of hundred tests. Each worker migrates once, then gives each test a
-database that is exactly that fresh one again:
+hands one to a couple of hundred tests, and every hub a fixture starts on a new data
+directory (in process, or as tests/servers/hub_process.py's process) migrated its own. Each
+worker migrates once, then gives each test a database that is exactly that fresh one again:
 
 - SQLite: the migrated file, checkpointed so that it is whole, copied into the test's
-  directory (:class:`SqliteTemplate`);
+  directory or the hub's data directory (:class:`SqliteTemplate`);
 - PostgreSQL: the worker's database (``test_gw0`` ...), its rows deleted and its
   sequences restarted, when its schema is still the one the migration made
   (:class:`PostgresTemplate`; any other schema, say one a test emptied or changed, is
