@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from persona_agent.db import create_engine
 from persona_agent.migrations import init_db
 from persona_agent.settings import Settings
-from tests.conftest import _test_postgres, empty_postgres
+from tests.conftest import empty_postgres
 from tests.migrated import DATA_DIR_FILE, PostgresTemplate, SqliteTemplate
 
 _A_USAGE_ROW = (
@@ -106,7 +106,7 @@ async def test_a_postgres_database_is_emptied_back_to_a_fresh_migration() -> Non
             await conn.exec_driver_sql("DROP INDEX ix_pa_usage_persona_at")
     finally:
         await second.dispose()
-    third = await template.reset(await _test_postgres())
+    third = await template.reset(url)
     try:
         assert await _postgres_contents(third) == expected
         async with third.connect() as conn:
