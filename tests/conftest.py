@@ -4,7 +4,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 from hypothesis import core as hypothesis_core
@@ -15,10 +15,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from persona_agent.db import GroupCommitWriter, create_engine
-from persona_agent.migrations import init_db
 from persona_agent.migrations.tables import metadata
 from tests.fuzz.budget import DEADLINE, EXAMPLES, EXAMPLES_VARIABLE, SEED, SEED_VARIABLE
 from tests.fuzz.tally import TALLY
+from tests.migrated import WORKER_SQLITE, PostgresTemplate, SqliteTemplate
 from tests.servers.replicas import fresh_database
 
 # Schemathesis's pytest plugin (loaded with pytest) swaps Hypothesis's printer for one that
@@ -86,25 +86,53 @@ async def empty_postgres() -> str:
     tried; when it does not answer the variant is skipped, or fails under
     ``PERSONA_AGENT_TEST_POSTGRES_REQUIRED=1`` (as in CI) or with a URL set.
     """
-    url = POSTGRES_URL or LOCAL_POSTGRES_URL
-    engine = None
+    url = await _test_postgres()
+    engine = create_engine(url)
     try:
-        url = await _worker_database(url)
-        engine = create_engine(url)
         async with engine.begin() as conn:
             await conn.run_sync(metadata.drop_all)
             await conn.exec_driver_sql("DROP TABLE IF EXISTS alembic_version")
     except (OSError, SQLAlchemyError) as error:
-        if POSTGRES_REQUIRED or POSTGRES_URL:
-            pytest.fail(f"PostgreSQL at {url} is required and did not answer: {error}")
-        pytest.skip(
-            f"no PostgreSQL at {url} ({type(error).__name__}): set {POSTGRES_URL_VARIABLE} "
-            "to a database the tests may empty (.ci/run starts one)"
-        )
+        _unanswered(url, error)
     finally:
-        if engine is not None:
-            await engine.dispose()
+        await engine.dispose()
     return url
+
+
+async def migrated_postgres() -> str:
+    """The URL of the test PostgreSQL database as a fresh migration leaves it (a hub started
+    on it finds it at the newest revision and does not migrate it again): skipped or failed
+    as :func:`empty_postgres` says when it does not answer."""
+    engine = await _migrated_postgres_engine()
+    await engine.dispose()
+    return str(engine.url.render_as_string(hide_password=False))
+
+
+async def _migrated_postgres_engine() -> AsyncEngine:
+    url = await _test_postgres()
+    try:
+        return await _POSTGRES_TEMPLATE.reset(url)
+    except (OSError, SQLAlchemyError) as error:
+        _unanswered(url, error)
+
+
+async def _test_postgres() -> str:
+    """The URL of the test PostgreSQL database (this worker's own), as it is; skipped or
+    failed as :func:`empty_postgres` says when it does not answer."""
+    url = POSTGRES_URL or LOCAL_POSTGRES_URL
+    try:
+        return await _worker_database(url)
+    except (OSError, SQLAlchemyError) as error:
+        _unanswered(url, error)
+
+
+def _unanswered(url: str, error: Exception) -> NoReturn:
+    if POSTGRES_REQUIRED or POSTGRES_URL:
+        pytest.fail(f"PostgreSQL at {url} is required and did not answer: {error}")
+    pytest.skip(
+        f"no PostgreSQL at {url} ({type(error).__name__}): set {POSTGRES_URL_VARIABLE} "
+        "to a database the tests may empty (.ci/run starts one)"
+    )
 
 
 _worker_databases: dict[str, str] = {}
@@ -133,19 +161,29 @@ async def _worker_database(url: str) -> str:
     return _worker_databases[url]
 
 
-async def _fresh_engine(kind: str, directory: Path) -> AsyncEngine:
-    if kind == "sqlite":
-        engine = create_engine(f"sqlite+aiosqlite:///{directory / 'hub.db'}")
-    else:
-        engine = create_engine(await empty_postgres())
-    await init_db(engine)
-    return engine
+@pytest.fixture(scope="session")
+def migrated_sqlite() -> SqliteTemplate:
+    """The worker's migrated SQLite file (tests/migrated.py), made at its first use: the
+    ``engine`` fixture's databases, the in-process hubs' (``hub_factory``) and the hub
+    processes' (tests/servers/hub_process.py)."""
+    return WORKER_SQLITE
+
+
+_POSTGRES_TEMPLATE = PostgresTemplate()
+"""The worker's PostgreSQL database, migrated once and emptied for each test."""
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    """A new, empty hub database: a SQLite file, and PostgreSQL (see POSTGRES_URL_VARIABLE)."""
-    db = await _fresh_engine(request.param, tmp_path)
+async def engine(
+    request: pytest.FixtureRequest, tmp_path: Path, migrated_sqlite: SqliteTemplate
+) -> AsyncIterator[AsyncEngine]:
+    """A new hub database, exactly as a fresh migration leaves it: a SQLite file, and
+    PostgreSQL (see POSTGRES_URL_VARIABLE). Each worker migrates once and hands out that
+    migration again (tests/migrated.py)."""
+    if request.param == "sqlite":
+        db = await migrated_sqlite.copy(tmp_path)
+    else:
+        db = await _migrated_postgres_engine()
     yield db
     await db.dispose()
 

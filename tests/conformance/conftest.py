@@ -47,6 +47,7 @@ from tests.integration.conftest import (  # noqa: F401
     loopback_socket,
     mcp_config_file,
     mcp_http_url,
+    mcp_servers_file,
     serving,
     settings_of,
 )

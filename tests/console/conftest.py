@@ -41,6 +41,7 @@ from tests.integration.conftest import (  # the hub's fixtures, shared with inte
     personas_dir,
     serving,
 )
+from tests.migrated import SqliteTemplate
 
 __all__ = ["fake_llm_server", "llm", "personas_dir"]
 
@@ -86,7 +87,9 @@ ConsoleHubFactory = Callable[..., AbstractAsyncContextManager[ConsoleHub]]
 
 
 @pytest.fixture
-def console_hub(tmp_path: Path, personas_dir: Path, llm: FakeLLM) -> ConsoleHubFactory:
+def console_hub(
+    tmp_path: Path, personas_dir: Path, llm: FakeLLM, migrated_sqlite: SqliteTemplate
+) -> ConsoleHubFactory:
     """Start a hub on a real uvicorn on 127.0.0.1 with the console's defaults (settings
     may be overridden: ``api_keys=...``, ``console=False``)."""
 
@@ -108,6 +111,7 @@ def console_hub(tmp_path: Path, personas_dir: Path, llm: FakeLLM) -> ConsoleHubF
             **overrides,
         }
         settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]
+        migrated_sqlite.under(settings)  # not migrated again by each hub
         async with (
             serving(create_app(settings), sock),
             httpx.AsyncClient(base_url=base_url, timeout=30) as http,

@@ -17,6 +17,7 @@ from persona_agent.api.app import create_app
 from persona_agent.settings import Settings
 from tests.fakes.fake_llm import FakeLLM
 from tests.integration.conftest import fake_llm_server, llm  # noqa: F401 (fixtures)
+from tests.migrated import SqliteTemplate
 
 GREETER = {
     "name": "Gwen the Greeter",
@@ -41,7 +42,12 @@ def personas_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def start_hub(tmp_path: Path, personas_dir: Path, llm: FakeLLM) -> HubApp:  # noqa: F811
+def start_hub(
+    tmp_path: Path,
+    personas_dir: Path,
+    llm: FakeLLM,  # noqa: F811
+    migrated_sqlite: SqliteTemplate,
+) -> HubApp:
     """A hub's HTTP client (the app's lifespan running); call again for a second replica
     (same ``database_url``) or a restart."""
 
@@ -56,7 +62,9 @@ def start_hub(tmp_path: Path, personas_dir: Path, llm: FakeLLM) -> HubApp:  # no
             "llm_timeout": 10,
             **overrides,
         }
-        app = create_app(Settings(_env_file=None, **values))  # type: ignore[call-arg]
+        settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]
+        migrated_sqlite.under(settings)  # not migrated again by each hub
+        app = create_app(settings)
         transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 50000))
         async with (
             app.router.lifespan_context(app),

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from persona_agent.conversations.files.json_chat import FORMAT
-from tests.conftest import empty_postgres
+from tests.conftest import migrated_postgres
 from tests.conversations.conftest import HubApp
 from tests.fakes.fake_llm import FakeLLM, Reply
 
@@ -33,7 +33,7 @@ UPLOAD = {"X-Requested-With": "test"}
 
 
 async def database(kind: str) -> dict[str, Any]:
-    return {"database_url": await empty_postgres()} if kind == "postgresql" else {}
+    return {"database_url": await migrated_postgres()} if kind == "postgresql" else {}
 
 
 def chat_file(messages: int, size: int, *, swipes: int = 0) -> bytes:

@@ -15,6 +15,7 @@ from tests.integration.conftest import (
     llm,
     mcp_config_file,
     mcp_http_url,
+    mcp_servers_file,
     personas_dir,
 )
 
@@ -25,6 +26,7 @@ __all__ = [
     "llm_env",
     "mcp_config_file",
     "mcp_http_url",
+    "mcp_servers_file",
     "personas_dir",
     "sandbox",
 ]

@@ -31,6 +31,7 @@ from fastapi import FastAPI
 from persona_agent.api.app import create_app
 from persona_agent.settings import Settings
 from tests.fakes.fake_llm import FakeLLM
+from tests.migrated import SqliteTemplate
 from tests.servers.hub_process import STARTUP
 from tests.servers.mcp_servers import running_http_server, stdio_server_config
 
@@ -91,7 +92,17 @@ def personas_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def mcp_config_file(tmp_path: Path, mcp_http_url: str) -> Path:
+def mcp_config_file(mcp_servers_file: Path) -> Path | None:
+    """The MCP configuration ``hub_factory``'s hubs start with: the test servers. A module
+    whose tests call no tool makes it None (each stdio server is a process of about 1 s of
+    CPU); a test of tools there passes ``mcp_config=mcp_servers_file``."""
+    return mcp_servers_file
+
+
+@pytest.fixture
+def mcp_servers_file(tmp_path: Path, mcp_http_url: str) -> Path:
+    """A configuration of two test MCP servers: ``local`` over stdio (a process of each
+    hub), ``remote`` over streamable HTTP (one server for the session)."""
     path = tmp_path / "mcp.json"
     config = {
         "servers": {
@@ -186,9 +197,15 @@ def settings_of(**values: Any) -> Settings:
 
 @pytest.fixture
 def hub_factory(
-    tmp_path: Path, personas_dir: Path, llm: FakeLLM, mcp_config_file: Path
+    tmp_path: Path,
+    personas_dir: Path,
+    llm: FakeLLM,
+    mcp_config_file: Path | None,
+    migrated_sqlite: SqliteTemplate,
 ) -> HubFactory:
-    """Start a hub on a real uvicorn on 127.0.0.1; call again to "restart" it on the same data."""
+    """Start a hub on a real uvicorn on 127.0.0.1; call again to "restart" it on the same data.
+    A new SQLite data directory starts with the worker's migrated database file (the hub
+    finds it at the newest revision: tests/migrated.py)."""
 
     @asynccontextmanager
     async def start(**overrides: Any) -> AsyncIterator[Hub]:
@@ -210,6 +227,7 @@ def hub_factory(
         }
         values.update(overrides)
         settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]
+        migrated_sqlite.under(settings)
         app = create_app(settings)
         async with (
             serving(app, sock),

@@ -49,6 +49,14 @@ REFUSED = (A2AClientError, A2AError)
 """What the SDK client raises for another caller's task (TaskNotFound over JSON-RPC)."""
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): one
+    test calls a tool, on a hub of its own with them (``mcp_servers_file``), and each stdio
+    server is a process of about 1 s of CPU."""
+    return None
+
+
 @pytest.fixture(scope="module")
 def issuer() -> Iterator[OidcIssuer]:
     with OidcIssuer() as running:
@@ -210,9 +218,9 @@ async def test_oidc_tokens(hub_factory: HubFactory, issuer: OidcIssuer, llm: Fak
 
 
 async def test_the_extended_card_is_for_authenticated_callers(
-    hub_factory: HubFactory,
+    hub_factory: HubFactory, mcp_servers_file: Path
 ) -> None:
-    async with hub_factory(api_keys=ALICE_KEY) as hub:
+    async with hub_factory(api_keys=ALICE_KEY, mcp_config=mcp_servers_file) as hub:
         async with as_caller(hub, **bearer(ALICE_KEY)) as http:
             client = await hub.client("toolsmith", http=http)
             extended = await client.get_extended_agent_card(GetExtendedAgentCardRequest())

@@ -45,6 +45,13 @@ CALLERS = {
 }
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 def _persona(name: str, **extra: Any) -> dict[str, Any]:
     return persona(name, "authorization", **extra)
 

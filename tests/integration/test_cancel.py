@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from a2a.types.a2a_pb2 import CancelTaskRequest, TaskState
 
 from tests.fakes.fake_llm import FakeLLM, Hang, Reply, ToolCalls
 from tests.integration.a2a_helpers import get_task, submit, user_message, wait_for_state
-from tests.integration.conftest import TRANSPORTS, Hub
+from tests.integration.conftest import TRANSPORTS, Hub, HubFactory
+
+
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): one
+    test calls a tool, on a hub of its own with them (``mcp_servers_file``), and each stdio
+    server is a process of about 1 s of CPU."""
+    return None
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -54,12 +63,15 @@ async def test_cancel_while_waiting_for_the_model(hub: Hub, llm: FakeLLM) -> Non
     await asyncio.to_thread(llm.wait_disconnect, 5.0)
 
 
-async def test_cancel_during_a_tool_call_abandons_it(hub: Hub, llm: FakeLLM) -> None:
+async def test_cancel_during_a_tool_call_abandons_it(
+    hub_factory: HubFactory, llm: FakeLLM, mcp_servers_file: Path
+) -> None:
     llm.script(ToolCalls([("local__sleep", {"seconds": 30})]), Reply("never"))
-    client = await hub.client("toolsmith")
-    task_id = await submit(client, "Sleep a while.")
-    await asyncio.to_thread(llm.wait_requests, 1, 5.0)
-    await wait_for_state(client, task_id, TaskState.TASK_STATE_WORKING)
-    canceled = await client.cancel_task(CancelTaskRequest(id=task_id))
-    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
-    assert len(llm.requests) == 1  # the answer after the tool was never asked for
+    async with hub_factory(mcp_config=mcp_servers_file) as hub:
+        client = await hub.client("toolsmith")
+        task_id = await submit(client, "Sleep a while.")
+        await asyncio.to_thread(llm.wait_requests, 1, 5.0)
+        await wait_for_state(client, task_id, TaskState.TASK_STATE_WORKING)
+        canceled = await client.cancel_task(CancelTaskRequest(id=task_id))
+        assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+        assert len(llm.requests) == 1  # the answer after the tool was never asked for

@@ -28,6 +28,13 @@ from tests.integration.conftest import TRANSPORTS, Hub, HubFactory
 from tests.integration.persona_yaml import write
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 def persona(name: str, **extra: Any) -> dict[str, Any]:
     return persona_yaml.persona(name, "consultation", **extra)
 

@@ -30,6 +30,13 @@ HOST = persona(
 )
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 @pytest.fixture(autouse=True)
 def host(personas_dir: Path) -> None:
     write(personas_dir, "host", HOST)

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from persona_agent.conversations.files.chat_file import MAX_FILE_BYTES
-from tests.conftest import empty_postgres
+from tests.conftest import migrated_postgres
 from tests.fakes.fake_llm import FakeLLM, Reply, ToolCalls
 from tests.integration.a2a_helpers import answer_text, send
 from tests.integration.conftest import Hub, HubFactory
@@ -38,8 +38,16 @@ KEYS = json.dumps(
 )
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): one
+    test calls a tool, on a hub of its own with them (``mcp_servers_file``), and each stdio
+    server is a process of about 1 s of CPU."""
+    return None
+
+
 async def database(kind: str) -> dict[str, Any]:
-    return {"database_url": await empty_postgres()} if kind == "postgresql" else {}
+    return {"database_url": await migrated_postgres()} if kind == "postgresql" else {}
 
 
 async def upload(
@@ -207,37 +215,44 @@ async def test_another_callers_conversation_is_not_found(
 
 
 async def test_tool_calls_move_in_the_hubs_json_and_stay_out_of_sillytavern(
-    hub: Hub, llm: FakeLLM
+    hub_factory: HubFactory, llm: FakeLLM, mcp_servers_file: Path
 ) -> None:
-    llm.script(ToolCalls([("local__add", {"a": 2, "b": 40})]), Reply("It is 42."))
-    task = await send(await hub.client("toolsmith"), "What is 2 + 40?")
-    base = f"/api/v1/conversations/toolsmith/{task.context_id}/export"
-    as_json = (await hub.http.get(base, params={"format": "json"})).json()
-    roles = [message["role"] for message in as_json["messages"]]
-    assert roles == ["user", "assistant", "tool", "assistant"]
-    assert as_json["messages"][1]["tool_calls"][0]["function"]["name"] == "local__add"
-    assert as_json["messages"][2]["content"] == "42"
-    assert as_json["character_name"] == "Tess the Toolsmith"
-    tavern = lines_of((await hub.http.get(base)).content)
-    assert [(line["is_user"], line["mes"]) for line in tavern[1:]] == [
-        (True, "What is 2 + 40?"),
-        (False, "It is 42."),
-    ]
-    # The JSON file comes back with its tool call and result, and the chat goes on.
-    data = json.dumps(as_json).encode()
-    response = await hub.http.post(
-        IMPORT,
-        params={"persona_id": "toolsmith", "format": "json", "context_id": "sums"},
-        files={"file": ("sums.json", data)},
-        headers=UPLOAD,
-    )
-    assert response.status_code == 201, response.text
-    assert [m["role"] for m in response.json()["messages"]] == roles
-    llm.script(Reply("Still 42."))
-    await send(await hub.client("toolsmith"), "And again?", "sums")
-    prompt = llm.requests[-1]["messages"]
-    assert [m["role"] for m in prompt[-5:]] == ["user", "assistant", "tool", "assistant", "user"]
-    assert prompt[-3]["tool_call_id"] == prompt[-4]["tool_calls"][0]["id"]
+    async with hub_factory(mcp_config=mcp_servers_file) as hub:
+        llm.script(ToolCalls([("local__add", {"a": 2, "b": 40})]), Reply("It is 42."))
+        task = await send(await hub.client("toolsmith"), "What is 2 + 40?")
+        base = f"/api/v1/conversations/toolsmith/{task.context_id}/export"
+        as_json = (await hub.http.get(base, params={"format": "json"})).json()
+        roles = [message["role"] for message in as_json["messages"]]
+        assert roles == ["user", "assistant", "tool", "assistant"]
+        assert as_json["messages"][1]["tool_calls"][0]["function"]["name"] == "local__add"
+        assert as_json["messages"][2]["content"] == "42"
+        assert as_json["character_name"] == "Tess the Toolsmith"
+        tavern = lines_of((await hub.http.get(base)).content)
+        assert [(line["is_user"], line["mes"]) for line in tavern[1:]] == [
+            (True, "What is 2 + 40?"),
+            (False, "It is 42."),
+        ]
+        # The JSON file comes back with its tool call and result, and the chat goes on.
+        data = json.dumps(as_json).encode()
+        response = await hub.http.post(
+            IMPORT,
+            params={"persona_id": "toolsmith", "format": "json", "context_id": "sums"},
+            files={"file": ("sums.json", data)},
+            headers=UPLOAD,
+        )
+        assert response.status_code == 201, response.text
+        assert [m["role"] for m in response.json()["messages"]] == roles
+        llm.script(Reply("Still 42."))
+        await send(await hub.client("toolsmith"), "And again?", "sums")
+        prompt = llm.requests[-1]["messages"]
+        assert [m["role"] for m in prompt[-5:]] == [
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "user",
+        ]
+        assert prompt[-3]["tool_call_id"] == prompt[-4]["tool_calls"][0]["id"]
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])

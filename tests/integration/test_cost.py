@@ -17,6 +17,14 @@ from tests.integration.a2a_helpers import send
 from tests.integration.conftest import Hub, HubFactory
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): one
+    test calls a tool, on a hub of its own with them (``mcp_servers_file``), and each stdio
+    server is a process of about 1 s of CPU."""
+    return None
+
+
 def _cost_data(task: Any) -> dict[str, Any]:
     data = [MessageToDict(p.data) for p in task.status.message.parts if p.HasField("data")]
     assert len(data) == 1
@@ -49,9 +57,9 @@ async def test_an_answer_carries_its_cost(
 
 
 async def test_every_model_call_of_a_turn_is_counted(
-    hub_factory: HubFactory, llm: FakeLLM, prices: Path
+    hub_factory: HubFactory, llm: FakeLLM, prices: Path, mcp_servers_file: Path
 ) -> None:
-    async with hub_factory(llm_prices=prices) as hub:
+    async with hub_factory(llm_prices=prices, mcp_config=mcp_servers_file) as hub:
         llm.script(
             ToolCalls([("local__add", {"a": 2, "b": 3})]),
             Reply("Five.", usage=(400, 10)),

@@ -22,6 +22,13 @@ EVIL = "evil.example"
 KEY = "host-key-0123456789abcdef"
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 def message(text: str = "Hi") -> dict[str, Any]:
     return {"message": {"messageId": f"m-{text}", "role": "ROLE_USER", "parts": [{"text": text}]}}
 

@@ -20,7 +20,7 @@ from sqlalchemy import text
 from starlette.types import Receive, Scope, Send
 
 from persona_agent.db import create_engine
-from tests.conftest import empty_postgres
+from tests.conftest import migrated_postgres
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.conftest import Hub, HubFactory
 from tests.integration.persona_yaml import persona, write
@@ -111,7 +111,7 @@ async def media_rows(hub: Hub) -> list[tuple[Any, ...]]:
 @pytest.fixture(params=["sqlite", "postgresql"])
 async def stored_hub(request: pytest.FixtureRequest, hub_factory: HubFactory) -> AsyncIterator[Hub]:
     """A hub on SQLite, and one on PostgreSQL (PERSONA_AGENT_TEST_POSTGRES_URL)."""
-    url = await empty_postgres() if request.param == "postgresql" else None
+    url = await migrated_postgres() if request.param == "postgresql" else None
     async with hub_factory(database_url=url) as running:
         yield running
 

@@ -22,7 +22,7 @@ from persona_agent.api.app import create_app
 from persona_agent.errors import ConfigError
 from persona_agent.personas.turn_prompt import REMEMBERED_HEADING
 from persona_agent.settings import Settings
-from tests.conftest import empty_postgres
+from tests.conftest import migrated_postgres
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.a2a_helpers import answer_text, send
 from tests.integration.conftest import BUNDLED, HERMIT, Hub, HubFactory
@@ -30,6 +30,13 @@ from tests.integration.conftest import BUNDLED, HERMIT, Hub, HubFactory
 ALICE_KEY = "alice-key-0123456789abcdef"
 BOB_KEY = "bob-key-0123456789abcdef00"
 FACT = "My dog is called Biscuit."
+
+
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
 
 
 def system_prompt(request: dict[str, Any]) -> str:
@@ -42,7 +49,7 @@ def bearer(key: str) -> dict[str, str]:
 
 
 async def database(kind: str) -> dict[str, Any]:
-    return {"database_url": await empty_postgres()} if kind == "postgresql" else {}
+    return {"database_url": await migrated_postgres()} if kind == "postgresql" else {}
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
@@ -188,7 +195,7 @@ async def test_two_hubs_on_one_database_see_each_other_s_memories_and_deletes(
     hub_factory: HubFactory, llm: FakeLLM, tmp_path: Path
 ) -> None:
     api = "/api/v1/personas"
-    url = await empty_postgres()
+    url = await migrated_postgres()
     settings = {"memory": True, "api_keys": ALICE_KEY, "database_url": url}
     async with (
         hub_factory(**settings) as one,

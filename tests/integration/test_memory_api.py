@@ -21,7 +21,7 @@ from typer.testing import CliRunner, Result
 
 from persona_agent.cli.commands import app
 from persona_agent.personas.turn_prompt import REMEMBERED_HEADING
-from tests.conftest import empty_postgres
+from tests.conftest import migrated_postgres
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.integration.a2a_helpers import send
 from tests.integration.conftest import Hub, HubFactory
@@ -49,12 +49,19 @@ FACT = "My dog is called Biscuit."
 MEMORIES = "/api/v1/personas/socrates/memories"
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 def bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
 async def database(kind: str) -> dict[str, Any]:
-    return {"database_url": await empty_postgres()} if kind == "postgresql" else {}
+    return {"database_url": await migrated_postgres()} if kind == "postgresql" else {}
 
 
 def caller(hub: Hub, key: str) -> httpx.AsyncClient:

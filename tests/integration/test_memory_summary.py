@@ -30,7 +30,7 @@ from persona_agent.memory.summary import FOLLOWING, SO_FAR
 from persona_agent.personas.turn_prompt import SUMMARY_HEADING
 from persona_agent.settings import Settings
 from tests.conformance.conftest import wait_until
-from tests.conftest import empty_postgres
+from tests.conftest import migrated_postgres
 from tests.fakes.fake_llm import Fail, FakeLLM, Reply
 from tests.integration.a2a_helpers import answer_text, send
 from tests.integration.conftest import BUNDLED, HERMIT, Hub, HubFactory
@@ -43,6 +43,13 @@ LATER = ["Let us speak of virtue.", "What is courage?"]
 SUMMARIZED = f"User: {FACT}"
 """How the fake's summary (every line it was given) says the first message."""
 WINDOW = {"memory": True, "history_max_messages": 4}
+
+
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
 
 
 def system_prompt(request: dict[str, Any]) -> str:
@@ -61,7 +68,7 @@ def bearer(key: str) -> dict[str, str]:
 
 
 async def database(kind: str) -> dict[str, Any]:
-    return {"database_url": await empty_postgres()} if kind == "postgresql" else {}
+    return {"database_url": await migrated_postgres()} if kind == "postgresql" else {}
 
 
 @asynccontextmanager

@@ -35,6 +35,13 @@ BOB = "bob-key-0123456789abcdef00"
 FACT = "Alice's dog is called Biscuit."
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 def system_prompt(request: dict[str, Any]) -> str:
     return str(request["messages"][0]["content"])
 

@@ -22,6 +22,14 @@ KEY = "metrics-key-0123456789abcdef"
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): two
+    tests count tool calls, on hubs with them (``mcp_servers_file``), and each stdio server
+    is a process of about 1 s of CPU."""
+    return None
+
+
 async def scrape(hub: Hub, **headers: str) -> Samples:
     """Every sample of ``/metrics``, by name and labels (sorted)."""
     response = await hub.http.get("/metrics", headers=headers)
@@ -57,9 +65,10 @@ def prices(tmp_path: Path) -> Path:
 
 
 async def test_a_scripted_workload_is_counted_exactly(
-    hub_factory: HubFactory, llm: FakeLLM, prices: Path
+    hub_factory: HubFactory, llm: FakeLLM, prices: Path, mcp_servers_file: Path
 ) -> None:
-    async with hub_factory(llm_prices=prices, llm_model=MODEL) as hub:
+    tools = {"mcp_config": mcp_servers_file}
+    async with hub_factory(llm_prices=prices, llm_model=MODEL, **tools) as hub:
         socrates = await hub.client("socrates")
         streaming = await hub.client("socrates", streaming=True)
         toolsmith = await hub.client("toolsmith", ("HTTP+JSON", "1.0"))
@@ -147,8 +156,10 @@ def _version(samples: Samples) -> str:
     return labels["version"]
 
 
-async def test_a_failing_tool_is_counted_as_such(hub_factory: HubFactory, llm: FakeLLM) -> None:
-    async with hub_factory() as hub:
+async def test_a_failing_tool_is_counted_as_such(
+    hub_factory: HubFactory, llm: FakeLLM, mcp_servers_file: Path
+) -> None:
+    async with hub_factory(mcp_config=mcp_servers_file) as hub:
         llm.script(ToolCalls([("remote__fail", {"message": "no"})]), Reply("It failed."))
         await send(await hub.client("toolsmith"), "Try the failing tool.")
         samples = await scrape(hub)

@@ -33,6 +33,13 @@ EINSTEIN, CURIE, DARWIN = (
 SOCRATES, ADA = "You are Socrates.", "You are Ada Lovelace."
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 def write_panel(directory: Path, panel_id: str, **panel: Any) -> None:
     data = {"name": f"Panel {panel_id}", "description": "A test panel.", "panel": panel}
     (directory / f"{panel_id}.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")

@@ -30,6 +30,13 @@ MARKET_DOCUMENTS = (
 """Two documents that answer the same question: a budget of one passage leaves one out."""
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 async def upload_market_documents(http: httpx.AsyncClient, persona_id: str) -> None:
     """Give ``persona_id`` the :data:`MARKET_DOCUMENTS` through the REST API."""
     for name, text in MARKET_DOCUMENTS:

@@ -13,6 +13,13 @@ from tests.integration.a2a_helpers import answer_text, send
 from tests.integration.conftest import HERMIT, TRANSPORTS, Hub
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 def registry(hub: Hub) -> A2ARegistry:
     assert isinstance(hub.app, HubApp)
     return hub.app.parts.registry

@@ -50,6 +50,13 @@ against a hang, not a timing (how soon: bench/replicas.py)."""
 
 
 @pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
+@pytest.fixture
 async def pair(hub_factory: HubFactory, pg_url: str) -> AsyncIterator[tuple[Hub, Hub]]:
     async with AsyncExitStack() as stack:
         a = await stack.enter_async_context(hub_factory(database_url=pg_url))

@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from a2a.types.a2a_pb2 import Task, TaskState
 from google.protobuf.json_format import MessageToDict
 
@@ -18,6 +19,14 @@ from tests.integration.conftest import Hub, HubFactory
 from tests.integration.persona_yaml import write
 
 ALPHA, BETA, GAMMA = "You are Alpha.", "You are Beta.", "You are Gamma."
+
+
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): two
+    tests call a tool, on hubs with them (``mcp_servers_file``), and each stdio server is a
+    process of about 1 s of CPU."""
+    return None
 
 
 def persona(name: str, **extra: Any) -> dict[str, Any]:
@@ -101,13 +110,13 @@ async def test_a_model_that_consults_everyone_on_every_turn_stops_at_the_budget(
 
 
 async def test_a_tool_call_past_the_budget_is_refused_and_the_turn_ends_with_an_answer(
-    hub_factory: HubFactory, llm: FakeLLM
+    hub_factory: HubFactory, llm: FakeLLM, mcp_servers_file: Path
 ) -> None:
     echo: list[tuple[str, dict[str, Any] | str]] = [
         ("local__echo", {"text": f"call {i}"}) for i in range(5)
     ]
     llm.script(ToolCalls(echo), Reply("Done with three."))
-    async with hub_factory(request_budget_tool_calls=3) as hub:
+    async with hub_factory(request_budget_tool_calls=3, mcp_config=mcp_servers_file) as hub:
         task = await send(await hub.client("toolsmith"), "Echo five times.")
 
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
@@ -126,7 +135,7 @@ async def test_a_tool_call_past_the_budget_is_refused_and_the_turn_ends_with_an_
 
 
 async def test_a_persona_lowers_the_budget_of_its_requests_and_never_raises_it(
-    personas_dir: Path, hub_factory: HubFactory, llm: FakeLLM
+    personas_dir: Path, hub_factory: HubFactory, llm: FakeLLM, mcp_servers_file: Path
 ) -> None:
     high = {"model_calls_per_request": 1000, "tool_calls_per_request": 1000}
     write(personas_dir, "alpha", persona("Alpha", consult=["beta"], limits=high))
@@ -134,7 +143,7 @@ async def test_a_persona_lowers_the_budget_of_its_requests_and_never_raises_it(
     lean = persona("Lean", tools={"allow": ["local__echo"]}, limits={"tool_calls_per_request": 1})
     write(personas_dir, "lean", lean)
     llm.script_for(ALPHA, *[consult_everyone("beta")] * 10)
-    async with hub_factory(request_budget_model_calls=4) as hub:
+    async with hub_factory(request_budget_model_calls=4, mcp_config=mcp_servers_file) as hub:
         task = await send(await hub.client("alpha"), "Ask Beta, again and again.")
         # The hub's 4: Alpha's first call, Beta's answer, Alpha's second call (its second
         # consultation refused), and Alpha's last, kept for it.

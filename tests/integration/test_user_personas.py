@@ -39,6 +39,13 @@ KEYS = json.dumps([{"name": "alice", "key": ALICE_KEY}, {"name": "bob", "key": B
 SAVED = "/api/v1/user-persona"
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 @pytest.fixture(autouse=True)
 def guide(personas_dir: Path) -> None:
     write(personas_dir, "guide", GUIDE)

@@ -54,6 +54,13 @@ HEARD = 0.5
 """The share of a text's longer words the recognizer hears at least (about 0.7 in practice)."""
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 def speech_of(hub: Hub) -> Speech:
     assert isinstance(hub.app, HubApp)
     return hub.app.parts.registry.services.speech

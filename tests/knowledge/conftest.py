@@ -9,6 +9,7 @@ from tests.integration.conftest import (
     llm,
     mcp_config_file,
     mcp_http_url,
+    mcp_servers_file,
     personas_dir,
 )
 
@@ -18,5 +19,6 @@ __all__ = [
     "llm",
     "mcp_config_file",
     "mcp_http_url",
+    "mcp_servers_file",
     "personas_dir",
 ]

@@ -30,6 +30,13 @@ TARGET = "key:a_b"
 LOOKALIKES = ["key:axb", "KEY:A_B", "key:a_b2"]
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 async def test_a_caller_lists_and_deletes_the_documents_it_attached(
     hub_factory: HubFactory, llm: FakeLLM, tmp_path: Path
 ) -> None:

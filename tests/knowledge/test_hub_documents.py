@@ -33,6 +33,13 @@ HANDBOOK = (
 )
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 def system_prompt(llm: FakeLLM) -> str:
     return str(llm.requests[-1]["messages"][0]["content"])
 

@@ -60,6 +60,13 @@ FILES = [
 its text), all shown within the default budget."""
 
 
+@pytest.fixture
+def mcp_config_file() -> None:
+    """No MCP servers for this module's hubs (``hub_factory`` starts them otherwise): none of
+    its tests has a tool called, and each stdio server is a process of about 1 s of CPU."""
+    return None
+
+
 def message_of(text: str, *documents: tuple[str, str, bytes], context_id: str = "") -> Message:
     parts = [Part(text=text)]
     parts += [Part(raw=data, media_type=media, filename=name) for name, media, data in documents]

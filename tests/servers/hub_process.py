@@ -13,6 +13,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.migrated import WORKER_SQLITE
+
 STARTUP = 300.0
 """Seconds the hub may take to be ready (``/readyz``): a safety bound against a hang, not a
 pause (every wait on it ends as soon as the hub is ready, or its process has exited). A
@@ -43,6 +45,13 @@ def hub_process_with(
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PERSONA_AGENT_", "OPENAI_"))}
+    if "DATABASE_URL" not in {name.upper() for name in settings} | {
+        name.removeprefix("PERSONA_AGENT_") for name in environ
+    }:
+        # A new data directory starts with the worker's migrated database file: the hub
+        # finds it at the newest revision (tests/migrated.py; migrating costs a process
+        # ~0.4 s of CPU, Alembic's import included).
+        WORKER_SQLITE.into(data_dir)
     env["PERSONA_AGENT_DATA_DIR"] = str(data_dir)
     env["PERSONA_AGENT_WATCH_PERSONAS"] = "false"
     env.update({f"PERSONA_AGENT_{name.upper()}": value for name, value in settings.items()})
