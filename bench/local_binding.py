@@ -17,6 +17,8 @@ a fresh process (memory at rest, cold, second message, persona read, four at onc
 after) and a restarted one (binding: reads the prompt again; server: restores the saved
 prefixes, as the hub's warm-up does). Prints each round's figures with the load average,
 then the medians over the rounds with their spread, the ratios and the issue's targets.
+``--binding-passive`` adds the binding with ``OMP_WAIT_POLICY=passive``, ``--server-active``
+the server with ``OMP_WAIT_POLICY=active`` (OpenMP's wait decides much: docs/local-model.md).
 """
 
 from __future__ import annotations
@@ -177,6 +179,11 @@ def against_binding(args: Any) -> None:
         if args.binding_passive:
             env = {"OMP_WAIT_POLICY": "passive"}
             engines.append(Engine("binding, passive", args.binding_python, src, site, env))
+        if args.server_active:
+            active = {"OMP_WAIT_POLICY": "active"}
+            engines.append(
+                Engine("server, active", sys.executable, REPO / "src", None, active, True)
+            )
         engines.append(Engine("server", sys.executable, REPO / "src", saves_slots=True))
         log = scratch / "engines.log"
         for round_ in range(args.rounds):

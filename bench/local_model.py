@@ -221,6 +221,7 @@ async def main() -> None:
     parser.add_argument("--binding-python", help="against the old binding: its venv's python")
     parser.add_argument("--binding-src", type=Path, default=None, help="default: OLD_COMMIT's")
     parser.add_argument("--binding-passive", action="store_true", help="and OMP passive")
+    parser.add_argument("--server-active", action="store_true", help="and the server, OMP active")
     args = parser.parse_args()
     if args.binding_python:
         from local_binding import against_binding  # type: ignore[import-not-found]
