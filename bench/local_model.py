@@ -31,6 +31,10 @@ a new conversation cold (the persona never read), once warmed (``LocalBackend.wa
 the hub does after start-up), the conversation's second message, and a new conversation
 after a restart (a new backend restoring the prefixes saved by the one before); each a
 median over the personas, with the time the warm-up took.
+
+``--binding-python PYTHON`` compares instead today's server with the ``llama-cpp-python``
+binding it replaced (issue 49 item 6), each engine in a process of its own, rounds
+alternating: ``bench/local_binding.py`` (PYTHON is a venv holding the binding: bench/README.md).
 """
 
 from __future__ import annotations
@@ -214,7 +218,16 @@ async def main() -> None:
     parser.add_argument("--slots", type=int, default=None, help="default: the backend's")
     parser.add_argument("--concurrent", type=int, default=4)
     parser.add_argument("--first-words", action="store_true", help="only the first words")
+    parser.add_argument("--binding-python", help="against the old binding: its venv's python")
+    parser.add_argument("--binding-src", type=Path, default=None, help="default: OLD_COMMIT's")
+    parser.add_argument("--binding-passive", action="store_true", help="and OMP passive")
+    parser.add_argument("--server-active", action="store_true", help="and the server, OMP active")
     args = parser.parse_args()
+    if args.binding_python:
+        from local_binding import against_binding  # type: ignore[import-not-found]
+
+        against_binding(args)
+        return
 
     personas, _ = load_persona_dir(REPO / "personas")
     ordered = [p for _, p in sorted(personas.items())]
