@@ -276,18 +276,24 @@ def imports(llm: str, home: Path, out: Path, top: int) -> None:
     print()
 
 
+def dumped(path: Path) -> Path:
+    """``path`` once the hub (sent SIGHUP) has written it: non-empty, then given half a
+    second to finish; at most a minute."""
+    for _ in range(600):
+        if path.exists() and path.stat().st_size:
+            time.sleep(0.5)
+            break
+        time.sleep(0.1)
+    return path
+
+
 def heap(llm: str, home: Path, out: Path, top: int) -> None:
     url, command, env = start_hub(llm, home, out, "-X", "tracemalloc=1")
     with process(command, f"{url}/healthz", env, cwd=home) as started:
         time.sleep(3)  # what the start left to do in the background
         rss = rss_kib(started.pid)
         started.send_signal(signal.SIGHUP)
-        heap_file = out.with_suffix(".heap")
-        for _ in range(600):
-            if heap_file.exists() and heap_file.stat().st_size:
-                time.sleep(0.5)
-                break
-            time.sleep(0.1)
+        heap_file = dumped(out.with_suffix(".heap"))
     sizes: collections.Counter[str] = collections.Counter()
     for line in heap_file.read_text().splitlines():
         size, _, path = line.split("\t")
@@ -321,12 +327,7 @@ def holdings(llm: str, home: Path, out: Path, top: int) -> None:
     with process(command, f"{url}/healthz", env, cwd=home) as started:
         memory = at_rest(started.pid, settle=4.0)
         started.send_signal(signal.SIGHUP)
-        loads_file = out.with_suffix(".loads")
-        for _ in range(600):
-            if loads_file.exists() and loads_file.stat().st_size:
-                time.sleep(0.5)
-                break
-            time.sleep(0.1)
+        loads_file = dumped(out.with_suffix(".loads"))
     loads: dict[str, list[Any]] = json.loads(loads_file.read_text())
     own = {name: entry[0] for name, entry in loads.items()}
     for entry in loads.values():
