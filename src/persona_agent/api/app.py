@@ -28,7 +28,7 @@ from persona_agent.api.mcp.mcp_auth import metadata_routes
 from persona_agent.api.mcp.mcp_door import MCP_PATH, McpDoor
 from persona_agent.api.openai import OPENAI_PREFIX
 from persona_agent.api.pages import CONSOLE_PATH, add_pages
-from persona_agent.api.rest_auth import UPLOAD_HEADER, ApiAuth, is_loopback
+from persona_agent.api.rest_auth import UPLOAD_HEADER, ApiAuth
 from persona_agent.api.routes import (
     caller_documents,
     discovery,
@@ -44,9 +44,9 @@ from persona_agent.api.routes.chats import conversation_files, conversation_prom
 from persona_agent.errors import HTTP_STATUSES, PersonaAgentError
 from persona_agent.hub.composition import Hub, Part, build_hub
 from persona_agent.hub.memory_part import build_memory_records
-from persona_agent.hub.protection import Protection
 from persona_agent.llm.base import LLMBackend
 from persona_agent.personas.formats.card_pngs import CardPngs
+from persona_agent.security.audit import AuditLog
 from persona_agent.security.ingress.body_limits import BodyLimit
 from persona_agent.security.ingress.host_guard import HostGuard
 from persona_agent.settings import Settings
@@ -65,17 +65,18 @@ def create_app(settings: Settings) -> HubApp:
     mcp = build_mcp_door(settings, hub)
     origins = settings.cors_origin_list
     registry = hub.registry
+    parts = _api_parts(settings, hub)
     app = HubApp(
-        _api_parts(settings, hub),
+        parts,
         a2a=CORSMiddleware(registry, **cors_options(origins)) if origins else registry,
-        guard=_host_guard(settings, hub.protection),
+        guard=_host_guard(settings, parts.auth, hub.protection.audit),
         mcp=mcp,
         serve_mcp=settings.mcp_server,
         openai=_openai_door(settings, registry),
         title="persona-agent",
         version=__version__,
         description="A multi-persona A2A hub.",
-        lifespan=_lifespan(settings, hub, [grpc, mcp]),
+        lifespan=_lifespan(settings, hub, [grpc, mcp], parts.auth),
         docs_url=None,  # /docs and /redoc: add_pages, with files served by the hub
         redoc_url=None,
     )
@@ -129,14 +130,14 @@ def _api_parts(settings: Settings, hub: Hub) -> ApiParts:
 
 
 def _lifespan(
-    settings: Settings, hub: Hub, doors: Sequence[Part]
+    settings: Settings, hub: Hub, doors: Sequence[Part], api_auth: ApiAuth
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     """Run the hub's parts, then the doors; close them (those started) the other way round."""
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         async with hub.running(*doors):
-            _log_startup(settings, hub.model.llm, hub.registry)
+            _log_startup(settings, hub.model.llm, hub.registry, api_auth.listens_on_loopback)
             yield
 
     return lifespan
@@ -220,19 +221,22 @@ def _mcp_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _host_guard(settings: Settings, protection: Protection) -> Callable[[ASGIApp], ASGIApp]:
+def _host_guard(
+    settings: Settings, api_auth: ApiAuth, audit: AuditLog
+) -> Callable[[ASGIApp], ASGIApp]:
     """The Host and Origin rules (:mod:`.host_guard`) in front of an app: the Host rule on
-    a hub that listens on loopback and that nobody can authenticate to."""
+    a hub open to this machine (:attr:`ApiAuth.open_to_this_machine`: it listens on loopback
+    and nobody can authenticate to it), as the REST API's keyless writes are."""
 
     def guard(app: ASGIApp) -> ASGIApp:
         return HostGuard(
             app,
-            check_host=is_loopback(settings.host) and not protection.authenticator.enabled,
+            check_host=api_auth.open_to_this_machine,
             listen_host=settings.host,
             allowed_hosts=settings.allowed_host_list,
             own_origins=[settings.public_base_url or ""],
             cors_origins=settings.cors_origin_list,
-            audit=protection.audit,
+            audit=audit,
             a2a_prefix=A2A_PREFIX,
         )
 
@@ -327,13 +331,17 @@ def _status_handler(code: int) -> Callable[[Request, Exception], Awaitable[Respo
     return handle
 
 
-def _log_startup(settings: Settings, llm: LLMBackend, registry: A2ARegistry) -> None:
+def _log_startup(
+    settings: Settings, llm: LLMBackend, registry: A2ARegistry, on_loopback: bool
+) -> None:
+    """What the hub serves, who may call it (``on_loopback``: it listens on loopback only,
+    as the REST API's checks decided), its memory and its model."""
     logger.info("Serving %d persona(s) at %s%s/{id}/", len(registry), settings.base_url, A2A_PREFIX)
     if settings.console:
         logger.info("Web console: %s%s/", settings.base_url, CONSOLE_PATH)
     auth = registry.services.auth  # None when nobody can authenticate
     if auth is None:
-        if not is_loopback(settings.host):
+        if not on_loopback:
             logger.warning(
                 "No API keys or OIDC issuer are configured and the hub listens on %s: every "
                 "persona answers anyone over A2A, /api/v1 reads are open and every write is "

@@ -68,6 +68,18 @@ class ApiAuth:
     def enabled(self) -> bool:
         return self._auth.enabled
 
+    @property
+    def listens_on_loopback(self) -> bool:
+        """The hub listens on a loopback address only (decided once, from ``listen_host``)."""
+        return self._listens_on_loopback
+
+    @property
+    def open_to_this_machine(self) -> bool:
+        """Nobody can authenticate and the hub listens on loopback: keyless writes are
+        taken from this machine (see the class), and the Host guard checks every request's
+        ``Host`` (:mod:`~persona_agent.security.ingress.host_guard`)."""
+        return self._listens_on_loopback and not self._auth.enabled
+
     async def check(
         self, request: Request, *, write: bool, action: Action | None = None
     ) -> Principal | None:
