@@ -1,6 +1,10 @@
 """What the hub's configuration files share (the MCP servers file, the agents file): read as
-YAML or, named ``.json``, JSON; ``${NAME}`` and ``${NAME:-default}`` in any string replaced
-from the environment (``$${`` is a literal ``${``); every error naming the file. A leaf."""
+YAML or, named ``.json``, JSON; a mapping at the top level; ``${NAME}`` and
+``${NAME:-default}`` in any string replaced from the environment (``$${`` is a literal
+``${``); every error naming the file. A leaf.
+
+:func:`load_config_file` does all of it; :func:`expand_config` what is left to do for
+content already parsed."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ import yaml
 
 from persona_agent.errors import ConfigError
 
-__all__ = ["expand_variables", "read_config_file"]
+__all__ = ["expand_config", "load_config_file", "read_config_file"]
 
 _VARIABLE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -42,14 +46,33 @@ def read_config_file(path: Path, what: str) -> Any:
     return {} if data is None else data
 
 
-def expand_variables(value: Any, environ: Mapping[str, str], source: str, where: Where) -> Any:
-    """``value`` with every ``${NAME}`` of its strings (at any depth) replaced.
+def load_config_file(
+    path: Path, what: str, environ: Mapping[str, str], where: Where, *, holding: str
+) -> dict[str, Any]:
+    """The content of the file at ``path`` (:func:`read_config_file`), its variables
+    expanded from ``environ`` (:func:`expand_config`).
 
     Raises:
-        ConfigError: a variable without a default is not set (or is empty), naming
-            ``source`` and the location (``where``).
+        ConfigError: as :func:`read_config_file` and :func:`expand_config` (the file is
+            the source).
     """
-    return _expand(value, environ, (), source, where)
+    return expand_config(read_config_file(path, what), environ, str(path), where, holding=holding)
+
+
+def expand_config(
+    data: object, environ: Mapping[str, str], source: str, where: Where, *, holding: str
+) -> dict[str, Any]:
+    """``data``, a mapping, with every ``${NAME}`` of its strings (at any depth) replaced.
+
+    Raises:
+        ConfigError: ``data`` is not a mapping (``holding``: what it must hold, e.g.
+            "a 'servers' key"), or a variable without a default is not set (or is empty),
+            naming ``source`` and the location (``where``).
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: must be a mapping with {holding}")
+    expanded: dict[str, Any] = _expand(data, environ, (), source, where)
+    return expanded
 
 
 def _expand(

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -42,7 +42,7 @@ from pydantic import (
     model_validator,
 )
 
-from persona_agent.config_files import expand_variables, read_config_file
+from persona_agent.config_files import expand_config, load_config_file
 from persona_agent.errors import ConfigError
 
 __all__ = [
@@ -243,8 +243,8 @@ def load_agents_config(path: Path, environ: Mapping[str, str]) -> AgentsConfig:
         ConfigError: the file cannot be read or parsed, a variable is unset, or a field is
             invalid; the message names the file, the agent and the field.
     """
-    data = read_config_file(path, "the agents file")
-    return parse_agents_config(data, environ, source=str(path))
+    data = load_config_file(path, "the agents file", environ, _where, holding=_HOLDING)
+    return _validated(data, source=str(path))
 
 
 def parse_agents_config(
@@ -255,9 +255,18 @@ def parse_agents_config(
     Raises:
         ConfigError: as :func:`load_agents_config`, naming ``source``.
     """
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: must be a mapping with an 'agents' key")
-    expanded = expand_variables(data, environ, source, _where)
+    return _validated(expand_config(data, environ, source, _where, holding=_HOLDING), source)
+
+
+_HOLDING = "an 'agents' key"
+
+
+def _validated(expanded: dict[str, Any], source: str) -> AgentsConfig:
+    """The agents and catalogs of ``expanded`` (a file's content, its variables expanded).
+
+    Raises:
+        ConfigError: a field is invalid, naming ``source``, the agent and the field.
+    """
     try:
         return AgentsConfig.model_validate(expanded)
     except ValidationError as error:

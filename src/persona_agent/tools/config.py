@@ -21,11 +21,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from persona_agent.config_files import expand_variables, read_config_file
+from persona_agent.config_files import expand_config, load_config_file
 from persona_agent.errors import ConfigError
 
 __all__ = ["MCPConfig", "ServerConfig", "load_mcp_config", "parse_mcp_config"]
@@ -106,8 +106,8 @@ def load_mcp_config(path: Path, environ: Mapping[str, str]) -> MCPConfig:
         ConfigError: the file cannot be read or parsed, a variable is unset, or a
             field is invalid; the message names the file and the field.
     """
-    data = read_config_file(path, "the MCP config")
-    return parse_mcp_config(data, environ, source=str(path))
+    data = load_config_file(path, "the MCP config", environ, _where, holding=_HOLDING)
+    return _validated(data, source=str(path))
 
 
 def parse_mcp_config(
@@ -118,9 +118,18 @@ def parse_mcp_config(
     Raises:
         ConfigError: as :func:`load_mcp_config`, naming ``source``.
     """
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: must be a mapping with a 'servers' key")
-    expanded = expand_variables(data, environ, source, _where)
+    return _validated(expand_config(data, environ, source, _where, holding=_HOLDING), source)
+
+
+_HOLDING = "a 'servers' key"
+
+
+def _validated(expanded: dict[str, Any], source: str) -> MCPConfig:
+    """The servers of ``expanded`` (a file's content, its variables expanded).
+
+    Raises:
+        ConfigError: a field is invalid, naming ``source`` and the field.
+    """
     try:
         return MCPConfig.model_validate(expanded)
     except ValidationError as error:
