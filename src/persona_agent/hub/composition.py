@@ -14,7 +14,7 @@ from persona_agent.chat.engine import ChatEngine
 from persona_agent.conversations.conversation_store import ConversationStore
 from persona_agent.hub.a2a_parts import A2AParts, build_a2a
 from persona_agent.hub.collaboration import Collaboration, build_collaboration
-from persona_agent.hub.engine_part import build_conversations, build_engine
+from persona_agent.hub.engine_part import build_engine_part
 from persona_agent.hub.knowledge_part import build_knowledge_part
 from persona_agent.hub.media_part import build_media
 from persona_agent.hub.model_backend import ModelBackend, build_model_backend
@@ -49,13 +49,13 @@ class Hub:
     model: ModelBackend
     collaboration: Collaboration
     knowledge: Knowledge
-    engine: ChatEngine
     protection: Protection
+    engine: ChatEngine
+    conversations: ConversationStore
+    """The stored conversations callers steer (the REST API's)."""
     a2a: A2AParts
     readiness: Readiness
     live: PersonasLive
-    conversations: ConversationStore
-    """The stored conversations callers steer (the REST API's)."""
 
     @property
     def metrics(self) -> HubMetrics:
@@ -73,8 +73,8 @@ class Hub:
             self.storage,
             self.model,
             self.collaboration,
-            self.engine.summary,
             self.protection,
+            self.engine.summary,
             self.a2a,
             self.live,
         ]
@@ -103,8 +103,17 @@ def build_hub(settings: Settings) -> Hub:
     collaboration = build_collaboration(settings, metrics)
     knowledge, documents = build_knowledge_part(settings, storage, model)
     media = build_media(settings, storage.writer, model.llm)
-    engine = build_engine(settings, model, storage, collaboration, metrics, knowledge, media.images)
     protection = build_protection(settings)
+    engine, conversations = build_engine_part(
+        settings,
+        model,
+        storage,
+        collaboration,
+        metrics,
+        knowledge,
+        media.images,
+        identifies_callers=protection.authenticator.enabled,
+    )
     a2a = build_a2a(settings, engine, storage, collaboration, protection, metrics, media, documents)
     drop_idle_tracing()  # the SDK's server parts are loaded: no no-op span a call
     replica = storage.cluster.replica if storage.cluster is not None else None
@@ -118,10 +127,10 @@ def build_hub(settings: Settings) -> Hub:
         model=model,
         collaboration=collaboration,
         knowledge=knowledge,
-        engine=engine,
         protection=protection,
+        engine=engine,
+        conversations=conversations,
         a2a=a2a,
         readiness=readiness,
         live=live,
-        conversations=build_conversations(settings, storage, engine, a2a.registry),
     )

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from persona_agent.a2a.registry import A2ARegistry
 from persona_agent.chat.engine import ChatEngine
 from persona_agent.conversations.conversation_store import ConversationStore
 from persona_agent.conversations.storage_quota import StorageLimits, StorageQuota
 from persona_agent.hub.collaboration import Collaboration
-from persona_agent.hub.memory_part import build_memory, build_summary
+from persona_agent.hub.memory_part import build_memory_part
 from persona_agent.hub.model_backend import ModelBackend
 from persona_agent.hub.storage import Storage
 from persona_agent.llm.base import Usage
@@ -23,7 +22,27 @@ if TYPE_CHECKING:
     from persona_agent.knowledge.library import Knowledge
     from persona_agent.media.turn_images import TurnImages
 
-__all__ = ["build_conversations", "build_engine"]
+__all__ = ["build_conversations", "build_engine", "build_engine_part"]
+
+
+def build_engine_part(
+    settings: Settings,
+    model: ModelBackend,
+    storage: Storage,
+    collaboration: Collaboration,
+    metrics: HubMetrics,
+    knowledge: Knowledge,
+    images: TurnImages,
+    *,
+    identifies_callers: bool,
+) -> tuple[ChatEngine, ConversationStore]:
+    """The engine (:func:`build_engine`), and the stored conversations callers steer
+    (:func:`build_conversations`: the engine's conversations, under its locks);
+    ``identifies_callers``: someone can authenticate to the hub."""
+    engine = build_engine(settings, model, storage, collaboration, metrics, knowledge, images)
+    return engine, build_conversations(
+        settings, storage, engine, identifies_callers=identifies_callers
+    )
 
 
 def build_engine(
@@ -39,38 +58,31 @@ def build_engine(
     summaries it makes in the background, :attr:`ChatEngine.summary`); ``images``: the
     media part's (:func:`~persona_agent.hub.media_part.build_media`)."""
     cluster = storage.cluster
-    memory = build_memory(settings, storage.writer, model.embedder, metrics)
-    if settings.memory:  # the model may remember, recall and forget (docs/memory.md)
-        from persona_agent.chat.memory_tools import MemoryTools
-        from persona_agent.memory.shared import SharedMemory
-
-        if isinstance(memory, SharedMemory):
-            collaboration.tools.sources.insert(0, MemoryTools(memory))
+    locks = cluster.locks if cluster is not None else None
     prices = load_prices(settings.llm_prices, free=(LOCAL_MODEL_NAME,))
     usage = storage.usage
 
     async def record(persona_id: str, model_name: str, tokens: Usage) -> None:
         await usage.record(persona_id, model_name, tokens, prices.cost(model_name, tokens))
 
-    summary = build_summary(
-        settings,
-        storage.writer,
-        model.llm,
-        locks=cluster.locks if cluster is not None else None,
-        record=record,
-        metrics=metrics,
-    )
+    memory = build_memory_part(settings, storage.writer, model, metrics, locks=locks, record=record)
+    if settings.memory:  # the model may remember, recall and forget (docs/memory.md)
+        from persona_agent.chat.memory_tools import MemoryTools
+        from persona_agent.memory.shared import SharedMemory
+
+        if isinstance(memory.memory, SharedMemory):
+            collaboration.tools.sources.insert(0, MemoryTools(memory.memory))
     return ChatEngine(
         model.llm,
         storage.history,
         collaboration.tools,
         max_tool_iterations=settings.max_tool_iterations,
-        locks=cluster.locks if cluster is not None else None,
+        locks=locks,
         prices=prices,
         usage=usage,
         metrics=metrics,
-        memory=memory,
-        summary=summary,
+        memory=memory.memory,
+        summary=memory.summary,
         knowledge=knowledge,
         users=storage.user_personas,
         prompts=storage.prompts,
@@ -79,15 +91,15 @@ def build_engine(
 
 
 def build_conversations(
-    settings: Settings, storage: Storage, engine: ChatEngine, registry: A2ARegistry
+    settings: Settings, storage: Storage, engine: ChatEngine, *, identifies_callers: bool
 ) -> ConversationStore:
     """The stored conversations callers steer, each caller within its storage quota
-    (anonymous conversations too, on a hub that identifies callers)."""
+    (anonymous conversations too, on a hub that ``identifies_callers``)."""
     limits = StorageLimits(
         conversations=settings.caller_max_conversations,
         messages=settings.caller_max_messages,
         bytes=settings.caller_max_message_bytes,
-        anonymous_is_a_caller=registry.services.auth is not None,
+        anonymous_is_a_caller=identifies_callers,
     )
     quota = StorageQuota(storage.writer, limits)
     return ConversationStore(storage.writer, storage.history, locks=engine.locks, quota=quota)

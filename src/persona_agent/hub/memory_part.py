@@ -6,10 +6,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from persona_agent.errors import ConfigError
-from persona_agent.hub.model_backend import is_local
+from persona_agent.hub.model_backend import ModelBackend, is_local
 from persona_agent.llm.base import ChatRequest, LLMBackend, StreamEnd, TextDelta, Usage
 from persona_agent.settings import Settings
 
@@ -21,9 +22,47 @@ if TYPE_CHECKING:
     from persona_agent.memory.summary import Complete, ConversationSummary, Locks
     from persona_agent.observe.metrics import HubMetrics
 
-__all__ = ["build_memory", "build_memory_records", "build_summary"]
+__all__ = [
+    "MemoryPart",
+    "build_memory",
+    "build_memory_part",
+    "build_memory_records",
+    "build_summary",
+]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MemoryPart:
+    """What the engine remembers, built once: of callers, and of what leaves a
+    conversation's window."""
+
+    memory: TurnMemory
+    summary: ConversationSummary
+    """Made in the background: started and closed with the hub's parts
+    (:meth:`~persona_agent.hub.composition.Hub.parts`)."""
+
+
+def build_memory_part(
+    settings: Settings,
+    writer: GroupCommitWriter,
+    model: ModelBackend,
+    metrics: HubMetrics,
+    *,
+    locks: Locks | None,
+    record: Callable[[str, str, Usage], Awaitable[None]],
+) -> MemoryPart:
+    """The memory (:func:`build_memory`) and the running summary (:func:`build_summary`)
+    of the settings, on ``model``'s embedder and LLM.
+
+    Raises:
+        ConfigError: as :func:`build_memory` and :func:`build_summary`.
+    """
+    return MemoryPart(
+        build_memory(settings, writer, model.embedder, metrics),
+        build_summary(settings, writer, model.llm, locks=locks, record=record, metrics=metrics),
+    )
 
 
 def build_memory(

@@ -1,7 +1,13 @@
-"""The persona store and its limits, built from the settings: the persona directory's files
-(and the examples beside them), loaded; any bad file stops start-up."""
+"""The persona store and its limits, built from the settings: on a replica the database's
+personas; on a single hub the persona directory's files (and the examples beside them),
+loaded, any bad file stopping start-up."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from persona_agent.errors import ConfigError
 from persona_agent.personas.stores.file_store import FilePersonaStore
@@ -9,7 +15,47 @@ from persona_agent.personas.stores.store import PersonaStore
 from persona_agent.security.limits import Limits
 from persona_agent.settings import Settings
 
-__all__ = ["load_personas", "open_persona_store", "persona_limits"]
+if TYPE_CHECKING:
+    from persona_agent.personas.stores.sql_store import SqlPersonaStore
+
+__all__ = [
+    "PersonaStorePart",
+    "build_persona_store",
+    "load_personas",
+    "open_persona_store",
+    "persona_limits",
+]
+
+
+@dataclass(frozen=True)
+class PersonaStorePart:
+    """The hub's persona store, and the limits every persona file or body is held to."""
+
+    store: PersonaStore
+    sql: SqlPersonaStore | None
+    """The same store when it is the database's (a replica's): closed with the storage,
+    and given the persona directory's files when the replica joins the cluster."""
+    limits: Limits
+    """Built once: for the store, the REST API and the body limit."""
+
+
+def build_persona_store(settings: Settings, db: AsyncEngine, *, replica: bool) -> PersonaStorePart:
+    """The persona store of the settings and its limits (:func:`persona_limits`): on a
+    ``replica``, the personas in the database ``db`` (filled from the persona directory
+    when the replica joins the cluster); else the persona directory's, loaded
+    (:func:`load_personas`).
+
+    Raises:
+        ConfigError: as :func:`load_personas`.
+    """
+    limits = persona_limits(settings)
+    if replica:
+        # Imported only then: the SQL store is a replica's.
+        from persona_agent.personas.stores.sql_store import SqlPersonaStore
+
+        sql = SqlPersonaStore(db, limits=limits)
+        return PersonaStorePart(sql, sql, limits)
+    return PersonaStorePart(load_personas(settings, limits), None, limits)
 
 
 def open_persona_store(settings: Settings, limits: Limits) -> PersonaStore:

@@ -17,7 +17,7 @@ from persona_agent.conversations.prompt_store import PromptStore
 from persona_agent.conversations.user_persona import UserPersonas
 from persona_agent.db import GroupCommitWriter, create_engine
 from persona_agent.hub.persona_data import DeletedPersonaData
-from persona_agent.hub.persona_store import load_personas, persona_limits
+from persona_agent.hub.persona_store import build_persona_store
 from persona_agent.knowledge.document_store import KnowledgeStore
 from persona_agent.migrations import prepare_db
 from persona_agent.observe.metrics import HubMetrics
@@ -110,15 +110,7 @@ def build_storage(settings: Settings, metrics: HubMetrics) -> Storage:
     task_store: SqlTaskStore | ClusterTaskStore = (
         cluster.tasks if cluster is not None else lean_store
     )
-    limits = persona_limits(settings)
-    personas: PersonaStore
-    sql_personas: SqlPersonaStore | None = None
-    if cluster is not None:
-        from persona_agent.personas.stores.sql_store import SqlPersonaStore
-
-        personas = sql_personas = SqlPersonaStore(db, limits=limits)
-    else:
-        personas = load_personas(settings, limits)
+    personas = build_persona_store(settings, db, replica=cluster is not None)
     documents = KnowledgeStore(writer)
     user_personas = UserPersonas(writer)
     prompts = PromptStore(writer, keep=settings.prompt_records_kept)
@@ -131,8 +123,8 @@ def build_storage(settings: Settings, metrics: HubMetrics) -> Storage:
         task_store=task_store,
         history=history,
         usage=usage,
-        personas=personas,
-        sql_personas=sql_personas,
+        personas=personas.store,
+        sql_personas=personas.sql,
         persona_data=DeletedPersonaData(
             lean_store,
             history,
@@ -146,6 +138,6 @@ def build_storage(settings: Settings, metrics: HubMetrics) -> Storage:
         user_personas=user_personas,
         prompts=prompts,
         persona_assets=persona_assets,
-        persona_limits=limits,
+        persona_limits=personas.limits,
         auto_upgrade=settings.db_auto_upgrade,
     )
