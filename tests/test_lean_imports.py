@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from persona_agent.db import create_engine
 from persona_agent.migrations import upgrade_db
@@ -329,3 +330,43 @@ def test_canary_the_sdk_and_httpx_still_import_them_eagerly() -> None:
     # Fails the day a2a-sdk imports grpcio lazily and httpx its command line: then
     # persona_agent.cli.unused_imports can go.
     assert run_python(EAGER) == {"grpc": True, "rich": True, "pygments": True}
+
+
+# What a hub at its defaults holds because a library imports it whenever it is itself
+# imported, although the hub does not use it (docs/performance.md, "Idle memory, fourth
+# pass"). Each probe runs in a fresh interpreter: its code, then whether the modules named
+# were loaded by it.
+LIBRARY_HOLDINGS = {
+    # SQLAlchemy's asyncio package imports its ORM session (sqlalchemy.orm, 6 MiB), which
+    # the hub's Core statements never use.
+    "sqlalchemy.ext.asyncio loads sqlalchemy.orm": (
+        "import sqlalchemy.ext.asyncio",
+        ["sqlalchemy.orm"],
+    ),
+    # ... and so does a2a-sdk's tasks package, through the DatabaseTaskStore it tries to
+    # import (with its mapped models) whenever SQLAlchemy is installed, store used or not.
+    "a2a.server.tasks loads DatabaseTaskStore, its models and the ORM": (
+        "import a2a.server.tasks",
+        ["a2a.server.tasks.database_task_store", "a2a.server.models", "sqlalchemy.orm"],
+    ),
+    # openai/__init__ imports every type: the Responses API's (8 MiB) through the graders'.
+    "openai loads the Responses API's types": ("import openai", ["openai.types.responses"]),
+    # FastAPI imports pydantic.v1 (1.5 MiB) for a route's model, to refuse v1 models.
+    "a FastAPI route with a model loads pydantic.v1": (
+        "import fastapi, pydantic\n"
+        "class Body(pydantic.BaseModel):\n    x: int\n"
+        "fastapi.FastAPI().get('/', response_model=Body)(lambda: Body(x=1))",
+        ["pydantic.v1"],
+    ),
+}
+
+
+@pytest.mark.parametrize("probe", LIBRARY_HOLDINGS)
+def test_canary_libraries_still_load_what_the_hub_does_not_use(probe: str) -> None:
+    # Fails the day the library stops: then the idle hub holds less without a change of
+    # ours, and docs/performance.md's account of what it holds is to be measured again.
+    code, names = LIBRARY_HOLDINGS[probe]
+    check = f"print(json.dumps([name in sys.modules for name in {names!r}]))"
+    found = run_python(f"import json, sys\n{code}\n{check}")
+
+    assert found == [True] * len(names)
