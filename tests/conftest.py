@@ -96,7 +96,7 @@ async def empty_postgres() -> str:
     tried; when it does not answer the variant is skipped, or fails under
     ``PERSONA_AGENT_TEST_POSTGRES_REQUIRED=1`` (as in CI) or with a URL set.
     """
-    url = await _test_postgres()
+    url = await worker_postgres()
     engine = create_engine(url)
     try:
         async with engine.begin() as conn:
@@ -119,14 +119,14 @@ async def migrated_postgres() -> str:
 
 
 async def _migrated_postgres_engine() -> AsyncEngine:
-    url = await _test_postgres()
+    url = await worker_postgres()
     try:
         return await _POSTGRES_TEMPLATE.reset(url)
     except (OSError, SQLAlchemyError) as error:
         _unanswered(url, error)
 
 
-async def _test_postgres() -> str:
+async def worker_postgres() -> str:
     """The URL of the test PostgreSQL database (this worker's own), as it is; skipped or
     failed as :func:`empty_postgres` says when it does not answer."""
     url = POSTGRES_URL or LOCAL_POSTGRES_URL
@@ -208,9 +208,10 @@ async def writer(engine: AsyncEngine) -> AsyncIterator[GroupCommitWriter]:
 
 @pytest.fixture
 def pg_url() -> Iterator[str]:
-    """The URL of a new, empty database on the test PostgreSQL, dropped afterwards
-    (LISTEN/NOTIFY channels and advisory locks are per database: tests never hear each
-    other)."""
+    """The URL of an empty database on the test PostgreSQL, the test's alone (LISTEN/NOTIFY
+    channels and advisory locks are per database: tests never hear each other). It is one
+    of the worker's few, emptied for each test (tests/servers/empty_databases.py): no
+    session, lock, listener, table or sequence of an earlier test is left."""
     with fresh_database() as url:
         yield url
 
