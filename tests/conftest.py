@@ -20,7 +20,7 @@ from persona_agent.migrations.tables import metadata
 from tests.fuzz.budget import DEADLINE, EXAMPLES, EXAMPLES_VARIABLE, SEED, SEED_VARIABLE
 from tests.fuzz.tally import TALLY
 from tests.migrated import WORKER_SQLITE, PostgresTemplate, SqliteTemplate
-from tests.servers.replicas import fresh_database
+from tests.servers.replicas import fresh_database, migrated_database
 
 # grpcio installs fork handlers (its fork support is on by default): a worker that has run a
 # test's gRPC client or server and then forks a pty child for the terminal chat (pexpect)
@@ -213,6 +213,15 @@ def pg_url() -> Iterator[str]:
     of the worker's few, emptied for each test (tests/servers/empty_databases.py): no
     session, lock, listener, table or sequence of an earlier test is left."""
     with fresh_database() as url:
+        yield url
+
+
+@pytest.fixture
+def pg_migrated_url() -> Iterator[str]:
+    """:func:`pg_url`'s database as a fresh migration leaves it (its rows deleted for each
+    test, tests/migrated.py): for replicas whose own migration is not what the test is
+    about; they find it at the newest revision and start without migrating."""
+    with migrated_database(_POSTGRES_TEMPLATE) as url:
         yield url
 
 

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from tests.conftest import worker_postgres
+from tests.migrated import PostgresTemplate
 from tests.servers.empty_databases import EmptyDatabases, pool_name
 
 _PROBE = "probe"
@@ -50,7 +51,7 @@ async def pool() -> AsyncIterator[EmptyDatabases]:
         async with admin.connect() as conn:
             made = await conn.execute(
                 text("SELECT datname FROM pg_database WHERE starts_with(datname, :prefix)"),
-                {"prefix": f"{base.database}_{_PROBE}_pool"},
+                {"prefix": f"{base.database}_{_PROBE}_"},
             )
             for (name,) in made.all():
                 await conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
@@ -142,10 +143,50 @@ async def test_a_database_a_test_dropped_is_made_again(pool: EmptyDatabases) -> 
             await engine.dispose()
 
 
+async def test_a_migrated_database_is_lent_again_as_a_fresh_migration(
+    pool: EmptyDatabases,
+) -> None:
+    base = await worker_postgres()
+    template = PostgresTemplate()
+    with pool.lend_migrated(base, template) as first:
+        assert "_probe_migrated" in first
+        before = create_async_engine(first, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+        left = await before.connect()
+        made = await left.scalar(text(_OID))
+        version = await left.scalar(text("SELECT version_num FROM alembic_version"))
+        await left.execute(
+            text(
+                "INSERT INTO pa_usage (persona_id, model, at_ms, prompt_tokens, "
+                "completion_tokens, cached_prompt_tokens) "
+                "VALUES ('p', 'm', 0, 1, 2, 0)"
+            )
+        )
+        await left.execute(text("SELECT pg_advisory_lock(47)"))
+    try:
+        with pool.lend_migrated(base, template) as second:
+            assert second == first
+            assert await _gone(left)
+            after = create_async_engine(second, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+            try:
+                async with after.connect() as conn:
+                    assert await conn.scalar(text(_OID)) == made  # emptied, not made again
+                    assert await conn.scalar(text("SELECT count(*) FROM pa_usage")) == 0
+                    assert (
+                        await conn.scalar(text("SELECT version_num FROM alembic_version"))
+                        == version
+                    )
+                    assert await conn.scalar(text("SELECT pg_try_advisory_lock(47)")) is True
+            finally:
+                await after.dispose()
+    finally:
+        await before.dispose()
+
+
 def test_each_test_database_and_worker_has_its_own_names() -> None:
     assert pool_name("test", "gw0", 0) == "test_gw0_pool0"
     assert pool_name("test_suite", "gw0", 0) == "test_suite_gw0_pool0"
     assert pool_name("test", "", 1) == "test_pool1"
+    assert pool_name("test", "gw2", 0, "migrated") == "test_gw2_migrated0"
     long, longer = "t" * 60, "t" * 59 + "u"
     names = {pool_name(long, "gw12", 0), pool_name(longer, "gw12", 0), pool_name(long, "gw1", 0)}
     assert len(names) == 3

@@ -43,6 +43,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 from sqlalchemy.pool import NullPool
 
+from tests.migrated import PostgresTemplate
+
 __all__ = ["EmptyDatabases", "pool_name"]
 
 _T = TypeVar("_T")
@@ -142,10 +144,10 @@ everything in ``public`` (tables take their rows, indexes, triggers and owned se
 with them)."""
 
 
-def pool_name(database: str, worker: str, index: int) -> str:
-    """The name of the ``index``-th database beside ``database`` of the pytest-xdist worker
-    ``worker`` (or of a process outside xdist, ""): ``test_gw0_pool0``."""
-    return _beside(database, f"{'_' + worker if worker else ''}_pool{index}")
+def pool_name(database: str, worker: str, index: int, kind: str = "pool") -> str:
+    """The name of the ``index``-th database of ``kind`` beside ``database`` of the
+    pytest-xdist worker ``worker`` (or of a process outside xdist, ""): ``test_gw0_pool0``."""
+    return _beside(database, f"{'_' + worker if worker else ''}_{kind}{index}")
 
 
 def _beside(database: str, suffix: str) -> str:
@@ -196,7 +198,7 @@ class EmptyDatabases:
         """The URL of a database beside ``base_url``'s, as empty as a new one and used by
         no one else until the block ends; ``base_url``'s database must exist (it is
         where the databases are created from)."""
-        url = self._take(make_url(base_url))
+        url = self._take(make_url(base_url), "pool")
         try:
             _run_async(lambda: self._empty(make_url(base_url), make_url(url)))
             yield url
@@ -204,10 +206,24 @@ class EmptyDatabases:
             with self._lock:
                 self._lent.discard(url)
 
-    def _take(self, base: URL) -> str:
+    @contextmanager
+    def lend_migrated(self, base_url: str, template: PostgresTemplate) -> Iterator[str]:
+        """As :meth:`lend`, a database as a fresh migration leaves it instead (of others,
+        ``test_gw0_migrated0``): its other sessions ended, then ``template`` (tests/
+        migrated.py) deletes its rows and restarts its sequences when its schema is the
+        migration's, or migrates it again."""
+        url = self._take(make_url(base_url), "migrated")
+        try:
+            _run_async(lambda: self._migrated(make_url(base_url), make_url(url), template))
+            yield url
+        finally:
+            with self._lock:
+                self._lent.discard(url)
+
+    def _take(self, base: URL, kind: str) -> str:
         with self._lock:
             for index in range(1_000):
-                name = pool_name(str(base.database), self._worker, index)
+                name = pool_name(str(base.database), self._worker, index, kind)
                 url = base.set(database=name).render_as_string(hide_password=False)
                 if url not in self._lent:
                     self._lent.add(url)
@@ -218,15 +234,39 @@ class EmptyDatabases:
         key = base.render_as_string(hide_password=False)
         if key not in self._new:
             self._new[key] = await _new_catalogue(base)
-        if await _emptied(url) == self._new[key]:
-            return
-        admin = create_async_engine(base, isolation_level="AUTOCOMMIT", poolclass=NullPool)
-        try:
-            async with admin.connect() as conn:
-                await conn.execute(text(f'DROP DATABASE IF EXISTS "{url.database}" WITH (FORCE)'))
-                await conn.execute(text(f'CREATE DATABASE "{url.database}"'))
-        finally:
-            await admin.dispose()
+        if await _emptied(url) != self._new[key]:
+            await _made_again(base, url)
+
+    async def _migrated(self, base: URL, url: URL, template: PostgresTemplate) -> None:
+        if not await _sessions_ended(url):
+            await _made_again(base, url)
+        engine = await template.reset(url.render_as_string(hide_password=False))
+        await engine.dispose()
+
+
+async def _made_again(base: URL, url: URL) -> None:
+    admin = create_async_engine(base, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    try:
+        async with admin.connect() as conn:
+            await conn.execute(text(f'DROP DATABASE IF EXISTS "{url.database}" WITH (FORCE)'))
+            await conn.execute(text(f'CREATE DATABASE "{url.database}"'))
+    finally:
+        await admin.dispose()
+
+
+async def _sessions_ended(url: URL) -> bool:
+    """End the other sessions on the database; whether it is there and they ended within
+    :data:`_SESSIONS_ENDED_WITHIN`."""
+    engine = create_async_engine(url, poolclass=NullPool)
+    try:
+        async with engine.connect() as conn, asyncio.timeout(_SESSIONS_ENDED_WITHIN):
+            while await _ending(conn):
+                pass
+    except (OSError, DBAPIError, TimeoutError):
+        return False
+    finally:
+        await engine.dispose()
+    return True
 
 
 async def _new_catalogue(base: URL) -> str:

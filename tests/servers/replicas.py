@@ -20,8 +20,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -32,6 +32,7 @@ import pytest
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
+from tests.migrated import PostgresTemplate
 from tests.servers.empty_databases import EmptyDatabases
 from tests.servers.nginx_front import (
     NGINX_CONF,
@@ -49,6 +50,7 @@ __all__ = [
     "ReplicaSet",
     "free_port",
     "fresh_database",
+    "migrated_database",
     "nginx",
     "render_nginx_conf",
     "replica_set",
@@ -89,10 +91,24 @@ def fresh_database() -> Iterator[str]:
     skipped, or fails under ``PERSONA_AGENT_TEST_POSTGRES_REQUIRED=1`` (as in CI) or with
     a URL set.
     """
+    with _loan(_DATABASES.lend) as url:
+        yield url
+
+
+@contextmanager
+def migrated_database(template: PostgresTemplate) -> Iterator[str]:
+    """As :func:`fresh_database`, a database as a fresh migration leaves it (``template``,
+    tests/migrated.py): hubs started on it find it at the newest revision."""
+    with _loan(lambda base: _DATABASES.lend_migrated(base, template)) as url:
+        yield url
+
+
+@contextmanager
+def _loan(lend: Callable[[str], AbstractContextManager[str]]) -> Iterator[str]:
     base = make_url(_POSTGRES_URL or LOCAL_POSTGRES_URL)
     with ExitStack() as stack:
         try:
-            url = stack.enter_context(_DATABASES.lend(base.render_as_string(hide_password=False)))
+            url = stack.enter_context(lend(base.render_as_string(hide_password=False)))
         except (OSError, SQLAlchemyError) as error:
             where = base.render_as_string(hide_password=True)
             if _POSTGRES_REQUIRED or _POSTGRES_URL:
