@@ -3,7 +3,7 @@ persona changes from one replica to another, and two replicas behind nginx again
 
 Run by ``bench/run.py`` (part ``replicas``; ``--part replicas`` runs it alone). Needs the
 machine's PostgreSQL (``PERSONA_AGENT_TEST_POSTGRES_URL``, default the local ``test``
-database): each figure runs on a database of its own, dropped afterwards.
+database): each figure runs on an empty database of its own (tests/servers/empty_databases.py).
 """
 
 from __future__ import annotations

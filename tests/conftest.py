@@ -20,7 +20,7 @@ from persona_agent.migrations.tables import metadata
 from tests.fuzz.budget import DEADLINE, EXAMPLES, EXAMPLES_VARIABLE, SEED, SEED_VARIABLE
 from tests.fuzz.tally import TALLY
 from tests.migrated import WORKER_SQLITE, PostgresTemplate, SqliteTemplate
-from tests.servers.replicas import fresh_database
+from tests.servers.replicas import fresh_database, migrated_database
 
 # grpcio installs fork handlers (its fork support is on by default): a worker that has run a
 # test's gRPC client or server and then forks a pty child for the terminal chat (pexpect)
@@ -96,7 +96,7 @@ async def empty_postgres() -> str:
     tried; when it does not answer the variant is skipped, or fails under
     ``PERSONA_AGENT_TEST_POSTGRES_REQUIRED=1`` (as in CI) or with a URL set.
     """
-    url = await _test_postgres()
+    url = await worker_postgres()
     engine = create_engine(url)
     try:
         async with engine.begin() as conn:
@@ -119,14 +119,14 @@ async def migrated_postgres() -> str:
 
 
 async def _migrated_postgres_engine() -> AsyncEngine:
-    url = await _test_postgres()
+    url = await worker_postgres()
     try:
         return await _POSTGRES_TEMPLATE.reset(url)
     except (OSError, SQLAlchemyError) as error:
         _unanswered(url, error)
 
 
-async def _test_postgres() -> str:
+async def worker_postgres() -> str:
     """The URL of the test PostgreSQL database (this worker's own), as it is; skipped or
     failed as :func:`empty_postgres` says when it does not answer."""
     url = POSTGRES_URL or LOCAL_POSTGRES_URL
@@ -208,10 +208,20 @@ async def writer(engine: AsyncEngine) -> AsyncIterator[GroupCommitWriter]:
 
 @pytest.fixture
 def pg_url() -> Iterator[str]:
-    """The URL of a new, empty database on the test PostgreSQL, dropped afterwards
-    (LISTEN/NOTIFY channels and advisory locks are per database: tests never hear each
-    other)."""
+    """The URL of an empty database on the test PostgreSQL, the test's alone (LISTEN/NOTIFY
+    channels and advisory locks are per database: tests never hear each other). It is one
+    of the worker's few, emptied for each test (tests/servers/empty_databases.py): no
+    session, lock, listener, table or sequence of an earlier test is left."""
     with fresh_database() as url:
+        yield url
+
+
+@pytest.fixture
+def pg_migrated_url() -> Iterator[str]:
+    """:func:`pg_url`'s database as a fresh migration leaves it (its rows deleted for each
+    test, tests/migrated.py): for replicas whose own migration is not what the test is
+    about; they find it at the newest revision and start without migrating."""
+    with migrated_database(_POSTGRES_TEMPLATE) as url:
         yield url
 
 

@@ -37,6 +37,7 @@ from persona_agent.cli.terminal.a2a_chat import DEMO_NOTE
 from persona_agent.cli.terminal.chat_parts import REMEMBERED_WIDTH
 from tests.docs.snippets import commands, find, words
 from tests.fakes.fake_llm import Fail, FakeLLM, Reply, ToolCalls
+from tests.migrated import DATA_DIR_FILE, SqliteTemplate
 from tests.servers.hub_process import hub_process
 from tests.servers.sdk_agent import sdk_agent
 
@@ -83,8 +84,12 @@ def personas_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def data_dir(tmp_path: Path) -> Path:
-    return tmp_path / "data"
+def data_dir(tmp_path: Path, migrated_sqlite: SqliteTemplate) -> Path:
+    """The chat's data directory, its database a fresh migration's (tests/migrated.py): the
+    embedded hub does not migrate it again."""
+    directory = tmp_path / "data"
+    migrated_sqlite.into(directory)
+    return directory
 
 
 @pytest.fixture(scope="module")
@@ -247,6 +252,8 @@ def test_a_message_is_acknowledged_at_once_and_the_wait_erased_when_the_answer_c
 def test_the_conversation_goes_on_in_the_next_run(
     chat: StartChat, llm: FakeLLM, data_dir: Path, personas_dir: Path
 ) -> None:
+    # A new user's data directory: the first run makes and migrates its database.
+    (data_dir / DATA_DIR_FILE).unlink()
     first = chat("ada-lovelace", "-d", str(personas_dir))
     first.prompt()
     first.say("My name is Zed.")

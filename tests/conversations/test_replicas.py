@@ -10,10 +10,12 @@ from tests.conversations.test_rest import BASE, say, start, texts
 from tests.fakes.fake_llm import FakeLLM, Reply
 
 
-async def test_replicas_see_the_same_branches(start_hub: HubApp, pg_url: str, llm: FakeLLM) -> None:
+async def test_replicas_see_the_same_branches(
+    start_hub: HubApp, pg_migrated_url: str, llm: FakeLLM
+) -> None:
     async with AsyncExitStack() as stack:
-        a = await stack.enter_async_context(start_hub(database_url=pg_url))
-        b = await stack.enter_async_context(start_hub(database_url=pg_url))
+        a = await stack.enter_async_context(start_hub(database_url=pg_migrated_url))
+        b = await stack.enter_async_context(start_hub(database_url=pg_migrated_url))
         await start(a, greeting=2, context_id="r1")
         llm.script(Reply("a1"), Reply("a1 bis"))
         assert await say(b, "r1", "q1") == "a1"  # the other replica goes on from the greeting

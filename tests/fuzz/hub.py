@@ -27,6 +27,7 @@ from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest, TaskState
 from persona_agent.api.app import create_app
 from persona_agent.settings import Settings
 from tests.fuzz.budget import DEADLINE
+from tests.migrated import WORKER_SQLITE
 from tests.servers.hub_process import STARTUP
 
 __all__ = ["SENTINEL", "FuzzHub", "assert_healthy", "assert_serving", "running_hub"]
@@ -99,6 +100,7 @@ def _started(
             if name.startswith(("PERSONA_AGENT_", "OPENAI_", "OTEL_")):
                 environment.delenv(name)
         settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]
+        WORKER_SQLITE.under(settings)  # a fresh migration's file: not migrated again
         server = uvicorn.Server(
             uvicorn.Config(create_app(settings), log_level="warning", timeout_graceful_shutdown=5)
         )

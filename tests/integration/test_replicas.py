@@ -57,10 +57,10 @@ def mcp_config_file() -> None:
 
 
 @pytest.fixture
-async def pair(hub_factory: HubFactory, pg_url: str) -> AsyncIterator[tuple[Hub, Hub]]:
+async def pair(hub_factory: HubFactory, pg_migrated_url: str) -> AsyncIterator[tuple[Hub, Hub]]:
     async with AsyncExitStack() as stack:
-        a = await stack.enter_async_context(hub_factory(database_url=pg_url))
-        b = await stack.enter_async_context(hub_factory(database_url=pg_url))
+        a = await stack.enter_async_context(hub_factory(database_url=pg_migrated_url))
+        b = await stack.enter_async_context(hub_factory(database_url=pg_migrated_url))
         yield a, b
 
 
@@ -228,7 +228,7 @@ async def test_each_replica_names_itself_in_its_metrics(pair: tuple[Hub, Hub]) -
 
 
 async def test_a_replica_that_starts_leaves_the_others_tasks_alone(
-    pair: tuple[Hub, Hub], hub_factory: HubFactory, pg_url: str, llm: FakeLLM
+    pair: tuple[Hub, Hub], hub_factory: HubFactory, pg_migrated_url: str, llm: FakeLLM
 ) -> None:
     a, _b = pair
     # Held by the model until a third replica has started, however long that takes.
@@ -236,7 +236,7 @@ async def test_a_replica_that_starts_leaves_the_others_tasks_alone(
     client = await a.client("socrates")
     task_id = await submit(client, "Go on")
     await asyncio.to_thread(llm.wait_held)
-    async with hub_factory(database_url=pg_url) as c:
+    async with hub_factory(database_url=pg_migrated_url) as c:
         on_c = await c.client("socrates")
         assert (await get_task(on_c, task_id)).status.state == TaskState.TASK_STATE_WORKING
     llm.release()
@@ -245,14 +245,14 @@ async def test_a_replica_that_starts_leaves_the_others_tasks_alone(
 
 
 async def test_a_replica_that_stops_gracefully_finishes_or_cancels_its_tasks_and_leaves(
-    hub_factory: HubFactory, pg_url: str, llm: FakeLLM
+    hub_factory: HubFactory, pg_migrated_url: str, llm: FakeLLM
 ) -> None:
     llm.script(Reply("Nearly done now.", token_delay=0.2), Hang())
-    async with hub_factory(database_url=pg_url) as a:
+    async with hub_factory(database_url=pg_migrated_url) as a:
         # A grace period the 0.8 s answer fits in many times over on a busy machine (the
         # hanging call waits it out: the model's timeout is longer).
         grace = {"shutdown_grace_seconds": 5, "llm_timeout": 60}
-        async with hub_factory(database_url=pg_url, **grace) as b:
+        async with hub_factory(database_url=pg_migrated_url, **grace) as b:
             on_b = await b.client("socrates")
             finishing = await submit(on_b, "Finish this")
             await asyncio.to_thread(llm.wait_requests, 1)
@@ -264,7 +264,7 @@ async def test_a_replica_that_stops_gracefully_finishes_or_cancels_its_tasks_and
         on_a = await a.client("socrates")
         assert (await get_task(on_a, finishing)).status.state == TaskState.TASK_STATE_COMPLETED
         assert (await get_task(on_a, hanging)).status.state == TaskState.TASK_STATE_CANCELED
-        database = create_engine(pg_url)
+        database = create_engine(pg_migrated_url)
         async with database.connect() as conn:
             replicas = [row[0] for row in await conn.execute(select(replicas_table.c.id))]
         await database.dispose()
@@ -273,14 +273,14 @@ async def test_a_replica_that_stops_gracefully_finishes_or_cancels_its_tasks_and
 
 
 async def test_a_push_config_set_through_one_replica_is_served_by_the_one_running_the_task(
-    hub_factory: HubFactory, pg_url: str, llm: FakeLLM
+    hub_factory: HubFactory, pg_migrated_url: str, llm: FakeLLM
 ) -> None:
     words = [f"w{i} " for i in range(20)]
     llm.script(Reply("".join(words), chunks=words, token_delay=0.05, hold_after=2))
     with Webhook() as webhook:
         async with (
-            hub_factory(database_url=pg_url, push_allowed_hosts="127.0.0.1") as a,
-            hub_factory(database_url=pg_url, push_allowed_hosts="127.0.0.1") as b,
+            hub_factory(database_url=pg_migrated_url, push_allowed_hosts="127.0.0.1") as a,
+            hub_factory(database_url=pg_migrated_url, push_allowed_hosts="127.0.0.1") as b,
         ):
             task_id = await submit(await a.client("socrates"), "Talk a while")
             await asyncio.to_thread(llm.wait_held)  # the task runs until released
@@ -299,13 +299,13 @@ async def test_a_push_config_set_through_one_replica_is_served_by_the_one_runnin
 
 
 async def test_push_config_caps_count_every_replicas_configs(
-    hub_factory: HubFactory, pg_url: str, llm: FakeLLM
+    hub_factory: HubFactory, pg_migrated_url: str, llm: FakeLLM
 ) -> None:
     caps = {"push_max_configs_per_task": 2, "push_max_configs_per_caller": 3}
     with Webhook() as webhook:
         async with (
-            hub_factory(database_url=pg_url, push_allowed_hosts="127.0.0.1", **caps) as a,
-            hub_factory(database_url=pg_url, push_allowed_hosts="127.0.0.1", **caps) as b,
+            hub_factory(database_url=pg_migrated_url, push_allowed_hosts="127.0.0.1", **caps) as a,
+            hub_factory(database_url=pg_migrated_url, push_allowed_hosts="127.0.0.1", **caps) as b,
         ):
             on_a, on_b = await a.client("socrates"), await b.client("socrates")
             llm.script(Hang(), Hang())
@@ -329,13 +329,13 @@ async def test_push_config_caps_count_every_replicas_configs(
 
 
 async def test_readyz_says_unavailable_when_the_database_is_gone(
-    hub_factory: HubFactory, pg_url: str
+    hub_factory: HubFactory, pg_migrated_url: str
 ) -> None:
-    async with hub_factory(database_url=pg_url) as hub:
+    async with hub_factory(database_url=pg_migrated_url) as hub:
         assert (await hub.http.get("/readyz")).status_code == 200
-        name = make_url(pg_url).database
+        name = make_url(pg_migrated_url).database
         admin = create_async_engine(
-            make_url(pg_url).set(database="postgres"), isolation_level="AUTOCOMMIT"
+            make_url(pg_migrated_url).set(database="postgres"), isolation_level="AUTOCOMMIT"
         )
         async with admin.connect() as conn:
             await conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
@@ -347,12 +347,12 @@ async def test_readyz_says_unavailable_when_the_database_is_gone(
 
 
 async def test_a_replica_warns_when_postgresql_does_not_vacuum(
-    hub_factory: HubFactory, pg_url: str, caplog: pytest.LogCaptureFixture
+    hub_factory: HubFactory, pg_migrated_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="persona_agent.cluster"):
-        async with hub_factory(database_url=pg_url):
+        async with hub_factory(database_url=pg_migrated_url):
             pass
-    database = create_engine(pg_url)
+    database = create_engine(pg_migrated_url)
     async with database.connect() as conn:
         setting = (await conn.execute(text("SELECT current_setting('autovacuum')"))).scalar()
     await database.dispose()

@@ -2,7 +2,7 @@
 
 The pieces, each usable alone:
 
-- :func:`fresh_database`: a new, empty PostgreSQL database, dropped at exit;
+- :func:`fresh_database`: an empty PostgreSQL database of the test's own while it runs;
 - :func:`start_replica`: one ``persona-agent serve`` process (a :class:`Replica`, which
   can be killed, stopped and restarted on its port);
 - :func:`nginx` / :func:`running_nginx` (from tests/servers/nginx_front.py):
@@ -15,28 +15,25 @@ They block (processes, polling): call them from synchronous tests, or from a thr
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-import uuid
-from collections.abc import Callable, Coroutine, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, TypeVar
+from typing import IO
 
 import httpx
 import pytest
-from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import create_async_engine
 
+from tests.migrated import PostgresTemplate
+from tests.servers.empty_databases import EmptyDatabases
 from tests.servers.nginx_front import (
     NGINX_CONF,
     Nginx,
@@ -53,6 +50,7 @@ __all__ = [
     "ReplicaSet",
     "free_port",
     "fresh_database",
+    "migrated_database",
     "nginx",
     "render_nginx_conf",
     "replica_set",
@@ -76,64 +74,49 @@ STOP_TIMEOUT = 120.0
 """Seconds a replica may take to exit after SIGTERM (its shutdown grace included): a
 safety bound, as :data:`START_TIMEOUT`."""
 
-_T = TypeVar("_T")
-
-
-def _run_async(factory: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
-    """Run a coroutine to its end in a thread of its own (a test's event loop may be
-    running in this one)."""
-    results: list[_T] = []
-    errors: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            results.append(asyncio.run(factory()))
-        except BaseException as error:
-            errors.append(error)
-
-    thread = threading.Thread(target=target, name="replicas-db")
-    thread.start()
-    thread.join()
-    if errors:
-        raise errors[0]
-    return results[0]
-
-
-async def _execute(url: str, statement: str) -> None:
-    engine = create_async_engine(url, isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as conn:
-            await conn.execute(text(statement))
-    finally:
-        await engine.dispose()
+_DATABASES = EmptyDatabases(os.environ.get("PYTEST_XDIST_WORKER", ""))
+"""This process's empty databases (a pytest-xdist worker's own)."""
 
 
 @contextmanager
 def fresh_database() -> Iterator[str]:
-    """Create a new database ``pa_r_<hex>`` on the test PostgreSQL; yield its
-    ``postgresql+asyncpg://`` URL; drop it ``WITH (FORCE)`` at exit (connections left
-    open by killed replicas included).
+    """Yield the ``postgresql+asyncpg://`` URL of an empty PostgreSQL database that no one
+    else uses until the block ends: one of this process's, beside the test database, ended
+    sessions, schemas and all brought back to a new database's (tests/servers/
+    empty_databases.py; connections left open by killed replicas are ended at its next
+    loan).
 
-    The server is the one of ``PERSONA_AGENT_TEST_POSTGRES_URL`` (else the machine's own,
-    :data:`LOCAL_POSTGRES_URL`). When it does not answer the test is skipped, or fails
-    under ``PERSONA_AGENT_TEST_POSTGRES_REQUIRED=1`` (as in CI) or with a URL set.
+    The server and test database are those of ``PERSONA_AGENT_TEST_POSTGRES_URL`` (else
+    the machine's own, :data:`LOCAL_POSTGRES_URL`). When it does not answer the test is
+    skipped, or fails under ``PERSONA_AGENT_TEST_POSTGRES_REQUIRED=1`` (as in CI) or with
+    a URL set.
     """
+    with _loan(_DATABASES.lend) as url:
+        yield url
+
+
+@contextmanager
+def migrated_database(template: PostgresTemplate) -> Iterator[str]:
+    """As :func:`fresh_database`, a database as a fresh migration leaves it (``template``,
+    tests/migrated.py): hubs started on it find it at the newest revision."""
+    with _loan(lambda base: _DATABASES.lend_migrated(base, template)) as url:
+        yield url
+
+
+@contextmanager
+def _loan(lend: Callable[[str], AbstractContextManager[str]]) -> Iterator[str]:
     base = make_url(_POSTGRES_URL or LOCAL_POSTGRES_URL)
-    name = f"pa_r_{uuid.uuid4().hex}"
-    admin = base.render_as_string(hide_password=False)
-    try:
-        _run_async(lambda: _execute(admin, f'CREATE DATABASE "{name}"'))
-    except (OSError, SQLAlchemyError) as error:
-        where = base.render_as_string(hide_password=True)
-        if _POSTGRES_REQUIRED or _POSTGRES_URL:
-            pytest.fail(f"PostgreSQL at {where} is required and did not answer: {error}")
-        pytest.skip(
-            f"no PostgreSQL at {where} ({type(error).__name__}): set {POSTGRES_URL_VARIABLE}"
-        )
-    try:
-        yield base.set(database=name).render_as_string(hide_password=False)
-    finally:
-        _run_async(lambda: _execute(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    with ExitStack() as stack:
+        try:
+            url = stack.enter_context(lend(base.render_as_string(hide_password=False)))
+        except (OSError, SQLAlchemyError) as error:
+            where = base.render_as_string(hide_password=True)
+            if _POSTGRES_REQUIRED or _POSTGRES_URL:
+                pytest.fail(f"PostgreSQL at {where} is required and did not answer: {error}")
+            pytest.skip(
+                f"no PostgreSQL at {where} ({type(error).__name__}): set {POSTGRES_URL_VARIABLE}"
+            )
+        yield url
 
 
 class Replica:
@@ -324,7 +307,7 @@ def replica_set(
     The replicas start one after the other (``at_once``: all together, then each is
     waited for), with data directories ``tmp_path/replica-I`` and the settings
     ``settings`` (see :func:`start_replica`); their ``PUBLIC_BASE_URL`` is nginx's URL
-    unless given. Everything is stopped at exit and the database dropped.
+    unless given. Everything is stopped at exit and the database given back.
     """
     front_port = free_port()
     settings = {"PUBLIC_BASE_URL": f"http://127.0.0.1:{front_port}", **settings}
