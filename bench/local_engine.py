@@ -2,7 +2,7 @@
 
     python bench/local_engine.py --src SRC [--site DIR] --model-dir DIR --phase fresh|restart|rest
                                  [--slot-dir DIR] [--max-tokens N] [--seed N] [--concurrent N]
-                                 [--threads N] [--slots N]
+                                 [--threads N] [--slots N] [--cache-type-k T] [--cache-type-v T]
 
 Imports ``persona_agent`` from ``--src`` (today's tree: the server behind the openai path;
 the tree of the commit before issue 49's switch: ``llama-cpp-python`` in process, one
@@ -120,6 +120,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         extra["slot_dir"] = args.slot_dir
     if args.slots is not None:
         extra["slots"] = args.slots
+    for name in ("cache_type_k", "cache_type_v"):
+        if getattr(args, name) is not None:
+            extra[name] = getattr(args, name)
     out: dict[str, Any] = {"load_before": os.getloadavg()[0], "pid": os.getpid()}
     llm = LocalBackend(
         model_dir=args.model_dir,
@@ -136,8 +139,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         warm = getattr(llm, "warm", None)
         if args.phase == "restart" and warm is not None and args.slot_dir is not None:
             start = time.perf_counter()
-            await warm(personas)
+            how = await warm(personas)
             out["warm_seconds"] = time.perf_counter() - start
+            out["warmed"] = sorted(how.values())  # "restored": the saved prefixes were used
             out["rest_warmed"] = memory()
         used, made = cpu(), llm.tokens_generated
         if args.phase == "rest":
@@ -172,6 +176,8 @@ def main() -> None:
     parser.add_argument("--concurrent", type=int, default=4)
     parser.add_argument("--threads", type=int, default=None, help="default: every core")
     parser.add_argument("--slots", type=int, default=None, help="the server's; its default")
+    parser.add_argument("--cache-type-k", default=None, help="f16 or q8_0; the backend's default")
+    parser.add_argument("--cache-type-v", default=None, help="f16 or q8_0; the backend's default")
     args = parser.parse_args()
     sys.path.insert(1, str(args.src))
     if args.site is not None:

@@ -2,6 +2,7 @@
 
     uv run python bench/local_eval.py [--max-tokens 96] [--seed 7] [--model-dir DIR]
                                       [--only ID] [--answers FILE] [--threads N]
+                                      [--cache-type-k T] [--cache-type-v T]
                                       [--set NAME=VALUE ...] [--continue]
 
 Asks every persona of ``bench/local_eval/questions.yaml`` (the bundled personas by id, the
@@ -160,6 +161,8 @@ async def main() -> None:
     parser.add_argument("--only", action="append", help="a persona id or card file (repeatable)")
     parser.add_argument("--answers", type=Path, help="write every answer to this JSON file")
     parser.add_argument("--threads", type=int, default=None, help="default: every core")
+    parser.add_argument("--cache-type-k", default=None, help="f16 or q8_0; the backend's default")
+    parser.add_argument("--cache-type-v", default=None, help="f16 or q8_0; the backend's default")
     parser.add_argument("--set", action="append", default=[], help="NAME=VALUE (sampling)")
     parser.add_argument("--continue", dest="go_on", action="store_true", help="continue each")
     args = parser.parse_args()
@@ -173,7 +176,15 @@ async def main() -> None:
     if args.only:
         questions = {key: value for key, value in questions.items() if key in args.only}
     llm = LocalBackend(
-        model_dir=args.model_dir, max_tokens=args.max_tokens, seed=args.seed, threads=args.threads
+        model_dir=args.model_dir,
+        max_tokens=args.max_tokens,
+        seed=args.seed,
+        threads=args.threads,
+        **{
+            name: getattr(args, name)
+            for name in ("cache_type_k", "cache_type_v")
+            if getattr(args, name) is not None
+        },
     )
     await llm.load()
     results: list[Scored] = []

@@ -9,7 +9,8 @@ import pytest
 
 from persona_agent.llm.base import ChatRequest, TextDelta
 from persona_agent.llm.local.backend import LocalBackend
-from persona_agent.llm.local.prefixes import PrefixFiles
+from persona_agent.llm.local.prefixes import PrefixFiles, Warmed
+from persona_agent.llm.local.server import KvCacheType
 from persona_agent.personas.prompt import render_system_prompt
 from persona_agent.personas.scan import load_persona_dir
 from tests.conftest import MODEL_THREADS
@@ -85,3 +86,40 @@ async def test_a_restart_restores_the_saved_prefixes_instead_of_reading_them(
     finally:
         await again.aclose()
     assert sorted(slots.glob("*.slot")) == saved  # the same files: nothing stale, nothing new
+
+
+@pytest.mark.local_model
+async def test_prefixes_saved_with_another_kv_cache_type_are_read_again_and_replaced(
+    local_model_dir: Path, tmp_path: Path
+) -> None:
+    """A hub whose KV cache changed type (keys in ``f16`` before ``q8_0`` was the default)
+    never restores a file of the other type: it reads the prefix again and saves it in its
+    own type, smaller, and the old file goes; the next start restores the new one."""
+    slots = tmp_path / "data" / "prefixes"
+    persona = [BUNDLED["marie-curie"]]
+    sizes: list[dict[str, int]] = []
+    runs: tuple[tuple[KvCacheType, Warmed], ...] = (("f16", "read"), ("q8_0", "read"))
+    for cache_type_k, how in (*runs, ("q8_0", "restored")):
+        llm = LocalBackend(
+            model_dir=local_model_dir,
+            max_tokens=16,
+            threads=MODEL_THREADS,
+            slot_dir=slots,
+            cache_type_k=cache_type_k,
+            cache_type_v="f16",
+        )
+        try:
+            await llm.load()
+            assert await llm.warm(persona) == {"marie-curie": how}
+            before = llm.prompt_tokens_reused
+            assert (await ask(llm, "marie-curie", "Who are you?")).strip()
+            assert llm.prompt_tokens_reused - before > 300  # the prefix, read or restored
+        finally:
+            await llm.aclose()
+        sizes.append({path.name: path.stat().st_size for path in slots.glob("*.slot")})
+    ((f16_name, f16_size),) = sizes[0].items()
+    ((q8_name, q8_size),) = sizes[1].items()  # the f16 file pruned
+    assert q8_name != f16_name
+    assert sizes[2] == sizes[1]  # restored, not saved again
+    # Keys are half of what a token keeps; in q8_0 they take 34 bytes a 32 values, not 64.
+    assert 0.65 * f16_size < q8_size < 0.85 * f16_size

@@ -58,6 +58,8 @@ async def test_an_image_reaches_a_model_with_a_projector(fake: FakeLLM, tmp_path
         model=str(model_file(tmp_path, template=True)),
         mmproj=tmp_path / "mmproj.gguf",
         seed=7,
+        cache_type_k="f16",
+        cache_type_v="q8_0",
         start_server=start,
     )
     assert llm.supports_images  # the hub shows images to personas it answers for
@@ -65,6 +67,7 @@ async def test_an_image_reaches_a_model_with_a_projector(fake: FakeLLM, tmp_path
     request = ChatRequest(messages=[{"role": "system", "content": "You are Tess."}, said])
     items, text = await answer(llm, request)
     assert start.options["mmproj"] == tmp_path / "mmproj.gguf"
+    assert (start.options["cache_type_k"], start.options["cache_type_v"]) == ("f16", "q8_0")
     assert start.options["chat_template"] is None  # the file's own template
     (body,) = fake.requests
     assert body["messages"] == [{"role": "system", "content": "You are Tess."}, said]
@@ -98,6 +101,8 @@ async def test_a_base_model_reads_its_transcript_as_one_message(
     )
     _, text = await answer(llm, request)
     assert start.options["chat_template"] == PASS_THROUGH_TEMPLATE
+    # The defaults: keys in q8_0 (half the memory of f16), values in f16.
+    assert (start.options["cache_type_k"], start.options["cache_type_v"]) == ("q8_0", "f16")
     (body,) = fake.requests
     ((message),) = body["messages"]
     assert message["role"] == "user"

@@ -65,6 +65,8 @@ def build_llm_backend(settings: Settings) -> LLMBackend:
         context_tokens=settings.local_context_tokens,
         threads=settings.local_threads,
         slots=settings.local_slots,
+        cache_type_k=settings.local_cache_type_k,
+        cache_type_v=settings.local_cache_type_v,
         mmproj=settings.local_mmproj,
         timeout=settings.local_timeout,
         slot_dir=settings.data_dir / "prefixes",

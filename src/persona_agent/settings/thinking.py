@@ -65,6 +65,15 @@ class ThinkingSettings(BaseSettings):
     local_slots: int = Field(default=4, ge=1, le=16)
     """Conversations the embedded model answers at once (llama.cpp's parallel slots, batched
     together); more wait their turn. Each slot has its own ``local_context_tokens``."""
+    local_cache_type_k: Literal["f16", "q8_0"] = "q8_0"
+    """The type of the keys in the embedded model's KV cache (what each slot has read, kept
+    per token; llama.cpp's ``--cache-type-k``): ``q8_0`` takes half the memory of ``f16``
+    (the bundled model at the default slots and context: 33 MB less at rest), for no
+    cost shown in speed or answers (docs/local-model.md)."""
+    local_cache_type_v: Literal["f16", "q8_0"] = "f16"
+    """The type of the values in the embedded model's KV cache (``--cache-type-v``): ``q8_0``
+    saves 34 MB more, for 37 % more CPU to read a prompt, 15 % more a token written, and
+    weaker answers on the evaluation set (docs/local-model.md)."""
     local_mmproj: Path | None = None
     """A vision projector (mmproj GGUF) for a ``local_model`` that can see: images in a
     message reach the model. Unset: none (the bundled model cannot see)."""

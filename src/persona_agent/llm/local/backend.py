@@ -38,7 +38,7 @@ from persona_agent.llm.local.chat_template import PlainAnswer, has_chat_template
 from persona_agent.llm.local.fitting import FittedPrompt, fitted_prompt, prefix_tokens
 from persona_agent.llm.local.loading import PASS_THROUGH_TEMPLATE, PromptStyle, Ready, start_model
 from persona_agent.llm.local.prefixes import PrefixFiles, Warmed, warm_persona
-from persona_agent.llm.local.server import EmbeddedServer
+from persona_agent.llm.local.server import EmbeddedServer, KvCacheType
 from persona_agent.llm.local.source import ModelSource
 from persona_agent.llm.local.transcript import continued, sections_of, stop_strings
 from persona_agent.llm.stream_chunks import Chunk
@@ -89,6 +89,8 @@ class LocalBackend(LLMBackend):
         context_tokens: int = 2048,
         threads: int | None = None,
         slots: int = 4,
+        cache_type_k: KvCacheType = "q8_0",
+        cache_type_v: KvCacheType = "f16",
         mmproj: Path | None = None,
         seed: int | None = None,
         timeout: float = 600.0,
@@ -105,6 +107,7 @@ class LocalBackend(LLMBackend):
         self.prompt_tokens = context_tokens - max_tokens
         self._threads = threads or os.cpu_count() or 1
         self._slots = slots
+        self._cache_types = {"cache_type_k": cache_type_k, "cache_type_v": cache_type_v}
         self._mmproj = mmproj
         self.supports_images = mmproj is not None
         self._seed = seed
@@ -312,6 +315,7 @@ class LocalBackend(LLMBackend):
             threads=self._threads,
             slots=self._slots,
             context_tokens=self._context_tokens,
+            **self._cache_types,
             mmproj=self._mmproj,
             slot_dir=self._slot_dir,
         )

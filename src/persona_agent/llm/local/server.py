@@ -18,9 +18,9 @@ import logging
 import os
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["EmbeddedServer"]
+__all__ = ["EmbeddedServer", "KvCacheType"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +33,10 @@ _OMP_WAIT_POLICY = "passive"
 _HTTP_TIMEOUT = 60.0
 _READ_TIMEOUT = 900.0  # reading a long card on two busy cores took 83 to 102 s
 _CACHE_RAM_MIB = 256  # the server's prompt cache (idle slots' prompts), in RAM
+
+KvCacheType = Literal["f16", "q8_0"]
+"""The types the KV cache may hold its keys, or its values, in: ``q8_0`` takes about half
+the memory of ``f16`` (docs/local-model.md#the-kv-cache-keys-in-q8_0)."""
 
 
 class EmbeddedServer:
@@ -50,7 +54,7 @@ class EmbeddedServer:
         """The model file it serves."""
         self.build = ""
         """What a saved slot depends on besides the model: the server's version, the
-        context of a slot."""
+        context of a slot, the KV cache's types."""
 
     @classmethod
     def start(
@@ -60,14 +64,17 @@ class EmbeddedServer:
         threads: int,
         slots: int,
         context_tokens: int,
+        cache_type_k: KvCacheType = "q8_0",
+        cache_type_v: KvCacheType = "f16",
         mmproj: Path | None = None,
         chat_template: str | None = None,
         slot_dir: Path | None = None,
     ) -> EmbeddedServer:
         """Load ``model`` and start serving it: ``slots`` conversations at once, each with
-        ``context_tokens`` of context, on ``threads`` CPU threads; ``chat_template`` (Jinja)
-        instead of the file's own; slots saved to and restored from files in ``slot_dir``
-        (created if missing), if given.
+        ``context_tokens`` of context, on ``threads`` CPU threads, the KV cache's keys of type
+        ``cache_type_k`` and its values of ``cache_type_v``; ``chat_template`` (Jinja) instead
+        of the file's own; slots saved to and restored from files in ``slot_dir`` (created if
+        missing), if given.
 
         Raises:
             RuntimeError: llama.cpp could not load the model (or the projector).
@@ -80,12 +87,22 @@ class EmbeddedServer:
         if mmproj is not None:
             params.mmproj.path = str(mmproj)
         params.n_parallel = slots
+        # One pool of cells for every slot (kv_unified), sized so that every slot can hold a
+        # whole context at once: a pool that fills fails every answer being made ("Context
+        # size has been exceeded"), and the same prefix in two slots takes its cells twice
+        # (both measured: docs/local-model.md#the-kv-pool-a-whole-context-for-every-slot).
         params.n_ctx = context_tokens * slots
-        params.kv_unified = True  # a persona's prefix is shared between slots, not copied
+        params.kv_unified = True
         # Gemma 3's sliding-window layers keep only the last window by default, and then a
         # cached prompt can be reused only up to its last checkpoint: measured, 173 of a
         # persona's ~450 tokens. The full cache costs little on a small model.
         params.swa_full = True
+        # Keys in q8_0 halve their memory for no cost shown; values in q8_0 cost 37 % more
+        # CPU to read a prompt, and answered worse (docs/local-model.md). A quantized V cache
+        # needs flash attention, which llama.cpp's default (auto) turns on wherever the
+        # backend has it (every CPU: the log says "Flash Attention enabled").
+        params.cache_type_k = getattr(xllamacpp.ggml_type, f"GGML_TYPE_{cache_type_k.upper()}")
+        params.cache_type_v = getattr(xllamacpp.ggml_type, f"GGML_TYPE_{cache_type_v.upper()}")
         params.cpuparams.n_threads = threads
         params.cpuparams_batch.n_threads = threads
         # An HTTP thread serves one connection for as long as it stays open (its streamed
@@ -108,7 +125,9 @@ class EmbeddedServer:
         started = cls(server, server.listening_address, slots=slots)
         started.slot_dir = slot_dir
         started.model_file = model
-        started.build = f"xllamacpp {getattr(xllamacpp, '__version__', '?')}, {context_tokens}"
+        # A slot file holds the cache in its type: one of another type is never restored.
+        version = getattr(xllamacpp, "__version__", "?")
+        started.build = f"xllamacpp {version}, {context_tokens}, {cache_type_k}/{cache_type_v}"
         return started
 
     def prime(self, tokens: list[int], slot: int) -> int:
