@@ -25,6 +25,7 @@ from typing import Any
 import openai
 
 from persona_agent.llm.base import ChatRequest, StreamEnd, TextDelta
+from persona_agent.llm.local.server import choose_openmp_wait
 from persona_agent.llm.openai_backend import OpenAIBackend
 
 PROMPT = (
@@ -47,7 +48,7 @@ N = 64
 def start(model: Path, slots: int) -> Any:
     """The server, as ``llm/local/server.py`` starts it, plus the pass-through template and
     the tuned sampling as defaults."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    choose_openmp_wait(os.environ)
     import xllamacpp
 
     params = xllamacpp.CommonParams()
