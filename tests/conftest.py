@@ -31,6 +31,12 @@ from tests.servers.replicas import fresh_database, migrated_database
 assert "grpc" not in sys.modules, "set GRPC_ENABLE_FORK_SUPPORT before grpc is imported"
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
+# The suite runs three workers, the hubs and model servers they start, a browser and nginx
+# on two cores: the machine docs/local-model.md ("OpenMP's wait") tells to set
+# OMP_WAIT_POLICY=passive, where the embedded model's default short spin falls behind. Set
+# as such a user sets it, in the environment the workers' hubs and processes inherit.
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
 # Schemathesis's pytest plugin (loaded with pytest) swaps Hypothesis's printer for one that
 # prints nothing, for its own speed: every failing example of every Hypothesis test would be
 # shown with blank values ("a=,"). Hypothesis's own printer goes back.
