@@ -155,7 +155,10 @@ def test_serve_with_no_configuration_answers_with_the_local_model(
         for persona_id, name in (names[0], names[-1]):
             chunks, state = stream_message(f"{url}/a2a/{persona_id}/", "Who are you?")
             assert state == "TASK_STATE_COMPLETED", persona_id
-            assert len(chunks) >= 2, chunks
+            # Streamed as artifact updates. In how many pieces is the machine's: the hub joins
+            # what comes within 20 ms, and a short answer on a loaded machine may come whole.
+            # That the pieces come as the model makes them is test_local_model.py's check.
+            assert chunks, persona_id
             assert_reads_as_the_persona("".join(chunks), name, cap=160)
         process.terminate()
         log = process.communicate(timeout=30)[0]

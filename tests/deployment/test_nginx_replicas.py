@@ -388,8 +388,8 @@ class Soak:
                 CancelTaskRequest(id=task_id)
             )
         except (A2AClientError, A2AError) as error:
-            if isinstance(error.__cause__, httpx.RequestError):
-                raise  # no answer at all (the replica was killed): `operation` judges it
+            if _cut_off(error):
+                raise  # no answer (the replica was killed under it): `operation` judges it
             refusal = str(error)
         if refusal:
             assert "cancel" in refusal.lower(), refusal  # it had finished first
@@ -450,6 +450,15 @@ class Soak:
         await self.send()
 
 
+def _cut_off(error: Exception) -> bool:
+    """No answer from the hub: the connection broke, or nginx's 502 for an upstream that
+    broke it after the request was sent (nginx passes a POST to no other replica then)."""
+    cause = error.__cause__
+    if isinstance(cause, httpx.HTTPStatusError):
+        return cause.response.status_code == 502
+    return isinstance(cause, httpx.RequestError)
+
+
 def _parts(event: StreamResponse) -> int:
     return int(event.artifact_update.metadata.fields[PARTS_METADATA_KEY].number_value)
 
@@ -485,7 +494,10 @@ async def _soak(replicas: ReplicaSet) -> Soak:
                     soak.down = False
                 await soak.operation()
 
-        await asyncio.gather(*(worker() for _ in range(12)))
+        # A TaskGroup: a failed worker stops the others before the clients close.
+        async with asyncio.TaskGroup() as workers:
+            for _ in range(12):
+                workers.create_task(worker())
 
         # Every task ends: those r0 was running when it died fail once its lease expires.
         async def all_terminal() -> bool:
