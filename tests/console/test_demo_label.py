@@ -33,7 +33,10 @@ async def test_an_answer_of_the_demo_model_is_labelled_so(
     async with console_hub(**settings) as hub:
 
         def scenario() -> None:
-            open_console(browser, hub, "chat/socrates")
+            # Hal the Hermit (tests/integration/conftest.py): a card of a few lines, read in
+            # a second where a bundled persona's takes several. The label is the model's,
+            # whichever persona answers.
+            open_console(browser, hub, "chat/hermit")
             send_message(browser, "Who are you?")
             wait(
                 browser,
