@@ -106,13 +106,23 @@ def _assert_answer(cell: Cell, text: str) -> None:
         assert expected in text, (cell.id, text)
 
 
-async def _disconnects(llm: FakeLLM, at_least: int) -> None:
-    """Until the model has seen ``at_least`` abandoned calls in all (20 s at most)."""
+async def _disconnects(llm: FakeLLM, at_least: int, at_cancel: str = "") -> None:
+    """Until the model has seen ``at_least`` abandoned calls in all (20 s at most). The
+    failure tells which link to suspect: model calls never made (the cancel came before
+    they began), or made and answered to their end (the hub did not close them)."""
     for _ in range(400):
         if llm.disconnects >= at_least:
             return
         await asyncio.sleep(0.05)
-    raise AssertionError(f"{llm.disconnects} model calls abandoned, not {at_least}")
+    raise AssertionError(
+        f"{llm.disconnects} model calls abandoned, not {at_least}; {_model_calls(llm)}"
+        f" ({at_cancel} when the client gave up)"
+    )
+
+
+def _model_calls(llm: FakeLLM) -> str:
+    """The model's calls of the cell so far, for a failure's message."""
+    return f"{len(llm.requests)} made, {llm.active} still answering, {llm.chunks_sent} chunks"
 
 
 Connect = Callable[[str], AbstractAsyncContextManager[Client]]
@@ -164,9 +174,10 @@ async def _mcp(deployment: Deployment, cell: Cell, llm: FakeLLM, connect: Connec
             async with anyio.create_task_group() as group:
                 group.start_soon(client.call_tool, tool, {"message": "[slow] Talk, matrix"})
                 await anyio.to_thread.run_sync(llm.wait_chunks, calls, float(WAIT))
+                at_cancel = _model_calls(llm)
                 group.cancel_scope.cancel()  # the client gives up on the call
             # The task is canceled, and with it every model call it had open.
-            await _disconnects(llm, before + calls)
+            await _disconnects(llm, before + calls, at_cancel)
         elif operation == "failing":
             failed = await client.call_tool(tool, {"message": "[fail] Hello?"})
             assert failed.is_error, text_of(failed)
