@@ -125,6 +125,11 @@ class LocalBackend(LLMBackend):
         # Generations past the slots wait here, in the order they asked (asyncio's semaphore
         # is FIFO), and say so (Progress "waiting"): the server would queue them silently.
         self._free_slots = asyncio.Semaphore(slots)
+        # The answers asked for and not yet ended (those waiting for a slot included): the
+        # warm-up reads a persona's prefix only when there is none (:meth:`warm`).
+        self._answers = 0
+        self._no_answers = asyncio.Event()
+        self._no_answers.set()
 
     @property
     def demo_model(self) -> bool:  # type: ignore[override]  # a class attribute in the base
@@ -217,8 +222,10 @@ class LocalBackend(LLMBackend):
     async def warm(self, personas: Sequence[Persona]) -> dict[str, Warmed]:
         """Read each persona's fixed prompt prefix before its first conversation asks
         (:mod:`persona_agent.llm.local.prefixes`; restored from its saved slot if there is
-        one), one persona at a time, each taking a slot's turn: a conversation that asks
-        meanwhile waits at most for one persona. Does nothing before the model is loaded.
+        one), one persona at a time, each taking a slot's turn, and only while no answer is
+        being made: a conversation that asks meanwhile shares the model with one persona's
+        read at most, and the warm-up goes on once the answers have ended. Does nothing
+        before the model is loaded.
 
         Returns:
             How each persona's prefix was warmed, by id (a persona whose prefix could not be
@@ -239,7 +246,9 @@ class LocalBackend(LLMBackend):
             return prefix_tokens(ready.server, ready.template, sections, budget, ready.specials)
 
         for persona in personas:
+            await self._no_answers.wait()  # the conversations' turn first
             async with self._free_slots:
+                logger.debug("Warming the prefix of persona %s", persona.id)
                 done = await asyncio.to_thread(warm_persona, server, persona, tokens_of, files)
             if done is not None:
                 warmed[persona.id] = done[0]
@@ -266,43 +275,50 @@ class LocalBackend(LLMBackend):
             raise LLMError("The local model is shut down")
         max_tokens = min(request.max_tokens or self._max_tokens, self._max_tokens)
         temperature = DEFAULT_TEMPERATURE if request.temperature is None else request.temperature
-        sections = request.prompt
-        if sections is None:  # a request made without the engine: its lore scanned off the loop
-            sections = await asyncio.to_thread(
-                sections_of, None, request.persona, list(request.messages)
-            )
-        tools = request.tools if ready.tools else None
-        if self._free_slots.locked():
-            yield Progress("waiting")
-        async with self._free_slots:  # taken in the order asked, so before the prompt is made
-            prompt = await asyncio.to_thread(
-                fitted_prompt,
-                ready.server,
-                ready.template,
-                sections,
-                list(request.messages),
-                self._context_tokens - max_tokens,
-                ready.specials,
-                tools,
-            )
-            yield Progress("reading", prompt.tokens)
-            answer = self._answer(
-                ready,
-                prompt,
-                ChatRequest(
-                    messages=prompt.messages,
-                    temperature=min(max(temperature, 0.0), 1.5),
-                    max_tokens=max_tokens,
-                    stop=request.stop,
-                    tools=tools,
-                    tool_choice=request.tool_choice if tools else None,
-                ),
-                sections,
-                list(request.messages),
-            )
-            async with aclosing(ready.client.relay(answer, whole=request.whole)) as items:
-                async for item in items:
-                    yield item
+        self._answers += 1  # until it ends: the warm-up waits (:meth:`warm`)
+        self._no_answers.clear()
+        try:
+            sections = request.prompt
+            if sections is None:  # a request made without the engine: its lore scanned off the loop
+                sections = await asyncio.to_thread(
+                    sections_of, None, request.persona, list(request.messages)
+                )
+            tools = request.tools if ready.tools else None
+            if self._free_slots.locked():
+                yield Progress("waiting")
+            async with self._free_slots:  # taken in the order asked, so before the prompt is made
+                prompt = await asyncio.to_thread(
+                    fitted_prompt,
+                    ready.server,
+                    ready.template,
+                    sections,
+                    list(request.messages),
+                    self._context_tokens - max_tokens,
+                    ready.specials,
+                    tools,
+                )
+                yield Progress("reading", prompt.tokens)
+                answer = self._answer(
+                    ready,
+                    prompt,
+                    ChatRequest(
+                        messages=prompt.messages,
+                        temperature=min(max(temperature, 0.0), 1.5),
+                        max_tokens=max_tokens,
+                        stop=request.stop,
+                        tools=tools,
+                        tool_choice=request.tool_choice if tools else None,
+                    ),
+                    sections,
+                    list(request.messages),
+                )
+                async with aclosing(ready.client.relay(answer, whole=request.whole)) as items:
+                    async for item in items:
+                        yield item
+        finally:
+            self._answers -= 1
+            if not self._answers:
+                self._no_answers.set()
 
     def _load(self) -> Ready:
         """Start the model (a worker thread's): :func:`start_model`."""
