@@ -145,10 +145,10 @@ def test_serve_with_no_configuration_answers_with_the_local_model(
     Every bundled persona is served; two of them (the first two by id) answer here, through
     the real process. That every one answers in character on the embedded model is
     tests/integration/test_local_model.py's check, in process: the same backend and prompts,
-    without a process per answer of the slow model. The first two, as the hub's warm-up
-    reads the personas' prefixes by id: the last one's answer would wait behind the others'
-    reads, seconds of the model's time that check nothing here (the warm-up's own checks
-    are tests/integration/test_local_warmup.py's).
+    without a process per answer of the slow model. The first two, whose prefixes the hub's
+    warm-up reads first (by id): another's answer would read its own prefix beside the
+    warm-up's read under way, seconds of the model's time that check nothing here (the
+    warm-up's own checks are tests/integration/test_local_warmup.py's).
     """
     files = {p.stem: yaml.safe_load(p.read_text(encoding="utf-8")) for p in BUNDLED.glob("*.yaml")}
     names = sorted((stem, data["name"]) for stem, data in files.items() if "panel" not in data)
