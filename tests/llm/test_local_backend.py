@@ -197,6 +197,47 @@ async def test_a_persona_met_again_is_not_read_again(local_model_dir: Path) -> N
 
 
 @pytest.mark.local_model
+async def test_a_second_message_reads_only_its_new_turn(local_model_dir: Path) -> None:
+    """The first answer is found in the server's cache when the second message comes after
+    other conversations, though the transcript the hub sends back does not end as the slot's
+    tokens did. Gemma 3's sliding-window layers need their full cache for that
+    (``swa_full``): without it llama.cpp goes back to the checkpoint before the first answer
+    and reads the answer again (docs/local-model.md, "Gemma 3's sliding window without the
+    full cache")."""
+    llm = LocalBackend(model_dir=local_model_dir, max_tokens=64, threads=MODEL_THREADS, seed=7)
+    personas = [p for p in BUNDLED.values() if p.panel is None]
+    question = "Tell me about your work, in detail."
+
+    async def ask(persona: Persona, *messages: dict[str, str]) -> tuple[str, StreamEnd]:
+        system = {"role": "system", "content": render_system_prompt(persona)}
+        request = ChatRequest(messages=[system, *messages], persona=persona)
+        items = [item async for item in llm.stream(request)]
+        text = "".join(item.text for item in items if isinstance(item, TextDelta))
+        ends = [item for item in items if isinstance(item, StreamEnd)]
+        return text, ends[-1]
+
+    try:
+        await llm.load()
+        assert len(await llm.warm(personas)) == len(personas) == 5
+        answer, first = await ask(personas[0], {"role": "user", "content": question})
+        for other in personas[1:]:  # their conversations take the slots meanwhile
+            await ask(other, {"role": "user", "content": question})
+        _, second = await ask(
+            personas[0],
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": answer},
+            {"role": "user", "content": "Why did it matter?"},
+        )
+    finally:
+        await llm.aclose()
+    assert first.usage.cached_prompt_tokens > 600  # the persona's prefix, warmed
+    assert first.usage.completion_tokens >= 32  # an answer longer than the new turn
+    # What was read: the new turn (its question and the turn markers), not the answer.
+    read = second.usage.prompt_tokens - second.usage.cached_prompt_tokens
+    assert 0 < read < 32, (read, first.usage, second.usage)
+
+
+@pytest.mark.local_model
 async def test_another_gguf_file_answers_and_a_new_conversation_reads_only_its_turn(
     local_model_dir: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
