@@ -105,8 +105,10 @@ class EmbeddedServer:
         params.n_ctx = context_tokens * slots
         params.kv_unified = True
         # Gemma 3's sliding-window layers keep only the last window by default, and then a
-        # cached prompt can be reused only up to its last checkpoint: measured, 173 of a
-        # persona's ~450 tokens. The full cache costs little on a small model.
+        # cached prompt can be reused only up to its last checkpoint, taken a few tokens before
+        # the end of a prompt read, never inside an answer: every second message would read the
+        # first answer again (75 tokens a persona against 16), for 64-67 MB less at rest and
+        # more after use (docs/local-model.md#gemma-3s-sliding-window-without-the-full-cache).
         params.swa_full = True
         # Keys in q8_0 halve their memory for no cost shown; values in q8_0 cost 37 % more
         # CPU to read a prompt, and answered worse (docs/local-model.md). A quantized V cache
