@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from persona_agent.knowledge.library import Knowledge
     from persona_agent.media.turn_images import TurnImages
 
-__all__ = ["build_conversations", "build_engine", "build_engine_part"]
+__all__ = ["build_conversations", "build_engine_part"]
 
 
 def build_engine_part(
@@ -36,27 +36,12 @@ def build_engine_part(
     *,
     identifies_callers: bool,
 ) -> tuple[ChatEngine, ConversationStore]:
-    """The engine (:func:`build_engine`), and the stored conversations callers steer
-    (:func:`build_conversations`: the engine's conversations, under its locks);
-    ``identifies_callers``: someone can authenticate to the hub."""
-    engine = build_engine(settings, model, storage, collaboration, metrics, knowledge, images)
-    return engine, build_conversations(
-        settings, storage, engine, identifies_callers=identifies_callers
-    )
-
-
-def build_engine(
-    settings: Settings,
-    model: ModelBackend,
-    storage: Storage,
-    collaboration: Collaboration,
-    metrics: HubMetrics,
-    knowledge: Knowledge,
-    images: TurnImages,
-) -> ChatEngine:
     """The engine that answers one message as one persona (its life: the running
-    summaries it makes in the background, :attr:`ChatEngine.summary`); ``images``: the
-    media part's (:func:`~persona_agent.hub.media_part.build_media`)."""
+    summaries it makes in the background, :attr:`ChatEngine.summary`), and the stored
+    conversations callers steer (:func:`build_conversations`: the engine's conversations,
+    under its locks); ``images``: the media part's
+    (:func:`~persona_agent.hub.media_part.build_media`); ``identifies_callers``: someone can
+    authenticate to the hub."""
     cluster = storage.cluster
     locks = cluster.locks if cluster is not None else None
     prices = load_prices(settings.llm_prices, free=(LOCAL_MODEL_NAME,))
@@ -72,7 +57,7 @@ def build_engine(
 
         if isinstance(memory.memory, SharedMemory):
             collaboration.tools.sources.insert(0, MemoryTools(memory.memory))
-    return ChatEngine(
+    engine = ChatEngine(
         model.llm,
         storage.history,
         collaboration.tools,
@@ -87,6 +72,9 @@ def build_engine(
         users=storage.user_personas,
         prompts=storage.prompts,
         images=images,
+    )
+    return engine, build_conversations(
+        settings, storage, engine, identifies_callers=identifies_callers
     )
 
 
