@@ -1,7 +1,8 @@
 """The hub's way to its database: writes grouped into shared transactions (group commit),
 and reads off the event loop.
 
-Statements are SQLAlchemy Core for every database; a SQLite file is reached through
+Statements are :class:`~persona_agent.db.sql.Sql` text (or SQLAlchemy Core, which the
+replicas' own tables still use); a SQLite file is reached through
 :class:`~persona_agent.db.sqlite_file.SqliteFile`, another database (PostgreSQL) through
 the SQLAlchemy async engine.
 """
@@ -11,14 +12,20 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import SpanKind
-from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.sql import Executable
 
+from persona_agent.db.database import Database
+from persona_agent.db.errors import translated
+from persona_agent.db.sql import Sql
 from persona_agent.db.sqlite_file import SqliteFile
 from persona_agent.observe.tracing import TRACER
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+    from sqlalchemy.sql import Executable
+    from sqlalchemy.sql.elements import TextClause
 
 __all__ = ["GroupCommitWriter"]
 
@@ -30,33 +37,50 @@ class GroupCommitWriter:
     one, and each writer is answered once its rows are committed: under load, one
     transaction holds the saves of many tasks and conversations. Built once, in
     ``create_app``, and passed to the task store, the history and the retention
-    sweep. Statements are SQLAlchemy Core for every database.
+    sweep. Statements are :class:`Sql` text (a failure raises
+    :mod:`persona_agent.db.errors`' errors on every database), or SQLAlchemy Core
+    (SQLAlchemy's errors).
 
     A SQLite file is reached through the standard ``sqlite3`` module only: one
     connection writes in a thread of its own, another reads in a second thread, so
     the event loop never waits for SQLite (through the async engine, aiosqlite,
     the hub answered half as many messages: docs/performance.md). Other databases
-    (PostgreSQL) are reached through the SQLAlchemy async engine.
+    (PostgreSQL) are reached through the SQLAlchemy async engine; a SQLite file needs the
+    engine only for a Core statement (:class:`~persona_agent.db.database.Database`).
 
     Each write is a span (``INSERT pa_tasks``...: the database's semantic conventions) in
     its caller's trace; ``on_commit(seconds)`` hears how long each transaction took.
     """
 
     def __init__(
-        self, engine: AsyncEngine, *, on_commit: Callable[[float], None] | None = None
+        self,
+        database: Database | AsyncEngine,
+        *,
+        on_commit: Callable[[float], None] | None = None,
     ) -> None:
-        self.engine = engine
+        self.database = database if isinstance(database, Database) else Database.of(database)
+        self.dialect = self.database.dialect
+        """``sqlite`` or ``postgresql``: what the statements run on."""
         self.on_commit = on_commit
-        self._queue: list[tuple[Executable, Sequence[dict[str, Any]], asyncio.Future[None]]] = []
+        self._queue: list[
+            tuple[Sql | Executable, Sequence[dict[str, Any]], asyncio.Future[None]]
+        ] = []
         self._writer: asyncio.Task[None] | None = None
-        url = engine.url
-        local = url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:")
-        self._file = SqliteFile(str(url.database), engine) if local else None
-        self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")
+        path = self.database.sqlite_path
+        self._file = (
+            SqliteFile(path, lambda: self.database.engine.dialect) if path is not None else None
+        )
+        self._reader: AsyncEngine | None = None
+        self._texts: dict[str, TextClause] = {}
         self.transactions = 0
         """Transactions committed by :meth:`write` (each holds every write that waited for it)."""
 
-    async def write(self, statement: Executable, rows: Sequence[dict[str, Any]]) -> None:
+    @property
+    def engine(self) -> AsyncEngine:
+        """SQLAlchemy's async engine on the database (made on first use for a SQLite file)."""
+        return self.database.engine
+
+    async def write(self, statement: Sql | Executable, rows: Sequence[dict[str, Any]]) -> None:
         """Execute ``statement`` for ``rows`` in the next transaction; return once committed.
 
         A caller canceled while it waits does not take its rows back: they are written.
@@ -70,7 +94,7 @@ class GroupCommitWriter:
                 span.update_name(f"{operation} {table}")
                 span.set_attributes(
                     {
-                        "db.system.name": self.engine.dialect.name,
+                        "db.system.name": self.dialect,
                         "db.operation.name": operation,
                         "db.collection.name": table,
                         "db.operation.batch.size": len(rows),
@@ -83,7 +107,7 @@ class GroupCommitWriter:
             await asyncio.shield(done)
 
     async def write_together(
-        self, writes: Sequence[tuple[Executable, Sequence[dict[str, Any]]]]
+        self, writes: Sequence[tuple[Sql | Executable, Sequence[dict[str, Any]]]]
     ) -> None:
         """Execute each (statement, rows) in order, all in one transaction: all are
         committed, or none (a document and its passages)."""
@@ -97,14 +121,33 @@ class GroupCommitWriter:
         await asyncio.shield(asyncio.gather(*futures))
 
     async def fetch(
-        self, statement: Executable, parameters: dict[str, Any] | None = None
+        self, statement: Sql | Executable, parameters: dict[str, Any] | None = None
     ) -> list[tuple[Any, ...]]:
-        """The rows of a query (with values for its ``bindparam``s), off the event loop."""
+        """The rows of a query (with values for its parameters), off the event loop."""
         if self._file is not None:
             return await self._file.fetch(statement, parameters or {})
-        async with self._reader.connect() as conn:  # one round trip: no BEGIN, no ROLLBACK
-            result = await conn.execute(statement, parameters or {})
-            return [tuple(row) for row in result.all()]
+        if self._reader is None:
+            self._reader = self.engine.execution_options(isolation_level="AUTOCOMMIT")
+        try:
+            async with self._reader.connect() as conn:  # one round trip: no BEGIN, no ROLLBACK
+                result = await conn.execute(self._executable(statement), parameters or {})
+                return [tuple(row) for row in result.all()]
+        except Exception as error:
+            raise _error_of(statement, error) from error
+
+    def _executable(self, statement: Sql | Executable) -> Executable:
+        """What the engine runs: a :class:`Sql`'s text as SQLAlchemy's ``text()``, made once."""
+        if not isinstance(statement, Sql):
+            return statement
+        sql = statement.for_dialect(self.dialect)
+        found = self._texts.get(sql)
+        if found is None:
+            from sqlalchemy import text
+
+            if len(self._texts) >= 512:  # texts built for one call (IN lists, filters)
+                self._texts.clear()
+            found = self._texts[sql] = text(sql)
+        return found
 
     async def _write_all(self) -> None:
         while self._queue:
@@ -116,7 +159,10 @@ class GroupCommitWriter:
                 else:
                     async with self.engine.begin() as conn:
                         for statement, rows in _grouped(batch):
-                            await conn.execute(statement, rows)
+                            try:
+                                await conn.execute(self._executable(statement), rows)
+                            except Exception as error:
+                                raise _error_of(statement, error) from error
                 self.transactions += 1
                 if self.on_commit is not None:
                     self.on_commit(time.perf_counter() - started)
@@ -137,9 +183,27 @@ class GroupCommitWriter:
             await self._file.aclose()
 
 
-def _operation(statement: Executable) -> tuple[str, str]:
+def _error_of(statement: Sql | Executable, error: Exception) -> Exception:
+    """A failed statement's error as its caller expects it: the hub's own for :class:`Sql`
+    (a database's error; anything else as it is), SQLAlchemy's for Core."""
+    if not isinstance(statement, Sql) or "DBAPIError" not in {
+        kind.__name__ for kind in type(error).__mro__
+    }:
+        return error
+    return translated(error)
+
+
+def _table(statement: Sql | Executable) -> str:
+    """The table a statement writes, by name (Core's ``Table`` or :class:`Sql`'s text)."""
+    table = getattr(statement, "table", None)
+    return table if isinstance(table, str) else str(getattr(table, "name", ""))
+
+
+def _operation(statement: Sql | Executable) -> tuple[str, str]:
     """A write's operation (``INSERT``, ``UPDATE``, ``DELETE``) and table, for its span."""
-    table = getattr(getattr(statement, "table", None), "name", "")
+    table = _table(statement)
+    if isinstance(statement, Sql):
+        return statement.operation, table
     for operation in ("insert", "update", "delete"):
         if getattr(statement, f"is_{operation}", False):
             return operation.upper(), str(table)
@@ -147,19 +211,19 @@ def _operation(statement: Executable) -> tuple[str, str]:
 
 
 def _grouped(
-    batch: list[tuple[Executable, Sequence[dict[str, Any]], asyncio.Future[None]]],
-) -> list[tuple[Executable, list[dict[str, Any]]]]:
+    batch: list[tuple[Sql | Executable, Sequence[dict[str, Any]], asyncio.Future[None]]],
+) -> list[tuple[Sql | Executable, list[dict[str, Any]]]]:
     """One executemany per statement, in an order that keeps every table's writes in order.
 
     Rows of one statement join its group unless another statement has written
     the same table since (a delete between two saves of a task): then a new
     group starts.
     """
-    groups: list[tuple[Executable, list[dict[str, Any]]]] = []
+    groups: list[tuple[Sql | Executable, list[dict[str, Any]]]] = []
     group_of: dict[int, int] = {}
-    last_on_table: dict[object, int] = {}
+    last_on_table: dict[str, int] = {}
     for statement, rows, _ in batch:
-        table = getattr(statement, "table", None)
+        table = _table(statement)
         index = group_of.get(id(statement))
         if index is None or last_on_table.get(table, index) != index:
             groups.append((statement, []))

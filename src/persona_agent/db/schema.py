@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from sqlalchemy import BigInteger, Integer, MetaData, text
 
+from persona_agent.db.sql import like_escaped
+
 __all__ = ["NOTIFY", "SEQ", "like_escaped", "metadata"]
 
 metadata = MetaData()
@@ -21,9 +23,3 @@ SEQ = BigInteger().with_variant(Integer, "sqlite")
 NOTIFY = text("SELECT pg_notify(:channel, :payload)")
 """PostgreSQL: notify ``channel`` with ``payload`` (at most 8000 bytes) when the transaction
 commits (replicas listen: :mod:`persona_agent.cluster.notify`)."""
-
-
-def like_escaped(text: str) -> str:
-    """``text`` for a LIKE pattern with ``\\`` as the escape (``escape="\\"``): its
-    wildcards taken literally."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
