@@ -123,7 +123,7 @@ def build_a2a(
     push = (
         build_push(
             settings,
-            storage.db,
+            storage.db.engine,  # (until the push configs run on the writer)
             announce=(
                 functools.partial(cluster.announce, PUSH_CHANNEL) if cluster is not None else None
             ),

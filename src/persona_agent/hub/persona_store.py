@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
+from persona_agent.db import Database
 from persona_agent.errors import ConfigError
 from persona_agent.personas.stores.file_store import FilePersonaStore
 from persona_agent.personas.stores.store import PersonaStore
@@ -39,7 +38,7 @@ class PersonaStorePart:
     """Built once: for the store, the REST API and the body limit."""
 
 
-def build_persona_store(settings: Settings, db: AsyncEngine, *, replica: bool) -> PersonaStorePart:
+def build_persona_store(settings: Settings, db: Database, *, replica: bool) -> PersonaStorePart:
     """The persona store of the settings and its limits (:func:`persona_limits`): on a
     ``replica``, the personas in the database ``db`` (filled from the persona directory
     when the replica joins the cluster); else the persona directory's, loaded
@@ -53,7 +52,7 @@ def build_persona_store(settings: Settings, db: AsyncEngine, *, replica: bool) -
         # Imported only then: the SQL store is a replica's.
         from persona_agent.personas.stores.sql_store import SqlPersonaStore
 
-        sql = SqlPersonaStore(db, limits=limits)
+        sql = SqlPersonaStore(db.engine, limits=limits)
         return PersonaStorePart(sql, sql, limits)
     return PersonaStorePart(load_personas(settings, limits), None, limits)
 

@@ -7,16 +7,16 @@ import asyncio
 import logging
 from typing import Any
 
-from sqlalchemy import literal, select
-
 from persona_agent.a2a.registry import A2ARegistry
-from persona_agent.db import GroupCommitWriter
+from persona_agent.db import GroupCommitWriter, Sql
 from persona_agent.errors import LLMError
 from persona_agent.llm.base import LLMBackend
 
 __all__ = ["Readiness"]
 
 logger = logging.getLogger(__name__)
+
+_PING = Sql("SELECT 1")
 
 
 class Readiness:
@@ -50,7 +50,7 @@ class Readiness:
             body["replica"] = self._replica
         try:
             async with asyncio.timeout(2):
-                await self._writer.fetch(select(literal(1)))
+                await self._writer.fetch(_PING)
             body["database"] = "ok"
         except Exception as error:
             logger.warning("Readiness check: the database does not answer (%s)", error)

@@ -8,14 +8,12 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from persona_agent.a2a.tasks.task_store import SqlTaskStore
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.chat.usage_log import UsageLog
 from persona_agent.conversations.prompt_store import PromptStore
 from persona_agent.conversations.user_persona import UserPersonas
-from persona_agent.db import GroupCommitWriter, create_engine
+from persona_agent.db import Database, GroupCommitWriter
 from persona_agent.hub.persona_data import DeletedPersonaData
 from persona_agent.hub.persona_store import build_persona_store
 from persona_agent.knowledge.document_store import KnowledgeStore
@@ -43,7 +41,9 @@ class Storage:
     (``sql_personas``). Started: the schema migrated (or checked); the replica joins the
     cluster with the A2A part, which has what it needs (the registry)."""
 
-    db: AsyncEngine
+    db: Database
+    """The database: SQLAlchemy's engine on it is made only when needed (PostgreSQL, a
+    migration), so a default hub on its SQLite file runs without SQLAlchemy."""
     writer: GroupCommitWriter
     """Every write of the hub, in shared transactions."""
     cluster: Cluster | None
@@ -72,7 +72,7 @@ class Storage:
     async def running(self) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
             stack.push_async_callback(self.db.dispose)
-            await prepare_db(self.db, auto_upgrade=self.auto_upgrade)
+            await prepare_db(self.writer, auto_upgrade=self.auto_upgrade)
             stack.push_async_callback(self.writer.aclose)
             stack.push_async_callback(self.lean_store.aclose)
             if self.sql_personas is not None:
@@ -83,14 +83,14 @@ class Storage:
 def build_storage(settings: Settings, metrics: HubMetrics) -> Storage:
     """The database of the settings, and the stores on it; a single hub's personas read
     from the persona directory (any bad file stops start-up)."""
-    db = create_engine(
+    db = Database(
         settings.resolved_database_url,
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
     )
     writer = GroupCommitWriter(db, on_commit=metrics.db_commit_seconds.observe)
     cluster: Cluster | None = None
-    if db.dialect.name == "postgresql":
+    if db.dialect == "postgresql":
         # Imported only then: the cluster parts need asyncpg.
         from persona_agent.cluster import Cluster
 

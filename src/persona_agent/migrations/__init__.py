@@ -3,16 +3,19 @@
 The revisions are Alembic's, in ``versions/``, run by :mod:`persona_agent.migrations.revisions`
 (with no alembic.ini). This module is what the hub and the ``persona-agent db`` commands call;
 it imports Alembic only when a migration, or the revision Alembic reads, is needed, so a
-start-up whose database is at :data:`SCHEMA_REVISION` already does without it.
+start-up whose database is at :data:`SCHEMA_REVISION` already does without it, and on a
+SQLite file without SQLAlchemy too (the revision read through the hub's writer).
 """
 
 from __future__ import annotations
 
-from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from typing import TYPE_CHECKING
 
+from persona_agent.db import DatabaseError, GroupCommitWriter, Sql
 from persona_agent.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 __all__ = [
     "MIGRATION_LOCK_KEY",
@@ -27,13 +30,19 @@ SCHEMA_REVISION = "0014"
 """The newest revision of ``persona_agent/migrations/versions`` (a test keeps it so)."""
 
 
-async def _at_revision(engine: AsyncEngine, revision: str) -> bool:
+_REVISION = Sql("SELECT version_num FROM alembic_version", table="alembic_version")
+
+
+async def _at_revision(database: GroupCommitWriter | AsyncEngine, revision: str) -> bool:
     """Whether the database's ``alembic_version`` says ``revision`` (no such table: no)."""
+    writer = database if isinstance(database, GroupCommitWriter) else GroupCommitWriter(database)
     try:
-        async with engine.connect() as conn:
-            found = (await conn.execute(text("SELECT version_num FROM alembic_version"))).all()
-    except DBAPIError:
+        found = await writer.fetch(_REVISION)
+    except DatabaseError:
         return False
+    finally:
+        if writer is not database:
+            await writer.aclose()
     return [row[0] for row in found] == [revision]
 
 
@@ -61,6 +70,7 @@ async def upgrade_db(engine: AsyncEngine, revision: str = "head") -> None:
             persona-agent migrated it), or ``revision`` is not one.
     """
     from alembic.util import CommandError
+    from sqlalchemy import text
     from sqlalchemy.exc import SQLAlchemyError
 
     from persona_agent.migrations import revisions
@@ -98,16 +108,19 @@ async def db_revision(engine: AsyncEngine) -> tuple[str | None, str]:
     return current, revisions.head_revision()
 
 
-async def prepare_db(engine: AsyncEngine, *, auto_upgrade: bool) -> None:
+async def prepare_db(database: GroupCommitWriter | AsyncEngine, *, auto_upgrade: bool) -> None:
     """At start-up: migrate the database to the newest schema (``auto_upgrade``), or check
-    that it is there already (``PERSONA_AGENT_DB_AUTO_UPGRADE=false``).
+    that it is there already (``PERSONA_AGENT_DB_AUTO_UPGRADE=false``). Given the hub's
+    writer, a database at the newest schema is checked through it alone (no SQLAlchemy on
+    a SQLite file); the engine is made only to migrate.
 
     Raises:
         ConfigError: not ``auto_upgrade``, and the database is not at the newest revision
             (the message names ``persona-agent db upgrade``); or as :func:`upgrade_db`.
     """
-    if await _at_revision(engine, SCHEMA_REVISION):
+    if await _at_revision(database, SCHEMA_REVISION):
         return  # the usual start: nothing to do, and Alembic not even imported (~0.2 s)
+    engine = database.engine if isinstance(database, GroupCommitWriter) else database
     if auto_upgrade:
         await upgrade_db(engine)
         return
