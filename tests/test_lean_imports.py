@@ -55,6 +55,11 @@ FEATURES = {
     "re2": "a lore key that is a regular expression",
     "PIL": "a character card in a PNG file",
     "alembic": "a database to migrate",
+    # The stores run Sql text on a SQLite file's own sqlite3 connections; the SDK's database
+    # stores, which import SQLAlchemy whenever it is installed, are kept out by serve
+    # (persona_agent.cli.unused_imports).
+    "sqlalchemy": "a database to migrate, or a database server (PostgreSQL)",
+    "aiosqlite": "a database to migrate",
     "openai": "a model server (PERSONA_AGENT_LLM_BASE_URL), or the embedded model once loaded",
     "persona_agent.memory.embeddings": "memory (PERSONA_AGENT_MEMORY=on)",
     "persona_agent.api.grpc.grpc_service": "gRPC (PERSONA_AGENT_GRPC_PORT)",
@@ -294,8 +299,9 @@ MASKED = """
 import json, sys
 from persona_agent.cli.unused_imports import unused_masked
 with unused_masked(grpc=False):
-    import a2a.client, a2a.server.request_handlers, httpx
-within = {name: name in sys.modules for name in ("grpc", "rich", "pygments")}
+    import a2a.client, a2a.server.request_handlers, a2a.server.tasks, httpx
+names = ("grpc", "rich", "pygments", "sqlalchemy", "a2a.server.models")
+within = {name: name in sys.modules for name in names}
 # Afterwards the libraries are importable again: the gRPC door's own import.
 from a2a.server.request_handlers.grpc_handler import GrpcHandler
 import grpc.aio
@@ -321,7 +327,13 @@ def run_python(code: str) -> Any:
 def test_the_masked_libraries_are_not_loaded_within_and_load_after() -> None:
     found = run_python(MASKED)
 
-    assert found["within"] == {"grpc": False, "rich": False, "pygments": False}
+    assert found["within"] == {
+        "grpc": False,
+        "rich": False,
+        "pygments": False,
+        "sqlalchemy": False,
+        "a2a.server.models": False,
+    }
     assert found["after"] is True
     assert found["door"] == "a2a.server.request_handlers.grpc_handler"  # the real one
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from persona_agent.db.database import Database
-from persona_agent.db.errors import DatabaseError, IntegrityError, OperationalError
+from persona_agent.db.database_errors import DatabaseError, IntegrityError, OperationalError
 from persona_agent.db.group_commit import GroupCommitWriter
 from persona_agent.db.sql import Sql, in_list, like_escaped
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.trace import SpanKind
 
 from persona_agent.db.database import Database
-from persona_agent.db.errors import translated
+from persona_agent.db.database_errors import translated
 from persona_agent.db.sql import Sql
 from persona_agent.db.sqlite_file import SqliteFile
 from persona_agent.observe.tracing import TRACER
@@ -38,7 +38,7 @@ class GroupCommitWriter:
     transaction holds the saves of many tasks and conversations. Built once, in
     ``create_app``, and passed to the task store, the history and the retention
     sweep. Statements are :class:`Sql` text (a failure raises
-    :mod:`persona_agent.db.errors`' errors on every database), or SQLAlchemy Core
+    :mod:`persona_agent.db.database_errors`' errors on every database), or SQLAlchemy Core
     (SQLAlchemy's errors).
 
     A SQLite file is reached through the standard ``sqlite3`` module only: one

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from persona_agent.db.errors import translated
+from persona_agent.db.database_errors import translated
 from persona_agent.db.sql import Sql
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class SqliteFile:
     SQLAlchemy once per shape (the same SQL, the same parameter order as through the
     engine), on the dialect ``dialect()`` gives (the engine's, made then).
 
-    A failed statement raises :mod:`persona_agent.db.errors`' error for :class:`Sql`, and
+    A failed statement raises :mod:`persona_agent.db.database_errors`' error for :class:`Sql`, and
     SQLAlchemy's (``IntegrityError`` ...) for Core, as through the engine.
     """
 
