@@ -27,17 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2a.types.a2a_pb2 import TaskState
-from sqlalchemy import (
-    TextClause,
-    text,
-)
 
 from persona_agent.conversations.message_retention import MessageLimits, MessageRetention
-from persona_agent.conversations.message_tables import messages_table
-from persona_agent.db import GroupCommitWriter, tasks_table
-from persona_agent.knowledge.document_store import document_chunks_table, documents_table
-from persona_agent.media.media_store import media_table
-from persona_agent.memory.memory_table import memories_table
+from persona_agent.db import GroupCommitWriter, Sql
 
 __all__ = ["DOCUMENT_GRACE_SECONDS", "Retention", "RetentionLimits"]
 
@@ -45,10 +37,12 @@ logger = logging.getLogger(__name__)
 
 _RUNNING = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
 _IDLE = f"state NOT IN ({', '.join(str(int(state)) for state in _RUNNING)})"
-_TASKS = tasks_table.name
-_MESSAGES = messages_table.name
-_MEMORIES = memories_table.name
-_DOCUMENTS = documents_table.name
+_TASKS = "pa_tasks"
+_MESSAGES = "pa_messages"
+_MEMORIES = "pa_memories"
+_DOCUMENTS = "pa_documents"
+_CHUNKS = "pa_document_chunks"
+_MEDIA = "pa_media"
 _ORPHAN_DOCUMENT = (
     f"{_DOCUMENTS}.conversation <> '' AND {_DOCUMENTS}.created_ms < :cutoff AND NOT EXISTS "
     f"(SELECT 1 FROM {_MESSAGES} WHERE {_MESSAGES}.conversation = "
@@ -57,15 +51,17 @@ _ORPHAN_DOCUMENT = (
 """A document attached to a conversation (docs/knowledge.md) whose conversation has no
 message left (the key in ``pa_messages`` is ``{persona}:{conversation}``)."""
 _ORPHAN_DOCUMENTS = (
-    text(
-        f"DELETE FROM {document_chunks_table.name} WHERE document_id IN "
-        f"(SELECT id FROM {_DOCUMENTS} WHERE {_ORPHAN_DOCUMENT})"
+    Sql(
+        f"DELETE FROM {_CHUNKS} WHERE document_id IN "
+        f"(SELECT id FROM {_DOCUMENTS} WHERE {_ORPHAN_DOCUMENT})",
+        table=_CHUNKS,
     ),
-    text(f"DELETE FROM {_DOCUMENTS} WHERE {_ORPHAN_DOCUMENT}"),
+    Sql(f"DELETE FROM {_DOCUMENTS} WHERE {_ORPHAN_DOCUMENT}", table=_DOCUMENTS),
 )
-_ORPHAN_MEDIA = text(
-    f"DELETE FROM {media_table.name} WHERE created_ms < :cutoff AND NOT EXISTS (SELECT 1 FROM "
-    f"{_MESSAGES} WHERE {_MESSAGES}.conversation = {media_table.name}.conversation)"
+_ORPHAN_MEDIA = Sql(
+    f"DELETE FROM {_MEDIA} WHERE created_ms < :cutoff AND NOT EXISTS (SELECT 1 FROM "
+    f"{_MESSAGES} WHERE {_MESSAGES}.conversation = {_MEDIA}.conversation)",
+    table=_MEDIA,
 )
 """An image goes with its conversation's last message (docs/media.md)."""
 DOCUMENT_GRACE_SECONDS = 3600
@@ -121,21 +117,17 @@ class Retention:
     async def sweep(self) -> None:
         """Delete the tasks, messages and memories over the limits (the oldest first)."""
         limits = self.limits
-        statements: list[tuple[TextClause, dict[str, Any]]] = []
+        statements: list[tuple[Sql, dict[str, Any]]] = []
         if limits.task_max_age_days > 0:
             cutoff = time.time_ns() - int(limits.task_max_age_days * 86_400 * 1e9)
-            older = text(f"DELETE FROM {_TASKS} WHERE {_IDLE} AND sort_ts < :cutoff")
-            statements.append((older, {"cutoff": cutoff}))
+            statements.append((_OLDER_TASKS, {"cutoff": cutoff}))
         if limits.task_max_count > 0:
-            newest = _keep_newest(_TASKS, "sort_ts", _IDLE)
-            statements.append((newest, {"n": limits.task_max_count}))
+            statements.append((_NEWEST_TASKS, {"n": limits.task_max_count}))
         if limits.task_max_bytes > 0:
-            smallest = _keep_bytes(_TASKS, "sort_ts", "data", _IDLE)
-            statements.append((smallest, {"n": limits.task_max_bytes}))
+            statements.append((_SMALLEST_TASKS, {"n": limits.task_max_bytes}))
         if limits.memory_max_age_days > 0:
             cutoff_ms = int((time.time() - limits.memory_max_age_days * 86_400) * 1000)
-            older = text(f"DELETE FROM {_MEMORIES} WHERE at_ms < :cutoff")
-            statements.append((older, {"cutoff": cutoff_ms}))
+            statements.append((_OLDER_MEMORIES, {"cutoff": cutoff_ms}))
         for statement, parameters in statements:
             await self._db.write(statement, [parameters])
         if limits.messages.limited:
@@ -159,20 +151,28 @@ class Retention:
                 await asyncio.wait_for(stop.wait(), interval)
 
 
-def _keep_newest(table: str, order: str, where: str) -> TextClause:
+def _keep_newest(table: str, order: str, where: str) -> Sql:
     """Delete all but the newest ``:n`` rows (by ``order``) that match ``where``."""
-    return text(
+    return Sql(
         f"DELETE FROM {table} WHERE {where} AND {order} <= ("
-        f"SELECT {order} FROM {table} WHERE {where} ORDER BY {order} DESC LIMIT 1 OFFSET :n)"
+        f"SELECT {order} FROM {table} WHERE {where} ORDER BY {order} DESC LIMIT 1 OFFSET :n)",
+        table=table,
     )
 
 
-def _keep_bytes(table: str, order: str, column: str, where: str) -> TextClause:
+def _keep_bytes(table: str, order: str, column: str, where: str) -> Sql:
     """Delete the oldest rows (by ``order``) matching ``where`` beyond the newest whose
     ``column`` add up to ``:n`` bytes."""
-    return text(
+    return Sql(
         f"DELETE FROM {table} WHERE {where} AND {order} <= ("
         f"SELECT {order} FROM (SELECT {order}, SUM(LENGTH({column})) OVER "
         f"(ORDER BY {order} DESC) AS total FROM {table} WHERE {where}) AS newest "
-        f"WHERE total > :n ORDER BY {order} DESC LIMIT 1)"
+        f"WHERE total > :n ORDER BY {order} DESC LIMIT 1)",
+        table=table,
     )
+
+
+_OLDER_TASKS = Sql(f"DELETE FROM {_TASKS} WHERE {_IDLE} AND sort_ts < :cutoff", table=_TASKS)
+_NEWEST_TASKS = _keep_newest(_TASKS, "sort_ts", _IDLE)
+_SMALLEST_TASKS = _keep_bytes(_TASKS, "sort_ts", "data", _IDLE)
+_OLDER_MEMORIES = Sql(f"DELETE FROM {_MEMORIES} WHERE at_ms < :cutoff", table=_MEMORIES)

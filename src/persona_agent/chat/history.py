@@ -14,15 +14,42 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from sqlalchemy import Table, bindparam, delete, func, insert, select
-
-from persona_agent.conversations.message_tables import messages_table, swipes_table
-from persona_agent.conversations.prompt_table import prompts_table
-from persona_agent.db import GroupCommitWriter, like_escaped
+from persona_agent.db import GroupCommitWriter, Sql, like_escaped
 from persona_agent.llm.base import Message
-from persona_agent.media.media_store import media_table
 
 __all__ = ["ConversationHistory", "trim_history"]
+
+_INSERT = Sql(
+    "INSERT INTO pa_messages (conversation, message, at_ms) "
+    "VALUES (:conversation, :message, :at_ms)",
+    table="pa_messages",
+)
+_SELECT = Sql(
+    "SELECT pa_messages.message FROM pa_messages "
+    "WHERE pa_messages.conversation = :conversation "
+    "ORDER BY pa_messages.seq DESC LIMIT :limit",
+    table="pa_messages",
+)
+_CONVERSATION_TABLES = ("pa_messages", "pa_swipes", "pa_media", "pa_prompts")
+"""Where a conversation's rows are: its messages, its answers' alternatives, its images,
+its prompts (they all go with it)."""
+_DELETE_PREFIXED = tuple(
+    Sql(f"DELETE FROM {table} WHERE {table}.conversation LIKE :prefix", table=table)
+    for table in _CONVERSATION_TABLES
+)
+_DELETE_CONVERSATION = tuple(
+    Sql(f"DELETE FROM {table} WHERE {table}.conversation = :conversation", table=table)
+    for table in _CONVERSATION_TABLES
+)
+_CALLER_KEYS = {
+    table: Sql(
+        f"SELECT {table}.conversation, count(*) FROM {table} "
+        f"WHERE {table}.conversation LIKE :pattern ESCAPE '\\' GROUP BY {table}.conversation",
+        table=table,
+    )
+    for table in ("pa_messages", "pa_swipes")
+}
+"""Each conversation of the table whose key matches ``:pattern``, and its rows."""
 
 
 def trim_history(messages: Sequence[Message], max_messages: int) -> list[Message]:
@@ -76,13 +103,6 @@ class ConversationHistory:
         reads the database (under the conversation's lock, which spans replicas)."""
         self._shared = shared
         self._db = writer
-        self._insert = insert(messages_table)
-        self._select = (
-            select(messages_table.c.message)
-            .where(messages_table.c.conversation == bindparam("conversation"))
-            .order_by(messages_table.c.seq.desc())
-            .limit(bindparam("limit"))
-        )
         self._cache: OrderedDict[str, _Entry] = OrderedDict()
         self._cache_size = cache_size
         self._cache_bytes = cache_bytes
@@ -106,13 +126,7 @@ class ConversationHistory:
         for conversation in [key for key in self._cache if key.startswith(prefix)]:
             self._bytes -= self._cache.pop(conversation)[1]
         await self._db.write_together(
-            [
-                (
-                    delete(table).where(table.c.conversation.like(bindparam("prefix"))),
-                    [{"prefix": f"{prefix}%"}],
-                )
-                for table in (messages_table, swipes_table, media_table, prompts_table)
-            ]
+            [(statement, [{"prefix": f"{prefix}%"}]) for statement in _DELETE_PREFIXED]
         )
 
     async def forget_caller(self, prefix: str) -> tuple[int, int]:
@@ -121,32 +135,21 @@ class ConversationHistory:
         how many conversations and messages there were.
 
         A scan of the messages (the key's persona part comes first): rare, on request."""
-        found = await self._caller_keys(messages_table, prefix)
+        found = await self._caller_keys("pa_messages", prefix)
         # An answer's alternatives (conversations/store.py) go with their conversation.
-        keys = set(found) | set(await self._caller_keys(swipes_table, prefix))
+        keys = set(found) | set(await self._caller_keys("pa_swipes", prefix))
         for conversation in keys:
             self.drop(conversation)
         if keys:
             rows = [{"conversation": key} for key in sorted(keys)]
-            await self._db.write_together(
-                [
-                    (delete(table).where(table.c.conversation == bindparam("conversation")), rows)
-                    for table in (messages_table, swipes_table, media_table, prompts_table)
-                ]
-            )
+            await self._db.write_together([(statement, rows) for statement in _DELETE_CONVERSATION])
         return len(found), sum(found.values())
 
-    async def _caller_keys(self, table: Table, prefix: str) -> dict[str, int]:
+    async def _caller_keys(self, table: str, prefix: str) -> dict[str, int]:
         """The conversations of ``table`` whose key, after the persona's id, starts with
         ``prefix``, and how many rows each has."""
-        column = table.c.conversation
         pattern = "%:" + like_escaped(prefix) + "%"
-        rows = await self._db.fetch(
-            select(column, func.count())
-            .where(column.like(bindparam("pattern"), escape="\\"))
-            .group_by(column),
-            {"pattern": pattern},
-        )
+        rows = await self._db.fetch(_CALLER_KEYS[table], {"pattern": pattern})
         # LIKE matches the prefix anywhere (and, on SQLite, in any case): keep exact ones.
         return {key: int(count) for key, count in rows if key.partition(":")[2].startswith(prefix)}
 
@@ -194,7 +197,7 @@ class ConversationHistory:
             return
         at_ms = int(time.time() * 1000)
         await self._db.write(
-            self._insert,
+            _INSERT,
             [
                 {"conversation": conversation, "message": json.dumps(m), "at_ms": at_ms}
                 for m in messages
@@ -212,7 +215,7 @@ class ConversationHistory:
         """The window's messages, and whether older ones were left out (one row more than
         the window is read to tell)."""
         rows = await self._db.fetch(
-            self._select, {"conversation": conversation, "limit": self._max_messages + 1}
+            _SELECT, {"conversation": conversation, "limit": self._max_messages + 1}
         )
         messages = [json.loads(row[0]) for row in reversed(rows)]
         trimmed = trim_history(messages, self._max_messages)

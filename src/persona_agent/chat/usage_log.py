@@ -13,39 +13,26 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import (
-    BigInteger,
-    Column,
-    Float,
-    Index,
-    String,
-    Table,
-    bindparam,
-    delete,
-    func,
-    insert,
-    select,
-)
-
-from persona_agent.db import SEQ, GroupCommitWriter, metadata
+from persona_agent.db import GroupCommitWriter, Sql
 from persona_agent.llm.base import Usage
 
-__all__ = ["ModelUsage", "UsageLog", "UsageTotals", "usage_table"]
+__all__ = ["ModelUsage", "UsageLog", "UsageTotals"]
 
-usage_table = Table(
-    "pa_usage",
-    metadata,
-    Column("seq", SEQ, primary_key=True, autoincrement=True),
-    Column("persona_id", String(63), nullable=False),
-    Column("model", String(200), nullable=False),
-    Column("at_ms", BigInteger, nullable=False),  # when the turn completed, ms since the epoch
-    Column("prompt_tokens", BigInteger, nullable=False),
-    Column("completion_tokens", BigInteger, nullable=False),
-    Column("cached_prompt_tokens", BigInteger, nullable=False),
-    Column("cost_usd", Float, nullable=True),  # none: the model has no price
-    Index("ix_pa_usage_persona_at", "persona_id", "at_ms"),
+_INSERT = Sql(
+    "INSERT INTO pa_usage (persona_id, model, at_ms, prompt_tokens, completion_tokens, "
+    "cached_prompt_tokens, cost_usd) VALUES (:persona_id, :model, :at_ms, :prompt_tokens, "
+    ":completion_tokens, :cached_prompt_tokens, :cost_usd)",
+    table="pa_usage",
 )
-"""Each completed answer's tokens and cost."""
+_DELETE = Sql("DELETE FROM pa_usage WHERE pa_usage.persona_id = :persona_id", table="pa_usage")
+_TOTALS = Sql(
+    "SELECT pa_usage.model, count(*), sum(pa_usage.prompt_tokens), "
+    "sum(pa_usage.completion_tokens), sum(pa_usage.cached_prompt_tokens), "
+    "sum(pa_usage.cost_usd), count(pa_usage.cost_usd) FROM pa_usage "
+    "WHERE pa_usage.persona_id = :persona_id AND pa_usage.at_ms >= :since "
+    "AND pa_usage.at_ms < :until GROUP BY pa_usage.model ORDER BY pa_usage.model",
+    table="pa_usage",
+)
 
 
 @dataclass
@@ -76,27 +63,6 @@ class UsageLog:
 
     def __init__(self, writer: GroupCommitWriter) -> None:
         self._db = writer
-        self._insert = insert(usage_table)
-        u = usage_table.c
-        self._delete = delete(usage_table).where(u.persona_id == bindparam("d_persona"))
-        self._totals = (
-            select(
-                u.model,
-                func.count(),
-                func.sum(u.prompt_tokens),
-                func.sum(u.completion_tokens),
-                func.sum(u.cached_prompt_tokens),
-                func.sum(u.cost_usd),
-                func.count(u.cost_usd),
-            )
-            .where(
-                u.persona_id == bindparam("persona_id"),
-                u.at_ms >= bindparam("since"),
-                u.at_ms < bindparam("until"),
-            )
-            .group_by(u.model)
-            .order_by(u.model)
-        )
 
     async def record(
         self, persona_id: str, model: str, usage: Usage, cost_usd: float | None
@@ -111,17 +77,17 @@ class UsageLog:
             "cached_prompt_tokens": usage.cached_prompt_tokens,
             "cost_usd": cost_usd,
         }
-        await self._db.write(self._insert, [row])
+        await self._db.write(_INSERT, [row])
 
     async def forget_persona(self, persona_id: str) -> None:
         """Delete a persona's records (it was deleted: a new persona with its id starts
         with none)."""
-        await self._db.write(self._delete, [{"d_persona": persona_id}])
+        await self._db.write(_DELETE, [{"persona_id": persona_id}])
 
     async def totals(self, persona_id: str, since_ms: int, until_ms: int) -> UsageTotals:
         """A persona's answers completed in ``[since_ms, until_ms)`` (ms since the epoch)."""
         rows = await self._db.fetch(
-            self._totals, {"persona_id": persona_id, "since": since_ms, "until": until_ms}
+            _TOTALS, {"persona_id": persona_id, "since": since_ms, "until": until_ms}
         )
         totals = UsageTotals()
         for model, answers, prompt, completion, cached, cost, priced in rows:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sqlalchemy import Table
 
-from persona_agent.chat.usage_log import usage_table
+from persona_agent.chat.usage_table import usage_table
 from persona_agent.cluster.tasks import replicas_table, task_events_table
 from persona_agent.conversations.message_tables import messages_table, swipes_table
 from persona_agent.conversations.prompt_table import prompts_table
