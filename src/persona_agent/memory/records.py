@@ -16,11 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from sqlalchemy import bindparam, delete, func, insert, select
-
-from persona_agent.conversations.summary_store import summaries_table
-from persona_agent.db import GroupCommitWriter
-from persona_agent.memory.memory_table import memories_table
+from persona_agent.db import GroupCommitWriter, Sql
 
 if TYPE_CHECKING:
     from persona_agent.memory.embeddings import Embedder
@@ -31,8 +27,44 @@ MAX_TEXT = 4000
 """An edited memory's text, at most (as a remembered message is kept: its first 4,000
 characters, :data:`persona_agent.memory.recall.MAX_REMEMBERED_CHARS`)."""
 
-_C = memories_table.c
-_COLUMNS = (_C.seq, _C.persona_id, _C.conversation, _C.role, _C.text, _C.at_ms)
+_TABLE = "pa_memories"  # memory_table.memories_table
+_COLUMNS = "seq, persona_id, conversation, role, text, at_ms"
+"""A :class:`MemoryRecord`'s columns, in its fields' order."""
+_MINE = "persona_id = :persona_id AND owner = :owner"
+"""The caller's records with the persona."""
+
+_NEWEST = Sql(
+    f"SELECT {_COLUMNS} FROM {_TABLE} WHERE {_MINE} AND seq < :before "
+    "ORDER BY seq DESC LIMIT :limit",
+    table=_TABLE,
+)
+_OLDEST = Sql(
+    f"SELECT {_COLUMNS} FROM {_TABLE} WHERE {_MINE} AND seq > :after ORDER BY seq LIMIT :limit",
+    table=_TABLE,
+)
+_ONE = Sql(f"SELECT {_COLUMNS}, model FROM {_TABLE} WHERE {_MINE} AND seq = :seq", table=_TABLE)
+_EDITED = Sql(
+    f"SELECT {_COLUMNS} FROM {_TABLE} WHERE {_MINE} AND seq > :seq AND text = :text "
+    "ORDER BY seq DESC LIMIT 1",
+    table=_TABLE,
+)
+_OF_MODEL = Sql(
+    f"SELECT {_COLUMNS}, vector FROM {_TABLE} WHERE {_MINE} AND model = :model "
+    "ORDER BY seq DESC LIMIT :limit",
+    table=_TABLE,
+)
+_DELETE_ONE = Sql(f"DELETE FROM {_TABLE} WHERE {_MINE} AND seq = :seq", table=_TABLE)
+_COUNT_OWNER = Sql(f"SELECT count(*) FROM {_TABLE} WHERE owner = :owner", table=_TABLE)
+_DELETE_OWNER = Sql(f"DELETE FROM {_TABLE} WHERE owner = :owner", table=_TABLE)
+_DELETE_SUMMARIES = Sql(
+    "DELETE FROM pa_summaries WHERE owner = :owner",  # conversations.summary_store's table
+    table="pa_summaries",
+)
+_INSERT = Sql(
+    f"INSERT INTO {_TABLE} (persona_id, owner, conversation, role, text, model, vector, at_ms) "
+    "VALUES (:persona_id, :owner, :conversation, :role, :text, :model, :vector, :at_ms)",
+    table=_TABLE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,28 +102,6 @@ class MemoryRecords:
         self._db = writer
         self.embedder = embedder
         self._max_rows = max_rows
-        mine = (_C.persona_id == bindparam("persona_id"), _C.owner == bindparam("owner"))
-        self._mine = mine
-        self._newest = (
-            select(*_COLUMNS)
-            .where(*mine, _C.seq < bindparam("before"))
-            .order_by(_C.seq.desc())
-            .limit(bindparam("limit"))
-        )
-        self._oldest = (
-            select(*_COLUMNS)
-            .where(*mine, _C.seq > bindparam("after"))
-            .order_by(_C.seq)
-            .limit(bindparam("limit"))
-        )
-        self._one = select(*_COLUMNS, _C.model).where(*mine, _C.seq == bindparam("seq"))
-        self._delete_one = delete(memories_table).where(*mine, _C.seq == bindparam("seq"))
-        self._count_owner = select(func.count()).where(_C.owner == bindparam("owner"))
-        self._delete_owner = delete(memories_table).where(_C.owner == bindparam("owner"))
-        self._delete_summaries = delete(summaries_table).where(
-            summaries_table.c.owner == bindparam("owner")
-        )
-        self._insert = insert(memories_table)
 
     async def page(
         self, persona_id: str, owner: str, *, before: int | None, limit: int
@@ -99,7 +109,7 @@ class MemoryRecords:
         """The newest ``limit`` records older than ``before`` (a ``seq``; ``None``: from
         the newest), newest first."""
         rows = await self._db.fetch(
-            self._newest,
+            _NEWEST,
             {
                 "persona_id": persona_id,
                 "owner": owner,
@@ -115,16 +125,14 @@ class MemoryRecords:
         """The oldest ``limit`` records newer than ``after`` (a ``seq``), oldest first: an
         export's pages."""
         rows = await self._db.fetch(
-            self._oldest,
+            _OLDEST,
             {"persona_id": persona_id, "owner": owner, "after": after, "limit": limit},
         )
         return [MemoryRecord(*row) for row in rows]
 
     async def get(self, persona_id: str, owner: str, seq: int) -> MemoryRecord | None:
         """The record ``seq`` if it is this caller's with this persona, else ``None``."""
-        rows = await self._db.fetch(
-            self._one, {"persona_id": persona_id, "owner": owner, "seq": seq}
-        )
+        rows = await self._db.fetch(_ONE, {"persona_id": persona_id, "owner": owner, "seq": seq})
         return MemoryRecord(*rows[0][:6]) if rows else None
 
     async def delete(self, persona_id: str, owner: str, seq: int) -> bool:
@@ -132,9 +140,7 @@ class MemoryRecords:
         was there."""
         if await self.get(persona_id, owner, seq) is None:
             return False
-        await self._db.write(
-            self._delete_one, [{"persona_id": persona_id, "owner": owner, "seq": seq}]
-        )
+        await self._db.write(_DELETE_ONE, [{"persona_id": persona_id, "owner": owner, "seq": seq}])
         return True
 
     async def edit(self, persona_id: str, owner: str, seq: int, text: str) -> MemoryRecord | None:
@@ -162,15 +168,10 @@ class MemoryRecords:
             "vector": vector.astype("<f4").tobytes(),
             "at_ms": now,
         }
-        await self._db.write(self._insert, [row])
-        await self._db.write(
-            self._delete_one, [{"persona_id": persona_id, "owner": owner, "seq": seq}]
-        )
+        await self._db.write(_INSERT, [row])
+        await self._db.write(_DELETE_ONE, [{"persona_id": persona_id, "owner": owner, "seq": seq}])
         found = await self._db.fetch(
-            select(*_COLUMNS)
-            .where(*self._mine, _C.seq > bindparam("seq"), _C.text == bindparam("text"))
-            .order_by(_C.seq.desc())
-            .limit(1),
+            _EDITED,
             {"persona_id": persona_id, "owner": owner, "seq": seq, "text": text},
         )
         return MemoryRecord(*found[0]) if found else None
@@ -195,11 +196,13 @@ class MemoryRecords:
         if not query.strip():
             return []
         rows = await self._db.fetch(
-            select(*_COLUMNS, _C.vector)
-            .where(*self._mine, _C.model == bindparam("model"))
-            .order_by(_C.seq.desc())
-            .limit(self._max_rows),
-            {"persona_id": persona_id, "owner": owner, "model": embedder.name},
+            _OF_MODEL,
+            {
+                "persona_id": persona_id,
+                "owner": owner,
+                "model": embedder.name,
+                "limit": self._max_rows,
+            },
         )
         if not rows:
             return []
@@ -221,10 +224,10 @@ class MemoryRecords:
     async def forget_owner(self, owner: str) -> int:
         """Delete every record of ``owner`` with every persona, and the running summaries
         of its conversations; how many records there were (counted just before)."""
-        rows = await self._db.fetch(self._count_owner, {"owner": owner})
+        rows = await self._db.fetch(_COUNT_OWNER, {"owner": owner})
         await asyncio.gather(
-            self._db.write(self._delete_owner, [{"owner": owner}]),
-            self._db.write(self._delete_summaries, [{"owner": owner}]),
+            self._db.write(_DELETE_OWNER, [{"owner": owner}]),
+            self._db.write(_DELETE_SUMMARIES, [{"owner": owner}]),
         )
         return int(rows[0][0]) if rows else 0
 

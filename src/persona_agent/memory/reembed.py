@@ -18,11 +18,11 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Table, bindparam, select, update
-
-from persona_agent.db import GroupCommitWriter
+from persona_agent.db import GroupCommitWriter, Sql
 
 if TYPE_CHECKING:  # numpy and the models are imported only once memory or documents need them
+    from sqlalchemy import Table
+
     from persona_agent.memory.embeddings import Embedder, Vectors
 
 __all__ = ["Reembedder", "VectorRows"]
@@ -33,21 +33,19 @@ logger = logging.getLogger(__name__)
 class VectorRows:
     """The rows of a ``table`` with ``seq``, ``model`` (the embedder's name), ``text`` and
     ``vector`` columns (``pa_memories``, ``pa_document_chunks``), as re-embedding reads
-    and writes them."""
+    and writes them. ``table``: its name (or its SQLAlchemy ``Table``)."""
 
-    def __init__(self, writer: GroupCommitWriter, table: Table) -> None:
+    def __init__(self, writer: GroupCommitWriter, table: str | Table) -> None:
         self._db = writer
-        c = table.c
-        self._other_models = (
-            select(c.seq, c.model, c.text)
-            .where(c.model != bindparam("model"))
-            .order_by(c.seq.desc())
-            .limit(bindparam("limit"))
+        name = table if isinstance(table, str) else table.name
+        self._other_models = Sql(
+            f"SELECT seq, model, text FROM {name} WHERE model != :model "
+            "ORDER BY seq DESC LIMIT :limit",
+            table=name,
         )
-        self._reembed = (
-            update(table)
-            .where(c.seq == bindparam("b_seq"), c.model == bindparam("b_old"))
-            .values(model=bindparam("b_model"), vector=bindparam("b_vector"))
+        self._reembed = Sql(
+            f"UPDATE {name} SET model = :model, vector = :vector WHERE seq = :seq AND model = :old",
+            table=name,
         )
 
     async def other_models(self, model: str, limit: int) -> list[tuple[int, str, str]]:
@@ -67,10 +65,10 @@ class VectorRows:
             self._reembed,
             [
                 {
-                    "b_seq": seq,
-                    "b_old": old,
-                    "b_model": model,
-                    "b_vector": vector.astype("<f4").tobytes(),
+                    "seq": seq,
+                    "old": old,
+                    "model": model,
+                    "vector": vector.astype("<f4").tobytes(),
                 }
                 for (seq, old), vector in zip(rows, vectors, strict=True)
             ],

@@ -21,21 +21,40 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
-from sqlalchemy import Select, and_, bindparam, func, insert, select
 
-from persona_agent.db import GroupCommitWriter
+from persona_agent.db import GroupCommitWriter, Sql
 from persona_agent.memory.embeddings import Vectors
 from persona_agent.memory.index import Remembered, ScopeIndex
-from persona_agent.memory.memory_table import memories_table
 from persona_agent.memory.reembed import VectorRows
 from persona_agent.memory.scope import MemoryScope
 
 __all__ = ["MemoryStore", "Remembered"]
 
-_c = memories_table.c
+_TABLE = "pa_memories"  # memory_table.memories_table
+_INSERT = Sql(
+    f"INSERT INTO {_TABLE} (persona_id, owner, conversation, role, text, model, vector, at_ms) "
+    "VALUES (:persona_id, :owner, :conversation, :role, :text, :model, :vector, :at_ms)",
+    table=_TABLE,
+)
+
+
+def _scope_statements(anonymous: bool) -> dict[str, Sql]:
+    """A scope's queries: of an identified caller (``owner``, every conversation) or of
+    an anonymous one (one ``conversation``)."""
+    scope = "persona_id = :persona_id AND owner = :owner AND model = :model"
+    if anonymous:
+        scope += " AND conversation = :conversation"
+    chosen = f"SELECT seq, role, text, at_ms, vector FROM {_TABLE} WHERE {scope}"
+    return {
+        "state": Sql(f"SELECT count(seq), max(seq) FROM {_TABLE} WHERE {scope}", table=_TABLE),
+        "newest": Sql(f"{chosen} AND seq <= :top ORDER BY seq DESC LIMIT :limit", table=_TABLE),
+        "after": Sql(f"{chosen} AND seq > :after AND seq <= :top ORDER BY seq", table=_TABLE),
+    }
+
+
+_STATEMENTS = {anonymous: _scope_statements(anonymous) for anonymous in (False, True)}
 
 
 @dataclass
@@ -68,33 +87,8 @@ class MemoryStore:
         self._cached_bytes = 0
         self.reads = 0
         """Scopes read from the database whole (a test and the bench watch it)."""
-        self._insert = insert(memories_table)
-        self._statements = {
-            anonymous: self._scope_statements(anonymous) for anonymous in (False, True)
-        }
-        self.vector_rows = VectorRows(writer, memories_table)
+        self.vector_rows = VectorRows(writer, _TABLE)
         """The rows as re-embedding reads and writes them."""
-
-    def _scope_statements(self, anonymous: bool) -> dict[str, Select[Any]]:
-        where = [
-            _c.persona_id == bindparam("persona_id"),
-            _c.owner == bindparam("owner"),
-            _c.model == bindparam("model"),
-        ]
-        if anonymous:
-            where.append(_c.conversation == bindparam("conversation"))
-        scope = and_(*where)
-        chosen = (_c.seq, _c.role, _c.text, _c.at_ms, _c.vector)
-        return {
-            "state": select(func.count(_c.seq), func.max(_c.seq)).where(scope),
-            "newest": select(*chosen)
-            .where(scope, _c.seq <= bindparam("top"))
-            .order_by(_c.seq.desc())
-            .limit(bindparam("limit")),
-            "after": select(*chosen)
-            .where(scope, _c.seq > bindparam("after"), _c.seq <= bindparam("top"))
-            .order_by(_c.seq),
-        }
 
     async def add(
         self, scope: MemoryScope, model: str, items: Sequence[tuple[str, str]], vectors: Vectors
@@ -115,7 +109,7 @@ class MemoryStore:
             for (role, text), vector in zip(items, vectors, strict=True)
         ]
         if rows:
-            await self._db.write(self._insert, rows)
+            await self._db.write(_INSERT, rows)
 
     async def load(self, scope: MemoryScope, model: str) -> tuple[list[Remembered], Vectors]:
         """The scope's remembered messages (newest first) whose vectors ``model`` made,
@@ -131,7 +125,7 @@ class MemoryStore:
 
     async def _index(self, scope: MemoryScope, model: str) -> tuple[ScopeIndex, asyncio.Lock]:
         key = (scope.persona_id, scope.owner, "" if scope.owner else scope.conversation, model)
-        statements = self._statements[not scope.owner]
+        statements = _STATEMENTS[not scope.owner]
         parameters: dict[str, object] = {
             "persona_id": scope.persona_id,
             "owner": scope.owner,

@@ -9,11 +9,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import bindparam, delete
-
 from persona_agent.conversations.summary_store import forget_persona_summaries
-from persona_agent.db import GroupCommitWriter
-from persona_agent.memory.memory_table import memories_table
+from persona_agent.db import GroupCommitWriter, Sql
 from persona_agent.personas.model import Persona
 
 if TYPE_CHECKING:  # the memory's own modules load numpy: not imported here
@@ -99,11 +96,12 @@ class TurnMemory:
 
 NO_MEMORY = TurnMemory()
 
+_FORGET = Sql("DELETE FROM pa_memories WHERE persona_id = :persona_id", table="pa_memories")
+
 
 async def forget_persona(writer: GroupCommitWriter, persona_id: str) -> None:
     """Delete every memory of a persona and the running summaries of its conversations (it
     was deleted: a new persona with its id must not remember its callers), whether memory
     is on now or was before."""
-    statement = delete(memories_table).where(memories_table.c.persona_id == bindparam("persona_id"))
-    await writer.write(statement, [{"persona_id": persona_id}])
+    await writer.write(_FORGET, [{"persona_id": persona_id}])
     await forget_persona_summaries(writer, persona_id)

@@ -18,12 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import and_, bindparam, delete
 
-from persona_agent.db import GroupCommitWriter
+from persona_agent.db import GroupCommitWriter, Sql
 from persona_agent.memory.embeddings import Embedder
 from persona_agent.memory.index import FACT_ROLE
-from persona_agent.memory.memory_table import memories_table
 from persona_agent.memory.recall import MAX_REMEMBERED_CHARS, PersonaMemory, near_duplicate
 from persona_agent.memory.remembered import Remembered
 from persona_agent.memory.retrieval import estimate_tokens, select_remembered
@@ -43,6 +41,14 @@ MAX_FACT_CHARS = 1000
 _NAMES_NO_MEMORY = frozenset(["all", "any", "anything", "everything", "user"])
 """Words of a ``forget`` request that name no memory, beside the stop words
 (:data:`persona_agent.memory.words.STOP_WORDS`): "forget everything about my dog"."""
+
+_SAME_TEXT = "DELETE FROM pa_memories WHERE persona_id = :persona_id AND text = :text"
+_FORGET_OF_OWNER = Sql(f"{_SAME_TEXT} AND owner = :owner", table="pa_memories")
+"""An identified caller's rows of a text with a persona."""
+_FORGET_IN_CONVERSATION = Sql(
+    f"{_SAME_TEXT} AND owner = :owner AND conversation = :conversation", table="pa_memories"
+)
+"""An anonymous caller's (``owner`` empty) rows of a text in its one conversation."""
 
 
 def memory_id(text: str) -> str:
@@ -76,20 +82,6 @@ class SharedMemory(TurnMemory):
         self.metrics = metrics
         self._writer = writer
         self._lookup: Callable[[str], Persona | None] = lambda persona_id: None
-        columns = memories_table.c
-        same_text = and_(
-            columns.persona_id == bindparam("persona_id"), columns.text == bindparam("text")
-        )
-        self._forget_of_owner = delete(memories_table).where(
-            same_text, columns.owner == bindparam("owner")
-        )
-        # Every value a parameter of the rows (``owner`` too, always empty here): the
-        # SQLite writer binds each row's own values, none from the statement.
-        self._forget_in_conversation = delete(memories_table).where(
-            same_text,
-            columns.owner == bindparam("owner"),
-            columns.conversation == bindparam("conversation"),
-        )
 
     def find_personas(self, lookup: Callable[[str], Persona | None]) -> None:
         self._lookup = lookup
@@ -318,13 +310,13 @@ class SharedMemory(TurnMemory):
         """Every row of these texts in the caller's memory with their personas (whichever
         embedder made their vectors)."""
         if scope.owner:
-            statement = self._forget_of_owner
+            statement = _FORGET_OF_OWNER
             rows = [
                 {"persona_id": item.persona_id, "text": item.text, "owner": scope.owner}
                 for item in items
             ]
         else:
-            statement = self._forget_in_conversation
+            statement = _FORGET_IN_CONVERSATION
             rows = [
                 {
                     "persona_id": item.persona_id,
