@@ -11,6 +11,7 @@ from sqlalchemy import insert, select
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.conversations.conversation_store import ConversationStore
 from persona_agent.conversations.message_tables import swipes_table
+from persona_agent.conversations.prompt_table import prompts_table
 from persona_agent.conversations.storage_quota import StorageLimits, StorageQuota
 from persona_agent.conversations.summary_store import summaries_table
 from persona_agent.conversations.view import ConversationView
@@ -18,6 +19,7 @@ from persona_agent.db import GroupCommitWriter
 from persona_agent.errors import (
     ConversationEditError,
     ConversationExistsError,
+    ConversationNotFound,
     ConversationStateError,
     MessageNotFound,
     StorageQuotaError,
@@ -269,6 +271,30 @@ async def test_a_change_to_summarized_messages_drops_the_running_summary(
     assert await writer.fetch(summaries) == [("They met.",)]
     await store.edit(KEY, ids[0], "q1, summarized already")
     assert await writer.fetch(summaries) == []  # made again from the messages as they are
+
+
+async def test_deleting_a_conversation_takes_its_alternatives_summary_and_prompts(
+    store: ConversationStore, history: ConversationHistory, writer: GroupCommitWriter
+) -> None:
+    for key in (KEY, "ada:c2"):
+        await history.append(key, exchange("q1", "a1"))
+        anchor = await store.stash_answer(key)
+        await history.append(key, [{"role": "assistant", "content": "a1 again"}])
+        await store.keep_answer(key, anchor)
+        answer = (await store.branches.rows(key))[-1].id
+        row = {"persona_id": "ada", "owner": "", "text": "Met.", "upto_seq": answer, "at_ms": 1}
+        await writer.write(insert(summaries_table), [{"conversation": key, **row}])
+        prompt = {"message_id": answer, "record": "{}", "created_ms": 1}
+        await writer.write(insert(prompts_table), [{"conversation": key, **prompt}])
+    await store.delete_conversation(KEY)
+    assert await snapshot(store) == ([], [])
+    assert await store.read(KEY) is None
+    for table in (summaries_table, prompts_table):
+        found = await writer.fetch(select(table.c.conversation))
+        assert found == [("ada:c2",)], table.name
+    assert len(await store.branches.swipes("ada:c2")) == 2
+    with pytest.raises(ConversationNotFound):
+        await store.delete_conversation(KEY)
 
 
 async def test_an_answer_with_tool_calls_is_swapped_whole(

@@ -15,29 +15,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import (
-    BigInteger,
-    Integer,
-    String,
-    Text,
-    and_,
-    bindparam,
-    delete,
-    insert,
-    null,
-    text,
-    update,
-)
-from sqlalchemy.sql import Executable
-
-from persona_agent.conversations.message_tables import messages_table, swipes_table
-from persona_agent.conversations.summary_store import summaries_table
 from persona_agent.conversations.view import (
     StoredMessage,
     SwipeRow,
     answer_spans,
     newest_alternatives,
 )
+from persona_agent.db import Sql
 from persona_agent.errors import ConversationStateError
 from persona_agent.llm.base import Message
 
@@ -57,18 +41,25 @@ __all__ = [
     "swipe_row",
 ]
 
-Write = tuple[Executable, list[dict[str, Any]]]
-
-_M = messages_table.c
-_S = swipes_table.c
+Write = tuple[Sql, list[dict[str, Any]]]
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-INSERT_MESSAGE = insert(messages_table)
-INSERT_SWIPE = insert(swipes_table)
+INSERT_MESSAGE = Sql(
+    "INSERT INTO pa_messages (conversation, message, at_ms) "
+    "VALUES (:conversation, :message, :at_ms)",
+    table="pa_messages",
+)
+"""A message (:func:`message_row`)."""
+INSERT_SWIPE = Sql(
+    "INSERT INTO pa_swipes (conversation, anchor, position, messages, at_ms) "
+    "VALUES (:conversation, :anchor, :position, :messages, :at_ms)",
+    table="pa_swipes",
+)
+"""An alternative (:func:`swipe_row`)."""
 
 
 def message_row(key: str, body: str, at: int | None) -> dict[str, Any]:
@@ -85,61 +76,48 @@ def swipe_row(key: str, anchor: int, position: int, body: str | None, at: int) -
     }
 
 
-INSERT_SWIPE_AT = text(
-    f"INSERT INTO {swipes_table.name} (conversation, anchor, position, messages, at_ms) "
-    f"VALUES (:c, (SELECT seq FROM {messages_table.name} WHERE conversation = :k AND "
-    "seq > :after ORDER BY seq LIMIT 1 OFFSET :j), :p, :body, :at)"
-).bindparams(
-    bindparam("c", type_=String()),
-    bindparam("k", type_=String()),
-    bindparam("after", type_=Integer()),
-    bindparam("j", type_=Integer()),
-    bindparam("p", type_=Integer()),
-    bindparam("body", type_=Text()),
-    bindparam("at", type_=BigInteger()),
+INSERT_SWIPE_AT = Sql(
+    "INSERT INTO pa_swipes (conversation, anchor, position, messages, at_ms) "
+    "VALUES (:c, (SELECT seq FROM pa_messages WHERE conversation = :k AND "
+    "seq > :after ORDER BY seq LIMIT 1 OFFSET :j), :p, :body, :at)",
+    table="pa_swipes",
 )
 """An alternative anchored on the ``j``-th message after ``after`` (written just before it, in
 the same transaction: its id is not known yet)."""
-DELETE_FROM = delete(messages_table).where(
-    and_(_M.conversation == bindparam("c"), _M.seq > bindparam("a"))
+DELETE_FROM = Sql(
+    "DELETE FROM pa_messages WHERE pa_messages.conversation = :c AND pa_messages.seq > :a",
+    table="pa_messages",
 )
-DELETE_MESSAGE = delete(messages_table).where(
-    and_(_M.conversation == bindparam("c"), _M.seq == bindparam("id"))
+DELETE_MESSAGE = Sql(
+    "DELETE FROM pa_messages WHERE pa_messages.conversation = :c AND pa_messages.seq = :id",
+    table="pa_messages",
 )
-UPDATE_MESSAGE = (
-    update(messages_table)
-    .where(and_(_M.conversation == bindparam("c"), _M.seq == bindparam("id")))
-    .values(message=bindparam("body"))
+UPDATE_MESSAGE = Sql(
+    "UPDATE pa_messages SET message=:body "
+    "WHERE pa_messages.conversation = :c AND pa_messages.seq = :id",
+    table="pa_messages",
 )
-DELETE_SWIPES_OF = delete(swipes_table).where(
-    and_(_S.conversation == bindparam("c"), _S.anchor == bindparam("a"))
+DELETE_SWIPES_OF = Sql(
+    "DELETE FROM pa_swipes WHERE pa_swipes.conversation = :c AND pa_swipes.anchor = :a",
+    table="pa_swipes",
 )
-DELETE_SWIPES_AFTER = delete(swipes_table).where(
-    and_(_S.conversation == bindparam("c"), _S.anchor > bindparam("a"))
+DELETE_SWIPES_AFTER = Sql(
+    "DELETE FROM pa_swipes WHERE pa_swipes.conversation = :c AND pa_swipes.anchor > :a",
+    table="pa_swipes",
 )
-STASH_SELECTED = (
-    update(swipes_table)
-    .where(
-        and_(_S.conversation == bindparam("c"), _S.anchor == bindparam("a"), _S.messages.is_(None))
-    )
-    .values(messages=bindparam("body"))
+STASH_SELECTED = Sql(
+    "UPDATE pa_swipes SET messages=:body WHERE pa_swipes.conversation = :c "
+    "AND pa_swipes.anchor = :a AND pa_swipes.messages IS NULL",
+    table="pa_swipes",
 )
-SELECT_POSITION = (
-    update(swipes_table)
-    .where(
-        and_(
-            _S.conversation == bindparam("c"),
-            _S.anchor == bindparam("a"),
-            _S.position == bindparam("p"),
-        )
-    )
-    .values(messages=null())
+SELECT_POSITION = Sql(
+    "UPDATE pa_swipes SET messages=NULL WHERE pa_swipes.conversation = :c "
+    "AND pa_swipes.anchor = :a AND pa_swipes.position = :p",
+    table="pa_swipes",
 )
-FORGET_SUMMARY = delete(summaries_table).where(
-    and_(
-        summaries_table.c.conversation == bindparam("c"),
-        summaries_table.c.upto_seq >= bindparam("s"),
-    )
+FORGET_SUMMARY = Sql(
+    "DELETE FROM pa_summaries WHERE pa_summaries.conversation = :c AND pa_summaries.upto_seq >= :s",
+    table="pa_summaries",
 )
 
 

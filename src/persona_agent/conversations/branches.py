@@ -18,13 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Protocol
-
-from sqlalchemy import (
-    bindparam,
-    delete,
-    select,
-)
+from typing import TYPE_CHECKING, Any, Protocol
 
 from persona_agent.conversations.branch_writes import (
     DELETE_FROM,
@@ -40,8 +34,6 @@ from persona_agent.conversations.branch_writes import (
     replace_answer,
     swipe_row,
 )
-from persona_agent.conversations.message_tables import messages_table, swipes_table
-from persona_agent.conversations.prompt_table import prompts_table
 from persona_agent.conversations.view import (
     StoredMessage,
     SwipeRow,
@@ -50,7 +42,7 @@ from persona_agent.conversations.view import (
     message_group,
     newest_alternatives,
 )
-from persona_agent.db import GroupCommitWriter
+from persona_agent.db import GroupCommitWriter, Sql
 from persona_agent.errors import (
     ConversationEditError,
     ConversationExistsError,
@@ -61,10 +53,10 @@ from persona_agent.errors import (
 from persona_agent.llm.base import Message
 from persona_agent.media.media_store import DELETE_CONVERSATION_MEDIA
 
-__all__ = ["Branches", "Forgetful"]
+if TYPE_CHECKING:
+    from sqlalchemy.sql import Executable
 
-_M = messages_table.c
-_S = swipes_table.c
+__all__ = ["Branches", "Forgetful"]
 
 
 class Forgetful(Protocol):
@@ -73,13 +65,23 @@ class Forgetful(Protocol):
     def drop(self, conversation: str) -> None: ...
 
 
-_ROWS = (
-    select(_M.seq, _M.message, _M.at_ms).where(_M.conversation == bindparam("c")).order_by(_M.seq)
+_ROWS = Sql(
+    "SELECT pa_messages.seq, pa_messages.message, pa_messages.at_ms FROM pa_messages "
+    "WHERE pa_messages.conversation = :c ORDER BY pa_messages.seq",
+    table="pa_messages",
 )
-_SWIPES = (
-    select(_S.anchor, _S.position, _S.messages, _S.at_ms)
-    .where(_S.conversation == bindparam("c"))
-    .order_by(_S.anchor, _S.position)
+_SWIPES = Sql(
+    "SELECT pa_swipes.anchor, pa_swipes.position, pa_swipes.messages, pa_swipes.at_ms "
+    "FROM pa_swipes WHERE pa_swipes.conversation = :c "
+    "ORDER BY pa_swipes.anchor, pa_swipes.position",
+    table="pa_swipes",
+)
+_DELETE_MESSAGES = Sql(
+    "DELETE FROM pa_messages WHERE pa_messages.conversation = :c", table="pa_messages"
+)
+_DELETE_SWIPES = Sql("DELETE FROM pa_swipes WHERE pa_swipes.conversation = :c", table="pa_swipes")
+_DELETE_PROMPTS = Sql(
+    "DELETE FROM pa_prompts WHERE pa_prompts.conversation = :c", table="pa_prompts"
 )
 
 
@@ -102,7 +104,11 @@ class Branches:
         return [SwipeRow(int(a), int(p), loads(body), int(at)) for a, p, body, at in found]
 
     async def _write(
-        self, key: str, writes: Sequence[Write], *, from_seq: int | None = None
+        self,
+        key: str,
+        writes: Sequence[tuple[Sql | Executable, list[dict[str, Any]]]],
+        *,
+        from_seq: int | None = None,
     ) -> None:
         """The writes in one transaction; ``from_seq``: the first message changed, and the
         conversation's running summary goes if it covers that one (the next turn that needs
@@ -302,13 +308,10 @@ class Branches:
         await self._write(
             key,
             [
-                (delete(messages_table).where(_M.conversation == bindparam("c")), [{"c": key}]),
-                (delete(swipes_table).where(_S.conversation == bindparam("c")), [{"c": key}]),
+                (_DELETE_MESSAGES, [{"c": key}]),
+                (_DELETE_SWIPES, [{"c": key}]),
                 (DELETE_CONVERSATION_MEDIA, [{"c": key}]),
-                (
-                    delete(prompts_table).where(prompts_table.c.conversation == bindparam("c")),
-                    [{"c": key}],
-                ),
+                (_DELETE_PROMPTS, [{"c": key}]),
             ],
             from_seq=0,
         )

@@ -11,19 +11,14 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
-from sqlalchemy import bindparam, func, select
-
 from persona_agent.conversations.branches import Branches, Forgetful
-from persona_agent.conversations.message_tables import messages_table
 from persona_agent.conversations.storage_quota import NO_QUOTA, StorageQuota, Stored, stored_size
 from persona_agent.conversations.view import ConversationInfo, ConversationView, final_text
-from persona_agent.db import GroupCommitWriter, like_escaped
+from persona_agent.db import GroupCommitWriter, Sql, in_list, like_escaped
 from persona_agent.errors import ConversationExistsError, ConversationNotFound, MessageNotFound
 from persona_agent.llm.base import Message
 
 __all__ = ["ConversationStore", "Locks"]
-
-_M = messages_table.c
 
 
 class Locks(Protocol):
@@ -50,10 +45,12 @@ def _nothing() -> AbstractAsyncContextManager[None]:
     return _Nothing()
 
 
-_LIST = (
-    select(_M.conversation, func.count(), func.max(_M.seq), func.max(_M.at_ms))
-    .where(_M.conversation.like(bindparam("pattern"), escape="\\"))
-    .group_by(_M.conversation)
+_LIST = Sql(
+    "SELECT pa_messages.conversation, count(*) AS count_1, max(pa_messages.seq) AS max_1, "
+    "max(pa_messages.at_ms) AS max_2 FROM pa_messages "
+    "WHERE pa_messages.conversation LIKE :pattern ESCAPE '\\' "
+    "GROUP BY pa_messages.conversation",
+    table="pa_messages",
 )
 
 
@@ -94,8 +91,13 @@ class ConversationStore:
         last = {int(row[2]) for row in found}
         previews: dict[int, str] = {}
         if last:
-            query = select(_M.seq, _M.message).where(_M.seq.in_(sorted(last)))
-            for seq, body in await self._db.fetch(query):
+            seqs, parameters = in_list("seq", sorted(last))
+            query = Sql(
+                "SELECT pa_messages.seq, pa_messages.message FROM pa_messages "
+                f"WHERE pa_messages.seq IN {seqs}",
+                table="pa_messages",
+            )
+            for seq, body in await self._db.fetch(query, parameters):
                 message = json.loads(body)
                 previews[int(seq)] = _preview(message)
         infos = []
