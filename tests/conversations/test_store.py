@@ -13,7 +13,7 @@ from persona_agent.conversations.conversation_store import ConversationStore
 from persona_agent.conversations.message_tables import swipes_table
 from persona_agent.conversations.prompt_table import prompts_table
 from persona_agent.conversations.storage_quota import StorageLimits, StorageQuota
-from persona_agent.conversations.summary_store import summaries_table
+from persona_agent.conversations.summary_table import summaries_table
 from persona_agent.conversations.view import ConversationView
 from persona_agent.db import GroupCommitWriter
 from persona_agent.errors import (

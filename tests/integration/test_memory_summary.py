@@ -23,7 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from persona_agent.api.app import create_app
-from persona_agent.conversations.summary_store import summaries_table
+from persona_agent.conversations.summary_table import summaries_table
 from persona_agent.db import create_engine
 from persona_agent.errors import ConfigError
 from persona_agent.memory.summary import FOLLOWING, SO_FAR

@@ -12,7 +12,8 @@ from typing import Any
 from sqlalchemy import select
 
 from persona_agent.chat.history import ConversationHistory
-from persona_agent.conversations.summary_store import Summary, SummaryStore, summaries_table
+from persona_agent.conversations.summary_store import Summary, SummaryStore
+from persona_agent.conversations.summary_table import summaries_table
 from persona_agent.db import GroupCommitWriter
 from persona_agent.llm.local.transcript import build_prompt
 from persona_agent.memory.scope import forget_persona

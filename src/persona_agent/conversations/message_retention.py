@@ -9,7 +9,7 @@ limit is still passed, it is shared out fairly (:func:`fair_level`): the callers
 fair level lose their oldest down to it, and a caller under the hub's limit divided by
 the number of callers loses nothing. One caller's growth never deletes another's
 messages. Every anonymous conversation is one caller's (the keys do not tell anonymous
-callers apart: :func:`~persona_agent.conversations.keys.owner_expression`); on a hub that
+callers apart: :func:`~persona_agent.conversations.keys.owner_sql`); on a hub that
 identifies nobody (``anonymous_is_a_caller`` false) it is the hub's only caller and has no
 budget of its own. The caller's quota on writes is the same budget, checked as it grows
 (:mod:`.storage_quota`).
@@ -20,27 +20,43 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Delete, and_, bindparam, delete, func, literal_column, or_, select, text
-
-from persona_agent.conversations.keys import owner_expression
-from persona_agent.conversations.message_tables import messages_table, swipes_table
-from persona_agent.conversations.summary_store import summaries_table
-from persona_agent.db import GroupCommitWriter
+from persona_agent.conversations.keys import owner_sql
+from persona_agent.db import GroupCommitWriter, Sql, in_list
 
 __all__ = ["MessageLimits", "MessageRetention", "fair_level"]
 
-_MESSAGES = messages_table.name
-_ORPHAN_SUMMARIES = text(
-    f"DELETE FROM {summaries_table.name} WHERE NOT EXISTS (SELECT 1 FROM {_MESSAGES} "
-    f"WHERE {_MESSAGES}.conversation = {summaries_table.name}.conversation)"
+_MESSAGES = "pa_messages"
+_SWIPES = "pa_swipes"
+_SUMMARIES = "pa_summaries"
+_ORPHAN_SUMMARIES = Sql(
+    f"DELETE FROM {_SUMMARIES} WHERE NOT EXISTS (SELECT 1 FROM {_MESSAGES} "
+    f"WHERE {_MESSAGES}.conversation = {_SUMMARIES}.conversation)",
+    table=_SUMMARIES,
 )
 """A running summary goes with its conversation's last message (docs/memory.md)."""
-_ORPHAN_SWIPES = text(
-    f"DELETE FROM {swipes_table.name} WHERE NOT EXISTS (SELECT 1 FROM {_MESSAGES} "
-    f"WHERE {_MESSAGES}.conversation = {swipes_table.name}.conversation AND "
-    f"({swipes_table.name}.anchor = 0 OR {_MESSAGES}.seq = {swipes_table.name}.anchor))"
+_ORPHAN_SWIPES = Sql(
+    f"DELETE FROM {_SWIPES} WHERE NOT EXISTS (SELECT 1 FROM {_MESSAGES} "
+    f"WHERE {_MESSAGES}.conversation = {_SWIPES}.conversation AND "
+    f"({_SWIPES}.anchor = 0 OR {_MESSAGES}.seq = {_SWIPES}.anchor))",
+    table=_SWIPES,
 )
 """An answer's alternatives go with the user message they answer (docs/conversations.md)."""
+
+
+def _usage_sql(dialect: str) -> str:
+    """Each caller's (owner part's) messages and their bytes: by conversation first (in
+    the order of the conversations' index), then by caller."""
+    return (
+        "SELECT owned.owner, sum(owned.n), sum(owned.size) FROM (SELECT "
+        f"{owner_sql('conversations.conversation', dialect)} AS owner, "
+        "conversations.n AS n, conversations.size AS size FROM (SELECT "
+        f"{_MESSAGES}.conversation AS conversation, count(*) AS n, "
+        f"coalesce(sum(length({_MESSAGES}.message)), 0) AS size FROM {_MESSAGES} "
+        f"GROUP BY {_MESSAGES}.conversation) AS conversations) AS owned GROUP BY owned.owner"
+    )
+
+
+_USAGE = Sql(_usage_sql("sqlite"), table=_MESSAGES, postgresql=_usage_sql("postgresql"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,31 +122,12 @@ class MessageRetention:
             if counts[o] > row[f"{kind[o]}_count"] or sizes[o] > row[f"{kind[o]}_size"]
         ]
         if over:
-            named = {f"owner_{i}": o for i, o in enumerate(over)} if len(over) <= _MAX_NAMED else {}
-            await self._db.write(_trimmed(over), [{**row, **named}])
+            statement, named = _trimmed(over, self._db.dialect)
+            await self._db.write(statement, [{**row, **named}])
 
     async def _usage(self) -> list[tuple[Any, ...]]:
-        """Each caller's (owner part's) messages and their bytes: by conversation first
-        (in the order of the conversations' index), then by caller."""
-        m = messages_table.c
-        conversations = (
-            select(
-                m.conversation,
-                func.count().label("n"),
-                func.coalesce(func.sum(func.length(m.message)), 0).label("size"),
-            )
-            .group_by(m.conversation)
-            .subquery("conversations")
-        )
-        owned = select(
-            owner_expression(conversations.c.conversation).label("owner"),
-            conversations.c.n,
-            conversations.c.size,
-        ).subquery("owned")
-        query = select(owned.c.owner, func.sum(owned.c.n), func.sum(owned.c.size)).group_by(
-            owned.c.owner
-        )
-        return await self._db.fetch(query)
+        """Each caller's (owner part's) messages and their bytes."""
+        return await self._db.fetch(_USAGE)
 
 
 def fair_level(wants: dict[str, int], total: int) -> int | None:
@@ -167,38 +164,26 @@ def _lowest(*limits: int | None) -> int:
     return min((limit for limit in limits if limit), default=_UNLIMITED)
 
 
-def _trimmed(owners: list[str]) -> Delete:
+def _trimmed(owners: list[str], dialect: str) -> tuple[Sql, dict[str, Any]]:
     """Delete the oldest messages of each of ``owners`` beyond its newest ``:held_count``
     whose bytes add up to ``:held_size`` at most (the anonymous conversations together:
     ``:anonymous_count`` and ``:anonymous_size``): one scan of the messages, and a sort
-    of those owners', whatever their number."""
-    m = messages_table.c
-    owner = owner_expression(m.conversation)
-    rows = select(m.seq, m.message, owner.label("owner"))
+    of those owners', whatever their number. The statement on ``dialect``, and its
+    owners' parameters."""
+    owner = owner_sql(f"{_MESSAGES}.conversation", dialect)
+    where, named = "", dict[str, Any]()
     if len(owners) <= _MAX_NAMED:  # else every caller's: those within the targets keep all
-        rows = rows.where(owner.in_([bindparam(f"owner_{i}") for i in range(len(owners))]))
-    owned = rows.subquery("owned")
-    newest_first = owned.c.seq.desc()
-    ranked = select(
-        owned.c.seq,
-        owned.c.owner,
-        func.sum(func.length(owned.c.message))
-        .over(partition_by=owned.c.owner, order_by=newest_first)
-        .label("total"),
-        func.row_number().over(partition_by=owned.c.owner, order_by=newest_first).label("n"),
-    ).subquery("ranked")
-    anonymous = ranked.c.owner == literal_column("''")
-    over = or_(
-        and_(
-            anonymous,
-            or_(
-                ranked.c.n > bindparam("anonymous_count"),
-                ranked.c.total > bindparam("anonymous_size"),
-            ),
-        ),
-        and_(
-            ~anonymous,
-            or_(ranked.c.n > bindparam("held_count"), ranked.c.total > bindparam("held_size")),
-        ),
+        listed, named = in_list("owner", owners)
+        where = f" WHERE {owner} IN {listed}"
+    sql = (
+        f"DELETE FROM {_MESSAGES} WHERE {_MESSAGES}.seq IN (SELECT ranked.seq FROM "
+        "(SELECT owned.seq AS seq, owned.owner AS owner, sum(length(owned.message)) "
+        "OVER (PARTITION BY owned.owner ORDER BY owned.seq DESC) AS total, "
+        "row_number() OVER (PARTITION BY owned.owner ORDER BY owned.seq DESC) AS n "
+        f"FROM (SELECT {_MESSAGES}.seq AS seq, {_MESSAGES}.message AS message, "
+        f"{owner} AS owner FROM {_MESSAGES}{where}) AS owned) AS ranked "
+        "WHERE ranked.owner = '' AND (ranked.n > :anonymous_count OR ranked.total > "
+        ":anonymous_size) OR ranked.owner != '' AND (ranked.n > :held_count OR "
+        "ranked.total > :held_size))"
     )
-    return delete(messages_table).where(m.seq.in_(select(ranked.c.seq).where(over)))
+    return Sql(sql, table=_MESSAGES), named

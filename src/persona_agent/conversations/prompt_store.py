@@ -15,18 +15,46 @@ import time
 from typing import Any
 
 import orjson
-from sqlalchemy import Select, bindparam, delete, func, insert, literal_column, select, text
 
-from persona_agent.conversations.message_tables import messages_table
-from persona_agent.conversations.prompt_table import prompts_table
-from persona_agent.db import GroupCommitWriter
+from persona_agent.db import GroupCommitWriter, Sql
 
 __all__ = ["PromptStore"]
 
-_P = prompts_table.c
-_M = messages_table.c
-_PROMPTS = prompts_table.name
-_MESSAGES = messages_table.name
+_PROMPTS = "pa_prompts"
+"""Each answer's prompt record (:mod:`.prompt_table`)."""
+_MESSAGES = "pa_messages"
+_ANSWER_THERE = (
+    f"EXISTS (SELECT 1 FROM {_MESSAGES} WHERE {_MESSAGES}.conversation = "
+    f"{_PROMPTS}.conversation AND {_MESSAGES}.seq = {_PROMPTS}.message_id)"
+)
+"""The record's answer is still in its conversation."""
+_INSERT = Sql(
+    f"INSERT INTO {_PROMPTS} (conversation, message_id, record, created_ms) "
+    f"SELECT CAST(:c AS VARCHAR), max({_MESSAGES}.seq), CAST(:record AS TEXT), "
+    f"CAST(:at AS BIGINT) FROM {_MESSAGES} "
+    f"WHERE {_MESSAGES}.conversation = :c HAVING max({_MESSAGES}.seq) IS NOT NULL",
+    table=_PROMPTS,
+)
+"""The record of the conversation's newest message (none while it has no message); the
+parameters cast, as PostgreSQL takes ``:c`` for text in the list and varchar after WHERE."""
+_ORPHANS = Sql(f"DELETE FROM {_PROMPTS} WHERE NOT {_ANSWER_THERE}", table=_PROMPTS)
+_REPLACE = Sql(
+    f"DELETE FROM {_PROMPTS} WHERE {_PROMPTS}.conversation = :c AND "
+    f"{_PROMPTS}.message_id = (SELECT max({_MESSAGES}.seq) FROM {_MESSAGES} "
+    f"WHERE {_MESSAGES}.conversation = :c)",
+    table=_PROMPTS,
+)
+_GET = Sql(
+    f"SELECT {_PROMPTS}.record FROM {_PROMPTS} WHERE {_PROMPTS}.conversation = :c "
+    f"AND {_PROMPTS}.message_id = :m AND {_ANSWER_THERE}",
+    table=_PROMPTS,
+)
+_LATEST = Sql(
+    f"SELECT {_PROMPTS}.message_id, {_PROMPTS}.record FROM {_PROMPTS} "
+    f"WHERE {_PROMPTS}.conversation = :c AND {_ANSWER_THERE} "
+    f"ORDER BY {_PROMPTS}.message_id DESC LIMIT 1",
+    table=_PROMPTS,
+)
 
 
 class PromptStore:
@@ -35,37 +63,17 @@ class PromptStore:
     def __init__(self, writer: GroupCommitWriter, *, keep: int = 20) -> None:
         self.keep_last = keep
         self._db = writer
-        newest: Select[Any, Any, Any, Any] = (
-            select(bindparam("c"), func.max(_M.seq), bindparam("record"), bindparam("at"))
-            .where(_M.conversation == bindparam("c"))
-            .having(func.max(_M.seq).is_not(None))
-        )
-        self._insert = insert(prompts_table).from_select(
-            ["conversation", "message_id", "record", "created_ms"], newest
-        )
-        # Older records than the last ``keep``, and those of messages no longer there.
-        self._trim = text(
+        self._trim = Sql(
             f"DELETE FROM {_PROMPTS} WHERE conversation = :c AND (message_id NOT IN (SELECT "
             f"message_id FROM {_PROMPTS} WHERE conversation = :c ORDER BY message_id DESC "
-            f"LIMIT {int(keep)}) OR NOT EXISTS (SELECT 1 FROM {_MESSAGES} WHERE "
-            f"{_MESSAGES}.conversation = {_PROMPTS}.conversation AND "
-            f"{_MESSAGES}.seq = {_PROMPTS}.message_id))"
-        )
-        self._orphans = text(
-            f"DELETE FROM {_PROMPTS} WHERE NOT EXISTS (SELECT 1 FROM {_MESSAGES} WHERE "
-            f"{_MESSAGES}.conversation = {_PROMPTS}.conversation AND "
-            f"{_MESSAGES}.seq = {_PROMPTS}.message_id)"
-        )
-        self._replace = delete(prompts_table).where(
-            _P.conversation == bindparam("c"),
-            _P.message_id
-            == select(func.max(_M.seq)).where(_M.conversation == bindparam("c")).scalar_subquery(),
+            f"LIMIT {int(keep)}) OR NOT {_ANSWER_THERE})",
+            table=_PROMPTS,
         )
 
     async def prune(self) -> None:
         """Delete the records whose answer is gone (retention deleted its messages): after
         each retention sweep."""
-        await self._db.write(self._orphans, [{}])
+        await self._db.write(_ORPHANS, [{}])
 
     async def put(self, conversation: str, record: dict[str, Any], *, new: bool = False) -> None:
         """Keep ``record`` for the conversation's newest message (its answer), in place of
@@ -76,12 +84,12 @@ class PromptStore:
             return
         row = {"c": conversation, "record": _dumped(record), "at": int(time.time() * 1000)}
         if new:
-            await self._db.write(self._insert, [row])
+            await self._db.write(_INSERT, [row])
             return
         await self._db.write_together(
             [
-                (self._replace, [{"c": conversation}]),
-                (self._insert, [row]),
+                (_REPLACE, [{"c": conversation}]),
+                (_INSERT, [row]),
                 (self._trim, [{"c": conversation}]),
             ]
         )
@@ -89,32 +97,12 @@ class PromptStore:
     async def get(self, conversation: str, message_id: int) -> dict[str, Any] | None:
         """The record of the answer ``message_id`` of ``conversation`` (``None``: none, or
         the message is gone)."""
-        rows = await self._db.fetch(
-            select(_P.record).where(
-                _P.conversation == bindparam("c"),
-                _P.message_id == bindparam("m"),
-                select(literal_column("1"))
-                .where(_M.conversation == _P.conversation, _M.seq == _P.message_id)
-                .exists(),
-            ),
-            {"c": conversation, "m": message_id},
-        )
+        rows = await self._db.fetch(_GET, {"c": conversation, "m": message_id})
         return json.loads(rows[0][0]) if rows else None
 
     async def latest(self, conversation: str) -> tuple[int, dict[str, Any]] | None:
         """The newest record of ``conversation`` and its answer's id (``None``: none)."""
-        rows = await self._db.fetch(
-            select(_P.message_id, _P.record)
-            .where(
-                _P.conversation == bindparam("c"),
-                select(literal_column("1"))
-                .where(_M.conversation == _P.conversation, _M.seq == _P.message_id)
-                .exists(),
-            )
-            .order_by(_P.message_id.desc())
-            .limit(1),
-            {"c": conversation},
-        )
+        rows = await self._db.fetch(_LATEST, {"c": conversation})
         return (int(rows[0][0]), json.loads(rows[0][1])) if rows else None
 
 

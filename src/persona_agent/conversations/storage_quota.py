@@ -23,12 +23,10 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import bindparam, func, select
-
-from persona_agent.conversations.keys import owned_by, owner_part
-from persona_agent.conversations.message_tables import messages_table, swipes_table
-from persona_agent.db import GroupCommitWriter, like_escaped
+from persona_agent.conversations.keys import owned_by_sql, owner_part
+from persona_agent.db import GroupCommitWriter, Sql, like_escaped
 from persona_agent.errors import StorageQuotaError
 from persona_agent.llm.base import Message
 
@@ -88,8 +86,29 @@ def stored_size(
     )
 
 
-_M = messages_table.c
-_S = swipes_table.c
+_MESSAGES = "pa_messages"
+_SWIPES = "pa_swipes"
+
+
+def _counted(owner: str, dialect: str) -> tuple[Sql, Sql, dict[str, Any]]:
+    """The queries of what ``owner`` keeps on ``dialect`` (its messages; its alternatives
+    of answers), and their parameters but ``:pattern``: a LIKE first, cheaper than the
+    exact test, which it leaves few rows to."""
+    mine, parameters = owned_by_sql(f"{_MESSAGES}.conversation", owner, dialect)
+    theirs, _ = owned_by_sql(f"{_SWIPES}.conversation", owner, dialect)
+    messages = Sql(
+        f"SELECT count(distinct({_MESSAGES}.conversation)), count(*), "
+        f"coalesce(sum(length({_MESSAGES}.message)), 0) FROM {_MESSAGES} "
+        f"WHERE {_MESSAGES}.conversation LIKE :pattern ESCAPE '\\' AND {mine}",
+        table=_MESSAGES,
+    )
+    alternatives = Sql(
+        f"SELECT count({_SWIPES}.messages), coalesce(sum(length({_SWIPES}.messages)), 0) "
+        f"FROM {_SWIPES} WHERE {_SWIPES}.conversation LIKE :pattern ESCAPE '\\' "
+        f"AND {theirs}",
+        table=_SWIPES,
+    )
+    return messages, alternatives, parameters
 
 
 class StorageQuota:
@@ -130,25 +149,11 @@ class StorageQuota:
     async def _count(self, owner: str) -> Stored:
         if self._db is None:
             return Stored()
-        # A LIKE first: cheaper than the exact test, which it leaves few rows to.
         pattern = "%:" + like_escaped(owner) + "%" if owner else "%"
-        mine, near = (
-            owned_by(_M.conversation, owner),
-            _M.conversation.like(bindparam("pattern"), escape="\\"),
-        )
-        query = select(
-            func.count(func.distinct(_M.conversation)),
-            func.count(),
-            func.coalesce(func.sum(func.length(_M.message)), 0),
-        ).where(near, mine)
-        [(conversations, messages, size)] = await self._db.fetch(query, {"pattern": pattern})
-        alternatives = select(
-            func.count(_S.messages), func.coalesce(func.sum(func.length(_S.messages)), 0)
-        ).where(
-            _S.conversation.like(bindparam("pattern"), escape="\\"),
-            owned_by(_S.conversation, owner),
-        )
-        [(others, other_size)] = await self._db.fetch(alternatives, {"pattern": pattern})
+        query, alternatives, parameters = _counted(owner, self._db.dialect)
+        parameters["pattern"] = pattern
+        [(conversations, messages, size)] = await self._db.fetch(query, parameters)
+        [(others, other_size)] = await self._db.fetch(alternatives, parameters)
         return Stored(int(conversations), int(messages) + int(others), int(size) + int(other_size))
 
     @asynccontextmanager

@@ -19,41 +19,57 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import (
-    BigInteger,
-    Column,
-    Index,
-    String,
-    Table,
-    Text,
-    and_,
-    bindparam,
-    delete,
-    select,
+from persona_agent.db import GroupCommitWriter, Sql
+
+if TYPE_CHECKING:  # the table is SQLAlchemy's: beside it, for Alembic and the tests
+    from persona_agent.conversations.summary_table import summaries_table as summaries_table
+
+__all__ = ["Evicted", "Summary", "SummaryStore", "forget_persona_summaries"]
+
+_SUMMARIES = "pa_summaries"
+"""Each conversation's running summary (:mod:`.summary_table`)."""
+_MESSAGES = "pa_messages"
+
+_FORGET = Sql(
+    f"DELETE FROM {_SUMMARIES} WHERE {_SUMMARIES}.persona_id = :persona_id", table=_SUMMARIES
+)
+_SELECT = Sql(
+    f"SELECT {_SUMMARIES}.text, {_SUMMARIES}.upto_seq FROM {_SUMMARIES} "
+    f"WHERE {_SUMMARIES}.conversation = :conversation",
+    table=_SUMMARIES,
+)
+# Never fails (a failed statement would fail its whole group commit): a row that is there
+# already is updated only if it is still the summary this one was made from.
+_SAVE = Sql(
+    f"INSERT INTO {_SUMMARIES} (conversation, persona_id, owner, text, upto_seq, at_ms) "
+    "VALUES (:conversation, :persona_id, :owner, :text, :upto_seq, :at_ms) "
+    "ON CONFLICT (conversation) DO UPDATE SET text = excluded.text, "
+    "upto_seq = excluded.upto_seq, at_ms = excluded.at_ms "
+    f"WHERE {_SUMMARIES}.upto_seq = :previous_seq",
+    table=_SUMMARIES,
+)
+_NEWEST = Sql(
+    f"SELECT {_MESSAGES}.seq, {_MESSAGES}.message FROM {_MESSAGES} "
+    f"WHERE {_MESSAGES}.conversation = :conversation ORDER BY {_MESSAGES}.seq DESC "
+    "LIMIT :limit",
+    table=_MESSAGES,
+)
+_BETWEEN = Sql(
+    f"SELECT {_MESSAGES}.seq, {_MESSAGES}.message FROM {_MESSAGES} "
+    f"WHERE {_MESSAGES}.conversation = :conversation AND {_MESSAGES}.seq > :after "
+    f"AND {_MESSAGES}.seq < :before ORDER BY {_MESSAGES}.seq LIMIT :limit",
+    table=_MESSAGES,
 )
 
-from persona_agent.conversations.message_tables import messages_table
-from persona_agent.db import GroupCommitWriter, metadata
 
-if TYPE_CHECKING:
-    from sqlalchemy.dialects import postgresql, sqlite
+def __getattr__(name: str) -> Any:
+    """``summaries_table``, imported (with SQLAlchemy) on first use: for the modules that
+    still name it from here."""
+    if name == "summaries_table":
+        from persona_agent.conversations.summary_table import summaries_table
 
-__all__ = ["Evicted", "Summary", "SummaryStore", "forget_persona_summaries", "summaries_table"]
-
-summaries_table = Table(
-    "pa_summaries",
-    metadata,
-    Column("conversation", String(300), primary_key=True),  # the key, as in pa_messages
-    Column("persona_id", String(63), nullable=False),
-    Column("owner", String(200), nullable=False),  # the identified caller; "" anonymous
-    Column("text", Text, nullable=False),
-    Column("upto_seq", BigInteger, nullable=False),  # the last pa_messages.seq it covers
-    Column("at_ms", BigInteger, nullable=False),  # ms since the epoch
-    Index("ix_pa_summaries_persona", "persona_id"),
-)
-"""Each conversation's running summary of the messages that left its window."""
-
-_FORGET = delete(summaries_table).where(summaries_table.c.persona_id == bindparam("persona_id"))
+        return summaries_table
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,48 +93,10 @@ class SummaryStore:
 
     def __init__(self, writer: GroupCommitWriter) -> None:
         self._db = writer
-        c = summaries_table.c
-        self._select = select(c.text, c.upto_seq).where(c.conversation == bindparam("conversation"))
-        # Only the dialect in use is imported: PostgreSQL's costs ~4 MB of memory.
-        upsert: postgresql.Insert | sqlite.Insert
-        if writer.engine.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-            upsert = pg_insert(summaries_table)
-        else:
-            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-            upsert = sqlite_insert(summaries_table)
-        # Never fails (a failed statement would fail its whole group commit): a row that is
-        # there already is updated only if it is still the summary this one was made from.
-        self._save = upsert.on_conflict_do_update(
-            index_elements=["conversation"],
-            set_={k: upsert.excluded[k] for k in ("text", "upto_seq", "at_ms")},
-            where=c.upto_seq == bindparam("previous_seq"),
-        )
-        m = messages_table.c
-        self._newest = (
-            select(m.seq, m.message)
-            .where(m.conversation == bindparam("conversation"))
-            .order_by(m.seq.desc())
-            .limit(bindparam("limit"))
-        )
-        self._between = (
-            select(m.seq, m.message)
-            .where(
-                and_(
-                    m.conversation == bindparam("conversation"),
-                    m.seq > bindparam("after"),
-                    m.seq < bindparam("before"),
-                )
-            )
-            .order_by(m.seq)
-            .limit(bindparam("limit"))
-        )
 
     async def get(self, conversation: str) -> Summary:
         """The conversation's summary (an empty one when it has none)."""
-        rows = await self._db.fetch(self._select, {"conversation": conversation})
+        rows = await self._db.fetch(_SELECT, {"conversation": conversation})
         return Summary(rows[0][0], int(rows[0][1])) if rows else Summary()
 
     async def save(
@@ -140,14 +118,14 @@ class SummaryStore:
             "at_ms": int(time.time() * 1000),
             "previous_seq": previous.upto_seq,
         }
-        await self._db.write(self._save, [row])
+        await self._db.write(_SAVE, [row])
 
     async def window_start(self, conversation: str, max_messages: int) -> int | None:
         """The ``seq`` of the first message in the conversation's window (as
         :func:`~persona_agent.chat.history.trim_history` cuts it: the last ``max_messages``,
         from a user message on); ``None`` while no message has left the window."""
         rows = await self._db.fetch(
-            self._newest, {"conversation": conversation, "limit": max_messages + 1}
+            _NEWEST, {"conversation": conversation, "limit": max_messages + 1}
         )
         if len(rows) <= max_messages:
             return None
@@ -163,7 +141,7 @@ class SummaryStore:
         """The conversation's messages after ``after`` and before ``before`` (seqs), oldest
         first, at most ``limit``."""
         parameters = {"conversation": conversation, "after": after, "before": before}
-        rows = await self._db.fetch(self._between, {**parameters, "limit": limit})
+        rows = await self._db.fetch(_BETWEEN, {**parameters, "limit": limit})
         return [Evicted(int(seq), json.loads(message)) for seq, message in rows]
 
 

@@ -12,41 +12,30 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import (
-    BigInteger,
-    Column,
-    String,
-    Table,
-    Text,
-    bindparam,
-    delete,
-    insert,
-    or_,
-    select,
-)
-
-from persona_agent.db import GroupCommitWriter, like_escaped, metadata
+from persona_agent.db import GroupCommitWriter, Sql, like_escaped
 from persona_agent.personas.user_identity import DEFAULT_USER, UserPersona
 
-__all__ = [
-    "UserPersona",
-    "UserPersonas",
-    "caller_scope",
-    "conversation_scope",
-    "user_personas_table",
-]
+__all__ = ["UserPersona", "UserPersonas", "caller_scope", "conversation_scope"]
 
-user_personas_table = Table(
-    "pa_user_personas",
-    metadata,
-    Column("scope", String(400), primary_key=True),  # caller:{owner} or conversation:{key}
-    Column("name", String(64), nullable=False),
-    Column("description", Text, nullable=False),
-    Column("at_ms", BigInteger, nullable=False),  # when it was set, ms since the epoch
+_T = "pa_user_personas"
+"""One row per scope: an identified caller's saved user persona, or one conversation's
+(:mod:`.user_persona_table`)."""
+_COLUMNS = f"SELECT {_T}.scope, {_T}.name, {_T}.description FROM {_T} "
+# Two scopes at most, each a parameter of its own.
+_SELECT = (
+    Sql(_COLUMNS + f"WHERE {_T}.scope = :first", table=_T),
+    Sql(_COLUMNS + f"WHERE {_T}.scope = :first OR {_T}.scope = :second", table=_T),
 )
-"""One row per scope: an identified caller's saved user persona, or one conversation's."""
-
-_t = user_personas_table
+_INSERT = Sql(
+    f"INSERT INTO {_T} (scope, name, description, at_ms) "
+    "VALUES (:scope, :name, :description, :at_ms)",
+    table=_T,
+)
+_DELETE = Sql(f"DELETE FROM {_T} WHERE {_T}.scope = :the_scope", table=_T)
+_SCOPES_LIKE = Sql(
+    f"SELECT {_T}.scope FROM {_T} WHERE {_T}.scope LIKE :pattern ESCAPE '\\'", table=_T
+)
+_DELETE_LIKE = Sql(f"DELETE FROM {_T} WHERE {_T}.scope LIKE :pattern ESCAPE '\\'", table=_T)
 
 
 def caller_scope(owner: str) -> str:
@@ -65,15 +54,6 @@ class UserPersonas:
 
     def __init__(self, writer: GroupCommitWriter) -> None:
         self._db = writer
-        columns = select(_t.c.scope, _t.c.name, _t.c.description)
-        # Two scopes at most, each a parameter of its own (the SQLite path compiles a
-        # statement once, so an IN list could not be given per call).
-        self._select = [
-            columns.where(_t.c.scope == bindparam("first")),
-            columns.where(or_(_t.c.scope == bindparam("first"), _t.c.scope == bindparam("second"))),
-        ]
-        self._insert = insert(_t)
-        self._delete = delete(_t).where(_t.c.scope == bindparam("the_scope"))
 
     async def get_caller(self, owner: str) -> UserPersona | None:
         """An identified caller's saved user persona (``None``: none saved)."""
@@ -130,32 +110,25 @@ class UserPersonas:
         """Delete an identified caller's saved user persona and those of its conversations
         (``prefix``: its conversations' keys after the persona's id, ``@{caller}:``); how
         many there were."""
-        column = _t.c.scope
         pattern = "conversation:%:" + like_escaped(prefix) + "%"
-        rows = await self._db.fetch(
-            select(column).where(column.like(bindparam("pattern"), escape="\\")),
-            {"pattern": pattern},
-        )
+        rows = await self._db.fetch(_SCOPES_LIKE, {"pattern": pattern})
         head = len("conversation:")
         # LIKE matches the prefix anywhere (and, on SQLite, in any case): keep exact ones.
         scopes = [s for (s,) in rows if s[head:].partition(":")[2].startswith(prefix)]
         if await self.get_caller(owner) is not None:
             scopes.append(caller_scope(owner))
         if scopes:
-            await self._db.write(self._delete, [{"the_scope": scope} for scope in scopes])
+            await self._db.write(_DELETE, [{"the_scope": scope} for scope in scopes])
         return len(scopes)
 
     async def forget_persona(self, persona_id: str) -> None:
         """Delete the user personas of a deleted persona's conversations."""
         pattern = conversation_scope(like_escaped(persona_id) + ":") + "%"
-        await self._db.write(
-            delete(_t).where(_t.c.scope.like(bindparam("pattern"), escape="\\")),
-            [{"pattern": pattern}],
-        )
+        await self._db.write(_DELETE_LIKE, [{"pattern": pattern}])
 
     async def _read(self, scopes: list[str]) -> dict[str, UserPersona]:
         values = dict(zip(("first", "second"), scopes, strict=False))
-        rows = await self._db.fetch(self._select[len(scopes) - 1], values)
+        rows = await self._db.fetch(_SELECT[len(scopes) - 1], values)
         return {scope: UserPersona(name, description) for scope, name, description in rows}
 
     async def _put(self, scope: str, user: UserPersona) -> None:
@@ -165,12 +138,10 @@ class UserPersonas:
             "description": user.description,
             "at_ms": int(time.time() * 1000),
         }
-        await self._db.write_together(
-            [(self._delete, [{"the_scope": scope}]), (self._insert, [row])]
-        )
+        await self._db.write_together([(_DELETE, [{"the_scope": scope}]), (_INSERT, [row])])
 
     async def _remove(self, scope: str) -> bool:
         if not (await self._read([scope])):
             return False
-        await self._db.write(self._delete, [{"the_scope": scope}])
+        await self._db.write(_DELETE, [{"the_scope": scope}])
         return True

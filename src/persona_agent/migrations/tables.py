@@ -14,8 +14,8 @@ from persona_agent.chat.usage_table import usage_table
 from persona_agent.cluster.tasks import replicas_table, task_events_table
 from persona_agent.conversations.message_tables import messages_table, swipes_table
 from persona_agent.conversations.prompt_table import prompts_table
-from persona_agent.conversations.summary_store import summaries_table
-from persona_agent.conversations.user_persona import user_personas_table
+from persona_agent.conversations.summary_table import summaries_table
+from persona_agent.conversations.user_persona_table import user_personas_table
 from persona_agent.db import metadata, push_callers_table, tasks_table
 from persona_agent.knowledge.document_store import document_chunks_table, documents_table
 from persona_agent.media.media_store import media_table
