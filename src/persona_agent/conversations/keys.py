@@ -6,25 +6,19 @@ conversation is ``@{quoted caller}:{context id}``, an anonymous one its context 
 before one that starts with ``@``: :func:`conversation_key`). A persona id is a slug (no
 ``:``), and a quoted caller has no ``:``: the *owner part* of a key, ``@{quoted caller}:``
 or ``""`` (every anonymous conversation), is read from it exactly, in Python
-(:func:`owner_part`) and in SQL (:func:`owner_sql`, :func:`owned_by_sql`; in SQLAlchemy
-Core :func:`owner_expression`, :func:`owned_by`), on SQLite and on PostgreSQL alike.
+(:func:`owner_part`) and in SQL (:func:`owner_sql`, :func:`owned_by_sql`), on SQLite and on
+PostgreSQL alike.
 """
 
 from __future__ import annotations
 
-from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
-
-if TYPE_CHECKING:
-    from sqlalchemy import ColumnElement
 
 __all__ = [
     "conversation_key",
     "history_key",
-    "owned_by",
     "owned_by_sql",
-    "owner_expression",
     "owner_part",
     "owner_sql",
 ]
@@ -96,71 +90,3 @@ def owned_by_sql(column: str, owner: str, dialect: str) -> tuple[str, dict[str, 
 
 # The same in SQLAlchemy Core, for the statements still written in it (SQLAlchemy imported
 # on the first call).
-
-
-@cache
-def _core_position() -> Any:
-    """SQLAlchemy's function for :func:`_position` (defined, with its compilers, once)."""
-    from sqlalchemy.ext.compiler import compiles
-    from sqlalchemy.sql.functions import FunctionElement
-
-    class _Position(FunctionElement[int]):
-        inherit_cache = True
-        name = "position"
-
-    @compiles(_Position)
-    def _instr(element: _Position, compiler: Any, **kw: Any) -> str:
-        return f"instr({compiler.process(element.clauses, **kw)})"
-
-    @compiles(_Position, "postgresql")
-    def _strpos(element: _Position, compiler: Any, **kw: Any) -> str:
-        return f"strpos({compiler.process(element.clauses, **kw)})"
-
-    return _Position
-
-
-def _core_rest(column: ColumnElement[str]) -> ColumnElement[str]:
-    from sqlalchemy import Integer, String, func, literal_column
-
-    colon = literal_column("':'", String())
-    return func.substr(column, _core_position()(column, colon) + literal_column("1", Integer()))
-
-
-def _core_anonymous(rest: ColumnElement[str]) -> ColumnElement[bool]:
-    from sqlalchemy import Integer, String, func, literal_column, or_
-
-    one = literal_column("1", Integer())
-    two = literal_column("2", Integer())
-    return or_(
-        func.substr(rest, one, one) != literal_column("'@'", String()),
-        func.substr(rest, one, two) == literal_column("'@:'", String()),
-    )
-
-
-def owner_expression(column: ColumnElement[str]) -> ColumnElement[str]:
-    """:func:`owner_part` in SQLAlchemy Core, of the key in ``column`` (to group rows by
-    caller); constants written into the SQL (no parameters: a write's rows name every
-    parameter)."""
-    from sqlalchemy import Integer, String, case, func, literal_column
-
-    one = literal_column("1", Integer())
-    rest = _core_rest(column)
-    colon = literal_column("':'", String())
-    owner = func.substr(
-        rest, one, _core_position()(func.substr(rest, literal_column("2", Integer())), colon) + one
-    )
-    return case((_core_anonymous(rest), literal_column("''")), else_=owner)
-
-
-def owned_by(column: ColumnElement[str], owner: str) -> ColumnElement[bool]:
-    """:func:`owned_by_sql` in SQLAlchemy Core: a condition for a query (its values are
-    bound in it)."""
-    from sqlalchemy import Integer, bindparam, func, literal_column
-
-    rest = _core_rest(column)
-    if owner:
-        one = literal_column("1", Integer())
-        return func.substr(rest, one, bindparam("owner_length", len(owner))) == bindparam(
-            "owner", owner
-        )
-    return _core_anonymous(rest)

@@ -17,12 +17,9 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from persona_agent.db import GroupCommitWriter, Sql
-
-if TYPE_CHECKING:  # the table is SQLAlchemy's: beside it, for Alembic and the tests
-    from persona_agent.conversations.summary_table import summaries_table as summaries_table
 
 __all__ = ["Evicted", "Summary", "SummaryStore", "forget_persona_summaries"]
 
@@ -60,16 +57,6 @@ _BETWEEN = Sql(
     f"AND {_MESSAGES}.seq < :before ORDER BY {_MESSAGES}.seq LIMIT :limit",
     table=_MESSAGES,
 )
-
-
-def __getattr__(name: str) -> Any:
-    """``summaries_table``, imported (with SQLAlchemy) on first use: for the modules that
-    still name it from here."""
-    if name == "summaries_table":
-        from persona_agent.conversations.summary_table import summaries_table
-
-        return summaries_table
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True, slots=True)
