@@ -38,6 +38,7 @@ from persona_agent.conversations.view import (
     answer_spans,
     newest_alternatives,
 )
+from persona_agent.db import Sql
 from persona_agent.errors import ConversationStateError
 from persona_agent.llm.base import Message
 
@@ -57,7 +58,7 @@ __all__ = [
     "swipe_row",
 ]
 
-Write = tuple[Executable, list[dict[str, Any]]]
+Write = tuple[Sql | Executable, list[dict[str, Any]]]
 
 _M = messages_table.c
 _S = swipes_table.c
