@@ -158,6 +158,8 @@ class KnowledgeStore:
     def __init__(self, writer: GroupCommitWriter, *, max_passages: int = 50_000) -> None:
         """``max_passages``: the most passages one search reads (a persona's limits keep
         it far below)."""
+        # VectorRows (memory/reembed.py) builds its statements from the Table: SQLAlchemy
+        # comes with it until it takes the table's name.
         from persona_agent.knowledge.document_tables import document_chunks_table
 
         self._db = writer
