@@ -30,7 +30,7 @@ from persona_agent.conversations.conversation_store import ConversationStore
 from persona_agent.conversations.message_retention import fair_level
 from persona_agent.conversations.message_tables import messages_table
 from persona_agent.db import GroupCommitWriter
-from persona_agent.knowledge.document_store import documents_table
+from persona_agent.knowledge.document_tables import documents_table
 from persona_agent.knowledge.turn import AttachedFile
 from persona_agent.memory.memory_table import memories_table
 from persona_agent.memory.records import MemoryRecords

@@ -8,8 +8,7 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
-from sqlalchemy.engine import make_url
-
+from persona_agent.db.database import sqlite_file_path
 from persona_agent.personas.formats.charx import CharxAsset
 from persona_agent.settings import Settings
 
@@ -25,6 +24,7 @@ def keep_assets(settings: Settings, persona_id: str, assets: Sequence[CharxAsset
 
     Raises:
         ConfigError, OSError, SQLAlchemyError: the database cannot be reached or migrated.
+        persona_agent.db.DatabaseError: the assets could not be written.
     """
     if not assets and not _database_there(settings):
         return  # nothing to keep, nothing to clear: no database made for it
@@ -78,6 +78,11 @@ def kept_assets(settings: Settings, persona_id: str) -> list[CharxAsset]:
 def _database_there(settings: Settings) -> bool:
     """Whether the hub's database may hold something: a server's, or a SQLite file that is
     there (an export reads none into being)."""
+    path = sqlite_file_path(settings.resolved_database_url)
+    if path is not None:
+        return Path(path).is_file()
+    from sqlalchemy.engine import make_url  # another database, or a form only it reads
+
     url = make_url(settings.resolved_database_url)
     if url.get_backend_name() != "sqlite":
         return True

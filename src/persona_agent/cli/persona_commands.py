@@ -110,10 +110,11 @@ def _keep_assets(settings: Settings, persona_id: str, assets: Sequence[CharxAsse
     from sqlalchemy.exc import SQLAlchemyError
 
     from persona_agent.cli.charx_assets import keep_assets
+    from persona_agent.db import DatabaseError
 
     try:
         keep_assets(settings, persona_id, assets)
-    except (ConfigError, OSError, SQLAlchemyError) as error:
+    except (ConfigError, OSError, SQLAlchemyError, DatabaseError) as error:
         typer.secho(f"The CHARX's assets were not kept: {error}", err=True, fg="yellow")
         return
     if assets:

@@ -12,70 +12,31 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import (
-    BigInteger,
-    Column,
-    Index,
-    Integer,
-    LargeBinary,
-    String,
-    Table,
-    Text,
-    and_,
-    bindparam,
-    delete,
-    insert,
-    or_,
-    select,
-)
-from sqlalchemy.sql import Executable
-
-from persona_agent.db import SEQ, GroupCommitWriter, like_escaped, metadata
+from persona_agent.db import GroupCommitWriter, Sql, like_escaped
 from persona_agent.memory.reembed import VectorRows
 
-__all__ = [
-    "Document",
-    "KnowledgeStore",
-    "StoredPassage",
-    "document_chunks_table",
-    "documents_table",
-]
+if TYPE_CHECKING:
+    from persona_agent.knowledge.document_tables import (
+        document_chunks_table as document_chunks_table,
+    )
+    from persona_agent.knowledge.document_tables import documents_table as documents_table
 
-documents_table = Table(
-    "pa_documents",
-    metadata,
-    Column("id", String(36), primary_key=True),
-    Column("persona_id", String(63), nullable=False),
-    Column("conversation", String(300), nullable=False),  # "": the persona's own, for all
-    Column("name", String(255), nullable=False),
-    Column("media_type", String(100), nullable=False),
-    Column("source", String(20), nullable=False),  # upload, directory or a2a
-    Column("size", BigInteger, nullable=False),  # bytes
-    Column("sha256", String(64), nullable=False),
-    Column("chunks", Integer, nullable=False),
-    Column("created_ms", BigInteger, nullable=False),  # ms since the epoch
-    Index("ix_pa_documents_persona", "persona_id", "conversation", "name"),
-)
-"""The documents, without their text."""
+__all__ = ["Document", "KnowledgeStore", "StoredPassage"]
 
-document_chunks_table = Table(
-    "pa_document_chunks",
-    metadata,
-    Column("seq", SEQ, primary_key=True, autoincrement=True),
-    Column("document_id", String(36), nullable=False),
-    Column("persona_id", String(63), nullable=False),
-    Column("conversation", String(300), nullable=False),  # as its document's
-    Column("position", Integer, nullable=False),  # its place in the document, from 0
-    Column("page", Integer, nullable=True),  # the PDF page it starts on
-    Column("text", Text, nullable=False),
-    Column("model", String(100), nullable=False),  # the embedder that made the vector
-    Column("vector", LargeBinary, nullable=False),  # float32, little-endian, unit length
-    Index("ix_pa_document_chunks_scope", "persona_id", "conversation"),
-    Index("ix_pa_document_chunks_document", "document_id"),
-)
-"""The documents' passages, each with its vector."""
+_DOCS = "pa_documents"
+_CHUNKS = "pa_document_chunks"
+
+
+def __getattr__(name: str) -> Any:
+    """The tables, from :mod:`.document_tables` (SQLAlchemy with them) on first use: for
+    the modules that still import them from here."""
+    if name in ("documents_table", "document_chunks_table"):
+        from persona_agent.knowledge import document_tables
+
+        return getattr(document_tables, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,9 +80,76 @@ class StoredPassage:
     vector: bytes
 
 
-_DOCUMENT_COLUMNS = tuple(documents_table.c)
+_DOCUMENT_COLUMNS = ", ".join(
+    f"{_DOCS}.{column}"
+    for column in (
+        "id",
+        "persona_id",
+        "conversation",
+        "name",
+        "media_type",
+        "source",
+        "size",
+        "sha256",
+        "chunks",
+        "created_ms",
+    )
+)
 """In the order of :class:`Document`'s fields."""
-_Write = tuple[Executable, list[dict[str, Any]]]
+_Write = tuple[Sql, list[dict[str, Any]]]
+
+_INSERT_DOCUMENT = Sql(
+    f"INSERT INTO {_DOCS} (id, persona_id, conversation, name, media_type, source, size, "
+    "sha256, chunks, created_ms) VALUES (:id, :persona_id, :conversation, :name, "
+    ":media_type, :source, :size, :sha256, :chunks, :created_ms)",
+    table=_DOCS,
+)
+_INSERT_CHUNKS = Sql(
+    f"INSERT INTO {_CHUNKS} (document_id, persona_id, conversation, position, page, text, "
+    "model, vector) VALUES (:document_id, :persona_id, :conversation, :position, :page, "
+    ":text, :model, :vector)",
+    table=_CHUNKS,
+)
+_LIST = Sql(
+    f"SELECT {_DOCUMENT_COLUMNS} FROM {_DOCS} WHERE {_DOCS}.persona_id = :persona_id "
+    f"AND {_DOCS}.conversation = :conversation ORDER BY {_DOCS}.created_ms, {_DOCS}.id",
+    table=_DOCS,
+)
+_ONE = Sql(
+    f"SELECT {_DOCUMENT_COLUMNS} FROM {_DOCS} "
+    f"WHERE {_DOCS}.persona_id = :persona_id AND {_DOCS}.id = :id",
+    table=_DOCS,
+)
+_PERSONAS = Sql(f"SELECT DISTINCT {_DOCS}.persona_id FROM {_DOCS}", table=_DOCS)
+_PASSAGES = Sql(
+    f"SELECT {_CHUNKS}.document_id, {_DOCS}.name, {_CHUNKS}.position, {_CHUNKS}.page, "
+    f"{_CHUNKS}.text, {_CHUNKS}.model, {_CHUNKS}.vector "
+    f"FROM {_CHUNKS} JOIN {_DOCS} ON {_DOCS}.id = {_CHUNKS}.document_id "
+    f"WHERE {_CHUNKS}.persona_id = :persona_id "
+    f"AND ({_CHUNKS}.conversation = '' OR {_CHUNKS}.conversation = :conversation) "
+    f"ORDER BY {_CHUNKS}.seq LIMIT :limit",
+    table=_CHUNKS,
+)
+_DELETE_DOCUMENT = Sql(
+    f"DELETE FROM {_DOCS} WHERE {_DOCS}.persona_id = :persona_id AND {_DOCS}.id = :id",
+    table=_DOCS,
+)
+_DELETE_CHUNKS = Sql(f"DELETE FROM {_CHUNKS} WHERE {_CHUNKS}.document_id = :id", table=_CHUNKS)
+_FORGET_DOCUMENTS = Sql(f"DELETE FROM {_DOCS} WHERE {_DOCS}.persona_id = :persona_id", table=_DOCS)
+_FORGET_CHUNKS = Sql(
+    f"DELETE FROM {_CHUNKS} WHERE {_CHUNKS}.persona_id = :persona_id", table=_CHUNKS
+)
+_CONVERSATIONS_LIKE = Sql(
+    f"SELECT {_DOCS}.persona_id, {_DOCS}.id, {_DOCS}.conversation FROM {_DOCS} "
+    f"WHERE {_DOCS}.conversation LIKE :pattern ESCAPE '\\'",
+    table=_DOCS,
+)
+_CALLER_DOCUMENTS = Sql(
+    f"SELECT {_DOCUMENT_COLUMNS} FROM {_DOCS} WHERE {_DOCS}.persona_id = :persona_id "
+    f"AND {_DOCS}.conversation LIKE :pattern ESCAPE '\\' "
+    f"ORDER BY {_DOCS}.created_ms, {_DOCS}.id",
+    table=_DOCS,
+)
 
 
 class KnowledgeStore:
@@ -130,48 +158,14 @@ class KnowledgeStore:
     def __init__(self, writer: GroupCommitWriter, *, max_passages: int = 50_000) -> None:
         """``max_passages``: the most passages one search reads (a persona's limits keep
         it far below)."""
+        # VectorRows (memory/reembed.py) builds its statements from the Table: SQLAlchemy
+        # comes with it until it takes the table's name.
+        from persona_agent.knowledge.document_tables import document_chunks_table
+
         self._db = writer
+        self._max_passages = max_passages
         self.vector_rows = VectorRows(writer, document_chunks_table)
         """The passages as re-embedding reads and writes them."""
-        self._insert_document = insert(documents_table)
-        self._insert_chunks = insert(document_chunks_table)
-        docs, chunks = documents_table.c, document_chunks_table.c
-        persona = docs.persona_id == bindparam("persona_id")
-        self._list = (
-            select(*_DOCUMENT_COLUMNS)
-            .where(persona, docs.conversation == bindparam("conversation"))
-            .order_by(docs.created_ms, docs.id)
-        )
-        self._one = select(*_DOCUMENT_COLUMNS).where(persona, docs.id == bindparam("id"))
-        self._personas = select(docs.persona_id).distinct()
-        self._passages = (
-            select(
-                chunks.document_id,
-                docs.name,
-                chunks.position,
-                chunks.page,
-                chunks.text,
-                chunks.model,
-                chunks.vector,
-            )
-            .join(documents_table, docs.id == chunks.document_id)
-            .where(
-                chunks.persona_id == bindparam("persona_id"),
-                or_(chunks.conversation == "", chunks.conversation == bindparam("conversation")),
-            )
-            .order_by(chunks.seq)
-            .limit(max_passages)
-        )
-        self._delete_document = delete(documents_table).where(
-            and_(persona, docs.id == bindparam("id"))
-        )
-        self._delete_chunks = delete(document_chunks_table).where(
-            chunks.document_id == bindparam("id")
-        )
-        self._forget_documents = delete(documents_table).where(persona)
-        self._forget_chunks = delete(document_chunks_table).where(
-            chunks.persona_id == bindparam("persona_id")
-        )
 
     async def add(
         self,
@@ -205,7 +199,7 @@ class KnowledgeStore:
         writes: list[_Write] = []
         if replacing is not None:
             writes += self._deletes(persona_id, replacing)
-        writes.append((self._insert_document, [asdict(document)]))
+        writes.append((_INSERT_DOCUMENT, [asdict(document)]))
         rows = [
             {
                 "document_id": document.id,
@@ -219,30 +213,33 @@ class KnowledgeStore:
             }
             for position, page, text, vector in passages
         ]
-        writes.append((self._insert_chunks, rows))
+        writes.append((_INSERT_CHUNKS, rows))
         await self._db.write_together(writes)
         return document
 
     async def documents(self, persona_id: str, conversation: str = "") -> list[Document]:
         """The documents of a persona (``conversation`` empty) or of one conversation."""
-        rows = await self._db.fetch(
-            self._list, {"persona_id": persona_id, "conversation": conversation}
-        )
+        rows = await self._db.fetch(_LIST, {"persona_id": persona_id, "conversation": conversation})
         return [Document(*row) for row in rows]
 
     async def document(self, persona_id: str, document_id: str) -> Document | None:
-        rows = await self._db.fetch(self._one, {"persona_id": persona_id, "id": document_id})
+        rows = await self._db.fetch(_ONE, {"persona_id": persona_id, "id": document_id})
         return Document(*rows[0]) if rows else None
 
     async def personas(self) -> set[str]:
         """The personas with documents (their own or their conversations')."""
-        return {row[0] for row in await self._db.fetch(self._personas)}
+        return {row[0] for row in await self._db.fetch(_PERSONAS)}
 
     async def passages(self, persona_id: str, conversation: str) -> list[StoredPassage]:
         """Every passage a turn of ``conversation`` may read: the persona's documents' and
         the conversation's own."""
         rows = await self._db.fetch(
-            self._passages, {"persona_id": persona_id, "conversation": conversation}
+            _PASSAGES,
+            {
+                "persona_id": persona_id,
+                "conversation": conversation,
+                "limit": self._max_passages,
+            },
         )
         return [StoredPassage(*row) for row in rows]
 
@@ -254,20 +251,14 @@ class KnowledgeStore:
         """Delete every document of a persona, its conversations' too."""
         parameters = [{"persona_id": persona_id}]
         await self._db.write_together(
-            [(self._forget_chunks, parameters), (self._forget_documents, parameters)]
+            [(_FORGET_CHUNKS, parameters), (_FORGET_DOCUMENTS, parameters)]
         )
 
     async def forget_conversations(self, prefix: str) -> int:
         """Delete the documents of every conversation whose key starts with ``prefix`` (an
         identified caller's: ``@{caller}:``), with every persona, and their passages; how
         many documents there were. A scan of the documents: rare, on request."""
-        docs = documents_table.c
-        rows = await self._db.fetch(
-            select(docs.persona_id, docs.id, docs.conversation).where(
-                docs.conversation.like(bindparam("pattern"), escape="\\")
-            ),
-            {"pattern": like_escaped(prefix) + "%"},
-        )
+        rows = await self._db.fetch(_CONVERSATIONS_LIKE, {"pattern": like_escaped(prefix) + "%"})
         # LIKE matches in any case on SQLite: keep the exact ones.
         found = [(persona, id_) for persona, id_, key in rows if key.startswith(prefix)]
         writes = [write for persona, id_ in found for write in self._deletes(persona, id_)]
@@ -278,14 +269,8 @@ class KnowledgeStore:
     async def caller_documents(self, persona_id: str, prefix: str) -> list[Document]:
         """The documents attached to the persona's conversations whose key starts with
         ``prefix`` (an identified caller's: ``@{caller}:``), the oldest first."""
-        docs = documents_table.c
         rows = await self._db.fetch(
-            select(*_DOCUMENT_COLUMNS)
-            .where(
-                docs.persona_id == bindparam("persona_id"),
-                docs.conversation.like(bindparam("pattern"), escape="\\"),
-            )
-            .order_by(docs.created_ms, docs.id),
+            _CALLER_DOCUMENTS,
             {"persona_id": persona_id, "pattern": like_escaped(prefix) + "%"},
         )
         # LIKE matches in any case on SQLite: keep the exact ones.
@@ -294,6 +279,6 @@ class KnowledgeStore:
 
     def _deletes(self, persona_id: str, document_id: str) -> list[_Write]:
         return [
-            (self._delete_chunks, [{"id": document_id}]),
-            (self._delete_document, [{"persona_id": persona_id, "id": document_id}]),
+            (_DELETE_CHUNKS, [{"id": document_id}]),
+            (_DELETE_DOCUMENT, [{"persona_id": persona_id, "id": document_id}]),
         ]

@@ -1,5 +1,6 @@
 """The images of conversations (``pa_media``): each stored once a conversation by the hash
-of its prepared bytes, read back for the model's prompt and for the REST media route."""
+of its prepared bytes, read back for the model's prompt and for the REST media route. The
+table is defined in :mod:`.media_table`."""
 
 from __future__ import annotations
 
@@ -7,43 +8,48 @@ import asyncio
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import (
-    BigInteger,
-    Column,
-    Integer,
-    LargeBinary,
-    String,
-    Table,
-    bindparam,
-    delete,
-    insert,
-    select,
-)
-
-from persona_agent.db import GroupCommitWriter, metadata
+from persona_agent.db import GroupCommitWriter, Sql
 from persona_agent.media.images import ImageInput
 
-__all__ = ["DELETE_CONVERSATION_MEDIA", "MediaStore", "StoredImage", "media_table"]
+if TYPE_CHECKING:
+    from persona_agent.media.media_table import media_table as media_table
 
-media_table = Table(
-    "pa_media",
-    metadata,
-    Column("conversation", String(400), primary_key=True),  # the conversation's key
-    Column("sha256", String(64), primary_key=True),  # of data, hex
-    Column("media_type", String(40), nullable=False),
-    Column("bytes", Integer, nullable=False),
-    Column("width", Integer, nullable=False),
-    Column("height", Integer, nullable=False),
-    Column("data", LargeBinary, nullable=False),  # downscaled, re-encoded, no metadata
-    Column("created_ms", BigInteger, nullable=False),
+__all__ = ["DELETE_CONVERSATION_MEDIA", "MediaStore", "StoredImage"]
+
+_TABLE = "pa_media"
+
+DELETE_CONVERSATION_MEDIA = Sql(
+    f"DELETE FROM {_TABLE} WHERE {_TABLE}.conversation = :c", table=_TABLE
 )
-"""One row per (conversation, sha256); deleted with the conversation."""
-
-_M = media_table.c
-
-DELETE_CONVERSATION_MEDIA = delete(media_table).where(_M.conversation == bindparam("c"))
 """Deletes the images of the conversation ``c`` (with it, in its transaction)."""
+
+_INSERT = Sql(
+    f"INSERT INTO {_TABLE} (conversation, sha256, media_type, bytes, width, height, data, "
+    "created_ms) VALUES (:conversation, :sha256, :media_type, :bytes, :width, :height, :data, "
+    ":created_ms)",
+    table=_TABLE,
+)
+_KNOWN = Sql(
+    f"SELECT {_TABLE}.sha256 FROM {_TABLE} WHERE {_TABLE}.conversation = :conversation",
+    table=_TABLE,
+)
+_READ = Sql(
+    f"SELECT {_TABLE}.sha256, {_TABLE}.media_type, {_TABLE}.data FROM {_TABLE} "
+    f"WHERE {_TABLE}.conversation = :conversation AND {_TABLE}.sha256 = :sha256",
+    table=_TABLE,
+)
+
+
+def __getattr__(name: str) -> Any:
+    """``media_table``, from :mod:`.media_table` (SQLAlchemy with it) on first use: for the
+    modules that still import it from here."""
+    if name == "media_table":
+        from persona_agent.media.media_table import media_table
+
+        return media_table
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,24 +66,19 @@ class MediaStore:
 
     def __init__(self, writer: GroupCommitWriter) -> None:
         self._db = writer
-        self._insert = insert(media_table)
-        self._known = select(_M.sha256).where(_M.conversation == bindparam("conversation"))
-        self._read = select(_M.sha256, _M.media_type, _M.data).where(
-            _M.conversation == bindparam("conversation"), _M.sha256 == bindparam("sha256")
-        )
 
     async def keep(self, conversation: str, images: Sequence[ImageInput]) -> None:
         """Store the images the conversation does not have yet (the conversation's lock
         held)."""
         if not images:
             return
-        rows = await self._db.fetch(self._known, {"conversation": conversation})
+        rows = await self._db.fetch(_KNOWN, {"conversation": conversation})
         have = {row[0] for row in rows}
         now = int(time.time() * 1000)
         new: dict[str, ImageInput] = {i.sha256: i for i in images if i.sha256 not in have}
         if new:
             await self._db.write(
-                self._insert,
+                _INSERT,
                 [
                     {
                         "conversation": conversation,
@@ -97,7 +98,7 @@ class MediaStore:
         """The conversation's images of ``hashes`` it has, by hash (a query each, side by
         side: a prompt shows a few)."""
         reads = [
-            self._db.fetch(self._read, {"conversation": conversation, "sha256": sha256})
+            self._db.fetch(_READ, {"conversation": conversation, "sha256": sha256})
             for sha256 in sorted(set(hashes))
         ]
         found = [row for rows in await asyncio.gather(*reads) for row in rows]

@@ -17,10 +17,10 @@ from persona_agent.conversations.prompt_table import prompts_table
 from persona_agent.conversations.summary_table import summaries_table
 from persona_agent.conversations.user_persona_table import user_personas_table
 from persona_agent.db import metadata, push_callers_table, tasks_table
-from persona_agent.knowledge.document_store import document_chunks_table, documents_table
-from persona_agent.media.media_store import media_table
+from persona_agent.knowledge.document_tables import document_chunks_table, documents_table
+from persona_agent.media.media_table import media_table
 from persona_agent.memory.memory_table import memories_table
-from persona_agent.personas.stores.asset_store import persona_assets_table
+from persona_agent.personas.stores.asset_table import persona_assets_table
 from persona_agent.personas.stores.sql_writes import personas_table
 
 __all__ = ["TABLES", "metadata"]
