@@ -12,31 +12,15 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from persona_agent.db import GroupCommitWriter, Sql, like_escaped
 from persona_agent.memory.reembed import VectorRows
-
-if TYPE_CHECKING:
-    from persona_agent.knowledge.document_tables import (
-        document_chunks_table as document_chunks_table,
-    )
-    from persona_agent.knowledge.document_tables import documents_table as documents_table
 
 __all__ = ["Document", "KnowledgeStore", "StoredPassage"]
 
 _DOCS = "pa_documents"
 _CHUNKS = "pa_document_chunks"
-
-
-def __getattr__(name: str) -> Any:
-    """The tables, from :mod:`.document_tables` (SQLAlchemy with them) on first use: for
-    the modules that still import them from here."""
-    if name in ("documents_table", "document_chunks_table"):
-        from persona_agent.knowledge import document_tables
-
-        return getattr(document_tables, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,13 +142,9 @@ class KnowledgeStore:
     def __init__(self, writer: GroupCommitWriter, *, max_passages: int = 50_000) -> None:
         """``max_passages``: the most passages one search reads (a persona's limits keep
         it far below)."""
-        # VectorRows (memory/reembed.py) builds its statements from the Table: SQLAlchemy
-        # comes with it until it takes the table's name.
-        from persona_agent.knowledge.document_tables import document_chunks_table
-
         self._db = writer
         self._max_passages = max_passages
-        self.vector_rows = VectorRows(writer, document_chunks_table)
+        self.vector_rows = VectorRows(writer, _CHUNKS)
         """The passages as re-embedding reads and writes them."""
 
     async def add(

@@ -8,7 +8,7 @@ import asyncio
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from persona_agent.db import GroupCommitWriter, Sql
 from persona_agent.media.images import ImageInput
@@ -40,16 +40,6 @@ _READ = Sql(
     f"WHERE {_TABLE}.conversation = :conversation AND {_TABLE}.sha256 = :sha256",
     table=_TABLE,
 )
-
-
-def __getattr__(name: str) -> Any:
-    """``media_table``, from :mod:`.media_table` (SQLAlchemy with it) on first use: for the
-    modules that still import it from here."""
-    if name == "media_table":
-        from persona_agent.media.media_table import media_table
-
-        return media_table
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True, slots=True)

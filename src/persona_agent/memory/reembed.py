@@ -21,8 +21,6 @@ from typing import TYPE_CHECKING
 from persona_agent.db import GroupCommitWriter, Sql
 
 if TYPE_CHECKING:  # numpy and the models are imported only once memory or documents need them
-    from sqlalchemy import Table
-
     from persona_agent.memory.embeddings import Embedder, Vectors
 
 __all__ = ["Reembedder", "VectorRows"]
@@ -33,11 +31,11 @@ logger = logging.getLogger(__name__)
 class VectorRows:
     """The rows of a ``table`` with ``seq``, ``model`` (the embedder's name), ``text`` and
     ``vector`` columns (``pa_memories``, ``pa_document_chunks``), as re-embedding reads
-    and writes them. ``table``: its name (or its SQLAlchemy ``Table``)."""
+    and writes them. ``table``: its name."""
 
-    def __init__(self, writer: GroupCommitWriter, table: str | Table) -> None:
+    def __init__(self, writer: GroupCommitWriter, table: str) -> None:
         self._db = writer
-        name = table if isinstance(table, str) else table.name
+        name = table
         self._other_models = Sql(
             f"SELECT seq, model, text FROM {name} WHERE model != :model "
             "ORDER BY seq DESC LIMIT :limit",
