@@ -8,13 +8,9 @@ import asyncio
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from persona_agent.db import GroupCommitWriter, Sql
 from persona_agent.media.images import ImageInput
-
-if TYPE_CHECKING:
-    from persona_agent.media.media_table import media_table as media_table
 
 __all__ = ["DELETE_CONVERSATION_MEDIA", "MediaStore", "StoredImage"]
 
