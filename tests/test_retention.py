@@ -11,7 +11,6 @@ import time
 import uuid
 from dataclasses import replace
 
-from a2a.server.tasks import DatabasePushNotificationConfigStore
 from a2a.types.a2a_pb2 import (
     Artifact,
     Part,
@@ -24,7 +23,7 @@ from sqlalchemy import bindparam, insert, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from persona_agent.a2a.tasks.push import ConfigLimits, IndexedConfigStore
-from persona_agent.a2a.tasks.task_store import SqlTaskStore, persona_owner
+from persona_agent.a2a.tasks.task_store import SqlTaskStore
 from persona_agent.chat.history import ConversationHistory
 from persona_agent.conversations.conversation_store import ConversationStore
 from persona_agent.conversations.message_retention import fair_level
@@ -199,10 +198,7 @@ async def test_push_configs_go_with_their_tasks(
     old, new = str(uuid.uuid4()), str(uuid.uuid4())  # the SDK's table outlives test databases
     for task_id, days in [(old, 40), (new, 1)]:
         await store.save(task(task_id, DONE, days), ctx("ada"))
-    configs = IndexedConfigStore(
-        DatabasePushNotificationConfigStore(engine, owner_resolver=persona_owner),
-        limits=ConfigLimits(unstored_seconds=0),
-    )
+    configs = IndexedConfigStore(writer, limits=ConfigLimits(unstored_seconds=0))
     for task_id in (old, new):
         hook = TaskPushNotificationConfig(task_id=task_id, id="h", url="https://example.org/h")
         await configs.set_info(task_id, hook, ctx("ada"))

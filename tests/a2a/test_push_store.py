@@ -1,13 +1,15 @@
 """The indexed push-config store: tasks without a webhook cost no query per event, and the
 index follows configs set and deleted, and survives a restart (it is read from the
 database); configs are capped per task and per caller, counted in the database (two
-stores on one database: two replicas), concurrent creates included. On SQLite and
+stores on one database: two replicas), concurrent creates included; its table and rows
+are the SDK's store's (each reads what the other wrote, encrypted or not). On SQLite and
 PostgreSQL."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -16,13 +18,14 @@ from a2a.server.context import ServerCallContext
 from a2a.server.tasks import DatabasePushNotificationConfigStore
 from a2a.types.a2a_pb2 import TaskPushNotificationConfig, TaskState
 from a2a.utils.errors import InvalidParamsError
-from sqlalchemy import event, insert
+from cryptography.fernet import Fernet
+from sqlalchemy import Connection, insert, inspect, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from persona_agent.a2a.context_keys import CALLER_KEY, PERSONA_STATE_KEY
 from persona_agent.a2a.tasks.push import ConfigLimits, IndexedConfigStore
 from persona_agent.a2a.tasks.task_store import persona_owner
-from persona_agent.db import tasks_table
+from persona_agent.db import GroupCommitWriter, tasks_table
 
 
 class _Caller(User):
@@ -39,26 +42,29 @@ def context() -> ServerCallContext:
     return ServerCallContext(user=_Caller(), state={PERSONA_STATE_KEY: "socrates"})
 
 
+class CountingWriter(GroupCommitWriter):
+    """The hub's writer, counting the queries it runs."""
+
+    queries = 0
+
+    async def fetch(self, statement: Any, parameters: dict[str, Any] | None = None) -> Any:
+        self.queries += 1
+        return await super().fetch(statement, parameters)
+
+
 def store(engine: AsyncEngine) -> IndexedConfigStore:
-    return IndexedConfigStore(
-        DatabasePushNotificationConfigStore(engine, owner_resolver=persona_owner)
-    )
+    return IndexedConfigStore(GroupCommitWriter(engine))
 
 
 async def test_events_of_tasks_without_webhooks_cost_no_query(engine: AsyncEngine) -> None:
-    statements: list[str] = []
-
-    def count(*args: Any) -> None:
-        statements.append(str(args[2]))
-
-    event.listen(engine.sync_engine, "before_cursor_execute", count)
-    configs = store(engine)
+    writer = CountingWriter(engine)
+    configs = IndexedConfigStore(writer)
     assert await configs.get_info_for_dispatch("t1") == []  # reads the index once
-    loaded = len(statements)
+    loaded = writer.queries
     for _ in range(100):
         assert await configs.get_info_for_dispatch("t1") == []
         assert not await configs.has_configs("t2")
-    assert len(statements) == loaded
+    assert writer.queries == loaded
 
     hook = TaskPushNotificationConfig(task_id="t1", id="c1", url="https://example.org/hook")
     await configs.set_info("t1", hook, context())
@@ -97,9 +103,7 @@ def capped(
     engine: AsyncEngine, per_task: int = 3, per_caller: int = 5, unstored_seconds: float = 3600
 ) -> IndexedConfigStore:
     limits = ConfigLimits(per_task, per_caller, unstored_seconds=unstored_seconds)
-    return IndexedConfigStore(
-        DatabasePushNotificationConfigStore(engine, owner_resolver=persona_owner), limits=limits
-    )
+    return IndexedConfigStore(GroupCommitWriter(engine), limits=limits)
 
 
 async def test_a_task_has_per_task_configs_at_most_on_every_replica(engine: AsyncEngine) -> None:
@@ -149,9 +153,8 @@ async def test_concurrent_creates_never_pass_the_cap(engine: AsyncEngine) -> Non
     stores = [capped(engine, per_task=10)] * 2
     if engine.dialect.name == "postgresql":
         stores = [capped(engine, per_task=10), capped(engine, per_task=10)]
-        # Each store makes the SDK's table on its first use, first: two sessions racing to
-        # CREATE TABLE IF NOT EXISTS on a new database (a pytest-xdist worker's) can both
-        # try, and one fails; this test is about the cap.
+        # Each store makes the SDK's table on its first use, first: this test is about the
+        # cap (a race of two makes is test_two_replicas_make_the_table_at_once's).
         for one in stores:
             await one.get_info_for_dispatch(task)
 
@@ -203,3 +206,140 @@ async def _store_task(engine: AsyncEngine, task_id: str, state: TaskState) -> No
                 data=b"",
             )
         )
+
+
+def _described(conn: Connection) -> dict[str, Any]:
+    """The SDK's table as the database describes it."""
+    inspector = inspect(conn)
+    name = "push_notification_configs"
+    return {
+        "columns": [
+            (c["name"], str(c["type"]), c["nullable"]) for c in inspector.get_columns(name)
+        ],
+        "key": inspector.get_pk_constraint(name),
+        "indexes": inspector.get_indexes(name),
+    }
+
+
+async def _made_by(engine: AsyncEngine, make: Callable[[], Awaitable[object]]) -> dict[str, Any]:
+    async with engine.begin() as conn:
+        await conn.exec_driver_sql("DROP TABLE IF EXISTS push_notification_configs")
+    await make()
+    async with engine.connect() as conn:
+        return await conn.run_sync(_described)
+
+
+async def test_the_table_made_is_the_sdks(engine: AsyncEngine) -> None:
+    """On a database without it, the store makes the SDK's table as the SDK's store would:
+    the same columns, key and index."""
+    sdks = await _made_by(
+        engine, DatabasePushNotificationConfigStore(engine, owner_resolver=persona_owner).initialize
+    )
+    ours = await _made_by(engine, lambda: store(engine).get_info_for_dispatch("t1"))
+    assert ours == sdks
+    assert [column for column, _, _ in ours["columns"]] == [
+        "task_id",
+        "config_id",
+        "config_data",
+        "owner",
+        "protocol_version",
+    ]
+
+
+async def test_two_replicas_make_the_table_at_once(engine: AsyncEngine) -> None:
+    async with engine.begin() as conn:
+        await conn.exec_driver_sql("DROP TABLE IF EXISTS push_notification_configs")
+    stores = [store(engine) for _ in range(4)]  # each on a writer (connections) of its own
+    task = str(uuid.uuid4())
+    await asyncio.gather(
+        *(one.set_info(task, hook(task, f"c{n}"), context()) for n, one in enumerate(stores))
+    )
+    configs = await stores[0].get_info(task, context())
+    assert sorted(c.id for c in configs) == ["c0", "c1", "c2", "c3"]
+
+
+def _with_secrets(task_id: str, config_id: str) -> TaskPushNotificationConfig:
+    config = hook(task_id, config_id)
+    config.token = f"token-{config_id}"
+    config.authentication.scheme = "Bearer"
+    config.authentication.credentials = f"secret-{config_id}"
+    return config
+
+
+@pytest.mark.parametrize("encrypted", [False, True])
+async def test_the_sdks_store_and_this_one_read_each_others_configs(
+    engine: AsyncEngine, encrypted: bool
+) -> None:
+    """An earlier hub's configs (written by the SDK's store) are read, and the SDK reads
+    this store's: the same rows, encrypted with the same key alike."""
+    key = Fernet.generate_key().decode() if encrypted else None
+    sdk = DatabasePushNotificationConfigStore(
+        engine, owner_resolver=persona_owner, encryption_key=key
+    )
+    ours = IndexedConfigStore(GroupCommitWriter(engine), encryption_key=key)
+    task = str(uuid.uuid4())
+    await sdk.set_info(task, _with_secrets(task, "old"), context())
+    assert await ours.has_configs(task)  # the index is read from the SDK's rows
+    assert await ours.set_info(task, _with_secrets(task, "new"), context()) == _with_secrets(
+        task, "new"
+    )
+    expected = [_with_secrets(task, "new"), _with_secrets(task, "old")]
+    for reader in (sdk, ours):
+        got = sorted(await reader.get_info(task, context()), key=lambda c: c.id)
+        assert got == expected
+        dispatched = sorted(await reader.get_info_for_dispatch(task), key=lambda c: c.id)
+        assert dispatched == expected
+    assert await sdk.get_info(task, caller_context("ip:1", user="bob")) == []  # another owner
+    assert await ours.get_info(task, caller_context("ip:1", user="bob")) == []
+
+    stored = await _config_data(engine, task)
+    assert (b"secret-new" in stored["new"]) is not encrypted
+    if not encrypted:  # the same bytes as the SDK's (an encryption's are new each time)
+        await sdk.set_info(task, _with_secrets(task, "new"), context())
+        assert (await _config_data(engine, task))["new"] == stored["new"]
+
+    await ours.delete_info(task, context(), "old")
+    assert [c.id for c in await sdk.get_info(task, context())] == ["new"]
+    await ours.delete_info(task, context())
+    assert await sdk.get_info_for_dispatch(task) == []
+    assert not await ours.has_configs(task)
+
+
+async def test_rows_of_a2a_0_3_and_unencrypted_ones_are_read_as_the_sdk_reads_them(
+    engine: AsyncEngine,
+) -> None:
+    """A row without ``protocol_version`` (A2A 0.3's JSON), and rows written before a key
+    was set (read as plain JSON, with a warning); a row that cannot be read is left out."""
+    plain = IndexedConfigStore(GroupCommitWriter(engine))
+    task = str(uuid.uuid4())
+    await plain.set_info(task, _with_secrets(task, "before"), context())
+    legacy = b'{"id": "legacy", "url": "https://example.org/legacy", "token": "t03"}'
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO push_notification_configs "
+                "(task_id, config_id, config_data, owner, protocol_version) VALUES "
+                "(:t, 'legacy', :data, 'socrates:alice', NULL), "
+                "(:t, 'broken', :broken, 'socrates:alice', '1.0')"
+            ),
+            {"t": task, "data": legacy, "broken": b"not json"},
+        )
+    key = Fernet.generate_key()
+    sdk = DatabasePushNotificationConfigStore(
+        engine, owner_resolver=persona_owner, encryption_key=key
+    )
+    keyed = IndexedConfigStore(GroupCommitWriter(engine), encryption_key=key)
+    theirs = sorted(await sdk.get_info(task, context()), key=lambda c: c.id)
+    assert [c.id for c in theirs] == ["before", "legacy"]
+    assert theirs[1].token == "t03"
+    assert sorted(await keyed.get_info(task, context()), key=lambda c: c.id) == theirs
+    assert sorted(await plain.get_info(task, context()), key=lambda c: c.id) == theirs
+
+
+async def _config_data(engine: AsyncEngine, task_id: str) -> dict[str, bytes]:
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            text("SELECT config_id, config_data FROM push_notification_configs WHERE task_id = :t"),
+            {"t": task_id},
+        )
+        return {config_id: bytes(data) for config_id, data in rows}

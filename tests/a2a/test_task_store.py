@@ -154,6 +154,55 @@ async def test_list_orders_filters_and_pages(
         await store.list(ListTasksRequest(page_token="garbage!"), ctx("ada"))
 
 
+async def test_list_filters_combine_with_the_status_time_and_pages(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    store = SqlTaskStore(writer)
+    done = TaskState.TASK_STATE_COMPLETED
+    for i in range(12):
+        state = done if i % 2 else TaskState.TASK_STATE_WORKING
+        await store.save(make_task(f"t{i:02}", f"c{i % 3}", state, seconds=i), ctx("ada"))
+    await store.save(make_task("no-time", "c1", done), ctx("ada"))
+    await store.save(make_task("theirs", "c1", done, seconds=11), ctx("socrates"))
+
+    after = ListTasksRequest(status=done)
+    after.status_timestamp_after.FromSeconds(1_700_000_004)
+    recent = await store.list(after, ctx("ada"))
+    assert [t.id for t in recent.tasks] == ["t11", "t09", "t07", "t05"]
+    assert recent.total_size == 4
+
+    seen: list[str] = []
+    token = ""
+    while True:
+        request = ListTasksRequest(context_id="c1", status=done, page_size=1, page_token=token)
+        page = await store.list(request, ctx("ada"))
+        assert page.total_size == 3
+        seen += [t.id for t in page.tasks]
+        token = page.next_page_token
+        if not token:
+            break
+    assert seen == ["t07", "t01", "no-time"]  # a task without a status time comes last
+
+
+async def test_forgetting_a_persona_deletes_its_tasks_alone(
+    engine: AsyncEngine, writer: GroupCommitWriter
+) -> None:
+    store = SqlTaskStore(writer, flush_delay=3600)  # no timer flush during the test
+    for persona in ("ada", "adam", "socrates"):
+        await store.save(make_task(f"{persona}-1"), ctx(persona, "bob"))
+        await store.save(make_task(f"{persona}-1", seconds=1), ctx(persona, "bob"))  # pending
+        await store.save(make_task(f"{persona}-2"), ctx(persona))
+    await store.forget_persona("ada")
+    await store.aclose()
+    fresh = SqlTaskStore(writer)
+    assert await fresh.get("ada-1", ctx("ada", "bob")) is None
+    assert await fresh.get("ada-2", ctx("ada")) is None
+    adams = await fresh.get("adam-1", ctx("adam", "bob"))
+    assert adams is not None
+    assert adams.status.timestamp.seconds == 1_700_000_001
+    assert (await fresh.list(ListTasksRequest(), ctx("socrates"))).total_size == 1
+
+
 async def test_fail_unfinished_marks_only_running_tasks(
     engine: AsyncEngine, writer: GroupCommitWriter
 ) -> None:

@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
-from a2a.server.tasks import DatabasePushNotificationConfigStore
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from persona_agent.a2a.cards import provider
 from persona_agent.a2a.registry import A2ARegistry
@@ -46,6 +44,7 @@ from persona_agent.settings import Settings
 
 if TYPE_CHECKING:
     from persona_agent.cluster.notify import Listener
+    from persona_agent.db import GroupCommitWriter
     from persona_agent.personas.stores.sql_store import SqlPersonaStore
 
 __all__ = ["PUSH_CHANNEL", "UNFINISHED_REASON", "A2AParts", "build_a2a", "build_push"]
@@ -123,7 +122,7 @@ def build_a2a(
     push = (
         build_push(
             settings,
-            storage.db.engine,  # (until the push configs run on the writer)
+            storage.writer,
             announce=(
                 functools.partial(cluster.announce, PUSH_CHANNEL) if cluster is not None else None
             ),
@@ -247,18 +246,18 @@ class _OnDemandTransport(httpx.AsyncBaseTransport):
 
 def build_push(
     settings: Settings,
-    db: AsyncEngine,
+    writer: GroupCommitWriter,
     *,
     announce: Callable[[str], Awaitable[None]] | None,
     metrics: HubMetrics,
 ) -> PushParts:
-    """Configs in the hub's database (durable, owned as tasks are, capped); webhooks
-    guarded, and called per destination by a client of their own that follows no
-    redirect. ``announce``: replicas, tell the others of a task given a config."""
+    """Configs in the hub's database, written by ``writer`` (durable, owned as tasks are,
+    capped); webhooks guarded, and called per destination by a client of their own that
+    follows no redirect. ``announce``: replicas, tell the others of a task given a config."""
     store = IndexedConfigStore(
-        DatabasePushNotificationConfigStore(
-            db, owner_resolver=persona_owner, encryption_key=settings.push_config_key
-        ),
+        writer,
+        encryption_key=settings.push_config_key,
+        owner_resolver=persona_owner,
         announce=announce,
         limits=ConfigLimits(
             per_task=settings.push_max_configs_per_task,

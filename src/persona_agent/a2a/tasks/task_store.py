@@ -35,7 +35,7 @@ import enum
 import logging
 import uuid
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from a2a.helpers.proto_helpers import new_text_message
 from a2a.server.context import ServerCallContext
@@ -49,18 +49,13 @@ from a2a.utils.task import (
     decode_list_tasks_cursor,
     encode_list_tasks_cursor,
 )
-from sqlalchemy import and_, bindparam, delete, func, or_, select, update
-from sqlalchemy.sql import ColumnElement
 
 from persona_agent.a2a.context_keys import (
     PERSONA_STATE_KEY,
     TERMINAL_STATES,
     WHOLE_ANSWER_STATE_KEY,
 )
-from persona_agent.db import GroupCommitWriter, like_escaped, tasks_table
-
-if TYPE_CHECKING:
-    from sqlalchemy.dialects import postgresql, sqlite
+from persona_agent.db import GroupCommitWriter, Sql, in_list, like_escaped
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +73,36 @@ answer that reports them goes out next."""
 
 _Key = tuple[str, str]
 """(owner, task id)."""
+
+_TASKS = "pa_tasks"
+"""The table (:data:`persona_agent.db.task_tables.tasks_table`), named in the statements;
+each statement is made once, here (``:name`` parameters, the same text on both databases)."""
+
+_UPSERT = Sql(
+    f"INSERT INTO {_TASKS} (owner, id, context_id, state, sort_ts, data) "
+    "VALUES (:owner, :id, :context_id, :state, :sort_ts, :data) "
+    "ON CONFLICT (owner, id) DO UPDATE SET context_id = excluded.context_id, "
+    "state = excluded.state, sort_ts = excluded.sort_ts, data = excluded.data",
+    table=_TASKS,
+)
+_SELECT = Sql(f"SELECT data FROM {_TASKS} WHERE owner = :owner AND id = :id", table=_TASKS)
+_DELETE = Sql(f"DELETE FROM {_TASKS} WHERE owner = :owner AND id = :id", table=_TASKS)
+_DELETE_OWNER = Sql(f"DELETE FROM {_TASKS} WHERE owner = :owner", table=_TASKS)
+_DELETE_LIKE = Sql(f"DELETE FROM {_TASKS} WHERE owner LIKE :prefix", table=_TASKS)
+_OWNERS_LIKE = Sql(
+    f"SELECT owner, count(*) FROM {_TASKS} WHERE owner LIKE :pattern ESCAPE '\\' GROUP BY owner",
+    table=_TASKS,
+)
+_SETTLED_IN, _SETTLED_VALUES = in_list("settled", [int(state) for state in _SETTLED])
+_UNFINISHED = Sql(
+    f"SELECT owner, id, data FROM {_TASKS} WHERE state NOT IN {_SETTLED_IN}", table=_TASKS
+)
+"""Tasks neither terminal nor waiting for the client (with :data:`_SETTLED_VALUES`)."""
+_FAIL = Sql(
+    f"UPDATE {_TASKS} SET state = :state, sort_ts = :sort_ts, data = :data "
+    "WHERE owner = :owner AND id = :id",
+    table=_TASKS,
+)
 
 
 class _Known(enum.Enum):
@@ -132,26 +157,8 @@ class SqlTaskStore(TaskStore):
         self, writer: GroupCommitWriter, *, flush_delay: float = 0.05, max_known: int = 10_000
     ) -> None:
         self._db = writer
-        # Only the dialect in use is imported: PostgreSQL's costs ~4 MB of memory.
-        upsert: postgresql.Insert | sqlite.Insert
-        if writer.engine.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-            upsert = pg_insert(tasks_table)
-        else:
-            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-            upsert = sqlite_insert(tasks_table)
-        self._upsert = upsert.on_conflict_do_update(
-            index_elements=["owner", "id"],
-            set_={k: upsert.excluded[k] for k in ("context_id", "state", "sort_ts", "data")},
-        )
-        self._delete = delete(tasks_table).where(
-            tasks_table.c.owner == bindparam("d_owner"), tasks_table.c.id == bindparam("d_id")
-        )
-        self._select = select(tasks_table.c.data).where(
-            tasks_table.c.owner == bindparam("s_owner"), tasks_table.c.id == bindparam("s_id")
-        )
+        self._lists: dict[tuple[bool, bool, bool, bool], tuple[Sql, Sql]] = {}
+        """ListTasks' statements (count, page) by the filters given, each made once."""
         self._flush_delay = flush_delay
         self._max_known = max_known
         self._known: OrderedDict[_Key, Task | _Known] = OrderedDict()
@@ -241,7 +248,7 @@ class SqlTaskStore(TaskStore):
                 }
             )
         try:
-            await self._db.write(self._upsert, rows)
+            await self._db.write(_UPSERT, rows)
         finally:
             for key, task in tasks:
                 if self._known.get(key) is task:  # no later save is on its way
@@ -272,7 +279,7 @@ class SqlTaskStore(TaskStore):
         if known is _Known.ABSENT or (known is None and task_id in self._new):
             return None
         changes = self._changes
-        rows = await self._db.fetch(self._select, {"s_owner": key[0], "s_id": task_id})
+        rows = await self._db.fetch(_SELECT, {"owner": key[0], "id": task_id})
         data = rows[0][0] if rows else None
         if data is None:
             if changes == self._changes and key not in self._known:
@@ -286,33 +293,22 @@ class SqlTaskStore(TaskStore):
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         if self._unflushed:
             await self.flush()
-        t = tasks_table.c
-        conditions: list[ColumnElement[bool]] = [t.owner == persona_owner(context)]
+        values: dict[str, Any] = {"owner": persona_owner(context)}
         if params.context_id:
-            conditions.append(t.context_id == params.context_id)
+            values["context_id"] = params.context_id
         if params.status:
-            conditions.append(t.state == int(params.status))
+            values["state"] = int(params.status)
         if params.HasField("status_timestamp_after"):
-            conditions.append(t.sort_ts >= params.status_timestamp_after.ToNanoseconds())
-        filtered = and_(*conditions)
+            values["after"] = params.status_timestamp_after.ToNanoseconds()
         page_size = params.page_size or DEFAULT_LIST_TASKS_PAGE_SIZE
-
-        total = (
-            await self._db.fetch(select(func.count()).select_from(tasks_table).where(filtered))
-        )[0][0]
-        page_filter = filtered
         if params.page_token:
-            after = self._cursor(params.page_token)
-            page_filter = and_(
-                filtered,
-                or_(t.sort_ts < after[0], and_(t.sort_ts == after[0], t.id < after[1])),
-            )
-        rows = await self._db.fetch(
-            select(t.data, t.sort_ts, t.id)
-            .where(page_filter)
-            .order_by(t.sort_ts.desc(), t.id.desc())
-            .limit(page_size + 1)
+            values["cursor_ts"], values["cursor_id"] = self._cursor(params.page_token)
+        count, page = self._list_statements(
+            "context_id" in values, "state" in values, "after" in values, "cursor_id" in values
         )
+
+        total = (await self._db.fetch(count, values))[0][0]
+        rows = await self._db.fetch(page, {**values, "limit": page_size + 1})
 
         tasks = []
         for data, _, _ in rows[:page_size]:
@@ -329,6 +325,33 @@ class SqlTaskStore(TaskStore):
             tasks=tasks, next_page_token=next_token, page_size=page_size, total_size=total
         )
 
+    def _list_statements(
+        self, context_id: bool, state: bool, after: bool, cursor: bool
+    ) -> tuple[Sql, Sql]:
+        """ListTasks' count of the tasks the filters given match, and its page of them
+        (after the cursor), ordered by status time then id, newest first."""
+        key = (context_id, state, after, cursor)
+        found = self._lists.get(key)
+        if found is None:
+            where = "owner = :owner"
+            where += " AND context_id = :context_id" if context_id else ""
+            where += " AND state = :state" if state else ""
+            where += " AND sort_ts >= :after" if after else ""
+            page = where + (
+                " AND (sort_ts < :cursor_ts OR sort_ts = :cursor_ts AND id < :cursor_id)"
+                if cursor
+                else ""
+            )
+            found = self._lists[key] = (
+                Sql(f"SELECT count(*) FROM {_TASKS} WHERE {where}", table=_TASKS),
+                Sql(
+                    f"SELECT data, sort_ts, id FROM {_TASKS} WHERE {page} "
+                    "ORDER BY sort_ts DESC, id DESC LIMIT :limit",
+                    table=_TASKS,
+                ),
+            )
+        return found
+
     @staticmethod
     def _cursor(page_token: str) -> tuple[int, str]:
         cursor = decode_list_tasks_cursor(page_token)
@@ -343,7 +366,7 @@ class SqlTaskStore(TaskStore):
         self._known.pop(key, None)
         self._unflushed.discard(key)
         # In the same group commit as the saves, so it comes after any still under way.
-        await self._db.write(self._delete, [{"d_owner": key[0], "d_id": task_id}])
+        await self._db.write(_DELETE, [{"owner": key[0], "id": task_id}])
 
     async def forget_persona(self, persona_id: str) -> None:
         """Delete every task of a persona (it was deleted: a new persona with its id must not
@@ -353,23 +376,15 @@ class SqlTaskStore(TaskStore):
         for key in [key for key in self._known if key[0].startswith(prefix)]:
             del self._known[key]
         self._unflushed = {key for key in self._unflushed if not key[0].startswith(prefix)}
-        statement = delete(tasks_table).where(tasks_table.c.owner.like(bindparam("prefix")))
         # After the saves under way in the group commit, so none of them comes back.
-        await self._db.write(statement, [{"prefix": f"{prefix}%"}])
+        await self._db.write(_DELETE_LIKE, [{"prefix": f"{prefix}%"}])
 
     async def forget_caller(self, user: str) -> int:
         """Delete every task of ``user`` (a principal's name) with every persona, those
         waiting to be written included; how many were stored (the right to be forgotten).
 
         A scan of the owners (the persona's id comes first): rare, on request."""
-        column = tasks_table.c.owner
-        escaped = like_escaped(user)
-        rows = await self._db.fetch(
-            select(column, func.count())
-            .where(column.like(bindparam("pattern"), escape="\\"))
-            .group_by(column),
-            {"pattern": f"%:{escaped}"},
-        )
+        rows = await self._db.fetch(_OWNERS_LIKE, {"pattern": f"%:{like_escaped(user)}"})
         # LIKE matches in any case on SQLite, and a ":" may be in the name: exact ones only.
         owners = {owner: int(count) for owner, count in rows if owner.partition(":")[2] == user}
         self._changes += 1
@@ -378,9 +393,8 @@ class SqlTaskStore(TaskStore):
             del self._known[key]
         self._unflushed = {key for key in self._unflushed if key[0] not in owners}
         if owners:
-            statement = delete(tasks_table).where(column == bindparam("owner"))
             # After the saves under way in the group commit, so none of them comes back.
-            await self._db.write(statement, [{"owner": owner} for owner in owners])
+            await self._db.write(_DELETE_OWNER, [{"owner": owner} for owner in owners])
         return sum(owners.values())
 
     async def fail_unfinished(self, reason: str) -> int:
@@ -389,13 +403,7 @@ class SqlTaskStore(TaskStore):
         Called at start-up, before any request is served, so no client waits
         forever on a task that nothing is working on. Returns how many were marked.
         """
-        waiting = (TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED)
-        unfinished = [*TERMINAL_STATES, *waiting]
-        rows = await self._db.fetch(
-            select(tasks_table.c.owner, tasks_table.c.id, tasks_table.c.data).where(
-                tasks_table.c.state.not_in([int(s) for s in unfinished])
-            )
-        )
+        rows = await self._db.fetch(_UNFINISHED, _SETTLED_VALUES)
         updates: list[dict[str, Any]] = []
         for owner, task_id, data in rows:
             task = Task()
@@ -405,19 +413,13 @@ class SqlTaskStore(TaskStore):
             task.status.timestamp.GetCurrentTime()
             updates.append(
                 {
-                    "u_owner": owner,
-                    "u_id": task_id,
+                    "owner": owner,
+                    "id": task_id,
                     "state": int(task.status.state),
                     "sort_ts": sort_timestamp(task),
                     "data": task.SerializeToString(),
                 }
             )
         if updates:
-            await self._db.write(
-                update(tasks_table).where(
-                    tasks_table.c.owner == bindparam("u_owner"),
-                    tasks_table.c.id == bindparam("u_id"),
-                ),
-                updates,
-            )
+            await self._db.write(_FAIL, updates)
         return len(updates)

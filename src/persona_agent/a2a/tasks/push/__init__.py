@@ -8,8 +8,9 @@ SDK's interface for it:
 - :class:`~persona_agent.security.egress.push_urls.PushUrlGuard`, the
   ``push_url_validator`` (SSRF), checked when a config is created and before every
   delivery attempt;
-- :mod:`.configs`: :class:`IndexedConfigStore`, the SDK's database config store with an
-  index of the tasks that have configs and caps per task and per caller;
+- :mod:`.configs`: :class:`IndexedConfigStore`, configs in the SDK's database table
+  (:mod:`.config_rows`), with an index of the tasks that have configs and caps per task
+  and per caller;
 - :mod:`.sender`: :class:`RetryingPushSender`, the SDK's sender with a queue and a worker
   per destination, so one slow or failing webhook never delays another;
 - :mod:`.delivery`: one notification POSTed and retried.
