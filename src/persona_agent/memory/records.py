@@ -21,7 +21,14 @@ from persona_agent.db import GroupCommitWriter, Sql
 if TYPE_CHECKING:
     from persona_agent.memory.embeddings import Embedder
 
-__all__ = ["MAX_TEXT", "MemoryOff", "MemoryRecord", "MemoryRecords", "context_id_of"]
+__all__ = [
+    "INSERT_MEMORY",
+    "MAX_TEXT",
+    "MemoryOff",
+    "MemoryRecord",
+    "MemoryRecords",
+    "context_id_of",
+]
 
 MAX_TEXT = 4000
 """An edited memory's text, at most (as a remembered message is kept: its first 4,000
@@ -60,11 +67,12 @@ _DELETE_SUMMARIES = Sql(
     "DELETE FROM pa_summaries WHERE owner = :owner",  # conversations.summary_store's table
     table="pa_summaries",
 )
-_INSERT = Sql(
+INSERT_MEMORY = Sql(
     f"INSERT INTO {_TABLE} (persona_id, owner, conversation, role, text, model, vector, at_ms) "
     "VALUES (:persona_id, :owner, :conversation, :role, :text, :model, :vector, :at_ms)",
     table=_TABLE,
 )
+"""A remembered message (an edit's, here; each turn's, :mod:`.remembered`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +176,7 @@ class MemoryRecords:
             "vector": vector.astype("<f4").tobytes(),
             "at_ms": now,
         }
-        await self._db.write(_INSERT, [row])
+        await self._db.write(INSERT_MEMORY, [row])
         await self._db.write(_DELETE_ONE, [{"persona_id": persona_id, "owner": owner, "seq": seq}])
         found = await self._db.fetch(
             _EDITED,

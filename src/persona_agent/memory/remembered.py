@@ -27,17 +27,13 @@ import numpy as np
 from persona_agent.db import GroupCommitWriter, Sql
 from persona_agent.memory.embeddings import Vectors
 from persona_agent.memory.index import Remembered, ScopeIndex
+from persona_agent.memory.records import INSERT_MEMORY
 from persona_agent.memory.reembed import VectorRows
 from persona_agent.memory.scope import MemoryScope
 
 __all__ = ["MemoryStore", "Remembered"]
 
 _TABLE = "pa_memories"  # memory_table.memories_table
-_INSERT = Sql(
-    f"INSERT INTO {_TABLE} (persona_id, owner, conversation, role, text, model, vector, at_ms) "
-    "VALUES (:persona_id, :owner, :conversation, :role, :text, :model, :vector, :at_ms)",
-    table=_TABLE,
-)
 
 
 def _scope_statements(anonymous: bool) -> dict[str, Sql]:
@@ -109,7 +105,7 @@ class MemoryStore:
             for (role, text), vector in zip(items, vectors, strict=True)
         ]
         if rows:
-            await self._db.write(_INSERT, rows)
+            await self._db.write(INSERT_MEMORY, rows)
 
     async def load(self, scope: MemoryScope, model: str) -> tuple[list[Remembered], Vectors]:
         """The scope's remembered messages (newest first) whose vectors ``model`` made,
