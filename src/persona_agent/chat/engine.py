@@ -26,7 +26,7 @@ from persona_agent.chat.user_source import NO_USERS, UserSource
 from persona_agent.conversations.branches import Branches
 from persona_agent.conversations.prompt_store import PromptStore
 from persona_agent.errors import LLMError
-from persona_agent.knowledge.turn import NO_KNOWLEDGE, TurnKnowledge, numbered
+from persona_agent.knowledge.turn import NO_KNOWLEDGE, FoundPassages, TurnKnowledge, numbered
 from persona_agent.llm.base import (
     ChatRequest,
     LLMBackend,
@@ -37,7 +37,7 @@ from persona_agent.llm.base import (
 )
 from persona_agent.llm.observed import observed_stream
 from persona_agent.media.turn_images import NO_IMAGES, TurnImages
-from persona_agent.memory.scope import NO_MEMORY, Recalled, TurnMemory
+from persona_agent.memory.scope import NO_MEMORY, MemoryScope, Recalled, TurnMemory
 from persona_agent.memory.summary import NO_SUMMARY, ConversationSummary
 from persona_agent.observe.metrics import NO_METRICS, HubMetrics
 from persona_agent.observe.pricing import PriceTable
@@ -198,16 +198,8 @@ class ChatEngine:
         (:func:`~persona_agent.chat.prompt_record.record_of`)."""
         started = time.monotonic()
         past, said, user_message = opening.past, opening.said, opening.query
-        in_prompt = [m["content"] for m in (*past, *said) if isinstance(m.get("content"), str)]
         scope = self.memory.scope(persona, turn.owner, turn.conversation)
-        # What memory, the running summary and the documents bring: read side by side.
-        remembered, summary, found = await asyncio.gather(
-            self.memory.recall(scope, user_message, in_prompt, new=not past)
-            if scope is not None
-            else _nothing(),
-            self.summary.current(key, new=not past),
-            self.knowledge.for_turn(persona.id, turn.conversation, user_message, turn.files),
-        )
+        remembered, summary, found = await self._brought(persona, key, opening, turn, scope)
         prompt = await assemble_prompt(
             persona,
             past,
@@ -258,6 +250,30 @@ class ChatEngine:
             else None,
             opening=opening,
             citations=tuple(passage.citation() for passage in found),
+        )
+
+    async def _brought(
+        self,
+        persona: Persona,
+        key: str,
+        opening: Opening,
+        turn: Turn,
+        scope: MemoryScope | None,
+    ) -> tuple[Recalled, str, FoundPassages]:
+        """What memory, the running summary and the documents bring to the turn's prompt:
+        read side by side (a new conversation has no summary, a persona that remembers
+        nothing no recall: no task for them)."""
+        past, said, user_message = opening.past, opening.said, opening.query
+        found = self.knowledge.for_turn(persona.id, turn.conversation, user_message, turn.files)
+        if scope is None and not past:
+            return Recalled(), "", await found
+        in_prompt = [m["content"] for m in (*past, *said) if isinstance(m.get("content"), str)]
+        return await asyncio.gather(
+            self.memory.recall(scope, user_message, in_prompt, new=not past)
+            if scope is not None
+            else _nothing(),
+            self.summary.current(key, new=not past),
+            found,
         )
 
     def _is_last_call(self, state: TurnState, iteration: int) -> bool:
@@ -334,19 +350,19 @@ class ChatEngine:
         if cost is not None:
             self.metrics.cost.labels(persona.id, model).inc(cost)
         scope, opening, mode = state.memory_scope, state.opening, state.turn.mode
-        kept = (
-            self.memory.keep(scope, _from_user_on(state.said))
-            if scope is not None and mode == "message"
-            else _none()
-        )
-        stored = (
+        writes = [
             self.branches.extend_last(state.key, text_answer)
             if mode == "continue"
             else self.history.append(state.key, [] if state.turn.supplied else state.said)
-        )
-        recorded = self.usage.record(persona.id, model, usage, cost) if self.usage else _none()
-        images = self.images.keep(state.key, state.turn.images if mode == "message" else ())
-        await asyncio.gather(stored, recorded, kept, images)  # all in one group commit
+        ]
+        if self.usage:
+            writes.append(self.usage.record(persona.id, model, usage, cost))
+        if scope is not None and mode == "message":
+            writes.append(self.memory.keep(scope, _from_user_on(state.said)))
+        if state.turn.images and mode == "message":
+            writes.append(self.images.keep(state.key, state.turn.images))
+        # All in one group commit (one write alone: no task for it).
+        await (writes[0] if len(writes) == 1 else asyncio.gather(*writes))
         if opening is not None and opening.anchor is not None:
             await self.branches.keep_answer(state.key, opening.anchor)
             opening.anchor = None
@@ -376,10 +392,6 @@ class ChatEngine:
     def _model_call(self, request: ChatRequest, model: str) -> AsyncGenerator[StreamItem, None]:
         """The backend's stream for ``request``, in a span of the call, and counted."""
         return observed_stream(self.llm, request, model, self.metrics)
-
-
-async def _none() -> None:
-    """Nothing to wait for (a persona that remembers nothing keeps nothing)."""
 
 
 async def _nothing() -> Recalled:  # nothing recalled (a persona that remembers nothing)
