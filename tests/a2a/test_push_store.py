@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
-from a2a.server.tasks import DatabasePushNotificationConfigStore
+from a2a.server.tasks.database_push_notification_config_store import (
+    DatabasePushNotificationConfigStore,  # its own module: serve masks it in a2a.server.tasks
+)
 from a2a.types.a2a_pb2 import TaskPushNotificationConfig, TaskState
 from a2a.utils.errors import InvalidParamsError
 from cryptography.fernet import Fernet
